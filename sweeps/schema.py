@@ -1,0 +1,112 @@
+"""The Parquet row schema: one row per trial, every column named with its unit.
+
+This module is the single definition of what a results directory holds. The sweep writes rows
+with it (`sweeps/store.py`), the analysis reads them against it (`analysis/`), and neither imports
+the other's heavy dependencies: this file needs only pyarrow.
+
+    python -c "from sweeps.schema import describe; print(describe())"
+
+Reading a results directory as one dataset:
+
+    pandas:   pd.read_parquet("results/scaling")
+    pyarrow:  pyarrow.dataset.dataset("results/scaling", format="parquet")
+    DuckDB:   SELECT * FROM 'results/scaling/*.parquet'
+    polars:   pl.read_parquet("results/scaling/*.parquet")
+
+Units: `_s` seconds, `_bytes` bytes, `_per_s` per second; accuracy is a fraction in [0, 1].
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+# Bump when a column changes meaning or type; readers refuse to mix versions.
+SCHEMA_VERSION = 1
+
+_F64, _I64, _STR = pa.float64(), pa.int64(), pa.string()
+
+# (name, type, description). Order is the column order in the files.
+COLUMNS: list[tuple[str, pa.DataType, str]] = [
+    # identity
+    ("schema_version", _I64, "version of this schema the row was written with"),
+    ("sweep", _STR, "sweep name: the results/<sweep>/ directory"),
+    ("trial_id", _STR, "Ray Tune's trial id"),
+    ("config_hash", _STR, "hash of the trial's config; a re-run skips hashes already measured"),
+    ("status", _STR, "'ok' or 'error'"),
+    ("error", _STR, "error type and message when status is 'error', else null"),
+    ("finished_at", pa.timestamp("s", tz="UTC"), "when the driver wrote the row"),
+    # config (what was asked for, with the workload's defaults filled in)
+    ("workload", _STR, "disc, mnist_cnn, lenet, peaks or tabular (trainables/workloads.py)"),
+    ("device", _STR, "device string as in the search space: 'cpu', 'cuda'"),
+    ("depth", _I64, "depth axis (meaning per workload, see trainables/workloads.py); null if not an axis"),
+    ("width", _I64, "width axis (nodes per layer, or channel multiplier for CNNs); null = seed's shape"),
+    ("batch_size", _I64, "training mini-batch size, samples"),
+    ("dataset_size", _I64, "training samples"),
+    ("epochs", _I64, "epochs trained in total, warm-up included"),
+    ("warmup_epochs", _I64, "first epochs excluded from the timed training"),
+    ("lr", _F64, "learning rate"),
+    ("loop", _STR, "'fast' (no host sync per step) or 'seed' (the seeds' own loop: .item() per step)"),
+    ("seed", _I64, "random seed of data, init and shuffling"),
+    ("data_requested", _STR, "data source asked for: auto, mnist, digits, synthetic, generated"),
+    ("cpus_requested", _F64, "CPUs the trial asked Ray for"),
+    ("gpus_requested", _F64, "GPUs the trial asked Ray for"),
+    # model
+    ("n_params", _I64, "trainable parameters of the model"),
+    ("model", _STR, "short description of the model's shape"),
+    # timings
+    ("setup_s", _F64, "data generation or loading and model construction, on the host"),
+    ("h2d_s", _F64, "moving data and model to the device, synchronised"),
+    ("warmup_s", _F64, "the warm-up epochs (compile, autotune, allocator growth), excluded from train_s"),
+    ("train_s", _F64, "the timed epochs, synchronised"),
+    ("eval_s", _F64, "evaluation on the test split (0 when the workload has none)"),
+    ("total_s", _F64, "whole trial wall time inside the trainable"),
+    ("epoch_s", pa.list_(_F64), "each timed epoch, in order"),
+    ("epoch_s_median", _F64, "median of epoch_s"),
+    ("epoch_s_iqr", _F64, "interquartile range of epoch_s (75th minus 25th percentile)"),
+    ("epoch_s_min", _F64, "fastest timed epoch"),
+    ("epoch_s_max", _F64, "slowest timed epoch"),
+    ("steps_per_epoch", _I64, "optimiser steps per epoch"),
+    ("samples_per_s", _F64, "training samples per second over the timed epochs"),
+    # quality
+    ("train_loss", _F64, "mean training loss per sample over the last epoch"),
+    ("train_accuracy", _F64, "training accuracy over the last epoch (classification), else null"),
+    ("test_loss", _F64, "mean loss per sample on the test split, null if none"),
+    ("test_accuracy", _F64, "accuracy on the test split, null if none or regression"),
+    # environment
+    ("data_source", _STR, "data actually used: 'mnist:<dir>', 'digits', 'synthetic', 'generated'"),
+    ("n_test", _I64, "test samples (0 if none)"),
+    ("hostname", _STR, "node the trial ran on"),
+    ("device_name", _STR, "GPU name, or the CPU model for CPU trials"),
+    ("cpu_model", _STR, "CPU model of the node"),
+    ("torch_threads", _I64, "torch.get_num_threads() during the trial"),
+    ("peak_rss_bytes", _I64, "peak resident memory of the trial's worker process so far"),
+    ("peak_gpu_bytes", _I64, "peak GPU memory allocated by torch during the trial, null on CPU"),
+    ("torch_version", _STR, "torch.__version__"),
+    ("ray_version", _STR, "ray.__version__"),
+    ("python_version", _STR, "platform.python_version()"),
+    ("cuda_version", _STR, "torch.version.cuda, null for CPU-only builds"),
+]
+
+SCHEMA = pa.schema([pa.field(name, kind) for name, kind, _ in COLUMNS])
+NAMES = [name for name, _, _ in COLUMNS]
+
+# Columns that identify the measured configuration: equal values mean the same experiment.
+CONFIG_COLUMNS = [
+    "workload", "device", "depth", "width", "batch_size", "dataset_size", "epochs",
+    "warmup_epochs", "lr", "loop", "seed", "data_requested",
+]
+
+
+def to_table(rows: list[dict]) -> pa.Table:
+    """Rows (dicts) as a table of exactly SCHEMA; missing keys become null, unknown keys are refused."""
+    unknown = sorted({key for row in rows for key in row} - set(NAMES))
+    if unknown:
+        raise ValueError(f"columns not in sweeps/schema.py: {unknown}; add them to COLUMNS first")
+    return pa.Table.from_pylist([{name: row.get(name) for name in NAMES} for row in rows], schema=SCHEMA)
+
+
+def describe() -> str:
+    """The schema as a Markdown table, for the README."""
+    lines = ["| column | type | meaning |", "|---|---|---|"]
+    lines += [f"| `{name}` | {kind} | {doc} |" for name, kind, doc in COLUMNS]
+    return "\n".join(lines)

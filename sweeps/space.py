@@ -1,0 +1,89 @@
+"""A sweep's search space: per-workload grids crossed with devices and seeds, checked before anything runs.
+
+    space = Space("scaling", grids={"disc": {"depth": [2, 4, 6]}}, devices=("cpu", "cuda"))
+    configs = space.expand()             # list[TrialConfig], every one resolved and checked
+    space.param_space(configs)           # Tune's param_space: one grid point per config
+    resources_for(config_dict)           # Tune's per-trial resource request
+
+Axes a grid may set: depth, width, batch_size, dataset_size, epochs, lr. A bad value is refused
+with the sweep, the workload and the axis named, e.g.
+`width must be an integer >= 1, got 0 (sweep 'scaling', workload 'disc', axis width)`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from trainables.config import ConfigError, TrialConfig
+from trainables.devices import resources
+from trainables.workloads import WORKLOADS, resolve
+
+AXES = ("depth", "width", "batch_size", "dataset_size", "epochs", "lr")
+
+
+@dataclass(frozen=True)
+class Space:
+    name: str  # results go to results/<name>/
+    grids: dict  # workload -> {axis: [values]}; an axis left out takes the seed's value
+    devices: tuple = ("cpu",)  # device strings, crossed with every grid point
+    cpu_threads: int = 1  # threads (and Ray CPUs) of each CPU trial
+    repeats: int = 1  # independent seeds 0..repeats-1 of every point
+    fixed: dict = field(default_factory=dict)  # other TrialConfig fields for every trial: loop, warmup_epochs
+    image_data: dict = field(default_factory=dict)  # data and data_dir, for the image workloads only
+
+    def _where(self, workload: str | None = None, axis: str | None = None) -> str:
+        parts = [f"sweep {self.name!r}"] + ([f"workload {workload!r}"] if workload else [])
+        return "(" + ", ".join(parts + ([f"axis {axis}"] if axis else [])) + ")"
+
+    def expand(self) -> list[TrialConfig]:
+        """Every trial of the space, resolved; raises ValueError naming the first bad axis and value."""
+        if not self.grids:
+            raise ValueError(f"the space has no workloads {self._where()}; known: {sorted(WORKLOADS)}")
+        if not self.devices:
+            raise ValueError(f"the space has no devices {self._where()}")
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {self.repeats} {self._where()}")
+        configs = []
+        for workload, grid in self.grids.items():
+            if workload not in WORKLOADS:
+                raise ValueError(f"workload must be one of {sorted(WORKLOADS)}, got {workload!r} {self._where()}")
+            for axis, values in grid.items():
+                if axis not in AXES:
+                    raise ValueError(f"axis must be one of {list(AXES)}, got {axis!r} {self._where(workload)}")
+                if not isinstance(values, (list, tuple)) or not values:
+                    raise ValueError(f"{axis} needs a non-empty list of values, got {values!r} "
+                                     f"{self._where(workload, axis)}")
+            axes = list(grid)
+            for point in itertools.product(*(grid[a] for a in axes), self.devices, range(self.repeats)):
+                *values, device, seed = point
+                threads = self.cpu_threads if device == "cpu" else 1
+                extra = self.image_data if WORKLOADS[workload].images else {}
+                cfg = TrialConfig(workload, device=device, seed=seed, threads=threads,
+                                  **dict(zip(axes, values)), **self.fixed, **extra)
+                try:
+                    configs.append(resolve(cfg))
+                except ConfigError as exc:
+                    raise ValueError(f"{exc} {self._where(workload, exc.field)}") from None
+        return _unique(configs)
+
+    @staticmethod
+    def param_space(configs: list[TrialConfig]) -> dict:
+        from ray import tune
+
+        return {"trial": tune.grid_search([cfg.to_dict() for cfg in configs])}
+
+
+def _unique(configs: list[TrialConfig]) -> list[TrialConfig]:
+    """Drop repeats that resolve to the same experiment (an axis given its default value, say)."""
+    seen: dict[str, TrialConfig] = {}
+    for cfg in configs:
+        seen.setdefault(cfg.config_hash(), cfg)
+    return list(seen.values())
+
+
+def resources_for(config: dict) -> dict:
+    """Tune's per-trial resource request: a CPU trial asks for its cores, a GPU trial for its GPU."""
+    cfg = TrialConfig.from_dict(config["trial"])
+    return resources(cfg.device, cfg.threads)
+

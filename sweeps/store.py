@@ -1,0 +1,105 @@
+"""Trial rows on disk: one Parquet file per measured configuration, written atomically by the driver.
+
+    results/<sweep>/<config_hash>.parquet    one row, schema sweeps/schema.py
+    results/<sweep>/_tune/                   Tune's own state (ignored by Parquet readers: leading '_')
+
+A file is written under a hidden temporary name and renamed into place, so a crash or Ctrl-C leaves
+either the whole row or none. Re-running a sweep skips the configs whose row says 'ok' and measures
+the rest again; a new row for a config replaces its old failed one, so nothing is duplicated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from ray import tune
+
+from sweeps import schema
+from trainables.config import TrialConfig
+from trainables.train import ROW_KEY, failed_row
+
+
+class Store:
+    def __init__(self, directory: Path | str):
+        self.dir = Path(directory)
+
+    def write(self, row: dict) -> Path:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / f"{row['config_hash']}.parquet"
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".", suffix=".tmp")
+        os.close(fd)
+        try:
+            pq.write_table(schema.to_table([row]), tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+    def files(self) -> list[Path]:
+        return sorted(self.dir.glob("*.parquet")) if self.dir.is_dir() else []
+
+    def measured(self) -> set[str]:
+        """Config hashes that already have an 'ok' row."""
+        if not self.files():
+            return set()
+        table = pq.ParquetDataset(self.dir).read(columns=["config_hash", "status"])
+        return {h for h, s in zip(table["config_hash"].to_pylist(), table["status"].to_pylist()) if s == "ok"}
+
+    def read(self):
+        import pandas as pd
+
+        return pd.read_parquet(self.dir) if self.files() else pd.DataFrame(columns=schema.NAMES)
+
+
+class RowWriter(tune.Callback):
+    """Writes each trial's row the moment the driver hears of it, and reports progress as it goes."""
+
+    def __init__(self, store: Store, sweep: str, total: int, log=print):
+        self.store, self.sweep, self.total, self.log = store, sweep, total, log
+        self.written: set[str] = set()
+        self.start = time.monotonic()
+
+    def _write(self, trial, row: dict, trials) -> None:
+        row = {**row, "schema_version": schema.SCHEMA_VERSION, "sweep": self.sweep,
+               "trial_id": trial.trial_id, "finished_at": dt.datetime.now(dt.timezone.utc)}
+        self.store.write(row)
+        self.written.add(trial.trial_id)
+        self.log(f"{self._progress(trials, trial)} {_headline(row)}")
+
+    def _progress(self, trials, reporting) -> str:
+        running = sum(t.status == "RUNNING" and t is not reporting for t in trials)
+        pending = sum(t.status == "PENDING" for t in trials)
+        elapsed = dt.timedelta(seconds=round(time.monotonic() - self.start))
+        return f"[{len(self.written)}/{self.total} done, {running} running, {pending} pending, {elapsed}]"
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if ROW_KEY in result:
+            self._write(trial, result[ROW_KEY], trials)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        # The worker died (killed, out of memory) before it could report: the driver writes the row.
+        if trial.trial_id not in self.written:
+            cfg = TrialConfig.from_dict(trial.config["trial"])
+            self._write(trial, failed_row(cfg, _trial_error(trial)), trials)
+
+
+def _trial_error(trial) -> str:
+    path = trial.error_file
+    if path and os.path.exists(path):
+        return Path(path).read_text()[-4000:]
+    return f"trial {trial.trial_id} failed on its worker without an error file"
+
+
+def _headline(row: dict) -> str:
+    axes = " ".join(f"{k}={row[k]}" for k in ("depth", "width", "batch_size", "dataset_size") if row.get(k) is not None)
+    what = f"{row['workload']} {row['device']} {axes}"
+    if row["status"] != "ok":
+        return f"{what}: FAILED {row['error'].splitlines()[0]}"
+    return (f"{what}: {row['epoch_s_median'] * 1e3:.2f} ms/epoch "
+            f"(IQR {row['epoch_s_iqr'] * 1e3:.2f}), {row['samples_per_s']:,.0f} samples/s")

@@ -1,0 +1,109 @@
+"""Sweeps on a real local Ray: rows reach Parquet with every column, failures become rows,
+bad spaces are refused before anything runs, and an interrupted sweep resumes without loss or duplicates."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.dataset as ds
+import pytest
+
+from sweeps import schema
+from sweeps.space import Space, resources_for
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = {"disc": {"depth": [2, 3], "epochs": [3]}, "peaks": {"dataset_size": [100], "epochs": [5]}}
+
+
+def run(space, out):
+    from sweeps import runner
+
+    return runner.run(space, out, log=lambda line: None)
+
+
+def test_a_sweep_writes_one_row_per_trial_with_every_column(local_ray, tmp_path):
+    store = run(Space("tiny", TINY, ("cpu",), cpu_threads=2, repeats=2), tmp_path)
+    rows = pd.read_parquet(tmp_path / "tiny")
+    assert list(rows.columns) == schema.NAMES
+    assert len(rows) == 6 and rows["config_hash"].is_unique
+    assert set(rows["status"]) == {"ok"}
+    assert sorted(rows["seed"]) == [0, 0, 0, 1, 1, 1]
+    measured = [c for c in schema.NAMES if c not in ("error", "test_loss", "test_accuracy", "train_accuracy",
+                                                      "peak_gpu_bytes", "width", "cuda_version")]
+    assert not rows[measured].isna().any().any(), rows[measured].isna().sum()
+    assert (rows["cpus_requested"] == 2).all() and (rows["torch_threads"] == 2).all()
+    assert (rows["sweep"] == "tiny").all() and (rows["schema_version"] == schema.SCHEMA_VERSION).all()
+    # the same directory is one dataset for pyarrow and DuckDB too
+    assert ds.dataset(store.dir, format="parquet").count_rows() == 6
+    duckdb = pytest.importorskip("duckdb")
+    assert duckdb.sql(f"select count(*) from '{store.dir}/*.parquet'").fetchall()[0][0] == 6
+
+
+def test_a_second_run_measures_only_what_is_missing(local_ray, tmp_path):
+    run(Space("again", {"disc": {"depth": [2], "epochs": [3]}}, ("cpu",)), tmp_path)
+    first = pd.read_parquet(tmp_path / "again")
+    run(Space("again", {"disc": {"depth": [2, 3], "epochs": [3]}}, ("cpu",)), tmp_path)
+    second = pd.read_parquet(tmp_path / "again")
+    assert len(second) == 2 and second["config_hash"].is_unique
+    kept = second.set_index("config_hash").loc[first["config_hash"], "trial_id"]
+    assert list(kept) == list(first["trial_id"])  # the measured row was not re-measured
+
+
+def test_a_failing_trial_becomes_a_failed_row_and_the_sweep_goes_on(local_ray, tmp_path):
+    # Ray's accounting has a GPU, this machine has no CUDA: the 'cuda' trial fails on its node
+    run(Space("fails", {"disc": {"depth": [2], "epochs": [3]}}, ("cpu", "cuda")), tmp_path)
+    rows = pd.read_parquet(tmp_path / "fails").set_index("device")
+    assert rows.loc["cpu", "status"] == "ok"
+    assert rows.loc["cuda", "status"] == "error"
+    assert "CUDA not available on node" in rows.loc["cuda", "error"]
+    assert rows.loc["cuda", "depth"] == 2 and rows.loc["cuda", "gpus_requested"] == 1
+
+
+@pytest.mark.parametrize("grids, devices, words", [
+    ({"disc": {"width": [8, 0]}}, ("cpu",), "width must be an integer >= 1, got 0 (sweep 'bad', workload 'disc', axis width)"),
+    ({"nope": {}}, ("cpu",), "workload must be one of"),
+    ({"disc": {}}, ("cpu", "tpu"), "device must be one of ['cpu', 'cuda'], got 'tpu' (sweep 'bad', workload 'disc', axis device)"),
+    ({"disc": {"batch_size": [5000]}}, ("cpu",), "batch_size must be <= dataset_size (1000), got 5000"),
+    ({"disc": {"colour": [1]}}, ("cpu",), "axis must be one of"),
+    ({"disc": {"depth": []}}, ("cpu",), "depth needs a non-empty list"),
+])
+def test_a_bad_space_is_refused_before_anything_runs(grids, devices, words, tmp_path):
+    with pytest.raises(ValueError) as info:
+        Space("bad", grids, devices).expand()
+    assert words in str(info.value)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_resources_follow_the_device():
+    cpu = Space("r", {"disc": {}}, ("cpu", "cuda"), cpu_threads=4).expand()
+    requests = {c.device: resources_for({"trial": c.to_dict()}) for c in cpu}
+    assert requests == {"cpu": {"cpu": 4, "gpu": 0}, "cuda": {"cpu": 1, "gpu": 1.0}}
+
+
+def test_killed_sweep_resumes_without_losing_or_duplicating_rows(tmp_path):
+    cmd = [sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workloads", "disc", "--devices", "cpu",
+           "--out", str(tmp_path), "--name", "killed", "--max-concurrent", "1"]
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(cmd, cwd=tmp_path, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("*.parquet"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its local Ray, mid-sweep
+    proc.wait()
+    before = pd.read_parquet(out)
+    assert 3 <= len(before) < 11, "the sweep should have been cut mid-way"
+
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"{len(before)} already measured" in done.stdout
+    after = pd.read_parquet(out)
+    assert len(after) == 11 and after["config_hash"].is_unique  # disc depths 2..12, once each
+    assert sorted(after["depth"]) == list(range(2, 13))
+    kept = after.set_index("config_hash").loc[before["config_hash"], "finished_at"]
+    assert list(kept) == list(before["finished_at"])  # rows written before the kill are untouched
+    assert not list(out.glob(".*.tmp"))

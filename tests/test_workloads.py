@@ -1,0 +1,99 @@
+"""The workloads reproduce their seeds, refuse bad configs by name, and train the same on any thread count."""
+
+import math
+import re
+
+import pytest
+import torch
+
+from trainables.config import ConfigError, TrialConfig
+from trainables.train import run_trial
+from trainables.workloads import WORKLOADS, n_params, resolve
+
+
+def model(workload, **kw):
+    cfg = resolve(TrialConfig(workload, **kw))
+    return WORKLOADS[workload].make_model(cfg)
+
+
+def test_disc_depth_10_has_the_seeds_700k_parameters():
+    assert n_params(model("disc", depth=10)) == 703_142
+
+
+@pytest.mark.parametrize("workload, expected", [
+    ("mnist_cnn", 21_840),  # pytorch/examples mnist Net
+    ("lenet", 61_610),  # conv 60 + 2,416, fc 48,120 + 10,164 + 850
+    ("peaks", 2 * 20 + 20 + 20 * 5 + 5 + 5 + 1),
+])
+def test_default_models_are_the_seeds(workload, expected):
+    assert n_params(model(workload)) == expected
+
+
+def test_width_gives_the_plain_mlp_and_multiplies_cnn_channels():
+    plain = model("disc", depth=3, width=8)  # 2 -> 8 -> 8 -> 2
+    assert [m.out_features for m in plain if isinstance(m, torch.nn.Linear)] == [8, 8, 2]
+    wide = model("mnist_cnn", width=2)
+    assert (wide.conv1.out_channels, wide.conv2.out_channels, wide.fc1.in_features) == (20, 40, 640)
+
+
+def test_defaults_are_the_seeds_hyperparameters():
+    cfg = resolve(TrialConfig("disc"))
+    assert (cfg.batch_size, cfg.dataset_size, cfg.epochs, cfg.lr) == (100, 1000, 100, 0.1)
+    peaks = resolve(TrialConfig("peaks"))
+    assert peaks.batch_size == peaks.dataset_size == 40_000 and peaks.epochs == 2000
+    opt = WORKLOADS["mnist_cnn"].make_optimizer(model("mnist_cnn").parameters(), 0.01)
+    assert opt.defaults["momentum"] == 0.5
+    assert WORKLOADS["lenet"].make_loss().reduction == "sum"
+
+
+@pytest.mark.parametrize("kw, field, words", [
+    (dict(workload="disc", width=0), "width", "width must be an integer >= 1, got 0"),
+    (dict(workload="nope"), "workload", "workload must be one of"),
+    (dict(workload="disc", device="tpu"), "device", "device must be one of"),
+    (dict(workload="disc", batch_size=2000), "batch_size", "batch_size must be <= dataset_size (1000), got 2000"),
+    (dict(workload="lenet", depth=3), "depth", "depth is not an axis of workload 'lenet'"),
+    (dict(workload="peaks", dataset_size=1000), "dataset_size", "nearest: 961 or 1024"),
+    (dict(workload="mnist_cnn", data="digits", dataset_size=5000), "data", "use data 'synthetic'"),
+    (dict(workload="disc", epochs=1, warmup_epochs=1), "warmup_epochs", "at least one epoch must be timed"),
+])
+def test_bad_configs_are_refused_by_name(kw, field, words):
+    with pytest.raises(ConfigError, match=re.escape(words)) as info:
+        resolve(TrialConfig(**kw))
+    assert info.value.field == field
+
+
+def test_one_seeded_step_gives_the_same_loss_on_1_and_2_threads():
+    losses = []
+    for threads in (1, 2):
+        row = run_trial(TrialConfig("disc", depth=8, epochs=2, warmup_epochs=1, dataset_size=200, threads=threads))
+        losses.append(row["train_loss"])
+        assert row["torch_threads"] == threads
+    assert math.isclose(losses[0], losses[1], rel_tol=1e-5)
+
+
+def test_a_trial_reports_time_quality_and_environment():
+    row = run_trial(TrialConfig("tabular", dataset_size=512, epochs=4, batch_size=64))
+    assert len(row["epoch_s"]) == 3 and row["steps_per_epoch"] == 8
+    assert row["epoch_s_min"] <= row["epoch_s_median"] <= row["epoch_s_max"]
+    assert row["train_s"] >= sum(row["epoch_s"]) * 0.99  # the phase holds the epochs
+    assert row["total_s"] > row["train_s"] + row["warmup_s"]
+    assert 0.5 < row["test_accuracy"] <= 1 and row["n_test"] == 128
+    assert row["samples_per_s"] == pytest.approx(512 * 3 / sum(row["epoch_s"]))
+    assert row["device_name"] == row["cpu_model"] and row["peak_gpu_bytes"] is None
+
+
+def test_training_learns_the_seed_task():
+    # seed 000 reaches low training error within its 100 epochs; 30 suffice at depth 6
+    row = run_trial(TrialConfig("disc", depth=6, epochs=30))
+    assert row["train_accuracy"] > 0.9
+
+
+def test_seed_loop_and_fast_loop_train_identically():
+    fast = run_trial(TrialConfig("disc", depth=4, epochs=3))
+    seed = run_trial(TrialConfig("disc", depth=4, epochs=3, loop="seed"))
+    assert seed["train_loss"] == pytest.approx(fast["train_loss"], rel=1e-6)
+
+
+def test_a_diverging_trial_raises_a_clear_error():
+    with pytest.raises(FloatingPointError, match="loss became"):
+        run_trial(TrialConfig("peaks", dataset_size=100, epochs=30, lr=1e30))

@@ -1,0 +1,59 @@
+"""One trial's configuration: a frozen dataclass, converted from Tune's dict at one boundary.
+
+`TrialConfig.from_dict(config)` is the trainable's first line; everything below it takes typed
+fields. `None` on an axis means "the seed's value": `trainables.workloads.resolve` fills it in and
+checks every field, so a bad search space is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+
+LOOPS = ("fast", "seed")
+
+
+class ConfigError(ValueError):
+    """A config field with a bad value; `field` names it so a sweep can say which axis."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+DATA_SOURCES = ("auto", "mnist", "digits", "synthetic")
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    workload: str  # name in trainables.workloads.WORKLOADS
+    device: str = "cpu"  # 'cpu' or 'cuda' (trainables.devices parses it)
+    depth: int | None = None  # layers; meaning per workload, None = the seed's
+    width: int | None = None  # nodes per hidden layer, or channel multiplier for CNNs; None = seed's
+    batch_size: int | None = None  # samples per optimiser step; None = the seed's
+    dataset_size: int | None = None  # training samples; None = the seed's
+    epochs: int | None = None  # epochs in total, warm-up included; None = the seed's
+    warmup_epochs: int = 1  # first epochs left out of the timed training
+    lr: float | None = None  # learning rate; None = the seed's
+    loop: str = "fast"  # 'fast': no host sync per step; 'seed': the seeds' loop, .item() per step
+    seed: int = 0  # seeds data, initialisation and shuffling
+    data: str = "auto"  # image workloads: auto, mnist, digits or synthetic
+    data_dir: str | None = None  # directory holding torchvision's MNIST/raw IDX files
+    threads: int = 1  # CPU threads: torch.set_num_threads, and the CPUs asked of Ray
+
+    @classmethod
+    def from_dict(cls, config: dict) -> "TrialConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(config) - names)
+        if unknown:
+            raise ValueError(f"unknown config keys {unknown}; known: {sorted(names)}")
+        return cls(**config)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def config_hash(self) -> str:
+        """Stable id of what is measured: data_dir is where, not what, so it is left out."""
+        measured = {k: v for k, v in self.to_dict().items() if k != "data_dir"}
+        blob = json.dumps(measured, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]

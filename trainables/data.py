@@ -1,0 +1,145 @@
+"""Datasets as in-memory tensors. Nothing is downloaded: MNIST comes from local IDX files only.
+
+Image workloads take `data` = auto | mnist | digits | synthetic:
+    mnist      torchvision's MNIST read from `data_dir` (download=False): 60,000 train, 10,000 test
+    digits     scikit-learn's bundled handwritten digits (1,797 real 8x8 images, shipped with the
+               package), upscaled to 28x28: 1,437 train, 360 test; for accuracy without MNIST
+    synthetic  random images and labels of MNIST's shape: timing only, no test split
+    auto       mnist when data_dir is given, else digits when dataset_size fits, else synthetic
+Every trial's row records the source it used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # the PyTorch MNIST example's normalisation
+DIGITS_TRAIN = 1437  # of scikit-learn's 1,797 digits; the other 360 are the test split
+
+
+@dataclass(frozen=True)
+class Data:
+    x: torch.Tensor
+    y: torch.Tensor
+    test_x: torch.Tensor | None  # None: the workload has no test split
+    test_y: torch.Tensor | None
+    source: str  # what the row's data_source says
+
+    def to(self, device: torch.device) -> "Data":
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return Data(move(self.x), move(self.y), move(self.test_x), move(self.test_y), self.source)
+
+    @property
+    def n_test(self) -> int:
+        return 0 if self.test_x is None else len(self.test_x)
+
+
+def images(data: str, data_dir: str | None, dataset_size: int, seed: int) -> Data:
+    source = image_source(data, data_dir, dataset_size)
+    if source == "mnist":
+        return _mnist(Path(data_dir), dataset_size)
+    if source == "digits":
+        return _digits(dataset_size, seed)
+    return _synthetic(dataset_size, seed)
+
+
+def image_source(data: str, data_dir: str | None, dataset_size: int) -> str:
+    """Which source `data` means for this size; refuses what cannot be honoured."""
+    if data == "auto":
+        if data_dir:
+            return "mnist"
+        return "digits" if dataset_size <= DIGITS_TRAIN else "synthetic"
+    if data == "mnist" and not data_dir:
+        raise ValueError("data 'mnist' needs data_dir (--data-dir): a directory with MNIST/raw/*-ubyte")
+    if data == "digits" and dataset_size > DIGITS_TRAIN:
+        raise ValueError(
+            f"dataset_size must be <= {DIGITS_TRAIN} with data 'digits', got {dataset_size}; "
+            "use data 'synthetic' for timing at larger sizes, or real MNIST with --data-dir"
+        )
+    return data
+
+
+def _mnist(root: Path, dataset_size: int) -> Data:
+    from torchvision.datasets import MNIST
+
+    try:
+        train = MNIST(str(root), train=True, download=False)
+        test = MNIST(str(root), train=False, download=False)
+    except RuntimeError as exc:  # torchvision: "Dataset not found. You can use download=True ..."
+        raise FileNotFoundError(
+            f"no MNIST IDX files under {root}: expected {root}/MNIST/raw/train-images-idx3-ubyte and "
+            "the other three files (torchvision's layout); nothing is downloaded at run time"
+        ) from exc
+    if dataset_size > len(train.data):
+        raise ValueError(f"dataset_size must be <= {len(train.data)} for MNIST in {root}, got {dataset_size}")
+    norm = lambda d: ((d.float() / 255.0 - MNIST_MEAN) / MNIST_STD).unsqueeze(1)  # noqa: E731
+    return Data(norm(train.data[:dataset_size]), train.targets[:dataset_size].long(),
+                norm(test.data), test.targets.long(), f"mnist:{root}")
+
+
+def _digits(dataset_size: int, seed: int) -> Data:
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0  # 0..16 -> 0..1
+    x = F.interpolate(x, size=(28, 28), mode="bilinear", align_corners=False)
+    x = (x - MNIST_MEAN) / MNIST_STD
+    y = torch.tensor(bunch.target, dtype=torch.long)
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
+    train, test = order[:DIGITS_TRAIN][:dataset_size], order[DIGITS_TRAIN:]
+    return Data(x[train], y[train], x[test], y[test], "digits")
+
+
+def _synthetic(dataset_size: int, seed: int) -> Data:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(dataset_size, 1, 28, 28, generator=gen)
+    y = torch.randint(0, 10, (dataset_size,), generator=gen)
+    return Data(x, y, None, None, "synthetic")
+
+
+def disc(dataset_size: int, seed: int) -> Data:
+    """Seed 000: points uniform in [0,1]^2, label 1 inside radius 1/sqrt(2*pi); the seed's scalar normalisation."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.empty(dataset_size, 2).uniform_(0, 1, generator=gen)
+    y = x.pow(2).sum(1).sub(1 / (2 * math.pi)).sign().neg().add(1).div(2).ceil().long()
+    x = (x - x.mean()) / x.std()
+    return Data(x, y, None, None, "generated")
+
+
+def peaks(dataset_size: int) -> Data:
+    """Seed 003: MATLAB's peaks function on an N x N grid over [-3, 3]^2 (N*N = dataset_size)."""
+    n = math.isqrt(dataset_size)
+    axis = torch.linspace(-3, 3, n)
+    x1 = axis.repeat(n)  # Julia's repeat(x1, outer=Nx2)
+    x2 = axis.repeat_interleave(n)  # repeat(x2, inner=Nx1)
+    y = (3 * (1 - x1) ** 2 * torch.exp(-(x1**2) - (x2 + 1) ** 2)
+         - 10 * (x1 / 5 - x1**3 - x2**5) * torch.exp(-(x1**2) - x2**2)
+         - 1 / 3 * torch.exp(-((x1 + 1) ** 2) - x2**2))
+    return Data(torch.stack([x1, x2], 1), y.unsqueeze(1), None, None, "generated")
+
+
+TABULAR_FEATURES = 16
+
+
+def tabular(dataset_size: int, seed: int) -> Data:
+    """Seed 004: a pandas DataFrame of rows x features turned into tensors; a nonlinear binary target.
+
+    A quarter as many rows again form the test split.
+    """
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    n_test = max(1, dataset_size // 4)
+    frame = pd.DataFrame(rng.standard_normal((dataset_size + n_test, TABULAR_FEATURES)),
+                         columns=[f"x{i}" for i in range(TABULAR_FEATURES)])
+    weights = rng.standard_normal(TABULAR_FEATURES)
+    frame["label"] = ((frame.to_numpy() @ weights + np.sin(3 * frame["x0"]) * frame["x1"]) > 0).astype(np.int64)
+    x = torch.tensor(frame.drop(columns="label").to_numpy(np.float32))
+    y = torch.tensor(frame["label"].to_numpy())
+    return Data(x[:dataset_size], y[:dataset_size], x[dataset_size:], y[dataset_size:], "generated")

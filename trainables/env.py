@@ -1,0 +1,42 @@
+"""The environment a trial ran in, recorded in its row: node, CPU, GPU, threads, memory, versions."""
+
+from __future__ import annotations
+
+import platform
+import resource
+import socket
+from functools import cache
+
+import torch
+
+
+@cache
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(device: torch.device | None) -> dict:
+    """Columns describing where and with what a trial ran; `device` None when it never got one."""
+    import ray
+
+    cuda = device is not None and device.type == "cuda"
+    return {
+        "hostname": socket.gethostname(),
+        "device_name": torch.cuda.get_device_name(device) if cuda else cpu_model(),
+        "cpu_model": cpu_model(),
+        "torch_threads": torch.get_num_threads(),
+        # ru_maxrss is in KiB on Linux; it is the worker process's peak, which a reused actor carries over
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_gpu_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
+        "torch_version": torch.__version__,
+        "ray_version": ray.__version__,
+        "python_version": platform.python_version(),
+        "cuda_version": torch.version.cuda,
+    }

@@ -1,0 +1,230 @@
+"""The seeds' five workloads, each defined once; its defaults reproduce its seed.
+
+| workload  | seed | model (defaults)                                   | loss, optimiser            | batch | data     | epochs |
+|-----------|------|----------------------------------------------------|----------------------------|-------|----------|--------|
+| disc      | 000  | doubling MLP 2->4->...->2^depth->2, ReLU, depth 10  | cross-entropy, SGD 0.1     | 100   | 1,000    | 100    |
+| mnist_cnn | 001  | PyTorch MNIST example Net (conv 10, 20; fc 50)     | NLL, SGD 0.01 momentum 0.5 | 200   | 60,000   | 25     |
+| lenet     | 002  | that seed's LeNet (conv 6 k3 p1, 16 k5; fc 120, 84)| summed cross-entropy, SGD 1e-3 | 100 | 60,000 | 50     |
+| peaks     | 003  | MLP 2->20->5->1, ReLU                               | MSE, Adam 0.08             | full  | 200 x 200| 2000   |
+| tabular   | 004  | MLP 16 -> depth x width -> 2, ReLU (2 x 64)        | cross-entropy, Adam 1e-3   | 64    | 10,000   | 20     |
+
+Axes, per workload (anything else is refused):
+- disc: depth = Linear layers (the seed's "layers"; 10 gives 703,142 parameters); width unset gives
+  the seed's doubling widths, width set gives the plain MLP 2 -> width x (depth-1) -> 2.
+- mnist_cnn, lenet: width multiplies the convolutions' channel counts; no depth axis.
+- peaks: width set gives hidden layers depth x width (depth defaults to the seed's 2); unset, 20 -> 5.
+- tabular: depth hidden layers x width nodes, the seed's "hidden layers" and "nodes".
+- all: batch_size, dataset_size (peaks: a perfect square, N x N), epochs, lr.
+Seed 004 does not print its values; its defaults here are ours, chosen to run in seconds on a CPU.
+The image workloads' 60,000 samples are MNIST's; without MNIST they fall back as trainables/data.py says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainables import data as datasets
+from trainables.config import DATA_SOURCES, LOOPS, ConfigError, TrialConfig
+from trainables.devices import parse as parse_device
+
+
+def mlp(sizes: list[int]) -> nn.Sequential:
+    """Linear layers through `sizes` with ReLU between them (none after the last)."""
+    layers: list[nn.Module] = []
+    for a, b in zip(sizes, sizes[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
+
+
+class MnistNet(nn.Module):
+    """pytorch/examples mnist `Net` as seed 001 ran it; `width` multiplies the channel counts."""
+
+    def __init__(self, width: int = 1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 10 * width, kernel_size=5)
+        self.conv2 = nn.Conv2d(10 * width, 20 * width, kernel_size=5)
+        self.conv2_drop = nn.Dropout2d()
+        self.fc1 = nn.Linear(320 * width, 50)
+        self.fc2 = nn.Linear(50, 10)
+
+    def forward(self, x):
+        x = F.relu(F.max_pool2d(self.conv1(x), 2))
+        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
+        x = x.flatten(1)
+        x = F.relu(self.fc1(x))
+        x = F.dropout(x, training=self.training)
+        return F.log_softmax(self.fc2(x), dim=1)
+
+
+class LeNet(nn.Module):
+    """Seed 002's LeNet exactly as written there (no activations); `width` multiplies the channels."""
+
+    def __init__(self, width: int = 1):
+        super().__init__()
+        self.conv = nn.Sequential(
+            nn.Conv2d(1, 6 * width, 3, stride=1, padding=1),
+            nn.MaxPool2d(2, 2),
+            nn.Conv2d(6 * width, 16 * width, 5, stride=1, padding=0),
+            nn.MaxPool2d(2, 2),
+        )
+        self.fc = nn.Sequential(nn.Linear(400 * width, 120), nn.Linear(120, 84), nn.Linear(84, 10))
+
+    def forward(self, x):
+        return self.fc(self.conv(x).flatten(1))
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    seed_doc: str  # file in shared/seeds the defaults come from
+    defaults: dict  # the seed's value for each axis
+    axes: frozenset  # axes a sweep may vary
+    task: str  # 'classification' or 'regression'
+    shuffle: bool  # reshuffle the training set every epoch, as the seed's DataLoader did
+    make_data: Callable[[TrialConfig], datasets.Data]
+    make_model: Callable[[TrialConfig], nn.Module]
+    make_loss: Callable[[], nn.Module]
+    make_optimizer: Callable[[object, float], torch.optim.Optimizer]
+    test_batch_size: int | None = None  # None: the training batch size
+    images: bool = False  # takes the `data` and `data_dir` options
+
+
+_COMMON = frozenset({"batch_size", "dataset_size", "epochs", "lr"})
+
+
+def _disc_model(cfg: TrialConfig) -> nn.Module:
+    if cfg.width is None:
+        return mlp([2] + [2 ** k for k in range(2, cfg.depth + 1)] + [2])
+    return mlp([2] + [cfg.width] * (cfg.depth - 1) + [2])
+
+
+def _peaks_model(cfg: TrialConfig) -> nn.Module:
+    return mlp([2, 20, 5, 1] if cfg.width is None else [2] + [cfg.width] * cfg.depth + [1])
+
+
+def _images(cfg: TrialConfig) -> datasets.Data:
+    return datasets.images(cfg.data, cfg.data_dir, cfg.dataset_size, cfg.seed)
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in [
+    Workload(
+        "disc", "000_4803acef5e693e0f.txt",
+        dict(depth=10, width=None, batch_size=100, dataset_size=1000, epochs=100, lr=0.1),
+        _COMMON | {"depth", "width"}, "classification", shuffle=False,
+        make_data=lambda c: datasets.disc(c.dataset_size, c.seed),
+        make_model=_disc_model,
+        make_loss=nn.CrossEntropyLoss,
+        make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr),
+    ),
+    Workload(
+        "mnist_cnn", "001_932a303306f134f4.txt",
+        dict(depth=None, width=1, batch_size=200, dataset_size=60000, epochs=25, lr=0.01),
+        _COMMON | {"width"}, "classification", shuffle=True,
+        make_data=_images,
+        make_model=lambda c: MnistNet(c.width),
+        make_loss=nn.NLLLoss,
+        make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr, momentum=0.5),
+        test_batch_size=800, images=True,
+    ),
+    Workload(
+        "lenet", "002_e8c1416af01127c2.txt",
+        dict(depth=None, width=1, batch_size=100, dataset_size=60000, epochs=50, lr=1e-3),
+        _COMMON | {"width"}, "classification", shuffle=True,
+        make_data=_images,
+        make_model=lambda c: LeNet(c.width),
+        make_loss=lambda: nn.CrossEntropyLoss(reduction="sum"),  # the seed's size_average=False
+        make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr),
+        images=True,
+    ),
+    Workload(
+        "peaks", "003_c32c5232895d2b1c.txt",
+        dict(depth=2, width=None, batch_size=None, dataset_size=40000, epochs=2000, lr=0.08),
+        _COMMON | {"depth", "width"}, "regression", shuffle=False,
+        make_data=lambda c: datasets.peaks(c.dataset_size),
+        make_model=_peaks_model,
+        make_loss=nn.MSELoss,
+        make_optimizer=lambda p, lr: torch.optim.Adam(p, lr=lr),
+    ),
+    Workload(
+        "tabular", "004_e31c4d72aa4c373b.txt",
+        dict(depth=2, width=64, batch_size=64, dataset_size=10000, epochs=20, lr=1e-3),
+        _COMMON | {"depth", "width"}, "classification", shuffle=True,
+        make_data=lambda c: datasets.tabular(c.dataset_size, c.seed),
+        make_model=lambda c: mlp([datasets.TABULAR_FEATURES] + [c.width] * c.depth + [2]),
+        make_loss=nn.CrossEntropyLoss,
+        make_optimizer=lambda p, lr: torch.optim.Adam(p, lr=lr),
+    ),
+]}
+
+
+def resolve(cfg: TrialConfig) -> TrialConfig:
+    """The config with the seed's defaults filled in, every field checked.
+
+    Raises ValueError naming the field, the value and what to do; nothing runs before this passes.
+    """
+    if cfg.workload not in WORKLOADS:
+        raise ConfigError("workload", f"workload must be one of {sorted(WORKLOADS)}, got {cfg.workload!r}")
+    wl = WORKLOADS[cfg.workload]
+    try:
+        parse_device(cfg.device)
+    except ValueError as exc:
+        raise ConfigError("device", str(exc)) from None
+    for axis in ("depth", "width"):
+        if axis not in wl.axes and getattr(cfg, axis) not in (None, wl.defaults[axis]):
+            raise ConfigError(axis, f"{axis} is not an axis of workload {wl.name!r} (got {getattr(cfg, axis)}); "
+                             f"its axes are {sorted(wl.axes)}")
+    filled = {axis: wl.defaults[axis] if getattr(cfg, axis) is None else getattr(cfg, axis)
+              for axis in ("depth", "width", "batch_size", "dataset_size", "epochs", "lr")}
+    if filled["batch_size"] is None:  # full batch (peaks)
+        filled["batch_size"] = filled["dataset_size"]
+    cfg = dataclasses.replace(cfg, **filled)
+
+    for name in ("depth", "width", "batch_size", "dataset_size", "epochs", "threads"):
+        value = getattr(cfg, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(name, f"{name} must be an integer >= 1, got {value!r}")
+    if wl.name == "disc" and cfg.width is None and cfg.depth < 2:
+        raise ConfigError("depth", f"depth must be >= 2 for disc's doubling MLP (2 -> 4 -> ... -> 2^depth -> 2), got {cfg.depth}")
+    if cfg.batch_size > cfg.dataset_size:
+        raise ConfigError("batch_size", f"batch_size must be <= dataset_size ({cfg.dataset_size}), got {cfg.batch_size}")
+    if not 0 <= cfg.warmup_epochs < cfg.epochs:
+        raise ConfigError("warmup_epochs", f"warmup_epochs must be in [0, epochs) = [0, {cfg.epochs}), got {cfg.warmup_epochs}: "
+                         "at least one epoch must be timed")
+    if not (isinstance(cfg.lr, (int, float)) and cfg.lr > 0):
+        raise ConfigError("lr", f"lr must be a number > 0, got {cfg.lr!r}")
+    if cfg.loop not in LOOPS:
+        raise ConfigError("loop", f"loop must be one of {list(LOOPS)}, got {cfg.loop!r}")
+    if wl.name == "peaks" and math.isqrt(cfg.dataset_size) ** 2 != cfg.dataset_size:
+        n = math.isqrt(cfg.dataset_size)
+        raise ConfigError("dataset_size", f"dataset_size must be a perfect square N*N for peaks (an N x N grid), got "
+                         f"{cfg.dataset_size}; nearest: {n * n} or {(n + 1) ** 2}")
+    if wl.images:
+        if cfg.data not in DATA_SOURCES:
+            raise ConfigError("data", f"data must be one of {list(DATA_SOURCES)}, got {cfg.data!r}")
+        try:
+            datasets.image_source(cfg.data, cfg.data_dir, cfg.dataset_size)
+        except ValueError as exc:
+            raise ConfigError("data", str(exc)) from None
+    elif cfg.data != "auto":
+        raise ConfigError("data", f"data is only for image workloads (mnist_cnn, lenet); {wl.name} generates its own")
+    return cfg
+
+
+def describe(model: nn.Module) -> str:
+    """Short shape of a model: its Linear sizes, or its layer types."""
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    convs = [m.out_channels for m in model.modules() if isinstance(m, nn.Conv2d)]
+    sizes = [linears[0].in_features] + [m.out_features for m in linears] if linears else []
+    head = f"conv {'-'.join(map(str, convs))}; " if convs else ""
+    return head + "fc " + "-".join(map(str, sizes))
+
+
+def n_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
