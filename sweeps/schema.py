@@ -76,6 +76,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("data_source", _STR, "data actually used: 'mnist:<dir>', 'digits', 'synthetic', 'generated'"),
     ("n_test", _I64, "test samples (0 if none)"),
     ("hostname", _STR, "node the trial ran on"),
+    ("node_id", _STR, "Ray node id of the node the trial ran on; null in a row the driver wrote for a dead worker"),
     ("device_name", _STR, "GPU name, or the CPU model for CPU trials"),
     ("cpu_model", _STR, "CPU model of the node"),
     ("torch_threads", _I64, "torch.get_num_threads() during the trial"),

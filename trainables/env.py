@@ -29,6 +29,8 @@ def environment(device: torch.device | None) -> dict:
     cuda = device is not None and device.type == "cuda"
     return {
         "hostname": socket.gethostname(),
+        # tells apart nodes that share a host; outside Ray (run_trial alone) asking would start a Ray
+        "node_id": ray.get_runtime_context().get_node_id() if ray.is_initialized() else None,
         "device_name": torch.cuda.get_device_name(device) if cuda else cpu_model(),
         "cpu_model": cpu_model(),
         "torch_threads": torch.get_num_threads(),
