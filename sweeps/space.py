@@ -3,7 +3,7 @@
     space = Space("scaling", grids={"disc": {"depth": [2, 4, 6]}}, devices=("cpu", "cuda"))
     configs = space.expand()             # list[TrialConfig], every one resolved and checked
     space.param_space(configs)           # Tune's param_space: one grid point per config
-    resources_for(config_dict)           # Tune's per-trial resource request
+    resources_for(config_dict, space.cpu_nodes_only)   # Tune's per-trial resource request
 
 Axes a grid may set: depth, width, batch_size, dataset_size, epochs, lr. A bad value is refused
 with the sweep, the workload and the axis named, e.g.
@@ -16,10 +16,13 @@ import itertools
 from dataclasses import dataclass, field
 
 from trainables.config import ConfigError, TrialConfig
-from trainables.devices import resources
+from trainables.devices import resources, threads_for
 from trainables.workloads import WORKLOADS, resolve
 
 AXES = ("depth", "width", "batch_size", "dataset_size", "epochs", "lr")
+# Custom resources that mark node types (cluster.yaml, tests/test_cluster.py): 1 on each such node.
+CPU_NODE = "cpu_node"
+GPU_NODE = "gpu_node"
 
 
 @dataclass(frozen=True)
@@ -27,10 +30,11 @@ class Space:
     name: str  # results go to results/<name>/
     grids: dict  # workload -> {axis: [values]}; an axis left out takes the seed's value
     devices: tuple = ("cpu",)  # device strings, crossed with every grid point
-    cpu_threads: int = 1  # threads (and Ray CPUs) of each CPU trial
+    cpu_threads: int = 1  # threads (and Ray CPUs) of each CPU trial, shared by ddp-cpu workers
     repeats: int = 1  # independent seeds 0..repeats-1 of every point
     fixed: dict = field(default_factory=dict)  # other TrialConfig fields for every trial: loop, warmup_epochs
     image_data: dict = field(default_factory=dict)  # data and data_dir, for the image workloads only
+    cpu_nodes_only: bool = False  # CPU trials ask for CPU_NODE too: kept off GPU nodes (resources_for)
 
     def _where(self, workload: str | None = None, axis: str | None = None) -> str:
         parts = [f"sweep {self.name!r}"] + ([f"workload {workload!r}"] if workload else [])
@@ -57,9 +61,8 @@ class Space:
             axes = list(grid)
             for point in itertools.product(*(grid[a] for a in axes), self.devices, range(self.repeats)):
                 *values, device, seed = point
-                threads = self.cpu_threads if device == "cpu" else 1
                 extra = self.image_data if WORKLOADS[workload].images else {}
-                cfg = TrialConfig(workload, device=device, seed=seed, threads=threads,
+                cfg = TrialConfig(workload, device=device, seed=seed, threads=threads_for(device, self.cpu_threads),
                                   **dict(zip(axes, values)), **self.fixed, **extra)
                 try:
                     configs.append(resolve(cfg))
@@ -82,8 +85,16 @@ def _unique(configs: list[TrialConfig]) -> list[TrialConfig]:
     return list(seen.values())
 
 
-def resources_for(config: dict) -> dict:
-    """Tune's per-trial resource request: a CPU trial asks for its cores, a GPU trial for its GPU."""
+def resources_for(config: dict, cpu_nodes_only: bool = False) -> dict:
+    """Tune's per-trial resource request: a CPU trial asks for its cores, a GPU trial for its GPU.
+
+    With `cpu_nodes_only` (a cluster whose CPU node types carry CPU_NODE, as cluster.yaml's do), a
+    trial that needs no GPU also asks for a sliver of CPU_NODE, so it never lands on a GPU node's
+    spare cores, where it would time another CPU model and steal the GPU trial's driving core.
+    """
     cfg = TrialConfig.from_dict(config["trial"])
-    return resources(cfg.device, cfg.threads)
+    asked = resources(cfg.device, cfg.threads)
+    if cpu_nodes_only and not asked["gpu"]:
+        asked[CPU_NODE] = 0.001  # a node advertises 1: its CPUs, not the marker, bound the trials on it
+    return asked
 

@@ -27,7 +27,7 @@ DATA_SOURCES = ("auto", "mnist", "digits", "synthetic")
 @dataclass(frozen=True)
 class TrialConfig:
     workload: str  # name in trainables.workloads.WORKLOADS
-    device: str = "cpu"  # 'cpu' or 'cuda' (trainables.devices parses it)
+    device: str = "cpu"  # cpu, cuda, cuda/K, ddp:N, ddp-cpu:N or pipe:N (trainables/devices.py)
     depth: int | None = None  # layers; meaning per workload, None = the seed's
     width: int | None = None  # nodes per hidden layer, or channel multiplier for CNNs; None = seed's
     batch_size: int | None = None  # samples per optimiser step; None = the seed's
@@ -39,7 +39,8 @@ class TrialConfig:
     seed: int = 0  # seeds data, initialisation and shuffling
     data: str = "auto"  # image workloads: auto, mnist, digits or synthetic
     data_dir: str | None = None  # directory holding torchvision's MNIST/raw IDX files
-    threads: int = 1  # CPU threads: torch.set_num_threads, and the CPUs asked of Ray
+    threads: int = 1  # CPU threads: torch.set_num_threads, and the CPUs asked of Ray (per worker for ddp-cpu)
+    micro_batches: int = 4  # pipe:N only: micro-batches each batch is cut into
 
     @classmethod
     def from_dict(cls, config: dict) -> "TrialConfig":

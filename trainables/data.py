@@ -31,9 +31,11 @@ class Data:
     test_y: torch.Tensor | None
     source: str  # what the row's data_source says
 
-    def to(self, device: torch.device) -> "Data":
-        move = lambda t: None if t is None else t.to(device)  # noqa: E731
-        return Data(move(self.x), move(self.y), move(self.test_x), move(self.test_y), self.source)
+    def to(self, inputs: torch.device, targets: torch.device) -> "Data":
+        """Inputs on the model's first device, targets on its last (the same but for a pipeline)."""
+        move = lambda t, d: None if t is None else t.to(d)  # noqa: E731
+        return Data(move(self.x, inputs), move(self.y, targets), move(self.test_x, inputs),
+                    move(self.test_y, targets), self.source)
 
     @property
     def n_test(self) -> int:

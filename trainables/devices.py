@@ -1,55 +1,182 @@
-"""Device strings: parsed once, turned into a torch device and into a Ray resource request.
+"""Device strings: parsed once, turned into a Ray resource request and into a Placement for the loop.
 
-    cpu    the trial's own CPU cores (config.threads of them); never touches a GPU
-    cuda   one whole GPU (and one CPU core to drive it)
+    cpu        the trial's own cores (config.threads of them); never touches a GPU
+    cuda       one whole GPU, and one core to drive it
+    cuda/K     one of K trials packed on one GPU: Ray accounts 1/K of it, and the trial's allocator is
+               capped at its share of the card's memory, so it fails alone rather than pushing its
+               neighbours out of memory
+    ddp:N      N GPUs data-parallel: Ray Train's TorchTrainer inside the Tune trial, NCCL all-reduce
+    ddp-cpu:N  N CPU workers data-parallel over gloo (no GPU needed: laptops and CI)
+    pipe:N     model-parallel: the model's layers split across N GPUs, micro-batches pipelined
 
-This is the one place that knows the variants: the training loop only sees a `torch.device`.
+This is the one place that knows the variants: the training loop sees a `Placement` (devices, rank,
+world size) and a prepared model, whatever the device string was.
 """
 
 from __future__ import annotations
 
+import re
+import socket
 from dataclasses import dataclass
 
-DEVICES = ("cpu", "cuda")
+KINDS = ("cpu", "cuda", "ddp", "ddp-cpu", "pipe")
+DEVICES = ("cpu", "cuda", "cuda/K", "ddp:N", "ddp-cpu:N", "pipe:N")  # the forms, for help texts
+_FORM = re.compile(r"^(cpu|cuda)(?:/(\d+))?$|^(ddp|ddp-cpu|pipe):(\d+)$")
+# Packed trials share 90% of the card: the rest holds each process's CUDA context.
+PACKED_MEMORY = 0.9
 
 
 @dataclass(frozen=True)
 class DeviceSpec:
-    kind: str  # 'cpu' or 'cuda'
-    gpus: float  # GPUs asked of Ray
+    kind: str  # one of KINDS
+    count: int  # cuda: trials per GPU (K); ddp: workers; pipe: stages (GPUs); cpu: 1
 
     @property
-    def is_cuda(self) -> bool:
-        return self.kind == "cuda"
+    def uses_gpu(self) -> bool:
+        return self.kind in ("cuda", "ddp", "pipe")
+
+    @property
+    def distributed(self) -> bool:
+        return self.kind in ("ddp", "ddp-cpu")
 
 
 def parse(device: str) -> DeviceSpec:
-    if device == "cpu":
-        return DeviceSpec("cpu", 0.0)
-    if device == "cuda":
-        return DeviceSpec("cuda", 1.0)
-    raise ValueError(f"device must be one of {list(DEVICES)}, got {device!r}")
+    match = _FORM.match(device) if isinstance(device, str) else None
+    if not match:
+        raise ValueError(f"device must be one of the forms {list(DEVICES)}, got {device!r}")
+    single, k, multi, n = match.groups()
+    count = int(k or n or 1)
+    if count < 1 or (single == "cpu" and k):
+        raise ValueError(f"device {device!r}: the count must be >= 1, and 'cpu' takes none")
+    return DeviceSpec(single or multi, count)
 
 
 def resources(device: str, threads: int) -> dict:
-    """What a trial asks Ray for: a CPU trial its cores, a GPU trial a GPU and one core to drive it."""
+    """What the Tune trial asks Ray for.
+
+    A CPU trial asks for its cores; a GPU trial for its GPU (or its 1/K share, or N GPUs for a
+    pipeline) and one core. A data-parallel trial is only the driver of its TorchTrainer, whose
+    workers ask for their own resources (`ddp_worker_resources`), so it asks for a fraction of a core.
+    """
     spec = parse(device)
-    if spec.is_cuda:
-        return {"cpu": 1, "gpu": spec.gpus}
-    return {"cpu": threads, "gpu": 0}
+    if spec.kind == "cpu":
+        return {"cpu": threads, "gpu": 0}
+    if spec.kind == "cuda":
+        return {"cpu": 1, "gpu": 1 / spec.count}
+    if spec.kind == "pipe":
+        return {"cpu": 1, "gpu": spec.count}
+    return {"cpu": 0.25, "gpu": 0}
 
 
-def torch_device(device: str):
-    """The torch device for a trial; fails with the node's name where CUDA is missing."""
-    import socket
+def threads_for(device: str, cpu_threads: int) -> int:
+    """CPU threads of one process of a trial: a CPU trial has them all, ddp-cpu workers share them,
+    a GPU trial's process drives its GPU with one."""
+    spec = parse(device)
+    if spec.kind == "cpu":
+        return cpu_threads
+    return max(1, cpu_threads // spec.count) if spec.kind == "ddp-cpu" else 1
 
+
+def ddp_worker_resources(device: str, threads: int) -> dict:
+    """Ray Train's resources_per_worker for a data-parallel trial: a GPU each, or `threads` cores."""
+    spec = parse(device)
+    return {"CPU": 1, "GPU": 1} if spec.kind == "ddp" else {"CPU": threads}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one process of a trial puts its model and data."""
+
+    devices: tuple  # torch devices of the model's stages: one, or N for a pipeline
+    rank: int = 0  # this process's rank in a data-parallel group
+    world: int = 1  # processes in the group
+    micro_batches: int = 1  # pipeline only: micro-batches per batch
+
+    @property
+    def input_device(self):
+        return self.devices[0]
+
+    @property
+    def output_device(self):
+        return self.devices[-1]
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.input_device.type == "cuda"
+
+    def prepare(self, model):
+        """The model placed: on the device, split into pipeline stages, or wrapped for DDP."""
+        if len(self.devices) > 1:
+            from trainables.pipeline import Pipeline
+
+            return Pipeline(model, self.devices, self.micro_batches)
+        model = model.to(self.input_device)
+        if self.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            return DistributedDataParallel(model, device_ids=[self.input_device] if self.is_cuda else None)
+        return model
+
+    def all_reduce(self, tensor):
+        """Sum over the data-parallel group (identity for one process)."""
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(tensor)
+        return tensor
+
+
+def placement(device: str, micro_batches: int = 1) -> Placement:
+    """The Placement of a single-process trial (cpu, cuda, cuda/K, pipe:N); checks the GPU first.
+
+    Ray sets CUDA_VISIBLE_DEVICES to the GPUs it gave the trial, so they are cuda:0..N-1 here.
+    Data-parallel workers get theirs from Ray Train (trainables/ddp.py).
+    """
     import torch
 
     spec = parse(device)
-    if not spec.is_cuda:
+    if not spec.uses_gpu:
         # Ray 2.60 no longer hides GPUs from zero-GPU trials: choosing the CPU explicitly is what
         # keeps a CPU trial off them.
-        return torch.device("cpu")
+        return Placement((torch.device("cpu"),))
+    check_cuda(spec.count if spec.kind == "pipe" else 1)
+    if spec.kind == "pipe":
+        return Placement(tuple(torch.device("cuda", i) for i in range(spec.count)), micro_batches=micro_batches)
+    device = torch.device("cuda", 0)
+    share = PACKED_MEMORY / spec.count if spec.count > 1 else 1.0
+    if spec.count > 1:
+        free, total = torch.cuda.mem_get_info(device)
+        if free < share * total:
+            raise RuntimeError(
+                f"GPU {torch.cuda.get_device_name(device)} on node {socket.gethostname()} has "
+                f"{free / 2**30:.1f} GiB free; a 'cuda/{spec.count}' trial needs its share of the card, "
+                f"{share * total / 2**30:.1f} GiB: pack fewer trials per GPU (a smaller K in cuda/K)")
+    torch.cuda.set_per_process_memory_fraction(share, device)  # 1.0 again for a reused actor
+    return Placement((device,))
+
+
+def check_cuda(gpus: int) -> None:
+    """Fails with the node's name where CUDA is missing, too few GPUs are visible, or torch has no
+    kernels for the GPU (seed 001: "no kernel image is available for execution on the device")."""
+    import torch
+
+    host = socket.gethostname()
     if not torch.cuda.is_available():
-        raise RuntimeError(f"CUDA not available on node {socket.gethostname()}")
-    return torch.device("cuda", torch.cuda.current_device())
+        raise RuntimeError(f"CUDA not available on node {host}")
+    if torch.cuda.device_count() < gpus:
+        raise RuntimeError(f"{gpus} GPUs needed but {torch.cuda.device_count()} visible on node {host}")
+    built = torch.cuda.get_arch_list()
+    for i in range(gpus):
+        major, minor = torch.cuda.get_device_capability(i)
+        if not kernels_for(major * 10 + minor, built):
+            raise RuntimeError(
+                f"GPU {torch.cuda.get_device_name(i)} (sm_{major}{minor}) on node {host} is not supported by "
+                f"torch {torch.__version__}, built for {built}: no kernel image is available for it")
+
+
+def kernels_for(capability: int, built: list[str]) -> bool:
+    """Whether a torch built for `built` (['sm_80', 'compute_90', ...]) runs on a GPU of `capability`
+    (e.g. 90): a binary for exactly it, or PTX for it or an older one, which the driver compiles."""
+    sms = {int(a[3:]) for a in built if a.startswith("sm_")}
+    ptx = {int(a[8:]) for a in built if a.startswith("compute_")}
+    return capability in sms or any(p <= capability for p in ptx)

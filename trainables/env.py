@@ -22,21 +22,21 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def environment(device: torch.device | None) -> dict:
-    """Columns describing where and with what a trial ran; `device` None when it never got one."""
+def environment(devices: tuple) -> dict:
+    """Columns describing where and with what a trial ran on `devices` (empty when it never got one)."""
     import ray
 
-    cuda = device is not None and device.type == "cuda"
+    gpus = [d for d in devices if d.type == "cuda"]
     return {
         "hostname": socket.gethostname(),
         # tells apart nodes that share a host; outside Ray (run_trial alone) asking would start a Ray
         "node_id": ray.get_runtime_context().get_node_id() if ray.is_initialized() else None,
-        "device_name": torch.cuda.get_device_name(device) if cuda else cpu_model(),
+        "device_name": " + ".join(torch.cuda.get_device_name(d) for d in gpus) if gpus else cpu_model(),
         "cpu_model": cpu_model(),
         "torch_threads": torch.get_num_threads(),
         # ru_maxrss is in KiB on Linux; it is the worker process's peak, which a reused actor carries over
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "peak_gpu_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
+        "peak_gpu_bytes": sum(torch.cuda.max_memory_allocated(d) for d in gpus) if gpus else None,
         "torch_version": torch.__version__,
         "ray_version": ray.__version__,
         "python_version": platform.python_version(),

@@ -19,35 +19,46 @@ import torch
 from trainables import env
 from trainables.config import TrialConfig
 from trainables.data import Data
-from trainables.devices import resources, torch_device
+from trainables.devices import Placement, parse, placement, resources
 from trainables.timing import Clock, Timer, summarize
 from trainables.workloads import WORKLOADS, Workload, describe, n_params, resolve
 
 ROW_KEY = "crossover_row"  # the key under which a trial reports its row to Tune
 
 
-def _batches(n: int, batch_size: int, order: torch.Tensor | None):
-    """Index slices of one epoch; the last batch may be short, as with a DataLoader."""
+def _batches(n: int, batch_size: int, order, rank: int, world: int):
+    """Index pairs (inputs, targets) of one epoch: each global batch in order, this rank's share of it.
+
+    The last batch may be short, as with a DataLoader. `order` is a permutation on the inputs' and on
+    the targets' devices (they differ in a pipeline), or None for the data's own order.
+    """
     for start in range(0, n, batch_size):
-        yield slice(start, start + batch_size) if order is None else order[start:start + batch_size]
+        if order is None:
+            share = slice(start + rank, min(start + batch_size, n), world)
+            yield share, share
+        else:
+            yield tuple(o[start:start + batch_size][rank::world] for o in order)
 
 
 def _per_sample_sum(loss: torch.Tensor, crit: torch.nn.Module, batch: int) -> torch.Tensor:
     return loss if crit.reduction == "sum" else loss * batch
 
 
-def train_epoch(wl: Workload, model, opt, crit, data: Data, batch_size: int, order, seed_loop: bool):
-    """One epoch; returns (loss summed over samples, correct predictions) as device tensors."""
+def train_epoch(wl: Workload, model, opt, crit, data: Data, batch_size: int, order, seed_loop: bool,
+                where: Placement):
+    """One epoch of this process's share; returns (loss summed over samples, correct) as device tensors."""
     model.train()
-    loss_sum = torch.zeros((), device=data.x.device)
-    correct = torch.zeros((), device=data.x.device, dtype=torch.long)
+    loss_sum = torch.zeros((), device=where.output_device)
+    correct = torch.zeros((), device=where.output_device, dtype=torch.long)
     seed_acc = 0.0
-    for idx in _batches(len(data.x), batch_size, order):
-        xb, yb = data.x[idx], data.y[idx]
+    for ix, iy in _batches(len(data.x), batch_size, order, where.rank, where.world):
+        xb, yb = data.x[ix], data.y[iy]
         out = model(xb)
         loss = crit(out, yb)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        # DDP averages gradients over ranks: a loss summed over the batch (lenet) must count every rank's
+        # share in full to step as one process would on the whole batch.
+        (loss * where.world if crit.reduction == "sum" else loss).backward()
         opt.step()
         if seed_loop:
             loss_sum = loss_sum + _per_sample_sum(loss, crit, len(yb))  # keeps the graph, as seed 000
@@ -60,14 +71,14 @@ def train_epoch(wl: Workload, model, opt, crit, data: Data, batch_size: int, ord
 
 
 @torch.no_grad()
-def evaluate(wl: Workload, model, crit, data: Data, batch_size: int) -> tuple[float, float | None]:
-    """Mean loss per sample and accuracy on the test split."""
+def evaluate(wl: Workload, model, crit, data: Data, batch_size: int, where: Placement):
+    """Mean loss per sample and accuracy on the test split, whole, in every process."""
     model.eval()
-    loss_sum = torch.zeros((), device=data.test_x.device)
-    correct = torch.zeros((), device=data.test_x.device, dtype=torch.long)
-    for idx in _batches(data.n_test, batch_size, None):
-        out = model(data.test_x[idx])
-        yb = data.test_y[idx]
+    loss_sum = torch.zeros((), device=where.output_device)
+    correct = torch.zeros((), device=where.output_device, dtype=torch.long)
+    for ix, iy in _batches(data.n_test, batch_size, None, 0, 1):
+        out = model(data.test_x[ix])
+        yb = data.test_y[iy]
         loss_sum += _per_sample_sum(crit(out, yb), crit, len(yb))
         if wl.task == "classification":
             correct += (out.argmax(1) == yb).sum()
@@ -75,32 +86,40 @@ def evaluate(wl: Workload, model, crit, data: Data, batch_size: int) -> tuple[fl
     return loss_sum.item() / data.n_test, accuracy
 
 
-def run_trial(cfg: TrialConfig) -> dict:
-    """Train one configuration and return the row's measured fields (see sweeps/schema.py)."""
+def run_trial(cfg: TrialConfig, where: Placement | None = None) -> dict:
+    """Train one configuration and return the row's measured fields (see sweeps/schema.py).
+
+    `where` is given by a data-parallel worker (trainables/ddp.py); otherwise the device string
+    decides it here.
+    """
     wall_start = time.perf_counter()
     cfg = resolve(cfg)
     wl = WORKLOADS[cfg.workload]
-    device = torch_device(cfg.device)
+    where = where or placement(cfg.device, cfg.micro_batches)
     torch.set_num_threads(cfg.threads)
-    clock = Clock(device)
+    clock = Clock(where.output_device)
     timer = Timer(clock)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    for device in where.devices:
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
 
     with timer.phase("setup"):
         torch.manual_seed(cfg.seed)  # same initial weights on every device: built on the CPU
         data = wl.make_data(cfg)
         model = wl.make_model(cfg)
     with timer.phase("h2d"):
-        data = data.to(device)
-        model = model.to(device)
+        data = data.to(where.input_device, where.output_device)
+        model = where.prepare(model)
     opt = wl.make_optimizer(model.parameters(), cfg.lr)
     crit = wl.make_loss()
     shuffler = torch.Generator().manual_seed(cfg.seed)  # on the CPU, so every device sees one order
 
     def epoch():
-        order = torch.randperm(len(data.x), generator=shuffler).to(device) if wl.shuffle else None
-        return train_epoch(wl, model, opt, crit, data, cfg.batch_size, order, cfg.loop == "seed")
+        order = None
+        if wl.shuffle:
+            perm = torch.randperm(len(data.x), generator=shuffler)
+            order = (perm.to(where.input_device), perm.to(where.output_device))
+        return train_epoch(wl, model, opt, crit, data, cfg.batch_size, order, cfg.loop == "seed", where)
 
     with timer.phase("warmup"):
         for _ in range(cfg.warmup_epochs):
@@ -112,16 +131,17 @@ def run_trial(cfg: TrialConfig) -> dict:
             marks.append(clock.mark())
     epoch_s = clock.between(marks)
 
-    train_loss = loss_sum.item() / len(data.x)
+    train_loss = where.all_reduce(loss_sum).item() / len(data.x)
     if not torch.isfinite(torch.tensor(train_loss)):
         raise FloatingPointError(f"training loss became {train_loss} (lr {cfg.lr} may be too high)")
+    train_accuracy = where.all_reduce(correct).item() / len(data.x) if wl.task == "classification" else None
     test_loss = test_accuracy = None
     if data.n_test:
         with timer.phase("eval"):
-            test_loss, test_accuracy = evaluate(wl, model, crit, data, wl.test_batch_size or cfg.batch_size)
+            test_loss, test_accuracy = evaluate(wl, model, crit, data, wl.test_batch_size or cfg.batch_size, where)
 
     timed = summarize(epoch_s)
-    steps = -(-len(data.x) // cfg.batch_size)
+    samples_per_s = len(data.x) * len(epoch_s) / sum(epoch_s)
     return {
         **config_row(cfg),
         "status": "ok",
@@ -129,15 +149,17 @@ def run_trial(cfg: TrialConfig) -> dict:
         "model": describe(model),
         **{f"{name}_s": timer.phases.get(name, 0.0) for name in ("setup", "h2d", "warmup", "train", "eval")},
         **timed,
-        "steps_per_epoch": steps,
-        "samples_per_s": len(data.x) * len(epoch_s) / sum(epoch_s),
+        "steps_per_epoch": -(-len(data.x) // cfg.batch_size),
+        "samples_per_s": samples_per_s,
+        "world_size": where.world,
+        "per_rank_samples_per_s": [samples_per_s / where.world],
         "train_loss": train_loss,
-        "train_accuracy": correct.item() / len(data.x) if wl.task == "classification" else None,
+        "train_accuracy": train_accuracy,
         "test_loss": test_loss,
         "test_accuracy": test_accuracy,
         "data_source": data.source,
         "n_test": data.n_test,
-        **env.environment(device),
+        **env.environment(where.devices),
         "total_s": time.perf_counter() - wall_start,
     }
 
@@ -153,6 +175,7 @@ def config_row(cfg: TrialConfig) -> dict:
         "warmup_epochs": cfg.warmup_epochs, "lr": cfg.lr, "loop": cfg.loop, "seed": cfg.seed,
         "data_requested": cfg.data if WORKLOADS[cfg.workload].images else "generated",
         "cpus_requested": asked["cpu"], "gpus_requested": asked["gpu"],
+        "micro_batches": cfg.micro_batches if parse(cfg.device).kind == "pipe" else None,
     }
 
 
@@ -172,8 +195,13 @@ def trainable(config: dict) -> None:
 
     cfg = TrialConfig.from_dict(config["trial"])
     try:
-        row = run_trial(cfg)
+        if parse(cfg.device).distributed:
+            from trainables.ddp import run_ddp
+
+            row = run_ddp(cfg)
+        else:
+            row = run_trial(cfg)
     except Exception as exc:  # any failure is a measurement too: it becomes a row
         row = failed_row(cfg, error_text(exc))
-        row.update(env.environment(None))
+        row.update(env.environment(()))
     tune.report({ROW_KEY: row})

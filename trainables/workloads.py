@@ -95,6 +95,11 @@ class Workload:
     test_batch_size: int | None = None  # None: the training batch size
     images: bool = False  # takes the `data` and `data_dir` options
 
+    @property
+    def sequential(self) -> bool:
+        """An MLP (nn.Sequential) that a pipeline can split; the CNNs are not."""
+        return not self.images
+
 
 _COMMON = frozenset({"batch_size", "dataset_size", "epochs", "lr"})
 
@@ -173,9 +178,12 @@ def resolve(cfg: TrialConfig) -> TrialConfig:
         raise ConfigError("workload", f"workload must be one of {sorted(WORKLOADS)}, got {cfg.workload!r}")
     wl = WORKLOADS[cfg.workload]
     try:
-        parse_device(cfg.device)
+        spec = parse_device(cfg.device)
     except ValueError as exc:
         raise ConfigError("device", str(exc)) from None
+    if spec.kind == "pipe" and not wl.sequential:
+        raise ConfigError("device", f"device {cfg.device!r}: a pipeline splits the MLP workloads "
+                                    f"(disc, peaks, tabular), not {wl.name}")
     for axis in ("depth", "width"):
         if axis not in wl.axes and getattr(cfg, axis) not in (None, wl.defaults[axis]):
             raise ConfigError(axis, f"{axis} is not an axis of workload {wl.name!r} (got {getattr(cfg, axis)}); "
@@ -186,7 +194,7 @@ def resolve(cfg: TrialConfig) -> TrialConfig:
         filled["batch_size"] = filled["dataset_size"]
     cfg = dataclasses.replace(cfg, **filled)
 
-    for name in ("depth", "width", "batch_size", "dataset_size", "epochs", "threads"):
+    for name in ("depth", "width", "batch_size", "dataset_size", "epochs", "threads", "micro_batches"):
         value = getattr(cfg, name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ConfigError(name, f"{name} must be an integer >= 1, got {value!r}")
@@ -194,6 +202,9 @@ def resolve(cfg: TrialConfig) -> TrialConfig:
         raise ConfigError("depth", f"depth must be >= 2 for disc's doubling MLP (2 -> 4 -> ... -> 2^depth -> 2), got {cfg.depth}")
     if cfg.batch_size > cfg.dataset_size:
         raise ConfigError("batch_size", f"batch_size must be <= dataset_size ({cfg.dataset_size}), got {cfg.batch_size}")
+    if spec.distributed and cfg.batch_size < spec.count:
+        raise ConfigError("batch_size", f"batch_size must be >= the {spec.count} workers of {cfg.device!r} "
+                                        f"(each takes a share of every batch), got {cfg.batch_size}")
     if not 0 <= cfg.warmup_epochs < cfg.epochs:
         raise ConfigError("warmup_epochs", f"warmup_epochs must be in [0, epochs) = [0, {cfg.epochs}), got {cfg.warmup_epochs}: "
                          "at least one epoch must be timed")
