@@ -1,0 +1,73 @@
+"""The analysis command line: reports, summaries and costs from results directories.
+
+    python -m analysis report results/scaling [more dirs]     # HTML page + crossover table (prints both paths)
+    python -m analysis summary results/scaling                # median time per epoch per device and size
+    python -m analysis cost results/scaling --home-box analysis/home_boxes/seed002_gtx960.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from analysis import charts, cost, report, summary
+from analysis.crossover import Bootstrap
+from analysis.load import read, representative
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="write the HTML report and the crossover table")
+    rep.add_argument("dirs", nargs="+", type=Path, help="results directories (results/<sweep>)")
+    rep.add_argument("--out", type=Path, default=None, help="report folder (default: DIR/_report, or results/_report_<a>+<b>)")
+    rep.add_argument("--draws", type=int, default=Bootstrap.draws, help="bootstrap draws per crossover")
+    rep.add_argument("--seed", type=int, default=Bootstrap.seed, help="bootstrap seed")
+    summ = sub.add_parser("summary", help="print median time per epoch per device and size")
+    summ.add_argument("dirs", nargs="+", type=Path, help="results directories")
+    cst = sub.add_parser("cost", help="print and draw cost per epoch, trial and million samples, and the break-even")
+    cst.add_argument("dirs", nargs="+", type=Path, help="results directories")
+    cst.add_argument("--home-box", type=Path, default=None, help="home box YAML (see analysis/home_boxes/)")
+    cst.add_argument("--prices", type=Path, default=cost.PRICES, help="price table YAML")
+    cst.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
+    args = p.parse_args(argv)
+    try:
+        return {"report": _report, "summary": _summary, "cost": _cost}[args.command](args)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _report(args) -> int:
+    page, text = report.build(args.dirs, args.out, Bootstrap(draws=args.draws, seed=args.seed))
+    print(text)
+    print(f"crossover table: {page.parent / 'crossover.parquet'}")
+    print(f"report: {page}")
+    return 0
+
+
+def _summary(args) -> int:
+    rows = read(*args.dirs)
+    print(summary.render(rows.assign(device=rows["arm"])))
+    return 0
+
+
+def _cost(args) -> int:
+    rows, options = read(*args.dirs), cost.load_prices(args.prices)
+    box = cost.load_home_box(args.home_box) if args.home_box else None
+    costs = cost.table(rows, options, box)
+    even = cost.break_even(box, options, costs) if box else None
+    print(cost.render(costs, box, even, representative(rows)))
+    out = args.out or report.default_out(args.dirs)
+    drawn = {"cost_per_million": charts.cost_per_million(costs[costs["config_hash"].isin(representative(rows)["config_hash"])])}
+    if box:
+        drawn["break_even"] = charts.break_even(cost.monthly(box, even), even)
+    for name, chart in drawn.items():
+        print(f"chart: {charts.save(chart, out / name)[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

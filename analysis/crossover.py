@@ -1,0 +1,236 @@
+"""Crossover points: past which size device B trains faster than device A, with a bootstrap interval.
+
+    python -m analysis report results/scaling          # the table is in the report, and printed
+    from analysis.crossover import find, render; print(render(find(rows)))
+
+For each workload and each axis (n_params, depth, width, batch_size, dataset_size), the rows are cut
+into slices that hold every other configuration column fixed (seeds are pooled: they are repeats).
+In a slice, each pair of arms (A, the baseline, is the CPU where there is one) is compared at every
+size both measured. The answer is one of:
+
+    crossover               one change of winner: the point is interpolated in log-log space between
+                            the last size where one wins and the first where the other does, i.e. where
+                            the straight lines through the two log-log points cross;
+    B faster everywhere     B wins at every measured size;
+    none in measured range  A wins at every measured size;
+    several crossings       the winner changes more than once (all crossings are listed).
+
+The interval comes from a bootstrap over the repeated per-epoch times: each draw resamples every
+row's timed epochs (`epoch_s`) with replacement, pooled across repeats, recomputes the statistic at
+every size and finds the crossing again. Draws in which B wins everywhere put the crossover below the
+range (-inf), draws in which A wins everywhere above it (+inf), so an interval can be open-ended;
+`draws_agree` is the share of draws that give the same kind of answer as the measurement.
+
+Two metrics:
+    epoch_s               median time per timed epoch;
+    time_to_final_loss_s  time to reach the trial's final training loss: h2d_s + warmup_s + the timed
+                          epochs. The rows carry only the final loss, not a loss per epoch, so this is
+                          the one target they allow: both arms train the same model from the same seed
+                          on the same data order, so they reach that loss after the same epochs, and a
+                          point counts only where their final losses agree within `loss_rtol`. Another
+                          target (say 0.1 loss) needs a per-epoch loss column in sweeps/schema.py; with
+                          it, the same pools and bootstrap apply to the epochs up to the target.
+
+Reads rows only (numpy, pandas); never imports torch or ray.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.load import SIZE_AXES
+from sweeps.schema import CONFIG_COLUMNS
+
+AXES = ["n_params", "depth", "width", "batch_size", "dataset_size"]
+METRICS = ["epoch_s", "time_to_final_loss_s"]
+VERDICTS = ["crossover", "B faster everywhere", "none in measured range", "several crossings", "not computable"]
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    draws: int = 1000  # resamples of every row's epoch times
+    confidence: float = 0.95  # two-sided interval, e.g. 0.95 -> 2.5th to 97.5th percentile
+    seed: int = 0  # numpy Generator seed; each slice derives its own stream from it and the slice's key
+    loss_rtol: float = 0.02  # time_to_final_loss_s: final train losses of A and B within this relative gap
+
+
+def held_fixed(axis: str) -> list[str]:
+    """Configuration columns held fixed while `axis` varies (device compared, seeds pooled)."""
+    varied = {"device", "seed", axis} | ({"depth", "width"} if axis == "n_params" else set())
+    return [c for c in CONFIG_COLUMNS if c not in varied]
+
+
+def slices(rows: pd.DataFrame, axis: str):
+    """(workload, label, slice rows) for each slice of ok rows where `axis` takes two values or more."""
+    ok = rows[(rows["status"] == "ok") & rows[axis].notna()]
+    for key, group in ok.groupby(held_fixed(axis), dropna=False, sort=True):
+        if group[axis].nunique() >= 2:
+            fixed = dict(zip(held_fixed(axis), key))
+            label = ", ".join(f"{a}={fixed[a]:,.0f}" for a in SIZE_AXES if a in fixed and pd.notna(fixed[a]))
+            yield fixed["workload"], label or "-", group
+
+
+def baseline_first(arms) -> list[str]:
+    """Arms in comparison order: the CPU ones first, so that A is the CPU and B the accelerator."""
+    return sorted(arms, key=lambda arm: (not str(arm).startswith("cpu"), str(arm)))
+
+
+def find(rows: pd.DataFrame, boot: Bootstrap = Bootstrap()) -> pd.DataFrame:
+    """The tidy crossover table: one line per workload, axis, slice, pair of arms and metric."""
+    lines = []
+    for axis in AXES:
+        for workload, label, group in slices(rows, axis):
+            rng = np.random.default_rng([boot.seed, zlib.crc32(f"{workload}|{axis}|{label}".encode())])
+            points = {arm: _points(g, axis, rng, boot.draws) for arm, g in group.groupby("arm")}
+            for a, b in itertools.combinations(baseline_first(points), 2):
+                for metric in METRICS:
+                    line = _compare(points[a], points[b], metric, boot)
+                    if line:
+                        lines.append({"workload": workload, "axis": axis, "held_fixed": label,
+                                      "device_a": a, "device_b": b, "metric": metric, **line})
+    table = pd.DataFrame(lines, columns=COLUMNS)
+    return table.assign(answer=[answer(line) for line in table.itertuples()])
+
+
+COLUMNS = ["workload", "axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "x_min", "x_max",
+           "verdict", "faster_below", "faster_above", "crossover", "ci_low", "ci_high", "draws_agree",
+           "crossings", "note"]
+
+
+@dataclass
+class _Points:
+    """One arm of one slice, per size: the statistic measured and its bootstrap draws."""
+    x: np.ndarray  # sizes, ascending
+    epoch: np.ndarray  # median epoch time, s
+    epoch_draws: np.ndarray  # (draws, sizes)
+    to_loss: np.ndarray  # time to the final loss, s
+    to_loss_draws: np.ndarray  # (draws, sizes)
+    loss: np.ndarray  # final train loss (mean over repeats)
+
+
+def _points(group: pd.DataFrame, axis: str, rng: np.random.Generator, draws: int) -> _Points:
+    x, cols = [], {k: [] for k in ("epoch", "epoch_draws", "to_loss", "to_loss_draws", "loss")}
+    for size, at in group.groupby(axis, sort=True):
+        pool = np.concatenate([np.asarray(e, dtype=float) for e in at["epoch_s"]])
+        resampled = pool[rng.integers(0, len(pool), size=(draws, len(pool)))]
+        # time to the final loss: fixed costs + as many epochs as were timed, at the pooled mean
+        fixed, timed = (at["h2d_s"] + at["warmup_s"]).mean(), np.mean([len(e) for e in at["epoch_s"]])
+        x.append(size)
+        cols["epoch"].append(np.median(pool))
+        cols["epoch_draws"].append(np.median(resampled, axis=1))
+        cols["to_loss"].append(fixed + timed * pool.mean())
+        cols["to_loss_draws"].append(fixed + timed * resampled.mean(axis=1))
+        cols["loss"].append(at["train_loss"].mean())
+    arrays = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
+    return _Points(np.asarray(x, dtype=float), **{k: (v.T if k.endswith("draws") else v) for k, v in arrays.items()})
+
+
+def _compare(a: _Points, b: _Points, metric: str, boot: Bootstrap) -> dict | None:
+    common = np.intersect1d(a.x, b.x)
+    if len(common) < 2:
+        return None
+    ia, ib = np.searchsorted(a.x, common), np.searchsorted(b.x, common)
+    note = ""
+    if metric == "time_to_final_loss_s":
+        la, lb = a.loss[ia], b.loss[ib]
+        same = np.abs(la - lb) <= boot.loss_rtol * np.maximum(np.abs(la), np.abs(lb))
+        if not same.all():
+            note = (f"{(~same).sum()} of {len(same)} sizes dropped: final train loss differs by more than "
+                    f"{boot.loss_rtol:.0%} between the arms, so they did not reach the same target")
+        common, ia, ib = common[same], ia[same], ib[same]
+        if len(common) < 2:
+            return {"n_points": len(common), "verdict": "not computable", "crossings": [], "note": note}
+    stat = "epoch" if metric == "epoch_s" else "to_loss"
+    # log(tA / tB) > 0 where B is faster; row 0 is the measurement, the rest the bootstrap draws
+    measured = np.log(getattr(a, stat)[ia] / getattr(b, stat)[ib])[None, :]
+    drawn = np.log(getattr(a, stat + "_draws")[:, ia] / getattr(b, stat + "_draws")[:, ib])
+    return {**_verdict(np.log(common), measured, drawn, boot.confidence), "note": note,
+            "n_points": len(common), "x_min": common[0], "x_max": common[-1]}
+
+
+def _verdict(logx: np.ndarray, measured: np.ndarray, drawn: np.ndarray, confidence: float) -> dict:
+    kind, first = _classify(logx, np.vstack([measured, drawn]))
+    wins = measured[0] > 0  # B faster at each size
+    flips = np.flatnonzero(wins[1:] != wins[:-1])
+    crossings = np.exp(_interpolate(logx, measured[np.zeros(len(flips), int)], flips)).tolist()
+    verdict = {"all_b": "B faster everywhere", "all_a": "none in measured range"}.get(
+        kind[0], "several crossings" if kind[0] == "several" else "crossover")
+    out = {"verdict": verdict, "crossings": crossings, "draws_agree": float(np.mean(kind[1:] == kind[0])),
+           "faster_below": "B" if wins[0] else "A", "faster_above": "B" if wins[-1] else "A",
+           "crossover": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+    if verdict == "crossover":
+        # the faster device above the crossing winning everywhere puts it below the range, and vice versa
+        below, above = ("all_b", "all_a") if kind[0] == "a_to_b" else ("all_a", "all_b")
+        draws = np.where(kind[1:] == kind[0], first[1:], np.nan)
+        draws[kind[1:] == below], draws[kind[1:] == above] = -np.inf, np.inf
+        draws = draws[~np.isnan(draws)]
+        tail = (1 - confidence) / 2
+        low, high = np.quantile(draws, [tail, 1 - tail], method="inverted_cdf") if len(draws) else (np.nan, np.nan)
+        out.update(crossover=float(np.exp(first[0])), ci_low=float(np.exp(low)), ci_high=float(np.exp(high)))
+    return out
+
+
+def _classify(logx: np.ndarray, logr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per curve (row of log tA/tB over sizes): its kind, and log x of its crossing where there is one."""
+    wins = logr > 0
+    flips = wins[:, 1:] != wins[:, :-1]
+    n = flips.sum(axis=1)
+    first = flips.argmax(axis=1)
+    rising = wins[np.arange(len(wins)), first + 1]
+    kind = np.select([n == 0, n > 1, rising], [np.where(wins[:, 0], "all_b", "all_a"), "several", "a_to_b"], "b_to_a")
+    with np.errstate(divide="ignore", invalid="ignore"):  # curves with no crossing: their value is dropped
+        return kind, np.where(n == 1, _interpolate(logx, logr, first), np.nan)
+
+
+def _interpolate(logx: np.ndarray, logr: np.ndarray, i: np.ndarray) -> np.ndarray:
+    """log x where the line through (logx[i], logr[:, i]) and (logx[i+1], logr[:, i+1]) meets zero, per row."""
+    rows = np.arange(len(i))
+    lo, hi = logr[rows, i], logr[rows, i + 1]
+    return logx[i] - lo * (logx[i + 1] - logx[i]) / (hi - lo)
+
+
+def answer(line) -> str:
+    """The line in words: 'cuda faster past n_params ~ 1.2e+05 (95% CI 9.8e+04 to 1.5e+05)'."""
+    name = {"A": line.device_a, "B": line.device_b}
+    if line.verdict == "crossover":
+        ci = f"{_bound(line.ci_low, line.x_min, '<')} to {_bound(line.ci_high, line.x_max, '>')}"
+        return (f"{name[line.faster_above]} faster past {line.axis} ~ {line.crossover:.3g} (CI {ci}; "
+                f"{line.draws_agree:.0%} of draws agree)")
+    if line.verdict == "B faster everywhere":
+        return f"{line.device_b} faster at every size ({line.draws_agree:.0%} of draws agree)"
+    if line.verdict == "none in measured range":
+        return f"no crossover in the measured range: {line.device_a} faster at every size ({line.draws_agree:.0%} of draws agree)"
+    if line.verdict == "several crossings":
+        return f"several crossings, at {line.axis} ~ " + ", ".join(f"{c:.3g}" for c in line.crossings)
+    return f"not computable: {line.note}"
+
+
+def _bound(value: float, edge: float, sign: str) -> str:
+    return f"{sign}{edge:.3g} (outside the measured range)" if np.isinf(value) else f"{value:.3g}"
+
+
+def render(table: pd.DataFrame, rows: pd.DataFrame | None = None) -> str:
+    """The table as text, one block per workload: what `python -m analysis report` prints."""
+    if table.empty:
+        arms = sorted(rows["arm"].unique()) if rows is not None else []
+        return (f"no crossover to compute: no two arms measured at the same sizes (arms: {', '.join(arms) or 'none'}); "
+                "sweep a second device, or read a second results directory alongside")
+    parts = []
+    for workload, group in table.groupby("workload", sort=True):
+        parts.append(f"== {workload} ==")
+        shown = group[["axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "answer"]]
+        parts.append(shown.to_string(index=False))
+    return "\n".join(parts)
+
+
+def write(table: pd.DataFrame, path: Path) -> Path:
+    """The table as Parquet (crossings as a list column)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.to_parquet(path, index=False)
+    return path

@@ -1,0 +1,111 @@
+"""Reading results directories: one or several sweeps' Parquet rows as one DataFrame, checked.
+
+    from analysis.load import read
+    rows = read("results/laptop", "results/h100")      # what `python -m analysis report` calls
+
+Every file is read on its own, so a directory whose rows were written by two versions of
+sweeps/schema.py is named and refused instead of being silently merged. Each row gains `results_dir`
+(where it came from) and `arm` (what it ran on: the device string, plus the device name and thread
+count where the rows hold more than one of those for the same device, as when a laptop's CPU and a
+cloud host's CPU are read together). Reads rows only (pyarrow, pandas); never imports torch or ray.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sweeps.schema import CONFIG_COLUMNS, SCHEMA_VERSION
+
+SIZE_AXES = ["depth", "width", "batch_size", "dataset_size"]
+
+# What tells two arms of the same device string apart, in the order they appear in the label.
+ARM_PARTS = ("device_name", "torch_threads")
+
+
+def read(*dirs: str | Path) -> pd.DataFrame:
+    """All rows of `dirs` (each a results/<sweep>/ directory), with `results_dir` and `arm` added."""
+    if not dirs:
+        raise ValueError("no results directory given: pass one or more, e.g. results/scaling")
+    tables, versions = [], {}
+    for directory in map(Path, dirs):
+        for path in _files(directory):
+            table = pq.read_table(path)
+            if "schema_version" not in table.column_names:
+                raise ValueError(f"{path} has no schema_version column: it was not written by sweeps/store.py")
+            for version in set(table["schema_version"].to_pylist()):
+                versions.setdefault(version, path)
+            tables.append(table.append_column("results_dir", pa.array([str(directory)] * len(table))))
+    _check_versions(versions)
+    rows = pa.concat_tables(tables, promote_options="default").to_pandas()
+    return rows.assign(arm=arm_labels(rows))
+
+
+def _files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        raise FileNotFoundError(f"results directory {directory} does not exist: run a sweep first "
+                                f"(python sweeps/scaling.py --name {directory.name}) or check the path")
+    files = sorted(directory.glob("*.parquet"))
+    if not files:
+        raise ValueError(f"results directory {directory} holds no *.parquet rows: the sweep wrote nothing "
+                         "there yet; run it (python sweeps/scaling.py) or pass the directory that has them")
+    return files
+
+
+def _check_versions(versions: dict[int, Path]) -> None:
+    """One schema version across every row read, and the one this code reads."""
+    if len(versions) > 1:
+        seen = ", ".join(f"version {v} (e.g. {p})" for v, p in sorted(versions.items()))
+        raise ValueError(f"rows of {len(versions)} schema versions read together: {seen}; keep each version's "
+                         "rows in their own results directory and re-run the old sweep to compare them")
+    (version, path), = versions.items()
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"rows of schema version {version} (e.g. {path}), but this analysis reads version "
+                         f"{SCHEMA_VERSION} (sweeps/schema.py): re-run the sweep with this checkout")
+
+
+def arm_labels(rows: pd.DataFrame) -> pd.Series:
+    """'cuda', or 'cpu (Intel Xeon, 2 threads)' where one device string covers several machines or thread counts."""
+    labels = rows["device"].astype(str)
+    for device, group in rows.groupby("device", sort=False):
+        parts = [c for c in ARM_PARTS if group[c].nunique(dropna=False) > 1]
+        if parts:
+            detail = group.apply(lambda r: ", ".join(_part(c, r[c]) for c in parts), axis=1)
+            labels[group.index] = f"{device} (" + detail + ")"
+    return labels
+
+
+def _part(column: str, value) -> str:
+    return f"{value:.0f} threads" if column == "torch_threads" else str(value)
+
+
+def environment(rows: pd.DataFrame) -> pd.DataFrame:
+    """One line per arm and host: what the rows say each measured device was."""
+    columns = ["arm", "device", "device_name", "cpu_model", "hostname", "torch_threads", "torch_version",
+               "cuda_version", "ray_version", "python_version", "results_dir"]
+    counts = rows.groupby(columns, dropna=False).agg(rows=("status", "size"), failed=("status", lambda s: int((s != "ok").sum())))
+    return counts.reset_index()
+
+
+def representative(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per workload, one ok row per arm of one configuration: the largest measured on the most arms."""
+    ok = rows[rows["status"] == "ok"]
+    config = [c for c in CONFIG_COLUMNS if c not in ("device", "seed")]
+    keyed = ok.assign(_key=ok.groupby(config, dropna=False).ngroup())
+    score = keyed.groupby("_key").agg(arms=("arm", "nunique"), n_params=("n_params", "max"),
+                                      dataset_size=("dataset_size", "max"), workload=("workload", "first"))
+    best = score.sort_values(["arms", "n_params", "dataset_size"]).groupby("workload").tail(1).index
+    return keyed[keyed["_key"].isin(best)].drop_duplicates(["_key", "arm"]).drop(columns="_key")
+
+
+def sizes_label(rows: pd.DataFrame) -> pd.Series:
+    """'depth=12, batch_size=100, dataset_size=1,000': the sizes of each row's configuration."""
+    return rows[SIZE_AXES].apply(lambda r: ", ".join(f"{k}={v:,.0f}" for k, v in r.items() if pd.notna(v)), axis=1)
+
+
+def config_label(rows: pd.DataFrame) -> pd.Series:
+    """'disc | depth=12, batch_size=100, dataset_size=1,000': which configuration a panel shows."""
+    return rows["workload"] + " | " + sizes_label(rows)

@@ -1,0 +1,91 @@
+"""One standalone HTML page per analysis: charts, the crossover table, and every measured device's environment.
+
+    python -m analysis report results/scaling                   # writes results/scaling/_report/index.html
+    python -m analysis report results/laptop results/h100       # several sweeps: results/_report_laptop+h100/
+
+`python sweeps/scaling.py` writes it at the end of a run. Next to index.html: crossover.parquet (the
+tidy table) and every chart as HTML and PNG. The page embeds the charts as SVG, so it opens offline
+and can be mailed as one file. The report folder starts with '_' so that Parquet readers of the
+results directory skip it. Reads rows only; never imports torch or ray.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import io
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import charts
+from analysis.crossover import AXES, Bootstrap, baseline_first, find, render, slices, write
+from analysis.load import SIZE_AXES, environment, read
+
+
+def default_out(dirs: list[Path]) -> Path:
+    """DIR/_report for one results directory; <parent>/_report_<a>+<b> for several."""
+    if len(dirs) == 1:
+        return dirs[0] / "_report"
+    return dirs[0].parent / ("_report_" + "+".join(d.name for d in dirs))
+
+
+def figures(rows: pd.DataFrame, table: pd.DataFrame) -> dict[str, object]:
+    """Every chart the rows allow, by file name."""
+    out = {f"epoch_time_vs_{axis}": charts.epoch_time_vs_size(rows, table, axis)
+           for axis in AXES if next(slices(rows, axis), None)}
+    ok = rows[rows["status"] == "ok"]
+    for workload, group in ok.groupby("workload"):
+        varied = [a for a in SIZE_AXES if group[a].nunique() > 1]
+        if len(varied) >= 2 and group["arm"].nunique() >= 2:
+            out[f"speedup_{workload}"] = charts.speedup_heatmap(rows, workload, *varied[:2])
+    out["epoch_times"] = charts.epoch_times(rows)
+    out["execution_time"] = charts.execution_time(rows)
+    if next(slices(rows, "batch_size"), None):
+        out["throughput_vs_batch"] = charts.throughput_vs_batch(rows)
+    return out
+
+
+def _svg(chart) -> str:
+    buffer = io.StringIO()
+    chart.save(buffer, format="svg")
+    return buffer.getvalue()
+
+
+def _table(frame: pd.DataFrame) -> str:
+    return frame.to_html(index=False, border=0, na_rep="", float_format=lambda v: f"{v:.4g}")
+
+
+def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Bootstrap()) -> tuple[Path, str]:
+    """Write the report for `dirs`; returns the page's path and the crossover table as text."""
+    dirs = [Path(d) for d in dirs]
+    rows = read(*dirs)
+    out = Path(out) if out else default_out(dirs)
+    table = find(rows, boot)
+    write(table, out / "crossover.parquet")
+    drawn = figures(rows, table)
+    for name, chart in drawn.items():
+        charts.save(chart, out / name)
+    failed = rows[rows["status"] != "ok"]
+    arms = ", ".join(baseline_first(rows["arm"].unique()))
+    sections = [
+        f"<h1>crossover report: {html.escape(' + '.join(str(d) for d in dirs))}</h1>",
+        f"<p>{len(rows)} trials ({len(failed)} failed) on {html.escape(arms)}; written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC. "
+        "Crossover: where B (the second device) becomes faster than A per epoch, interpolated in log-log space, "
+        f"with a {boot.confidence:.0%} bootstrap interval over the per-epoch times ({boot.draws} draws; "
+        "an interval bound outside the measured range is shown as such). See analysis/crossover.py.</p>",
+        "<h2>Crossover table</h2>",
+        f"<pre>{html.escape(render(table, rows))}</pre>" if table.empty else
+        _table(table[["workload", "axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "answer", "note"]]),
+        "<h2>Charts</h2>",
+        *[f"<h3>{name}</h3><div>{_svg(chart)}</div><p><a href='{name}.html'>interactive</a> · <a href='{name}.png'>PNG</a></p>"
+          for name, chart in drawn.items()],
+        "<h2>Devices measured</h2>", _table(environment(rows)),
+    ]
+    if len(failed):
+        sections += ["<h2>Failed trials</h2>", _table(failed[["workload", "arm", "depth", "width", "batch_size", "dataset_size", "error"]]
+                                                     .assign(error=failed["error"].str.split("\n").str[0]))]
+    page = out / "index.html"
+    style = "body{font-family:sans-serif;max-width:1400px;margin:auto}table{border-collapse:collapse;font-size:13px}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
+    page.write_text(f"<!doctype html><meta charset='utf-8'><title>crossover report</title><style>{style}</style>\n" + "\n".join(sections))
+    return page, render(table, rows)

@@ -1,0 +1,46 @@
+"""Synthetic result rows for the analysis tests: schema-exact, with a crossover planted where asked."""
+
+import numpy as np
+import pandas as pd
+
+from analysis.load import arm_labels
+from sweeps import schema
+
+
+def plant(sizes, cpu, gpu, epochs=9, noise=0.1, seed=0, workload="disc", axis="n_params", **fixed) -> pd.DataFrame:
+    """Rows whose true time per epoch is cpu(x) on 'cpu' and gpu(x) on 'cuda', with lognormal noise per epoch."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for device, curve in (("cpu", cpu), ("cuda", gpu)):
+        for i, x in enumerate(sizes):
+            epoch_s = (curve(x) * np.exp(rng.normal(0, noise, epochs))).tolist()
+            # n_params follows the model's shape in real rows: give each size its own depth
+            shape = {"depth": i + 1} if axis == "n_params" else {}
+            rows.append(row(workload, device, epoch_s, **shape, **{axis: int(x), **fixed}))
+    return frame(rows)
+
+
+def row(workload, device, epoch_s, **values) -> dict:
+    """One ok row with every timing column consistent with `epoch_s`."""
+    e = np.asarray(epoch_s)
+    base = {"schema_version": schema.SCHEMA_VERSION, "sweep": "synthetic", "status": "ok", "workload": workload,
+            "device": device, "batch_size": 100, "dataset_size": 1000, "epochs": len(e) + 1, "warmup_epochs": 1,
+            "lr": 0.1, "loop": "fast", "seed": 0, "data_requested": "auto", "n_params": 1000, "depth": 4,
+            "h2d_s": 0.001, "warmup_s": float(e[0]), "train_s": float(e.sum()), "eval_s": float(e.mean() / 4),
+            "setup_s": 0.01, "epoch_s": e.tolist(), "epoch_s_median": float(np.median(e)),
+            "epoch_s_iqr": float(np.subtract(*np.percentile(e, [75, 25]))), "epoch_s_min": float(e.min()),
+            "epoch_s_max": float(e.max()), "steps_per_epoch": 10, "train_loss": 0.3, "train_accuracy": 0.9,
+            "hostname": "box", "device_name": "NVIDIA H100 80GB HBM3" if device != "cpu" else "Intel(R) Xeon(R) Processor",
+            "cpu_model": "Intel(R) Xeon(R) Processor", "torch_threads": 2 if device == "cpu" else 1,
+            "torch_version": "2.14.1", "ray_version": "2.60.0", "python_version": "3.11.7"}
+    base.update(values)
+    base["samples_per_s"] = base["dataset_size"] / float(e.mean())
+    base["total_s"] = base["setup_s"] + base["h2d_s"] + base["warmup_s"] + base["train_s"] + base["eval_s"]
+    base["config_hash"] = f"{workload}-{device}-{hash(tuple(sorted((k, str(v)) for k, v in values.items())))}"
+    return base
+
+
+def frame(rows) -> pd.DataFrame:
+    """Rows as load.read() returns them: the exact schema's table as pandas, with an arm."""
+    table = schema.to_table(rows).to_pandas()
+    return table.assign(results_dir="synthetic", arm=arm_labels(table))
