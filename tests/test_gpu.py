@@ -1,0 +1,113 @@
+"""GPU behaviour, run on a machine with CUDA (they skip cleanly without): CPU and GPU train alike,
+packed trials keep to their share, pipelines and DDP across GPUs match one device, and a CPU trial
+on a GPU node never touches the GPU.
+
+    python -m pytest -q tests/test_gpu.py      # on the GPU machine
+"""
+
+import pandas as pd
+import pytest
+import torch
+
+from sweeps.space import Space
+from trainables.config import TrialConfig
+from trainables.devices import placement
+from trainables.train import run_trial
+
+gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+pytestmark = pytest.mark.skipif(gpus == 0, reason="needs CUDA")
+two_gpus = pytest.mark.skipif(gpus < 2, reason="needs 2 GPUs")
+
+
+@pytest.fixture
+def no_tf32():
+    """Full fp32 on the GPU, for comparisons with the CPU; restores the defaults after."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+# First steps from the same seed agree to this relative tolerance with TF32 off.
+FIRST_STEPS_RTOL = 1e-4
+
+
+@pytest.mark.parametrize("workload, kw", [
+    ("disc", dict(depth=10)),
+    ("peaks", dict(dataset_size=2500)),
+    ("tabular", dict(dataset_size=2000)),
+    ("lenet", dict(dataset_size=1000)),
+])
+def test_cpu_and_gpu_first_steps_agree(no_tf32, workload, kw):
+    cpu = run_trial(TrialConfig(workload, epochs=2, **kw))
+    gpu = run_trial(TrialConfig(workload, device="cuda", epochs=2, **kw))
+    print(f"{workload}: cpu {cpu['train_loss']:.8f} gpu {gpu['train_loss']:.8f}")
+    assert gpu["train_loss"] == pytest.approx(cpu["train_loss"], rel=FIRST_STEPS_RTOL)
+    assert gpu["peak_gpu_bytes"] > 0 and "cpu" not in gpu["device_name"].lower()
+
+
+def test_seeds_claim_no_difference_in_accuracy(no_tf32):
+    # seed 002: "with literally no difference in model accuracy"; LeNet on real digits, 15 epochs
+    cfg = dict(dataset_size=1437, epochs=15, lr=0.01, batch_size=32)
+    cpu = run_trial(TrialConfig("lenet", **cfg))
+    gpu = run_trial(TrialConfig("lenet", device="cuda", **cfg))
+    print(f"lenet test accuracy: cpu {cpu['test_accuracy']:.4f} gpu {gpu['test_accuracy']:.4f}")
+    assert cpu["test_accuracy"] > 0.8
+    assert abs(gpu["test_accuracy"] - cpu["test_accuracy"]) <= 0.01
+
+
+def test_a_packed_trial_refuses_to_start_without_its_share():
+    free, total = torch.cuda.mem_get_info()
+    hog = torch.empty(int(free - 0.3 * total), dtype=torch.uint8, device="cuda")  # leave 30%: < 45%
+    try:
+        with pytest.raises(RuntimeError, match="needs its share of the card"):
+            placement("cuda/2")
+        placement("cuda/4")  # 22.5% fits
+    finally:
+        del hog
+        torch.cuda.empty_cache()
+        placement("cuda")  # lifts the cap again
+
+
+def test_a_packed_trial_runs_within_its_cap():
+    row = run_trial(TrialConfig("disc", device="cuda/8", depth=8, epochs=3))
+    total = torch.cuda.get_device_properties(0).total_memory
+    assert row["status"] == "ok" and row["peak_gpu_bytes"] < 0.9 / 8 * total
+    placement("cuda")
+
+
+def test_a_cpu_trial_on_a_gpu_node_never_touches_the_gpu(local_gpu_ray):
+    ray = local_gpu_ray
+
+    @ray.remote(num_cpus=1, num_gpus=0)
+    def cpu_trial():
+        import os
+
+        row = run_trial(TrialConfig("disc", depth=4, epochs=2))
+        return row["device_name"], torch.cuda.is_initialized(), os.environ.get("CUDA_VISIBLE_DEVICES")
+
+    device_name, initialised, visible = ray.get(cpu_trial.remote())
+    print(f"zero-GPU Ray task: CUDA_VISIBLE_DEVICES={visible!r}, cuda initialised: {initialised}")
+    assert not initialised and "NVIDIA" not in device_name
+
+
+@two_gpus
+def test_a_two_gpu_pipeline_matches_one_gpu(no_tf32):
+    kw = dict(depth=8, width=1024, dataset_size=4096, batch_size=512, epochs=3)
+    one = run_trial(TrialConfig("tabular", device="cuda", **kw))
+    piped = run_trial(TrialConfig("tabular", device="pipe:2", micro_batches=4, **kw))
+    assert "+" in piped["device_name"]
+    assert piped["train_loss"] == pytest.approx(one["train_loss"], rel=FIRST_STEPS_RTOL)
+
+
+@two_gpus
+def test_ddp_on_two_gpus_over_nccl_matches_one_gpu(no_tf32, local_gpu_ray, tmp_path):
+    from sweeps import runner
+
+    grid = {"disc": {"depth": [8], "epochs": [3]}}
+    runner.run(Space("ddp-gpu", grid, ("cuda", "ddp:2")), tmp_path, max_concurrent=1, log=print)
+    rows = pd.read_parquet(tmp_path / "ddp-gpu").set_index("device")
+    assert set(rows["status"]) == {"ok"}, rows["error"].dropna().tolist()
+    assert rows.loc["ddp:2", "world_size"] == 2
+    # TF32 is a process setting: the workers keep torch's default (matmul TF32 off), so fp32 holds
+    assert rows.loc["ddp:2", "train_loss"] == pytest.approx(rows.loc["cuda", "train_loss"], rel=1e-3)
