@@ -218,7 +218,7 @@ def _bound(value: float, edge: float, sign: str) -> str:
 def render(table: pd.DataFrame, rows: pd.DataFrame | None = None) -> str:
     """The table as text, one block per workload: what `python -m analysis report` prints."""
     if table.empty:
-        arms = sorted(rows["arm"].unique()) if rows is not None else []
+        arms = sorted(rows.loc[rows["status"] == "ok", "arm"].unique()) if rows is not None else []
         return (f"no crossover to compute: no two arms measured at the same sizes (arms: {', '.join(arms) or 'none'}); "
                 "sweep a second device, or read a second results directory alongside")
     parts = []

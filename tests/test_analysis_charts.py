@@ -1,0 +1,76 @@
+"""Every chart is valid Vega-Lite (Altair's own validation and jsonschema against the schema file
+Altair ships), is built of named layers, and saves as standalone HTML and PNG."""
+
+import json
+from pathlib import Path
+
+import altair as alt
+import jsonschema
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import charts, cost
+from analysis.crossover import Bootstrap, find
+from analysis_rows import frame, plant, row
+
+SCHEMA = Path(alt.__file__).parent / "vegalite" / alt.SCHEMA_VERSION.split(".")[0] / "schema" / "vega-lite-schema.json"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    grid = frame([row("tabular", device, list(t * np.array([1.02, 1.0, 0.97])), depth=d, width=w, n_params=d * w * w)
+                  for device in ("cpu", "cuda") for d in (1, 2, 4) for w in (16, 64, 256)
+                  for t in [d * w * w * (1e-7 if device == "cpu" else 1e-9) + (0 if device == "cpu" else 2e-4)]])
+    return pd.concat([plant(np.geomspace(1e2, 1e6, 6), lambda x: 1e-3 * x / 1e4, lambda x: 1e-3 * (x / 1e4) ** 0.5),
+                      plant([16, 32, 64, 128], lambda b: 1 / b, lambda b: 0.1 / b, workload="lenet", axis="batch_size"),
+                      grid], ignore_index=True)
+
+
+def every_chart(rows):
+    table = find(rows, Bootstrap(draws=50))
+    options = cost.load_prices()
+    box = cost.load_home_box(Path(cost.__file__).parent / "home_boxes" / "seed002_gtx960.yaml")
+    costs = cost.table(rows, options, box)
+    even = cost.break_even(box, options, costs)
+    return {
+        "epoch_time_vs_size": charts.epoch_time_vs_size(rows, table, "n_params"),
+        "speedup_heatmap": charts.speedup_heatmap(rows, "tabular"),
+        "epoch_times": charts.epoch_times(rows),
+        "execution_time": charts.execution_time(rows),
+        "throughput_vs_batch": charts.throughput_vs_batch(rows),
+        "cost_per_million": charts.cost_per_million(costs),
+        "break_even": charts.break_even(cost.monthly(box, even), even),
+    }
+
+
+def test_every_chart_validates_against_the_vega_lite_schema(rows):
+    validator = jsonschema.Draft7Validator(json.loads(SCHEMA.read_text()))
+    for name, chart in every_chart(rows).items():
+        spec = chart.to_dict(validate=True)
+        errors = [e.message for e in validator.iter_errors(spec)]
+        assert not errors, (name, errors[:3])
+        assert spec["$schema"].endswith(f"{alt.SCHEMA_VERSION}.json")
+
+
+def test_the_central_chart_layers_band_spread_line_and_rule(rows):
+    spec = every_chart(rows)["epoch_time_vs_size"].to_dict()
+    marks = [layer["mark"]["type"] for layer in spec["spec"]["layer"]]
+    assert marks == ["rect", "area", "line", "rule"]
+    crossover = [r for r in spec["datasets"][spec["data"]["name"]] if r.get("layer") == "crossover" and r["panel"].startswith("disc")]
+    assert len(crossover) == 1 and crossover[0]["ci_low"] < crossover[0]["crossover"] < crossover[0]["ci_high"]
+
+
+def test_the_heatmap_shows_speedup_over_depth_and_width(rows):
+    spec = charts.speedup_heatmap(rows, "tabular").to_dict()
+    values = pd.DataFrame(spec["datasets"][spec["data"]["name"]])
+    assert len(values) == 9 and (values["speedup"] > 0).all()
+    assert values.sort_values(["depth", "width"])["speedup"].iloc[-1] > 1  # the GPU wins at the largest
+    with pytest.raises(ValueError, match="it needs two arms"):
+        charts.speedup_heatmap(rows[rows["device"] == "cpu"], "tabular")
+
+
+def test_save_writes_standalone_html_and_png(rows, tmp_path):
+    html, png = charts.save(every_chart(rows)["epoch_times"], tmp_path / "sub" / "epoch_times")
+    assert html.read_text().count("<script") >= 1 and "cdn.jsdelivr" not in html.read_text()  # inlined: opens offline
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,97 @@
+"""The crossover finder on synthetic rows with a planted crossover: it finds the point, says 'none'
+where there is none, says the other answers as such, and its interval covers the truth in most draws."""
+
+import numpy as np
+import pytest
+
+from analysis.crossover import Bootstrap, find, render
+from analysis_rows import frame, plant, row
+
+SIZES = np.geomspace(1e2, 1e6, 9)
+CPU = lambda x: 1e-3 * x / 1e4  # noqa: E731  time per epoch grows linearly with size on the CPU
+GPU = lambda x: 1e-3 * (x / 1e4) ** 0.5  # noqa: E731  and as its square root on the GPU: equal at x = 1e4
+
+
+def epoch_line(rows, boot=Bootstrap(draws=400)):
+    table = find(rows, boot)
+    return table[(table["metric"] == "epoch_s") & (table["axis"] == "n_params")].iloc[0]
+
+
+def test_recovers_a_planted_crossover_and_names_the_faster_side():
+    line = epoch_line(plant(SIZES, CPU, GPU, noise=0.05))
+    assert line["verdict"] == "crossover"
+    assert (line["device_a"], line["device_b"]) == ("cpu", "cuda")
+    assert (line["faster_below"], line["faster_above"]) == ("A", "B")
+    assert line["crossover"] == pytest.approx(1e4, rel=0.15)
+    assert line["ci_low"] < line["crossover"] < line["ci_high"]
+    assert line["answer"].startswith("cuda faster past n_params ~ ")
+
+
+def test_interval_covers_the_planted_point_in_most_seeded_draws():
+    covered = [line["ci_low"] <= 1e4 <= line["ci_high"]
+               for line in (epoch_line(plant(SIZES, CPU, GPU, seed=s)) for s in range(40))]
+    assert np.mean(covered) >= 0.8, covered
+
+
+@pytest.mark.parametrize("gpu, verdict, words", [
+    (lambda x: 10 * CPU(x), "none in measured range", "no crossover in the measured range: cpu faster at every size"),
+    (lambda x: CPU(x) / 10, "B faster everywhere", "cuda faster at every size"),
+])
+def test_no_crossing_is_an_answer(gpu, verdict, words):
+    line = epoch_line(plant(SIZES, CPU, gpu))
+    assert line["verdict"] == verdict and np.isnan(line["crossover"])
+    assert line["answer"].startswith(words)
+    assert line["draws_agree"] == 1.0
+
+
+def test_several_crossings_are_listed():
+    # the GPU wins only in the middle of the range: two crossings, near 1e3 and 1e5
+    gpu = lambda x: CPU(x) * (0.3 if 1e3 < x < 1e5 else 3.0)  # noqa: E731
+    line = epoch_line(plant(SIZES, CPU, gpu, noise=0.01))
+    assert line["verdict"] == "several crossings"
+    assert len(line["crossings"]) == 2 and 1e3 / 3 < line["crossings"][0] < 1e3 * 3
+    assert "several crossings" in line["answer"]
+
+
+def test_a_crossover_at_the_range_edge_has_an_open_interval():
+    # equal at 120: just above the smallest size; some draws put it below the range
+    line = epoch_line(plant(SIZES, CPU, lambda x: 1e-3 * (120 / 1e4) * (x / 120) ** 0.5, noise=0.3))
+    assert line["verdict"] in ("crossover", "B faster everywhere")
+    if line["verdict"] == "crossover":
+        assert line["ci_low"] < line["crossover"] and line["draws_agree"] < 1
+
+
+def test_the_bootstrap_is_seeded():
+    rows = plant(SIZES, CPU, GPU)
+    first, again = (epoch_line(rows, Bootstrap(draws=200, seed=7)) for _ in range(2))
+    assert (first["ci_low"], first["ci_high"]) == (again["ci_low"], again["ci_high"])
+
+
+def test_time_to_final_loss_needs_the_same_final_loss():
+    rows = plant(SIZES, CPU, GPU)
+    same = find(rows, Bootstrap(draws=100))
+    assert set(same["metric"]) == {"epoch_s", "time_to_final_loss_s"}
+    assert (same["verdict"] == "crossover").all()
+    rows.loc[rows["device"] == "cuda", "train_loss"] = 0.9  # the GPU ended elsewhere: no common target
+    diverged = find(rows, Bootstrap(draws=100)).query("axis == 'n_params'").set_index("metric")
+    assert diverged.loc["time_to_final_loss_s", "verdict"] == "not computable"
+    assert "final train loss differs" in diverged.loc["time_to_final_loss_s", "note"]
+
+
+def test_slices_hold_the_other_axes_fixed_and_pool_seeds():
+    rows = frame([row("tabular", device, [t * 1.01, t, t * 0.99], width=w, dataset_size=n, seed=seed)
+                  for device, slope in (("cpu", 1e-6), ("cuda", 1e-7))
+                  for w in (64, 256) for n in (1000, 10000, 100000) for seed in (0, 1)
+                  for t in [slope * n * w + (0 if device == "cpu" else 5e-3)]])
+    table = find(rows, Bootstrap(draws=50))
+    by_size = table[(table["axis"] == "dataset_size") & (table["metric"] == "epoch_s")]
+    assert sorted(by_size["held_fixed"]) == ["depth=4, width=256, batch_size=100", "depth=4, width=64, batch_size=100"]
+    assert (by_size["n_points"] == 3).all()  # seeds 0 and 1 pooled, not separate points
+    assert "== tabular ==" in render(table)
+
+
+def test_one_arm_means_nothing_to_compare():
+    rows = plant(SIZES, CPU, GPU)
+    table = find(rows[rows["device"] == "cpu"])
+    assert table.empty
+    assert "no two arms measured at the same sizes (arms: cpu)" in render(table, rows[rows["device"] == "cpu"])

@@ -1,0 +1,92 @@
+"""Reading results directories and writing the report: from a real smoke sweep on a local Ray, with
+clear errors for an empty or missing directory and rows of two schema versions, and without torch or ray."""
+
+import subprocess
+import sys
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from analysis import report
+from analysis.crossover import Bootstrap
+from analysis.__main__ import main
+from analysis.load import read
+from analysis_rows import row
+from sweeps import schema
+from sweeps.space import Space
+
+SMOKE = {"disc": {"depth": [2, 3, 4], "epochs": [3]}, "peaks": {"dataset_size": [100, 400], "epochs": [4]}}
+
+
+@pytest.fixture(scope="module")
+def swept(local_ray, tmp_path_factory):
+    """A real sweep: CPU trials that succeed, and 'cuda' trials that fail on this node (no CUDA)."""
+    from sweeps import runner
+
+    out = tmp_path_factory.mktemp("results")
+    return runner.run(Space("smoke", SMOKE, ("cpu", "cuda"), cpu_threads=2), out, log=lambda line: None).dir
+
+
+def test_the_report_renders_from_a_real_sweep(swept, tmp_path, capsys):
+    assert main(["report", str(swept), "--draws", "50"]) == 0
+    printed = capsys.readouterr().out
+    page = swept / "_report" / "index.html"
+    assert f"report: {page}" in printed and "no two arms measured at the same sizes (arms: cpu)" in printed
+    text = page.read_text()
+    for part in ("Crossover table", "epoch_time_vs_n_params", "epoch_times", "execution_time", "Devices measured",
+                 "Failed trials", "CUDA not available on node", "<svg"):
+        assert part in text, part
+    assert (swept / "_report" / "epoch_time_vs_depth.png").stat().st_size > 0
+    assert len(pd.read_parquet(swept)) == 10  # the report folder is not read back as rows
+    assert main(["summary", str(swept)]) == 0
+    assert "== disc: median time per epoch, ms ==" in capsys.readouterr().out
+
+
+def test_several_directories_make_one_report_with_arms_told_apart(swept, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    for path in swept.glob("*.parquet"):  # the same sweep, as if measured on another host's CPU
+        table = pq.read_table(path)
+        column = table.schema.get_field_index("device_name")
+        pq.write_table(table.set_column(column, "device_name", pa.array(["AMD EPYC"] * len(table))), other / path.name)
+    rows = read(swept, other)
+    here = rows.loc[rows["results_dir"] == str(swept), "device_name"].iloc[0]
+    assert set(rows.loc[rows["device"] == "cpu", "arm"]) == {"cpu (AMD EPYC)", f"cpu ({here})"}
+    page, text = report.build([swept, other], boot=Bootstrap(draws=50))
+    assert page == swept.parent / "_report_smoke+other" / "index.html"
+    assert "== disc ==" in text and "cpu (AMD EPYC)" in text  # two CPU arms at the same sizes: a crossover table
+
+
+def write_rows(directory, rows):
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, r in enumerate(rows):
+        pq.write_table(schema.to_table([r]), directory / f"{i}.parquet")
+
+
+def test_a_missing_or_empty_directory_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(FileNotFoundError, match="results directory .*nope does not exist: run a sweep first"):
+        read(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="holds no \\*.parquet rows"):
+        read(tmp_path / "empty")
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    assert "error: results directory" in capsys.readouterr().err
+
+
+def test_rows_of_two_schema_versions_are_refused(tmp_path):
+    write_rows(tmp_path / "a", [row("disc", "cpu", [1.0])])
+    write_rows(tmp_path / "b", [{**row("disc", "cpu", [1.0]), "schema_version": schema.SCHEMA_VERSION + 1}])
+    with pytest.raises(ValueError, match="rows of 2 schema versions read together") as info:
+        read(tmp_path / "a", tmp_path / "b")
+    assert "keep each version's rows in their own results directory" in str(info.value)
+    with pytest.raises(ValueError, match=f"but this analysis reads version {schema.SCHEMA_VERSION}"):
+        read(tmp_path / "b")
+
+
+def test_analysis_never_imports_torch_or_ray():
+    code = ("import sys, analysis.__main__, analysis.report, analysis.cost, analysis.charts, analysis.crossover, "
+            "analysis.load, analysis.summary; print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
