@@ -2,12 +2,18 @@
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from analysis.load import arm_labels
 from sweeps import schema
 
 
-def plant(sizes, cpu, gpu, epochs=9, noise=0.1, seed=0, workload="disc", axis="n_params", **fixed) -> pd.DataFrame:
+def plant(*args, **kwargs) -> pd.DataFrame:
+    """planted_rows as load.read() returns them."""
+    return frame(planted_rows(*args, **kwargs))
+
+
+def planted_rows(sizes, cpu, gpu, epochs=9, noise=0.1, seed=0, workload="disc", axis="n_params", **fixed) -> list[dict]:
     """Rows whose true time per epoch is cpu(x) on 'cpu' and gpu(x) on 'cuda', with lognormal noise per epoch."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -17,7 +23,7 @@ def plant(sizes, cpu, gpu, epochs=9, noise=0.1, seed=0, workload="disc", axis="n
             # n_params follows the model's shape in real rows: give each size its own depth
             shape = {"depth": i + 1} if axis == "n_params" else {}
             rows.append(row(workload, device, epoch_s, **shape, **{axis: int(x), **fixed}))
-    return frame(rows)
+    return rows
 
 
 def row(workload, device, epoch_s, **values) -> dict:
@@ -38,6 +44,14 @@ def row(workload, device, epoch_s, **values) -> dict:
     base["total_s"] = base["setup_s"] + base["h2d_s"] + base["warmup_s"] + base["train_s"] + base["eval_s"]
     base["config_hash"] = f"{workload}-{device}-{hash(tuple(sorted((k, str(v)) for k, v in values.items())))}"
     return base
+
+
+def write(rows, directory):
+    """Rows as a results directory: one Parquet file each, as sweeps/store.py writes them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, r in enumerate(rows):
+        pq.write_table(schema.to_table([r]), directory / f"{i}.parquet")
+    return directory
 
 
 def frame(rows) -> pd.DataFrame:

@@ -13,7 +13,7 @@ from analysis import report
 from analysis.crossover import Bootstrap
 from analysis.__main__ import main
 from analysis.load import read
-from analysis_rows import row
+from analysis_rows import row, write
 from sweeps import schema
 from sweeps.space import Space
 
@@ -59,12 +59,6 @@ def test_several_directories_make_one_report_with_arms_told_apart(swept, tmp_pat
     assert "== disc ==" in text and "cpu (AMD EPYC)" in text  # two CPU arms at the same sizes: a crossover table
 
 
-def write_rows(directory, rows):
-    directory.mkdir(parents=True, exist_ok=True)
-    for i, r in enumerate(rows):
-        pq.write_table(schema.to_table([r]), directory / f"{i}.parquet")
-
-
 def test_a_missing_or_empty_directory_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match="results directory .*nope does not exist: run a sweep first"):
         read(tmp_path / "nope")
@@ -76,8 +70,8 @@ def test_a_missing_or_empty_directory_is_a_clear_error(tmp_path, capsys):
 
 
 def test_rows_of_two_schema_versions_are_refused(tmp_path):
-    write_rows(tmp_path / "a", [row("disc", "cpu", [1.0])])
-    write_rows(tmp_path / "b", [{**row("disc", "cpu", [1.0]), "schema_version": schema.SCHEMA_VERSION + 1}])
+    write([row("disc", "cpu", [1.0])], tmp_path / "a")
+    write([{**row("disc", "cpu", [1.0]), "schema_version": schema.SCHEMA_VERSION + 1}], tmp_path / "b")
     with pytest.raises(ValueError, match="rows of 2 schema versions read together") as info:
         read(tmp_path / "a", tmp_path / "b")
     assert "keep each version's rows in their own results directory" in str(info.value)
