@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 
+from analysis import report
 from analysis.summary import render
 from sweeps import runner
 from sweeps.space import Space
@@ -88,6 +89,8 @@ def main(argv=None) -> int:
     rows = store.read()
     print(render(rows[rows["sweep"] == space.name]))
     print(f"{len(rows)} rows in {store.dir} ({time.perf_counter() - start:.0f} s)")
+    page, crossovers = report.build([store.dir])
+    print(f"{crossovers}\nreport: {page}")
     return 0
 
 
