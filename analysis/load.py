@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from sweeps.schema import CONFIG_COLUMNS, SCHEMA_VERSION
 
-SIZE_AXES = ["depth", "width", "batch_size", "dataset_size"]
+from analysis.summary import SIZE_AXES  # noqa: E402  (one definition of the size axes)
 
 # What tells two arms of the same device string apart, in the order they appear in the label.
 ARM_PARTS = ("device_name", "torch_threads")
