@@ -143,12 +143,12 @@ def cost_per_million(costs: pd.DataFrame):
 
 def break_even(lines: pd.DataFrame, points: pd.DataFrame):
     """Monthly cost vs hours of use per month (cost.monthly's lines), break-even hours as rules."""
-    base = alt.Chart(lines).encode(x=alt.X("hours:Q").title("hours of use per month"))
-    line = base.mark_line().encode(y=alt.Y("usd_per_month:Q").title("$ per month"), color=alt.Color("option:N").title(None),
+    base = alt.Chart(lines).encode(x=alt.X("hours:Q").scale(LOG).title("hours of use per month"))
+    line = base.mark_line().encode(y=alt.Y("usd_per_month:Q").scale(LOG).title("$ per month"), color=alt.Color("option:N").title(None),
                                    strokeDash=alt.StrokeDash("kind:N").title(None), tooltip=["option:N", "hours:Q", "usd_per_month:Q"])
     rule = (alt.Chart(points.dropna(subset=["break_even_h_per_month"])).mark_rule(strokeDash=[4, 3])
             .encode(x="break_even_h_per_month:Q", color="option:N", tooltip=["option:N", "break_even_h_per_month:Q"]))
-    return (line + rule).properties(title="Home box vs renting: monthly cost; rules at break-even", width=520, height=320)
+    return (line + rule).properties(title="Home box vs renting: monthly cost (log-log); rules at break-even", width=520, height=320)
 
 
 def save(chart, stem: Path) -> list[Path]:

@@ -205,7 +205,7 @@ def break_even(box: HomeBox, options: list[Option], costs: pd.DataFrame) -> pd.D
     return pd.DataFrame(lines)
 
 
-def monthly(box: HomeBox, even: pd.DataFrame, hours=np.linspace(0, HOURS_PER_MONTH, 74)) -> pd.DataFrame:
+def monthly(box: HomeBox, even: pd.DataFrame, hours=np.geomspace(1, HOURS_PER_MONTH, 60)) -> pd.DataFrame:
     """Monthly cost at each hours-of-use for the box and every rented option: the break-even chart's lines."""
     home = pd.DataFrame({"option": box.name, "kind": "home box", "hours": hours,
                          "usd_per_month": box.fixed_usd_per_month + box.energy_usd_per_h * hours})
