@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from functools import partial
 from pathlib import Path
 
 # Tune's CSV/JSON/TensorBoard loggers would duplicate every row in its trial folders; the Parquet
@@ -15,15 +16,18 @@ from pathlib import Path
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 
 import ray  # noqa: E402
+import yaml  # noqa: E402
 from ray import tune  # noqa: E402
 
-from sweeps.space import Space, resources_for  # noqa: E402
+from sweeps.space import CPU_NODE, Space, resources_for  # noqa: E402
 from sweeps.store import RowWriter, Store  # noqa: E402
-from trainables.devices import parse  # noqa: E402
 from trainables.train import trainable  # noqa: E402
 
 # Tune's end-of-run analysis looks for the logger files switched off above; the rows are in Parquet.
 logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+
+# Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
+BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
 
 
 def connect(address: str | None) -> None:
@@ -36,21 +40,54 @@ def connect(address: str | None) -> None:
         ray.init(include_dashboard=False, log_to_driver=False)
 
 
-def node_cpus() -> int:
-    """CPUs of the largest alive node: what a CPU trial may own."""
-    return int(max(n["Resources"].get("CPU", 0) for n in ray.nodes() if n["Alive"]))
+def node_types(cluster_config: Path | str | None = None) -> list[dict]:
+    """Resources of every alive node and of every node type the cluster's autoscaler may add.
+
+    The node types come from `cluster_config` (an autoscaling config, such as cluster.yaml) or, on the
+    head of a `ray up` cluster, from BOOTSTRAP_CONFIG: a sweep started before its workers are up
+    still sees the GPUs and CPU nodes it is going to get.
+    """
+    types = [n["Resources"] for n in ray.nodes() if n["Alive"]]
+    path = Path(cluster_config) if cluster_config else BOOTSTRAP_CONFIG
+    if not cluster_config and not path.exists():
+        return types
+    try:
+        available = yaml.safe_load(path.read_text())["available_node_types"]
+    except (OSError, KeyError, TypeError) as exc:
+        raise ValueError(f"cluster config {path} has no readable available_node_types ({exc!r}); "
+                         "give --cluster-config the autoscaling config the cluster was started with") from None
+    return types + [t.get("resources", {}) for t in available.values() if t.get("max_workers") != 0]
 
 
-def cluster_devices() -> tuple[str, ...]:
-    return ("cpu", "cuda") if ray.cluster_resources().get("GPU", 0) > 0 else ("cpu",)
+def cpu_nodes_only(types: list[dict]) -> bool:
+    """Whether the cluster marks its CPU nodes (cluster.yaml): then CPU trials keep to them."""
+    return any(CPU_NODE in t for t in types)
 
 
-def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=print) -> Store:
-    """Measure every config of `space` not yet in `out`/<name>; returns the store holding the rows."""
+def node_cpus(types: list[dict]) -> int:
+    """CPUs of the largest node a CPU trial may run on: what a CPU trial may own."""
+    marked = cpu_nodes_only(types)
+    return int(max(t.get("CPU", 0) for t in types if not marked or CPU_NODE in t))
+
+
+def cluster_devices(types: list[dict]) -> tuple[str, ...]:
+    return ("cpu", "cuda") if any(t.get("GPU", 0) > 0 for t in types) else ("cpu",)
+
+
+def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=print, *,
+        storage_path: str | None = None, max_failures: int = 2, cluster_config: Path | str | None = None) -> Store:
+    """Measure every config of `space` not yet in `out`/<name>; returns the store holding the rows.
+
+    Tune's own state goes to `storage_path` (a URI such as s3://bucket/crossover on a cluster), else
+    next to the rows. A trial whose worker or node dies is run again up to `max_failures` times; any
+    other failure is already a row (trainables/train.py), so only lost workers reach Tune's retry.
+    """
     configs = space.expand()  # refuses a bad space before anything runs
-    if any(parse(c.device).is_cuda for c in configs) and ray.cluster_resources().get("GPU", 0) == 0:
-        raise ValueError(f"device 'cuda' asked for in sweep {space.name!r} but the Ray cluster has no GPU; "
-                         "drop it from --devices, or connect to a cluster with GPUs (--address)")
+    gpu_devices = sorted({c.device for c in configs if resources_for({"trial": c.to_dict()})["gpu"]})
+    if gpu_devices and not any(t.get("GPU") for t in node_types(cluster_config)):
+        raise ValueError(f"devices {gpu_devices} asked for in sweep {space.name!r} but the Ray cluster has no GPU; "
+                         "drop it from --devices, connect to a cluster with GPUs (--address), or name the "
+                         "autoscaling config whose node types have them (--cluster-config)")
     store = Store(Path(out) / space.name)
     done = store.measured()
     todo = [c for c in configs if c.config_hash() not in done]
@@ -59,16 +96,16 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     if not todo:
         return store
     tuner = tune.Tuner(
-        tune.with_resources(trainable, resources_for),
+        tune.with_resources(trainable, partial(resources_for, cpu_nodes_only=space.cpu_nodes_only)),
         param_space=space.param_space(todo),
         tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=True,
                                     trial_dirname_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(
             name=space.name,
-            storage_path=str((store.dir / "_tune").resolve()),
+            storage_path=storage_path or str((store.dir / "_tune").resolve()),
             callbacks=[RowWriter(store, space.name, len(todo), log)],
             verbose=0,
-            failure_config=tune.FailureConfig(max_failures=0),
+            failure_config=tune.FailureConfig(max_failures=max_failures),
         ),
     )
     tuner.fit()

@@ -3,7 +3,7 @@
     python sweeps/scaling.py                      # default grid, every device this machine has
     python sweeps/scaling.py --smoke              # the whole grid cut down: under a minute on 2 cores
     python sweeps/scaling.py --devices cpu --workloads disc,peaks --name mine
-    python sweeps/scaling.py --address auto       # on a running Ray cluster (ray up cluster.yaml)
+    python sweeps/scaling.py --address auto --storage-path s3://BUCKET/crossover   # on `ray up cluster.yaml`
 
 Rows go to results/<name>/ as Parquet, one file per trial, as each trial ends; running the same
 command again resumes. At the end it prints, per workload, the median time per epoch on each device
@@ -56,6 +56,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--smoke", action="store_true", help="the grid cut to a size that ends in under a minute")
     p.add_argument("--max-concurrent", type=int, default=None, help="trials at once (default: as resources allow)")
     p.add_argument("--address", default=None, help="address of a running Ray cluster (default: start a local one)")
+    p.add_argument("--cluster-config", default=None, type=Path,
+                   help="autoscaling config of the cluster, whose node types count as nodes it can add "
+                        "(default: ~/ray_bootstrap_config.yaml where it exists, as on a `ray up` head)")
+    p.add_argument("--storage-path", default=None,
+                   help="where Tune keeps its state, e.g. s3://bucket/crossover (default: OUT/NAME/_tune); "
+                        "the rows are written by this process under OUT either way")
+    p.add_argument("--max-failures", type=int, default=2,
+                   help="times a trial whose worker or node died is run again before it becomes an error row")
     p.add_argument("--cpu-threads", type=int, default=None,
                    help="threads (and Ray CPUs) per CPU trial; default: all cores of the largest node")
     p.add_argument("--repeats", type=int, default=1, help="independent seeds per grid point")
@@ -65,7 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int) -> Space:
+def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_nodes_only: bool) -> Space:
     grids = SMOKE if args.smoke else GRIDS
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in names if w not in grids]
@@ -73,16 +81,18 @@ def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int) -> S
         raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(grids)}")
     return Space(args.name or ("smoke" if args.smoke else "scaling"), {w: grids[w] for w in names},
                  devices, cpu_threads, args.repeats, fixed={"loop": args.loop},
-                 image_data={"data": args.data, "data_dir": args.data_dir})
+                 image_data={"data": args.data, "data_dir": args.data_dir}, cpu_nodes_only=cpu_nodes_only)
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
     runner.connect(args.address)
-    devices = tuple(d.strip() for d in args.devices.split(",")) if args.devices else runner.cluster_devices()
-    space = build_space(args, devices, args.cpu_threads or runner.node_cpus())
     try:
-        store = runner.run(space, args.out, args.max_concurrent)
+        types = runner.node_types(args.cluster_config)
+        devices = tuple(d.strip() for d in args.devices.split(",")) if args.devices else runner.cluster_devices(types)
+        space = build_space(args, devices, args.cpu_threads or runner.node_cpus(types), runner.cpu_nodes_only(types))
+        store = runner.run(space, args.out, args.max_concurrent, storage_path=args.storage_path,
+                           max_failures=args.max_failures, cluster_config=args.cluster_config)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -79,11 +79,17 @@ class RowWriter(tune.Callback):
         return f"[{len(self.written)}/{self.total} done, {running} running, {pending} pending, {elapsed}]"
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        if ROW_KEY in result:
+        # A trial retried after its row was written (its node died as it ended) keeps the first row.
+        if ROW_KEY in result and trial.trial_id not in self.written:
             self._write(trial, result[ROW_KEY], trials)
 
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        # Tune calls this, not on_trial_error, while retries are left: no row yet, the trial runs again.
+        self.log(f"{self._progress(trials, trial)} {trial.trial_id} lost its worker (a node died?): "
+                 f"retrying, failure {trial.num_failures}")
+
     def on_trial_error(self, iteration, trials, trial, **info):
-        # The worker died (killed, out of memory) before it could report: the driver writes the row.
+        # The worker died (killed, out of memory) and no retry is left: the driver writes the row.
         if trial.trial_id not in self.written:
             cfg = TrialConfig.from_dict(trial.config["trial"])
             self._write(trial, failed_row(cfg, _trial_error(trial)), trials)
