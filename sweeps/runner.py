@@ -21,6 +21,7 @@ from ray import tune  # noqa: E402
 
 from sweeps.space import CPU_NODE, Space, resources_for  # noqa: E402
 from sweeps.store import RowWriter, Store  # noqa: E402
+from trainables.devices import parse  # noqa: E402
 from trainables.train import trainable  # noqa: E402
 
 # Tune's end-of-run analysis looks for the logger files switched off above; the rows are in Parquet.
@@ -83,7 +84,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     other failure is already a row (trainables/train.py), so only lost workers reach Tune's retry.
     """
     configs = space.expand()  # refuses a bad space before anything runs
-    gpu_devices = sorted({c.device for c in configs if resources_for({"trial": c.to_dict()})["gpu"]})
+    gpu_devices = sorted({c.device for c in configs if parse(c.device).uses_gpu})
     if gpu_devices and not any(t.get("GPU") for t in node_types(cluster_config)):
         raise ValueError(f"devices {gpu_devices} asked for in sweep {space.name!r} but the Ray cluster has no GPU; "
                          "drop it from --devices, connect to a cluster with GPUs (--address), or name the "

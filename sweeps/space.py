@@ -16,7 +16,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from trainables.config import ConfigError, TrialConfig
-from trainables.devices import resources, threads_for
+from trainables.devices import parse, resources, threads_for
 from trainables.workloads import WORKLOADS, resolve
 
 AXES = ("depth", "width", "batch_size", "dataset_size", "epochs", "lr")
@@ -89,12 +89,12 @@ def resources_for(config: dict, cpu_nodes_only: bool = False) -> dict:
     """Tune's per-trial resource request: a CPU trial asks for its cores, a GPU trial for its GPU.
 
     With `cpu_nodes_only` (a cluster whose CPU node types carry CPU_NODE, as cluster.yaml's do), a
-    trial that needs no GPU also asks for a sliver of CPU_NODE, so it never lands on a GPU node's
+    CPU trial (cpu, ddp-cpu) also asks for a sliver of CPU_NODE, so it never lands on a GPU node's
     spare cores, where it would time another CPU model and steal the GPU trial's driving core.
     """
     cfg = TrialConfig.from_dict(config["trial"])
     asked = resources(cfg.device, cfg.threads)
-    if cpu_nodes_only and not asked["gpu"]:
+    if cpu_nodes_only and not parse(cfg.device).uses_gpu:
         asked[CPU_NODE] = 0.001  # a node advertises 1: its CPUs, not the marker, bound the trials on it
     return asked
 
