@@ -3,6 +3,7 @@
     python -m analysis report results/scaling [more dirs]     # HTML page + crossover table (prints both paths)
     python -m analysis summary results/scaling                # median time per epoch per device and size
     python -m analysis cost results/scaling --home-box analysis/home_boxes/seed002_gtx960.yaml
+    python -m analysis parallel results/parallel-*            # packed, DDP and pipeline figures
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis import charts, cost, report, summary
+from analysis import charts, cost, parallel, report, summary
 from analysis.crossover import Bootstrap
 from analysis.load import read, representative
 
@@ -32,9 +33,11 @@ def main(argv=None) -> int:
     cst.add_argument("--home-box", type=Path, default=None, help="home box YAML (see analysis/home_boxes/)")
     cst.add_argument("--prices", type=Path, default=cost.PRICES, help="price table YAML")
     cst.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
+    par = sub.add_parser("parallel", help="print the packed-trial, DDP and pipeline benchmark figures")
+    par.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/parallel.py")
     args = p.parse_args(argv)
     try:
-        return {"report": _report, "summary": _summary, "cost": _cost}[args.command](args)
+        return {"report": _report, "summary": _summary, "cost": _cost, "parallel": _parallel}[args.command](args)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -51,6 +54,11 @@ def _report(args) -> int:
 def _summary(args) -> int:
     rows = read(*args.dirs)
     print(summary.render(rows.assign(device=rows["arm"])))
+    return 0
+
+
+def _parallel(args) -> int:
+    print(parallel.render(read(*args.dirs)))
     return 0
 
 

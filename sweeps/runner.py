@@ -96,6 +96,11 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
         f"in {store.dir}, {len(todo)} to run")
     if not todo:
         return store
+    if max_concurrent is None and any(c.exclusive or parse(c.device).distributed for c in todo):
+        # --exclusive: one trial at a time, so nothing shares its node while it is timed; data-parallel
+        # trials: their drivers would otherwise start together and wait on GPUs they cannot all get
+        max_concurrent = 1
+        log("one trial at a time (exclusive timing, or data-parallel trials)")
     tuner = tune.Tuner(
         tune.with_resources(trainable, partial(resources_for, cpu_nodes_only=space.cpu_nodes_only)),
         param_space=space.param_space(todo),

@@ -66,6 +66,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="times a trial whose worker or node died is run again before it becomes an error row")
     p.add_argument("--cpu-threads", type=int, default=None,
                    help="threads (and Ray CPUs) per CPU trial; default: all cores of the largest node")
+    p.add_argument("--exclusive", action="store_true",
+                   help="timing grade: one trial at a time, nothing else on its node while timed "
+                        "(without it, trials pack for throughput; every row lists what ran beside it)")
     p.add_argument("--repeats", type=int, default=1, help="independent seeds per grid point")
     p.add_argument("--loop", default="fast", choices=LOOPS, help="'seed' reproduces the seeds' own loop")
     p.add_argument("--data", default="auto", choices=DATA_SOURCES, help="image data source (trainables/data.py)")
@@ -80,7 +83,7 @@ def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_
     if unknown:
         raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(grids)}")
     return Space(args.name or ("smoke" if args.smoke else "scaling"), {w: grids[w] for w in names},
-                 devices, cpu_threads, args.repeats, fixed={"loop": args.loop},
+                 devices, cpu_threads, args.repeats, fixed={"loop": args.loop, "exclusive": args.exclusive},
                  image_data={"data": args.data, "data_dir": args.data_dir}, cpu_nodes_only=cpu_nodes_only)
 
 def main(argv=None) -> int:

@@ -48,6 +48,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("loop", _STR, "'fast' (no host sync per step) or 'seed' (the seeds' own loop: .item() per step)"),
     ("seed", _I64, "random seed of data, init and shuffling"),
     ("micro_batches", _I64, "pipe:N only: micro-batches per batch, else null"),
+    ("exclusive", pa.bool_(), "timing grade: the sweep ran this trial with no other trial beside it (--exclusive)"),
     ("data_requested", _STR, "data source asked for: auto, mnist, digits, synthetic, generated"),
     ("cpus_requested", _F64, "CPUs the trial asked Ray for"),
     ("gpus_requested", _F64, "GPUs the trial asked Ray for"),
@@ -78,6 +79,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     # environment
     ("data_source", _STR, "data actually used: 'mnist:<dir>', 'digits', 'synthetic', 'generated'"),
     ("n_test", _I64, "test samples (0 if none)"),
+    ("co_running", pa.list_(_STR), "other crossover trials timed on the same node while this one was timed"),
     ("hostname", _STR, "node the trial ran on"),
     ("node_id", _STR, "Ray node id of the node the trial ran on; null in a row the driver wrote for a dead worker"),
     ("device_name", _STR, "GPU name(s) joined by ' + ', or the CPU model for CPU trials"),

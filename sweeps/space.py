@@ -5,7 +5,8 @@
     space.param_space(configs)           # Tune's param_space: one grid point per config
     resources_for(config_dict, space.cpu_nodes_only)   # Tune's per-trial resource request
 
-Axes a grid may set: depth, width, batch_size, dataset_size, epochs, lr. A bad value is refused
+Axes a grid may set: depth, width, batch_size, dataset_size, epochs, lr, micro_batches (pipe:N).
+A bad value is refused
 with the sweep, the workload and the axis named, e.g.
 `width must be an integer >= 1, got 0 (sweep 'scaling', workload 'disc', axis width)`.
 """
@@ -19,7 +20,7 @@ from trainables.config import ConfigError, TrialConfig
 from trainables.devices import parse, resources, threads_for
 from trainables.workloads import WORKLOADS, resolve
 
-AXES = ("depth", "width", "batch_size", "dataset_size", "epochs", "lr")
+AXES = ("depth", "width", "batch_size", "dataset_size", "epochs", "lr", "micro_batches")
 # Custom resources that mark node types (cluster.yaml, tests/test_cluster.py): 1 on each such node.
 CPU_NODE = "cpu_node"
 GPU_NODE = "gpu_node"
@@ -62,10 +63,10 @@ class Space:
             for point in itertools.product(*(grid[a] for a in axes), self.devices, range(self.repeats)):
                 *values, device, seed = point
                 extra = self.image_data if WORKLOADS[workload].images else {}
-                cfg = TrialConfig(workload, device=device, seed=seed, threads=threads_for(device, self.cpu_threads),
-                                  **dict(zip(axes, values)), **self.fixed, **extra)
                 try:
-                    configs.append(resolve(cfg))
+                    configs.append(resolve(TrialConfig(
+                        workload, device=device, seed=seed, threads=threads_for(device, self.cpu_threads),
+                        **dict(zip(axes, values)), **self.fixed, **extra)))
                 except ConfigError as exc:
                     raise ValueError(f"{exc} {self._where(workload, exc.field)}") from None
         return _unique(configs)

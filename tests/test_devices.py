@@ -1,6 +1,9 @@
 """Device strings: the resources each asks of Ray, the placement it gets, and the variants' equivalence
 on the CPU (a two-stage pipeline, and DDP over gloo with two Ray Train workers)."""
 
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 import torch
@@ -43,9 +46,12 @@ def test_a_pipeline_is_refused_for_a_cnn_by_name():
 
 
 def test_a_cpu_trial_gets_the_cpu_and_never_initialises_cuda():
+    # a fresh process: in this one another test may have used the GPU
+    script = ("import torch; from trainables.config import TrialConfig; from trainables.train import run_trial; "
+              "run_trial(TrialConfig('disc', depth=3, epochs=2)); print(torch.cuda.is_initialized())")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert placement("cpu").devices == (torch.device("cpu"),)
-    run_trial(TrialConfig("disc", depth=3, epochs=2))
-    assert not torch.cuda.is_initialized()
+    assert out.stdout.strip() == "False"
 
 
 def test_kernels_for_reads_torchs_arch_list():

@@ -47,12 +47,13 @@ def test_cpu_and_gpu_first_steps_agree(no_tf32, workload, kw):
 
 
 def test_seeds_claim_no_difference_in_accuracy(no_tf32):
-    # seed 002: "with literally no difference in model accuracy"; LeNet on real digits, 15 epochs
-    cfg = dict(dataset_size=1437, epochs=15, lr=0.01, batch_size=32)
+    # seed 002: "with literally no difference in model accuracy"; its LeNet and hyper-parameters on
+    # real digits, 15 epochs
+    cfg = dict(dataset_size=1437, epochs=15)
     cpu = run_trial(TrialConfig("lenet", **cfg))
     gpu = run_trial(TrialConfig("lenet", device="cuda", **cfg))
     print(f"lenet test accuracy: cpu {cpu['test_accuracy']:.4f} gpu {gpu['test_accuracy']:.4f}")
-    assert cpu["test_accuracy"] > 0.8
+    assert cpu["test_accuracy"] > 0.9
     assert abs(gpu["test_accuracy"] - cpu["test_accuracy"]) <= 0.01
 
 
@@ -97,7 +98,9 @@ def test_a_two_gpu_pipeline_matches_one_gpu(no_tf32):
     one = run_trial(TrialConfig("tabular", device="cuda", **kw))
     piped = run_trial(TrialConfig("tabular", device="pipe:2", micro_batches=4, **kw))
     assert "+" in piped["device_name"]
-    assert piped["train_loss"] == pytest.approx(one["train_loss"], rel=FIRST_STEPS_RTOL)
+    # micro-batches change the matrix products' shapes, so cuBLAS sums in another order: 3 epochs
+    # of 8 steps drift further than the first steps do
+    assert piped["train_loss"] == pytest.approx(one["train_loss"], rel=1e-3)
 
 
 @two_gpus

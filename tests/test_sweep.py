@@ -33,7 +33,7 @@ def test_a_sweep_writes_one_row_per_trial_with_every_column(local_ray, tmp_path)
     assert set(rows["status"]) == {"ok"}
     assert sorted(rows["seed"]) == [0, 0, 0, 1, 1, 1]
     measured = [c for c in schema.NAMES if c not in ("error", "test_loss", "test_accuracy", "train_accuracy",
-                                                      "peak_gpu_bytes", "width", "cuda_version")]
+                                                      "peak_gpu_bytes", "width", "cuda_version", "micro_batches")]
     assert not rows[measured].isna().any().any(), rows[measured].isna().sum()
     assert (rows["cpus_requested"] == 2).all() and (rows["torch_threads"] == 2).all()
     assert (rows["sweep"] == "tiny").all() and (rows["schema_version"] == schema.SCHEMA_VERSION).all()
@@ -66,7 +66,8 @@ def test_a_failing_trial_becomes_a_failed_row_and_the_sweep_goes_on(local_ray, t
 @pytest.mark.parametrize("grids, devices, words", [
     ({"disc": {"width": [8, 0]}}, ("cpu",), "width must be an integer >= 1, got 0 (sweep 'bad', workload 'disc', axis width)"),
     ({"nope": {}}, ("cpu",), "workload must be one of"),
-    ({"disc": {}}, ("cpu", "tpu"), "device must be one of ['cpu', 'cuda'], got 'tpu' (sweep 'bad', workload 'disc', axis device)"),
+    ({"disc": {}}, ("cpu", "tpu"), "device must be one of the forms ['cpu', 'cuda', 'cuda/K', 'ddp:N', 'ddp-cpu:N', 'pipe:N'], got 'tpu' "
+     "(sweep 'bad', workload 'disc', axis device)"),
     ({"disc": {"batch_size": [5000]}}, ("cpu",), "batch_size must be <= dataset_size (1000), got 5000"),
     ({"disc": {"colour": [1]}}, ("cpu",), "axis must be one of"),
     ({"disc": {"depth": []}}, ("cpu",), "depth needs a non-empty list"),

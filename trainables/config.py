@@ -40,7 +40,8 @@ class TrialConfig:
     data: str = "auto"  # image workloads: auto, mnist, digits or synthetic
     data_dir: str | None = None  # directory holding torchvision's MNIST/raw IDX files
     threads: int = 1  # CPU threads: torch.set_num_threads, and the CPUs asked of Ray (per worker for ddp-cpu)
-    micro_batches: int = 4  # pipe:N only: micro-batches each batch is cut into
+    micro_batches: int | None = None  # pipe:N only: micro-batches per batch; None = 4 (other devices: None)
+    exclusive: bool = False  # timing grade: the sweep runs this trial with nothing beside it
 
     @classmethod
     def from_dict(cls, config: dict) -> "TrialConfig":

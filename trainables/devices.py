@@ -19,6 +19,8 @@ import re
 import socket
 from dataclasses import dataclass
 
+from trainables.config import ConfigError
+
 KINDS = ("cpu", "cuda", "ddp", "ddp-cpu", "pipe")
 DEVICES = ("cpu", "cuda", "cuda/K", "ddp:N", "ddp-cpu:N", "pipe:N")  # the forms, for help texts
 _FORM = re.compile(r"^(cpu|cuda)(?:/(\d+))?$|^(ddp|ddp-cpu|pipe):(\d+)$")
@@ -43,11 +45,11 @@ class DeviceSpec:
 def parse(device: str) -> DeviceSpec:
     match = _FORM.match(device) if isinstance(device, str) else None
     if not match:
-        raise ValueError(f"device must be one of the forms {list(DEVICES)}, got {device!r}")
+        raise ConfigError("device", f"device must be one of the forms {list(DEVICES)}, got {device!r}")
     single, k, multi, n = match.groups()
     count = int(k or n or 1)
     if count < 1 or (single == "cpu" and k):
-        raise ValueError(f"device {device!r}: the count must be >= 1, and 'cpu' takes none")
+        raise ConfigError("device", f"device {device!r}: the count must be >= 1, and 'cpu' takes none")
     return DeviceSpec(single or multi, count)
 
 
@@ -126,7 +128,7 @@ class Placement:
         return tensor
 
 
-def placement(device: str, micro_batches: int = 1) -> Placement:
+def placement(device: str, micro_batches: int | None = None) -> Placement:
     """The Placement of a single-process trial (cpu, cuda, cuda/K, pipe:N); checks the GPU first.
 
     Ray sets CUDA_VISIBLE_DEVICES to the GPUs it gave the trial, so they are cuda:0..N-1 here.

@@ -20,10 +20,12 @@ from trainables import env
 from trainables.config import TrialConfig
 from trainables.data import Data
 from trainables.devices import Placement, parse, placement, resources
+from trainables.neighbours import Window
 from trainables.timing import Clock, Timer, summarize
 from trainables.workloads import WORKLOADS, Workload, describe, n_params, resolve
 
 ROW_KEY = "crossover_row"  # the key under which a trial reports its row to Tune
+_LABEL = ("workload", "device", "depth", "width", "batch_size", "dataset_size", "seed")  # names a trial
 
 
 def _batches(n: int, batch_size: int, order, rank: int, world: int):
@@ -124,7 +126,8 @@ def run_trial(cfg: TrialConfig, where: Placement | None = None) -> dict:
     with timer.phase("warmup"):
         for _ in range(cfg.warmup_epochs):
             epoch()
-    with timer.phase("train"):
+    label = " ".join(f"{k}={v}" for k, v in config_row(cfg).items() if k in _LABEL and v is not None)
+    with Window(label, cfg.config_hash()) as window, timer.phase("train"):
         marks = [clock.mark()]
         for _ in range(cfg.epochs - cfg.warmup_epochs):
             loss_sum, correct = epoch()
@@ -159,6 +162,7 @@ def run_trial(cfg: TrialConfig, where: Placement | None = None) -> dict:
         "test_accuracy": test_accuracy,
         "data_source": data.source,
         "n_test": data.n_test,
+        "co_running": window.overlapping,
         **env.environment(where.devices),
         "total_s": time.perf_counter() - wall_start,
     }
@@ -175,7 +179,8 @@ def config_row(cfg: TrialConfig) -> dict:
         "warmup_epochs": cfg.warmup_epochs, "lr": cfg.lr, "loop": cfg.loop, "seed": cfg.seed,
         "data_requested": cfg.data if WORKLOADS[cfg.workload].images else "generated",
         "cpus_requested": asked["cpu"], "gpus_requested": asked["gpu"],
-        "micro_batches": cfg.micro_batches if parse(cfg.device).kind == "pipe" else None,
+        "micro_batches": cfg.micro_batches,
+        "exclusive": cfg.exclusive,
     }
 
 

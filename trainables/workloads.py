@@ -177,10 +177,7 @@ def resolve(cfg: TrialConfig) -> TrialConfig:
     if cfg.workload not in WORKLOADS:
         raise ConfigError("workload", f"workload must be one of {sorted(WORKLOADS)}, got {cfg.workload!r}")
     wl = WORKLOADS[cfg.workload]
-    try:
-        spec = parse_device(cfg.device)
-    except ValueError as exc:
-        raise ConfigError("device", str(exc)) from None
+    spec = parse_device(cfg.device)
     if spec.kind == "pipe" and not wl.sequential:
         raise ConfigError("device", f"device {cfg.device!r}: a pipeline splits the MLP workloads "
                                     f"(disc, peaks, tabular), not {wl.name}")
@@ -192,6 +189,8 @@ def resolve(cfg: TrialConfig) -> TrialConfig:
               for axis in ("depth", "width", "batch_size", "dataset_size", "epochs", "lr")}
     if filled["batch_size"] is None:  # full batch (peaks)
         filled["batch_size"] = filled["dataset_size"]
+    # only a pipeline cuts batches: elsewhere the axis is dropped, so a grid over it adds no trials
+    filled["micro_batches"] = (cfg.micro_batches or 4) if spec.kind == "pipe" else None
     cfg = dataclasses.replace(cfg, **filled)
 
     for name in ("depth", "width", "batch_size", "dataset_size", "epochs", "threads", "micro_batches"):

@@ -1,0 +1,56 @@
+"""What else ran on this node while a trial was timed: a registry of timed windows in the node's /tmp.
+
+Each trial writes its window (start, then end) to a small file; at the end of its own window it reads
+the others and keeps those whose windows overlapped. Packed trials, CPU trials beside GPU trials,
+or a user's other jobs through crossover all show up in the row's `co_running`, so a timing taken
+while the node was shared can be told from one taken alone (`--exclusive`).
+
+    with Window("disc cuda/4 depth=6 seed=0", config_hash) as window:
+        ...timed epochs...
+    window.overlapping   # ['disc cuda/4 depth=6 seed=1', ...]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+REGISTRY = Path(tempfile.gettempdir()) / "crossover-windows"
+KEEP_S = 24 * 3600  # windows older than this are removed by the next trial
+
+
+class Window:
+    def __init__(self, label: str, owner: str):
+        self.label, self.owner = label, owner  # owner: ranks of one trial share it and are not neighbours
+        self.path = REGISTRY / f"{owner}-{os.getpid()}-{time.time_ns()}.json"
+        self.overlapping: list[str] = []
+
+    def _write(self, record: dict) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, self.path)
+
+    def __enter__(self) -> "Window":
+        REGISTRY.mkdir(parents=True, exist_ok=True)
+        self.start = time.time()
+        self._write({"label": self.label, "owner": self.owner, "start": self.start, "end": None})
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end = time.time()
+        self._write({"label": self.label, "owner": self.owner, "start": self.start, "end": end})
+        seen = set()
+        for path in REGISTRY.glob("*.json"):
+            try:
+                other = json.loads(path.read_text())
+            except (OSError, ValueError):  # removed or being replaced by its owner
+                continue
+            if (other["end"] or other["start"]) < end - KEEP_S:  # long over, or its process died
+                path.unlink(missing_ok=True)
+            elif (other["owner"] != self.owner and other["start"] < end
+                  and (other["end"] is None or other["end"] > self.start)):
+                seen.add(other["label"])
+        self.overlapping = sorted(seen)
