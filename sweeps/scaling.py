@@ -29,19 +29,31 @@ from trainables.workloads import WORKLOADS
 # Each grid varies the axes its seed was about; epochs are cut from the seeds' (100, 25, 50, 2000)
 # because per-epoch times reach a stable median within a few epochs: 1 warm-up + the rest timed.
 GRIDS = {
-    "disc": {"depth": list(range(2, 13)), "epochs": [6]},  # seed 000: parameter count
-    "mnist_cnn": {"width": [1, 2, 4, 8], "dataset_size": [1437], "epochs": [4]},  # all of digits
-    # seed 002's loss is summed over the batch, so its step grows with the batch: past ~200 it diverges
-    "lenet": {"batch_size": [16, 32, 64, 100], "dataset_size": [1437], "epochs": [4]},
-    "peaks": {"dataset_size": [100, 400, 2500, 10000, 40000, 160000], "epochs": [200]},  # seed 003: 40,000
-    "tabular": {"dataset_size": [1000, 10000, 100000], "width": [64, 256, 1024], "epochs": [3]},  # seed 004
-}
-SMOKE = {
-    "disc": {"depth": [2, 4], "epochs": [3]},
-    "mnist_cnn": {"dataset_size": [256], "epochs": [2]},
-    "lenet": {"dataset_size": [256], "epochs": [2]},
-    "peaks": {"dataset_size": [400], "epochs": [20]},
-    "tabular": {"dataset_size": [1000], "epochs": [2]},
+    "default": {
+        "disc": {"depth": list(range(2, 13)), "epochs": [6]},  # seed 000: parameter count
+        "mnist_cnn": {"width": [1, 2, 4, 8], "dataset_size": [1437], "epochs": [4]},  # all of digits
+        # seed 002's loss is summed over the batch, so its step grows with the batch: past ~200 it diverges
+        "lenet": {"batch_size": [16, 32, 64, 100], "dataset_size": [1437], "epochs": [4]},
+        "peaks": {"dataset_size": [100, 400, 2500, 10000, 40000, 160000], "epochs": [200]},  # seed 003: 40,000
+        "tabular": {"dataset_size": [1000, 10000, 100000], "width": [64, 256, 1024], "epochs": [3]},  # seed 004
+    },
+    # the whole grid cut to a size that ends in under a minute on 2 cores
+    "smoke": {
+        "disc": {"depth": [2, 4], "epochs": [3]},
+        "mnist_cnn": {"dataset_size": [256], "epochs": [2]},
+        "lenet": {"dataset_size": [256], "epochs": [2]},
+        "peaks": {"dataset_size": [400], "epochs": [20]},
+        "tabular": {"dataset_size": [1000], "epochs": [2]},
+    },
+    # each seed's own configuration (MNIST-sized image sets: synthetic unless --data-dir), to set the
+    # seeds' claims beside a measurement; fewer epochs than the seeds ran, the same per-epoch work
+    "seeds": {
+        "disc": {"depth": [8, 9, 10, 11, 12], "epochs": [20]},
+        "mnist_cnn": {"epochs": [3]},
+        "lenet": {"epochs": [3]},
+        "peaks": {"dataset_size": [40000], "epochs": [2000]},
+        "tabular": {"epochs": [5]},
+    },
 }
 
 
@@ -52,8 +64,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--devices", default=None,
                    help=f"comma-separated devices of {list(DEVICES)}; default: every device the Ray cluster has")
     p.add_argument("--out", default="results", type=Path, help="results root: rows go to OUT/NAME/")
-    p.add_argument("--name", default=None, help="sweep name (default: 'scaling', or 'smoke' with --smoke)")
-    p.add_argument("--smoke", action="store_true", help="the grid cut to a size that ends in under a minute")
+    p.add_argument("--name", default=None, help="sweep name (default: 'scaling', or the grid's name for another grid)")
+    p.add_argument("--grid", default="default", choices=sorted(GRIDS),
+                   help="default: sizes for a laptop's CPU and any GPU; seeds: each seed's own configuration")
+    p.add_argument("--smoke", action="store_true", help="--grid smoke: ends in under a minute on 2 cores")
     p.add_argument("--max-concurrent", type=int, default=None, help="trials at once (default: as resources allow)")
     p.add_argument("--address", default=None, help="address of a running Ray cluster (default: start a local one)")
     p.add_argument("--cluster-config", default=None, type=Path,
@@ -66,6 +80,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="times a trial whose worker or node died is run again before it becomes an error row")
     p.add_argument("--cpu-threads", type=int, default=None,
                    help="threads (and Ray CPUs) per CPU trial; default: all cores of the largest node")
+    p.add_argument("--no-report", action="store_true",
+                   help="skip the HTML report (python -m analysis report OUT/NAME writes it later)")
     p.add_argument("--exclusive", action="store_true",
                    help="timing grade: one trial at a time, nothing else on its node while timed "
                         "(without it, trials pack for throughput; every row lists what ran beside it)")
@@ -77,12 +93,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_nodes_only: bool) -> Space:
-    grids = SMOKE if args.smoke else GRIDS
+    grid = "smoke" if args.smoke else args.grid
+    grids = GRIDS[grid]
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in names if w not in grids]
     if unknown:
         raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(grids)}")
-    return Space(args.name or ("smoke" if args.smoke else "scaling"), {w: grids[w] for w in names},
+    return Space(args.name or ("scaling" if grid == "default" else grid), {w: grids[w] for w in names},
                  devices, cpu_threads, args.repeats, fixed={"loop": args.loop, "exclusive": args.exclusive},
                  image_data={"data": args.data, "data_dir": args.data_dir}, cpu_nodes_only=cpu_nodes_only)
 
@@ -102,8 +119,9 @@ def main(argv=None) -> int:
     rows = store.read()
     print(render(rows[rows["sweep"] == space.name]))
     print(f"{len(rows)} rows in {store.dir} ({time.perf_counter() - start:.0f} s)")
-    page, crossovers = report.build([store.dir])
-    print(f"{crossovers}\nreport: {page}")
+    if not args.no_report:
+        page, crossovers = report.build([store.dir])
+        print(f"{crossovers}\nreport: {page}")
     return 0
 
 
