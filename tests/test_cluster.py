@@ -83,7 +83,11 @@ def cluster():
             yield SimpleNamespace(cluster=c, address=c.address, env={**os.environ},
                                   cpu_ids={n.node_id for n in cpu}, gpu_ids={gpu.node_id})
         finally:
-            c.shutdown()
+            # Not c.shutdown(): it also resets this process's Ray globals, which conftest's local_ray
+            # may be using in the same pytest session. Removing the nodes stops every process.
+            for node in list(c.worker_nodes):
+                c.remove_node(node)
+            c.remove_node(c.head_node)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
