@@ -38,7 +38,7 @@ def ray_schema() -> dict:
     return json.loads((Path(ray.__file__).parent / "autoscaler" / "ray-schema.json").read_text())
 
 
-@pytest.mark.parametrize("path", ["cluster.yaml", "tests/fake_cluster.yaml"])
+@pytest.mark.parametrize("path", ["cluster.yaml", "tests/fake_cluster.yaml", "tests/local_cluster.yaml"])
 def test_cluster_configs_follow_the_schema_the_ray_wheel_ships(path):
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(yaml.safe_load((ROOT / path).read_text()), ray_schema())
