@@ -87,7 +87,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     gpu_devices = sorted({c.device for c in configs if parse(c.device).uses_gpu})
     if gpu_devices and not any(t.get("GPU") for t in node_types(cluster_config)):
         raise ValueError(f"devices {gpu_devices} asked for in sweep {space.name!r} but the Ray cluster has no GPU; "
-                         "drop it from --devices, connect to a cluster with GPUs (--address), or name the "
+                         "drop them from --devices, connect to a cluster with GPUs (--address), or name the "
                          "autoscaling config whose node types have them (--cluster-config)")
     store = Store(Path(out) / space.name)
     done = store.measured()
