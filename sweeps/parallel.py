@@ -25,7 +25,7 @@ from sweeps.space import Space
 PACKING = (1, 2, 4, 8)  # trials per GPU
 # A large MLP for data- and model-parallel work: 8 hidden layers of 8,192, 537M parameters (fp32,
 # with Adam's state, 8.6 GB per replica): compute-bound steps, as DDP and pipelines are meant for.
-BIG = {"depth": [8], "width": [8192], "dataset_size": [65536], "epochs": [4]}
+BIG = {"depth": [8], "width": [8192], "dataset_size": [65536], "epochs": [3]}
 SMOKE_BIG = {"depth": [4], "width": [64], "dataset_size": [2048], "epochs": [3]}
 
 
@@ -34,7 +34,7 @@ def spaces(study: str, name: str, gpus: int, smoke: bool) -> list[Space]:
     batch = 256 if smoke else 4096
     if study == "packed":
         # the same small trial, K per GPU, enough of them to fill every GPU once
-        grid = {"disc": {"depth": [4 if smoke else 8], "epochs": [5 if smoke else 300]}}
+        grid = {"disc": {"depth": [4 if smoke else 8], "epochs": [5 if smoke else 150]}}
         return [Space(f"{name}-packed-{k}", grid, ("cuda" if k == 1 else f"cuda/{k}",), repeats=k * gpus)
                 for k in PACKING]
     if study == "ddp":
