@@ -68,8 +68,9 @@ def _check_versions(versions: dict[int, Path]) -> None:
 
 
 def arm_labels(rows: pd.DataFrame) -> pd.Series:
-    """'cuda', or 'cpu (Intel Xeon, 2 threads)' where one device string covers several machines or thread counts."""
-    labels = rows["device"].astype(str)
+    """'cuda', 'cuda graph' (an engine other than eager is part of the arm), or 'cpu (Intel Xeon, 2 threads)'
+    where one device string covers several machines or thread counts."""
+    labels = rows["device"].astype(str) + rows["engine"].map(lambda e: "" if e in (None, "eager") else f" {e}")
     for device, group in rows.groupby("device", sort=False):
         parts = [c for c in ARM_PARTS if group[c].nunique(dropna=False) > 1]
         if parts:
@@ -103,7 +104,8 @@ def representative(rows: pd.DataFrame) -> pd.DataFrame:
 
 def sizes_label(rows: pd.DataFrame) -> pd.Series:
     """'depth=12, batch_size=100, dataset_size=1,000': the sizes of each row's configuration."""
-    return rows[SIZE_AXES].apply(lambda r: ", ".join(f"{k}={v:,.0f}" for k, v in r.items() if pd.notna(v)), axis=1)
+    labels = [", ".join(f"{k}={v:,.0f}" for k, v in r.items() if pd.notna(v)) for _, r in rows[SIZE_AXES].iterrows()]
+    return pd.Series(labels, index=rows.index, dtype=str)  # a Series even with no rows (all trials failed)
 
 
 def config_label(rows: pd.DataFrame) -> pd.Series:

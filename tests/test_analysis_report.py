@@ -84,3 +84,13 @@ def test_analysis_never_imports_torch_or_ray():
             "analysis.load, analysis.summary; print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_sweep_whose_every_trial_failed_still_reports(swept, tmp_path, capsys):
+    failed = pd.read_parquet(swept).query("status == 'error'")
+    out = tmp_path / "failed"
+    out.mkdir()
+    pq.write_table(pa.Table.from_pandas(failed, schema=schema.SCHEMA, preserve_index=False), out / "rows.parquet")
+    assert main(["report", str(out), "--draws", "10"]) == 0
+    text = (out / "_report" / "index.html").read_text()
+    assert "Failed trials" in text and "CUDA not available on node" in text

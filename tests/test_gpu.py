@@ -114,3 +114,20 @@ def test_ddp_on_two_gpus_over_nccl_matches_one_gpu(no_tf32, local_gpu_ray, tmp_p
     assert rows.loc["ddp:2", "world_size"] == 2
     # TF32 is a process setting: the workers keep torch's default (matmul TF32 off), so fp32 holds
     assert rows.loc["ddp:2", "train_loss"] == pytest.approx(rows.loc["cuda", "train_loss"], rel=1e-3)
+
+
+@pytest.mark.parametrize("workload, kw", [
+    ("disc", dict(depth=10)),
+    ("peaks", dict(dataset_size=2500)),  # Adam: its step count must be captured
+    ("mnist_cnn", dict(dataset_size=1000)),  # dropout's random numbers inside the graph
+])
+def test_the_captured_step_trains_as_the_eager_one(no_tf32, workload, kw):
+    eager = run_trial(TrialConfig(workload, device="cuda", epochs=4, **kw))
+    graph = run_trial(TrialConfig(workload, device="cuda", epochs=4, engine="graph", **kw))
+    print(f"{workload}: eager {eager['epoch_s_median'] * 1e3:.3f} ms/epoch, graph {graph['epoch_s_median'] * 1e3:.3f}, "
+          f"capture {graph['compile_s']:.3f} s")
+    assert graph["compile_s"] > 0
+    if workload == "mnist_cnn":  # dropout draws differ between the graph's and eager's generator offsets
+        assert graph["train_loss"] == pytest.approx(eager["train_loss"], rel=0.1)
+    else:
+        assert graph["loss_curve"] == pytest.approx(eager["loss_curve"], rel=FIRST_STEPS_RTOL)

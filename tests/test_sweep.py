@@ -33,7 +33,8 @@ def test_a_sweep_writes_one_row_per_trial_with_every_column(local_ray, tmp_path)
     assert set(rows["status"]) == {"ok"}
     assert sorted(rows["seed"]) == [0, 0, 0, 1, 1, 1]
     measured = [c for c in schema.NAMES if c not in ("error", "test_loss", "test_accuracy", "train_accuracy",
-                                                      "peak_gpu_bytes", "width", "cuda_version", "micro_batches")]
+                                                      "peak_gpu_bytes", "width", "cuda_version", "micro_batches",
+                                                      "compile_s")]
     assert not rows[measured].isna().any().any(), rows[measured].isna().sum()
     assert (rows["cpus_requested"] == 2).all() and (rows["torch_threads"] == 2).all()
     assert (rows["sweep"] == "tiny").all() and (rows["schema_version"] == schema.SCHEMA_VERSION).all()

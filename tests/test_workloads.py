@@ -55,6 +55,13 @@ def test_defaults_are_the_seeds_hyperparameters():
     (dict(workload="peaks", dataset_size=1000), "dataset_size", "nearest: 961 or 1024"),
     (dict(workload="mnist_cnn", data="digits", dataset_size=5000), "data", "use data 'synthetic'"),
     (dict(workload="disc", epochs=1, warmup_epochs=1), "warmup_epochs", "at least one epoch must be timed"),
+    (dict(workload="disc", engine="jit"), "engine", "engine must be one of ['eager', 'graph', 'compile']"),
+    (dict(workload="disc", engine="graph"), "engine", "engine 'graph' captures a CUDA graph: it needs device cuda"),
+    (dict(workload="disc", engine="graph", device="cuda", loop="seed"), "loop", "a CUDA graph cannot hold"),
+    (dict(workload="tabular", engine="graph", device="cuda", dataset_size=1000), "batch_size",
+     "dataset_size (1000) must be a multiple of batch_size (64)"),
+    (dict(workload="disc", engine="compile", warmup_epochs=0), "warmup_epochs", "compilation or capture stays out"),
+    (dict(workload="disc", engine="compile", device="ddp:2"), "engine", "use engine 'eager' there"),
 ])
 def test_bad_configs_are_refused_by_name(kw, field, words):
     with pytest.raises(ConfigError, match=re.escape(words)) as info:
@@ -80,6 +87,8 @@ def test_a_trial_reports_time_quality_and_environment():
     assert 0.5 < row["test_accuracy"] <= 1 and row["n_test"] == 128
     assert row["samples_per_s"] == pytest.approx(512 * 3 / sum(row["epoch_s"]))
     assert row["device_name"] == row["cpu_model"] and row["peak_gpu_bytes"] is None
+    assert len(row["loss_curve"]) == 3 and row["loss_curve"][-1] == pytest.approx(row["train_loss"])
+    assert row["data_on_device"] and row["engine"] == "eager" and row["compile_s"] is None
 
 
 def test_training_learns_the_seed_task():
@@ -97,3 +106,11 @@ def test_seed_loop_and_fast_loop_train_identically():
 def test_a_diverging_trial_raises_a_clear_error():
     with pytest.raises(FloatingPointError, match="loss became"):
         run_trial(TrialConfig("peaks", dataset_size=100, epochs=30, lr=1e30))
+
+
+def test_the_compiled_model_trains_as_the_eager_one():
+    kw = dict(dataset_size=400, epochs=3)
+    eager = run_trial(TrialConfig("peaks", **kw))
+    compiled = run_trial(TrialConfig("peaks", engine="compile", **kw))
+    assert compiled["loss_curve"] == pytest.approx(eager["loss_curve"], rel=1e-4)
+    assert compiled["warmup_s"] > compiled["epoch_s_max"]  # compilation stayed in the warm-up

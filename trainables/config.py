@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 LOOPS = ("fast", "seed")
+ENGINES = ("eager", "graph", "compile")
 
 
 class ConfigError(ValueError):
@@ -36,6 +37,7 @@ class TrialConfig:
     warmup_epochs: int = 1  # first epochs left out of the timed training
     lr: float | None = None  # learning rate; None = the seed's
     loop: str = "fast"  # 'fast': no host sync per step; 'seed': the seeds' loop, .item() per step
+    engine: str = "eager"  # eager, graph (the whole step in a CUDA graph) or compile (torch.compile)
     seed: int = 0  # seeds data, initialisation and shuffling
     data: str = "auto"  # image workloads: auto, mnist, digits or synthetic
     data_dir: str | None = None  # directory holding torchvision's MNIST/raw IDX files

@@ -37,6 +37,17 @@ class Data:
         return Data(move(self.x, inputs), move(self.y, targets), move(self.test_x, inputs),
                     move(self.test_y, targets), self.source)
 
+    def pin(self) -> "Data":
+        """Kept on the host in page-locked memory, so batches copy to a GPU asynchronously."""
+        import torch.cuda
+
+        pin = (lambda t: None if t is None else t.pin_memory()) if torch.cuda.is_available() else (lambda t: t)
+        return Data(pin(self.x), pin(self.y), pin(self.test_x), pin(self.test_y), self.source)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in (self.x, self.y, self.test_x, self.test_y) if t is not None)
+
     @property
     def n_test(self) -> int:
         return 0 if self.test_x is None else len(self.test_x)

@@ -106,6 +106,15 @@ class Placement:
     def is_cuda(self) -> bool:
         return self.input_device.type == "cuda"
 
+    def holds(self, nbytes: int) -> bool:
+        """Whether data of `nbytes` may live on the device for the whole trial: on a GPU, at most half of
+        what is free, leaving the rest to the model, its gradients and activations."""
+        if not self.is_cuda:
+            return True
+        import torch
+
+        return nbytes <= 0.5 * torch.cuda.mem_get_info(self.input_device)[0]
+
     def prepare(self, model):
         """The model placed: on the device, split into pipeline stages, or wrapped for DDP."""
         if len(self.devices) > 1:

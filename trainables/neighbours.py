@@ -12,6 +12,7 @@ while the node was shared can be told from one taken alone (`--exclusive`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -34,7 +35,12 @@ class Window:
         os.replace(tmp, self.path)
 
     def __enter__(self) -> "Window":
-        REGISTRY.mkdir(parents=True, exist_ok=True)
+        if not REGISTRY.exists():
+            REGISTRY.mkdir(parents=True, exist_ok=True)
+            # shared by every user's trials on the node, like /tmp itself: writable, but only the
+            # owner of a file may remove it
+            with contextlib.suppress(PermissionError):
+                REGISTRY.chmod(0o1777)
         self.start = time.time()
         self._write({"label": self.label, "owner": self.owner, "start": self.start, "end": None})
         return self
@@ -49,7 +55,8 @@ class Window:
             except (OSError, ValueError):  # removed or being replaced by its owner
                 continue
             if (other["end"] or other["start"]) < end - KEEP_S:  # long over, or its process died
-                path.unlink(missing_ok=True)
+                with contextlib.suppress(PermissionError):  # another user's: theirs to remove
+                    path.unlink(missing_ok=True)
             elif (other["owner"] != self.owner and other["start"] < end
                   and (other["end"] is None or other["end"] > self.start)):
                 seen.add(other["label"])

@@ -11,6 +11,7 @@ its graph, as seed 000 did) so the seeds' figures can be compared like for like.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 
@@ -46,30 +47,70 @@ def _per_sample_sum(loss: torch.Tensor, crit: torch.nn.Module, batch: int) -> to
     return loss if crit.reduction == "sum" else loss * batch
 
 
-def train_epoch(wl: Workload, model, opt, crit, data: Data, batch_size: int, order, seed_loop: bool,
-                where: Placement):
-    """One epoch of this process's share; returns (loss summed over samples, correct) as device tensors."""
-    model.train()
-    loss_sum = torch.zeros((), device=where.output_device)
-    correct = torch.zeros((), device=where.output_device, dtype=torch.long)
-    seed_acc = 0.0
-    for ix, iy in _batches(len(data.x), batch_size, order, where.rank, where.world):
-        xb, yb = data.x[ix], data.y[iy]
-        out = model(xb)
+class Loop:
+    """The training step, and epochs of it over this process's share, by engine (config.engine):
+
+    eager    the step as written, kernel by kernel;
+    compile  the model through torch.compile ("reduce-overhead", CUDA graphs of its own, on a GPU);
+    graph    the whole step (batch gather, forward, backward, optimiser, loss and accuracy sums)
+             captured once in a CUDA graph after the warm-up, then replayed with only the batch's
+             indices copied in: one launch a step instead of hundreds.
+    Loss and correct counts accumulate in device tensors; nothing here waits on the host, except
+    `loop="seed"`, which reproduces the seeds' `.item()` every step.
+    """
+
+    def __init__(self, cfg: TrialConfig, wl: Workload, model, opt, crit, data: Data, where: Placement):
+        self.cfg, self.wl, self.model, self.opt, self.crit, self.data, self.where = cfg, wl, model, opt, crit, data, where
+        self.loss_sum = torch.zeros((), device=where.output_device)
+        self.correct = torch.zeros((), device=where.output_device, dtype=torch.long)
+        self.graph = None
+
+    def _step(self, ix, iy) -> None:
+        data, where, crit = self.data, self.where, self.crit
+        xb = data.x[ix].to(where.input_device, non_blocking=True)  # no-op where the data is on the device
+        yb = data.y[iy].to(where.output_device, non_blocking=True)
+        out = self.model(xb)
         loss = crit(out, yb)
-        opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad(set_to_none=True)
         # DDP averages gradients over ranks: a loss summed over the batch (lenet) must count every rank's
         # share in full to step as one process would on the whole batch.
         (loss * where.world if crit.reduction == "sum" else loss).backward()
-        opt.step()
-        if seed_loop:
-            loss_sum = loss_sum + _per_sample_sum(loss, crit, len(yb))  # keeps the graph, as seed 000
-            seed_acc += loss.item()  # a host sync every step, as seeds 001 and 002
+        self.opt.step()
+        if self.cfg.loop == "seed":
+            self.loss_sum = self.loss_sum + _per_sample_sum(loss, crit, len(yb))  # keeps the graph, as seed 000
+            loss.item()  # a host sync every step, as seeds 001 and 002
         else:
-            loss_sum += _per_sample_sum(loss.detach(), crit, len(yb))
-        if wl.task == "classification":
-            correct += (out.detach().argmax(1) == yb).sum()
-    return loss_sum.detach(), correct
+            self.loss_sum += _per_sample_sum(loss.detach(), crit, len(yb))
+        if self.wl.task == "classification":
+            self.correct += (out.detach().argmax(1) == yb).sum()
+
+    def epoch(self, order) -> None:
+        """One epoch; `order` is a permutation on the inputs' and the targets' devices, or None."""
+        self.model.train()
+        self.loss_sum = self.loss_sum.detach().zero_()
+        self.correct.zero_()
+        if self.graph is not None and order is None:
+            order = self.positions
+        for ix, iy in _batches(len(self.data.x), self.cfg.batch_size, order, self.where.rank, self.where.world):
+            if self.graph is None:
+                self._step(ix, iy)
+            else:
+                self.static_ix.copy_(ix, non_blocking=True)
+                self.static_iy.copy_(iy, non_blocking=True)
+                self.graph.replay()
+
+    def capture(self) -> None:
+        """Record the step in a CUDA graph (engine 'graph'); the warm-up has run on a side stream."""
+        n = len(self.data.x)
+        self.positions = (torch.arange(n, device=self.data.x.device), torch.arange(n, device=self.data.y.device))
+        self.static_ix = self.positions[0][: self.cfg.batch_size].clone()
+        self.static_iy = self.positions[1][: self.cfg.batch_size].clone()
+        for group in self.opt.param_groups:
+            if "capturable" in group:  # Adam: its step count must live on the device to be captured
+                group["capturable"] = True
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self._step(self.static_ix, self.static_iy)
 
 
 @torch.no_grad()
@@ -110,29 +151,45 @@ def run_trial(cfg: TrialConfig, where: Placement | None = None) -> dict:
         data = wl.make_data(cfg)
         model = wl.make_model(cfg)
     with timer.phase("h2d"):
-        data = data.to(where.input_device, where.output_device)
+        # the data stays on the device for the whole trial where it fits (seed 003: per-batch copies
+        # erased the GPU's lead); otherwise it waits in pinned host memory and each batch is copied
+        data = data.to(where.input_device, where.output_device) if where.holds(data.nbytes) else data.pin()
         model = where.prepare(model)
+    if cfg.engine == "graph" and data.x.device != where.input_device:
+        raise RuntimeError(f"engine 'graph' needs the data on the GPU, and these {data.nbytes / 2**30:.1f} GiB "
+                           "do not fit beside the model: use engine 'eager' or 'compile', or a smaller dataset_size")
+    if cfg.engine == "compile":
+        model = torch.compile(model, mode="reduce-overhead" if where.is_cuda else "default")
     opt = wl.make_optimizer(model.parameters(), cfg.lr)
-    crit = wl.make_loss()
+    loop = Loop(cfg, wl, model, opt, wl.make_loss(), data, where)
     shuffler = torch.Generator().manual_seed(cfg.seed)  # on the CPU, so every device sees one order
 
-    def epoch():
-        order = None
-        if wl.shuffle:
-            perm = torch.randperm(len(data.x), generator=shuffler)
-            order = (perm.to(where.input_device), perm.to(where.output_device))
-        return train_epoch(wl, model, opt, crit, data, cfg.batch_size, order, cfg.loop == "seed", where)
+    def order():
+        if not wl.shuffle:
+            return None
+        perm = torch.randperm(len(data.x), generator=shuffler)
+        return perm.to(data.x.device), perm.to(data.y.device)
 
-    with timer.phase("warmup"):
+    # The graph engine warms up on a side stream, as CUDA graph capture requires; compilation happens
+    # in the first warm-up step: both stay out of the timed epochs.
+    side = torch.cuda.Stream(where.input_device) if cfg.engine == "graph" else None
+    with timer.phase("warmup"), torch.cuda.stream(side) if side else contextlib.nullcontext():
         for _ in range(cfg.warmup_epochs):
-            epoch()
+            loop.epoch(order())
+    if side:
+        torch.cuda.current_stream(where.input_device).wait_stream(side)
+        with timer.phase("compile"):
+            loop.capture()
     label = " ".join(f"{k}={v}" for k, v in config_row(cfg).items() if k in _LABEL and v is not None)
+    curve = []
     with Window(label, cfg.config_hash()) as window, timer.phase("train"):
         marks = [clock.mark()]
         for _ in range(cfg.epochs - cfg.warmup_epochs):
-            loss_sum, correct = epoch()
+            loop.epoch(order())
+            curve.append(loop.loss_sum.detach().clone())
             marks.append(clock.mark())
     epoch_s = clock.between(marks)
+    loss_sum, correct = loop.loss_sum, loop.correct
 
     train_loss = where.all_reduce(loss_sum).item() / len(data.x)
     if not torch.isfinite(torch.tensor(train_loss)):
@@ -141,7 +198,7 @@ def run_trial(cfg: TrialConfig, where: Placement | None = None) -> dict:
     test_loss = test_accuracy = None
     if data.n_test:
         with timer.phase("eval"):
-            test_loss, test_accuracy = evaluate(wl, model, crit, data, wl.test_batch_size or cfg.batch_size, where)
+            test_loss, test_accuracy = evaluate(wl, model, loop.crit, data, wl.test_batch_size or cfg.batch_size, where)
 
     timed = summarize(epoch_s)
     samples_per_s = len(data.x) * len(epoch_s) / sum(epoch_s)
@@ -151,12 +208,15 @@ def run_trial(cfg: TrialConfig, where: Placement | None = None) -> dict:
         "n_params": n_params(model),
         "model": describe(model),
         **{f"{name}_s": timer.phases.get(name, 0.0) for name in ("setup", "h2d", "warmup", "train", "eval")},
+        "compile_s": timer.phases.get("compile"),
+        "data_on_device": data.x.device == where.input_device,
         **timed,
         "steps_per_epoch": -(-len(data.x) // cfg.batch_size),
         "samples_per_s": samples_per_s,
         "world_size": where.world,
         "per_rank_samples_per_s": [samples_per_s / where.world],
         "train_loss": train_loss,
+        "loss_curve": [c / len(data.x) for c in where.all_reduce(torch.stack(curve)).tolist()],
         "train_accuracy": train_accuracy,
         "test_loss": test_loss,
         "test_accuracy": test_accuracy,
@@ -176,7 +236,7 @@ def config_row(cfg: TrialConfig) -> dict:
         "config_hash": cfg.config_hash(),
         "workload": cfg.workload, "device": cfg.device, "depth": cfg.depth, "width": cfg.width,
         "batch_size": cfg.batch_size, "dataset_size": cfg.dataset_size, "epochs": cfg.epochs,
-        "warmup_epochs": cfg.warmup_epochs, "lr": cfg.lr, "loop": cfg.loop, "seed": cfg.seed,
+        "warmup_epochs": cfg.warmup_epochs, "lr": cfg.lr, "loop": cfg.loop, "engine": cfg.engine, "seed": cfg.seed,
         "data_requested": cfg.data if WORKLOADS[cfg.workload].images else "generated",
         "cpus_requested": asked["cpu"], "gpus_requested": asked["gpu"],
         "micro_batches": cfg.micro_batches,

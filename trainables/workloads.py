@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainables import data as datasets
-from trainables.config import DATA_SOURCES, LOOPS, ConfigError, TrialConfig
+from trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig
 from trainables.devices import parse as parse_device
 
 
@@ -211,6 +211,7 @@ def resolve(cfg: TrialConfig) -> TrialConfig:
         raise ConfigError("lr", f"lr must be a number > 0, got {cfg.lr!r}")
     if cfg.loop not in LOOPS:
         raise ConfigError("loop", f"loop must be one of {list(LOOPS)}, got {cfg.loop!r}")
+    _check_engine(cfg, spec)
     if wl.name == "peaks" and math.isqrt(cfg.dataset_size) ** 2 != cfg.dataset_size:
         n = math.isqrt(cfg.dataset_size)
         raise ConfigError("dataset_size", f"dataset_size must be a perfect square N*N for peaks (an N x N grid), got "
@@ -225,6 +226,30 @@ def resolve(cfg: TrialConfig) -> TrialConfig:
     elif cfg.data != "auto":
         raise ConfigError("data", f"data is only for image workloads (mnist_cnn, lenet); {wl.name} generates its own")
     return cfg
+
+
+def _check_engine(cfg: TrialConfig, spec) -> None:
+    """What each engine can run: refused here, by name, rather than silently run another way."""
+    if cfg.engine not in ENGINES:
+        raise ConfigError("engine", f"engine must be one of {list(ENGINES)}, got {cfg.engine!r}")
+    if cfg.engine == "eager":
+        return
+    if spec.kind not in ("cpu", "cuda"):
+        raise ConfigError("engine", f"engine {cfg.engine!r} runs single-process trials (cpu, cuda, cuda/K), "
+                                    f"not {cfg.device!r}: use engine 'eager' there")
+    if cfg.warmup_epochs < 1:
+        raise ConfigError("warmup_epochs", f"engine {cfg.engine!r} needs warmup_epochs >= 1, so that "
+                                           "compilation or capture stays out of the timed epochs")
+    if cfg.engine == "graph":
+        if spec.kind != "cuda":
+            raise ConfigError("engine", "engine 'graph' captures a CUDA graph: it needs device cuda or cuda/K")
+        if cfg.loop == "seed":
+            raise ConfigError("loop", "loop 'seed' syncs with the host every step, which a CUDA graph cannot "
+                                      "hold: use loop 'fast' with engine 'graph'")
+        if cfg.dataset_size % cfg.batch_size:
+            raise ConfigError("batch_size", f"engine 'graph' replays one static shape, so every batch must be "
+                                            f"full: dataset_size ({cfg.dataset_size}) must be a multiple of "
+                                            f"batch_size ({cfg.batch_size})")
 
 
 def describe(model: nn.Module) -> str:
