@@ -4,6 +4,7 @@
     python -m analysis summary results/scaling                # median time per epoch per device and size
     python -m analysis cost results/scaling --home-box analysis/home_boxes/seed002_gtx960.yaml
     python -m analysis parallel results/parallel-*            # packed, DDP and pipeline figures
+    python -m analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis import charts, cost, parallel, report, summary
+from analysis import charts, cost, engines, parallel, report, summary
 from analysis.crossover import Bootstrap
 from analysis.load import read, representative
 
@@ -35,9 +36,12 @@ def main(argv=None) -> int:
     cst.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
     par = sub.add_parser("parallel", help="print the packed-trial, DDP and pipeline benchmark figures")
     par.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/parallel.py")
+    eng = sub.add_parser("engines", help="print the engines' speed-ups, fused throughput and crossovers")
+    eng.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/engines.py")
     args = p.parse_args(argv)
     try:
-        return {"report": _report, "summary": _summary, "cost": _cost, "parallel": _parallel}[args.command](args)
+        return {"report": _report, "summary": _summary, "cost": _cost, "parallel": _parallel,
+                "engines": _engines}[args.command](args)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -59,6 +63,11 @@ def _summary(args) -> int:
 
 def _parallel(args) -> int:
     print(parallel.render(read(*args.dirs)))
+    return 0
+
+
+def _engines(args) -> int:
+    print(engines.render(read(*args.dirs)))
     return 0
 
 

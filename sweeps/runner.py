@@ -19,7 +19,7 @@ import ray  # noqa: E402
 import yaml  # noqa: E402
 from ray import tune  # noqa: E402
 
-from sweeps.space import CPU_NODE, Space, resources_for  # noqa: E402
+from sweeps.space import CPU_NODE, Space, groups, resources_for  # noqa: E402
 from sweeps.store import RowWriter, Store  # noqa: E402
 from trainables.devices import parse  # noqa: E402
 from trainables.train import trainable  # noqa: E402
@@ -96,6 +96,9 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
         f"in {store.dir}, {len(todo)} to run")
     if not todo:
         return store
+    batches = groups(todo, space.fuse)
+    if len(batches) < len(todo):
+        log(f"fused: {len(todo)} trials in {len(batches)} Tune trials (--fuse {space.fuse})")
     if max_concurrent is None and any(c.exclusive or parse(c.device).distributed for c in todo):
         # --exclusive: one trial at a time, so nothing shares its node while it is timed; data-parallel
         # trials: their drivers would otherwise start together and wait on GPUs they cannot all get
@@ -103,7 +106,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
         log("one trial at a time (exclusive timing, or data-parallel trials)")
     tuner = tune.Tuner(
         tune.with_resources(trainable, partial(resources_for, cpu_nodes_only=space.cpu_nodes_only)),
-        param_space=space.param_space(todo),
+        param_space=space.param_space(batches),
         tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=True,
                                     trial_dirname_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(

@@ -80,6 +80,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="times a trial whose worker or node died is run again before it becomes an error row")
     p.add_argument("--cpu-threads", type=int, default=None,
                    help="threads (and Ray CPUs) per CPU trial; default: all cores of the largest node")
+    p.add_argument("--fuse", default="off",
+                   help="fuse trials that differ only in seed and lr into one batched model (HFTA): 'off', "
+                        "'auto' (as many as fit the fused budget), or members per group")
     p.add_argument("--no-report", action="store_true",
                    help="skip the HTML report (python -m analysis report OUT/NAME writes it later)")
     p.add_argument("--exclusive", action="store_true",
@@ -101,7 +104,8 @@ def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_
         raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(grids)}")
     return Space(args.name or ("scaling" if grid == "default" else grid), {w: grids[w] for w in names},
                  devices, cpu_threads, args.repeats, fixed={"loop": args.loop, "exclusive": args.exclusive},
-                 image_data={"data": args.data, "data_dir": args.data_dir}, cpu_nodes_only=cpu_nodes_only)
+                 image_data={"data": args.data, "data_dir": args.data_dir}, fuse=args.fuse,
+                 cpu_nodes_only=cpu_nodes_only)
 
 def main(argv=None) -> int:
     args = parse_args(argv)

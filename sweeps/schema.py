@@ -73,6 +73,9 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("steps_per_epoch", _I64, "optimiser steps per epoch"),
     ("samples_per_s", _F64, "training samples per second over the timed epochs (all workers together)"),
     ("world_size", _I64, "processes training together: data-parallel workers, else 1"),
+    ("fused_members", _I64, "trials trained together as one batched model (trainables/fused.py), else 1; "
+                            "the timings are the group's, samples_per_s this member's share"),
+    ("fused_group", _STR, "id shared by the members of one fused trial, else null"),
     ("per_rank_samples_per_s", pa.list_(_F64), "samples per second of each data-parallel rank, in rank order"),
     # quality
     ("train_loss", _F64, "mean training loss per sample over the last epoch"),

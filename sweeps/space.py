@@ -2,7 +2,7 @@
 
     space = Space("scaling", grids={"disc": {"depth": [2, 4, 6]}}, devices=("cpu", "cuda"))
     configs = space.expand()             # list[TrialConfig], every one resolved and checked
-    space.param_space(configs)           # Tune's param_space: one grid point per config
+    space.param_space(groups(configs, space.fuse))   # Tune's param_space: a grid point per trial or fused group
     resources_for(config_dict, space.cpu_nodes_only)   # Tune's per-trial resource request
 
 Axes a grid may set: depth, width, batch_size, dataset_size, epochs, lr, micro_batches (pipe:N).
@@ -35,6 +35,7 @@ class Space:
     repeats: int = 1  # independent seeds 0..repeats-1 of every point
     fixed: dict = field(default_factory=dict)  # other TrialConfig fields for every trial: loop, warmup_epochs
     image_data: dict = field(default_factory=dict)  # data and data_dir, for the image workloads only
+    fuse: str = "off"  # 'off', 'auto' (groups up to FUSE_BUDGET_BYTES) or a number: members per fused trial
     cpu_nodes_only: bool = False  # CPU trials ask for CPU_NODE too: kept off GPU nodes (resources_for)
 
     def _where(self, workload: str | None = None, axis: str | None = None) -> str:
@@ -72,10 +73,11 @@ class Space:
         return _unique(configs)
 
     @staticmethod
-    def param_space(configs: list[TrialConfig]) -> dict:
+    def param_space(groups: list[list[TrialConfig]]) -> dict:
+        """One Tune trial per group: a single config, or the members of a fused trial."""
         from ray import tune
 
-        return {"trial": tune.grid_search([cfg.to_dict() for cfg in configs])}
+        return {"trials": tune.grid_search([[cfg.to_dict() for cfg in group] for group in groups])}
 
 
 def _unique(configs: list[TrialConfig]) -> list[TrialConfig]:
@@ -93,9 +95,37 @@ def resources_for(config: dict, cpu_nodes_only: bool = False) -> dict:
     CPU trial (cpu, ddp-cpu) also asks for a sliver of CPU_NODE, so it never lands on a GPU node's
     spare cores, where it would time another CPU model and steal the GPU trial's driving core.
     """
-    cfg = TrialConfig.from_dict(config["trial"])
+    cfg = TrialConfig.from_dict(config["trials"][0])  # a fused group's members share their device
     asked = resources(cfg.device, cfg.threads)
     if cpu_nodes_only and not parse(cfg.device).uses_gpu:
         asked[CPU_NODE] = 0.001  # a node advertises 1: its CPUs, not the marker, bound the trials on it
     return asked
 
+
+
+FUSE_BUDGET_BYTES = 8 * 2**30  # what one fused group may hold on its device: weights, optimiser state, data
+FUSE_MAX = 64  # members per group, at most
+
+
+def groups(configs: list[TrialConfig], fuse: str) -> list[list[TrialConfig]]:
+    """The Tune trials: one per config, or with `fuse`, configs that differ only in seed and learning
+    rate (trainables/fused.py) in groups of up to `fuse` members ('auto': as many as FUSE_BUDGET_BYTES
+    holds, at most FUSE_MAX)."""
+    if fuse == "off":
+        return [[c] for c in configs]
+    from trainables.fused import fusion_key, member_bytes
+
+    if fuse != "auto" and not (fuse.isdigit() and int(fuse) >= 1):
+        raise ValueError(f"fuse must be 'off', 'auto' or a number of members >= 1, got {fuse!r}")
+    buckets: dict[str, list[TrialConfig]] = {}
+    out = []
+    for cfg in configs:
+        key = fusion_key(cfg)
+        if key is None:
+            out.append([cfg])
+        else:
+            buckets.setdefault(key, []).append(cfg)
+    for members in buckets.values():
+        size = int(fuse) if fuse != "auto" else max(1, min(FUSE_MAX, FUSE_BUDGET_BYTES // member_bytes(members[0])))
+        out += [members[i:i + size] for i in range(0, len(members), size)]
+    return out

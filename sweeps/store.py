@@ -62,7 +62,8 @@ class RowWriter(tune.Callback):
 
     def __init__(self, store: Store, sweep: str, total: int, log=print):
         self.store, self.sweep, self.total, self.log = store, sweep, total, log
-        self.written: set[str] = set()
+        self.written: set[str] = set()  # trial ids whose rows are on disk
+        self.rows = 0
         self.start = time.monotonic()
 
     def _write(self, trial, row: dict, trials) -> None:
@@ -70,18 +71,20 @@ class RowWriter(tune.Callback):
                "trial_id": trial.trial_id, "finished_at": dt.datetime.now(dt.timezone.utc)}
         self.store.write(row)
         self.written.add(trial.trial_id)
+        self.rows += 1
         self.log(f"{self._progress(trials, trial)} {_headline(row)}")
 
     def _progress(self, trials, reporting) -> str:
         running = sum(t.status == "RUNNING" and t is not reporting for t in trials)
         pending = sum(t.status == "PENDING" for t in trials)
         elapsed = dt.timedelta(seconds=round(time.monotonic() - self.start))
-        return f"[{len(self.written)}/{self.total} done, {running} running, {pending} pending, {elapsed}]"
+        return f"[{self.rows}/{self.total} done, {running} running, {pending} pending, {elapsed}]"
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        # A trial retried after its row was written (its node died as it ended) keeps the first row.
+        # A trial retried after its rows were written (its node died as it ended) keeps the first rows.
         if ROW_KEY in result and trial.trial_id not in self.written:
-            self._write(trial, result[ROW_KEY], trials)
+            for row in result[ROW_KEY]:  # one, or a fused trial's members
+                self._write(trial, row, trials)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         # Tune calls this, not on_trial_error, while retries are left: no row yet, the trial runs again.
@@ -91,8 +94,8 @@ class RowWriter(tune.Callback):
     def on_trial_error(self, iteration, trials, trial, **info):
         # The worker died (killed, out of memory) and no retry is left: the driver writes the row.
         if trial.trial_id not in self.written:
-            cfg = TrialConfig.from_dict(trial.config["trial"])
-            self._write(trial, failed_row(cfg, _trial_error(trial)), trials)
+            for member in trial.config["trials"]:
+                self._write(trial, failed_row(TrialConfig.from_dict(member), _trial_error(trial)), trials)
 
 
 def _trial_error(trial) -> str:

@@ -34,7 +34,7 @@ def test_a_sweep_writes_one_row_per_trial_with_every_column(local_ray, tmp_path)
     assert sorted(rows["seed"]) == [0, 0, 0, 1, 1, 1]
     measured = [c for c in schema.NAMES if c not in ("error", "test_loss", "test_accuracy", "train_accuracy",
                                                       "peak_gpu_bytes", "width", "cuda_version", "micro_batches",
-                                                      "compile_s")]
+                                                      "compile_s", "fused_group")]
     assert not rows[measured].isna().any().any(), rows[measured].isna().sum()
     assert (rows["cpus_requested"] == 2).all() and (rows["torch_threads"] == 2).all()
     assert (rows["sweep"] == "tiny").all() and (rows["schema_version"] == schema.SCHEMA_VERSION).all()
@@ -82,7 +82,7 @@ def test_a_bad_space_is_refused_before_anything_runs(grids, devices, words, tmp_
 
 def test_resources_follow_the_device():
     cpu = Space("r", {"disc": {}}, ("cpu", "cuda"), cpu_threads=4).expand()
-    requests = {c.device: resources_for({"trial": c.to_dict()}) for c in cpu}
+    requests = {c.device: resources_for({"trials": [c.to_dict()]}) for c in cpu}
     assert requests == {"cpu": {"cpu": 4, "gpu": 0}, "cuda": {"cpu": 1, "gpu": 1.0}}
 
 

@@ -1,7 +1,7 @@
 """One trial, measured: the single training loop for every device, and the Tune trainable around it.
 
     run_trial(TrialConfig(workload="disc", depth=6))   # pure: returns the row's measured fields
-    trainable({"trial": {...}})                       # what Tune runs: reports that row once
+    trainable({"trials": [{...}]})                    # what Tune runs: reports its rows once
 
 The loop keeps data and model on the trial's device and, in `loop="fast"` mode, never syncs with
 the host inside an epoch: the loss and correct counts accumulate as device tensors. `loop="seed"`
@@ -214,6 +214,7 @@ def run_trial(cfg: TrialConfig, where: Placement | None = None) -> dict:
         "steps_per_epoch": -(-len(data.x) // cfg.batch_size),
         "samples_per_s": samples_per_s,
         "world_size": where.world,
+        "fused_members": 1,
         "per_rank_samples_per_s": [samples_per_s / where.world],
         "train_loss": train_loss,
         "loss_curve": [c / len(data.x) for c in where.all_reduce(torch.stack(curve)).tolist()],
@@ -255,18 +256,23 @@ def error_text(exc: BaseException) -> str:
 
 
 def trainable(config: dict) -> None:
-    """Tune function trainable: one trial, one report. A failure is reported as a row, not raised."""
+    """Tune function trainable: one trial (or one fused group of them), one report of its rows.
+    A failure is reported as rows, not raised."""
     from ray import tune
 
-    cfg = TrialConfig.from_dict(config["trial"])
+    cfgs = [TrialConfig.from_dict(c) for c in config["trials"]]
     try:
-        if parse(cfg.device).distributed:
+        if len(cfgs) > 1:
+            from trainables.fused import run_fused
+
+            rows = run_fused(cfgs)
+        elif parse(cfgs[0].device).distributed:
             from trainables.ddp import run_ddp
 
-            row = run_ddp(cfg)
+            rows = [run_ddp(cfgs[0])]
         else:
-            row = run_trial(cfg)
-    except Exception as exc:  # any failure is a measurement too: it becomes a row
-        row = failed_row(cfg, error_text(exc))
-        row.update(env.environment(()))
-    tune.report({ROW_KEY: row})
+            rows = [run_trial(cfgs[0])]
+    except Exception as exc:  # any failure is a measurement too: it becomes rows
+        text = error_text(exc)
+        rows = [{**failed_row(cfg, text), **env.environment(())} for cfg in cfgs]
+    tune.report({ROW_KEY: rows})

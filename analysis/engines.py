@@ -1,0 +1,67 @@
+"""Benchmark figures of sweeps/engines.py, from its rows alone:
+
+- the speed-up of each engine over eager on the same GPU, per workload and size;
+- fused trials per hour against the same trials one at a time;
+- the crossover against the CPU per engine: how far `graph`, `compile` and fusion pull it towards
+  small models.
+
+    python -m analysis engines results/engines-*
+Reads rows only (pandas); never imports torch or ray.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.crossover import Bootstrap, answer, find
+from analysis.load import sizes_label
+
+
+def speedup(rows: pd.DataFrame) -> pd.DataFrame:
+    """Median epoch time per engine on the GPU, and each engine's speed-up over eager."""
+    gpu = rows[rows["sweep"].str.contains(r"-gpu-", regex=True) & (rows["status"] == "ok")]
+    if gpu.empty:
+        return pd.DataFrame()
+    table = (gpu.assign(sizes=sizes_label(gpu), ms=gpu["epoch_s_median"] * 1e3)
+             .pivot_table(index=["workload", "sizes"], columns="engine", values="ms", aggfunc="median"))
+    table.columns.name = None
+    for engine in [e for e in table.columns if e != "eager"]:
+        if "eager" in table.columns:
+            table[f"{engine}_speedup"] = table["eager"] / table[engine]
+    return table
+
+
+def fused(rows: pd.DataFrame) -> pd.DataFrame:
+    """Trials per hour on one GPU: one at a time (from each trial's own wall time) and fused."""
+    ok = rows[rows["status"] == "ok"]
+    alone = ok[ok["sweep"].str.endswith("-alone")]
+    groups = ok[ok["sweep"].str.endswith("-fused")].drop_duplicates("fused_group")
+    if alone.empty or groups.empty:
+        return pd.DataFrame()
+    lines = [{"how": "one at a time", "members": 1, "trial_s": alone["total_s"].median(),
+              "trials_per_hour": 3600 / alone["total_s"].median()}]
+    for _, g in groups.iterrows():
+        lines.append({"how": "fused", "members": g["fused_members"], "trial_s": g["total_s"],
+                      "trials_per_hour": g["fused_members"] * 3600 / g["total_s"]})
+    out = pd.DataFrame(lines)
+    return out.assign(vs_one_at_a_time=out["trials_per_hour"] / out["trials_per_hour"].iloc[0])
+
+
+def crossovers(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(draws=200)) -> pd.DataFrame:
+    """Per workload and axis: where each GPU engine overtakes the CPU, per epoch."""
+    arms = rows[rows["sweep"].str.contains(r"-(?:cpu|gpu-\w+)$", regex=True)]
+    table = find(arms, boot)
+    table = table[(table["metric"] == "epoch_s") & table["device_a"].str.startswith("cpu")
+                  & ~table["device_b"].str.startswith("cpu")]
+    return table.assign(answer=[answer(line) for line in table.itertuples()])[
+        ["workload", "axis", "held_fixed", "device_a", "device_b", "crossover", "answer"]]
+
+
+def render(rows: pd.DataFrame) -> str:
+    parts = []
+    for title, table in (("speed-up over eager on the GPU (ms per epoch)", speedup(rows)),
+                         ("fused trials per hour against one at a time", fused(rows)),
+                         ("crossover against the CPU, per engine", crossovers(rows))):
+        if not table.empty:
+            parts += [f"== {title} ==", table.to_string(float_format=lambda v: f"{v:,.3f}")]
+    return "\n".join(parts) if parts else "no rows of sweeps/engines.py"

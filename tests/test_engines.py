@@ -1,0 +1,58 @@
+"""The engines study: its spaces are valid for every engine, and its figures come out of rows with known
+times (speed-up over eager, fused trials per hour, a crossover per engine)."""
+
+import argparse
+
+import numpy as np
+import pytest
+
+from analysis import engines
+from sweeps import schema
+from sweeps.engines import GRIDS, spaces
+
+
+def args(**kw):
+    return argparse.Namespace(**{"workloads": ",".join(GRIDS["default"]), "engines": "eager,graph,compile",
+                                 "name": "e", "cpu_threads": 2, **kw})
+
+
+def test_every_engine_space_resolves_and_graph_gets_full_batches():
+    made = {space.name: space.expand() for space in spaces(args(), "default")}
+    assert set(made) == {"e-cpu", "e-gpu-eager", "e-gpu-graph", "e-gpu-compile", "e-alone", "e-fused"}
+    assert all(c.dataset_size % c.batch_size == 0 for c in made["e-gpu-graph"])
+    assert len(made["e-fused"]) == 64 and {c.engine for c in made["e-gpu-compile"]} == {"compile"}
+    with pytest.raises(ValueError, match="--engines must be among"):
+        spaces(args(engines="eager,jit"), "default")
+
+
+def row(sweep, device, engine, depth, ms, **kw):
+    rng = np.random.default_rng(depth)
+    times = list(ms / 1e3 * (1 + 0.01 * rng.standard_normal(5)))
+    return {"sweep": sweep, "status": "ok", "workload": "disc", "device": device, "engine": engine, "depth": depth,
+            "batch_size": 100, "dataset_size": 1000, "epochs": 6, "warmup_epochs": 1, "lr": 0.1, "loop": "fast",
+            "seed": 0, "data_requested": "generated", "n_params": 4 ** depth, "epoch_s": times,
+            "epoch_s_median": float(np.median(times)), "train_loss": 0.1, "total_s": 2.0, "fused_members": 1,
+            "schema_version": schema.SCHEMA_VERSION, **kw}
+
+
+def test_the_figures_from_rows_with_known_times():
+    depths = range(2, 10)
+    rows = schema.to_table(
+        [row("e-cpu", "cpu", "eager", d, 2 ** d) for d in depths]  # the CPU doubles with each layer
+        + [row("e-gpu-eager", "cuda", "eager", d, 40) for d in depths]  # eager GPU: launch-bound, flat
+        + [row("e-gpu-graph", "cuda", "graph", d, 10) for d in depths]  # graph: 4x less
+        + [row("e-alone", "cuda", "eager", 4, 20, total_s=3.0, seed=s) for s in range(2)]
+        + [row("e-fused", "cuda", "eager", 4, 30, total_s=6.0, seed=s, fused_members=8, fused_group="g")
+           for s in range(8)]
+    ).to_pandas()
+    from analysis.load import arm_labels
+
+    rows["arm"] = arm_labels(rows)
+    speed = engines.speedup(rows)
+    assert speed["graph_speedup"].to_numpy() == pytest.approx(4, rel=0.05)
+    fused = engines.fused(rows).set_index("how")
+    assert fused.loc["one at a time", "trials_per_hour"] == 1200 and fused.loc["fused", "trials_per_hour"] == 4800
+    assert fused.loc["fused", "vs_one_at_a_time"] == 4
+    cross = engines.crossovers(rows).query("axis == 'depth'").set_index("device_b")["crossover"]
+    assert cross["cuda"] == pytest.approx(np.log2(40), abs=0.1)  # 2^d = 40 ms
+    assert cross["cuda graph"] == pytest.approx(np.log2(10), abs=0.1)  # graph moves it to smaller models

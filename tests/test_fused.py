@@ -1,0 +1,57 @@
+"""Fused trials: each member of a batched model trains exactly as it would alone, the sweep groups only
+what may fuse, and a fused sweep writes one row per member."""
+
+import pandas as pd
+import pytest
+
+from sweeps.space import Space, groups
+from trainables.config import TrialConfig
+from trainables.fused import fusion_key, run_fused
+from trainables.train import run_trial
+
+
+@pytest.mark.parametrize("workload, kw, lrs", [
+    ("disc", dict(depth=5, epochs=4), [0.1, 0.05, 0.2]),  # SGD, no shuffling
+    ("peaks", dict(dataset_size=400, epochs=6), [0.08, 0.01, 0.03]),  # Adam, full batch
+    ("tabular", dict(dataset_size=512, epochs=3), [1e-3, 3e-3, 1e-3]),  # Adam, shuffled, a test split
+])
+def test_a_fused_member_reproduces_the_trial_run_alone(workload, kw, lrs):
+    members = [TrialConfig(workload, seed=seed, lr=lr, **kw) for seed, lr in enumerate(lrs)]
+    fused = run_fused(members)
+    for member, row in zip(members, fused):
+        alone = run_trial(member)
+        assert row["config_hash"] == alone["config_hash"] and row["fused_members"] == 3
+        assert row["loss_curve"] == pytest.approx(alone["loss_curve"], rel=1e-4, abs=1e-7)
+        if alone["test_accuracy"] is not None:
+            assert row["test_accuracy"] == pytest.approx(alone["test_accuracy"], abs=1 / alone["n_test"])
+    assert len({r["fused_group"] for r in fused}) == 1
+    assert len({tuple(r["loss_curve"]) for r in fused}) == 3  # the members did differ
+
+
+def test_only_configs_that_differ_in_seed_and_lr_fuse():
+    base = TrialConfig("peaks", dataset_size=400, epochs=3)
+    assert fusion_key(base) == fusion_key(TrialConfig("peaks", dataset_size=400, epochs=3, seed=4, lr=0.5))
+    assert fusion_key(base) != fusion_key(TrialConfig("peaks", dataset_size=900, epochs=3))
+    assert fusion_key(TrialConfig("lenet")) is None  # a CNN
+    assert fusion_key(TrialConfig("disc", device="ddp-cpu:2")) is None
+
+    space = Space("f", {"peaks": {"dataset_size": [400, 900], "lr": [0.01, 0.08]}, "lenet": {"epochs": [2]}},
+                  repeats=3)
+    configs = space.expand()
+    sizes = sorted(len(g) for g in groups(configs, "4"))
+    assert sizes == [1, 1, 1, 2, 2, 4, 4]  # lenet's 3 alone; each peaks size's 6 trials in groups of 4 and 2
+    assert sorted(len(g) for g in groups(configs, "auto")) == [1, 1, 1, 6, 6]  # small members: all fit
+    assert groups(configs, "off") == [[c] for c in configs]
+    with pytest.raises(ValueError, match="fuse must be 'off', 'auto' or a number"):
+        groups(configs, "many")
+
+
+def test_a_fused_sweep_writes_a_row_per_member(local_ray, tmp_path):
+    from sweeps import runner
+
+    space = Space("fused", {"peaks": {"dataset_size": [400], "epochs": [4]}}, repeats=4, fuse="auto")
+    runner.run(space, tmp_path, log=lambda line: None)
+    rows = pd.read_parquet(tmp_path / "fused")
+    assert len(rows) == 4 and set(rows["status"]) == {"ok"} and rows["config_hash"].is_unique
+    assert set(rows["fused_members"]) == {4} and rows["fused_group"].nunique() == 1
+    assert rows["trial_id"].nunique() == 1  # one Tune trial
