@@ -72,10 +72,12 @@ def arm_labels(rows: pd.DataFrame) -> pd.Series:
     where one device string covers several machines or thread counts."""
     labels = rows["device"].astype(str) + rows["engine"].map(lambda e: "" if e in (None, "eager") else f" {e}")
     for device, group in rows.groupby("device", sort=False):
-        parts = [c for c in ARM_PARTS if group[c].nunique(dropna=False) > 1]
+        # a failed trial's row names the CPU it failed on, not the device it asked for: it tells no arm apart
+        ok = group[group["status"] == "ok"]
+        parts = [c for c in ARM_PARTS if ok[c].nunique(dropna=False) > 1]
         if parts:
             detail = group.apply(lambda r: ", ".join(_part(c, r[c]) for c in parts), axis=1)
-            labels[group.index] = f"{device} (" + detail + ")"
+            labels[group.index] = labels[group.index] + " (" + detail + ")"
     return labels
 
 

@@ -105,9 +105,6 @@ class Loop:
         self.positions = (torch.arange(n, device=self.data.x.device), torch.arange(n, device=self.data.y.device))
         self.static_ix = self.positions[0][: self.cfg.batch_size].clone()
         self.static_iy = self.positions[1][: self.cfg.batch_size].clone()
-        for group in self.opt.param_groups:
-            if "capturable" in group:  # Adam: its step count must live on the device to be captured
-                group["capturable"] = True
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
             self._step(self.static_ix, self.static_iy)
@@ -161,6 +158,10 @@ def run_trial(cfg: TrialConfig, where: Placement | None = None) -> dict:
     if cfg.engine == "compile":
         model = torch.compile(model, mode="reduce-overhead" if where.is_cuda else "default")
     opt = wl.make_optimizer(model.parameters(), cfg.lr)
+    if cfg.engine == "graph":
+        for group in opt.param_groups:
+            if "capturable" in group:  # Adam: its step count lives on the device from the first step on
+                group["capturable"] = True
     loop = Loop(cfg, wl, model, opt, wl.make_loss(), data, where)
     shuffler = torch.Generator().manual_seed(cfg.seed)  # on the CPU, so every device sees one order
 
@@ -258,6 +259,9 @@ def error_text(exc: BaseException) -> str:
 def trainable(config: dict) -> None:
     """Tune function trainable: one trial (or one fused group of them), one report of its rows.
     A failure is reported as rows, not raised."""
+    # torch.optim's first optimizer imports torch._dynamo: 1.2 s on 2 cores that a fresh worker's
+    # first trial counted in its total_s (sweeps/overhead.py, first_s); here it is outside total_s.
+    import torch._dynamo  # noqa: F401
     from ray import tune
 
     cfgs = [TrialConfig.from_dict(c) for c in config["trials"]]
