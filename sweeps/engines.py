@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 from analysis.engines import render
-from analysis.load import read
 from sweeps import runner
 from sweeps.space import Space
 from trainables.config import ENGINES
@@ -71,13 +70,7 @@ def main(argv=None) -> int:
 
     runner.connect(args.address)
     args.cpu_threads = args.cpu_threads or runner.node_cpus(runner.node_types())
-    try:
-        stores = [runner.run(space, args.out) for space in spaces(args, "smoke" if args.smoke else "default")]
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(render(read(*(store.dir for store in stores))))
-    return 0
+    return runner.run_studies(lambda: spaces(args, "smoke" if args.smoke else "default"), args.out, render)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis.load import read
 from analysis.parallel import render
 from sweeps import runner
 from sweeps.space import Space
@@ -61,14 +60,9 @@ def main(argv=None) -> int:
     import ray
 
     gpus = int(ray.cluster_resources().get("GPU", 0))
-    try:
-        todo = [s for study in args.studies.split(",") for s in spaces(study.strip(), args.name, gpus, args.smoke)]
-        stores = [runner.run(space, args.out) for space in todo]
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(render(read(*(store.dir for store in stores))))
-    return 0
+    return runner.run_studies(
+        lambda: [s for study in args.studies.split(",") for s in spaces(study.strip(), args.name, gpus, args.smoke)],
+        args.out, render)
 
 
 if __name__ == "__main__":

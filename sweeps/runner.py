@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -119,3 +120,17 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     )
     tuner.fit()
     return store
+
+
+def run_studies(make_spaces, out: Path | str, render) -> int:
+    """A study's sweeps one after another (their trials never share GPUs), then `render` of all their
+    rows printed; exit status 2 with the message on a bad space. For sweeps/parallel.py, engines.py."""
+    from analysis.load import read
+
+    try:
+        dirs = [run(space, out).dir for space in make_spaces()]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(render(read(*dirs)))
+    return 0

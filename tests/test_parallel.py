@@ -1,6 +1,5 @@
 """The parallel studies' spaces, and their benchmark figures computed from rows with known throughputs."""
 
-import pandas as pd
 import pytest
 
 from analysis import parallel
