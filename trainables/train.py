@@ -3,8 +3,9 @@
     run_trial(TrialConfig(workload="disc", depth=6))   # pure: returns the row's measured fields
     trainable({"trials": [{...}]})                    # what Tune runs: reports its rows once
 
-The loop keeps data and model on the trial's device and, in `loop="fast"` mode, never syncs with
-the host inside an epoch: the loss and correct counts accumulate as device tensors. `loop="seed"`
+The loop keeps data (where it fits) and model on the trial's device and, in `loop="fast"` mode, never
+syncs with the host inside an epoch: the loss and correct counts accumulate as device tensors; the
+engine (`Loop`) runs each step eagerly, compiled, or replayed from one CUDA graph. `loop="seed"`
 reproduces the seeds' own loop (a `.item()` every step, the loss summed into a tensor that keeps
 its graph, as seed 000 did) so the seeds' figures can be compared like for like.
 """
