@@ -1,6 +1,6 @@
 """Orchestration overhead: what a sweep costs beyond its trials' own time (a benchmark, not a test).
 
-    python sweeps/overhead.py                              # 0.1, 1 and 10 s trials, 1 and 2 at a time, 3 repeats
+    python sweeps/overhead.py                              # 0.1, 1 and 10 s trials, 1 and all at a time, 3 repeats
     python sweeps/overhead.py --smoke                      # 4 trials of ~0.05 s, once each way: checks the path
     python sweeps/overhead.py --trial-seconds 1 --trials 40 --concurrency 1 --repeats 5
 
@@ -12,7 +12,8 @@ OUT/overhead-<stamp>-<length>s-c<concurrency>-r<repeat>/ like any sweep's, with 
 beside them: the sweep's wall-clock start and end, its slots and the load average around it, so
 every figure can be computed again from the directory alone (`figures(read(dir))`).
 
-The figures, per measurement (slots: trials that can run at once, min(concurrency, CPUs, N)):
+The figures, per measurement (slots: trials that can run at once, min(concurrency, CPUs, N); with
+`--concurrency auto` Tune starts as many as the CPUs allow, as sweeps/scaling.py does by default):
 
     own_s        sum of the trials' total_s, each trial's wall time inside the trainable (setup, warm-up,
                  training, evaluation, row): the trial's own time, the honest ideal to compare with
@@ -59,8 +60,8 @@ PHASES = ("setup_s", "h2d_s", "warmup_s", "train_s", "eval_s")
 SWEEP_FILE = "_sweep.json"  # leading '_': Parquet readers of the directory skip it
 
 
-def trial_config(epochs: int, seed: int = 0) -> TrialConfig:
-    return TrialConfig("disc", depth=DEPTH, epochs=epochs, seed=seed, threads=1)
+def trial_config(epochs: int) -> TrialConfig:
+    return TrialConfig("disc", depth=DEPTH, epochs=epochs, threads=1)
 
 
 def calibrate(target_s: float) -> int:
@@ -82,11 +83,13 @@ def space(name: str, epochs: int, trials: int) -> Space:
     return Space(name, {"disc": {"depth": [DEPTH], "epochs": [epochs]}}, ("cpu",), cpu_threads=1, repeats=trials)
 
 
-def measure(sp: Space, out: Path, concurrency: int, log) -> Path:
-    """Run `sp` with at most `concurrency` trials at once; returns its directory (rows, SWEEP_FILE)."""
+def measure(sp: Space, out: Path, concurrency: int | None, log) -> Path:
+    """Run `sp` with at most `concurrency` trials at once (None: as the CPUs allow); returns its
+    directory (rows, SWEEP_FILE)."""
     import ray
 
-    slots = min(concurrency, int(ray.cluster_resources().get("CPU", 1)), sp.repeats)
+    cpus = int(ray.cluster_resources().get("CPU", 1))  # each trial asks for one
+    slots = min(concurrency or cpus, cpus, sp.repeats)
     load_before = os.getloadavg()
     start = time.time()  # wall clock: compared with the rows' file times
     store = runner.run(sp, out, max_concurrent=concurrency, log=log)
@@ -179,11 +182,13 @@ def summary(results: list[dict]) -> str:
 
 
 def _numbers(text: str, kind, flag: str) -> list:
+    """Comma-separated values > 0 of `kind`; 'auto' stands for None where `kind` is int."""
+    words = [v.strip() for v in text.split(",") if v.strip()]
     try:
-        values = [kind(v) for v in text.split(",") if v.strip()]
+        values = [None if w == "auto" and kind is int else kind(w) for w in words]
     except ValueError:
         raise ValueError(f"{flag} takes comma-separated numbers, got {text!r}") from None
-    if not values or min(values) <= 0:
+    if not values or any(v is not None and v <= 0 for v in values):
         raise ValueError(f"{flag} needs values > 0, got {text!r}")
     return values
 
@@ -194,8 +199,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--trial-seconds", default="0.1,1,10",
                    help="comma-separated target lengths of one trial (total_s), each calibrated to epochs")
     p.add_argument("--trials", type=int, default=20, help="trials per measurement (N)")
-    p.add_argument("--concurrency", default="1,2",
-                   help="comma-separated max_concurrent values: 1 gives the serial picture, 2 fills 2 cores")
+    p.add_argument("--concurrency", default="1,auto",
+                   help="comma-separated max_concurrent values: 1 gives the serial picture, "
+                        "auto as many as the CPUs allow (scaling.py's default)")
     p.add_argument("--repeats", type=int, default=3, help="measurements of each length and concurrency")
     p.add_argument("--smoke", action="store_true", help="4 trials of ~0.05 s, once each way: checks the path")
     p.add_argument("--out", default="results", type=Path, help="results root: rows go to OUT/overhead-*/")
@@ -229,7 +235,7 @@ def main(argv=None) -> int:
         print(f"# {target:g} s trials: {epochs} epochs of disc depth {DEPTH}")
         for repeat in range(args.repeats):
             for c in concurrency:  # the ways alternate, so a change in load falls on both
-                name = f"overhead-{stamp}-{target:g}s-c{c}-r{repeat}"
+                name = f"overhead-{stamp}-{target:g}s-c{c or 'auto'}-r{repeat}"
                 directory = measure(space(name, epochs, args.trials), args.out, c, log)
                 results.append({"target_s": target, "dir": str(directory), **figures(*read(directory))})
                 print(line(results[-1]))
