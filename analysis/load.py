@@ -70,7 +70,7 @@ def _check_versions(versions: dict[int, Path]) -> None:
 def arm_labels(rows: pd.DataFrame) -> pd.Series:
     """'cuda', 'cuda graph' (an engine other than eager is part of the arm), or 'cpu (Intel Xeon, 2 threads)'
     where one device string covers several machines or thread counts."""
-    labels = rows["device"].astype(str) + rows["engine"].map(lambda e: "" if e in (None, "eager") else f" {e}")
+    labels = rows["device"].astype(str) + rows["engine"].map(lambda e: "" if pd.isna(e) or e == "eager" else f" {e}")
     for device, group in rows.groupby("device", sort=False):
         # a failed trial's row names the CPU it failed on, not the device it asked for: it tells no arm apart
         ok = group[group["status"] == "ok"]
