@@ -32,9 +32,8 @@ def dead_pid() -> int:
 
 
 def test_overlapping_windows_are_reported(registry):
-    with Window("a", "A") as a:
-        with Window("b", "B") as b:
-            pass
+    with Window("a", "A") as a, Window("b", "B") as b:  # b ends first, while a is still open
+        pass
     assert b.overlapping == ["a"] and a.overlapping == ["b"]
 
 
