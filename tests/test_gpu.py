@@ -131,3 +131,13 @@ def test_the_captured_step_trains_as_the_eager_one(no_tf32, workload, kw):
         assert graph["train_loss"] == pytest.approx(eager["train_loss"], rel=0.1)
     else:
         assert graph["loss_curve"] == pytest.approx(eager["loss_curve"], rel=FIRST_STEPS_RTOL)
+
+
+def test_the_compiled_model_on_the_gpu_trains_as_the_eager_one(no_tf32):
+    kw = dict(depth=8, epochs=5)
+    eager = run_trial(TrialConfig("disc", device="cuda", **kw))
+    compiled = run_trial(TrialConfig("disc", device="cuda", engine="compile", **kw))
+    print(f"disc depth 8: eager {eager['epoch_s_median'] * 1e3:.3f} ms/epoch, compile "
+          f"{compiled['epoch_s_median'] * 1e3:.3f} (warm-up with compilation {compiled['warmup_s']:.1f} s)")
+    assert compiled["loss_curve"] == pytest.approx(eager["loss_curve"], rel=1e-3)
+    assert compiled["warmup_s"] > eager["warmup_s"]  # the compilation, kept out of the timed epochs
