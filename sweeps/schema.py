@@ -103,10 +103,11 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
 SCHEMA = pa.schema([pa.field(name, kind) for name, kind, _ in COLUMNS])
 NAMES = [name for name, _, _ in COLUMNS]
 
-# Columns that identify the measured configuration: equal values mean the same experiment.
+# Columns that identify the measured configuration: equal values mean the same experiment (the
+# engine is not among them: the analysis compares engines as arms, like devices).
 CONFIG_COLUMNS = [
     "workload", "device", "depth", "width", "batch_size", "dataset_size", "epochs",
-    "warmup_epochs", "lr", "loop", "seed", "data_requested",
+    "warmup_epochs", "lr", "loop", "seed", "data_requested", "micro_batches",
 ]
 
 
