@@ -16,11 +16,12 @@ from pathlib import Path
 from analysis import charts, cost, engines, parallel, report, summary
 from analysis.crossover import Bootstrap
 from analysis.load import read, representative
+from sweeps.cli import HelpFormatter
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the HTML report and the crossover table")
     rep.add_argument("dirs", nargs="+", type=Path, help="results directories (results/<sweep>)")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from analysis.engines import render
 from sweeps import runner
+from sweeps.cli import HelpFormatter
 from sweeps.space import Space
 from trainables.config import ENGINES
 
@@ -58,7 +59,7 @@ def spaces(args, grid: str) -> list[Space]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--workloads", default=",".join(GRIDS["default"]), help="comma-separated workloads")
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated GPU engines")
     p.add_argument("--out", default="results", type=Path, help="results root")

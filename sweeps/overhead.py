@@ -50,6 +50,7 @@ from pathlib import Path
 import pandas as pd
 
 from sweeps import runner
+from sweeps.cli import HelpFormatter
 from sweeps.space import Space
 from trainables.config import TrialConfig
 from trainables.train import run_trial
@@ -195,7 +196,7 @@ def _numbers(text: str, kind, flag: str) -> list:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--trial-seconds", default="0.1,1,10",
                    help="comma-separated target lengths of one trial (total_s), each calibrated to epochs")
     p.add_argument("--trials", type=int, default=20, help="trials per measurement (N)")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from analysis.parallel import render
 from sweeps import runner
+from sweeps.cli import HelpFormatter
 from sweeps.space import Space
 
 PACKING = (1, 2, 4, 8)  # trials per GPU
@@ -48,7 +49,7 @@ def spaces(study: str, name: str, gpus: int, smoke: bool) -> list[Space]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--studies", default="packed,ddp,pipe", help="comma-separated: packed, ddp, pipe")
     p.add_argument("--out", default="results", type=Path, help="results root")
     p.add_argument("--name", default="parallel", help="prefix of the sweeps' names")

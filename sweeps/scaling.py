@@ -3,11 +3,14 @@
     python sweeps/scaling.py                      # default grid, every device this machine has
     python sweeps/scaling.py --smoke              # the whole grid cut down: under a minute on 2 cores
     python sweeps/scaling.py --devices cpu --workloads disc,peaks --name mine
+    python sweeps/scaling.py --grid seeds --devices cpu,cuda  # each seed's own configuration
+    python sweeps/scaling.py --devices cuda,cuda/4 --fuse auto --exclusive
     python sweeps/scaling.py --address auto --storage-path s3://BUCKET/crossover   # on `ray up cluster.yaml`
 
 Rows go to results/<name>/ as Parquet, one file per trial, as each trial ends; running the same
 command again resumes. At the end it prints, per workload, the median time per epoch on each device
-at each size, and where the faster device changes.
+at each size, and where the faster device changes, then writes the HTML report (analysis/report.py)
+and prints its path.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-
 from analysis import report
 from analysis.summary import render
 from sweeps import runner
+from sweeps.cli import HelpFormatter
 from sweeps.space import Space
 from trainables.config import DATA_SOURCES, LOOPS
 from trainables.devices import DEVICES
@@ -59,7 +62,7 @@ GRIDS = {
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated workloads to sweep")
     p.add_argument("--devices", default=None,
                    help=f"comma-separated devices of {list(DEVICES)}; default: every device the Ray cluster has")

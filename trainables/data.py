@@ -39,8 +39,6 @@ class Data:
 
     def pin(self) -> "Data":
         """Kept on the host in page-locked memory, so batches copy to a GPU asynchronously."""
-        import torch.cuda
-
         pin = (lambda t: None if t is None else t.pin_memory()) if torch.cuda.is_available() else (lambda t: t)
         return Data(pin(self.x), pin(self.y), pin(self.test_x), pin(self.test_y), self.source)
 
