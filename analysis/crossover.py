@@ -21,15 +21,17 @@ every size and finds the crossing again. Draws in which B wins everywhere put th
 range (-inf), draws in which A wins everywhere above it (+inf), so an interval can be open-ended;
 `draws_agree` is the share of draws that give the same kind of answer as the measurement.
 
-Two metrics:
+Three metrics:
     epoch_s               median time per timed epoch;
+    time_to_target_loss_s time until the training loss first reaches the lowest loss both arms reached
+                          at that size (from each row's per-epoch `loss_curve`): h2d_s + warmup_s + the
+                          timed epochs up to that one, at the pooled mean epoch time. Rows without a
+                          loss curve (written before the column existed) give no line for it;
     time_to_final_loss_s  time to reach the trial's final training loss: h2d_s + warmup_s + the timed
                           epochs. The rows carry only the final loss, not a loss per epoch, so this is
                           the one target they allow: both arms train the same model from the same seed
                           on the same data order, so they reach that loss after the same epochs, and a
-                          point counts only where their final losses agree within `loss_rtol`. Another
-                          target (say 0.1 loss) needs a per-epoch loss column in sweeps/schema.py; with
-                          it, the same pools and bootstrap apply to the epochs up to the target.
+                          point counts only where their final losses agree within `loss_rtol`.
 
 Reads rows only (numpy, pandas); never imports torch or ray.
 """
@@ -48,7 +50,7 @@ from analysis.load import SIZE_AXES
 from sweeps.schema import CONFIG_COLUMNS
 
 AXES = ["n_params", "depth", "width", "batch_size", "dataset_size"]
-METRICS = ["epoch_s", "time_to_final_loss_s"]
+METRICS = ["epoch_s", "time_to_final_loss_s", "time_to_target_loss_s"]
 VERDICTS = ["crossover", "B faster everywhere", "none in measured range", "several crossings", "not computable"]
 
 
@@ -112,10 +114,16 @@ class _Points:
     to_loss: np.ndarray  # time to the final loss, s
     to_loss_draws: np.ndarray  # (draws, sizes)
     loss: np.ndarray  # final train loss (mean over repeats)
+    fixed: np.ndarray  # h2d_s + warmup_s (mean over repeats), s
+    epoch_mean: np.ndarray  # mean timed epoch, s
+    epoch_mean_draws: np.ndarray  # (draws, sizes)
+    curves: list  # per size, the loss per timed epoch (mean over repeats), or None where a row has none
 
 
 def _points(group: pd.DataFrame, axis: str, rng: np.random.Generator, draws: int) -> _Points:
-    x, cols = [], {k: [] for k in ("epoch", "epoch_draws", "to_loss", "to_loss_draws", "loss")}
+    x, curves = [], []
+    cols = {k: [] for k in ("epoch", "epoch_draws", "to_loss", "to_loss_draws", "loss", "fixed", "epoch_mean",
+                            "epoch_mean_draws")}
     for size, at in group.groupby(axis, sort=True):
         pool = np.concatenate([np.asarray(e, dtype=float) for e in at["epoch_s"]])
         resampled = pool[rng.integers(0, len(pool), size=(draws, len(pool)))]
@@ -127,8 +135,29 @@ def _points(group: pd.DataFrame, axis: str, rng: np.random.Generator, draws: int
         cols["to_loss"].append(fixed + timed * pool.mean())
         cols["to_loss_draws"].append(fixed + timed * resampled.mean(axis=1))
         cols["loss"].append(at["train_loss"].mean())
+        cols["fixed"].append(fixed)
+        cols["epoch_mean"].append(pool.mean())
+        cols["epoch_mean_draws"].append(resampled.mean(axis=1))
+        known = [c for c in at["loss_curve"] if c is not None and len(c)]
+        same_length = len(known) == len(at) and len({len(c) for c in known}) == 1
+        curves.append(np.mean(np.stack(known), axis=0) if same_length else None)
     arrays = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
-    return _Points(np.asarray(x, dtype=float), **{k: (v.T if k.endswith("draws") else v) for k, v in arrays.items()})
+    return _Points(np.asarray(x, dtype=float), curves=curves,
+                   **{k: (v.T if k.endswith("draws") else v) for k, v in arrays.items()})
+
+
+def _to_target(a: _Points, b: _Points, ia: np.ndarray, ib: np.ndarray):
+    """Per common size, each arm's time (and draws) to the lowest loss both reached; None without curves."""
+    if any(a.curves[i] is None for i in ia) or any(b.curves[i] is None for i in ib):
+        return None
+    out = {}
+    for side, pts, idx in (("a", a, ia), ("b", b, ib)):
+        other, oidx = (b, ib) if side == "a" else (a, ia)
+        epochs = np.array([np.argmax(pts.curves[i] <= max(pts.curves[i].min(), other.curves[j].min())) + 1
+                           for i, j in zip(idx, oidx)])
+        out[side] = (pts.fixed[idx] + epochs * pts.epoch_mean[idx],
+                     pts.fixed[idx] + epochs * pts.epoch_mean_draws[:, idx])
+    return out
 
 
 def _compare(a: _Points, b: _Points, metric: str, boot: Bootstrap) -> dict | None:
@@ -146,10 +175,18 @@ def _compare(a: _Points, b: _Points, metric: str, boot: Bootstrap) -> dict | Non
         common, ia, ib = common[same], ia[same], ib[same]
         if len(common) < 2:
             return {"n_points": len(common), "verdict": "not computable", "crossings": [], "note": note}
-    stat = "epoch" if metric == "epoch_s" else "to_loss"
+    if metric == "time_to_target_loss_s":
+        times = _to_target(a, b, ia, ib)
+        if times is None:
+            return None
+        (ta, ta_draws), (tb, tb_draws) = times["a"], times["b"]
+    else:
+        stat = "epoch" if metric == "epoch_s" else "to_loss"
+        ta, ta_draws = getattr(a, stat)[ia], getattr(a, stat + "_draws")[:, ia]
+        tb, tb_draws = getattr(b, stat)[ib], getattr(b, stat + "_draws")[:, ib]
     # log(tA / tB) > 0 where B is faster; row 0 is the measurement, the rest the bootstrap draws
-    measured = np.log(getattr(a, stat)[ia] / getattr(b, stat)[ib])[None, :]
-    drawn = np.log(getattr(a, stat + "_draws")[:, ia] / getattr(b, stat + "_draws")[:, ib])
+    measured = np.log(ta / tb)[None, :]
+    drawn = np.log(ta_draws / tb_draws)
     return {**_verdict(np.log(common), measured, drawn, boot.confidence), "note": note,
             "n_points": len(common), "x_min": common[0], "x_max": common[-1]}
 

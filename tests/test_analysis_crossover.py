@@ -95,3 +95,23 @@ def test_one_arm_means_nothing_to_compare():
     table = find(rows[rows["device"] == "cpu"])
     assert table.empty
     assert "no two arms measured at the same sizes (arms: cpu)" in render(table, rows[rows["device"] == "cpu"])
+
+
+def test_time_to_a_target_loss_counts_the_epochs_each_arm_needs():
+    # the GPU is 2x faster per epoch at every size, but its loss curve needs 4 epochs to reach what
+    # the CPU reaches after 1: in time to that loss, the CPU wins everywhere
+    rows = plant(SIZES, lambda x: 2e-3, lambda x: 1e-3, epochs=5, noise=0.01)
+    fast, slow = [0.1, 0.1, 0.1, 0.1, 0.1], [0.5, 0.3, 0.2, 0.1, 0.1]
+    rows["loss_curve"] = [fast if d == "cpu" else slow for d in rows["device"]]
+    rows["h2d_s"] = rows["warmup_s"] = 0.0
+    table = find(rows, Bootstrap(draws=100)).query("axis == 'n_params'").set_index("metric")
+    assert table.loc["epoch_s", "verdict"] == "B faster everywhere"
+    assert table.loc["time_to_target_loss_s", "verdict"] == "none in measured range"  # 2 ms x 1 < 1 ms x 4
+    rows["loss_curve"] = [fast] * len(rows)  # the same curve: the per-epoch speed decides again
+    same = find(rows, Bootstrap(draws=100)).query("axis == 'n_params'").set_index("metric")
+    assert same.loc["time_to_target_loss_s", "verdict"] == "B faster everywhere"
+
+
+def test_rows_without_loss_curves_give_no_time_to_target():
+    table = find(plant(SIZES, CPU, GPU), Bootstrap(draws=50))
+    assert "time_to_target_loss_s" not in set(table["metric"])
