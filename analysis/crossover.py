@@ -69,13 +69,26 @@ def held_fixed(axis: str) -> list[str]:
 
 
 def slices(rows: pd.DataFrame, axis: str):
-    """(workload, label, slice rows) for each slice of ok rows where `axis` takes two values or more."""
+    """(workload, label, slice rows) for each slice of ok rows where `axis` takes two values or more.
+
+    Along dataset_size, a full-batch trial (peaks) grows its batch with its data: "full batch" is what
+    is held fixed there, not the batch's size, or no two of its sizes would share a slice.
+    """
     ok = rows[(rows["status"] == "ok") & rows[axis].notna()]
-    for key, group in ok.groupby(held_fixed(axis), dropna=False, sort=True):
+    keys = held_fixed(axis)
+    if axis == "dataset_size":
+        ok = ok.assign(batch=np.where(ok["batch_size"] == ok["dataset_size"], "full", ok["batch_size"].astype(str)))
+        keys = ["batch" if k == "batch_size" else k for k in keys]
+    for key, group in ok.groupby(keys, dropna=False, sort=True):
         if group[axis].nunique() >= 2:
-            fixed = dict(zip(held_fixed(axis), key))
-            label = ", ".join(f"{a}={fixed[a]:,.0f}" for a in SIZE_AXES if a in fixed and pd.notna(fixed[a]))
+            fixed = dict(zip(keys, key))
+            shown = {**fixed, "batch_size": fixed.get("batch", fixed.get("batch_size"))}
+            label = ", ".join(f"{a}={_size(shown[a])}" for a in SIZE_AXES if a in shown and pd.notna(shown[a]))
             yield fixed["workload"], label or "-", group
+
+
+def _size(value) -> str:
+    return value if isinstance(value, str) else f"{value:,.0f}"
 
 
 def baseline_first(arms) -> list[str]:

@@ -115,3 +115,13 @@ def test_time_to_a_target_loss_counts_the_epochs_each_arm_needs():
 def test_rows_without_loss_curves_give_no_time_to_target():
     table = find(plant(SIZES, CPU, GPU), Bootstrap(draws=50))
     assert "time_to_target_loss_s" not in set(table["metric"])
+
+
+def test_a_full_batch_workload_is_one_slice_along_dataset_size():
+    sizes = [400, 2500, 10000, 40000]
+    rows = frame([row("peaks", device, [t, t, t], dataset_size=n, batch_size=n, depth=2)
+                  for device, slope, base in (("cpu", 1e-7, 0.0), ("cuda", 0.0, 1.5e-3))
+                  for n in sizes for t in [base + slope * n]])
+    line = find(rows, Bootstrap(draws=50)).query("axis == 'dataset_size' and metric == 'epoch_s'").iloc[0]
+    assert line["held_fixed"] == "depth=2, batch_size=full" and line["n_points"] == 4
+    assert line["verdict"] == "crossover" and line["crossover"] == pytest.approx(15000, rel=0.5)
