@@ -58,3 +58,11 @@ def test_a_dead_process_open_window_is_over(registry):
     with Window("me", "ME") as me:
         pass
     assert me.overlapping == [] and ghost not in {p.name for p in registry.iterdir()}
+
+
+def test_a_neighbour_that_finished_inside_the_window_is_reported_before_it_is_removed(registry, monkeypatch):
+    monkeypatch.setattr(neighbours, "MARGIN_S", 0.0)  # nothing open is left to read it: it goes this time
+    with Window("me", "ME") as me:
+        quick = planted(registry, "quick", os.getpid(), me.start, me.start + 1e-6)
+        time.sleep(0.01)
+    assert me.overlapping == ["quick"] and quick not in {p.name for p in registry.iterdir()}

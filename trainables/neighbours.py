@@ -63,13 +63,14 @@ class Window:
         horizon = min([end] + [w["start"] for p, w in windows.items() if w["end"] is None and p not in dead])
         seen = set()
         for path, other in windows.items():
+            # counted before it may be removed: a neighbour that finished well inside this window overlapped it
+            if (path not in dead and other["owner"] != self.owner and other["start"] < end
+                    and (other["end"] is None or other["end"] > self.start)):
+                seen.add(other["label"])
             if (path in dead or (other["end"] or other["start"]) < end - KEEP_S
                     or (other["end"] is not None and other["end"] < horizon - MARGIN_S)):
                 with contextlib.suppress(PermissionError):  # another user's: theirs to remove
                     path.unlink(missing_ok=True)
-            elif (other["owner"] != self.owner and other["start"] < end
-                  and (other["end"] is None or other["end"] > self.start)):
-                seen.add(other["label"])
         self.overlapping = sorted(seen)
 
 
