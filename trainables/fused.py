@@ -182,8 +182,7 @@ def run_fused(cfgs: list[TrialConfig]) -> list[dict]:
 
     shared = {
         "status": "ok", "n_params": n_params(models[0]), "model": describe(models[0]),
-        **{f"{name}_s": timer.phases.get(name, 0.0) for name in ("setup", "h2d", "warmup", "train", "eval")},
-        "compile_s": None, "data_on_device": True, **summarize(epoch_s),
+        **timer.columns(), "data_on_device": True, **summarize(epoch_s),
         "steps_per_epoch": -(-n // batch),
         # each member's share of the group's throughput: its samples in the group's time
         "samples_per_s": n * len(epoch_s) / sum(epoch_s), "world_size": 1,

@@ -57,6 +57,12 @@ class Timer:
             self.clock.sync()
             self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
 
+    def columns(self) -> dict:
+        """The row's phase columns: seconds of each phase (0 if it did not run), and of the graph
+        capture where there was one (else null)."""
+        return {**{f"{name}_s": self.phases.get(name, 0.0) for name in ("setup", "h2d", "warmup", "train", "eval")},
+                "compile_s": self.phases.get("compile")}
+
 
 def summarize(epoch_s: list[float]) -> dict:
     """Median and spread of per-epoch times; keeps every epoch too."""
