@@ -6,8 +6,7 @@
     resources_for(config_dict, space.cpu_nodes_only)   # Tune's per-trial resource request
 
 Axes a grid may set: depth, width, batch_size, dataset_size, epochs, lr, micro_batches (pipe:N).
-A bad value is refused
-with the sweep, the workload and the axis named, e.g.
+A bad value is refused with the sweep, the workload and the axis named, e.g.
 `width must be an integer >= 1, got 0 (sweep 'scaling', workload 'disc', axis width)`.
 """
 
