@@ -16,7 +16,7 @@ from pathlib import Path
 from analysis import charts, cost, engines, parallel, report, summary
 from analysis.crossover import Bootstrap
 from analysis.load import read, representative
-from sweeps.cli import HelpFormatter
+from analysis.cli import HelpFormatter
 
 
 def main(argv=None) -> int:

@@ -28,10 +28,9 @@ Three metrics:
                           timed epochs up to that one, at the pooled mean epoch time. Rows without a
                           loss curve (written before the column existed) give no line for it;
     time_to_final_loss_s  time to reach the trial's final training loss: h2d_s + warmup_s + the timed
-                          epochs. The rows carry only the final loss, not a loss per epoch, so this is
-                          the one target they allow: both arms train the same model from the same seed
-                          on the same data order, so they reach that loss after the same epochs, and a
-                          point counts only where their final losses agree within `loss_rtol`.
+                          epochs. Both arms train the same model from the same seed on the same data
+                          order, so they reach that loss after the same epochs; a point counts only
+                          where their final losses agree within `loss_rtol`.
 
 Reads rows only (numpy, pandas); never imports torch or ray.
 """
@@ -46,12 +45,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.load import SIZE_AXES
-from sweeps.schema import CONFIG_COLUMNS
+from analysis.schema import CONFIG_COLUMNS, CROSSOVER_AXES, SIZE_AXES
 
-AXES = ["n_params", "depth", "width", "batch_size", "dataset_size"]
 METRICS = ["epoch_s", "time_to_final_loss_s", "time_to_target_loss_s"]
-VERDICTS = ["crossover", "B faster everywhere", "none in measured range", "several crossings", "not computable"]
 
 
 @dataclass(frozen=True)
@@ -99,7 +95,7 @@ def baseline_first(arms) -> list[str]:
 def find(rows: pd.DataFrame, boot: Bootstrap = Bootstrap()) -> pd.DataFrame:
     """The tidy crossover table: one line per workload, axis, slice, pair of arms and metric."""
     lines = []
-    for axis in AXES:
+    for axis in CROSSOVER_AXES:
         for workload, label, group in slices(rows, axis):
             rng = np.random.default_rng([boot.seed, zlib.crc32(f"{workload}|{axis}|{label}".encode())])
             points = {arm: _points(g, axis, rng, boot.draws) for arm, g in group.groupby("arm")}

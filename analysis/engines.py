@@ -6,7 +6,9 @@
   small models.
 
     python -m analysis engines results/engines-*
-Reads rows only (pandas); never imports torch or ray.
+Rows are found by their columns (gpus_requested, engine, fused_members), never by a sweep's name, so
+any sweep's rows that measured the same things give the same figures. Reads rows only (pandas);
+never imports torch or ray.
 """
 
 from __future__ import annotations
@@ -15,16 +17,28 @@ import pandas as pd
 
 from analysis.crossover import Bootstrap, answer, find
 from analysis.load import sizes_label
+from analysis.schema import CONFIG_COLUMNS
+
+# Fused members differ only in these (trainables/fused.py): the rest of the config is the group's.
+FUSABLE = ("seed", "lr")
+
+
+def _ok(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[rows["status"] == "ok"]
 
 
 def speedup(rows: pd.DataFrame) -> pd.DataFrame:
-    """Median epoch time per engine on the GPU, and each engine's speed-up over eager."""
-    gpu = rows[rows["sweep"].str.contains(r"-gpu-", regex=True) & (rows["status"] == "ok")]
+    """Median epoch time per engine on the GPU, and each engine's speed-up over eager, for the
+    configurations measured with more than one engine (trials alone, not fused)."""
+    ok = _ok(rows)
+    gpu = ok[(ok["gpus_requested"] > 0) & (ok["fused_members"] == 1)]
     if gpu.empty:
         return pd.DataFrame()
     table = (gpu.assign(sizes=sizes_label(gpu), ms=gpu["epoch_s_median"] * 1e3)
-             .pivot_table(index=["workload", "sizes"], columns="engine", values="ms", aggfunc="median"))
+             .pivot_table(index=["workload", "device", "sizes", "epochs"], columns="engine", values="ms",
+                          aggfunc="median"))
     table.columns.name = None
+    table = table[table.notna().sum(axis=1) > 1]
     for engine in [e for e in table.columns if e != "eager"]:
         if "eager" in table.columns:
             table[f"{engine}_speedup"] = table["eager"] / table[engine]
@@ -32,10 +46,12 @@ def speedup(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def fused(rows: pd.DataFrame) -> pd.DataFrame:
-    """Trials per hour on one GPU: one at a time (from each trial's own wall time) and fused."""
-    ok = rows[rows["status"] == "ok"]
-    alone = ok[ok["sweep"].str.endswith("-alone")]
-    groups = ok[ok["sweep"].str.endswith("-fused")].drop_duplicates("fused_group")
+    """Trials per hour: one at a time (from each trial's own wall time) and fused, for the trials that
+    were measured both ways (the same configuration but for seed and lr)."""
+    ok = _ok(rows)
+    shared = [c for c in CONFIG_COLUMNS if c not in FUSABLE]
+    groups = ok[ok["fused_members"] > 1].drop_duplicates("fused_group")
+    alone = ok[ok["fused_members"] == 1].merge(groups[shared].drop_duplicates(), on=shared)
     if alone.empty or groups.empty:
         return pd.DataFrame()
     lines = [{"how": "one at a time", "members": 1, "trial_s": alone["total_s"].median(),
@@ -48,9 +64,8 @@ def fused(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def crossovers(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(draws=200)) -> pd.DataFrame:
-    """Per workload and axis: where each GPU engine overtakes the CPU, per epoch."""
-    arms = rows[rows["sweep"].str.contains(r"-(?:cpu|gpu-\w+)$", regex=True)]
-    table = find(arms, boot)
+    """Per workload and axis: where each GPU engine overtakes the CPU, per epoch (trials alone)."""
+    table = find(rows[rows["fused_members"] == 1], boot)
     table = table[(table["metric"] == "epoch_s") & table["device_a"].str.startswith("cpu")
                   & ~table["device_b"].str.startswith("cpu")]
     return table.assign(answer=[answer(line) for line in table.itertuples()])[

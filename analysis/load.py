@@ -4,7 +4,7 @@
     rows = read("results/laptop", "results/h100")      # what `python -m analysis report` calls
 
 Every file is read on its own, so a directory whose rows were written by two versions of
-sweeps/schema.py is named and refused instead of being silently merged. Each row gains `results_dir`
+analysis/schema.py is named and refused instead of being silently merged. Each row gains `results_dir`
 (where it came from) and `arm` (what it ran on: the device string, plus the device name and thread
 count where the rows hold more than one of those for the same device, as when a laptop's CPU and a
 cloud host's CPU are read together). Reads rows only (pyarrow, pandas); never imports torch or ray.
@@ -18,9 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweeps.schema import CONFIG_COLUMNS, SCHEMA_VERSION
-
-from analysis.summary import SIZE_AXES  # noqa: E402  (one definition of the size axes)
+from analysis.schema import CONFIG_COLUMNS, SCHEMA_VERSION, SIZE_AXES
 
 # What tells two arms of the same device string apart, in the order they appear in the label.
 ARM_PARTS = ("device_name", "torch_threads")
@@ -64,7 +62,7 @@ def _check_versions(versions: dict[int, Path]) -> None:
     (version, path), = versions.items()
     if version != SCHEMA_VERSION:
         raise ValueError(f"rows of schema version {version} (e.g. {path}), but this analysis reads version "
-                         f"{SCHEMA_VERSION} (sweeps/schema.py): re-run the sweep with this checkout")
+                         f"{SCHEMA_VERSION} (analysis/schema.py): re-run the sweep with this checkout")
 
 
 def arm_labels(rows: pd.DataFrame) -> pd.Series:
@@ -106,7 +104,7 @@ def representative(rows: pd.DataFrame) -> pd.DataFrame:
 
 def sizes_label(rows: pd.DataFrame) -> pd.Series:
     """'depth=12, batch_size=100, dataset_size=1,000': the sizes of each row's configuration."""
-    labels = [", ".join(f"{k}={v:,.0f}" for k, v in r.items() if pd.notna(v)) for _, r in rows[SIZE_AXES].iterrows()]
+    labels = [", ".join(f"{k}={v:,.0f}" for k, v in r.items() if pd.notna(v)) for _, r in rows[list(SIZE_AXES)].iterrows()]
     return pd.Series(labels, index=rows.index, dtype=str)  # a Series even with no rows (all trials failed)
 
 

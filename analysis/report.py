@@ -19,8 +19,9 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import charts
-from analysis.crossover import AXES, Bootstrap, baseline_first, find, render, slices, write
-from analysis.load import SIZE_AXES, environment, read
+from analysis.crossover import Bootstrap, baseline_first, find, render, slices, write
+from analysis.load import environment, read
+from analysis.schema import CROSSOVER_AXES, SIZE_AXES
 
 
 def default_out(dirs: list[Path]) -> Path:
@@ -33,7 +34,7 @@ def default_out(dirs: list[Path]) -> Path:
 def figures(rows: pd.DataFrame, table: pd.DataFrame) -> dict[str, object]:
     """Every chart the rows allow, by file name."""
     out = {f"epoch_time_vs_{axis}": charts.epoch_time_vs_size(rows, table, axis)
-           for axis in AXES if next(slices(rows, axis), None)}
+           for axis in CROSSOVER_AXES if next(slices(rows, axis), None)}
     ok = rows[rows["status"] == "ok"]
     for workload, group in ok.groupby("workload"):
         varied = [a for a in SIZE_AXES if group[a].nunique() > 1]

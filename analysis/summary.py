@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-SIZE_AXES = ["depth", "width", "batch_size", "dataset_size"]
+from analysis.schema import SIZE_AXES
 
 
 def per_workload(rows: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, list[str]]]:

@@ -14,13 +14,10 @@ against one at a time, and the crossover against the CPU per engine.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from analysis.engines import render
-from sweeps import runner
-from sweeps.cli import HelpFormatter
+from sweeps import cli, runner
 from sweeps.space import Space
 from trainables.config import ENGINES
 
@@ -58,15 +55,10 @@ def spaces(args, grid: str) -> list[Space]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=HelpFormatter)
+    p = cli.parser(__doc__, "engines", "prefix of the sweeps' names")
     p.add_argument("--workloads", default=",".join(GRIDS["default"]), help="comma-separated workloads")
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated GPU engines")
-    p.add_argument("--out", default="results", type=Path, help="results root")
-    p.add_argument("--name", default="engines", help="prefix of the sweeps' names")
     p.add_argument("--cpu-threads", type=int, default=None, help="threads of the CPU baseline (default: all)")
-    p.add_argument("--smoke", action="store_true", help="tiny sizes: checks the path end to end")
-    p.add_argument("--address", default=None, help="address of a running Ray cluster (default: a local one)")
     args = p.parse_args(argv)
 
     runner.connect(args.address)

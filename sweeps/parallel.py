@@ -13,13 +13,10 @@ one GPU.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from analysis.parallel import render
-from sweeps import runner
-from sweeps.cli import HelpFormatter
+from sweeps import cli, runner
 from sweeps.space import Space
 
 PACKING = (1, 2, 4, 8)  # trials per GPU
@@ -48,13 +45,8 @@ def spaces(study: str, name: str, gpus: int, smoke: bool) -> list[Space]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=HelpFormatter)
+    p = cli.parser(__doc__, "parallel", "prefix of the sweeps' names")
     p.add_argument("--studies", default="packed,ddp,pipe", help="comma-separated: packed, ddp, pipe")
-    p.add_argument("--out", default="results", type=Path, help="results root")
-    p.add_argument("--name", default="parallel", help="prefix of the sweeps' names")
-    p.add_argument("--smoke", action="store_true", help="tiny sizes: checks the path, measures nothing useful")
-    p.add_argument("--address", default=None, help="address of a running Ray cluster (default: a local one)")
     args = p.parse_args(argv)
 
     runner.connect(args.address)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from functools import partial
 from pathlib import Path
 
 # Tune's CSV/JSON/TensorBoard loggers would duplicate every row in its trial folders; the Parquet
@@ -21,10 +20,10 @@ import ray  # noqa: E402
 import yaml  # noqa: E402
 from ray import tune  # noqa: E402
 
+from analysis.load import read  # noqa: E402
 from sweeps.space import CPU_NODE, Space, groups, resources_for  # noqa: E402
 from sweeps.store import RowWriter, Store  # noqa: E402
-from trainables.devices import parse  # noqa: E402
-from trainables.train import trainable  # noqa: E402
+from trainables.trainable import trainable  # noqa: E402
 
 # Tune's end-of-run analysis looks for the logger files switched off above; the rows are in Parquet.
 logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
@@ -85,29 +84,29 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     next to the rows. A trial whose worker or node dies is run again up to `max_failures` times; any
     other failure is already a row (trainables/train.py), so only lost workers reach Tune's retry.
     """
-    configs = space.expand()  # refuses a bad space before anything runs
-    gpu_devices = sorted({c.device for c in configs if parse(c.device).uses_gpu})
+    trials = space.expand()  # refuses a bad space before anything runs
+    gpu_devices = sorted({t.cfg.device for t in trials if t.spec.uses_gpu})
     if gpu_devices and not any(t.get("GPU") for t in node_types(cluster_config)):
         raise ValueError(f"devices {gpu_devices} asked for in sweep {space.name!r} but the Ray cluster has no GPU; "
                          "drop them from --devices, connect to a cluster with GPUs (--address), or name the "
                          "autoscaling config whose node types have them (--cluster-config)")
     store = Store(Path(out) / space.name)
     done = store.measured()
-    todo = [c for c in configs if c.config_hash() not in done]
-    log(f"sweep {space.name!r}: {len(configs)} trials, {len(configs) - len(todo)} already measured "
+    todo = [t for t in trials if t.hash not in done]
+    log(f"sweep {space.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already measured "
         f"in {store.dir}, {len(todo)} to run")
     if not todo:
         return store
     batches = groups(todo, space.fuse)
     if len(batches) < len(todo):
         log(f"fused: {len(todo)} trials in {len(batches)} Tune trials (--fuse {space.fuse})")
-    if max_concurrent is None and any(c.exclusive or parse(c.device).distributed for c in todo):
+    if max_concurrent is None and any(t.cfg.exclusive or t.spec.distributed for t in todo):
         # --exclusive: one trial at a time, so nothing shares its node while it is timed; data-parallel
         # trials: their drivers would otherwise start together and wait on GPUs they cannot all get
         max_concurrent = 1
         log("one trial at a time (exclusive timing, or data-parallel trials)")
     tuner = tune.Tuner(
-        tune.with_resources(trainable, partial(resources_for, cpu_nodes_only=space.cpu_nodes_only)),
+        tune.with_resources(trainable, resources_for),
         param_space=space.param_space(batches),
         # reuse_actors: one worker runs trial after trial. A fresh worker per trial (its start, ray.tune
         # and torch imports) put 2.5 to 4.3 s between trials on 2 cores; reused, 0.02 s (sweeps/overhead.py).
@@ -116,7 +115,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
         run_config=tune.RunConfig(
             name=space.name,
             storage_path=storage_path or str((store.dir / "_tune").resolve()),
-            callbacks=[RowWriter(store, space.name, len(todo), log)],
+            callbacks=[RowWriter(store, space.name, todo, log)],
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=max_failures),
         ),
@@ -128,8 +127,6 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
 def run_studies(make_spaces, out: Path | str, render) -> int:
     """A study's sweeps one after another (their trials never share GPUs), then `render` of all their
     rows printed; exit status 2 with the message on a bad space. For sweeps/parallel.py, engines.py."""
-    from analysis.load import read
-
     try:
         dirs = [run(space, out).dir for space in make_spaces()]
     except ValueError as exc:

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from analysis import report
+from analysis.load import read
 from analysis.summary import render
-from sweeps import runner
-from sweeps.cli import HelpFormatter
+from sweeps import cli, runner
 from sweeps.space import Space
 from trainables.config import DATA_SOURCES, LOOPS
 from trainables.devices import DEVICES
@@ -61,18 +61,13 @@ GRIDS = {
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=HelpFormatter)
+    p = cli.parser(__doc__, None, "sweep name (default: 'scaling', or the grid's name for another grid)")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated workloads to sweep")
     p.add_argument("--devices", default=None,
                    help=f"comma-separated devices of {list(DEVICES)}; default: every device the Ray cluster has")
-    p.add_argument("--out", default="results", type=Path, help="results root: rows go to OUT/NAME/")
-    p.add_argument("--name", default=None, help="sweep name (default: 'scaling', or the grid's name for another grid)")
     p.add_argument("--grid", default="default", choices=sorted(GRIDS),
                    help="default: sizes for a laptop's CPU and any GPU; seeds: each seed's own configuration")
-    p.add_argument("--smoke", action="store_true", help="--grid smoke: ends in under a minute on 2 cores")
     p.add_argument("--max-concurrent", type=int, default=None, help="trials at once (default: as resources allow)")
-    p.add_argument("--address", default=None, help="address of a running Ray cluster (default: start a local one)")
     p.add_argument("--cluster-config", default=None, type=Path,
                    help="autoscaling config of the cluster, whose node types count as nodes it can add "
                         "(default: ~/ray_bootstrap_config.yaml where it exists, as on a `ray up` head)")
@@ -123,7 +118,7 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    rows = store.read()
+    rows = read(store.dir)
     print(render(rows[rows["sweep"] == space.name]))
     print(f"{len(rows)} rows in {store.dir} ({time.perf_counter() - start:.0f} s)")
     if not args.no_report:

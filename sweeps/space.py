@@ -1,11 +1,12 @@
 """A sweep's search space: per-workload grids crossed with devices and seeds, checked before anything runs.
 
     space = Space("scaling", grids={"disc": {"depth": [2, 4, 6]}}, devices=("cpu", "cuda"))
-    configs = space.expand()             # list[TrialConfig], every one resolved and checked
-    space.param_space(groups(configs, space.fuse))   # Tune's param_space: a grid point per trial or fused group
-    resources_for(config_dict, space.cpu_nodes_only)   # Tune's per-trial resource request
+    trials = space.expand()              # list[Trial], every one resolved and checked
+    space.param_space(groups(trials, space.fuse))   # Tune's param_space: a grid point per trial or fused group
+    resources_for(config)                # Tune's per-trial resource request, as the grid point carries it
 
-Axes a grid may set: depth, width, batch_size, dataset_size, epochs, lr, micro_batches (pipe:N).
+Axes a grid may set: analysis.schema.GRID_AXES (depth, width, batch_size, dataset_size, epochs, lr,
+and micro_batches for pipe:N).
 A bad value is refused with the sweep, the workload and the axis named, e.g.
 `width must be an integer >= 1, got 0 (sweep 'scaling', workload 'disc', axis width)`.
 """
@@ -15,11 +16,12 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from analysis.schema import GRID_AXES
 from trainables.config import ConfigError, TrialConfig
-from trainables.devices import parse, resources, threads_for
-from trainables.workloads import WORKLOADS, resolve
-
-AXES = ("depth", "width", "batch_size", "dataset_size", "epochs", "lr", "micro_batches")
+from trainables.devices import parse, threads_for
+from trainables.fused import fusion_key, member_bytes
+from trainables.trial import Trial, resolve
+from trainables.workloads import WORKLOADS
 # Custom resources that mark node types (cluster.yaml, tests/test_cluster.py): 1 on each such node.
 CPU_NODE = "cpu_node"
 GPU_NODE = "gpu_node"
@@ -41,7 +43,7 @@ class Space:
         parts = [f"sweep {self.name!r}"] + ([f"workload {workload!r}"] if workload else [])
         return "(" + ", ".join(parts + ([f"axis {axis}"] if axis else [])) + ")"
 
-    def expand(self) -> list[TrialConfig]:
+    def expand(self) -> list[Trial]:
         """Every trial of the space, resolved; raises ValueError naming the first bad axis and value."""
         if not self.grids:
             raise ValueError(f"the space has no workloads {self._where()}; known: {sorted(WORKLOADS)}")
@@ -49,13 +51,17 @@ class Space:
             raise ValueError(f"the space has no devices {self._where()}")
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {self.repeats} {self._where()}")
-        configs = []
+        try:
+            threads = {device: threads_for(parse(device), self.cpu_threads) for device in self.devices}
+        except ConfigError as exc:
+            raise ValueError(f"{exc} {self._where(axis='device')}") from None
+        trials = []
         for workload, grid in self.grids.items():
             if workload not in WORKLOADS:
                 raise ValueError(f"workload must be one of {sorted(WORKLOADS)}, got {workload!r} {self._where()}")
             for axis, values in grid.items():
-                if axis not in AXES:
-                    raise ValueError(f"axis must be one of {list(AXES)}, got {axis!r} {self._where(workload)}")
+                if axis not in GRID_AXES:
+                    raise ValueError(f"axis must be one of {list(GRID_AXES)}, got {axis!r} {self._where(workload)}")
                 if not isinstance(values, (list, tuple)) or not values:
                     raise ValueError(f"{axis} needs a non-empty list of values, got {values!r} "
                                      f"{self._where(workload, axis)}")
@@ -64,41 +70,46 @@ class Space:
                 *values, device, seed = point
                 extra = self.image_data if WORKLOADS[workload].images else {}
                 try:
-                    configs.append(resolve(TrialConfig(
-                        workload, device=device, seed=seed, threads=threads_for(device, self.cpu_threads),
+                    trials.append(resolve(TrialConfig(
+                        workload, device=device, seed=seed, threads=threads[device],
                         **dict(zip(axes, values)), **self.fixed, **extra)))
                 except ConfigError as exc:
                     raise ValueError(f"{exc} {self._where(workload, exc.field)}") from None
-        return _unique(configs)
+        return _unique(trials)
 
-    @staticmethod
-    def param_space(groups: list[list[TrialConfig]]) -> dict:
-        """One Tune trial per group: a single config, or the members of a fused trial."""
+    def param_space(self, groups: list[list[Trial]]) -> dict:
+        """One Tune trial per group (a single trial, or the members of a fused trial): its members'
+        configs, and the resources it asks Ray for (`resources_for` hands them to Tune)."""
         from ray import tune
 
-        return {"trials": tune.grid_search([[cfg.to_dict() for cfg in group] for group in groups])}
+        # a fused group's members share their device, so the first one's request is the group's
+        return {"group": tune.grid_search([{"trials": [t.cfg.to_dict() for t in group],
+                                            "resources": self.request(group[0])} for group in groups])}
+
+    def request(self, trial: Trial) -> dict:
+        """Tune's resource request for a trial: a CPU trial asks for its cores, a GPU trial for its GPU.
+
+        With `cpu_nodes_only` (a cluster whose CPU node types carry CPU_NODE, as cluster.yaml's do), a
+        CPU trial (cpu, ddp-cpu) also asks for a sliver of CPU_NODE, so it never lands on a GPU node's
+        spare cores, where it would time another CPU model and steal the GPU trial's driving core.
+        """
+        asked = dict(trial.resources)
+        if self.cpu_nodes_only and not trial.spec.uses_gpu:
+            asked[CPU_NODE] = 0.001  # a node advertises 1: its CPUs, not the marker, bound the trials on it
+        return asked
 
 
-def _unique(configs: list[TrialConfig]) -> list[TrialConfig]:
+def _unique(trials: list[Trial]) -> list[Trial]:
     """Drop repeats that resolve to the same experiment (an axis given its default value, say)."""
-    seen: dict[str, TrialConfig] = {}
-    for cfg in configs:
-        seen.setdefault(cfg.config_hash(), cfg)
+    seen: dict[str, Trial] = {}
+    for trial in trials:
+        seen.setdefault(trial.hash, trial)
     return list(seen.values())
 
 
-def resources_for(config: dict, cpu_nodes_only: bool = False) -> dict:
-    """Tune's per-trial resource request: a CPU trial asks for its cores, a GPU trial for its GPU.
-
-    With `cpu_nodes_only` (a cluster whose CPU node types carry CPU_NODE, as cluster.yaml's do), a
-    CPU trial (cpu, ddp-cpu) also asks for a sliver of CPU_NODE, so it never lands on a GPU node's
-    spare cores, where it would time another CPU model and steal the GPU trial's driving core.
-    """
-    cfg = TrialConfig.from_dict(config["trials"][0])  # a fused group's members share their device
-    asked = resources(cfg.device, cfg.threads)
-    if cpu_nodes_only and not parse(cfg.device).uses_gpu:
-        asked[CPU_NODE] = 0.001  # a node advertises 1: its CPUs, not the marker, bound the trials on it
-    return asked
+def resources_for(config: dict) -> dict:
+    """Tune's per-trial resource request: the one its grid point carries (Space.request)."""
+    return config["group"]["resources"]
 
 
 
@@ -106,24 +117,22 @@ FUSE_BUDGET_BYTES = 8 * 2**30  # what one fused group may hold on its device: we
 FUSE_MAX = 64  # members per group, at most
 
 
-def groups(configs: list[TrialConfig], fuse: str) -> list[list[TrialConfig]]:
-    """The Tune trials: one per config, or with `fuse`, configs that differ only in seed and learning
+def groups(trials: list[Trial], fuse: str) -> list[list[Trial]]:
+    """The Tune trials: one per trial, or with `fuse`, trials that differ only in seed and learning
     rate (trainables/fused.py) in groups of up to `fuse` members ('auto': as many as FUSE_BUDGET_BYTES
     holds, at most FUSE_MAX)."""
     if fuse == "off":
-        return [[c] for c in configs]
-    from trainables.fused import fusion_key, member_bytes
-
+        return [[t] for t in trials]
     if fuse != "auto" and not (fuse.isdigit() and int(fuse) >= 1):
         raise ValueError(f"fuse must be 'off', 'auto' or a number of members >= 1, got {fuse!r}")
-    buckets: dict[str, list[TrialConfig]] = {}
+    buckets: dict[str, list[Trial]] = {}
     out = []
-    for cfg in configs:
-        key = fusion_key(cfg)
+    for trial in trials:
+        key = fusion_key(trial)
         if key is None:
-            out.append([cfg])
+            out.append([trial])
         else:
-            buckets.setdefault(key, []).append(cfg)
+            buckets.setdefault(key, []).append(trial)
     for members in buckets.values():
         size = int(fuse) if fuse != "auto" else max(1, min(FUSE_MAX, FUSE_BUDGET_BYTES // member_bytes(members[0])))
         out += [members[i:i + size] for i in range(0, len(members), size)]

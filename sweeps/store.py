@@ -1,6 +1,6 @@
 """Trial rows on disk: one Parquet file per measured configuration, written atomically by the driver.
 
-    results/<sweep>/<config_hash>.parquet    one row, schema sweeps/schema.py
+    results/<sweep>/<config_hash>.parquet    one row, schema analysis/schema.py
     results/<sweep>/_tune/                   Tune's own state (ignored by Parquet readers: leading '_')
 
 A file is written under a hidden temporary name and renamed into place, so a crash or Ctrl-C leaves
@@ -19,9 +19,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from ray import tune
 
-from sweeps import schema
+from analysis import schema
 from trainables.config import TrialConfig
-from trainables.train import ROW_KEY, failed_row
+from trainables.rows import failed_row
+from trainables.trainable import ROW_KEY
+from trainables.trial import Trial
 
 
 class Store:
@@ -51,17 +53,13 @@ class Store:
         table = pq.ParquetDataset(self.dir).read(columns=["config_hash", "status"])
         return {h for h, s in zip(table["config_hash"].to_pylist(), table["status"].to_pylist()) if s == "ok"}
 
-    def read(self):
-        import pandas as pd
-
-        return pd.read_parquet(self.dir) if self.files() else pd.DataFrame(columns=schema.NAMES)
-
 
 class RowWriter(tune.Callback):
     """Writes each trial's row the moment the driver hears of it, and reports progress as it goes."""
 
-    def __init__(self, store: Store, sweep: str, total: int, log=print):
-        self.store, self.sweep, self.total, self.log = store, sweep, total, log
+    def __init__(self, store: Store, sweep: str, trials: list[Trial], log=print):
+        self.store, self.sweep, self.total, self.log = store, sweep, len(trials), log
+        self.trials = {t.hash: t for t in trials}  # a dead worker's rows are written from these
         self.written: set[str] = set()  # trial ids whose rows are on disk
         self.rows = 0
         self.start = time.monotonic()
@@ -94,8 +92,9 @@ class RowWriter(tune.Callback):
     def on_trial_error(self, iteration, trials, trial, **info):
         # The worker died (killed, out of memory) and no retry is left: the driver writes the row.
         if trial.trial_id not in self.written:
-            for member in trial.config["trials"]:
-                self._write(trial, failed_row(TrialConfig.from_dict(member), _trial_error(trial)), trials)
+            for member in trial.config["group"]["trials"]:
+                resolved = self.trials[TrialConfig.from_dict(member).config_hash()]
+                self._write(trial, failed_row(resolved, _trial_error(trial)), trials)
 
 
 def _trial_error(trial) -> str:
@@ -106,7 +105,7 @@ def _trial_error(trial) -> str:
 
 
 def _headline(row: dict) -> str:
-    axes = " ".join(f"{k}={row[k]}" for k in ("depth", "width", "batch_size", "dataset_size") if row.get(k) is not None)
+    axes = " ".join(f"{k}={row[k]}" for k in schema.SIZE_AXES if row.get(k) is not None)
     what = f"{row['workload']} {row['device']} {axes}"
     if row["status"] != "ok":
         return f"{what}: FAILED {row['error'].splitlines()[0]}"

@@ -5,7 +5,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from analysis.load import arm_labels
-from sweeps import schema
+from analysis import schema
 
 
 def plant(*args, **kwargs) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from analysis.crossover import Bootstrap
 from analysis.__main__ import main
 from analysis.load import read
 from analysis_rows import row, write
-from sweeps import schema
+from analysis import schema
 from sweeps.space import Space
 
 SMOKE = {"disc": {"depth": [2, 3, 4], "epochs": [3]}, "peaks": {"dataset_size": [100, 400], "epochs": [4]}}

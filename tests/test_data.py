@@ -9,6 +9,7 @@ import torch
 from trainables.config import TrialConfig
 from trainables.data import DIGITS_TRAIN, MNIST_MEAN, MNIST_STD, images
 from trainables.train import run_trial
+from trainables.trial import resolve
 
 
 def write_idx(path, array: np.ndarray):
@@ -40,7 +41,7 @@ def test_mnist_is_read_from_local_idx_files(mnist_dir):
 
 
 def test_a_trial_on_mnist_records_its_source(mnist_dir):
-    row = run_trial(TrialConfig("lenet", dataset_size=300, epochs=2, data_dir=str(mnist_dir)))
+    row = run_trial(resolve(TrialConfig("lenet", dataset_size=300, epochs=2, data_dir=str(mnist_dir))))
     assert row["data_source"] == f"mnist:{mnist_dir}" and row["n_test"] == 50
 
 

@@ -13,7 +13,8 @@ from trainables.config import ConfigError, TrialConfig
 from trainables.devices import Placement, kernels_for, parse, placement, resources, threads_for
 from trainables.pipeline import balanced_stages
 from trainables.train import run_trial
-from trainables.workloads import mlp, resolve
+from trainables.trial import resolve
+from trainables.workloads import mlp
 
 
 @pytest.mark.parametrize("device, threads, expected", [
@@ -26,11 +27,11 @@ from trainables.workloads import mlp, resolve
     ("ddp-cpu:2", 2, {"cpu": 0.25, "gpu": 0}),
 ])
 def test_each_device_asks_ray_for_what_it_uses(device, threads, expected):
-    assert resources(device, threads) == expected
+    assert resources(parse(device), threads) == expected
 
 
 def test_threads_follow_the_device():
-    assert [threads_for(d, 8) for d in ("cpu", "cuda", "cuda/2", "ddp-cpu:2", "ddp-cpu:16", "pipe:2")] == [8, 1, 1, 4, 1, 1]
+    assert [threads_for(parse(d), 8) for d in ("cpu", "cuda", "cuda/2", "ddp-cpu:2", "ddp-cpu:16", "pipe:2")] == [8, 1, 1, 4, 1, 1]
 
 
 @pytest.mark.parametrize("bad", ["gpu", "cuda:0", "cpu/2", "ddp", "pipe:0", "cuda/0", "ddp:x", 3])
@@ -48,9 +49,10 @@ def test_a_pipeline_is_refused_for_a_cnn_by_name():
 def test_a_cpu_trial_gets_the_cpu_and_never_initialises_cuda():
     # a fresh process: in this one another test may have used the GPU
     script = ("import torch; from trainables.config import TrialConfig; from trainables.train import run_trial; "
-              "run_trial(TrialConfig('disc', depth=3, epochs=2)); print(torch.cuda.is_initialized())")
+              "from trainables.trial import resolve; "
+              "run_trial(resolve(TrialConfig('disc', depth=3, epochs=2))); print(torch.cuda.is_initialized())")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert placement("cpu").devices == (torch.device("cpu"),)
+    assert placement(parse("cpu")).devices == (torch.device("cpu"),)
     assert out.stdout.strip() == "False"
 
 
@@ -72,10 +74,10 @@ def test_pipeline_stages_balance_parameters_and_keep_every_layer():
 
 
 def test_a_pipeline_of_micro_batches_trains_as_the_whole_model():
-    cfg = TrialConfig("tabular", depth=3, width=32, dataset_size=512, epochs=3, device="pipe:2", micro_batches=4)
+    trial = resolve(TrialConfig("tabular", depth=3, width=32, dataset_size=512, epochs=3, device="pipe:2", micro_batches=4))
     cpu = torch.device("cpu")
-    piped = run_trial(cfg, Placement((cpu, cpu), micro_batches=4))
-    whole = run_trial(TrialConfig("tabular", depth=3, width=32, dataset_size=512, epochs=3))
+    piped = run_trial(trial, Placement((cpu, cpu), micro_batches=4))
+    whole = run_trial(resolve(TrialConfig("tabular", depth=3, width=32, dataset_size=512, epochs=3)))
     assert piped["train_loss"] == pytest.approx(whole["train_loss"], rel=1e-5)
     assert piped["micro_batches"] == 4 and piped["n_params"] == whole["n_params"]
 

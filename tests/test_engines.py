@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from analysis import engines
-from sweeps import schema
+from analysis import schema
 from sweeps.engines import GRIDS, spaces
 
 
@@ -17,7 +17,7 @@ def args(**kw):
 
 
 def test_every_engine_space_resolves_and_graph_gets_full_batches():
-    made = {space.name: space.expand() for space in spaces(args(), "default")}
+    made = {space.name: [t.cfg for t in space.expand()] for space in spaces(args(), "default")}
     assert set(made) == {"e-cpu", "e-gpu-eager", "e-gpu-graph", "e-gpu-compile", "e-alone", "e-fused"}
     assert all(c.dataset_size % c.batch_size == 0 for c in made["e-gpu-graph"])
     assert len(made["e-fused"]) == 64 and {c.engine for c in made["e-gpu-compile"]} == {"compile"}
@@ -28,21 +28,24 @@ def test_every_engine_space_resolves_and_graph_gets_full_batches():
 def row(sweep, device, engine, depth, ms, **kw):
     rng = np.random.default_rng(depth)
     times = list(ms / 1e3 * (1 + 0.01 * rng.standard_normal(5)))
-    return {"sweep": sweep, "status": "ok", "workload": "disc", "device": device, "engine": engine, "depth": depth,
+    return {"sweep": sweep, "status": "ok", "gpus_requested": 0.0 if device == "cpu" else 1.0, "workload": "disc", "device": device, "engine": engine, "depth": depth,
             "batch_size": 100, "dataset_size": 1000, "epochs": 6, "warmup_epochs": 1, "lr": 0.1, "loop": "fast",
             "seed": 0, "data_requested": "generated", "n_params": 4 ** depth, "epoch_s": times,
             "epoch_s_median": float(np.median(times)), "train_loss": 0.1, "total_s": 2.0, "fused_members": 1,
             "schema_version": schema.SCHEMA_VERSION, **kw}
 
 
-def test_the_figures_from_rows_with_known_times():
+@pytest.mark.parametrize("names", [("e-cpu", "e-gpu-eager", "e-gpu-graph", "e-alone", "e-fused"),
+                                   ("mine", "mine", "renamed", "x", "y")])  # the rows' columns count, not the names
+def test_the_figures_from_rows_with_known_times(names):
+    cpu, eager, graph, alone, fused = names
     depths = range(2, 10)
     rows = schema.to_table(
-        [row("e-cpu", "cpu", "eager", d, 2 ** d) for d in depths]  # the CPU doubles with each layer
-        + [row("e-gpu-eager", "cuda", "eager", d, 40) for d in depths]  # eager GPU: launch-bound, flat
-        + [row("e-gpu-graph", "cuda", "graph", d, 10) for d in depths]  # graph: 4x less
-        + [row("e-alone", "cuda", "eager", 4, 20, total_s=3.0, seed=s) for s in range(2)]
-        + [row("e-fused", "cuda", "eager", 4, 30, total_s=6.0, seed=s, fused_members=8, fused_group="g")
+        [row(cpu, "cpu", "eager", d, 2 ** d) for d in depths]  # the CPU doubles with each layer
+        + [row(eager, "cuda", "eager", d, 40) for d in depths]  # eager GPU: launch-bound, flat
+        + [row(graph, "cuda", "graph", d, 10) for d in depths]  # graph: 4x less
+        + [row(alone, "cuda", "eager", 4, 20, total_s=3.0, seed=s, epochs=200) for s in range(2)]
+        + [row(fused, "cuda", "eager", 4, 30, total_s=6.0, seed=s, epochs=200, fused_members=8, fused_group="g")
            for s in range(8)]
     ).to_pandas()
     from analysis.load import arm_labels

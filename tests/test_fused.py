@@ -8,6 +8,7 @@ from sweeps.space import Space, groups
 from trainables.config import TrialConfig
 from trainables.fused import fusion_key, run_fused
 from trainables.train import run_trial
+from trainables.trial import resolve
 
 
 @pytest.mark.parametrize("workload, kw, lrs", [
@@ -16,7 +17,7 @@ from trainables.train import run_trial
     ("tabular", dict(dataset_size=512, epochs=3), [1e-3, 3e-3, 1e-3]),  # Adam, shuffled, a test split
 ])
 def test_a_fused_member_reproduces_the_trial_run_alone(workload, kw, lrs):
-    members = [TrialConfig(workload, seed=seed, lr=lr, **kw) for seed, lr in enumerate(lrs)]
+    members = [resolve(TrialConfig(workload, seed=seed, lr=lr, **kw)) for seed, lr in enumerate(lrs)]
     fused = run_fused(members)
     for member, row in zip(members, fused):
         alone = run_trial(member)
@@ -29,21 +30,21 @@ def test_a_fused_member_reproduces_the_trial_run_alone(workload, kw, lrs):
 
 
 def test_only_configs_that_differ_in_seed_and_lr_fuse():
-    base = TrialConfig("peaks", dataset_size=400, epochs=3)
-    assert fusion_key(base) == fusion_key(TrialConfig("peaks", dataset_size=400, epochs=3, seed=4, lr=0.5))
-    assert fusion_key(base) != fusion_key(TrialConfig("peaks", dataset_size=900, epochs=3))
-    assert fusion_key(TrialConfig("lenet")) is None  # a CNN
-    assert fusion_key(TrialConfig("disc", device="ddp-cpu:2")) is None
+    base = resolve(TrialConfig("peaks", dataset_size=400, epochs=3))
+    assert fusion_key(base) == fusion_key(resolve(TrialConfig("peaks", dataset_size=400, epochs=3, seed=4, lr=0.5)))
+    assert fusion_key(base) != fusion_key(resolve(TrialConfig("peaks", dataset_size=900, epochs=3)))
+    assert fusion_key(resolve(TrialConfig("lenet"))) is None  # a CNN
+    assert fusion_key(resolve(TrialConfig("disc", device="ddp-cpu:2"))) is None
 
     space = Space("f", {"peaks": {"dataset_size": [400, 900], "lr": [0.01, 0.08]}, "lenet": {"epochs": [2]}},
                   repeats=3)
-    configs = space.expand()
-    sizes = sorted(len(g) for g in groups(configs, "4"))
+    trials = space.expand()
+    sizes = sorted(len(g) for g in groups(trials, "4"))
     assert sizes == [1, 1, 1, 2, 2, 4, 4]  # lenet's 3 alone; each peaks size's 6 trials in groups of 4 and 2
-    assert sorted(len(g) for g in groups(configs, "auto")) == [1, 1, 1, 6, 6]  # small members: all fit
-    assert groups(configs, "off") == [[c] for c in configs]
+    assert sorted(len(g) for g in groups(trials, "auto")) == [1, 1, 1, 6, 6]  # small members: all fit
+    assert groups(trials, "off") == [[t] for t in trials]
     with pytest.raises(ValueError, match="fuse must be 'off', 'auto' or a number"):
-        groups(configs, "many")
+        groups(trials, "many")
 
 
 def test_a_fused_sweep_writes_a_row_per_member(local_ray, tmp_path):

@@ -11,8 +11,9 @@ import torch
 
 from sweeps.space import Space
 from trainables.config import TrialConfig
-from trainables.devices import placement
+from trainables.devices import parse, placement
 from trainables.train import run_trial
+from trainables.trial import resolve
 
 gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
 pytestmark = pytest.mark.skipif(gpus == 0, reason="needs CUDA")
@@ -39,8 +40,8 @@ FIRST_STEPS_RTOL = 1e-4
     ("lenet", dict(dataset_size=1000)),
 ])
 def test_cpu_and_gpu_first_steps_agree(no_tf32, workload, kw):
-    cpu = run_trial(TrialConfig(workload, epochs=2, **kw))
-    gpu = run_trial(TrialConfig(workload, device="cuda", epochs=2, **kw))
+    cpu = run_trial(resolve(TrialConfig(workload, epochs=2, **kw)))
+    gpu = run_trial(resolve(TrialConfig(workload, device="cuda", epochs=2, **kw)))
     print(f"{workload}: cpu {cpu['train_loss']:.8f} gpu {gpu['train_loss']:.8f}")
     assert gpu["train_loss"] == pytest.approx(cpu["train_loss"], rel=FIRST_STEPS_RTOL)
     assert gpu["peak_gpu_bytes"] > 0 and "cpu" not in gpu["device_name"].lower()
@@ -50,8 +51,8 @@ def test_seeds_claim_no_difference_in_accuracy(no_tf32):
     # seed 002: "with literally no difference in model accuracy"; its LeNet and hyper-parameters on
     # real digits, 15 epochs
     cfg = dict(dataset_size=1437, epochs=15)
-    cpu = run_trial(TrialConfig("lenet", **cfg))
-    gpu = run_trial(TrialConfig("lenet", device="cuda", **cfg))
+    cpu = run_trial(resolve(TrialConfig("lenet", **cfg)))
+    gpu = run_trial(resolve(TrialConfig("lenet", device="cuda", **cfg)))
     print(f"lenet test accuracy: cpu {cpu['test_accuracy']:.4f} gpu {gpu['test_accuracy']:.4f}")
     assert cpu["test_accuracy"] > 0.9
     assert abs(gpu["test_accuracy"] - cpu["test_accuracy"]) <= 0.01
@@ -62,19 +63,19 @@ def test_a_packed_trial_refuses_to_start_without_its_share():
     hog = torch.empty(int(free - 0.3 * total), dtype=torch.uint8, device="cuda")  # leave 30%: < 45%
     try:
         with pytest.raises(RuntimeError, match="needs its share of the card"):
-            placement("cuda/2")
-        placement("cuda/4")  # 22.5% fits
+            placement(parse("cuda/2"))
+        placement(parse("cuda/4"))  # 22.5% fits
     finally:
         del hog
         torch.cuda.empty_cache()
-        placement("cuda")  # lifts the cap again
+        placement(parse("cuda"))  # lifts the cap again
 
 
 def test_a_packed_trial_runs_within_its_cap():
-    row = run_trial(TrialConfig("disc", device="cuda/8", depth=8, epochs=3))
+    row = run_trial(resolve(TrialConfig("disc", device="cuda/8", depth=8, epochs=3)))
     total = torch.cuda.get_device_properties(0).total_memory
     assert row["status"] == "ok" and row["peak_gpu_bytes"] < 0.9 / 8 * total
-    placement("cuda")
+    placement(parse("cuda"))
 
 
 def test_a_cpu_trial_on_a_gpu_node_never_touches_the_gpu(local_gpu_ray):
@@ -84,7 +85,7 @@ def test_a_cpu_trial_on_a_gpu_node_never_touches_the_gpu(local_gpu_ray):
     def cpu_trial():
         import os
 
-        row = run_trial(TrialConfig("disc", depth=4, epochs=2))
+        row = run_trial(resolve(TrialConfig("disc", depth=4, epochs=2)))
         return row["device_name"], torch.cuda.is_initialized(), os.environ.get("CUDA_VISIBLE_DEVICES")
 
     device_name, initialised, visible = ray.get(cpu_trial.remote())
@@ -95,8 +96,8 @@ def test_a_cpu_trial_on_a_gpu_node_never_touches_the_gpu(local_gpu_ray):
 @two_gpus
 def test_a_two_gpu_pipeline_matches_one_gpu(no_tf32):
     kw = dict(depth=8, width=1024, dataset_size=4096, batch_size=512, epochs=3)
-    one = run_trial(TrialConfig("tabular", device="cuda", **kw))
-    piped = run_trial(TrialConfig("tabular", device="pipe:2", micro_batches=4, **kw))
+    one = run_trial(resolve(TrialConfig("tabular", device="cuda", **kw)))
+    piped = run_trial(resolve(TrialConfig("tabular", device="pipe:2", micro_batches=4, **kw)))
     assert "+" in piped["device_name"]
     # micro-batches change the matrix products' shapes, so cuBLAS sums in another order: 3 epochs
     # of 8 steps drift further than the first steps do
@@ -122,8 +123,8 @@ def test_ddp_on_two_gpus_over_nccl_matches_one_gpu(no_tf32, local_gpu_ray, tmp_p
     ("mnist_cnn", dict(dataset_size=1000)),  # dropout's random numbers inside the graph
 ])
 def test_the_captured_step_trains_as_the_eager_one(no_tf32, workload, kw):
-    eager = run_trial(TrialConfig(workload, device="cuda", epochs=4, **kw))
-    graph = run_trial(TrialConfig(workload, device="cuda", epochs=4, engine="graph", **kw))
+    eager = run_trial(resolve(TrialConfig(workload, device="cuda", epochs=4, **kw)))
+    graph = run_trial(resolve(TrialConfig(workload, device="cuda", epochs=4, engine="graph", **kw)))
     print(f"{workload}: eager {eager['epoch_s_median'] * 1e3:.3f} ms/epoch, graph {graph['epoch_s_median'] * 1e3:.3f}, "
           f"capture {graph['compile_s']:.3f} s")
     assert graph["compile_s"] > 0
@@ -135,8 +136,8 @@ def test_the_captured_step_trains_as_the_eager_one(no_tf32, workload, kw):
 
 def test_the_compiled_model_on_the_gpu_trains_as_the_eager_one(no_tf32):
     kw = dict(depth=8, epochs=5)
-    eager = run_trial(TrialConfig("disc", device="cuda", **kw))
-    compiled = run_trial(TrialConfig("disc", device="cuda", engine="compile", **kw))
+    eager = run_trial(resolve(TrialConfig("disc", device="cuda", **kw)))
+    compiled = run_trial(resolve(TrialConfig("disc", device="cuda", engine="compile", **kw)))
     print(f"disc depth 8: eager {eager['epoch_s_median'] * 1e3:.3f} ms/epoch, compile "
           f"{compiled['epoch_s_median'] * 1e3:.3f} (warm-up with compilation {compiled['warmup_s']:.1f} s)")
     assert compiled["loss_curve"] == pytest.approx(eager["loss_curve"], rel=1e-3)

@@ -1,4 +1,4 @@
-"""The overhead benchmark (sweeps/overhead.py): its figures recover overheads planted in rows, and its
+"""The overhead benchmark (sweeps/overhead.py, figures in analysis/overhead.py): its figures recover overheads planted in rows, and its
 smoke run on a real local Ray prints figures that the rows and the sweep record give again."""
 
 import json
@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeps import overhead
+from analysis import overhead
+from sweeps import overhead as benchmark
 
 
 def planted(n: int, trial_s: float, start_s: float, gap_s: float) -> tuple[pd.DataFrame, dict]:
@@ -50,7 +51,7 @@ def test_failed_trials_are_refused():
 
 
 def test_smoke_run_prints_figures_the_rows_give_again(local_ray, tmp_path, capsys):
-    assert overhead.main(["--smoke", "--out", str(tmp_path)]) == 0
+    assert benchmark.main(["--smoke", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out.splitlines()
     header = overhead.header().split("  ")
     lines = [dict(zip(header, line.split("  "))) for line in printed if line.startswith("0.05  ")]

@@ -12,8 +12,8 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from sweeps import schema
-from sweeps.space import Space, resources_for
+from analysis import schema
+from sweeps.space import CPU_NODE, Space, groups, resources_for
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"disc": {"depth": [2, 3], "epochs": [3]}, "peaks": {"dataset_size": [100], "epochs": [5]}}
@@ -68,7 +68,7 @@ def test_a_failing_trial_becomes_a_failed_row_and_the_sweep_goes_on(local_ray, t
     ({"disc": {"width": [8, 0]}}, ("cpu",), "width must be an integer >= 1, got 0 (sweep 'bad', workload 'disc', axis width)"),
     ({"nope": {}}, ("cpu",), "workload must be one of"),
     ({"disc": {}}, ("cpu", "tpu"), "device must be one of the forms ['cpu', 'cuda', 'cuda/K', 'ddp:N', 'ddp-cpu:N', 'pipe:N'], got 'tpu' "
-     "(sweep 'bad', workload 'disc', axis device)"),
+     "(sweep 'bad', axis device)"),
     ({"disc": {"batch_size": [5000]}}, ("cpu",), "batch_size must be <= dataset_size (1000), got 5000"),
     ({"disc": {"colour": [1]}}, ("cpu",), "axis must be one of"),
     ({"disc": {"depth": []}}, ("cpu",), "depth needs a non-empty list"),
@@ -80,10 +80,14 @@ def test_a_bad_space_is_refused_before_anything_runs(grids, devices, words, tmp_
     assert not (tmp_path / "bad").exists()
 
 
-def test_resources_follow_the_device():
-    cpu = Space("r", {"disc": {}}, ("cpu", "cuda"), cpu_threads=4).expand()
-    requests = {c.device: resources_for({"trials": [c.to_dict()]}) for c in cpu}
+def test_each_grid_point_carries_the_resources_of_its_device():
+    space = Space("r", {"disc": {}}, ("cpu", "cuda"), cpu_threads=4)
+    points = space.param_space(groups(space.expand(), "off"))["group"]["grid_search"]
+    requests = {p["trials"][0]["device"]: resources_for({"group": p}) for p in points}
     assert requests == {"cpu": {"cpu": 4, "gpu": 0}, "cuda": {"cpu": 1, "gpu": 1.0}}
+    marked = Space("r", {"disc": {}}, ("cpu", "cuda"), cpu_threads=4, cpu_nodes_only=True)
+    assert [marked.request(t) for t in marked.expand()] == [{"cpu": 4, "gpu": 0, CPU_NODE: 0.001},
+                                                            {"cpu": 1, "gpu": 1.0}]
 
 
 def test_killed_sweep_resumes_without_losing_or_duplicating_rows(tmp_path):

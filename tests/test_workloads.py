@@ -8,12 +8,12 @@ import torch
 
 from trainables.config import ConfigError, TrialConfig
 from trainables.train import run_trial
-from trainables.workloads import WORKLOADS, n_params, resolve
+from trainables.trial import resolve
+from trainables.workloads import WORKLOADS, n_params
 
 
 def model(workload, **kw):
-    cfg = resolve(TrialConfig(workload, **kw))
-    return WORKLOADS[workload].make_model(cfg)
+    return WORKLOADS[workload].make_model(resolve(TrialConfig(workload, **kw)).cfg)
 
 
 def test_disc_depth_10_has_the_seeds_700k_parameters():
@@ -37,9 +37,9 @@ def test_width_gives_the_plain_mlp_and_multiplies_cnn_channels():
 
 
 def test_defaults_are_the_seeds_hyperparameters():
-    cfg = resolve(TrialConfig("disc"))
+    cfg = resolve(TrialConfig("disc")).cfg
     assert (cfg.batch_size, cfg.dataset_size, cfg.epochs, cfg.lr) == (100, 1000, 100, 0.1)
-    peaks = resolve(TrialConfig("peaks"))
+    peaks = resolve(TrialConfig("peaks")).cfg
     assert peaks.batch_size == peaks.dataset_size == 40_000 and peaks.epochs == 2000
     opt = WORKLOADS["mnist_cnn"].make_optimizer(model("mnist_cnn").parameters(), 0.01)
     assert opt.defaults["momentum"] == 0.5
@@ -72,14 +72,14 @@ def test_bad_configs_are_refused_by_name(kw, field, words):
 def test_one_seeded_step_gives_the_same_loss_on_1_and_2_threads():
     losses = []
     for threads in (1, 2):
-        row = run_trial(TrialConfig("disc", depth=8, epochs=2, warmup_epochs=1, dataset_size=200, threads=threads))
+        row = run_trial(resolve(TrialConfig("disc", depth=8, epochs=2, warmup_epochs=1, dataset_size=200, threads=threads)))
         losses.append(row["train_loss"])
         assert row["torch_threads"] == threads
     assert math.isclose(losses[0], losses[1], rel_tol=1e-5)
 
 
 def test_a_trial_reports_time_quality_and_environment():
-    row = run_trial(TrialConfig("tabular", dataset_size=512, epochs=4, batch_size=64))
+    row = run_trial(resolve(TrialConfig("tabular", dataset_size=512, epochs=4, batch_size=64)))
     assert len(row["epoch_s"]) == 3 and row["steps_per_epoch"] == 8
     assert row["epoch_s_min"] <= row["epoch_s_median"] <= row["epoch_s_max"]
     assert row["train_s"] >= sum(row["epoch_s"]) * 0.99  # the phase holds the epochs
@@ -93,24 +93,24 @@ def test_a_trial_reports_time_quality_and_environment():
 
 def test_training_learns_the_seed_task():
     # seed 000 reaches low training error within its 100 epochs; 30 suffice at depth 6
-    row = run_trial(TrialConfig("disc", depth=6, epochs=30))
+    row = run_trial(resolve(TrialConfig("disc", depth=6, epochs=30)))
     assert row["train_accuracy"] > 0.9
 
 
 def test_seed_loop_and_fast_loop_train_identically():
-    fast = run_trial(TrialConfig("disc", depth=4, epochs=3))
-    seed = run_trial(TrialConfig("disc", depth=4, epochs=3, loop="seed"))
+    fast = run_trial(resolve(TrialConfig("disc", depth=4, epochs=3)))
+    seed = run_trial(resolve(TrialConfig("disc", depth=4, epochs=3, loop="seed")))
     assert seed["train_loss"] == pytest.approx(fast["train_loss"], rel=1e-6)
 
 
 def test_a_diverging_trial_raises_a_clear_error():
     with pytest.raises(FloatingPointError, match="loss became"):
-        run_trial(TrialConfig("peaks", dataset_size=100, epochs=30, lr=1e30))
+        run_trial(resolve(TrialConfig("peaks", dataset_size=100, epochs=30, lr=1e30)))
 
 
 def test_the_compiled_model_trains_as_the_eager_one():
     kw = dict(dataset_size=400, epochs=3)
-    eager = run_trial(TrialConfig("peaks", **kw))
-    compiled = run_trial(TrialConfig("peaks", engine="compile", **kw))
+    eager = run_trial(resolve(TrialConfig("peaks", **kw)))
+    compiled = run_trial(resolve(TrialConfig("peaks", engine="compile", **kw)))
     assert compiled["loss_curve"] == pytest.approx(eager["loss_curve"], rel=1e-4)
     assert compiled["warmup_s"] > compiled["epoch_s_max"]  # compilation stayed in the warm-up

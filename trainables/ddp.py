@@ -4,31 +4,33 @@ Each of the N workers runs the same `run_trial` as any other trial, with a Place
 its rank: it builds the whole dataset from the same seed, takes its share of every global batch,
 and DDP all-reduces the gradients (NCCL on GPUs, gloo on CPUs). So `batch_size` is the global
 batch, and N workers step exactly as one process would on the same data. Rank 0's row is the
-trial's row, with every rank's throughput.
+trial's row, with every rank's throughput. The workers get the resolved Trial itself: nothing is
+resolved or parsed again in them.
 
-    run_ddp(TrialConfig("disc", device="ddp-cpu:2", threads=1))
+    run_ddp(resolve(TrialConfig("disc", device="ddp-cpu:2", threads=1)))
 """
 
 from __future__ import annotations
 
 import tempfile
 
-from trainables.config import TrialConfig
-from trainables.devices import Placement, ddp_worker_resources, parse
+import ray.train
+import ray.train.torch
+import torch.distributed as dist
+from ray.train import RunConfig, ScalingConfig
+from ray.train.torch import TorchConfig, TorchTrainer
+
+from trainables.devices import Placement, ddp_worker_resources
+from trainables.train import run_trial
+from trainables.trial import Trial
 
 _ROW = "row"
 
 
 def _worker(config: dict) -> None:
-    import ray.train
-    import ray.train.torch
-    import torch.distributed as dist
-
-    from trainables.train import run_trial
-
     context = ray.train.get_context()
     where = Placement((ray.train.torch.get_device(),), context.get_world_rank(), context.get_world_size())
-    row = run_trial(TrialConfig.from_dict(config["trial"]), where)
+    row = run_trial(config["trial"], where)
     rates = [None] * where.world
     dist.all_gather_object(rates, row["per_rank_samples_per_s"][0])
     # Ray Train 2.60 returns metrics only with a checkpoint: rank 0 attaches an empty one
@@ -37,19 +39,15 @@ def _worker(config: dict) -> None:
         ray.train.report({_ROW: {**row, "per_rank_samples_per_s": rates}}, checkpoint=checkpoint)
 
 
-def run_ddp(cfg: TrialConfig) -> dict:
-    from ray.train import RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
-
-    spec = parse(cfg.device)
-    gpu = spec.kind == "ddp"
+def run_ddp(trial: Trial) -> dict:
+    gpu = trial.spec.kind == "ddp"
     trainer = TorchTrainer(
         _worker,
-        train_loop_config={"trial": cfg.to_dict()},
-        scaling_config=ScalingConfig(num_workers=spec.count, use_gpu=gpu,
-                                     resources_per_worker=ddp_worker_resources(cfg.device, cfg.threads)),
+        train_loop_config={"trial": trial},
+        scaling_config=ScalingConfig(num_workers=trial.spec.count, use_gpu=gpu,
+                                     resources_per_worker=ddp_worker_resources(trial.spec, trial.cfg.threads)),
         torch_config=TorchConfig(backend="nccl" if gpu else "gloo"),
         # the row comes back as metrics; Train's own run folder (and the empty checkpoint) is scratch
-        run_config=RunConfig(name=f"ddp-{cfg.config_hash()}", storage_path=tempfile.gettempdir()),
+        run_config=RunConfig(name=f"ddp-{trial.hash}", storage_path=tempfile.gettempdir()),
     )
     return trainer.fit().metrics[_ROW]

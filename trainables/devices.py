@@ -9,8 +9,9 @@
     ddp-cpu:N  N CPU workers data-parallel over gloo (no GPU needed: laptops and CI)
     pipe:N     model-parallel: the model's layers split across N GPUs, micro-batches pipelined
 
-This is the one place that knows the variants: the training loop sees a `Placement` (devices, rank,
-world size) and a prepared model, whatever the device string was.
+This is the one place that knows the variants. A device string is parsed into a `DeviceSpec` when a
+config is resolved (trainables/trial.py), and everything here takes the spec: the training loop sees
+a `Placement` (devices, rank, world size) and a prepared model, whatever the device string was.
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ import re
 import socket
 from dataclasses import dataclass
 
-from trainables.config import ConfigError
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
-KINDS = ("cpu", "cuda", "ddp", "ddp-cpu", "pipe")
+from trainables.config import ConfigError
+from trainables.pipeline import Pipeline
+
 DEVICES = ("cpu", "cuda", "cuda/K", "ddp:N", "ddp-cpu:N", "pipe:N")  # the forms, for help texts
 _FORM = re.compile(r"^(cpu|cuda)(?:/(\d+))?$|^(ddp|ddp-cpu|pipe):(\d+)$")
 # Packed trials share 90% of the card: the rest holds each process's CUDA context.
@@ -30,7 +35,7 @@ PACKED_MEMORY = 0.9
 
 @dataclass(frozen=True)
 class DeviceSpec:
-    kind: str  # one of KINDS
+    kind: str  # cpu, cuda, ddp, ddp-cpu or pipe
     count: int  # cuda: trials per GPU (K); ddp: workers; pipe: stages (GPUs); cpu: 1
 
     @property
@@ -53,14 +58,13 @@ def parse(device: str) -> DeviceSpec:
     return DeviceSpec(single or multi, count)
 
 
-def resources(device: str, threads: int) -> dict:
+def resources(spec: DeviceSpec, threads: int) -> dict:
     """What the Tune trial asks Ray for.
 
     A CPU trial asks for its cores; a GPU trial for its GPU (or its 1/K share, or N GPUs for a
     pipeline) and one core. A data-parallel trial is only the driver of its TorchTrainer, whose
     workers ask for their own resources (`ddp_worker_resources`), so it asks for a fraction of a core.
     """
-    spec = parse(device)
     if spec.kind == "cpu":
         return {"cpu": threads, "gpu": 0}
     if spec.kind == "cuda":
@@ -70,18 +74,16 @@ def resources(device: str, threads: int) -> dict:
     return {"cpu": 0.25, "gpu": 0}
 
 
-def threads_for(device: str, cpu_threads: int) -> int:
+def threads_for(spec: DeviceSpec, cpu_threads: int) -> int:
     """CPU threads of one process of a trial: a CPU trial has them all, ddp-cpu workers share them,
     a GPU trial's process drives its GPU with one."""
-    spec = parse(device)
     if spec.kind == "cpu":
         return cpu_threads
     return max(1, cpu_threads // spec.count) if spec.kind == "ddp-cpu" else 1
 
 
-def ddp_worker_resources(device: str, threads: int) -> dict:
+def ddp_worker_resources(spec: DeviceSpec, threads: int) -> dict:
     """Ray Train's resources_per_worker for a data-parallel trial: a GPU each, or `threads` cores."""
-    spec = parse(device)
     return {"CPU": 1, "GPU": 1} if spec.kind == "ddp" else {"CPU": threads}
 
 
@@ -111,41 +113,30 @@ class Placement:
         what is free, leaving the rest to the model, its gradients and activations."""
         if not self.is_cuda:
             return True
-        import torch
-
         return nbytes <= 0.5 * torch.cuda.mem_get_info(self.input_device)[0]
 
     def prepare(self, model):
         """The model placed: on the device, split into pipeline stages, or wrapped for DDP."""
         if len(self.devices) > 1:
-            from trainables.pipeline import Pipeline
-
             return Pipeline(model, self.devices, self.micro_batches)
         model = model.to(self.input_device)
         if self.world > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
             return DistributedDataParallel(model, device_ids=[self.input_device] if self.is_cuda else None)
         return model
 
     def all_reduce(self, tensor):
         """Sum over the data-parallel group (identity for one process)."""
         if self.world > 1:
-            import torch.distributed as dist
-
             dist.all_reduce(tensor)
         return tensor
 
 
-def placement(device: str, micro_batches: int | None = None) -> Placement:
+def placement(spec: DeviceSpec, micro_batches: int | None = None) -> Placement:
     """The Placement of a single-process trial (cpu, cuda, cuda/K, pipe:N); checks the GPU first.
 
     Ray sets CUDA_VISIBLE_DEVICES to the GPUs it gave the trial, so they are cuda:0..N-1 here.
     Data-parallel workers get theirs from Ray Train (trainables/ddp.py).
     """
-    import torch
-
-    spec = parse(device)
     if not spec.uses_gpu:
         # Ray 2.60 no longer hides GPUs from zero-GPU trials: choosing the CPU explicitly is what
         # keeps a CPU trial off them.
@@ -169,8 +160,6 @@ def placement(device: str, micro_batches: int | None = None) -> Placement:
 def check_cuda(gpus: int) -> None:
     """Fails with the node's name where CUDA is missing, too few GPUs are visible, or torch has no
     kernels for the GPU (seed 001: "no kernel image is available for execution on the device")."""
-    import torch
-
     host = socket.gethostname()
     if not torch.cuda.is_available():
         raise RuntimeError(f"CUDA not available on node {host}")

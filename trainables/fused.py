@@ -9,7 +9,7 @@ by a batched SGD or Adam written to torch.optim's formulas; so a member's loss c
 would have had alone (tests/test_fused.py). The fused trial reports one row per member, its timings
 those of the whole group (`fused_members` says how many shared them).
 
-    run_fused([TrialConfig("peaks", dataset_size=2500, seed=s) for s in range(8)])
+    run_fused([resolve(TrialConfig("peaks", dataset_size=2500, seed=s)) for s in range(8)])
 """
 
 from __future__ import annotations
@@ -23,23 +23,21 @@ import time
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
-from trainables import env
-from trainables.config import TrialConfig
-from trainables.devices import parse, placement
+from trainables.devices import placement
 from trainables.neighbours import Window
-from trainables.timing import Clock, Timer, summarize
-from trainables.train import config_row
-from trainables.workloads import WORKLOADS, describe, n_params, resolve
+from trainables.rows import failed_row, measured_row
+from trainables.timing import Clock, Timer
+from trainables.trial import Trial
+from trainables.workloads import n_params
 
 FUSABLE = ("seed", "lr")  # what members may differ in
 
 
-def fusion_key(cfg: TrialConfig) -> str | None:
-    """Configs with equal keys can fuse; None where this config cannot (a CNN, a multi-GPU or packed
+def fusion_key(trial: Trial) -> str | None:
+    """Trials with equal keys can fuse; None where this one cannot (a CNN, a multi-GPU or packed
     device, an engine other than eager, the seeds' loop)."""
-    cfg = resolve(cfg)
-    spec = parse(cfg.device)
-    if not WORKLOADS[cfg.workload].sequential or spec.kind not in ("cpu", "cuda") or spec.count != 1:
+    cfg, spec = trial.cfg, trial.spec
+    if not trial.wl.sequential or spec.kind not in ("cpu", "cuda") or spec.count != 1:
         return None
     if cfg.engine != "eager" or cfg.loop != "fast":
         return None
@@ -47,13 +45,12 @@ def fusion_key(cfg: TrialConfig) -> str | None:
     return shared.config_hash()
 
 
-def member_bytes(cfg: TrialConfig) -> int:
+def member_bytes(trial: Trial) -> int:
     """What one member holds on its device: weights, gradients and two Adam moments (4 x fp32 each),
     its data, and a batch's activations through every layer (twice: forward and backward)."""
-    cfg = resolve(cfg)
-    wl = WORKLOADS[cfg.workload]
+    cfg = trial.cfg
     with torch.device("meta"):
-        model = wl.make_model(cfg)
+        model = trial.wl.make_model(cfg)
     widths = [m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear)]
     inputs = next(m.in_features for m in model.modules() if isinstance(m, torch.nn.Linear))
     return 4 * (4 * n_params(model) + cfg.dataset_size * (inputs + 1) * 5 // 4 + 2 * cfg.batch_size * sum(widths))
@@ -98,30 +95,29 @@ class FusedOptimizer:
             p.sub_(self._per_member(step_size, p) * m / denom)
 
 
-def run_fused(cfgs: list[TrialConfig]) -> list[dict]:
-    """Train the members together; one row per member (see sweeps/schema.py)."""
-    wall_start = time.perf_counter()
-    cfgs = [resolve(c) for c in cfgs]
-    keys = {fusion_key(c) for c in cfgs}
+def run_fused(trials: list[Trial]) -> list[dict]:
+    """Train the members together; one row per member (analysis/schema.py)."""
+    started = time.perf_counter()
+    keys = {fusion_key(t) for t in trials}
     if len(keys) != 1 or None in keys:
         raise ValueError(f"members of a fused trial must differ only in {FUSABLE} and be fusable (MLP workload, "
                          "cpu or cuda, eager, loop fast): use trainables.fused.fusion_key to group them")
-    first, k = cfgs[0], len(cfgs)
-    wl = WORKLOADS[first.workload]
-    where = placement(first.device)
+    first, k = trials[0].cfg, len(trials)
+    wl = trials[0].wl
+    where = placement(trials[0].spec)
     device = where.input_device
     torch.set_num_threads(first.threads)
-    clock, group = Clock(device), hashlib.sha256("".join(c.config_hash() for c in cfgs).encode()).hexdigest()[:16]
-    timer = Timer(clock)
+    group = hashlib.sha256("".join(t.hash for t in trials).encode()).hexdigest()[:16]
+    timer = Timer(Clock(where.devices))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
     with timer.phase("setup"):
         members, models = [], []
-        for cfg in cfgs:  # as run_trial does, member by member: the same data and initial weights
-            torch.manual_seed(cfg.seed)
-            members.append(wl.make_data(cfg))
-            models.append(wl.make_model(cfg))
+        for t in trials:  # as run_trial does, member by member: the same data and initial weights
+            torch.manual_seed(t.cfg.seed)
+            members.append(wl.make_data(t.cfg))
+            models.append(wl.make_model(t.cfg))
         reference = wl.make_optimizer(models[0].parameters(), first.lr)
         crit = wl.make_loss()
         base = copy.deepcopy(models[0]).to("meta")
@@ -132,16 +128,16 @@ def run_fused(cfgs: list[TrialConfig]) -> list[dict]:
         params, buffers = stack_module_state(models)
         params = {n: p.to(device).detach().requires_grad_() for n, p in params.items()}
         buffers = {n: b.to(device) for n, b in buffers.items()}
-    opt = FusedOptimizer(reference, params, [c.lr for c in cfgs])
+    opt = FusedOptimizer(reference, params, [t.cfg.lr for t in trials])
     forward = vmap(lambda p, b, xb: functional_call(base, (p, b), (xb,)))
     losses_of = vmap(crit)
     n, batch = x.shape[1], first.batch_size
     members_index = torch.arange(k, device=device).unsqueeze(1)
-    shufflers = [torch.Generator().manual_seed(c.seed) for c in cfgs]
+    shufflers = [torch.Generator().manual_seed(t.cfg.seed) for t in trials]
     loss_sum = torch.zeros(k, device=device)
     correct = torch.zeros(k, device=device, dtype=torch.long)
 
-    def epoch():
+    def epoch() -> torch.Tensor:
         loss_sum.zero_()
         correct.zero_()
         order = (torch.stack([torch.randperm(n, generator=g) for g in shufflers]).to(device) if wl.shuffle
@@ -156,19 +152,13 @@ def run_fused(cfgs: list[TrialConfig]) -> list[dict]:
             loss_sum.add_(losses.detach() if crit.reduction == "sum" else losses.detach() * idx.shape[1])
             if wl.task == "classification":
                 correct.add_((out.detach().argmax(-1) == yb).sum(-1))
+        return loss_sum
 
     with timer.phase("warmup"):
         for _ in range(first.warmup_epochs):
             epoch()
-    label = f"fused x{k} " + " ".join(f"{a}={getattr(first, a)}" for a in ("workload", "device", "depth", "width"))
-    curve = []
-    with Window(label, group) as window, timer.phase("train"):
-        marks = [clock.mark()]
-        for _ in range(first.epochs - first.warmup_epochs):
-            epoch()
-            curve.append(loss_sum.clone())
-            marks.append(clock.mark())
-    epoch_s = clock.between(marks)
+    with Window(f"fused x{k} " + trials[0].label("workload", "device", "depth", "width"), group) as window:
+        epoch_s, curve = timer.epochs(first.epochs - first.warmup_epochs, epoch)
     curves = (torch.stack(curve) / n).T.tolist()  # members x epochs
     accuracy = (correct / n).tolist() if wl.task == "classification" else [None] * k
     test_loss = test_accuracy = [None] * k
@@ -180,25 +170,18 @@ def run_fused(cfgs: list[TrialConfig]) -> list[dict]:
             if wl.task == "classification":
                 test_accuracy = ((out.argmax(-1) == test_y).float().mean(-1)).tolist()
 
-    shared = {
-        "status": "ok", "n_params": n_params(models[0]), "model": describe(models[0]),
-        **timer.columns(), "data_on_device": True, **summarize(epoch_s),
-        "steps_per_epoch": -(-n // batch),
-        # each member's share of the group's throughput: its samples in the group's time
-        "samples_per_s": n * len(epoch_s) / sum(epoch_s), "world_size": 1,
-        "fused_members": k, "fused_group": group,
-        "data_source": members[0].source, "n_test": 0 if test_x is None else test_x.shape[1],
-        "co_running": window.overlapping, **env.environment(where.devices),
-    }
-    shared["per_rank_samples_per_s"] = [shared["samples_per_s"]]
+    fused = {"fused_members": k, "fused_group": group}
     rows = []
-    for i, cfg in enumerate(cfgs):
+    for i, t in enumerate(trials):
         final = curves[i][-1]
         if not math.isfinite(final):
-            rows.append({**config_row(cfg), "status": "error", "fused_members": k, "fused_group": group,
-                         "error": f"FloatingPointError: training loss became {final} (lr {cfg.lr} may be too high)"})
+            error = f"FloatingPointError: training loss became {final} (lr {t.cfg.lr} may be too high)"
+            rows.append({**failed_row(t, error), **fused})
             continue
-        rows.append({**config_row(cfg), **shared, "train_loss": final, "loss_curve": curves[i],
-                     "train_accuracy": accuracy[i], "test_loss": test_loss[i], "test_accuracy": test_accuracy[i],
-                     "total_s": time.perf_counter() - wall_start})
+        # each member's samples_per_s is its share of the group's throughput: its samples in the group's time
+        rows.append(measured_row(
+            t, models[0], timer, epoch_s, n, where.devices, started, **fused, data_on_device=True,
+            train_loss=final, loss_curve=curves[i], train_accuracy=accuracy[i], test_loss=test_loss[i],
+            test_accuracy=test_accuracy[i], data_source=members[0].source,
+            n_test=0 if test_x is None else test_x.shape[1], co_running=window.overlapping))
     return rows

@@ -1,36 +1,48 @@
 """All timing lives here: synchronised phases, per-epoch marks, and their summary.
 
-Phases (setup, h2d, warmup, train, eval) synchronise the device on both sides and read
-`time.perf_counter`. Epochs inside the timed training are marked without a host sync: on a GPU
-with CUDA events recorded on the stream, read once at the end; on the CPU with perf_counter, since
-CPU work is synchronous. So the measured loop itself never waits on the host.
+Phases (analysis.schema.PHASES: setup, h2d, warmup, train, eval) synchronise every device of the
+trial on both sides and read `time.perf_counter`. Epochs inside the timed training are marked
+without a host sync: on GPUs with CUDA events, read once at the end; on the CPU with perf_counter,
+since CPU work is synchronous. So the measured loop itself never waits on the host.
+
+One clock watches all of a trial's devices: a pipeline's epoch ends when its last stage and its
+first stage's backward pass and optimiser step are all done, so each mark is recorded on the last
+device's stream after that stream has waited for every other device's.
 """
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+from typing import Callable
 
 import torch
 
+from analysis.schema import COMPILE_PHASE, PHASES
+
 
 class Clock:
-    """Marks points in time on one device's stream and measures between them."""
+    """Marks points in time on a trial's devices (one, or a pipeline's stages) and measures between them."""
 
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self.device = device
+    def __init__(self, devices: tuple[torch.device, ...]):
+        self.cuda = devices[0].type == "cuda"
+        self.devices = devices
 
     def sync(self) -> None:
         if self.cuda:
-            torch.cuda.synchronize(self.device)
+            for device in self.devices:
+                torch.cuda.synchronize(device)
 
     def mark(self):
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
+        """A point after all work queued so far on every device: an event on the last device's stream."""
+        if not self.cuda:
+            return time.perf_counter()
+        last = torch.cuda.current_stream(self.devices[-1])
+        for device in self.devices[:-1]:
+            last.wait_stream(torch.cuda.current_stream(device))
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(last)
+        return event
 
     def between(self, marks: list) -> list[float]:
         """Seconds between consecutive marks; synchronises once on a GPU."""
@@ -60,8 +72,19 @@ class Timer:
     def columns(self) -> dict:
         """The row's phase columns: seconds of each phase (0 if it did not run), and of the graph
         capture where there was one (else null)."""
-        return {**{f"{name}_s": self.phases.get(name, 0.0) for name in ("setup", "h2d", "warmup", "train", "eval")},
-                "compile_s": self.phases.get("compile")}
+        return {**{f"{name}_s": self.phases.get(name, 0.0) for name in PHASES},
+                f"{COMPILE_PHASE}_s": self.phases.get(COMPILE_PHASE)}
+
+    def epochs(self, n: int, epoch: Callable[[], torch.Tensor]) -> tuple[list[float], list[torch.Tensor]]:
+        """`n` epochs in the phase 'train', each marked on the clock: their seconds, and what each
+        `epoch()` returned (its loss sum, a device tensor copied without a host sync)."""
+        sums = []
+        with self.phase("train"):
+            marks = [self.clock.mark()]
+            for _ in range(n):
+                sums.append(epoch().detach().clone())
+                marks.append(self.clock.mark())
+        return self.clock.between(marks), sums
 
 
 def summarize(epoch_s: list[float]) -> dict:

@@ -1,34 +1,28 @@
-"""One trial, measured: the single training loop for every device, and the Tune trainable around it.
+"""One trial, measured: the single training loop for every device.
 
-    run_trial(TrialConfig(workload="disc", depth=6))   # pure: returns the row's measured fields
-    trainable({"trials": [{...}]})                    # what Tune runs: reports its rows once
+    run_trial(resolve(TrialConfig(workload="disc", depth=6)))   # pure: returns the trial's row
 
 The loop keeps data (where it fits) and model on the trial's device and, in `loop="fast"` mode, never
 syncs with the host inside an epoch: the loss and correct counts accumulate as device tensors; the
 engine (`Loop`) runs each step eagerly, compiled, or replayed from one CUDA graph. `loop="seed"`
 reproduces the seeds' own loop (a `.item()` every step, the loss summed into a tensor that keeps
-its graph, as seed 000 did) so the seeds' figures can be compared like for like.
+its graph, as seed 000 did) so the seeds' figures can be compared like for like. The Tune entry
+point around it is trainables/trainable.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-import traceback
 
 import torch
 
-from trainables import env
-from trainables.config import TrialConfig
 from trainables.data import Data
-from trainables.devices import Placement, parse, placement, resources
+from trainables.devices import Placement, placement
 from trainables.neighbours import Window
-from trainables.timing import Clock, Timer, summarize
-from trainables.workloads import WORKLOADS, Workload, describe, n_params, resolve
-
-ROW_KEY = "crossover_row"  # the key under which a trial reports its row to Tune
-_LABEL = ("workload", "device", "depth", "width", "batch_size", "dataset_size", "seed")  # names a trial
-
+from trainables.rows import measured_row
+from trainables.timing import Clock, Timer
+from trainables.trial import Trial
 
 def _batches(n: int, batch_size: int, order, rank: int, world: int):
     """Index pairs (inputs, targets) of one epoch: each global batch in order, this rank's share of it.
@@ -60,8 +54,9 @@ class Loop:
     `loop="seed"`, which reproduces the seeds' `.item()` every step.
     """
 
-    def __init__(self, cfg: TrialConfig, wl: Workload, model, opt, crit, data: Data, where: Placement):
-        self.cfg, self.wl, self.model, self.opt, self.crit, self.data, self.where = cfg, wl, model, opt, crit, data, where
+    def __init__(self, trial: Trial, model, opt, crit, data: Data, where: Placement):
+        self.cfg, self.wl, self.model, self.opt, self.crit, self.data, self.where = \
+            trial.cfg, trial.wl, model, opt, crit, data, where
         self.loss_sum = torch.zeros((), device=where.output_device)
         self.correct = torch.zeros((), device=where.output_device, dtype=torch.long)
         self.graph = None
@@ -85,8 +80,9 @@ class Loop:
         if self.wl.task == "classification":
             self.correct += (out.detach().argmax(1) == yb).sum()
 
-    def epoch(self, order) -> None:
-        """One epoch; `order` is a permutation on the inputs' and the targets' devices, or None."""
+    def epoch(self, order) -> torch.Tensor:
+        """One epoch; `order` is a permutation on the inputs' and the targets' devices, or None.
+        Returns the epoch's loss sum (a device tensor: no host sync)."""
         self.model.train()
         self.loss_sum = self.loss_sum.detach().zero_()
         self.correct.zero_()
@@ -99,6 +95,7 @@ class Loop:
                 self.static_ix.copy_(ix, non_blocking=True)
                 self.static_iy.copy_(iy, non_blocking=True)
                 self.graph.replay()
+        return self.loss_sum
 
     def capture(self) -> None:
         """Record the step in a CUDA graph (engine 'graph'); the warm-up has run on a side stream."""
@@ -112,7 +109,7 @@ class Loop:
 
 
 @torch.no_grad()
-def evaluate(wl: Workload, model, crit, data: Data, batch_size: int, where: Placement):
+def evaluate(wl, model, crit, data: Data, batch_size: int, where: Placement):
     """Mean loss per sample and accuracy on the test split, whole, in every process."""
     model.eval()
     loss_sum = torch.zeros((), device=where.output_device)
@@ -127,19 +124,16 @@ def evaluate(wl: Workload, model, crit, data: Data, batch_size: int, where: Plac
     return loss_sum.item() / data.n_test, accuracy
 
 
-def run_trial(cfg: TrialConfig, where: Placement | None = None) -> dict:
-    """Train one configuration and return the row's measured fields (see sweeps/schema.py).
+def run_trial(trial: Trial, where: Placement | None = None) -> dict:
+    """Train one configuration and return its row (analysis/schema.py).
 
-    `where` is given by a data-parallel worker (trainables/ddp.py); otherwise the device string
-    decides it here.
+    `where` is given by a data-parallel worker (trainables/ddp.py); otherwise the trial's device decides it.
     """
-    wall_start = time.perf_counter()
-    cfg = resolve(cfg)
-    wl = WORKLOADS[cfg.workload]
-    where = where or placement(cfg.device, cfg.micro_batches)
+    started = time.perf_counter()
+    cfg, wl = trial.cfg, trial.wl
+    where = where or placement(trial.spec, cfg.micro_batches)
     torch.set_num_threads(cfg.threads)
-    clock = Clock(where.output_device)
-    timer = Timer(clock)
+    timer = Timer(Clock(where.devices))
     for device in where.devices:
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -163,7 +157,7 @@ def run_trial(cfg: TrialConfig, where: Placement | None = None) -> dict:
         for group in opt.param_groups:
             if "capturable" in group:  # Adam: its step count lives on the device from the first step on
                 group["capturable"] = True
-    loop = Loop(cfg, wl, model, opt, wl.make_loss(), data, where)
+    loop = Loop(trial, model, opt, wl.make_loss(), data, where)
     shuffler = torch.Generator().manual_seed(cfg.seed)  # on the CPU, so every device sees one order
 
     def order():
@@ -182,101 +176,24 @@ def run_trial(cfg: TrialConfig, where: Placement | None = None) -> dict:
         torch.cuda.current_stream(where.input_device).wait_stream(side)
         with timer.phase("compile"):
             loop.capture()
-    label = " ".join(f"{k}={v}" for k, v in config_row(cfg).items() if k in _LABEL and v is not None)
-    curve = []
-    with Window(label, cfg.config_hash()) as window, timer.phase("train"):
-        marks = [clock.mark()]
-        for _ in range(cfg.epochs - cfg.warmup_epochs):
-            loop.epoch(order())
-            curve.append(loop.loss_sum.detach().clone())
-            marks.append(clock.mark())
-    epoch_s = clock.between(marks)
-    loss_sum, correct = loop.loss_sum, loop.correct
+    with Window(trial.label(), trial.hash) as window:
+        epoch_s, curve = timer.epochs(cfg.epochs - cfg.warmup_epochs, lambda: loop.epoch(order()))
 
-    train_loss = where.all_reduce(loss_sum).item() / len(data.x)
+    n = len(data.x)
+    train_loss = where.all_reduce(loop.loss_sum).item() / n
     if not torch.isfinite(torch.tensor(train_loss)):
         raise FloatingPointError(f"training loss became {train_loss} (lr {cfg.lr} may be too high)")
-    train_accuracy = where.all_reduce(correct).item() / len(data.x) if wl.task == "classification" else None
+    classifies = wl.task == "classification"
+    train_accuracy = where.all_reduce(loop.correct).item() / n if classifies else None
     test_loss = test_accuracy = None
     if data.n_test:
         with timer.phase("eval"):
             test_loss, test_accuracy = evaluate(wl, model, loop.crit, data, wl.test_batch_size or cfg.batch_size, where)
 
-    timed = summarize(epoch_s)
-    samples_per_s = len(data.x) * len(epoch_s) / sum(epoch_s)
-    return {
-        **config_row(cfg),
-        "status": "ok",
-        "n_params": n_params(model),
-        "model": describe(model),
-        **timer.columns(),
-        "data_on_device": data.x.device == where.input_device,
-        **timed,
-        "steps_per_epoch": -(-len(data.x) // cfg.batch_size),
-        "samples_per_s": samples_per_s,
-        "world_size": where.world,
-        "fused_members": 1,
-        "per_rank_samples_per_s": [samples_per_s / where.world],
-        "train_loss": train_loss,
-        "loss_curve": [c / len(data.x) for c in where.all_reduce(torch.stack(curve)).tolist()],
-        "train_accuracy": train_accuracy,
-        "test_loss": test_loss,
-        "test_accuracy": test_accuracy,
-        "data_source": data.source,
-        "n_test": data.n_test,
-        "co_running": window.overlapping,
-        **env.environment(where.devices),
-        "total_s": time.perf_counter() - wall_start,
-    }
-
-
-def config_row(cfg: TrialConfig) -> dict:
-    """The config's columns of a row, with the seed's defaults filled in (cfg must be valid)."""
-    cfg = resolve(cfg)
-    asked = resources(cfg.device, cfg.threads)
-    return {
-        "config_hash": cfg.config_hash(),
-        "workload": cfg.workload, "device": cfg.device, "depth": cfg.depth, "width": cfg.width,
-        "batch_size": cfg.batch_size, "dataset_size": cfg.dataset_size, "epochs": cfg.epochs,
-        "warmup_epochs": cfg.warmup_epochs, "lr": cfg.lr, "loop": cfg.loop, "engine": cfg.engine, "seed": cfg.seed,
-        "data_requested": cfg.data if WORKLOADS[cfg.workload].images else "generated",
-        "cpus_requested": asked["cpu"], "gpus_requested": asked["gpu"],
-        "micro_batches": cfg.micro_batches,
-        "exclusive": cfg.exclusive,
-    }
-
-
-def failed_row(cfg: TrialConfig, error: str) -> dict:
-    return {**config_row(cfg), "status": "error", "error": error}
-
-
-def error_text(exc: BaseException) -> str:
-    """The exception's type and message, then the innermost frames: enough to act on."""
-    frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    return f"{type(exc).__name__}: {exc}\n" + "".join(frames[-3:])
-
-
-def trainable(config: dict) -> None:
-    """Tune function trainable: one trial (or one fused group of them), one report of its rows.
-    A failure is reported as rows, not raised."""
-    # torch.optim's first optimizer imports torch._dynamo: 1.2 s on 2 cores that a fresh worker's
-    # first trial counted in its total_s (sweeps/overhead.py, first_s); here it is outside total_s.
-    import torch._dynamo  # noqa: F401
-    from ray import tune
-
-    cfgs = [TrialConfig.from_dict(c) for c in config["trials"]]
-    try:
-        if len(cfgs) > 1:
-            from trainables.fused import run_fused
-
-            rows = run_fused(cfgs)
-        elif parse(cfgs[0].device).distributed:
-            from trainables.ddp import run_ddp
-
-            rows = [run_ddp(cfgs[0])]
-        else:
-            rows = [run_trial(cfgs[0])]
-    except Exception as exc:  # any failure is a measurement too: it becomes rows
-        text = error_text(exc)
-        rows = [{**failed_row(cfg, text), **env.environment(())} for cfg in cfgs]
-    tune.report({ROW_KEY: rows})
+    row = measured_row(
+        trial, model, timer, epoch_s, n, where.devices, started,
+        world_size=where.world, data_on_device=data.x.device == where.input_device,
+        train_loss=train_loss, loss_curve=[c / n for c in where.all_reduce(torch.stack(curve)).tolist()],
+        train_accuracy=train_accuracy, test_loss=test_loss, test_accuracy=test_accuracy,
+        data_source=data.source, n_test=data.n_test, co_running=window.overlapping)
+    return {**row, "per_rank_samples_per_s": [row["samples_per_s"] / where.world]}

@@ -17,12 +17,11 @@ Axes, per workload (anything else is refused):
 - all: batch_size, dataset_size (peaks: a perfect square, N x N), epochs, lr.
 Seed 004 does not print its values; its defaults here are ours, chosen to run in seconds on a CPU.
 The image workloads' 60,000 samples are MNIST's; without MNIST they fall back as trainables/data.py says.
+trainables/trial.py fills a config's unset axes from these defaults and checks every field.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,9 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from analysis.schema import SEED_AXES
 from trainables import data as datasets
-from trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig
-from trainables.devices import parse as parse_device
+from trainables.config import TrialConfig
 
 
 def mlp(sizes: list[int]) -> nn.Sequential:
@@ -83,8 +82,7 @@ class LeNet(nn.Module):
 @dataclass(frozen=True)
 class Workload:
     name: str
-    seed_doc: str  # file in shared/seeds the defaults come from
-    defaults: dict  # the seed's value for each axis
+    defaults: dict  # the seed's value of each of analysis.schema.SEED_AXES
     axes: frozenset  # axes a sweep may vary
     task: str  # 'classification' or 'regression'
     shuffle: bool  # reshuffle the training set every epoch, as the seed's DataLoader did
@@ -101,7 +99,7 @@ class Workload:
         return not self.images
 
 
-_COMMON = frozenset({"batch_size", "dataset_size", "epochs", "lr"})
+_COMMON = frozenset(SEED_AXES) - {"depth", "width"}  # every workload has these; depth and width, some
 
 
 def _disc_model(cfg: TrialConfig) -> nn.Module:
@@ -120,7 +118,7 @@ def _images(cfg: TrialConfig) -> datasets.Data:
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload(
-        "disc", "000_4803acef5e693e0f.txt",
+        "disc",
         dict(depth=10, width=None, batch_size=100, dataset_size=1000, epochs=100, lr=0.1),
         _COMMON | {"depth", "width"}, "classification", shuffle=False,
         make_data=lambda c: datasets.disc(c.dataset_size, c.seed),
@@ -129,7 +127,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr),
     ),
     Workload(
-        "mnist_cnn", "001_932a303306f134f4.txt",
+        "mnist_cnn",
         dict(depth=None, width=1, batch_size=200, dataset_size=60000, epochs=25, lr=0.01),
         _COMMON | {"width"}, "classification", shuffle=True,
         make_data=_images,
@@ -139,7 +137,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         test_batch_size=800, images=True,
     ),
     Workload(
-        "lenet", "002_e8c1416af01127c2.txt",
+        "lenet",
         dict(depth=None, width=1, batch_size=100, dataset_size=60000, epochs=50, lr=1e-3),
         _COMMON | {"width"}, "classification", shuffle=True,
         make_data=_images,
@@ -149,7 +147,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         images=True,
     ),
     Workload(
-        "peaks", "003_c32c5232895d2b1c.txt",
+        "peaks",
         dict(depth=2, width=None, batch_size=None, dataset_size=40000, epochs=2000, lr=0.08),
         _COMMON | {"depth", "width"}, "regression", shuffle=False,
         make_data=lambda c: datasets.peaks(c.dataset_size),
@@ -158,7 +156,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         make_optimizer=lambda p, lr: torch.optim.Adam(p, lr=lr),
     ),
     Workload(
-        "tabular", "004_e31c4d72aa4c373b.txt",
+        "tabular",
         dict(depth=2, width=64, batch_size=64, dataset_size=10000, epochs=20, lr=1e-3),
         _COMMON | {"depth", "width"}, "classification", shuffle=True,
         make_data=lambda c: datasets.tabular(c.dataset_size, c.seed),
@@ -167,89 +165,6 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         make_optimizer=lambda p, lr: torch.optim.Adam(p, lr=lr),
     ),
 ]}
-
-
-def resolve(cfg: TrialConfig) -> TrialConfig:
-    """The config with the seed's defaults filled in, every field checked.
-
-    Raises ValueError naming the field, the value and what to do; nothing runs before this passes.
-    """
-    if cfg.workload not in WORKLOADS:
-        raise ConfigError("workload", f"workload must be one of {sorted(WORKLOADS)}, got {cfg.workload!r}")
-    wl = WORKLOADS[cfg.workload]
-    spec = parse_device(cfg.device)
-    if spec.kind == "pipe" and not wl.sequential:
-        raise ConfigError("device", f"device {cfg.device!r}: a pipeline splits the MLP workloads "
-                                    f"(disc, peaks, tabular), not {wl.name}")
-    for axis in ("depth", "width"):
-        if axis not in wl.axes and getattr(cfg, axis) not in (None, wl.defaults[axis]):
-            raise ConfigError(axis, f"{axis} is not an axis of workload {wl.name!r} (got {getattr(cfg, axis)}); "
-                             f"its axes are {sorted(wl.axes)}")
-    filled = {axis: wl.defaults[axis] if getattr(cfg, axis) is None else getattr(cfg, axis)
-              for axis in ("depth", "width", "batch_size", "dataset_size", "epochs", "lr")}
-    if filled["batch_size"] is None:  # full batch (peaks)
-        filled["batch_size"] = filled["dataset_size"]
-    # only a pipeline cuts batches: elsewhere the axis is dropped, so a grid over it adds no trials
-    filled["micro_batches"] = (cfg.micro_batches or 4) if spec.kind == "pipe" else None
-    cfg = dataclasses.replace(cfg, **filled)
-
-    for name in ("depth", "width", "batch_size", "dataset_size", "epochs", "threads", "micro_batches"):
-        value = getattr(cfg, name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ConfigError(name, f"{name} must be an integer >= 1, got {value!r}")
-    if wl.name == "disc" and cfg.width is None and cfg.depth < 2:
-        raise ConfigError("depth", f"depth must be >= 2 for disc's doubling MLP (2 -> 4 -> ... -> 2^depth -> 2), got {cfg.depth}")
-    if cfg.batch_size > cfg.dataset_size:
-        raise ConfigError("batch_size", f"batch_size must be <= dataset_size ({cfg.dataset_size}), got {cfg.batch_size}")
-    if spec.distributed and cfg.batch_size < spec.count:
-        raise ConfigError("batch_size", f"batch_size must be >= the {spec.count} workers of {cfg.device!r} "
-                                        f"(each takes a share of every batch), got {cfg.batch_size}")
-    if not 0 <= cfg.warmup_epochs < cfg.epochs:
-        raise ConfigError("warmup_epochs", f"warmup_epochs must be in [0, epochs) = [0, {cfg.epochs}), got {cfg.warmup_epochs}: "
-                         "at least one epoch must be timed")
-    if not (isinstance(cfg.lr, (int, float)) and cfg.lr > 0):
-        raise ConfigError("lr", f"lr must be a number > 0, got {cfg.lr!r}")
-    if cfg.loop not in LOOPS:
-        raise ConfigError("loop", f"loop must be one of {list(LOOPS)}, got {cfg.loop!r}")
-    _check_engine(cfg, spec)
-    if wl.name == "peaks" and math.isqrt(cfg.dataset_size) ** 2 != cfg.dataset_size:
-        n = math.isqrt(cfg.dataset_size)
-        raise ConfigError("dataset_size", f"dataset_size must be a perfect square N*N for peaks (an N x N grid), got "
-                         f"{cfg.dataset_size}; nearest: {n * n} or {(n + 1) ** 2}")
-    if wl.images:
-        if cfg.data not in DATA_SOURCES:
-            raise ConfigError("data", f"data must be one of {list(DATA_SOURCES)}, got {cfg.data!r}")
-        try:
-            datasets.image_source(cfg.data, cfg.data_dir, cfg.dataset_size)
-        except ValueError as exc:
-            raise ConfigError("data", str(exc)) from None
-    elif cfg.data != "auto":
-        raise ConfigError("data", f"data is only for image workloads (mnist_cnn, lenet); {wl.name} generates its own")
-    return cfg
-
-
-def _check_engine(cfg: TrialConfig, spec) -> None:
-    """What each engine can run: refused here, by name, rather than silently run another way."""
-    if cfg.engine not in ENGINES:
-        raise ConfigError("engine", f"engine must be one of {list(ENGINES)}, got {cfg.engine!r}")
-    if cfg.engine == "eager":
-        return
-    if spec.kind not in ("cpu", "cuda"):
-        raise ConfigError("engine", f"engine {cfg.engine!r} runs single-process trials (cpu, cuda, cuda/K), "
-                                    f"not {cfg.device!r}: use engine 'eager' there")
-    if cfg.warmup_epochs < 1:
-        raise ConfigError("warmup_epochs", f"engine {cfg.engine!r} needs warmup_epochs >= 1, so that "
-                                           "compilation or capture stays out of the timed epochs")
-    if cfg.engine == "graph":
-        if spec.kind != "cuda":
-            raise ConfigError("engine", "engine 'graph' captures a CUDA graph: it needs device cuda or cuda/K")
-        if cfg.loop == "seed":
-            raise ConfigError("loop", "loop 'seed' syncs with the host every step, which a CUDA graph cannot "
-                                      "hold: use loop 'fast' with engine 'graph'")
-        if cfg.dataset_size % cfg.batch_size:
-            raise ConfigError("batch_size", f"engine 'graph' replays one static shape, so every batch must be "
-                                            f"full: dataset_size ({cfg.dataset_size}) must be a multiple of "
-                                            f"batch_size ({cfg.batch_size})")
 
 
 def describe(model: nn.Module) -> str:

@@ -1,10 +1,12 @@
 """The Parquet row schema: one row per trial, every column named with its unit.
 
-This module is the single definition of what a results directory holds. The sweep writes rows
-with it (`sweeps/store.py`), the analysis reads them against it (`analysis/`), and neither imports
-the other's heavy dependencies: this file needs only pyarrow.
+This module is the single definition of what a results directory holds, and of the names every
+other module derives from it: the axes a sweep varies, the phases a trial is timed in, the columns
+that identify a configuration. It sits below its writers and its readers: the trainables build rows
+with these names, the sweep writes them (`sweeps/store.py`), the analysis reads them (`analysis/`),
+and this file needs only pyarrow, so every one of them reaches down to it and none back.
 
-    python -c "from sweeps.schema import describe; print(describe())"
+    python -c "from analysis.schema import describe; print(describe())"
 
 Reading a results directory as one dataset:
 
@@ -24,6 +26,21 @@ import pyarrow as pa
 SCHEMA_VERSION = 1
 
 _F64, _I64, _STR = pa.float64(), pa.int64(), pa.string()
+
+# The axes, each a config column. Sizes: what makes a model or its data bigger, the axes a crossover
+# is found along (with n_params, the model's parameters, which depth and width together set).
+SIZE_AXES = ("depth", "width", "batch_size", "dataset_size")
+# Axes whose unset value is the workload's seed's (trainables/workloads.py gives each its default).
+SEED_AXES = SIZE_AXES + ("epochs", "lr")
+# Everything a sweep's grid may set (sweeps/space.py): micro_batches only matters to pipe:N.
+GRID_AXES = SEED_AXES + ("micro_batches",)
+# Crossovers are found along these (analysis/crossover.py).
+CROSSOVER_AXES = ("n_params",) + SIZE_AXES
+# The phases of a trial, each timed synchronised into the column <phase>_s (trainables/timing.py);
+# COMPILE_PHASE runs only where an engine captures a graph, and its column is null elsewhere.
+PHASES = ("setup", "h2d", "warmup", "train", "eval")
+COMPILE_PHASE = "compile"
+PHASE_COLUMNS = tuple(f"{phase}_s" for phase in PHASES)
 
 # (name, type, description). Order is the column order in the files.
 COLUMNS: list[tuple[str, pa.DataType, str]] = [
@@ -115,7 +132,7 @@ def to_table(rows: list[dict]) -> pa.Table:
     """Rows (dicts) as a table of exactly SCHEMA; missing keys become null, unknown keys are refused."""
     unknown = sorted({key for row in rows for key in row} - set(NAMES))
     if unknown:
-        raise ValueError(f"columns not in sweeps/schema.py: {unknown}; add them to COLUMNS first")
+        raise ValueError(f"columns not in analysis/schema.py: {unknown}; add them to COLUMNS first")
     return pa.Table.from_pylist([{name: row.get(name) for name in NAMES} for row in rows], schema=SCHEMA)
 
 

@@ -1,0 +1,80 @@
+"""A trial's row: its config's columns, what was measured, and the environment (analysis/schema.py).
+
+    config_row(trial)                    # the config's columns, with the seed's defaults filled in
+    measured_row(trial, ...)             # a finished trial's whole row: run_trial and run_fused build theirs here
+    failed_row(cfg_or_trial, error)      # a failed trial's row, from whatever was resolved before it failed
+
+Every TrialConfig field that is a schema column is copied by name; the rest are named in NOT_COLUMNS
+with the column that stands for them (tests/test_rows.py checks that nothing is left out).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+
+from analysis.schema import NAMES
+from trainables import env
+from trainables.config import TrialConfig
+from trainables.timing import Timer, summarize
+from trainables.trial import Trial
+from trainables.workloads import WORKLOADS, describe, n_params
+
+# TrialConfig fields that are not columns of their own, and what the row holds instead.
+NOT_COLUMNS = {
+    "data": "data_requested (or 'generated' for the workloads that make their own data)",
+    "data_dir": "data_source, which names the directory the images were read from",
+    "threads": "cpus_requested and torch_threads",
+}
+
+
+def _fields(cfg: TrialConfig) -> dict:
+    """The config's fields that are columns, as given, and what stands for data."""
+    columns = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name in NAMES}
+    images = cfg.workload in WORKLOADS and WORKLOADS[cfg.workload].images
+    return {"config_hash": cfg.config_hash(), **columns, "data_requested": cfg.data if images else "generated"}
+
+
+def config_row(trial: Trial) -> dict:
+    """The config's columns of a row, with the seed's defaults filled in and what it asked Ray for."""
+    asked = trial.resources
+    return {**_fields(trial.cfg), "cpus_requested": asked["cpu"], "gpus_requested": asked["gpu"]}
+
+
+def failed_row(subject: Trial | TrialConfig, error: str) -> dict:
+    """The row of a trial that failed: its config's columns, as far as it was resolved, and the error.
+
+    A config that failed to resolve (a bad field) is written as it was given: nothing is resolved
+    again here, so building the row cannot fail the way the trial did."""
+    columns = config_row(subject) if isinstance(subject, Trial) else _fields(subject)
+    return {**columns, "status": "error", "error": error}
+
+
+def error_text(exc: BaseException) -> str:
+    """The exception's type and message, then the innermost frames: enough to act on."""
+    frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return f"{type(exc).__name__}: {exc}\n" + "".join(frames[-3:])
+
+
+def measured_row(trial: Trial, model, timer: Timer, epoch_s: list[float], samples: int, devices: tuple,
+                 started: float, **columns) -> dict:
+    """A finished trial's row. `samples`: training samples per epoch (all workers together);
+    `started`: the trial's perf_counter at its start; `columns`: the rest (quality, data, group)."""
+    samples_per_s = samples * len(epoch_s) / sum(epoch_s)
+    return {
+        **config_row(trial),
+        "status": "ok",
+        "n_params": n_params(model),
+        "model": describe(model),
+        **timer.columns(),
+        **summarize(epoch_s),
+        "steps_per_epoch": -(-samples // trial.cfg.batch_size),
+        "samples_per_s": samples_per_s,
+        "world_size": 1,
+        "fused_members": 1,
+        "per_rank_samples_per_s": [samples_per_s],
+        **columns,
+        **env.environment(devices),
+        "total_s": time.perf_counter() - started,
+    }
