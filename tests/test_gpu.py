@@ -105,6 +105,17 @@ def test_a_two_gpu_pipeline_matches_one_gpu(no_tf32):
 
 
 @two_gpus
+def test_a_pipeline_epoch_is_timed_the_same_by_events_and_by_a_synchronised_wall_clock():
+    # the events mark every stage's work (trainables/timing.py); train_s is perf_counter between
+    # synchronisations of both GPUs around the same epochs
+    row = run_trial(resolve(TrialConfig("tabular", device="pipe:2", micro_batches=4, depth=8, width=2048,
+                                        dataset_size=16384, batch_size=1024, epochs=7)))
+    events = sum(row["epoch_s"])
+    print(f"pipe:2: {len(row['epoch_s'])} epochs, events {events * 1e3:.2f} ms, wall clock {row['train_s'] * 1e3:.2f} ms")
+    assert events == pytest.approx(row["train_s"], rel=0.05)
+
+
+@two_gpus
 def test_ddp_on_two_gpus_over_nccl_matches_one_gpu(no_tf32, local_gpu_ray, tmp_path):
     from sweeps import runner
 

@@ -1,0 +1,87 @@
+"""A trial's row is built from one definition: every config field lands in a schema column (or names
+the one that stands for it), a failed trial becomes a row whatever failed, and the house's imports
+point down (analysis below sweeps and trainables; no circle among the trainables)."""
+
+import ast
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis import schema
+from trainables.config import TrialConfig
+from trainables.rows import NOT_COLUMNS, config_row, failed_row
+from trainables.trial import resolve
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_config_field_is_a_column_or_names_the_one_that_stands_for_it():
+    fields = {f.name for f in dataclasses.fields(TrialConfig)}
+    assert set(NOT_COLUMNS) <= fields
+    assert fields - set(NOT_COLUMNS) <= set(schema.NAMES)
+    trial = resolve(TrialConfig("tabular", device="cuda/2", depth=3))
+    row = config_row(trial)
+    assert set(row) <= set(schema.NAMES) and set(schema.CONFIG_COLUMNS) <= set(row)
+    assert (row["depth"], row["width"], row["batch_size"], row["gpus_requested"]) == (3, 64, 64, 0.5)
+    assert row["data_requested"] == "generated" and row["config_hash"] == trial.hash
+
+
+@pytest.mark.parametrize("cfg", [TrialConfig("disc", width=0), TrialConfig("nope"), TrialConfig("disc", device="tpu")])
+def test_a_config_that_cannot_resolve_still_becomes_an_error_row(cfg):
+    row = failed_row(cfg, "ConfigError: planted")
+    assert row["status"] == "error" and row["config_hash"] == cfg.config_hash()
+    assert (row["workload"], row["device"], row["width"]) == (cfg.workload, cfg.device, cfg.width)
+    assert schema.to_table([row]).num_rows == 1  # it is a row of the schema
+
+
+def test_the_trainable_reports_a_bad_config_as_its_error_row(local_ray, tmp_path):
+    from ray import tune
+
+    from trainables.trainable import ROW_KEY, trainable
+
+    bad = {"trials": [TrialConfig("disc", width=0).to_dict()], "resources": {"cpu": 1, "gpu": 0}}
+    results = tune.Tuner(tune.with_resources(trainable, {"cpu": 1}), param_space={"group": bad},
+                         run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0)).fit()
+    (row,) = results[0].metrics[ROW_KEY]
+    assert row["status"] == "error" and row["error"].startswith("ConfigError: width must be an integer >= 1, got 0")
+    assert row["width"] == 0 and row["workload"] == "disc"
+
+
+def test_analysis_imports_neither_torch_nor_ray_nor_sweeps():
+    check = ("import analysis.load, analysis.report, analysis.cost, analysis.engines, analysis.parallel, "
+             "analysis.overhead, analysis.__main__, sys; print(sorted({'torch', 'ray', 'sweeps'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _imports(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of the project it imports, from the source (module level and in functions)."""
+    graph = {}
+    for path in (ROOT / package).glob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+        graph[f"{package}.{path.stem}"] = {n for n in names if n.split(".")[0] in ("trainables", "sweeps", "analysis")}
+    return graph
+
+
+def test_imports_point_down_with_no_circle():
+    graph = {**_imports("trainables"), **_imports("sweeps"), **_imports("analysis")}
+    assert not any(n.startswith(("sweeps", "trainables")) for m in graph if m.startswith("analysis") for n in graph[m])
+    assert not any(n.startswith("sweeps") for m in graph if m.startswith("trainables") for n in graph[m])
+
+    def reaches(start: str, seen: set) -> set:
+        for n in graph.get(start, ()):
+            if n in graph and n not in seen:
+                seen.add(n)
+                reaches(n, seen)
+        return seen
+
+    circles = sorted(m for m in graph if m in reaches(m, set()))
+    assert circles == [], f"modules that import themselves back: {circles}"
