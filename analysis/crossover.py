@@ -4,25 +4,68 @@
     from analysis.crossover import find, render; print(render(find(rows)))
 
 For each workload and each axis (n_params, depth, width, batch_size, dataset_size), the rows are cut
-into slices that hold every other configuration column fixed (seeds are pooled: they are repeats).
-In a slice, each pair of arms (A, the baseline, is the CPU where there is one) is compared at every
-size both measured. The answer is one of:
+into slices that hold every other configuration column fixed. In a slice, the rows of one arm at one
+size are its runs: they differ only by `seed` (or are the same configuration measured again), so they
+are independent repeats. Each pair of arms (A, the baseline, is the CPU where there is one) is
+compared at every size both measured, on d = log(tA / tB), > 0 where B is faster.
 
-    crossover               one change of winner: the point is interpolated in log-log space between
-                            the last size where one wins and the first where the other does, i.e. where
-                            the straight lines through the two log-log points cross;
-    B faster everywhere     B wins at every measured size;
-    none in measured range  A wins at every measured size;
-    several crossings       the winner changes more than once (all crossings are listed).
+The bootstrap resamples runs, then epochs. Each draw picks, at every size and for each arm, as many
+runs as were measured, with replacement, then resamples each picked run's timed epochs (`epoch_s`)
+with replacement within that run, pools them and recomputes the statistic. Run-to-run differences
+are thus in the interval, not only the epoch-to-epoch jitter. Where a size has a single run, the draw
+can only resample that run's epochs: the interval then misses the run-to-run noise, and is narrower
+than a repeat of the run would show. With few runs it is still too narrow, as no draw lies beyond the
+measured runs' range: equal arms whose runs differ by 20% (epochs steady) were called within noise
+in 17 of 40 plantings with 3 runs a size, 36 of 40 with 5 (tests/analysis_rows.py, 9 sizes, 400
+draws). Sweep 5 seeds or more where that matters.
 
-The interval comes from a bootstrap over the repeated per-epoch times: each draw resamples every
-row's timed epochs (`epoch_s`) with replacement, pooled across repeats, recomputes the statistic at
-every size and finds the crossing again. Draws in which B wins everywhere put the crossover below the
-range (-inf), draws in which A wins everywhere above it (+inf), so an interval can be open-ended;
-`draws_agree` is the share of draws that give the same kind of answer as the measurement.
+Noise first, then winners (in the spirit of nvbench's compare, which calls a difference SAME when it
+is within the noise and FAST or SLOW beyond it). At each common size, the draws give a percentile
+interval of d at the level `confidence` shared over the n sizes (Bonferroni: each size's interval is
+at 1 - (1 - confidence) / n, so that equal arms are called equal at every size with about the
+stated confidence, not at each size alone). A size is labelled
+
+    B   the interval lies above 0: B faster beyond the noise;
+    A   it lies below 0: A faster beyond the noise;
+    =   it holds 0: within the noise (SAME or ambiguous; no winner is claimed there).
+
+Reading the labels from the smallest size up, sizes marked = are skipped, and the answer is:
+
+    within noise            every size is =: "within noise over the measured range";
+    B faster everywhere     B wins at every size with a winner (= sizes are counted in the answer);
+    none in measured range  A wins at every size with a winner;
+    crossover               the winner changes once: the first and the last winners beyond the noise
+                            differ, and a change of winner is only claimed between two such sizes. The
+                            point is where d turns sign (first turn in that direction) between the last
+                            size the first winner holds and the first size the second one does,
+                            interpolated in log-log space: where the straight line through the two
+                            log-log points meets d = 0. A sign change of d at = sizes elsewhere is noise
+                            and is not reported;
+    several crossings       the winner changes more than once; each change is placed as above and listed.
+
+`crossings` lists the measured changes of winner, `n_within_noise` counts the sizes marked =, and
+`faster_below` / `faster_above` name the first and the last winner (none where all is within noise).
+
+Every draw is read the same way. A draw is judged as a repeat measurement with the measurement's
+noise: its interval at each size is the measured interval moved to the draw's value of d. Each draw
+so gets one of the kinds in `DRAW_KINDS` (the verdicts above, a crossover split by which side is
+faster above it), `verdict_shares` holds the share of draws of each kind (they sum to 1) and
+`draws_agree` the share of the measured verdict's kind: how often a repeat would answer the same,
+not the chance that the answer is right (equal arms, 9 sizes, 1% noise: "within noise" in 39 of 40
+plantings, but only 57% of draws agree on average, as a repeat often finds one size beyond the noise).
+
+For a crossover, every draw places it: at the draw's first change of winner towards the side faster
+above the measured crossover (placed as above; in a draw with several crossings, its first crossing
+in the measured direction). A draw without such a change counts at -inf (below the range) where the
+side faster above already wins at its smallest size with a winner (B everywhere, for a crossover
+towards B), at +inf (above the range) otherwise (A everywhere). Draws within noise place nothing:
+the interval is the percentile interval (at `confidence` itself) over the other draws, and the
+answer states their share. The answer lists the share of every kind of draw where the measured kind
+has under 95% of them. Open bounds are stored as -inf and +inf, and shown as
+"<x_min (outside the measured range)" and ">x_max (outside the measured range)".
 
 Three metrics:
-    epoch_s               median time per timed epoch;
+    epoch_s               median time per timed epoch, of all the runs' epochs pooled;
     time_to_target_loss_s time until the training loss first reaches the lowest loss both arms reached
                           at that size (from each row's per-epoch `loss_curve`): h2d_s + warmup_s + the
                           timed epochs up to that one, at the pooled mean epoch time. Rows without a
@@ -31,6 +74,7 @@ Three metrics:
                           epochs. Both arms train the same model from the same seed on the same data
                           order, so they reach that loss after the same epochs; a point counts only
                           where their final losses agree within `loss_rtol`.
+A draw recomputes each from its runs (their fixed costs and epoch counts) and resampled epochs.
 
 Reads rows only (numpy, pandas); never imports torch or ray.
 """
@@ -49,17 +93,25 @@ from analysis.schema import CONFIG_COLUMNS, CROSSOVER_AXES, SIZE_AXES
 
 METRICS = ["epoch_s", "time_to_final_loss_s", "time_to_target_loss_s"]
 
+CROSSOVER, B_EVERYWHERE, A_EVERYWHERE, SEVERAL, WITHIN_NOISE, NOT_COMPUTABLE = (
+    "crossover", "B faster everywhere", "none in measured range", "several crossings", "within noise",
+    "not computable")
+# What a draw (or the measurement) can say; a crossover is split by the side faster above it
+TO_B, TO_A = f"{CROSSOVER}, B faster above", f"{CROSSOVER}, A faster above"
+DRAW_KINDS = (TO_B, TO_A, B_EVERYWHERE, A_EVERYWHERE, SEVERAL, WITHIN_NOISE)
+SHOW_SHARES_BELOW = 0.95  # the answer lists every kind's share of draws where the measured one has less
+
 
 @dataclass(frozen=True)
 class Bootstrap:
-    draws: int = 1000  # resamples of every row's epoch times
-    confidence: float = 0.95  # two-sided interval, e.g. 0.95 -> 2.5th to 97.5th percentile
+    draws: int = 1000  # resamples of every size's runs, then of each drawn run's epoch times
+    confidence: float = 0.95  # two-sided, e.g. 0.95 -> 2.5th to 97.5th percentile; shared over the sizes
     seed: int = 0  # numpy Generator seed; each slice derives its own stream from it and the slice's key
     loss_rtol: float = 0.02  # time_to_final_loss_s: final train losses of A and B within this relative gap
 
 
 def held_fixed(axis: str) -> list[str]:
-    """Configuration columns held fixed while `axis` varies (device compared, seeds pooled)."""
+    """Configuration columns held fixed while `axis` varies (device compared, seeds are runs)."""
     varied = {"device", "seed", axis} | ({"depth", "width"} if axis == "n_params" else set())
     return [c for c in CONFIG_COLUMNS if c not in varied]
 
@@ -111,7 +163,7 @@ def find(rows: pd.DataFrame, boot: Bootstrap = Bootstrap()) -> pd.DataFrame:
 
 COLUMNS = ["workload", "axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "x_min", "x_max",
            "verdict", "faster_below", "faster_above", "crossover", "ci_low", "ci_high", "draws_agree",
-           "crossings", "note"]
+           "verdict_shares", "n_within_noise", "crossings", "note"]
 
 
 @dataclass
@@ -122,31 +174,51 @@ class _Points:
     epoch_draws: np.ndarray  # (draws, sizes)
     to_loss: np.ndarray  # time to the final loss, s
     to_loss_draws: np.ndarray  # (draws, sizes)
-    loss: np.ndarray  # final train loss (mean over repeats)
-    fixed: np.ndarray  # h2d_s + warmup_s (mean over repeats), s
+    loss: np.ndarray  # final train loss (mean over runs)
+    fixed: np.ndarray  # h2d_s + warmup_s (mean over runs), s
+    fixed_draws: np.ndarray  # (draws, sizes)
     epoch_mean: np.ndarray  # mean timed epoch, s
     epoch_mean_draws: np.ndarray  # (draws, sizes)
-    curves: list  # per size, the loss per timed epoch (mean over repeats), or None where a row has none
+    curves: list  # per size, the loss per timed epoch (mean over runs), or None where a row has none
+
+
+def _resample(runs: list[np.ndarray], rng: np.random.Generator, draws: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two-level bootstrap of one size's runs: (draws, runs) the runs drawn with replacement, and
+    (draws, runs x longest run) the epochs of each drawn run resampled within it, NaN past its length."""
+    lengths = np.array([len(r) for r in runs])
+    longest = lengths.max()
+    padded = np.full((len(runs), longest), np.nan)
+    for i, run in enumerate(runs):
+        padded[i, :len(run)] = run
+    picked = rng.integers(0, len(runs), size=(draws, len(runs)))
+    n = lengths[picked][..., None]  # (draws, runs, 1): the drawn run's epoch count
+    within = (rng.random((draws, len(runs), longest)) * n).astype(int)  # uniform in [0, n) per slot
+    epochs = np.where(np.arange(longest) < n, padded[picked[..., None], within], np.nan)
+    return picked, epochs.reshape(draws, -1)
 
 
 def _points(group: pd.DataFrame, axis: str, rng: np.random.Generator, draws: int) -> _Points:
     x, curves = [], []
-    cols = {k: [] for k in ("epoch", "epoch_draws", "to_loss", "to_loss_draws", "loss", "fixed", "epoch_mean",
-                            "epoch_mean_draws")}
+    cols = {k: [] for k in ("epoch", "epoch_draws", "to_loss", "to_loss_draws", "loss", "fixed", "fixed_draws",
+                            "epoch_mean", "epoch_mean_draws")}
     for size, at in group.groupby(axis, sort=True):
-        pool = np.concatenate([np.asarray(e, dtype=float) for e in at["epoch_s"]])
-        resampled = pool[rng.integers(0, len(pool), size=(draws, len(pool)))]
+        runs = [np.asarray(e, dtype=float) for e in at["epoch_s"]]
+        pool = np.concatenate(runs)
+        picked, resampled = _resample(runs, rng, draws)
+        ragged = np.isnan(resampled).any()  # runs of different lengths: nan-aware (and slower) statistics
         # time to the final loss: fixed costs + as many epochs as were timed, at the pooled mean
-        fixed, timed = (at["h2d_s"] + at["warmup_s"]).mean(), np.mean([len(e) for e in at["epoch_s"]])
+        fixed, timed = (at["h2d_s"] + at["warmup_s"]).to_numpy(float), np.array([len(r) for r in runs], float)
+        mean_draws = np.nanmean(resampled, axis=1)
         x.append(size)
         cols["epoch"].append(np.median(pool))
-        cols["epoch_draws"].append(np.median(resampled, axis=1))
-        cols["to_loss"].append(fixed + timed * pool.mean())
-        cols["to_loss_draws"].append(fixed + timed * resampled.mean(axis=1))
+        cols["epoch_draws"].append(np.nanmedian(resampled, axis=1) if ragged else np.median(resampled, axis=1))
+        cols["to_loss"].append(fixed.mean() + timed.mean() * pool.mean())
+        cols["to_loss_draws"].append(fixed[picked].mean(axis=1) + timed[picked].mean(axis=1) * mean_draws)
         cols["loss"].append(at["train_loss"].mean())
-        cols["fixed"].append(fixed)
+        cols["fixed"].append(fixed.mean())
+        cols["fixed_draws"].append(fixed[picked].mean(axis=1))
         cols["epoch_mean"].append(pool.mean())
-        cols["epoch_mean_draws"].append(resampled.mean(axis=1))
+        cols["epoch_mean_draws"].append(mean_draws)
         known = [c for c in at["loss_curve"] if c is not None and len(c)]
         same_length = len(known) == len(at) and len({len(c) for c in known}) == 1
         curves.append(np.mean(np.stack(known), axis=0) if same_length else None)
@@ -165,7 +237,7 @@ def _to_target(a: _Points, b: _Points, ia: np.ndarray, ib: np.ndarray):
         epochs = np.array([np.argmax(pts.curves[i] <= max(pts.curves[i].min(), other.curves[j].min())) + 1
                            for i, j in zip(idx, oidx)])
         out[side] = (pts.fixed[idx] + epochs * pts.epoch_mean[idx],
-                     pts.fixed[idx] + epochs * pts.epoch_mean_draws[:, idx])
+                     pts.fixed_draws[:, idx] + epochs * pts.epoch_mean_draws[:, idx])
     return out
 
 
@@ -183,7 +255,8 @@ def _compare(a: _Points, b: _Points, metric: str, boot: Bootstrap) -> dict | Non
                     f"{boot.loss_rtol:.0%} between the arms, so they did not reach the same target")
         common, ia, ib = common[same], ia[same], ib[same]
         if len(common) < 2:
-            return {"n_points": len(common), "verdict": "not computable", "crossings": [], "note": note}
+            return {"n_points": len(common), "verdict": NOT_COMPUTABLE, "crossings": [], "verdict_shares": None,
+                    "note": note}
     if metric == "time_to_target_loss_s":
         times = _to_target(a, b, ia, ib)
         if times is None:
@@ -193,45 +266,82 @@ def _compare(a: _Points, b: _Points, metric: str, boot: Bootstrap) -> dict | Non
         stat = "epoch" if metric == "epoch_s" else "to_loss"
         ta, ta_draws = getattr(a, stat)[ia], getattr(a, stat + "_draws")[:, ia]
         tb, tb_draws = getattr(b, stat)[ib], getattr(b, stat + "_draws")[:, ib]
-    # log(tA / tB) > 0 where B is faster; row 0 is the measurement, the rest the bootstrap draws
-    measured = np.log(ta / tb)[None, :]
-    drawn = np.log(ta_draws / tb_draws)
-    return {**_verdict(np.log(common), measured, drawn, boot.confidence), "note": note,
-            "n_points": len(common), "x_min": common[0], "x_max": common[-1]}
+    # log(tA / tB) > 0 where B is faster
+    return {**_verdict(np.log(common), np.log(ta / tb), np.log(ta_draws / tb_draws), boot.confidence),
+            "note": note, "n_points": len(common), "x_min": common[0], "x_max": common[-1]}
 
 
 def _verdict(logx: np.ndarray, measured: np.ndarray, drawn: np.ndarray, confidence: float) -> dict:
-    kind, first = _classify(logx, np.vstack([measured, drawn]))
-    wins = measured[0] > 0  # B faster at each size
-    flips = np.flatnonzero(wins[1:] != wins[:-1])
-    crossings = np.exp(_interpolate(logx, measured[np.zeros(len(flips), int)], flips)).tolist()
-    verdict = {"all_b": "B faster everywhere", "all_a": "none in measured range"}.get(
-        kind[0], "several crossings" if kind[0] == "several" else "crossover")
-    out = {"verdict": verdict, "crossings": crossings, "draws_agree": float(np.mean(kind[1:] == kind[0])),
-           "faster_below": "B" if wins[0] else "A", "faster_above": "B" if wins[-1] else "A",
+    """The line's verdict, crossover and interval from d = log(tA/tB): measured (sizes,), drawn (draws, sizes)."""
+    tail = (1 - confidence) / (2 * len(logx))  # each size's interval at 1 - (1 - confidence) / n
+    low, high = np.quantile(drawn, [tail, 1 - tail], axis=0)
+    # a curve is judged with the measured noise: the measured interval, moved to the curve's own d
+    below, above = np.maximum(measured - low, 0), np.maximum(high - measured, 0)
+    curves = np.vstack([measured, drawn])  # row 0 is the measurement, the rest the draws
+    labels = np.where(curves - below > 0, 1, np.where(curves + above < 0, -1, 0))
+    last, changes = _winners(labels)
+    kinds = _kinds(labels, last, changes)
+    shares = {kind: float(np.mean(kinds[1:] == kind)) for kind in DRAW_KINDS}
+    kind = kinds[0]
+    side = {1: "B", -1: "A"}
+    winners = labels[0][labels[0] != 0]
+    out = {"verdict": CROSSOVER if kind.startswith(CROSSOVER) else kind, "draws_agree": shares[kind],
+           "verdict_shares": shares, "n_within_noise": int((labels[0] == 0).sum()),
+           "faster_below": side[winners[0]] if len(winners) else None,
+           "faster_above": side[winners[-1]] if len(winners) else None,
+           "crossings": [float(np.exp(_at_change(logx, curves[:1], labels[:1], last[:1], one[None])[0]))
+                         for one in np.eye(len(logx), dtype=bool)[changes[0]]],
            "crossover": np.nan, "ci_low": np.nan, "ci_high": np.nan}
-    if verdict == "crossover":
-        # the faster device above the crossing winning everywhere puts it below the range, and vice versa
-        below, above = ("all_b", "all_a") if kind[0] == "a_to_b" else ("all_a", "all_b")
-        draws = np.where(kind[1:] == kind[0], first[1:], np.nan)
-        draws[kind[1:] == below], draws[kind[1:] == above] = -np.inf, np.inf
-        draws = draws[~np.isnan(draws)]
-        tail = (1 - confidence) / 2
-        low, high = np.quantile(draws, [tail, 1 - tail], method="inverted_cdf") if len(draws) else (np.nan, np.nan)
-        out.update(crossover=float(np.exp(first[0])), ci_low=float(np.exp(low)), ci_high=float(np.exp(high)))
+    if out["verdict"] == CROSSOVER:
+        to = winners[-1]
+        event = changes & (labels == to)  # a change of winner towards the side faster above
+        first = labels[np.arange(len(labels)), (labels != 0).argmax(axis=1)]  # winner at the first size with one
+        placed = np.where(event.any(axis=1), _at_change(logx, curves, labels, last, event),
+                          np.where(first == to, -np.inf, np.where(first == -to, np.inf, np.nan)))
+        drawn_at = placed[1:][~np.isnan(placed[1:])]  # draws within noise place nothing; their share is stated
+        tails = [(1 - confidence) / 2, 1 - (1 - confidence) / 2]
+        lo, hi = np.quantile(drawn_at, tails, method="inverted_cdf") if len(drawn_at) else (np.nan, np.nan)
+        out.update(crossover=float(np.exp(placed[0])), ci_low=_unlog(lo), ci_high=_unlog(hi))
     return out
 
 
-def _classify(logx: np.ndarray, logr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per curve (row of log tA/tB over sizes): its kind, and log x of its crossing where there is one."""
-    wins = logr > 0
-    flips = wins[:, 1:] != wins[:, :-1]
-    n = flips.sum(axis=1)
-    first = flips.argmax(axis=1)
-    rising = wins[np.arange(len(wins)), first + 1]
-    kind = np.select([n == 0, n > 1, rising], [np.where(wins[:, 0], "all_b", "all_a"), "several", "a_to_b"], "b_to_a")
-    with np.errstate(divide="ignore", invalid="ignore"):  # curves with no crossing: their value is dropped
-        return kind, np.where(n == 1, _interpolate(logx, logr, first), np.nan)
+def _unlog(value: float) -> float:
+    """exp, but an open bound stays -inf or +inf (exp(-inf) = 0 would read as a size)."""
+    return float(value) if np.isinf(value) else float(np.exp(value))
+
+
+def _winners(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per curve and size: the index of the last size at or before it with a winner (-1 if none), and
+    whether the winner at this size differs from the last one before it (a change of winner)."""
+    n = labels.shape[1]
+    last = np.maximum.accumulate(np.where(labels != 0, np.arange(n), -1), axis=1)
+    held = np.where(last >= 0, np.take_along_axis(labels, np.maximum(last, 0), axis=1), 0)
+    before = np.pad(held[:, :-1], ((0, 0), (1, 0)))
+    return last, (labels != 0) & (before != 0) & (labels != before)
+
+
+def _kinds(labels: np.ndarray, last: np.ndarray, changes: np.ndarray) -> np.ndarray:
+    """Per curve, its kind among DRAW_KINDS."""
+    n = changes.sum(axis=1)
+    final = np.take_along_axis(labels, np.maximum(last[:, -1:], 0), axis=1)[:, 0]  # the last winner
+    return np.select([last[:, -1] < 0, n > 1, (n == 0) & (final > 0), n == 0, final > 0],
+                     [WITHIN_NOISE, SEVERAL, B_EVERYWHERE, A_EVERYWHERE, TO_B], TO_A)
+
+
+def _at_change(logx: np.ndarray, logr: np.ndarray, labels: np.ndarray, last: np.ndarray,
+               event: np.ndarray) -> np.ndarray:
+    """Per curve, log x of the change of winner at its first `event` size k: where d first turns towards
+    the new winner between j, the last size before k with a winner, and k. NaN for curves without an event."""
+    rows, n = np.arange(len(logr)), logr.shape[1]
+    k = event.argmax(axis=1)
+    j = last[rows, np.maximum(k - 1, 0)][:, None]
+    to = labels[rows, k][:, None]
+    sign = np.where(logr > 0, 1, -1)
+    m = np.arange(n - 1)
+    # d at j has the old winner's sign and at k the new one's, so a turn lies in [j, k)
+    turns = (sign[:, :-1] == -to) & (sign[:, 1:] == to) & (m >= j) & (m < k[:, None])
+    with np.errstate(divide="ignore", invalid="ignore"):  # curves without an event: their value is dropped
+        return np.where(event.any(axis=1), _interpolate(logx, logr, turns.argmax(axis=1)), np.nan)
 
 
 def _interpolate(logx: np.ndarray, logr: np.ndarray, i: np.ndarray) -> np.ndarray:
@@ -242,22 +352,39 @@ def _interpolate(logx: np.ndarray, logr: np.ndarray, i: np.ndarray) -> np.ndarra
 
 
 def answer(line) -> str:
-    """The line in words: 'cuda faster past n_params ~ 1.2e+05 (95% CI 9.8e+04 to 1.5e+05)'."""
+    """The line in words: 'cuda faster past n_params ~ 1.2e+05 (CI 9.8e+04 to 1.5e+05; 99% of draws agree)'."""
     name = {"A": line.device_a, "B": line.device_b}
-    if line.verdict == "crossover":
+    if line.verdict == NOT_COMPUTABLE:
+        return f"not computable: {line.note}"
+    draws = _draws(line)
+    noisy = f", except {line.n_within_noise:.0f} of {line.n_points} within noise" if line.n_within_noise else ""
+    if line.verdict == CROSSOVER:
         ci = f"{_bound(line.ci_low, line.x_min, '<')} to {_bound(line.ci_high, line.x_max, '>')}"
-        return (f"{name[line.faster_above]} faster past {line.axis} ~ {line.crossover:.3g} (CI {ci}; "
-                f"{line.draws_agree:.0%} of draws agree)")
-    if line.verdict == "B faster everywhere":
-        return f"{line.device_b} faster at every size ({line.draws_agree:.0%} of draws agree)"
-    if line.verdict == "none in measured range":
-        return f"no crossover in the measured range: {line.device_a} faster at every size ({line.draws_agree:.0%} of draws agree)"
-    if line.verdict == "several crossings":
-        return f"several crossings, at {line.axis} ~ " + ", ".join(f"{c:.3g}" for c in line.crossings)
-    return f"not computable: {line.note}"
+        placed = 1 - line.verdict_shares[WITHIN_NOISE]
+        over = f" over the {placed:.1%} of draws not within noise" if placed < 1 else ""
+        return f"{name[line.faster_above]} faster past {line.axis} ~ {line.crossover:.3g} (CI {ci}{over}; {draws})"
+    if line.verdict == B_EVERYWHERE:
+        return f"{line.device_b} faster at every size{noisy} ({draws})"
+    if line.verdict == A_EVERYWHERE:
+        return f"no crossover in the measured range: {line.device_a} faster at every size{noisy} ({draws})"
+    if line.verdict == SEVERAL:
+        return f"several crossings, at {line.axis} ~ " + ", ".join(f"{c:.3g}" for c in line.crossings) + f" ({draws})"
+    return (f"within noise over the measured range: neither {line.device_a} nor {line.device_b} faster beyond "
+            f"the noise at any of {line.n_points} sizes ({draws})")
+
+
+def _draws(line) -> str:
+    """'97% of draws agree', or every kind's share of draws where the measured kind has under 95% of them."""
+    if line.draws_agree >= SHOW_SHARES_BELOW:
+        return f"{line.draws_agree:.0%} of draws agree"
+    words = {TO_B: f"crossover with {line.device_b} faster above", TO_A: f"crossover with {line.device_a} faster above",
+             B_EVERYWHERE: f"{line.device_b} faster everywhere", A_EVERYWHERE: f"{line.device_a} faster everywhere"}
+    shares = sorted(line.verdict_shares.items(), key=lambda kv: -kv[1])
+    return "draws: " + ", ".join(f"{share:.0%} {words.get(kind, kind)}" for kind, share in shares if share > 0)
 
 
 def _bound(value: float, edge: float, sign: str) -> str:
+    """An interval bound; an open one (-inf, +inf) as the edge of the measured range it lies beyond."""
     return f"{sign}{edge:.3g} (outside the measured range)" if np.isinf(value) else f"{value:.3g}"
 
 

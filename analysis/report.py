@@ -73,8 +73,10 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
         f"<h1>crossover report: {html.escape(' + '.join(str(d) for d in dirs))}</h1>",
         f"<p>{len(rows)} trials ({len(failed)} failed) on {html.escape(arms)}; written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC. "
         "Crossover: where B (the second device) becomes faster than A per epoch, interpolated in log-log space, "
-        f"with a {boot.confidence:.0%} bootstrap interval over the per-epoch times ({boot.draws} draws; "
-        "an interval bound outside the measured range is shown as such). See analysis/crossover.py.</p>",
+        f"with a {boot.confidence:.0%} bootstrap interval that resamples the runs (seeds), then each run's epochs "
+        f"({boot.draws} draws, every one counted: a draw that puts the crossover beyond the measured range opens "
+        "the interval there, shown as such, and the shares of the draws' verdicts are given where under 95%). "
+        "See analysis/crossover.py.</p>",
         "<h2>Crossover table</h2>",
         f"<pre>{html.escape(render(table, rows))}</pre>" if table.empty else
         _table(table[["workload", "axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "answer", "note"]]),

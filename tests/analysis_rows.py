@@ -13,16 +13,23 @@ def plant(*args, **kwargs) -> pd.DataFrame:
     return frame(planted_rows(*args, **kwargs))
 
 
-def planted_rows(sizes, cpu, gpu, epochs=9, noise=0.1, seed=0, workload="disc", axis="n_params", **fixed) -> list[dict]:
-    """Rows whose true time per epoch is cpu(x) on 'cpu' and gpu(x) on 'cuda', with lognormal noise per epoch."""
+def planted_rows(sizes, cpu, gpu, epochs=9, noise=0.1, seed=0, workload="disc", axis="n_params", runs=1,
+                 run_noise=0.0, **fixed) -> list[dict]:
+    """Rows whose true time per epoch is cpu(x) on 'cpu' and gpu(x) on 'cuda', with lognormal noise per epoch.
+
+    `runs` rows (seeds 0, 1, ...) per device and size; each run's epochs share a lognormal offset of
+    sd `run_noise` (run-to-run noise: one run's epochs agree with each other, the runs do not).
+    """
     rng = np.random.default_rng(seed)
     rows = []
     for device, curve in (("cpu", cpu), ("cuda", gpu)):
         for i, x in enumerate(sizes):
-            epoch_s = (curve(x) * np.exp(rng.normal(0, noise, epochs))).tolist()
-            # n_params follows the model's shape in real rows: give each size its own depth
-            shape = {"depth": i + 1} if axis == "n_params" else {}
-            rows.append(row(workload, device, epoch_s, **shape, **{axis: int(x), **fixed}))
+            for run in range(runs):
+                offset = rng.normal(0, run_noise) if run_noise else 0.0  # no draw: the one-run stream is unchanged
+                epoch_s = (curve(x) * np.exp(offset + rng.normal(0, noise, epochs))).tolist()
+                # n_params follows the model's shape in real rows: give each size its own depth
+                shape = {"depth": i + 1} if axis == "n_params" else {}
+                rows.append(row(workload, device, epoch_s, **shape, **{axis: int(x), "seed": run, **fixed}))
     return rows
 
 
