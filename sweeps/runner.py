@@ -82,7 +82,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
 
     Tune's own state goes to `storage_path` (a URI such as s3://bucket/crossover on a cluster), else
     next to the rows. A trial whose worker or node dies is run again up to `max_failures` times; any
-    other failure is already a row (trainables/train.py), so only lost workers reach Tune's retry.
+    other failure is already a row (trainables/trainable.py), so only lost workers reach Tune's retry.
     """
     trials = space.expand()  # refuses a bad space before anything runs
     gpu_devices = sorted({t.cfg.device for t in trials if t.spec.uses_gpu})

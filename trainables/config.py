@@ -1,7 +1,7 @@
 """One trial's configuration: a frozen dataclass, converted from Tune's dict at one boundary.
 
 `TrialConfig.from_dict(config)` is the trainable's first line; everything below it takes typed
-fields. `None` on an axis means "the seed's value": `trainables.workloads.resolve` fills it in and
+fields. `None` on an axis means "the seed's value": `trainables.trial.resolve` fills it in and
 checks every field, so a bad search space is refused before anything runs.
 """
 

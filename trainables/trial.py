@@ -7,7 +7,7 @@
 
 `resolve` fills every unset axis with the workload's seed's value, checks every field, and parses
 the device string; a bad field raises ConfigError naming it, what was given and what to do. The
-sweep resolves each config when it expands its space (so a bad space is refused before Ray starts),
+sweep resolves each config when it expands its space (so a bad space is refused before any trial runs),
 and the trainable resolves what Tune hands its worker, once; everything below takes the Trial.
 """
 
