@@ -28,6 +28,9 @@ def main(argv=None) -> int:
     rep.add_argument("--out", type=Path, default=None, help="report folder (default: DIR/_report, or results/_report_<a>+<b>)")
     rep.add_argument("--draws", type=int, default=Bootstrap.draws, help="bootstrap draws per crossover")
     rep.add_argument("--seed", type=int, default=Bootstrap.seed, help="bootstrap seed")
+    rep.add_argument("--include-loaded", action="store_true",
+                     help="keep rows flagged outside_load (another job used the host while they were timed) "
+                          "in the crossovers and charts; by default they are left out, and counted")
     summ = sub.add_parser("summary", help="print median time per epoch per device and size")
     summ.add_argument("dirs", nargs="+", type=Path, help="results directories")
     cst = sub.add_parser("cost", help="print and draw cost per epoch, trial and million samples, and the break-even")
@@ -49,7 +52,7 @@ def main(argv=None) -> int:
 
 
 def _report(args) -> int:
-    page, text = report.build(args.dirs, args.out, Bootstrap(draws=args.draws, seed=args.seed))
+    page, text = report.build(args.dirs, args.out, Bootstrap(draws=args.draws, seed=args.seed), args.include_loaded)
     print(text)
     print(f"crossover table: {page.parent / 'crossover.parquet'}")
     print(f"report: {page}")

@@ -76,6 +76,15 @@ Three metrics:
                           where their final losses agree within `loss_rtol`.
 A draw recomputes each from its runs (their fixed costs and epoch counts) and resampled epochs.
 
+The fixed costs (h2d_s + warmup_s) of a worker process's first trial are inflated (imports, CUDA
+context, allocator growth: `cold_start`, and analysis.load.cold_starts for rows written before it).
+Where a size's runs hold warm ones, their fixed costs are the warm runs' alone (drawn among them);
+where every run is cold they are kept, and the line's note names the sizes and arms.
+
+Rows flagged `outside_load` (another job used the host's CPUs while they were timed) are left out
+unless `include_loaded`; rows where it is null (written before the column existed, or on a host
+without /proc/stat) are kept. `left_out` says how many were left out and why.
+
 Reads rows only (numpy, pandas); never imports torch or ray.
 """
 
@@ -89,6 +98,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.load import cold_starts
 from analysis.schema import CONFIG_COLUMNS, CROSSOVER_AXES, SIZE_AXES
 
 METRICS = ["epoch_s", "time_to_final_loss_s", "time_to_target_loss_s"]
@@ -144,13 +154,36 @@ def baseline_first(arms) -> list[str]:
     return sorted(arms, key=lambda arm: (not str(arm).startswith("cpu"), str(arm)))
 
 
-def find(rows: pd.DataFrame, boot: Bootstrap = Bootstrap()) -> pd.DataFrame:
-    """The tidy crossover table: one line per workload, axis, slice, pair of arms and metric."""
+def loaded(rows: pd.DataFrame) -> pd.Series:
+    """Rows flagged `outside_load`; null (not measured) is not a flag."""
+    if "outside_load" not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows["outside_load"].eq(True)
+
+
+def left_out(rows: pd.DataFrame, include_loaded: bool = False) -> str:
+    """What `find` leaves out of `rows` and why, in words ('' where it leaves nothing out)."""
+    flagged = loaded(rows) & (rows["status"] == "ok")
+    if not flagged.any():
+        return ""
+    what = (f"{flagged.sum()} of {(rows['status'] == 'ok').sum()} ok rows were timed while the host was busy "
+            "beyond the trial, the crossover trials beside it and Ray (outside_load)")
+    if include_loaded:
+        return f"{what}: kept, as asked (--include-loaded)"
+    return f"{what}: left out of the crossovers; --include-loaded keeps them"
+
+
+def find(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(), include_loaded: bool = False) -> pd.DataFrame:
+    """The tidy crossover table: one line per workload, axis, slice, pair of arms and metric; rows
+    flagged `outside_load` left out unless `include_loaded` (`left_out` says how many)."""
+    rows = rows.assign(_cold=cold_starts(rows))  # over all rows: the fallback ranks a directory's trials
+    if not include_loaded:
+        rows = rows[~loaded(rows)]
     lines = []
     for axis in CROSSOVER_AXES:
         for workload, label, group in slices(rows, axis):
             rng = np.random.default_rng([boot.seed, zlib.crc32(f"{workload}|{axis}|{label}".encode())])
-            points = {arm: _points(g, axis, rng, boot.draws) for arm, g in group.groupby("arm")}
+            points = {arm: _points(arm, g, axis, rng, boot.draws) for arm, g in group.groupby("arm")}
             for a, b in itertools.combinations(baseline_first(points), 2):
                 for metric in METRICS:
                     line = _compare(points[a], points[b], metric, boot)
@@ -169,6 +202,7 @@ COLUMNS = ["workload", "axis", "held_fixed", "device_a", "device_b", "metric", "
 @dataclass
 class _Points:
     """One arm of one slice, per size: the statistic measured and its bootstrap draws."""
+    arm: str
     x: np.ndarray  # sizes, ascending
     epoch: np.ndarray  # median epoch time, s
     epoch_draws: np.ndarray  # (draws, sizes)
@@ -180,6 +214,7 @@ class _Points:
     epoch_mean: np.ndarray  # mean timed epoch, s
     epoch_mean_draws: np.ndarray  # (draws, sizes)
     curves: list  # per size, the loss per timed epoch (mean over runs), or None where a row has none
+    cold_only: np.ndarray  # per size, whether every run was its worker's first (fixed costs inflated)
 
 
 def _resample(runs: list[np.ndarray], rng: np.random.Generator, draws: int) -> tuple[np.ndarray, np.ndarray]:
@@ -197,8 +232,8 @@ def _resample(runs: list[np.ndarray], rng: np.random.Generator, draws: int) -> t
     return picked, epochs.reshape(draws, -1)
 
 
-def _points(group: pd.DataFrame, axis: str, rng: np.random.Generator, draws: int) -> _Points:
-    x, curves = [], []
+def _points(arm: str, group: pd.DataFrame, axis: str, rng: np.random.Generator, draws: int) -> _Points:
+    x, curves, cold_only = [], [], []
     cols = {k: [] for k in ("epoch", "epoch_draws", "to_loss", "to_loss_draws", "loss", "fixed", "fixed_draws",
                             "epoch_mean", "epoch_mean_draws")}
     for size, at in group.groupby(axis, sort=True):
@@ -207,24 +242,36 @@ def _points(group: pd.DataFrame, axis: str, rng: np.random.Generator, draws: int
         picked, resampled = _resample(runs, rng, draws)
         ragged = np.isnan(resampled).any()  # runs of different lengths: nan-aware (and slower) statistics
         # time to the final loss: fixed costs + as many epochs as were timed, at the pooled mean
-        fixed, timed = (at["h2d_s"] + at["warmup_s"]).to_numpy(float), np.array([len(r) for r in runs], float)
+        fixed, fixed_draws = _fixed(at, picked, rng)
+        timed = np.array([len(r) for r in runs], float)
         mean_draws = np.nanmean(resampled, axis=1)
         x.append(size)
+        cold_only.append(at["_cold"].all())
         cols["epoch"].append(np.median(pool))
         cols["epoch_draws"].append(np.nanmedian(resampled, axis=1) if ragged else np.median(resampled, axis=1))
-        cols["to_loss"].append(fixed.mean() + timed.mean() * pool.mean())
-        cols["to_loss_draws"].append(fixed[picked].mean(axis=1) + timed[picked].mean(axis=1) * mean_draws)
+        cols["to_loss"].append(fixed + timed.mean() * pool.mean())
+        cols["to_loss_draws"].append(fixed_draws + timed[picked].mean(axis=1) * mean_draws)
         cols["loss"].append(at["train_loss"].mean())
-        cols["fixed"].append(fixed.mean())
-        cols["fixed_draws"].append(fixed[picked].mean(axis=1))
+        cols["fixed"].append(fixed)
+        cols["fixed_draws"].append(fixed_draws)
         cols["epoch_mean"].append(pool.mean())
         cols["epoch_mean_draws"].append(mean_draws)
         known = [c for c in at["loss_curve"] if c is not None and len(c)]
         same_length = len(known) == len(at) and len({len(c) for c in known}) == 1
         curves.append(np.mean(np.stack(known), axis=0) if same_length else None)
     arrays = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
-    return _Points(np.asarray(x, dtype=float), curves=curves,
+    return _Points(arm, np.asarray(x, dtype=float), curves=curves, cold_only=np.asarray(cold_only, dtype=bool),
                    **{k: (v.T if k.endswith("draws") else v) for k, v in arrays.items()})
+
+
+def _fixed(at: pd.DataFrame, picked: np.ndarray, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+    """One size's fixed costs (h2d_s + warmup_s, mean over runs) and their draws: of the runs each draw
+    picked, or, where warm and cold runs are mixed, of the warm runs alone, drawn among themselves."""
+    fixed, cold = (at["h2d_s"] + at["warmup_s"]).to_numpy(float), at["_cold"].to_numpy(bool)
+    if cold.all() or not cold.any():
+        return fixed.mean(), fixed[picked].mean(axis=1)
+    warm = fixed[~cold]
+    return warm.mean(), warm[rng.integers(0, len(warm), size=(len(picked), len(warm)))].mean(axis=1)
 
 
 def _to_target(a: _Points, b: _Points, ia: np.ndarray, ib: np.ndarray):
@@ -247,12 +294,15 @@ def _compare(a: _Points, b: _Points, metric: str, boot: Bootstrap) -> dict | Non
         return None
     ia, ib = np.searchsorted(a.x, common), np.searchsorted(b.x, common)
     note = ""
+    if metric != "epoch_s":
+        note = _cold_note(common, a, b, ia, ib)
     if metric == "time_to_final_loss_s":
         la, lb = a.loss[ia], b.loss[ib]
         same = np.abs(la - lb) <= boot.loss_rtol * np.maximum(np.abs(la), np.abs(lb))
         if not same.all():
-            note = (f"{(~same).sum()} of {len(same)} sizes dropped: final train loss differs by more than "
-                    f"{boot.loss_rtol:.0%} between the arms, so they did not reach the same target")
+            dropped = (f"{(~same).sum()} of {len(same)} sizes dropped: final train loss differs by more than "
+                       f"{boot.loss_rtol:.0%} between the arms, so they did not reach the same target")
+            note = "; ".join(filter(None, [dropped, _cold_note(common[same], a, b, ia[same], ib[same])]))
         common, ia, ib = common[same], ia[same], ib[same]
         if len(common) < 2:
             return {"n_points": len(common), "verdict": NOT_COMPUTABLE, "crossings": [], "verdict_shares": None,
@@ -269,6 +319,16 @@ def _compare(a: _Points, b: _Points, metric: str, boot: Bootstrap) -> dict | Non
     # log(tA / tB) > 0 where B is faster
     return {**_verdict(np.log(common), np.log(ta / tb), np.log(ta_draws / tb_draws), boot.confidence),
             "note": note, "n_points": len(common), "x_min": common[0], "x_max": common[-1]}
+
+
+def _cold_note(x: np.ndarray, a: _Points, b: _Points, ia: np.ndarray, ib: np.ndarray) -> str:
+    """The sizes `x` whose fixed costs come from cold rows only, and on which arm, in words."""
+    where = [f"{v:.3g} ({' and '.join(p.arm for p, cold in ((a, ca), (b, cb)) if cold)})"
+             for v, ca, cb in zip(x, a.cold_only[ia], b.cold_only[ib]) if ca or cb]
+    if not where:
+        return ""
+    return (f"fixed costs from cold rows only (a worker's first trial: imports, CUDA context, allocator growth) "
+            f"at {', '.join(where)}")
 
 
 def _verdict(logx: np.ndarray, measured: np.ndarray, drawn: np.ndarray, confidence: float) -> dict:
@@ -388,18 +448,26 @@ def _bound(value: float, edge: float, sign: str) -> str:
     return f"{sign}{edge:.3g} (outside the measured range)" if np.isinf(value) else f"{value:.3g}"
 
 
-def render(table: pd.DataFrame, rows: pd.DataFrame | None = None) -> str:
-    """The table as text, one block per workload: what `python -m analysis report` prints."""
+def render(table: pd.DataFrame, rows: pd.DataFrame | None = None, include_loaded: bool = False) -> str:
+    """The table as text, one block per workload, and what `find` left out of `rows`: what
+    `python -m analysis report` prints."""
+    dropped = left_out(rows, include_loaded) if rows is not None else ""
     if table.empty:
-        arms = sorted(rows.loc[rows["status"] == "ok", "arm"].unique()) if rows is not None else []
-        return (f"no crossover to compute: no two arms measured at the same sizes (arms: {', '.join(arms) or 'none'}); "
-                "sweep a second device, or read a second results directory alongside")
+        kept = rows if rows is None or include_loaded else rows[~loaded(rows)]
+        arms = sorted(kept.loc[kept["status"] == "ok", "arm"].unique()) if kept is not None else []
+        nothing = (f"no crossover to compute: no two arms measured at the same sizes "
+                   f"(arms: {', '.join(arms) or 'none'}); sweep a second device, or read a second results "
+                   "directory alongside")
+        return "\n".join(filter(None, [nothing, dropped]))
     parts = []
     for workload, group in table.groupby("workload", sort=True):
         parts.append(f"== {workload} ==")
         shown = group[["axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "answer"]]
         parts.append(shown.to_string(index=False))
-    return "\n".join(parts)
+        noted = (group["note"].fillna("") != "") & (group["verdict"] != NOT_COMPUTABLE)  # that answer is its note
+        notes = group.loc[noted, ["axis", "device_a", "device_b", "metric", "note"]]
+        parts += [f"  note ({n.axis}, {n.device_a} vs {n.device_b}, {n.metric}): {n.note}" for n in notes.itertuples()]
+    return "\n".join(parts + ([dropped] if dropped else []))
 
 
 def write(table: pd.DataFrame, path: Path) -> Path:

@@ -91,6 +91,28 @@ def environment(rows: pd.DataFrame) -> pd.DataFrame:
     return counts.reset_index()
 
 
+def cold_starts(rows: pd.DataFrame) -> pd.Series:
+    """Whether each row was its worker process's first trial (`cold_start`: its setup, transfer and
+    warm-up paid imports, the CUDA context and the allocator's growth that later trials find done).
+
+    Rows written before the column existed hold null, and for them this is a guess: per results
+    directory, host and device, the trial that finished first (`finished_at`, whole seconds; ties go
+    to the lowest Tune trial id, which Tune starts first) is taken as cold. A sweep that ran several
+    workers of a device at once had as many cold trials; the guess finds the first of them only
+    (seen in results/reference/h200x2-2026-11-21/scaling: two CUDA trials with a 0.25 s warm-up,
+    where the rest took 0.02 s). Rows without a finish time are taken as warm."""
+    recorded = rows["cold_start"] if "cold_start" in rows else pd.Series(None, index=rows.index, dtype=object)
+    cold = recorded.eq(True)
+    guess = rows[recorded.isna()]
+    if "finished_at" in guess and guess["finished_at"].notna().any():
+        keys = [c for c in ("results_dir", "hostname", "device") if c in guess]
+        timed = guess[guess["finished_at"].notna()]
+        order = ["finished_at", "trial_id"] if "trial_id" in timed else ["finished_at"]
+        first = timed.sort_values(order, na_position="last").groupby(keys, dropna=False, sort=False).head(1).index
+        cold[first] = True
+    return cold
+
+
 def representative(rows: pd.DataFrame) -> pd.DataFrame:
     """Per workload, one ok row per arm of one configuration: the largest measured on the most arms."""
     ok = rows[rows["status"] == "ok"]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import charts
-from analysis.crossover import Bootstrap, baseline_first, find, render, slices, write
+from analysis.crossover import Bootstrap, baseline_first, find, left_out, loaded, render, slices, write
 from analysis.load import environment, read
 from analysis.schema import CROSSOVER_AXES, SIZE_AXES
 
@@ -57,14 +57,20 @@ def _table(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, border=0, na_rep="", float_format=lambda v: f"{v:.4g}")
 
 
-def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Bootstrap()) -> tuple[Path, str]:
-    """Write the report for `dirs`; returns the page's path and the crossover table as text."""
+def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Bootstrap(),
+          include_loaded: bool = False) -> tuple[Path, str]:
+    """Write the report for `dirs`; returns the page's path and the crossover table as text.
+
+    Rows flagged outside_load are left out of the crossovers and the charts unless `include_loaded`
+    (analysis/crossover.py); the page and the text say how many. The devices and the failed trials
+    list every row."""
     dirs = [Path(d) for d in dirs]
     rows = read(*dirs)
     out = Path(out) if out else default_out(dirs)
-    table = find(rows, boot)
+    table = find(rows, boot, include_loaded)
     write(table, out / "crossover.parquet")
-    drawn = figures(rows, table)
+    drawn = figures(rows if include_loaded else rows[~loaded(rows)], table)
+    dropped = left_out(rows, include_loaded)
     for name, chart in drawn.items():
         charts.save(chart, out / name)
     failed = rows[rows["status"] != "ok"]
@@ -76,9 +82,11 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
         f"with a {boot.confidence:.0%} bootstrap interval that resamples the runs (seeds), then each run's epochs "
         f"({boot.draws} draws, every one counted: a draw that puts the crossover beyond the measured range opens "
         "the interval there, shown as such, and the shares of the draws' verdicts are given where under 95%). "
+        "Where a size's only runs were their worker's first trial (cold), the time-to-loss lines say so in their note. "
         "See analysis/crossover.py.</p>",
+        *([f"<p><b>Left out:</b> {html.escape(dropped)}.</p>"] if dropped else []),
         "<h2>Crossover table</h2>",
-        f"<pre>{html.escape(render(table, rows))}</pre>" if table.empty else
+        f"<pre>{html.escape(render(table, rows, include_loaded))}</pre>" if table.empty else
         _table(table[["workload", "axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "answer", "note"]]),
         "<h2>Charts</h2>",
         *[f"<h3>{name}</h3><div>{_svg(chart)}</div><p><a href='{name}.html'>interactive</a> · <a href='{name}.png'>PNG</a></p>"
@@ -91,4 +99,4 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
     page = out / "index.html"
     style = "body{font-family:sans-serif;max-width:1400px;margin:auto}table{border-collapse:collapse;font-size:13px}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
     page.write_text(f"<!doctype html><meta charset='utf-8'><title>crossover report</title><style>{style}</style>\n" + "\n".join(sections))
-    return page, render(table, rows)
+    return page, render(table, rows, include_loaded)

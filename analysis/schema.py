@@ -104,6 +104,21 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("data_source", _STR, "data actually used: 'mnist:<dir>', 'digits', 'synthetic', 'generated'"),
     ("n_test", _I64, "test samples (0 if none)"),
     ("co_running", pa.list_(_STR), "other crossover trials timed on the same node while this one was timed"),
+    # the host's load over the timed epochs (trainables/neighbours.py); null where /proc/stat is not
+    # readable (macOS) and in rows written before the columns existed
+    ("load_avg_1m", _F64, "the host's 1-minute load average (runnable processes) at the end of the timed epochs"),
+    ("host_cpus", _I64, "logical CPUs of the host (os.cpu_count()), to read load_avg_1m and other_cpu_s against"),
+    ("cpu_steal_s", _F64, "CPU seconds, all CPUs together, the hypervisor stole from the host during the timed epochs"),
+    ("other_cpu_s", _F64, "CPU seconds, all CPUs together, the host spent busy during the timed epochs on processes "
+                          "other than this trial's (its threads included); /proc/stat counts in 10 ms ticks, so a "
+                          "few hundredths either way, below zero too, are noise"),
+    ("outside_load", pa.bool_(), "other_cpu_s is more than the crossover trials beside this one (their cores for the "
+                                 "time they overlapped) and Ray's own processes explain (a quarter of a core): another "
+                                 "job used the host. A window of a few hundredths of a second can miss one busy core. "
+                                 "The crossover leaves these rows out unless told to keep them"),
+    ("cold_start", pa.bool_(), "the first trial its worker process ran (imports, CUDA context, allocator growth: "
+                               "setup_s, h2d_s, warmup_s run slower), and every data-parallel trial (Ray Train "
+                               "starts its workers afresh); null in rows written before the column existed"),
     ("hostname", _STR, "node the trial ran on"),
     ("node_id", _STR, "Ray node id of the node the trial ran on; null in a row the driver wrote for a dead worker"),
     ("device_name", _STR, "GPU name(s) joined by ' + ', or the CPU model for CPU trials"),

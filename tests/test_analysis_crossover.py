@@ -1,12 +1,14 @@
 """The crossover finder on synthetic rows with a planted crossover: it finds the point, says 'none'
 where there is none, says 'within noise' where the arms are equal, says the other answers as such, and
-its interval, over runs, covers the truth in most plantings and counts every draw."""
+its interval, over runs, covers the truth in most plantings and counts every draw. A row timed under
+outside load is left out unless asked for, and a cold row's fixed costs give way to warm runs'."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.crossover import DRAW_KINDS, TO_A, TO_B, Bootstrap, find, render
+from analysis.load import cold_starts
 from analysis_rows import frame, plant, row
 
 SIZES = np.geomspace(1e2, 1e6, 9)
@@ -193,3 +195,60 @@ def test_a_full_batch_workload_is_one_slice_along_dataset_size():
     line = find(rows, Bootstrap(draws=50)).query("axis == 'dataset_size' and metric == 'epoch_s'").iloc[0]
     assert line["held_fixed"] == "depth=2, batch_size=full" and line["n_points"] == 4
     assert line["verdict"] == "crossover" and line["crossover"] == pytest.approx(15000, rel=0.5)
+
+
+def test_a_row_timed_under_outside_load_is_left_out_unless_asked_for():
+    rows = plant(SIZES, CPU, GPU, noise=0.05)
+    rows["outside_load"] = None  # not measured (older rows, macOS): kept
+    (slow,) = rows.index[(rows["device"] == "cpu") & (rows["n_params"] == int(SIZES[1]))]
+    rows.at[slow, "epoch_s"] = [t * 100 for t in rows.at[slow, "epoch_s"]]  # another job took its cores
+    rows.at[slow, "outside_load"] = True
+    rows.loc[rows.index[-3:], "outside_load"] = False  # measured and quiet (GPU rows): kept
+    line = epoch_line(rows)
+    assert line["n_points"] == len(SIZES) - 1 and line["verdict"] == "crossover"
+    assert line["crossover"] == pytest.approx(1e4, rel=0.15)
+    kept = find(rows, Bootstrap(draws=400), include_loaded=True).query("axis == 'n_params' and metric == 'epoch_s'")
+    assert kept.iloc[0]["n_points"] == len(SIZES) and kept.iloc[0]["verdict"] == "several crossings"
+    said = render(find(rows, Bootstrap(draws=50)), rows)
+    assert f"1 of {len(rows)} ok rows were timed while the host was busy" in said and "left out" in said
+    assert "kept, as asked" in render(kept, rows, include_loaded=True)
+
+
+def cold_planted(cold_runs: int):
+    """Three runs a size; at the smallest size `cold_runs` of the CPU's runs were their worker's first,
+    with 1 s more of warm-up (imports, allocator growth): in time to the final loss they alone would
+    make the CPU lose there."""
+    rows = plant(SIZES, CPU, GPU, noise=0.02, runs=3)
+    rows["cold_start"] = False
+    first = rows.index[(rows["device"] == "cpu") & (rows["n_params"] == int(SIZES[0]))][:cold_runs]
+    rows.loc[first, "warmup_s"] += 1.0
+    rows.loc[first, "cold_start"] = True
+    return find(rows, Bootstrap(draws=200)).query("axis == 'n_params'").set_index("metric")
+
+
+def test_cold_rows_fixed_costs_give_way_to_warm_runs_of_the_same_size():
+    table = cold_planted(cold_runs=1)
+    assert table.loc["time_to_final_loss_s", "verdict"] == "crossover"  # as planted: the cold run's 1 s is out
+    assert table.loc["time_to_final_loss_s", "note"] == ""
+    assert table.loc["epoch_s", "verdict"] == "crossover"
+
+
+def test_a_size_with_only_cold_runs_keeps_them_and_says_so():
+    table = cold_planted(cold_runs=3)
+    line = table.loc["time_to_final_loss_s"]
+    assert line["verdict"] == "several crossings"  # what the cold rows say: nothing warm to replace them
+    assert line["note"] == ("fixed costs from cold rows only (a worker's first trial: imports, CUDA context, "
+                            "allocator growth) at 100 (cpu)")
+    assert table.loc["epoch_s", "note"] == ""  # timed epochs come after the warm-up: no note there
+
+
+def test_rows_written_before_cold_start_existed_take_each_hosts_first_trial_as_cold():
+    at = pd.Timestamp("2026-11-21 21:24:35", tz="UTC")
+    rows = frame([row("disc", device, [1.0], hostname=host, trial_id=trial_id, finished_at=at + pd.Timedelta(seconds=s))
+                  for device, host, trial_id, s in [
+                      ("cpu", "a", "t_00012", 0), ("cpu", "a", "t_00000", 0),  # a tie: Tune started 00000 first
+                      ("cpu", "a", "t_00002", 9), ("cuda", "a", "t_00001", 5), ("cuda", "a", "t_00003", 6),
+                      ("cpu", "b", "t_00004", 7)]])
+    assert list(rows.loc[cold_starts(rows), "trial_id"]) == ["t_00000", "t_00001", "t_00004"]
+    rows["cold_start"] = [False, False, True, None, None, None]  # recorded where known: taken as it is
+    assert list(rows.loc[cold_starts(rows), "trial_id"]) == ["t_00002", "t_00001", "t_00004"]

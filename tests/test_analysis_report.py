@@ -1,5 +1,6 @@
 """Reading results directories and writing the report: from a real smoke sweep on a local Ray, with
-clear errors for an empty or missing directory and rows of two schema versions, and without torch or ray."""
+clear errors for an empty or missing directory and rows of two schema versions, the rows it left out
+(outside_load) counted, and without torch or ray."""
 
 import subprocess
 import sys
@@ -30,7 +31,9 @@ def swept(local_ray, tmp_path_factory):
 
 
 def test_the_report_renders_from_a_real_sweep(swept, tmp_path, capsys):
-    assert main(["report", str(swept), "--draws", "50"]) == 0
+    # --include-loaded: on a machine shared with other work the sweep's rows may be flagged
+    # outside_load, and what is drawn should not depend on that (the last test here checks the flag)
+    assert main(["report", str(swept), "--draws", "50", "--include-loaded"]) == 0
     printed = capsys.readouterr().out
     page = swept / "_report" / "index.html"
     assert f"report: {page}" in printed and "no two arms measured at the same sizes (arms: cpu)" in printed
@@ -55,7 +58,7 @@ def test_several_directories_make_one_report_with_arms_told_apart(swept, tmp_pat
         pq.write_table(table.set_column(column, "device_name", pa.array([elsewhere] * len(table))), other / path.name)
     rows = read(swept, other)
     assert set(rows.loc[rows["device"] == "cpu", "arm"]) == {f"cpu ({elsewhere})", f"cpu ({here})"}
-    page, text = report.build([swept, other], boot=Bootstrap(draws=50))
+    page, text = report.build([swept, other], boot=Bootstrap(draws=50), include_loaded=True)  # as above
     assert page == swept.parent / "_report_smoke+other" / "index.html"
     assert "== disc ==" in text and f"cpu ({elsewhere})" in text  # two CPU arms at the same sizes: a crossover table
 
@@ -95,3 +98,19 @@ def test_a_sweep_whose_every_trial_failed_still_reports(swept, tmp_path, capsys)
     assert main(["report", str(out), "--draws", "10"]) == 0
     text = (out / "_report" / "index.html").read_text()
     assert "Failed trials" in text and "CUDA not available on node" in text
+
+
+def test_the_report_says_how_many_loaded_rows_it_left_out(tmp_path, capsys):
+    from analysis_rows import planted_rows
+
+    rows = planted_rows([1e2, 1e3, 1e4, 1e5], lambda x: 1e-7 * x, lambda x: 1e-4 * (x / 1e4) ** 0.5)
+    rows[0]["outside_load"] = True  # another job used the host while this CPU row was timed
+    directory = write(rows, tmp_path / "loaded")
+    assert main(["report", str(directory), "--draws", "20"]) == 0
+    printed = capsys.readouterr().out
+    assert "1 of 8 ok rows were timed while the host was busy" in printed and "left out of the crossovers" in printed
+    assert "<b>Left out:</b> 1 of 8 ok rows" in (directory / "_report" / "index.html").read_text()
+    assert pd.read_parquet(directory / "_report" / "crossover.parquet").query("metric == 'epoch_s'")["n_points"].max() == 3
+    assert main(["report", str(directory), "--draws", "20", "--include-loaded"]) == 0
+    assert "kept, as asked (--include-loaded)" in capsys.readouterr().out
+    assert pd.read_parquet(directory / "_report" / "crossover.parquet").query("metric == 'epoch_s'")["n_points"].max() == 4

@@ -1,5 +1,6 @@
 """The engines study: its spaces are valid for every engine, and its figures come out of rows with known
-times (speed-up over eager, fused trials per hour, a crossover per engine)."""
+times (speed-up over eager, fused trials per hour with a worker's cold first trial left out, a crossover
+per engine)."""
 
 import argparse
 
@@ -59,3 +60,21 @@ def test_the_figures_from_rows_with_known_times(names):
     cross = engines.crossovers(rows).query("axis == 'depth'").set_index("device_b")["crossover"]
     assert cross["cuda"] == pytest.approx(np.log2(40), abs=0.1)  # 2^d = 40 ms
     assert cross["cuda graph"] == pytest.approx(np.log2(10), abs=0.1)  # graph moves it to smaller models
+
+
+def test_fused_throughput_leaves_out_cold_rows_where_warm_ones_exist():
+    from analysis.load import arm_labels
+
+    alone = [row("x", "cuda", "eager", 4, 20, total_s=3.0, seed=s, epochs=200, cold_start=False) for s in range(3)]
+    alone[0].update(total_s=8.0, cold_start=True)  # the worker's first trial: imports and CUDA context
+    fused = [row("y", "cuda", "eager", 4, 30, total_s=t, seed=s, epochs=200, fused_members=8, fused_group=g,
+                 cold_start=cold) for g, t, cold in (("g1", 11.0, True), ("g2", 6.0, False)) for s in range(8)]
+    rows = schema.to_table(alone + fused).to_pandas()
+    rows["arm"] = arm_labels(rows)
+    table = engines.fused(rows).set_index("how")
+    assert table.loc["one at a time", "trial_s"] == 3.0 and table.loc["fused", "trial_s"] == 6.0
+    assert table.loc["fused", "vs_one_at_a_time"] == 4
+    assert table.loc["one at a time", "note"] == "1 cold trial (a worker's first) left out"
+    assert table.loc["fused", "note"] == "1 cold group (a worker's first) left out"
+    cold_only = schema.to_table(alone + fused[:8]).to_pandas()  # the fused side measured only cold
+    assert engines.fused(cold_only).set_index("how").loc["fused", "note"].startswith("cold only: no warm group")

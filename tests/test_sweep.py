@@ -37,6 +37,8 @@ def test_a_sweep_writes_one_row_per_trial_with_every_column(local_ray, tmp_path)
                                                       "compile_s", "fused_group")]
     assert not rows[measured].isna().any().any(), rows[measured].isna().sum()
     assert (rows["cpus_requested"] == 2).all() and (rows["torch_threads"] == 2).all()
+    assert 1 <= rows["cold_start"].sum() < len(rows)  # a reused worker's first trial is cold, the next ones not
+    assert (rows["host_cpus"] == os.cpu_count()).all() and (rows["other_cpu_s"] >= -0.1).all()
     assert (rows["sweep"] == "tiny").all() and (rows["schema_version"] == schema.SCHEMA_VERSION).all()
     # the same directory is one dataset for pyarrow and DuckDB too
     assert ds.dataset(store.dir, format="parquet").count_rows() == 6

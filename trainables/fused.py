@@ -157,7 +157,7 @@ def run_fused(trials: list[Trial]) -> list[dict]:
     with timer.phase("warmup"):
         for _ in range(first.warmup_epochs):
             epoch()
-    with Window(f"fused x{k} " + trials[0].label("workload", "device", "depth", "width"), group) as window:
+    with Window(f"fused x{k} " + trials[0].label("workload", "device", "depth", "width"), group, first.threads) as window:
         epoch_s, curve = timer.epochs(first.epochs - first.warmup_epochs, epoch)
     curves = (torch.stack(curve) / n).T.tolist()  # members x epochs
     accuracy = (correct / n).tolist() if wl.task == "classification" else [None] * k
@@ -180,8 +180,8 @@ def run_fused(trials: list[Trial]) -> list[dict]:
             continue
         # each member's samples_per_s is its share of the group's throughput: its samples in the group's time
         rows.append(measured_row(
-            t, models[0], timer, epoch_s, n, where.devices, started, **fused, data_on_device=True,
+            t, models[0], timer, epoch_s, n, where.devices, started, window, **fused, data_on_device=True,
             train_loss=final, loss_curve=curves[i], train_accuracy=accuracy[i], test_loss=test_loss[i],
             test_accuracy=test_accuracy[i], data_source=members[0].source,
-            n_test=0 if test_x is None else test_x.shape[1], co_running=window.overlapping))
+            n_test=0 if test_x is None else test_x.shape[1]))
     return rows

@@ -1,20 +1,37 @@
-"""What else ran on this node while a trial was timed: a registry of timed windows in the node's /tmp.
+"""What else ran on this node while a trial was timed: a registry of timed windows in the node's /tmp,
+and the host's CPU use over the window.
 
-Each trial writes its window (start, then end) to a small file; at the end of its own window it reads
-the others and keeps those whose windows overlapped. Packed trials, CPU trials beside GPU trials,
-or a user's other jobs through crossover all show up in the row's `co_running`, so a timing taken
-while the node was shared can be told from one taken alone (`--exclusive`).
+Each trial writes its window (start, then end, and the cores its process owns) to a small file; at the
+end of its own window it reads the others and keeps those whose windows overlapped. Packed trials, CPU
+trials beside GPU trials, or a user's other jobs through crossover all show up in the row's
+`co_running`, so a timing taken while the node was shared can be told from one taken alone
+(`--exclusive`).
 
-    with Window("disc cuda/4 depth=6 seed=0", config_hash) as window:
-        ...timed epochs...
+A job that is not crossover's writes no window, so the window also reads the host's CPU time
+(/proc/stat) and its own process's (getrusage, every thread) at both ends. What the host spent busy
+on other processes (`other_cpu_s`), less what the crossover trials beside it explain and an allowance
+for Ray's own processes, is CPU use from outside: past it, the row is flagged `outside_load`. A
+trial beside it explains its cores for the time it overlapped: the whole Tune trial, set-up and
+evaluation too, through the Claim the trainable holds (trainables/trainable.py); a trial run outside
+Tune, or a data-parallel rank, through its window only. Where /proc/stat cannot be read (macOS),
+those columns are null.
+
+    with Claim("disc cuda/4 depth=6 seed=0", config_hash, cores=1):       # the Tune trial
+        ...set-up, warm-up...
+        with Window("disc cuda/4 depth=6 seed=0", config_hash, cores=1) as window:
+            ...timed epochs...
     window.overlapping   # ['disc cuda/4 depth=6 seed=1', ...]
+    window.columns()     # the row's co_running and load columns (analysis/schema.py)
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import resource
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -22,20 +39,46 @@ from pathlib import Path
 REGISTRY = Path(tempfile.gettempdir()) / "crossover-windows"
 KEEP_S = 24 * 3600  # windows older than this are removed by the next trial (an open one: its pid was reused)
 MARGIN_S = 10.0  # finished windows are kept this much longer: a trial starting now may not have written its file yet
+MAX_RECORD_BYTES = 4096  # a window file is ~150 bytes; anything longer is not one
+
+# Cores of CPU use per second of window that nothing in the registry explains and that are still not
+# called outside load: Ray's own processes (raylet, GCS, agents, the Tune driver's loop) and the
+# kernel's. Measured 2026-11-22 on this project's 2-core VM in real local-Ray sweeps (9 disc, peaks
+# and tabular trials each), in the runs where processes outside the sweep's own took under 0.08 cores
+# (the machine is shared; other engineers' work filled a core in the other runs, and flagged every
+# trial): other_cpu_s per second of window, one trial at a time, median 0.040 and at most 0.086 with
+# 1 thread a trial, median 0.051 and at most 0.080 with 2; two 1-thread trials at once, 0.99 to 1.08
+# beside the other's core (none flagged). A busy process beside a trial: 1.0 (tests/test_neighbours.py).
+# So a quarter of a core: three times Ray's most, a quarter of one busy core.
+ALLOWANCE_CORES = 0.25
+# /proc/stat counts busy time in ticks (1/CLK_TCK s, 10 ms) per CPU: at each end of a window a CPU's
+# count is off by up to a tick, independently of the others', so the host's total is off by about
+# sqrt(CPUs) ticks; TICKS_SLACK times that is not called outside load either (a few hundredths of a
+# second on 2 CPUs, 0.23 s on 128). Measured here: 60 windows of 0.1 s, other_cpu_s spread 0.01 s
+# between its 10th and 90th percentiles, 0.044 s from lowest to highest.
+TICKS_SLACK = 2
 
 
-class Window:
-    def __init__(self, label: str, owner: str):
+class Claim:
+    """A Tune trial's cores, claimed in the registry for its whole run (set-up to its last row), so that
+    another trial's window counts them as crossover's own CPU use outside this trial's timed epochs too.
+    A claim reads nothing and is never listed in co_running (trainables/trainable.py holds one)."""
+
+    timed = False
+
+    def __init__(self, label: str, owner: str, cores: float = 1):
         self.label, self.owner = label, owner  # owner: ranks of one trial share it and are not neighbours
+        self.cores = cores  # cores the trial's process owns: a CPU trial's threads, 1 driving a GPU
         self.path = REGISTRY / f"{owner}-{os.getpid()}-{time.time_ns()}.json"
-        self.overlapping: list[str] = []
 
-    def _write(self, record: dict) -> None:
+    def _write(self, end: float | None) -> None:
+        record = {"label": self.label, "owner": self.owner, "start": self.start, "end": end, "cores": self.cores,
+                  "timed": self.timed}
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, self.path)
 
-    def __enter__(self) -> "Window":
+    def __enter__(self):
         if not REGISTRY.exists():
             REGISTRY.mkdir(parents=True, exist_ok=True)
             # shared by every user's trials on the node, like /tmp itself: writable, but only the
@@ -43,43 +86,174 @@ class Window:
             with contextlib.suppress(PermissionError):
                 REGISTRY.chmod(0o1777)
         self.start = time.time()
-        self._write({"label": self.label, "owner": self.owner, "start": self.start, "end": None})
+        self._write(None)
         return self
 
     def __exit__(self, *exc) -> None:
-        end = time.time()
-        self._write({"label": self.label, "owner": self.owner, "start": self.start, "end": end})
-        windows = {}
+        self.end = time.time()
+        self._write(self.end)
+
+
+class Window(Claim):
+    """A trial's timed epochs: registered like a claim, and at their end the other windows that
+    overlapped them (co_running) and the host's CPU use over them (load columns) are read."""
+
+    timed = True
+
+    def __init__(self, label: str, owner: str, cores: float = 1):
+        super().__init__(label, owner, cores)
+        self.overlapping: list[str] = []
+        self.neighbour_core_s = 0.0  # core-seconds the other trials' windows and claims owned inside this one
+        self.load: dict = {}
+
+    def __enter__(self) -> "Window":
+        super().__enter__()
+        self._cpu = host_cpu(), own_cpu_s()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        cpu = host_cpu(), own_cpu_s()  # first: what follows is the registry's cost, not the window's
+        super().__exit__()
+        end = self.end
+        records = {}
         for path in REGISTRY.glob("*.json"):
-            try:
-                windows[path] = json.loads(path.read_text())
-            except (OSError, ValueError):  # removed or being replaced by its owner
-                continue
-        # An open window whose process is gone is over. A finished window matters only to windows open
+            record = read_record(path)
+            if record is not None:  # removed, being replaced by its owner, or not a window
+                records[path] = record
+        # An open window whose process is gone is over. A finished record matters only to windows open
         # when it ended: once every open one started after its end, no trial reads it again. Keeping a
         # day of windows instead made every trial read them all: 1,200 on this 2-core machine, 19 ms of
         # each 0.1 s trial's total_s (sweeps/overhead.py: fixed_s 19 ms before, 3.5 ms after).
-        dead = {path for path, w in windows.items() if w["end"] is None and not _alive(path)}
-        horizon = min([end] + [w["start"] for p, w in windows.items() if w["end"] is None and p not in dead])
-        seen = set()
-        for path, other in windows.items():
+        dead = {path for path, r in records.items() if r["end"] is None and not _alive(path)}
+        horizon = min([end] + [r["start"] for p, r in records.items() if r["end"] is None and r["timed"]
+                               and p not in dead])  # a claim reads nothing: it holds nothing back
+        beside = {}
+        for path, other in records.items():
             # counted before it may be removed: a neighbour that finished well inside this window overlapped it
-            if (path not in dead and other["owner"] != self.owner and other["start"] < end
+            if (path not in dead and path != self.path and other["start"] < end
                     and (other["end"] is None or other["end"] > self.start)):
-                seen.add(other["label"])
+                beside[path] = other
             if (path in dead or (other["end"] or other["start"]) < end - KEEP_S
                     or (other["end"] is not None and other["end"] < horizon - MARGIN_S)):
                 with contextlib.suppress(PermissionError):  # another user's: theirs to remove
                     path.unlink(missing_ok=True)
-        self.overlapping = sorted(seen)
+        self.overlapping = sorted({r["label"] for r in beside.values() if r["timed"] and r["owner"] != self.owner})
+        self.neighbour_core_s = core_seconds(self.start, end, owning(beside), os.cpu_count() or 1)
+        self.load = load_columns(self._cpu, cpu, end - self.start, self.neighbour_core_s)
+
+    def columns(self) -> dict:
+        """The row's columns from this window: co_running and the host's load (analysis/schema.py)."""
+        return {"co_running": self.overlapping, **self.load}
+
+
+def owning(records: dict[Path, dict]) -> list[dict]:
+    """Of the records that overlapped a window, those whose cores explain CPU use the window saw: every
+    other process's claim, and its windows where it holds no claim (a data-parallel rank, a trial run
+    outside Tune). A window's own process is left out: its CPU time is counted whole as its own."""
+    claimed = {_pid(p) for p, r in records.items() if not r["timed"]}
+    return [r for p, r in records.items()
+            if _pid(p) != os.getpid() and (not r["timed"] or _pid(p) not in claimed)]
+
+
+def core_seconds(start: float, end: float, others: list[dict], host_cpus: int) -> float:
+    """Core-seconds that the records `others` (windows, claims) owned inside [start, end]: each one's
+    cores (at most the host's) for the time it overlapped; an open one runs on to `end`."""
+    total = 0.0
+    for other in others:
+        overlap = min(end, other["end"] if other["end"] is not None else end) - max(start, other["start"])
+        total += min(other["cores"], host_cpus) * max(overlap, 0.0)
+    return total
+
+
+def load_columns(before: tuple, after: tuple, window_s: float, neighbour_core_s: float) -> dict:
+    """The row's load columns from the (host_cpu(), own_cpu_s()) read at the window's start and end.
+
+    other_cpu_s: the host's busy CPU time less this process's own (every thread of it); outside_load:
+    more of it than the neighbours explain (`neighbour_core_s`), by more than ALLOWANCE_CORES per
+    second of window and TICKS_SLACK ticks times sqrt(CPUs). Null where /proc/stat could not be read."""
+    host_cpus = os.cpu_count()
+    try:
+        load_avg = os.getloadavg()[0]
+    except OSError:  # no load average on this OS
+        load_avg = None
+    columns = {"load_avg_1m": load_avg, "host_cpus": host_cpus, "cpu_steal_s": None, "other_cpu_s": None,
+               "outside_load": None}
+    (host0, own0), (host1, own1) = before, after
+    if host0 is None or host1 is None:
+        return columns
+    (busy0, steal0, tick), (busy1, steal1, _) = host0, host1
+    other = (busy1 - busy0) - (own1 - own0)
+    unexplained = other - neighbour_core_s
+    slack = ALLOWANCE_CORES * window_s + TICKS_SLACK * math.sqrt(host_cpus or 1) * tick
+    return {**columns, "cpu_steal_s": steal1 - steal0, "other_cpu_s": other, "outside_load": unexplained > slack}
+
+
+def host_cpu() -> tuple[float, float, float] | None:
+    """The host's CPU seconds since boot from /proc/stat's first line, (busy, stolen, one tick), or None
+    where it cannot be read. Busy is user + nice + system + irq + softirq (guest time is already in
+    user); idle, iowait and steal are not busy."""
+    try:
+        with open("/proc/stat") as f:
+            name, *fields = f.readline().split()
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
+        tick = 1 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):  # no /proc (macOS), a kernel without steal, no sysconf
+        return None
+    if name != "cpu":
+        return None
+    return (user + nice + system + irq + softirq) * tick, steal * tick, tick
+
+
+def own_cpu_s() -> float:
+    """CPU seconds this process has run, every thread of it (torch's intra-op pool included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def read_record(path: Path) -> dict | None:
+    """The window in `path`, or None where it is not one: the registry is shared by every user of the
+    node, so a file that is not a regular file, is too long, or lacks a field of the right type is skipped."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, MAX_RECORD_BYTES + 1)
+        record = json.loads(text.decode()) if len(text) <= MAX_RECORD_BYTES else None
+    except (OSError, ValueError):  # removed or being replaced by its owner, or not JSON
+        return None
+    finally:
+        os.close(fd)
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
+    if not (isinstance(record, dict) and isinstance(record.get("label"), str) and isinstance(record.get("owner"), str)
+            and number(record.get("start")) and (record.get("end") is None or number(record["end"]))):
+        return None
+    cores = record.get("cores", 1)  # a window written before cores were recorded: one core
+    timed = record.get("timed", True)  # before claims, every record was a timed window
+    if not number(cores) or cores < 0 or not isinstance(timed, bool):
+        return None
+    return {**record, "cores": cores, "timed": timed}
+
+
+def _pid(path: Path) -> int | None:
+    """The pid in a window file's name (<owner>-<pid>-<ns>.json), or None where the name is not of that form."""
+    try:
+        return int(path.stem.rsplit("-", 2)[1])
+    except (ValueError, IndexError):
+        return None
 
 
 def _alive(path: Path) -> bool:
-    """Whether the process that wrote the window file `path` (<owner>-<pid>-<ns>.json) still runs."""
+    """Whether the process that wrote the window file `path` still runs."""
+    pid = _pid(path)
+    if pid is None or pid <= 0:  # a name not of the form: not ours to judge
+        return True
     try:
-        os.kill(int(path.stem.rsplit("-", 2)[1]), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, ValueError):  # another user's process, or a name not of this form
+    except (PermissionError, OverflowError):  # another user's process, or no pid at all
         return True
     return True

@@ -17,6 +17,7 @@ import traceback
 from analysis.schema import NAMES
 from trainables import env
 from trainables.config import TrialConfig
+from trainables.neighbours import Window
 from trainables.timing import Timer, summarize
 from trainables.trial import Trial
 from trainables.workloads import WORKLOADS, describe, n_params
@@ -58,9 +59,10 @@ def error_text(exc: BaseException) -> str:
 
 
 def measured_row(trial: Trial, model, timer: Timer, epoch_s: list[float], samples: int, devices: tuple,
-                 started: float, **columns) -> dict:
+                 started: float, window: Window, **columns) -> dict:
     """A finished trial's row. `samples`: training samples per epoch (all workers together);
-    `started`: the trial's perf_counter at its start; `columns`: the rest (quality, data, group)."""
+    `started`: the trial's perf_counter at its start; `window`: the Window around its timed epochs
+    (co_running and the host's load); `columns`: the rest (quality, data, group)."""
     samples_per_s = samples * len(epoch_s) / sum(epoch_s)
     return {
         **config_row(trial),
@@ -75,6 +77,7 @@ def measured_row(trial: Trial, model, timer: Timer, epoch_s: list[float], sample
         "fused_members": 1,
         "per_rank_samples_per_s": [samples_per_s],
         **columns,
+        **window.columns(),
         **env.environment(devices),
         "total_s": time.perf_counter() - started,
     }

@@ -176,7 +176,7 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
         torch.cuda.current_stream(where.input_device).wait_stream(side)
         with timer.phase("compile"):
             loop.capture()
-    with Window(trial.label(), trial.hash) as window:
+    with Window(trial.label(), trial.hash, cfg.threads) as window:
         epoch_s, curve = timer.epochs(cfg.epochs - cfg.warmup_epochs, lambda: loop.epoch(order()))
 
     n = len(data.x)
@@ -191,9 +191,9 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
             test_loss, test_accuracy = evaluate(wl, model, loop.crit, data, wl.test_batch_size or cfg.batch_size, where)
 
     row = measured_row(
-        trial, model, timer, epoch_s, n, where.devices, started,
+        trial, model, timer, epoch_s, n, where.devices, started, window,
         world_size=where.world, data_on_device=data.x.device == where.input_device,
         train_loss=train_loss, loss_curve=[c / n for c in where.all_reduce(torch.stack(curve)).tolist()],
         train_accuracy=train_accuracy, test_loss=test_loss, test_accuracy=test_accuracy,
-        data_source=data.source, n_test=data.n_test, co_running=window.overlapping)
+        data_source=data.source, n_test=data.n_test)
     return {**row, "per_rank_samples_per_s": [row["samples_per_s"] / where.world]}

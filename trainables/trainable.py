@@ -5,7 +5,8 @@
 The config Tune hands the worker is converted and resolved here, once (trainables/trial.py), and the
 resolved trials go down to the one runner that fits them: fused (several members), data-parallel
 (ddp:N, ddp-cpu:N) or a single process (everything else). Any failure is a measurement too: it
-becomes the trials' rows, not an exception.
+becomes the trials' rows, not an exception. While it runs, the trial claims its cores in the node's
+registry (trainables/neighbours.py), and its rows say whether it was its worker's first (cold_start).
 """
 
 from __future__ import annotations
@@ -19,11 +20,18 @@ from trainables import env
 from trainables.config import TrialConfig
 from trainables.ddp import run_ddp
 from trainables.fused import run_fused
+from trainables.neighbours import Claim
 from trainables.rows import error_text, failed_row
 from trainables.train import run_trial
 from trainables.trial import Trial, resolve
 
 ROW_KEY = "crossover_row"  # the key under which a trial reports its rows to Tune
+
+# The one piece of process state in the trainables: how many Tune trials this worker process has
+# started. A reused worker (reuse_actors, sweeps/runner.py) runs trial after trial, and its first one
+# pays the imports, the CUDA context and the allocator's growth that the rest find done: that row's
+# fixed costs are not comparable (cold_start), and only the process can know which row it was.
+_trials_started = 0
 
 
 def run(trials: list[Trial]) -> list[dict]:
@@ -36,12 +44,21 @@ def run(trials: list[Trial]) -> list[dict]:
 
 
 def trainable(config: dict) -> None:
-    """Tune function trainable: resolve the config once, run it, report its rows once."""
+    """Tune function trainable: resolve the config once, run it, report its rows once, each marked
+    cold_start where this was the worker process's first trial (or a data-parallel one, whose Ray
+    Train workers start afresh every time)."""
+    global _trials_started
+    cold = _trials_started == 0
+    _trials_started += 1
     subjects: list[Trial | TrialConfig] = [TrialConfig.from_dict(c) for c in config["group"]["trials"]]
     try:
         subjects = [resolve(cfg) for cfg in subjects]
-        rows = run(subjects)
+        # the cores it asked Ray for, claimed for the whole trial: beside trials' windows count its
+        # set-up, warm-up and evaluation as crossover's own, not as another job's (outside_load)
+        with Claim(subjects[0].label(), subjects[0].hash, subjects[0].resources["cpu"]):
+            rows = run(subjects)
     except Exception as exc:  # any failure is a measurement too: it becomes rows
         text = error_text(exc)
         rows = [{**failed_row(subject, text), **env.environment(())} for subject in subjects]
-    tune.report({ROW_KEY: rows})
+    cold = cold or any(isinstance(s, Trial) and s.spec.distributed for s in subjects)
+    tune.report({ROW_KEY: [{**row, "cold_start": cold} for row in rows]})
