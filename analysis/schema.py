@@ -59,8 +59,9 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("width", _I64, "width axis (nodes per layer, or channel multiplier for CNNs); null = seed's shape"),
     ("batch_size", _I64, "training mini-batch size, samples"),
     ("dataset_size", _I64, "training samples"),
-    ("epochs", _I64, "epochs trained in total, warm-up included"),
+    ("epochs", _I64, "epochs asked for in total, warm-up included: at least this many were trained (timed_epochs)"),
     ("warmup_epochs", _I64, "first epochs excluded from the timed training"),
+    ("min_timed_s", _F64, "timed epochs went on past `epochs` until this many seconds were timed"),
     ("lr", _F64, "learning rate"),
     ("loop", _STR, "'fast' (no host sync per step) or 'seed' (the seeds' own loop: .item() per step)"),
     ("engine", _STR, "eager, graph (whole step in one CUDA graph) or compile (torch.compile)"),
@@ -83,6 +84,8 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("eval_s", _F64, "evaluation on the test split (0 when the workload has none)"),
     ("total_s", _F64, "whole trial wall time inside the trainable"),
     ("epoch_s", pa.list_(_F64), "each timed epoch, in order"),
+    ("timed_epochs", _I64, "epochs timed: at least epochs - warmup_epochs, more until min_timed_s was timed "
+                           "(trainables/timing.py); null in rows written before the column existed"),
     ("epoch_s_median", _F64, "median of epoch_s"),
     ("epoch_s_iqr", _F64, "interquartile range of epoch_s (75th minus 25th percentile)"),
     ("epoch_s_min", _F64, "fastest timed epoch"),
@@ -131,6 +134,11 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("python_version", _STR, "platform.python_version()"),
     ("cuda_version", _STR, "torch.version.cuda, null for CPU-only builds"),
 ]
+
+# Beside the rows in a results directory, one JSON line per run of the sweep: its wall-clock start and
+# end (time.time()), the trials and Tune trials it ran, its max_concurrent (sweeps/runner.py). The
+# leading '_' makes Parquet readers of the directory skip it.
+RUNS_FILE = "_runs.jsonl"
 
 SCHEMA = pa.schema([pa.field(name, kind) for name, kind, _ in COLUMNS])
 NAMES = [name for name, _, _ in COLUMNS]

@@ -7,7 +7,7 @@
 Sweeps, one after another, rows in OUT/<name>-<part>/ like any sweep:
     cpu     the CPU baseline (eager), every size: the arm the GPU engines cross
     gpu     every size on one GPU with each engine (eager, graph, compile)
-    alone   one small trial, repeated, one at a time;  fused: the same trials as one batched model
+    alone   one small trial, repeated with as many seeds as fused has;  fused: the same trials as one batched model
 At the end it prints (analysis/engines.py) the speed-up over eager per engine, fused trials per hour
 against one at a time, and the crossover against the CPU per engine.
 """
@@ -49,7 +49,7 @@ def spaces(args, grid: str) -> list[Space]:
     out = [Space(f"{args.name}-cpu", grids, ("cpu",), cpu_threads=args.cpu_threads)]
     out += [Space(f"{args.name}-gpu-{engine}", grids, ("cuda",), fixed={"engine": engine}) for engine in engines]
     fused, k = FUSED[grid]
-    out += [Space(f"{args.name}-alone", fused, ("cuda",), repeats=max(1, k // 8)),
+    out += [Space(f"{args.name}-alone", fused, ("cuda",), repeats=k),  # like with like: the same trials
             Space(f"{args.name}-fused", fused, ("cuda",), repeats=k, fuse="auto")]
     return out
 

@@ -6,9 +6,11 @@ only if the caller has not connected yet (`connect`), so tests and scripts share
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 # Tune's CSV/JSON/TensorBoard loggers would duplicate every row in its trial folders; the Parquet
@@ -21,6 +23,7 @@ import yaml  # noqa: E402
 from ray import tune  # noqa: E402
 
 from analysis.load import read  # noqa: E402
+from analysis.schema import RUNS_FILE  # noqa: E402
 from sweeps.space import CPU_NODE, Space, groups, resources_for  # noqa: E402
 from sweeps.store import RowWriter, Store  # noqa: E402
 from trainables.trainable import trainable  # noqa: E402
@@ -91,12 +94,20 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
                          "drop them from --devices, connect to a cluster with GPUs (--address), or name the "
                          "autoscaling config whose node types have them (--cluster-config)")
     store = Store(Path(out) / space.name)
-    done = store.measured()
+    with store.locked(log):
+        _run(space, trials, store, max_concurrent, log, storage_path, max_failures)
+    return store
+
+
+def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, log, storage_path: str | None,
+         max_failures: int) -> None:
+    """The sweep itself, in a directory this process holds."""
+    done = store.measured(log)
     todo = [t for t in trials if t.hash not in done]
     log(f"sweep {space.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already measured "
         f"in {store.dir}, {len(todo)} to run")
     if not todo:
-        return store
+        return
     batches = groups(todo, space.fuse)
     if len(batches) < len(todo):
         log(f"fused: {len(todo)} trials in {len(batches)} Tune trials (--fuse {space.fuse})")
@@ -120,8 +131,12 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
             failure_config=tune.FailureConfig(max_failures=max_failures),
         ),
     )
+    start = time.time()
     tuner.fit()
-    return store
+    # the sweep's own wall time, beside its rows: what N trials cost as a whole (analysis/engines.py)
+    with open(store.dir / RUNS_FILE, "a") as f:
+        f.write(json.dumps({"start": start, "end": time.time(), "trials": len(todo), "tune_trials": len(batches),
+                            "max_concurrent": max_concurrent}) + "\n")
 
 
 def run_studies(make_spaces, out: Path | str, render) -> int:

@@ -40,13 +40,14 @@ GRIDS = {
         "peaks": {"dataset_size": [100, 400, 2500, 10000, 40000, 160000], "epochs": [200]},  # seed 003: 40,000
         "tabular": {"dataset_size": [1000, 10000, 100000], "width": [64, 256, 1024], "epochs": [3]},  # seed 004
     },
-    # the whole grid cut to a size that ends in under a minute on 2 cores
+    # the whole grid cut to a size that ends in about a minute on 2 cores, at sizes of the default
+    # grid (so the shipped reference rows have the same configurations to set beside), two per workload
     "smoke": {
         "disc": {"depth": [2, 4], "epochs": [3]},
-        "mnist_cnn": {"dataset_size": [256], "epochs": [2]},
-        "lenet": {"dataset_size": [256], "epochs": [2]},
-        "peaks": {"dataset_size": [400], "epochs": [20]},
-        "tabular": {"dataset_size": [1000], "epochs": [2]},
+        "mnist_cnn": {"width": [1, 2], "dataset_size": [1437], "epochs": [2]},
+        "lenet": {"batch_size": [64, 100], "dataset_size": [1437], "epochs": [2]},
+        "peaks": {"dataset_size": [100, 400], "epochs": [20]},
+        "tabular": {"dataset_size": [1000, 10000], "epochs": [2]},
     },
     # each seed's own configuration (MNIST-sized image sets: synthetic unless --data-dir), to set the
     # seeds' claims beside a measurement; fewer epochs than the seeds ran, the same per-epoch work
@@ -86,7 +87,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--exclusive", action="store_true",
                    help="timing grade: one trial at a time, nothing else on its node while timed "
                         "(without it, trials pack for throughput; every row lists what ran beside it)")
-    p.add_argument("--repeats", type=int, default=1, help="independent seeds per grid point")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="independent runs (seeds) per grid point: the crossover's interval is over them")
     p.add_argument("--loop", default="fast", choices=LOOPS, help="'seed' reproduces the seeds' own loop")
     p.add_argument("--data", default="auto", choices=DATA_SOURCES, help="image data source (trainables/data.py)")
     p.add_argument("--data-dir", default=None, help="directory with MNIST/raw/*-ubyte (torchvision layout)")

@@ -2,20 +2,31 @@
 
     results/<sweep>/<config_hash>.parquet    one row, schema analysis/schema.py
     results/<sweep>/_tune/                   Tune's own state (ignored by Parquet readers: leading '_')
+    results/<sweep>/_lock                    held while a sweep writes the directory: who holds it
+    results/<sweep>/_aside/                  files found there that are not rows, moved aside
 
-A file is written under a hidden temporary name and renamed into place, so a crash or Ctrl-C leaves
-either the whole row or none. Re-running a sweep skips the configs whose row says 'ok' and measures
-the rest again; a new row for a config replaces its old failed one, so nothing is duplicated.
+A file is written under a hidden temporary name, flushed to disk (fsync) and renamed into place, so a
+crash, a kill or a power loss leaves either the whole row or none. Re-running a sweep skips the
+configs whose row says 'ok' and measures the rest again; a new row for a config replaces its old
+failed one, so nothing is duplicated. One sweep at a time writes a directory (`locked`): a second is
+refused, naming the first. What is not a row (a stray file, a truncated or unreadable row file) is
+moved to _aside/ with a warning, so it neither blocks the resume nor a reader of the directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import os
+import shutil
+import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from ray import tune
 
@@ -26,18 +37,24 @@ from trainables.trainable import ROW_KEY
 from trainables.trial import Trial
 
 
+LOCK = "_lock"
+ASIDE = "_aside"
+
+
 class Store:
     def __init__(self, directory: Path | str):
         self.dir = Path(directory)
 
     def write(self, row: dict) -> Path:
-        self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / f"{row['config_hash']}.parquet"
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".", suffix=".tmp")
-        os.close(fd)
         try:
-            pq.write_table(schema.to_table([row]), tmp)
+            with os.fdopen(fd, "wb") as f:
+                pq.write_table(schema.to_table([row]), f)
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, path)
+            _fsync_dir(self.dir)  # the rename itself, on disk
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -46,12 +63,64 @@ class Store:
     def files(self) -> list[Path]:
         return sorted(self.dir.glob("*.parquet")) if self.dir.is_dir() else []
 
-    def measured(self) -> set[str]:
-        """Config hashes that already have an 'ok' row."""
-        if not self.files():
-            return set()
-        table = pq.ParquetDataset(self.dir).read(columns=["config_hash", "status"])
-        return {h for h, s in zip(table["config_hash"].to_pylist(), table["status"].to_pylist()) if s == "ok"}
+    @contextlib.contextmanager
+    def locked(self, log=print):
+        """Hold the directory for one sweep: created if need be, left-overs of a killed writer removed,
+        non-rows moved aside. Raises ValueError where it cannot be written or another sweep holds it."""
+        if self.dir.exists() and not self.dir.is_dir():
+            raise ValueError(f"results directory {self.dir} is a file: give --out a directory (or another --name)")
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            lock = open(self.dir / LOCK, "a+")
+        except OSError as exc:
+            raise ValueError(f"results directory {self.dir} cannot be written ({exc.strerror}): give --out a "
+                             "writable directory") from None
+        with lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                raise ValueError(f"results directory {self.dir} is being written by another sweep "
+                                 f"({lock.read().strip() or 'holder unknown'}): wait for it to end, or give "
+                                 "this one another --name") from None
+            lock.seek(0)
+            lock.truncate()
+            lock.write(f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now():%Y-%m-%d %H:%M:%S}: "
+                       f"{' '.join(sys.argv)}\n")
+            lock.flush()
+            for tmp in self.dir.glob(".*.tmp"):  # a killed writer's: no other writer can be at work now
+                tmp.unlink(missing_ok=True)
+            self._set_aside([p for p in self.dir.iterdir() if p.is_file() and not p.name.startswith(("_", "."))
+                             and p.suffix != ".parquet"], "not a row file", log)
+            yield self
+
+    def measured(self, log=print) -> set[str]:
+        """Config hashes that already have an 'ok' row; unreadable row files are moved aside (their
+        configs run again)."""
+        done, unreadable = set(), []
+        for path in self.files():
+            try:
+                table = pq.read_table(path, columns=["config_hash", "status"])
+            except (pa.ArrowException, OSError):
+                unreadable.append(path)
+                continue
+            done |= {h for h, s in zip(table["config_hash"].to_pylist(), table["status"].to_pylist()) if s == "ok"}
+        self._set_aside(unreadable, "unreadable as Parquet (truncated?): its configuration runs again", log)
+        return done
+
+    def _set_aside(self, paths: list[Path], why: str, log) -> None:
+        for path in paths:
+            (self.dir / ASIDE).mkdir(exist_ok=True)
+            shutil.move(path, self.dir / ASIDE / path.name)
+            log(f"warning: {path} is {why}; moved to {self.dir / ASIDE}/")
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class RowWriter(tune.Callback):

@@ -29,7 +29,7 @@ import yaml
 from sweeps.space import CPU_NODE, GPU_NODE
 
 ROOT = Path(__file__).resolve().parent.parent
-SMOKE = ["--smoke", "--workloads", "disc,peaks"]  # 3 configs per device
+SMOKE = ["--smoke", "--workloads", "disc,peaks", "--repeats", "1"]  # 4 configs per device
 
 
 def ray_schema() -> dict:
@@ -114,9 +114,9 @@ def test_cpu_trials_run_on_cpu_nodes_and_gpu_trials_only_on_gpu_nodes(cluster, t
     # no --devices: the sweep sees the GPU node and measures on 'cpu' and 'cuda'
     run(scaling(cluster.address, tmp_path, "placed", *SMOKE), cluster.env)
     rows = pd.read_parquet(tmp_path / "placed")
-    assert len(rows) == 6 and rows["config_hash"].is_unique  # every row reached the driver's Parquet
+    assert len(rows) == 8 and rows["config_hash"].is_unique  # every row reached the driver's Parquet
     cpu, gpu = rows[rows["device"] == "cpu"], rows[rows["device"] == "cuda"]
-    assert len(cpu) == len(gpu) == 3
+    assert len(cpu) == len(gpu) == 4
     assert set(cpu["node_id"]) <= cluster.cpu_ids and (cpu["status"] == "ok").all()
     assert (cpu["cpus_requested"] == 1).all()  # the largest CPU node's cores; the GPU node's don't count
     assert set(gpu["node_id"]) == cluster.gpu_ids
@@ -129,7 +129,7 @@ def test_a_worker_node_killed_mid_sweep_loses_no_row_and_its_trial_is_retried(cl
     victim = c.add_node(num_cpus=2, resources={CPU_NODE: 1})  # the only node a 2-thread trial fits on
     out = tmp_path / "node-killed"
     cmd = scaling(cluster.address, tmp_path, "node-killed", "--workloads", "disc", "--devices", "cpu",
-                  "--cpu-threads", "2", "--max-failures", "2")
+                  "--cpu-threads", "2", "--max-failures", "2", "--repeats", "1")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     replacement = None
@@ -158,8 +158,8 @@ def test_a_worker_node_killed_mid_sweep_loses_no_row_and_its_trial_is_retried(cl
 
 def test_a_killed_driver_resumes_with_the_same_command(cluster, tmp_path):
     out = tmp_path / "driver-killed"
-    cmd = scaling(cluster.address, tmp_path, "driver-killed", "--smoke", "--devices", "cpu",
-                  "--repeats", "2", "--max-concurrent", "1")  # 12 short trials, one at a time
+    cmd = scaling(cluster.address, tmp_path, "driver-killed", "--smoke", "--devices", "cpu", "--workloads",
+                  "disc,peaks", "--repeats", "3", "--max-concurrent", "1")  # 12 short trials, one at a time
     proc = subprocess.Popen(cmd, cwd=ROOT, env=cluster.env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -246,7 +246,7 @@ def test_the_autoscaler_adds_nodes_for_pending_trials_and_removes_them_when_idle
     assert [n["Resources"].get("CPU", 0) for n in alive_nodes(cluster)] == [0]  # the head alone
     out = Path(cluster.config).parent / "results"
     # no --devices: the GPUs come from the node types in --cluster-config, before any node exists
-    done = run(scaling(cluster.address, out, "autoscaled", "--smoke", "--workloads", "disc",
+    done = run(scaling(cluster.address, out, "autoscaled", "--smoke", "--workloads", "disc", "--repeats", "1",
                        "--cluster-config", str(cluster.config)), cluster.env)
     rows = pd.read_parquet(out / "autoscaled")
     # the node type of every node the autoscaler started, alive or already scaled down

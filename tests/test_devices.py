@@ -74,10 +74,11 @@ def test_pipeline_stages_balance_parameters_and_keep_every_layer():
 
 
 def test_a_pipeline_of_micro_batches_trains_as_the_whole_model():
-    trial = resolve(TrialConfig("tabular", depth=3, width=32, dataset_size=512, epochs=3, device="pipe:2", micro_batches=4))
+    kw = dict(depth=3, width=32, dataset_size=512, epochs=3, min_timed_s=0)
+    trial = resolve(TrialConfig("tabular", device="pipe:2", micro_batches=4, **kw))
     cpu = torch.device("cpu")
     piped = run_trial(trial, Placement((cpu, cpu), micro_batches=4))
-    whole = run_trial(resolve(TrialConfig("tabular", depth=3, width=32, dataset_size=512, epochs=3)))
+    whole = run_trial(resolve(TrialConfig("tabular", **kw)))
     assert piped["train_loss"] == pytest.approx(whole["train_loss"], rel=1e-5)
     assert piped["micro_batches"] == 4 and piped["n_params"] == whole["n_params"]
 
@@ -86,7 +87,8 @@ def test_ddp_over_gloo_with_two_ray_train_workers_matches_one_process(local_ray,
     from sweeps import runner
 
     grid = {"disc": {"depth": [6], "epochs": [3], "dataset_size": [400]}}
-    runner.run(Space("ddp", grid, ("cpu", "ddp-cpu:2"), cpu_threads=2), tmp_path, log=lambda line: None)
+    runner.run(Space("ddp", grid, ("cpu", "ddp-cpu:2"), cpu_threads=2, fixed={"min_timed_s": 0}), tmp_path,
+               log=lambda line: None)
     rows = pd.read_parquet(tmp_path / "ddp").set_index("device")
     assert set(rows["status"]) == {"ok"}, rows["error"].dropna().tolist()
     ddp, single = rows.loc["ddp-cpu:2"], rows.loc["cpu"]

@@ -40,8 +40,8 @@ FIRST_STEPS_RTOL = 1e-4
     ("lenet", dict(dataset_size=1000)),
 ])
 def test_cpu_and_gpu_first_steps_agree(no_tf32, workload, kw):
-    cpu = run_trial(resolve(TrialConfig(workload, epochs=2, **kw)))
-    gpu = run_trial(resolve(TrialConfig(workload, device="cuda", epochs=2, **kw)))
+    cpu = run_trial(resolve(TrialConfig(workload, epochs=2, min_timed_s=0, **kw)))
+    gpu = run_trial(resolve(TrialConfig(workload, device="cuda", epochs=2, min_timed_s=0, **kw)))
     print(f"{workload}: cpu {cpu['train_loss']:.8f} gpu {gpu['train_loss']:.8f}")
     assert gpu["train_loss"] == pytest.approx(cpu["train_loss"], rel=FIRST_STEPS_RTOL)
     assert gpu["peak_gpu_bytes"] > 0 and "cpu" not in gpu["device_name"].lower()
@@ -50,7 +50,7 @@ def test_cpu_and_gpu_first_steps_agree(no_tf32, workload, kw):
 def test_seeds_claim_no_difference_in_accuracy(no_tf32):
     # seed 002: "with literally no difference in model accuracy"; its LeNet and hyper-parameters on
     # real digits, 15 epochs
-    cfg = dict(dataset_size=1437, epochs=15)
+    cfg = dict(dataset_size=1437, epochs=15, min_timed_s=0)
     cpu = run_trial(resolve(TrialConfig("lenet", **cfg)))
     gpu = run_trial(resolve(TrialConfig("lenet", device="cuda", **cfg)))
     print(f"lenet test accuracy: cpu {cpu['test_accuracy']:.4f} gpu {gpu['test_accuracy']:.4f}")
@@ -95,7 +95,7 @@ def test_a_cpu_trial_on_a_gpu_node_never_touches_the_gpu(local_gpu_ray):
 
 @two_gpus
 def test_a_two_gpu_pipeline_matches_one_gpu(no_tf32):
-    kw = dict(depth=8, width=1024, dataset_size=4096, batch_size=512, epochs=3)
+    kw = dict(depth=8, width=1024, dataset_size=4096, batch_size=512, epochs=3, min_timed_s=0)
     one = run_trial(resolve(TrialConfig("tabular", device="cuda", **kw)))
     piped = run_trial(resolve(TrialConfig("tabular", device="pipe:2", micro_batches=4, **kw)))
     assert "+" in piped["device_name"]
@@ -120,7 +120,8 @@ def test_ddp_on_two_gpus_over_nccl_matches_one_gpu(no_tf32, local_gpu_ray, tmp_p
     from sweeps import runner
 
     grid = {"disc": {"depth": [8], "epochs": [3]}}
-    runner.run(Space("ddp-gpu", grid, ("cuda", "ddp:2")), tmp_path, max_concurrent=1, log=print)
+    runner.run(Space("ddp-gpu", grid, ("cuda", "ddp:2"), fixed={"min_timed_s": 0}), tmp_path, max_concurrent=1,
+               log=print)
     rows = pd.read_parquet(tmp_path / "ddp-gpu").set_index("device")
     assert set(rows["status"]) == {"ok"}, rows["error"].dropna().tolist()
     assert rows.loc["ddp:2", "world_size"] == 2
@@ -134,8 +135,8 @@ def test_ddp_on_two_gpus_over_nccl_matches_one_gpu(no_tf32, local_gpu_ray, tmp_p
     ("mnist_cnn", dict(dataset_size=1000)),  # dropout's random numbers inside the graph
 ])
 def test_the_captured_step_trains_as_the_eager_one(no_tf32, workload, kw):
-    eager = run_trial(resolve(TrialConfig(workload, device="cuda", epochs=4, **kw)))
-    graph = run_trial(resolve(TrialConfig(workload, device="cuda", epochs=4, engine="graph", **kw)))
+    eager = run_trial(resolve(TrialConfig(workload, device="cuda", epochs=4, min_timed_s=0, **kw)))
+    graph = run_trial(resolve(TrialConfig(workload, device="cuda", epochs=4, engine="graph", min_timed_s=0, **kw)))
     print(f"{workload}: eager {eager['epoch_s_median'] * 1e3:.3f} ms/epoch, graph {graph['epoch_s_median'] * 1e3:.3f}, "
           f"capture {graph['compile_s']:.3f} s")
     assert graph["compile_s"] > 0
@@ -146,7 +147,7 @@ def test_the_captured_step_trains_as_the_eager_one(no_tf32, workload, kw):
 
 
 def test_the_compiled_model_on_the_gpu_trains_as_the_eager_one(no_tf32):
-    kw = dict(depth=8, epochs=5)
+    kw = dict(depth=8, epochs=5, min_timed_s=0)
     eager = run_trial(resolve(TrialConfig("disc", device="cuda", **kw)))
     compiled = run_trial(resolve(TrialConfig("disc", device="cuda", engine="compile", **kw)))
     print(f"disc depth 8: eager {eager['epoch_s_median'] * 1e3:.3f} ms/epoch, compile "

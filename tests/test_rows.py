@@ -85,3 +85,10 @@ def test_imports_point_down_with_no_circle():
 
     circles = sorted(m for m in graph if m in reaches(m, set()))
     assert circles == [], f"modules that import themselves back: {circles}"
+
+
+def test_the_config_hash_tells_apart_what_changes_the_measurement():
+    base = TrialConfig("lenet")
+    assert TrialConfig("lenet", data_dir="/data/mnist").config_hash() != base.config_hash()  # MNIST, not digits
+    assert TrialConfig("lenet", min_timed_s=2.0).config_hash() != base.config_hash()
+    assert TrialConfig("lenet").config_hash() == base.config_hash()

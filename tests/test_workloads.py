@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from trainables.config import ConfigError, TrialConfig
+from trainables.timing import more_epochs
 from trainables.train import run_trial
 from trainables.trial import resolve
 from trainables.workloads import WORKLOADS, n_params
@@ -72,7 +73,8 @@ def test_bad_configs_are_refused_by_name(kw, field, words):
 def test_one_seeded_step_gives_the_same_loss_on_1_and_2_threads():
     losses = []
     for threads in (1, 2):
-        row = run_trial(resolve(TrialConfig("disc", depth=8, epochs=2, warmup_epochs=1, dataset_size=200, threads=threads)))
+        row = run_trial(resolve(TrialConfig("disc", depth=8, epochs=2, warmup_epochs=1, dataset_size=200, threads=threads,
+                                            min_timed_s=0)))
         losses.append(row["train_loss"])
         assert row["torch_threads"] == threads
     assert math.isclose(losses[0], losses[1], rel_tol=1e-5)
@@ -80,14 +82,37 @@ def test_one_seeded_step_gives_the_same_loss_on_1_and_2_threads():
 
 def test_a_trial_reports_time_quality_and_environment():
     row = run_trial(resolve(TrialConfig("tabular", dataset_size=512, epochs=4, batch_size=64)))
-    assert len(row["epoch_s"]) == 3 and row["steps_per_epoch"] == 8
+    # 3 epochs asked, timed on until 0.5 s is timed, at most 10 x 3
+    assert 3 <= len(row["epoch_s"]) == row["timed_epochs"] <= 30 and row["steps_per_epoch"] == 8
+    assert sum(row["epoch_s"]) >= 0.5 or len(row["epoch_s"]) == 30
     assert row["epoch_s_min"] <= row["epoch_s_median"] <= row["epoch_s_max"]
     assert row["train_s"] >= sum(row["epoch_s"]) * 0.99  # the phase holds the epochs
     assert row["total_s"] > row["train_s"] + row["warmup_s"]
     assert 0.5 < row["test_accuracy"] <= 1 and row["n_test"] == 128
-    assert row["samples_per_s"] == pytest.approx(512 * 3 / sum(row["epoch_s"]))
+    assert row["samples_per_s"] == pytest.approx(512 * row["timed_epochs"] / sum(row["epoch_s"]))
     assert row["device_name"] == row["cpu_model"] and row["peak_gpu_bytes"] is None
-    assert len(row["loss_curve"]) == 3 and row["loss_curve"][-1] == pytest.approx(row["train_loss"])
+    assert len(row["loss_curve"]) == row["timed_epochs"] and row["loss_curve"][-1] == pytest.approx(row["train_loss"])
+
+
+@pytest.mark.parametrize("done, elapsed, min_s, more", [
+    (2, 0.2, 0.0, 0),  # no minimum time: the trial's own epochs
+    (2, 0.2, 0.1, 3),  # at least MIN_TIMED_EPOCHS = 5
+    (2, 0.2, 1.0, 8),  # 0.1 s an epoch: 10 epochs for 1 s
+    (2, 0.002, 1.0, 18),  # 1 ms an epoch: capped at 10 x 2
+    (20, 4.0, 1.0, 0),  # enough already
+    (1, 0.0, 1.0, 4),  # too fast to measure: MIN_TIMED_EPOCHS, capped
+])
+def test_more_epochs_are_timed_until_the_minimum_is_reached(done, elapsed, min_s, more):
+    assert more_epochs(done, elapsed, min_s) == more
+
+
+def test_a_short_trial_is_timed_until_its_minimum_time():
+    row = run_trial(resolve(TrialConfig("disc", depth=3, dataset_size=200, epochs=3, min_timed_s=0.2)))
+    assert 5 <= row["timed_epochs"] <= 20 and (sum(row["epoch_s"]) >= 0.2 or row["timed_epochs"] == 20)
+    exact = run_trial(resolve(TrialConfig("disc", depth=3, dataset_size=200, epochs=8, min_timed_s=0)))
+    assert exact["timed_epochs"] == 7 and exact["epochs"] == 8  # with no minimum time, the trial's own
+    one = run_trial(resolve(TrialConfig("disc", depth=3, dataset_size=200, epochs=2, min_timed_s=0)))
+    assert one["timed_epochs"] == 1
     assert row["data_on_device"] and row["engine"] == "eager" and row["compile_s"] is None
 
 
@@ -98,8 +123,8 @@ def test_training_learns_the_seed_task():
 
 
 def test_seed_loop_and_fast_loop_train_identically():
-    fast = run_trial(resolve(TrialConfig("disc", depth=4, epochs=3)))
-    seed = run_trial(resolve(TrialConfig("disc", depth=4, epochs=3, loop="seed")))
+    fast = run_trial(resolve(TrialConfig("disc", depth=4, epochs=3, min_timed_s=0)))
+    seed = run_trial(resolve(TrialConfig("disc", depth=4, epochs=3, loop="seed", min_timed_s=0)))
     assert seed["train_loss"] == pytest.approx(fast["train_loss"], rel=1e-6)
 
 
@@ -109,7 +134,7 @@ def test_a_diverging_trial_raises_a_clear_error():
 
 
 def test_the_compiled_model_trains_as_the_eager_one():
-    kw = dict(dataset_size=400, epochs=3)
+    kw = dict(dataset_size=400, epochs=3, min_timed_s=0)
     eager = run_trial(resolve(TrialConfig("peaks", **kw)))
     compiled = run_trial(resolve(TrialConfig("peaks", engine="compile", **kw)))
     assert compiled["loss_curve"] == pytest.approx(eager["loss_curve"], rel=1e-4)

@@ -33,8 +33,9 @@ class TrialConfig:
     width: int | None = None  # nodes per hidden layer, or channel multiplier for CNNs; None = seed's
     batch_size: int | None = None  # samples per optimiser step; None = the seed's
     dataset_size: int | None = None  # training samples; None = the seed's
-    epochs: int | None = None  # epochs in total, warm-up included; None = the seed's
+    epochs: int | None = None  # epochs in total, warm-up included, at least; None = the seed's
     warmup_epochs: int = 1  # first epochs left out of the timed training
+    min_timed_s: float = 0.5  # s: timed epochs go on past `epochs` until this much is timed (trainables/timing.py)
     lr: float | None = None  # learning rate; None = the seed's
     loop: str = "fast"  # 'fast': no host sync per step; 'seed': the seeds' loop, .item() per step
     engine: str = "eager"  # eager, graph (the whole step in a CUDA graph) or compile (torch.compile)
@@ -57,7 +58,7 @@ class TrialConfig:
         return dataclasses.asdict(self)
 
     def config_hash(self) -> str:
-        """Stable id of what is measured: data_dir is where, not what, so it is left out."""
-        measured = {k: v for k, v in self.to_dict().items() if k != "data_dir"}
-        blob = json.dumps(measured, sort_keys=True).encode()
+        """Stable id of what is measured: every field, data_dir too (another directory may hold other
+        images, and without one the image workloads fall back to digits or synthetic data)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

@@ -124,6 +124,14 @@ class Placement:
             return DistributedDataParallel(model, device_ids=[self.input_device] if self.is_cuda else None)
         return model
 
+    def largest(self, count: int) -> int:
+        """The largest of every rank's `count` (itself for one process): one decision for the group."""
+        if self.world == 1:
+            return count
+        tensor = torch.tensor(count, device=self.input_device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return int(tensor.item())
+
     def all_reduce(self, tensor):
         """Sum over the data-parallel group (identity for one process)."""
         if self.world > 1:

@@ -158,7 +158,7 @@ def run_fused(trials: list[Trial]) -> list[dict]:
         for _ in range(first.warmup_epochs):
             epoch()
     with Window(f"fused x{k} " + trials[0].label("workload", "device", "depth", "width"), group, first.threads) as window:
-        epoch_s, curve = timer.epochs(first.epochs - first.warmup_epochs, epoch)
+        epoch_s, curve = timer.epochs(first.epochs - first.warmup_epochs, epoch, first.min_timed_s)
     curves = (torch.stack(curve) / n).T.tolist()  # members x epochs
     accuracy = (correct / n).tolist() if wl.task == "classification" else [None] * k
     test_loss = test_accuracy = [None] * k

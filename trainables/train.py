@@ -177,7 +177,8 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
         with timer.phase("compile"):
             loop.capture()
     with Window(trial.label(), trial.hash, cfg.threads) as window:
-        epoch_s, curve = timer.epochs(cfg.epochs - cfg.warmup_epochs, lambda: loop.epoch(order()))
+        epoch_s, curve = timer.epochs(cfg.epochs - cfg.warmup_epochs, lambda: loop.epoch(order()), cfg.min_timed_s,
+                                      where.largest)
 
     n = len(data.x)
     train_loss = where.all_reduce(loop.loss_sum).item() / n

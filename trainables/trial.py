@@ -94,6 +94,8 @@ def resolve(cfg: TrialConfig) -> Trial:
                                            f"{cfg.warmup_epochs}: at least one epoch must be timed")
     if not (isinstance(cfg.lr, (int, float)) and cfg.lr > 0):
         raise ConfigError("lr", f"lr must be a number > 0, got {cfg.lr!r}")
+    if not (isinstance(cfg.min_timed_s, (int, float)) and 0 <= cfg.min_timed_s < math.inf):
+        raise ConfigError("min_timed_s", f"min_timed_s must be a number of seconds >= 0, got {cfg.min_timed_s!r}")
     if cfg.loop not in LOOPS:
         raise ConfigError("loop", f"loop must be one of {list(LOOPS)}, got {cfg.loop!r}")
     _check_engine(cfg, spec)
