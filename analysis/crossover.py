@@ -4,9 +4,10 @@
     from analysis.crossover import find, render; print(render(find(rows)))
 
 For each workload and each axis (n_params, depth, width, batch_size, dataset_size), the rows are cut
-into slices that hold every other configuration column fixed. In a slice, the rows of one arm at one
-size are its runs: they differ only by `seed` (or are the same configuration measured again), so they
-are independent repeats. Each pair of arms (A, the baseline, is the CPU where there is one) is
+into slices that hold every other configuration column fixed but the run's length (epochs and
+warm-up epochs: RUN_LENGTH), so rows of one size compare per epoch whatever their epoch counts. In a
+slice, the rows of one arm at one size are its runs: they differ only by `seed` or run length (or
+are the same configuration measured again), so they are independent repeats. Each pair of arms (A, the baseline, is the CPU where there is one) is
 compared at every size both measured, on d = log(tA / tB), > 0 where B is faster.
 
 The bootstrap resamples runs, then epochs. Each draw picks, at every size and for each arm, as many
@@ -120,9 +121,16 @@ class Bootstrap:
     loss_rtol: float = 0.02  # time_to_final_loss_s: final train losses of A and B within this relative gap
 
 
+# Not held fixed: how long a trial ran changes neither the work of an epoch nor its time, so a
+# laptop's short sweep compares per epoch with reference rows of the same sizes run for longer (the
+# time-to-loss metrics still compare only losses the two arms both reached).
+RUN_LENGTH = {"epochs", "warmup_epochs"}
+
+
 def held_fixed(axis: str) -> list[str]:
-    """Configuration columns held fixed while `axis` varies (device compared, seeds are runs)."""
-    varied = {"device", "seed", axis} | ({"depth", "width"} if axis == "n_params" else set())
+    """Configuration columns held fixed while `axis` varies (device compared, seeds are runs, the run's
+    length free)."""
+    varied = {"device", "seed", axis} | RUN_LENGTH | ({"depth", "width"} if axis == "n_params" else set())
     return [c for c in CONFIG_COLUMNS if c not in varied]
 
 

@@ -1,7 +1,7 @@
 """Benchmark figures of sweeps/engines.py, from its rows alone:
 
 - the speed-up of each engine over eager on the same GPU, per workload and size;
-- fused trials per hour against the same trials one at a time (warm rows: a worker's first trial left out);
+- fused trials per hour against the same trials one at a time: warm, cold and whole sweeps apart;
 - the crossover against the CPU per engine: how far `graph`, `compile` and fusion pull it towards
   small models.
 
@@ -13,11 +13,14 @@ never imports torch or ray.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 
 from analysis.crossover import Bootstrap, answer, find
 from analysis.load import cold_starts, sizes_label
-from analysis.schema import CONFIG_COLUMNS
+from analysis.schema import CONFIG_COLUMNS, RUNS_FILE
 
 # Fused members differ only in these (trainables/fused.py): the rest of the config is the group's.
 FUSABLE = ("seed", "lr")
@@ -46,35 +49,51 @@ def speedup(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def fused(rows: pd.DataFrame) -> pd.DataFrame:
-    """Trials per hour: one at a time (the median of each trial's own wall time) and fused (the median
-    of the groups' wall time, per group size), for the trials that were measured both ways (the same
-    configuration but for seed and lr).
+    """Trials per hour, one at a time and fused, for the trials that were measured both ways (the
+    same configuration but for seed and lr), three ways:
 
-    A cold row (its worker's first trial: its total_s holds the imports and CUDA context the others
-    found done, 5 s against 0.4 s in results/reference/h100-2026-11-21-engines) is left out of either
-    side where that side has warm ones, and kept where it has none; `note` says which."""
+    warm    the median wall time (total_s) of trials, or fused groups, that were not their worker's
+            first: the steady rate of a long sweep;
+    cold    the same of those that were (imports, CUDA context: 5 s against 0.4 s in
+            results/reference/h100-2026-11-21-engines): what a sweep of a few trials pays;
+    sweep   a whole sweep's wall time (its `_runs.jsonl`, sweeps/runner.py), Tune's start and
+            scheduling included, for results directories that hold only that side's trials.
+    `vs_one_at_a_time` sets each line against the one-at-a-time line of the same kind."""
     ok = _ok(rows.assign(cold=cold_starts(rows)))
     shared = [c for c in CONFIG_COLUMNS if c not in FUSABLE]
-    groups = ok[ok["fused_members"] > 1].drop_duplicates("fused_group")
-    alone = ok[ok["fused_members"] == 1].merge(groups[shared].drop_duplicates(), on=shared)
-    if alone.empty or groups.empty:
+    members = ok[ok["fused_members"] > 1]
+    alone = ok[ok["fused_members"] == 1].merge(members[shared].drop_duplicates(), on=shared)
+    if alone.empty or members.empty:
         return pd.DataFrame()
-    lines = [_trials_per_hour("one at a time", 1, alone, "trial")]
-    lines += [_trials_per_hour("fused", k, g, "group") for k, g in groups.groupby("fused_members")]
+    sides = [("one at a time", 1, alone, alone)]
+    sides += [("fused", k, g.drop_duplicates("fused_group"), g) for k, g in members.groupby("fused_members")]
+    lines = []
+    for how, k, runs, side_rows in sides:
+        for kind, part in (("warm", runs[~runs["cold"]]), ("cold", runs[runs["cold"]])):
+            if len(part):
+                trial_s = part["total_s"].median()
+                lines.append({"how": how, "members": k, "kind": kind, "runs": len(part), "trial_s": trial_s,
+                              "trials_per_hour": k * 3600 / trial_s})
+        lines += _sweeps(how, k, side_rows, ok)
     out = pd.DataFrame(lines)
-    return out.assign(vs_one_at_a_time=out["trials_per_hour"] / out["trials_per_hour"].iloc[0])
+    base = out[out["how"] == "one at a time"].set_index("kind")["trials_per_hour"]
+    return out.assign(vs_one_at_a_time=out["trials_per_hour"] / out["kind"].map(base))
 
 
-def _trials_per_hour(how: str, members: int, runs: pd.DataFrame, unit: str) -> dict:
-    """One line of `fused`: the median wall time of the warm `runs` (all of them where none is warm)."""
-    warm = runs[~runs["cold"]]
-    used = warm if len(warm) else runs
-    left_out = len(runs) - len(used)
-    note = (f"{left_out} cold {unit}{'s' * (left_out > 1)} (a worker's first) left out" if left_out else
-            f"cold only: no warm {unit} measured, so total_s holds the worker's start-up" if used["cold"].all() else "")
-    trial_s = used["total_s"].median()
-    return {"how": how, "members": members, "runs": len(used), "trial_s": trial_s,
-            "trials_per_hour": members * 3600 / trial_s, "note": note}
+def _sweeps(how: str, members: int, side: pd.DataFrame, ok: pd.DataFrame) -> list[dict]:
+    """The whole-sweep line of one side: the runs recorded in the results directories that hold its
+    trials and nothing else (none where the rows do not say where they were read from)."""
+    if "results_dir" not in side:
+        return []
+    dirs = [d for d in side["results_dir"].unique() if set(ok.loc[ok["results_dir"] == d, "config_hash"])
+            <= set(side["config_hash"])]
+    runs = [json.loads(line) for d in dirs if (Path(d) / RUNS_FILE).exists()
+            for line in (Path(d) / RUNS_FILE).read_text().splitlines() if line.strip()]
+    if not runs:
+        return []
+    wall, trials = sum(r["end"] - r["start"] for r in runs), sum(r["trials"] for r in runs)
+    return [{"how": how, "members": members, "kind": "sweep", "runs": trials, "trial_s": wall / trials * members,
+             "trials_per_hour": trials * 3600 / wall}]
 
 
 def crossovers(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(draws=200)) -> pd.DataFrame:

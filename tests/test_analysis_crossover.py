@@ -252,3 +252,11 @@ def test_rows_written_before_cold_start_existed_take_each_hosts_first_trial_as_c
     assert list(rows.loc[cold_starts(rows), "trial_id"]) == ["t_00000", "t_00001", "t_00004"]
     rows["cold_start"] = [False, False, True, None, None, None]  # recorded where known: taken as it is
     assert list(rows.loc[cold_starts(rows), "trial_id"]) == ["t_00002", "t_00001", "t_00004"]
+
+
+def test_rows_of_different_epoch_counts_compare_per_epoch():
+    # a laptop's short run beside reference rows run longer, at the same sizes
+    rows = plant(SIZES, CPU, GPU, noise=0.05)
+    rows.loc[rows["device"] == "cpu", "epochs"] = 3
+    line = epoch_line(rows)
+    assert line["verdict"] == "crossover" and line["crossover"] == pytest.approx(1e4, rel=0.15)

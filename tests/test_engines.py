@@ -3,11 +3,13 @@ times (speed-up over eager, fused trials per hour with a worker's cold first tri
 per engine)."""
 
 import argparse
+import json
 
 import numpy as np
 import pytest
 
 from analysis import engines
+from analysis_rows import write
 from analysis import schema
 from sweeps.engines import GRIDS, spaces
 
@@ -62,19 +64,22 @@ def test_the_figures_from_rows_with_known_times(names):
     assert cross["cuda graph"] == pytest.approx(np.log2(10), abs=0.1)  # graph moves it to smaller models
 
 
-def test_fused_throughput_leaves_out_cold_rows_where_warm_ones_exist():
-    from analysis.load import arm_labels
+def test_fused_against_alone_warm_cold_and_whole_sweeps_apart(tmp_path):
+    from analysis.load import read
 
     alone = [row("x", "cuda", "eager", 4, 20, total_s=3.0, seed=s, epochs=200, cold_start=False) for s in range(3)]
     alone[0].update(total_s=8.0, cold_start=True)  # the worker's first trial: imports and CUDA context
     fused = [row("y", "cuda", "eager", 4, 30, total_s=t, seed=s, epochs=200, fused_members=8, fused_group=g,
                  cold_start=cold) for g, t, cold in (("g1", 11.0, True), ("g2", 6.0, False)) for s in range(8)]
-    rows = schema.to_table(alone + fused).to_pandas()
-    rows["arm"] = arm_labels(rows)
-    table = engines.fused(rows).set_index("how")
-    assert table.loc["one at a time", "trial_s"] == 3.0 and table.loc["fused", "trial_s"] == 6.0
-    assert table.loc["fused", "vs_one_at_a_time"] == 4
-    assert table.loc["one at a time", "note"] == "1 cold trial (a worker's first) left out"
-    assert table.loc["fused", "note"] == "1 cold group (a worker's first) left out"
-    cold_only = schema.to_table(alone + fused[:8]).to_pandas()  # the fused side measured only cold
-    assert engines.fused(cold_only).set_index("how").loc["fused", "note"].startswith("cold only: no warm group")
+    for name, rows_of, wall in (("alone", alone, 36.0), ("fused", fused, 18.0)):  # 3 trials in 36 s, 16 in 18 s
+        write(rows_of, tmp_path / name)
+        (tmp_path / name / schema.RUNS_FILE).write_text(
+            json.dumps({"start": 100.0, "end": 100.0 + wall, "trials": len(rows_of)}) + "\n")
+    table = engines.fused(read(tmp_path / "alone", tmp_path / "fused")).set_index(["how", "kind"])
+    assert table.loc[("one at a time", "warm"), "trial_s"] == 3.0 and table.loc[("fused", "warm"), "trial_s"] == 6.0
+    assert table.loc[("one at a time", "cold"), "trial_s"] == 8.0 and table.loc[("fused", "cold"), "trial_s"] == 11.0
+    assert table.loc[("fused", "warm"), "vs_one_at_a_time"] == 4  # 8 trials in 6 s against 1 in 3 s
+    assert table.loc[("fused", "cold"), "vs_one_at_a_time"] == pytest.approx((8 / 11) / (1 / 8))
+    assert table.loc[("one at a time", "sweep"), "trials_per_hour"] == 300  # 3 trials in 36 s
+    assert table.loc[("fused", "sweep"), "trials_per_hour"] == 3200  # 16 trials in 18 s
+    assert table.loc[("fused", "sweep"), "vs_one_at_a_time"] == pytest.approx(3200 / 300)
