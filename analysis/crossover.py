@@ -71,10 +71,12 @@ Three metrics:
                           at that size (from each row's per-epoch `loss_curve`): h2d_s + warmup_s + the
                           timed epochs up to that one, at the pooled mean epoch time. Rows without a
                           loss curve (written before the column existed) give no line for it;
-    time_to_final_loss_s  time to reach the trial's final training loss: h2d_s + warmup_s + the timed
-                          epochs. Both arms train the same model from the same seed on the same data
-                          order, so they reach that loss after the same epochs; a point counts only
-                          where their final losses agree within `loss_rtol`.
+    time_to_final_loss_s  time to the training loss after the epochs both arms timed (arms time
+                          different counts: trainables/timing.py): h2d_s + warmup_s + that many epochs
+                          at the pooled mean epoch time. Both arms train the same model from the same
+                          seed on the same data order, so they hold the same loss there; a point counts
+                          only where those losses agree within `loss_rtol`. Rows without loss curves:
+                          each arm's final loss after its own timed epochs.
 A draw recomputes each from its runs (their fixed costs and epoch counts) and resampled epochs.
 
 The fixed costs (h2d_s + warmup_s) of a worker process's first trial are inflated (imports, CUDA
@@ -264,9 +266,10 @@ def _points(arm: str, group: pd.DataFrame, axis: str, rng: np.random.Generator, 
         cols["fixed_draws"].append(fixed_draws)
         cols["epoch_mean"].append(pool.mean())
         cols["epoch_mean_draws"].append(mean_draws)
-        known = [c for c in at["loss_curve"] if c is not None and len(c)]
-        same_length = len(known) == len(at) and len({len(c) for c in known}) == 1
-        curves.append(np.mean(np.stack(known), axis=0) if same_length else None)
+        # the runs' mean loss per epoch, over the epochs every run timed (runs time different counts)
+        known = [np.asarray(c, dtype=float) for c in at["loss_curve"] if c is not None and len(c)]
+        shortest = min((len(c) for c in known), default=0)
+        curves.append(np.mean([c[:shortest] for c in known], axis=0) if len(known) == len(at) else None)
     arrays = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
     return _Points(arm, np.asarray(x, dtype=float), curves=curves, cold_only=np.asarray(cold_only, dtype=bool),
                    **{k: (v.T if k.endswith("draws") else v) for k, v in arrays.items()})
@@ -296,6 +299,18 @@ def _to_target(a: _Points, b: _Points, ia: np.ndarray, ib: np.ndarray):
     return out
 
 
+def _to_common_epoch(a: _Points, b: _Points, ia: np.ndarray, ib: np.ndarray):
+    """Per common size, for each arm: its loss after the epochs both arms timed, and its time (and
+    draws) to that epoch; None without curves. The arms train the same model from the same seed on the
+    same data order, so after the same epochs they hold the same loss (checked by the caller)."""
+    if any(a.curves[i] is None for i in ia) or any(b.curves[i] is None for i in ib):
+        return None
+    epochs = np.array([min(len(a.curves[i]), len(b.curves[j])) for i, j in zip(ia, ib)])
+    return tuple((np.array([pts.curves[i][n - 1] for i, n in zip(idx, epochs)]),
+                  pts.fixed[idx] + epochs * pts.epoch_mean[idx],
+                  pts.fixed_draws[:, idx] + epochs * pts.epoch_mean_draws[:, idx]) for pts, idx in ((a, ia), (b, ib)))
+
+
 def _compare(a: _Points, b: _Points, metric: str, boot: Bootstrap) -> dict | None:
     common = np.intersect1d(a.x, b.x)
     if len(common) < 2:
@@ -305,25 +320,29 @@ def _compare(a: _Points, b: _Points, metric: str, boot: Bootstrap) -> dict | Non
     if metric != "epoch_s":
         note = _cold_note(common, a, b, ia, ib)
     if metric == "time_to_final_loss_s":
-        la, lb = a.loss[ia], b.loss[ib]
+        common_epochs = _to_common_epoch(a, b, ia, ib)
+        if common_epochs is None:  # rows without loss curves: each arm's final loss after its own epochs
+            (la, ta_all, ta_draws_all), (lb, tb_all, tb_draws_all) = (
+                (pts.loss[idx], pts.to_loss[idx], pts.to_loss_draws[:, idx]) for pts, idx in ((a, ia), (b, ib)))
+        else:
+            (la, ta_all, ta_draws_all), (lb, tb_all, tb_draws_all) = common_epochs
         same = np.abs(la - lb) <= boot.loss_rtol * np.maximum(np.abs(la), np.abs(lb))
         if not same.all():
-            dropped = (f"{(~same).sum()} of {len(same)} sizes dropped: final train loss differs by more than "
+            dropped = (f"{(~same).sum()} of {len(same)} sizes dropped: the train loss after the epochs both timed differs by more than "
                        f"{boot.loss_rtol:.0%} between the arms, so they did not reach the same target")
             note = "; ".join(filter(None, [dropped, _cold_note(common[same], a, b, ia[same], ib[same])]))
         common, ia, ib = common[same], ia[same], ib[same]
         if len(common) < 2:
             return {"n_points": len(common), "verdict": NOT_COMPUTABLE, "crossings": [], "verdict_shares": None,
                     "note": note}
-    if metric == "time_to_target_loss_s":
+        ta, ta_draws, tb, tb_draws = ta_all[same], ta_draws_all[:, same], tb_all[same], tb_draws_all[:, same]
+    elif metric == "time_to_target_loss_s":
         times = _to_target(a, b, ia, ib)
         if times is None:
             return None
         (ta, ta_draws), (tb, tb_draws) = times["a"], times["b"]
-    else:
-        stat = "epoch" if metric == "epoch_s" else "to_loss"
-        ta, ta_draws = getattr(a, stat)[ia], getattr(a, stat + "_draws")[:, ia]
-        tb, tb_draws = getattr(b, stat)[ib], getattr(b, stat + "_draws")[:, ib]
+    else:  # epoch_s
+        ta, ta_draws, tb, tb_draws = a.epoch[ia], a.epoch_draws[:, ia], b.epoch[ib], b.epoch_draws[:, ib]
     # log(tA / tB) > 0 where B is faster
     return {**_verdict(np.log(common), np.log(ta / tb), np.log(ta_draws / tb_draws), boot.confidence),
             "note": note, "n_points": len(common), "x_min": common[0], "x_max": common[-1]}
