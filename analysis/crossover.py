@@ -7,8 +7,9 @@ For each workload and each axis (n_params, depth, width, batch_size, dataset_siz
 into slices that hold every other configuration column fixed but the run's length (epochs and
 warm-up epochs: RUN_LENGTH), so rows of one size compare per epoch whatever their epoch counts. In a
 slice, the rows of one arm at one size are its runs: they differ only by `seed` or run length (or
-are the same configuration measured again), so they are independent repeats. Each pair of arms (A, the baseline, is the CPU where there is one) is
-compared at every size both measured, on d = log(tA / tB), > 0 where B is faster.
+are the same configuration measured again), so they are independent repeats. Each pair of arms
+(A, the baseline, is the CPU where there is one) is compared at every size both measured, on
+d = log(tA / tB), > 0 where B is faster.
 
 The bootstrap resamples runs, then epochs. Each draw picks, at every size and for each arm, as many
 runs as were measured, with replacement, then resamples each picked run's timed epochs (`epoch_s`)
@@ -328,8 +329,9 @@ def _compare(a: _Points, b: _Points, metric: str, boot: Bootstrap) -> dict | Non
             (la, ta_all, ta_draws_all), (lb, tb_all, tb_draws_all) = common_epochs
         same = np.abs(la - lb) <= boot.loss_rtol * np.maximum(np.abs(la), np.abs(lb))
         if not same.all():
-            dropped = (f"{(~same).sum()} of {len(same)} sizes dropped: the train loss after the epochs both timed differs by more than "
-                       f"{boot.loss_rtol:.0%} between the arms, so they did not reach the same target")
+            dropped = (f"{(~same).sum()} of {len(same)} sizes dropped: the train loss after the epochs both timed "
+                       f"differs by more than {boot.loss_rtol:.0%} between the arms, so they did not reach the same "
+                       "target")
             note = "; ".join(filter(None, [dropped, _cold_note(common[same], a, b, ia[same], ib[same])]))
         common, ia, ib = common[same], ia[same], ib[same]
         if len(common) < 2:
