@@ -28,7 +28,7 @@ import torch
 
 from analysis.schema import COMPILE_PHASE, PHASES
 
-MIN_TIMED_EPOCHS = 5  # no median of fewer epochs than this
+MIN_TIMED_EPOCHS = 3  # no median of fewer epochs than this (5 made `make run` 7 min on 2 cores, 3 repeats)
 EXTEND_AT_MOST = 10  # timed epochs: at most this many times the trial's own (and MIN_TIMED_EPOCHS)
 
 
