@@ -128,6 +128,9 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("peak_gpu_bytes", _I64, "peak GPU memory allocated by torch during the trial, summed over its GPUs; null on CPU"),
     ("cpu_model", _STR, "CPU model of the node"),
     ("torch_threads", _I64, "torch.get_num_threads() during the trial"),
+    ("nice", _I64, "niceness of the trial's thread (0: the driver's priority, as sweeps/runner.py starts Ray's "
+                   "workers; 15: Ray's own default, below every other process on the node); null in rows written "
+                   "before the column existed"),
     ("peak_rss_bytes", _I64, "peak resident memory of the trial's worker process so far"),
     ("torch_version", _STR, "torch.__version__"),
     ("ray_version", _STR, "ray.__version__"),

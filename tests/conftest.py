@@ -12,8 +12,10 @@ def local_ray():
     misconfigured cluster node; CPU trials never look at it.
     """
     import ray
+    from sweeps.runner import WORKER_ENV
 
-    ray.init(num_cpus=3, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=3, num_gpus=1, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": WORKER_ENV})  # workers at the driver's priority, as sweeps.runner.connect
     yield ray
     ray.shutdown()
 
@@ -22,7 +24,8 @@ def local_ray():
 def local_gpu_ray():
     """Ray in this process with the machine's real CPUs and GPUs (the GPU tests)."""
     import ray
+    from sweeps.runner import WORKER_ENV
 
-    ray.init(include_dashboard=False, log_to_driver=False)
+    ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": WORKER_ENV})
     yield ray
     ray.shutdown()

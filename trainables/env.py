@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import resource
 import socket
@@ -34,6 +35,7 @@ def environment(devices: tuple) -> dict:
         "device_name": " + ".join(torch.cuda.get_device_name(d) for d in gpus) if gpus else cpu_model(),
         "cpu_model": cpu_model(),
         "torch_threads": torch.get_num_threads(),
+        "nice": os.nice(0),  # this thread's, which the threads it starts (OpenMP's) inherit
         # ru_maxrss is in KiB on Linux; it is the worker process's peak, which a reused actor carries over
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "peak_gpu_bytes": sum(torch.cuda.max_memory_allocated(d) for d in gpus) if gpus else None,

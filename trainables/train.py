@@ -5,8 +5,8 @@
 The loop keeps data (where it fits) and model on the trial's device and, in `loop="fast"` mode, never
 syncs with the host inside an epoch: the loss and correct counts accumulate as device tensors; the
 engine (`Loop`) runs each step eagerly, compiled, or replayed from one CUDA graph. `loop="seed"`
-reproduces the seeds' own loop (a `.item()` every step, the loss summed into a tensor that keeps
-its graph, as seed 000 did) so the seeds' figures can be compared like for like. The Tune entry
+reproduces the seeds' own loop (a `.item()` every step, its value summed on the host as seed 002's
+running loss) so the seeds' figures can be compared like for like. The Tune entry
 point around it is trainables/trainable.py.
 """
 
@@ -34,6 +34,9 @@ def _batches(n: int, batch_size: int, order, rank: int, world: int):
         if order is None:
             share = slice(start + rank, min(start + batch_size, n), world)
             yield share, share
+        elif order[0] is order[1] and world == 1:  # one device, one process: one slice a step
+            share = order[0][start:start + batch_size]
+            yield share, share
         else:
             yield tuple(o[start:start + batch_size][rank::world] for o in order)
 
@@ -59,6 +62,7 @@ class Loop:
             trial.cfg, trial.wl, model, opt, crit, data, where
         self.loss_sum = torch.zeros((), device=where.output_device)
         self.correct = torch.zeros((), device=where.output_device, dtype=torch.long)
+        self.host_sum = 0.0  # loop 'seed': the epoch's loss, summed on the host
         self.graph = None
 
     def _step(self, ix, iy) -> None:
@@ -73,8 +77,11 @@ class Loop:
         (loss * where.world if crit.reduction == "sum" else loss).backward()
         self.opt.step()
         if self.cfg.loop == "seed":
-            self.loss_sum = self.loss_sum + _per_sample_sum(loss, crit, len(yb))  # keeps the graph, as seed 000
-            loss.item()  # a host sync every step, as seeds 001 and 002
+            # a host sync every step, as seeds 001 and 002, and its value summed on the host. A sum kept on
+            # the device as well (seed 000's, which also kept every step's graph) cost two more kernels and
+            # an autograd node a step: 3-6% an epoch on one CPU thread (disc depth 8, peaks, tabular), against
+            # the plain loop of sweeps/parity.py
+            self.host_sum += loss.item() * (1 if crit.reduction == "sum" else len(yb))
         else:
             self.loss_sum += _per_sample_sum(loss.detach(), crit, len(yb))
         if self.wl.task == "classification":
@@ -84,7 +91,8 @@ class Loop:
         """One epoch; `order` is a permutation on the inputs' and the targets' devices, or None.
         Returns the epoch's loss sum (a device tensor: no host sync)."""
         self.model.train()
-        self.loss_sum = self.loss_sum.detach().zero_()
+        self.loss_sum.zero_()
+        self.host_sum = 0.0
         self.correct.zero_()
         if self.graph is not None and order is None:
             order = self.positions
@@ -95,6 +103,8 @@ class Loop:
                 self.static_ix.copy_(ix, non_blocking=True)
                 self.static_iy.copy_(iy, non_blocking=True)
                 self.graph.replay()
+        if self.cfg.loop == "seed":
+            self.loss_sum.fill_(self.host_sum)
         return self.loss_sum
 
     def capture(self) -> None:
@@ -163,8 +173,8 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
     def order():
         if not wl.shuffle:
             return None
-        perm = torch.randperm(len(data.x), generator=shuffler)
-        return perm.to(data.x.device), perm.to(data.y.device)
+        perm = torch.randperm(len(data.x), generator=shuffler).to(data.x.device)
+        return perm, perm if data.y.device == data.x.device else perm.to(data.y.device)
 
     # The graph engine warms up on a side stream, as CUDA graph capture requires; compilation happens
     # in the first warm-up step: both stay out of the timed epochs.

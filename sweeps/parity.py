@@ -1,0 +1,264 @@
+"""Parity: the sweep's time per epoch against a plain PyTorch loop's, on the seeds' configurations
+(a benchmark, not a test).
+
+    python sweeps/parity.py                      # the seeds' configurations, cpu (+ cuda where torch sees one), 3 repeats
+    python sweeps/parity.py --smoke              # two small configurations, once: checks the path in about a minute
+    python sweeps/parity.py --cpu-threads 2 --workloads peaks,disc --repeats 5
+
+Each configuration of GRIDS["seeds"] (sweeps/scaling.py), on each device here, runs three ways on
+the same work: the Trial the sweep resolves (data, model, optimiser and loss from
+trainables/workloads.py, its thread count and seed):
+
+    plain   a plain PyTorch loop written below in the seeds' shape: for each epoch, for each batch:
+            forward, loss, zero_grad, backward, step, `.item()` summed on the host, and for the
+            classifiers the correct predictions counted on the device as seeds 000 and 002 count
+            theirs (the rows report training accuracy); each epoch timed with perf_counter, the
+            device synchronised at both ends, the warm-up epoch left out
+    direct  run_trial (trainables/train.py) called in this process: our loop without Ray
+    sweep   all of the device's configurations as one sweep (sweeps/runner.run, loop 'seed', one
+            trial at a time), as `python sweeps/scaling.py --grid seeds --loop seed` runs them: Tune,
+            the trainable on a reused Ray worker; each median read back from its row
+
+Per repeat and device, the three ways run one after another over all configurations, in the order
+plain, direct, sweep, then reversed on the next repeat, so a change in the machine's load falls on
+all three. Each cell of the table is the median over repeats of that way's median ms/epoch, with
+its min-max; each ratio is the median (min-max) over repeats of the two ways' ratio within a
+repeat: sweep/plain (the target: at most 1.10), direct/plain (our loop's own cost) and
+sweep/direct (the Ray worker's). `load` is the 1-minute load average around the configuration's
+runs. The header says how this process and a Ray worker are set up (niceness, threads, cores).
+
+Epochs are cut from the seeds' (EPOCHS: per-epoch times settle within a few), and the CPU runs of
+the image workloads train on CPU_IMAGES of MNIST's 60,000 images (synthetic either way), so that
+the whole run ends in under 7 minutes on 16 cores and an H200. The trials' rows stay in
+OUT/NAME-<stamp>-r<k>-<device>/ like any sweep's; the plain and direct times are printed only.
+The plain and direct ways run in this process: with --address, give a Ray on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+from analysis.load import read
+from sweeps import cli, runner
+from sweeps.scaling import GRIDS
+from sweeps.space import Space
+from trainables.train import run_trial
+from trainables.trial import Trial
+from trainables.workloads import WORKLOADS
+
+# Epochs of every run, its warm-up included, by device: enough timed epochs for a median (a trial
+# times more where they last under its min_timed_s), few enough for 7 minutes in all on 16 cores
+# and an H200 (disc depth 12 about 0.5 s an epoch on the CPU there, peaks about 10 ms on the GPU).
+EPOCHS = {"cpu": {"disc": 6, "mnist_cnn": 4, "lenet": 4, "peaks": 100, "tabular": 6},
+          "cuda": {"disc": 20, "mnist_cnn": 4, "lenet": 4, "peaks": 200, "tabular": 6}}
+CPU_IMAGES = 10_000  # images of mnist_cnn's and lenet's CPU runs (all 60,000: seconds an epoch on 16 cores)
+SMOKE = {"disc": {"depth": [6], "epochs": [4]}, "peaks": {"dataset_size": [2500], "epochs": [40]}}
+WAYS = ("plain", "direct", "sweep")
+
+
+def space(name: str, workloads: list[str], device: str, cpu_threads: int, smoke: bool) -> Space:
+    """One device's configurations of the seeds' grid (or SMOKE), as one sweep of the seeds' loop,
+    timed one trial at a time."""
+    grids = {}
+    for workload in workloads:
+        grid = dict((SMOKE if smoke else GRIDS["seeds"])[workload])
+        if not smoke:
+            grid["epochs"] = [EPOCHS[device][workload]]
+            if device == "cpu" and WORKLOADS[workload].images:
+                grid["dataset_size"] = [CPU_IMAGES]
+        grids[workload] = grid
+    return Space(name, grids, (device,), cpu_threads, fixed={"loop": "seed", "exclusive": True})
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def plain(trial: Trial) -> tuple[list[float], float]:
+    """A plain PyTorch loop on the trial's work, in the seeds' shape: the seconds of each timed epoch,
+    and the last epoch's loss per sample (run_trial's train_loss on the same work)."""
+    cfg, wl = trial.cfg, trial.wl
+    device = torch.device("cuda" if trial.spec.uses_gpu else "cpu")
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    data = wl.make_data(cfg)
+    model = wl.make_model(cfg).to(device)
+    x, y = data.x.to(device), data.y.to(device)
+    optimizer = wl.make_optimizer(model.parameters(), cfg.lr)
+    criterion = wl.make_loss()
+    classifies, summed = wl.task == "classification", criterion.reduction == "sum"
+    shuffler = torch.Generator().manual_seed(cfg.seed)  # the order run_trial draws
+    seconds = []
+    for _ in range(cfg.epochs):
+        _sync(device)
+        start = time.perf_counter()
+        order = torch.randperm(len(x), generator=shuffler).to(device) if wl.shuffle else None
+        model.train()
+        running_loss, correct = 0.0, torch.zeros((), dtype=torch.long, device=device)
+        for first in range(0, len(x), cfg.batch_size):
+            index = slice(first, first + cfg.batch_size) if order is None else order[first:first + cfg.batch_size]
+            inputs, target = x[index], y[index]
+            output = model(inputs)
+            loss = criterion(output, target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            running_loss += loss.item() * (1 if summed else len(target))
+            if classifies:
+                correct += (output.argmax(1) == target).sum()
+        _sync(device)
+        seconds.append(time.perf_counter() - start)
+    return seconds[cfg.warmup_epochs:], running_loss / len(x)
+
+
+def _ms(epoch_s) -> float:
+    return statistics.median(epoch_s) * 1e3
+
+
+def measure(sp: Space, ways: tuple, out, log) -> dict:
+    """Each way's median ms/epoch for every trial of `sp`, in the order `ways`: {hash: {way: ms}},
+    with the load average after each ('load')."""
+    trials = sp.expand()
+    got = {t.hash: {"load": []} for t in trials}
+    for way in ways:
+        if way == "sweep":
+            store = runner.run(sp, out, max_concurrent=1, log=log)
+            rows = read(store.dir).set_index("config_hash")
+            for t in trials:
+                row = rows.loc[t.hash]
+                if row["status"] != "ok":
+                    raise RuntimeError(f"{t.label()}: its trial in the sweep failed: {row['error']}")
+                got[t.hash]["sweep"] = row["epoch_s_median"] * 1e3
+                got[t.hash]["load"].append(row["load_avg_1m"])
+        else:
+            for t in trials:
+                got[t.hash][way] = _ms(plain(t)[0]) if way == "plain" else run_trial(t)["epoch_s_median"] * 1e3
+                got[t.hash]["load"].append(os.getloadavg()[0])
+    return got
+
+
+def _cell(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
+
+
+def _ratio(runs: list[dict], a: str, b: str) -> tuple[float, str]:
+    r = [run[a] / run[b] for run in runs]
+    return statistics.median(r), f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
+
+
+TARGET = 1.10  # sweep/plain, at most
+
+
+def table(results: list[tuple[Trial, list[dict]]]) -> list[str]:
+    """One line per configuration and device: its ways' times and ratios over repeats."""
+    heads = ("config", "device", "plain ms/epoch", "direct ms/epoch", "sweep ms/epoch",
+             "sweep/plain", "direct/plain (our loop)", "sweep/direct (Ray worker)", "load")
+    lines = []
+    for trial, runs in results:
+        ratio, sweep_plain = _ratio(runs, "sweep", "plain")
+        loads = [x for run in runs for x in run["load"] if x is not None and x == x]  # NaN: not readable
+        lines.append((f"{trial.cfg.workload} {trial.label('depth', 'dataset_size')}", trial.cfg.device,
+                       *(_cell([run[w] for run in runs]) for w in WAYS),
+                       sweep_plain + (" *" if ratio > TARGET else ""),
+                       _ratio(runs, "direct", "plain")[1], _ratio(runs, "sweep", "direct")[1],
+                       f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-"))
+    widths = [max(len(str(x)) for x in column) for column in zip(heads, *lines)]
+    return ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [heads, *lines]]
+
+
+def _physical_cores() -> int | None:
+    """Cores, not hardware threads: distinct (physical id, core id) in /proc/cpuinfo; None where unreadable."""
+    try:
+        blocks = open("/proc/cpuinfo").read().split("\n\n")
+    except OSError:
+        return None
+    fields = [{k.strip(): v.strip() for k, v in (line.split(":", 1) for line in b.splitlines() if ":" in line)}
+              for b in blocks]
+    cores = {(f.get("physical id"), f.get("core id")) for f in fields if "processor" in f}
+    return None if not cores or (None, None) in cores else len(cores)
+
+
+def _worker_setup(cpus: int) -> dict:
+    """How a Ray worker of this job asking for `cpus` CPUs is set up: niceness, OMP_NUM_THREADS, cores it may use."""
+    import ray
+
+    @ray.remote(num_cpus=cpus)
+    def facts():
+        return {"nice": os.nice(0), "omp": os.environ.get("OMP_NUM_THREADS"), "cores": len(os.sched_getaffinity(0))}
+
+    return ray.get(facts.remote())
+
+
+def header(args, default_threads: int) -> str:
+    worker = _worker_setup(args.cpu_threads)
+    return (f"parity: ms per epoch, the median of {args.repeats} runs each way [min-max]; the seeds' loop; "
+            f"CPU trials on {args.cpu_threads} threads, GPU trials on 1; load average {os.getloadavg()[0]:.2f}\n"
+            f"this process: nice {os.nice(0)}, {os.cpu_count()} logical CPUs, {_physical_cores() or '?'} cores, "
+            f"torch's default {default_threads} threads; a Ray worker of {args.cpu_threads} CPUs: nice "
+            f"{worker['nice']}, OMP_NUM_THREADS={worker['omp']}, {worker['cores']} CPUs it may run on")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = cli.parser(__doc__, "parity", "prefix of the sweeps' names: OUT/NAME-<stamp>-r<k>-<device>/")
+    p.add_argument("--workloads", default=None,
+                   help="comma-separated workloads; default: all of the seeds' grid (with --smoke: disc, peaks)")
+    p.add_argument("--devices", default=None,
+                   help="comma-separated devices of cpu, cuda; default: cpu, and cuda where torch sees a GPU")
+    p.add_argument("--cpu-threads", type=int, default=None,
+                   help="threads (and Ray CPUs) of the CPU trials and the CPU plain loop; default: all cores of "
+                        "this node, as sweeps/scaling.py; GPU trials have one, as in a sweep")
+    p.add_argument("--repeats", type=int, default=3, help="runs of each way per configuration, interleaved")
+    p.add_argument("--verbose", action="store_true", help="print the runner's line per trial")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.repeats = 1
+    known = list(SMOKE if args.smoke else GRIDS["seeds"])
+    args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()] if args.workloads else known
+    if unknown := [w for w in args.workloads if w not in known]:
+        p.error(f"--workloads: unknown {unknown}; choose from {known}")
+    args.devices = ([d.strip() for d in args.devices.split(",")] if args.devices
+                    else ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+    if unknown := [d for d in args.devices if d not in ("cpu", "cuda")]:
+        p.error(f"--devices: unknown {unknown}; choose from cpu, cuda")
+    if args.repeats < 1 or (args.cpu_threads is not None and args.cpu_threads < 1):
+        p.error(f"--repeats and --cpu-threads must be >= 1, got {args.repeats} and {args.cpu_threads}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    default_threads = torch.get_num_threads()  # before any loop sets it
+    start = time.perf_counter()
+    runner.connect(args.address)
+    args.cpu_threads = args.cpu_threads or runner.node_cpus(runner.node_types())
+    print(header(args, default_threads), flush=True)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    log = print if args.verbose else (lambda line: None)
+    results: dict[str, tuple[Trial, list[dict]]] = {}
+    for repeat in range(args.repeats):
+        ways = WAYS if repeat % 2 == 0 else WAYS[::-1]
+        for device in args.devices:
+            sp = space(f"{args.name}-{stamp}-r{repeat}-{device}", args.workloads, device, args.cpu_threads, args.smoke)
+            trials = {t.hash: t for t in sp.expand()}
+            for h, got in measure(sp, ways, args.out, log).items():
+                results.setdefault(h, (trials[h], []))[1].append(got)
+        print(f"repeat {repeat + 1} of {args.repeats} done ({time.perf_counter() - start:.0f} s)", flush=True)
+    print("\n".join(table(list(results.values()))))
+    worst = max(_ratio(runs, "sweep", "plain")[0] for _, runs in results.values())
+    print(f"worst sweep/plain {worst:.2f}: {'within' if worst <= TARGET else 'past'} the target {TARGET:.2f} "
+          f"(* marks a configuration past it). plain: a plain PyTorch loop in this process; direct: run_trial in "
+          f"this process; sweep: the trial through Tune on a Ray worker. Rows in {args.out}/{args.name}-{stamp}-r*/ "
+          f"({time.perf_counter() - start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
