@@ -39,8 +39,12 @@ BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
 # daemons and every other process on the node: a trial gives up its core at once to any of them,
 # and every thread of a CPU trial then waits at the step's end for the one that did. The trials run
 # at the driver's priority instead: each worker reads this variable as it starts (on a cluster, the
-# job's workers on every node). On 2 cores beside a process busy 0.2 ms in every 2.2 ms, peaks
-# 40,000 on 2 threads took 16% longer an epoch at nice 15 than alone, 2% at nice 0 (sweeps/parity.py).
+# job's workers on every node). On 2 cores beside a process busy 0.2 ms in every 2.2 ms: the plain
+# loop of sweeps/parity.py on peaks 40,000 (2 threads) took 18% longer an epoch than without it at
+# nice 15, 2% at nice 0; through the sweep, disc depth 8 and 9 took 1.09 and 1.11 times their
+# run_trial in the driver at nice 15, 0.91 and 1.02 at nice 0. On one H200 and 16 cores, the sweep's
+# peaks 40,000 epoch, 2.3 times a plain loop's in issue 10, is now 1.0 times (this and the seed
+# loop's change; results/reference/h200-2026-11-22/README.md).
 WORKER_ENV = {"RAY_worker_niceness": "0"}
 
 
