@@ -97,10 +97,11 @@ class Timer:
         with self.phase("train"):
             start = time.perf_counter()
             seconds += self._marked(n, epoch, sums)
-            self.clock.sync()
-            more = agree(more_epochs(n, time.perf_counter() - start, min_s))
-            # marked afresh: the decision's own pause belongs to no epoch
-            seconds += self._marked(more, epoch, sums)
+            if min_s > 0:  # else exactly the trial's own epochs: no sync, no collective to decide it
+                self.clock.sync()
+                more = agree(more_epochs(n, time.perf_counter() - start, min_s))
+                # marked afresh: the decision's own pause belongs to no epoch
+                seconds += self._marked(more, epoch, sums)
         return seconds, sums
 
     def _marked(self, n: int, epoch: Callable[[], torch.Tensor], sums: list) -> list[float]:

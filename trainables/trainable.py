@@ -1,6 +1,6 @@
 """The Tune entry point: one Tune trial (a single trial, or a fused group of them), one report of its rows.
 
-    tune.Tuner(tune.with_resources(trainable, ...), param_space={"trials": ...})   # sweeps/runner.py
+    tune.Tuner(tune.with_resources(trainable, ...), param_space={"group": ...})   # sweeps/runner.py
 
 The config Tune hands the worker is converted and resolved here, once (trainables/trial.py), and the
 resolved trials go down to the one runner that fits them: fused (several members), data-parallel
