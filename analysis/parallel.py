@@ -1,90 +1,160 @@
 """Benchmark figures of the GPU parallelism studies (sweeps/parallel.py), from their rows alone.
 
-    python -m analysis parallel results/parallel-packed-1 results/parallel-packed-2 ... results/parallel-ddp
+    python -m analysis parallel results/parallel-*
 
-- packed: throughput per GPU with K trials sharing it (the sum of the K trials' samples/s, counted
-  only where they really ran together: `co_running` says so) against one trial per GPU;
-- ddp: scaling efficiency, samples/s of N workers over N x samples/s of one, at the same global batch
-  (strong scaling) and at N times the batch (weak scaling: the same work per GPU);
-- pipe: a pipeline against one GPU, per number of micro-batches.
+- packed: throughput per GPU with K trials sharing it (the sum of the K trials' samples/s) against one
+  trial per GPU, and how evenly Ray placed them (trials per GPU, from each row's `gpu_ids`);
+- ddp: scaling efficiency per workload and GPU count N, samples/s of ddp:N over N x samples/s of ddp:1,
+  at the same global batch (strong scaling) and at N times the batch (weak scaling: the same work per
+  GPU); the median over the runs, and the range over every pairing of an N-run with a 1-run (so it
+  holds the run-to-run noise of both);
+- pipe: a pipeline against one GPU, per stage count and number of micro-batches, median and range
+  over the runs;
+- crossover: where ddp:N beats one GPU per epoch as the model grows (analysis/crossover.py on the
+  rows of `cuda` and one `ddp:N` at the same batch).
 Rows are found by their columns (device, gpus_requested, world_size, micro_batches), never by a
-sweep's name. Reads rows only (pandas); never imports torch or ray.
+sweep's name. Reads rows only (pandas, altair); never imports torch or ray.
 """
 
 from __future__ import annotations
 
+import altair as alt
+import numpy as np
 import pandas as pd
 
+from analysis.crossover import find
 from analysis.schema import SIZE_AXES
 
 # What makes two rows the same model and data, whatever device they ran on.
-_MODEL = ["workload", *SIZE_AXES, "epochs"]
+_MODEL = ["workload", *SIZE_AXES]
 
 
 def _ok(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["status"] == "ok"]
 
 
-def _beside(rows: pd.DataFrame, arm: pd.Series, columns: list[str]) -> pd.DataFrame:
-    """The rows of `arm`, and the rows of one whole GPU ('cuda') with the same `columns`."""
-    one = rows[rows["device"] == "cuda"]
-    return pd.concat([rows[arm], one.merge(rows.loc[arm, columns].drop_duplicates(), on=columns)])
+def _count(device: str) -> int:
+    """GPUs of a ddp:N or pipe:N device string; 1 for cuda."""
+    return int(device.split(":")[1]) if ":" in device else 1
 
 
 def packed(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per K trials per GPU: trials, their median samples/s, the GPU's total, and its ratio to K = 1."""
+    """Per K trials per GPU: trials, their median samples/s, each GPU's total and its ratio to K = 1,
+    and the fewest and most trials Ray put on one GPU."""
     ok = _ok(rows)
-    single = ok["device"].str.fullmatch(r"cuda(?:/\d+)?") & (ok["fused_members"] == 1)
-    sel = _beside(ok, single & (ok["gpus_requested"] < 1), _MODEL)
-    if sel.empty:
+    whole = ok[(ok["device"] == "cuda") & (ok["fused_members"] == 1)]
+    shared = ok[ok["device"].str.fullmatch(r"cuda/\d+") & (ok["fused_members"] == 1)]
+    if shared.empty:
         return pd.DataFrame()
-    sel = sel.assign(k=(1 / sel["gpus_requested"]).round().astype(int), beside=sel["co_running"].map(len))
+    model = [*_MODEL, "epochs"]  # K = 1: the whole-GPU rows of the packed trial's own model and length
+    sel = pd.concat([shared, whole.merge(shared[model].drop_duplicates(), on=model)], ignore_index=True)
+    sel = sel.assign(k=(1 / sel["gpus_requested"]).round().astype(int))
     out = sel.groupby("k").agg(trials=("samples_per_s", "size"), trial_samples_per_s=("samples_per_s", "median"),
-                               total_samples_per_s=("samples_per_s", "sum"), beside_median=("beside", "median"))
-    out["gpus"] = out["trials"] / out.index
+                               total_samples_per_s=("samples_per_s", "sum"))
+    placed = sel.dropna(subset=["gpu_ids"]).explode("gpu_ids")
+    if not placed.empty:
+        per_gpu = placed.groupby(["k", "gpu_ids"]).size().groupby("k")
+        out["gpus"] = per_gpu.size()
+        out["fewest_on_a_gpu"], out["most_on_a_gpu"] = per_gpu.min(), per_gpu.max()
+    else:
+        out["gpus"] = out["trials"] / out.index
     out["per_gpu_samples_per_s"] = out["total_samples_per_s"] / out["gpus"]
     if 1 in out.index:
         out["vs_one_per_gpu"] = out["per_gpu_samples_per_s"] / out.loc[1, "per_gpu_samples_per_s"]
     return out.drop(columns="total_samples_per_s")
 
 
+def _ratio(n_runs: np.ndarray, one_runs: np.ndarray, n: int) -> tuple[float, float, float]:
+    """Efficiency median, and its range over every pairing of a run on N with a run on one."""
+    pairs = n_runs[:, None] / (n * one_runs[None, :])
+    return float(np.median(n_runs) / (n * np.median(one_runs))), float(pairs.min()), float(pairs.max())
+
+
 def ddp(rows: pd.DataFrame) -> pd.DataFrame:
-    """samples/s per device and batch, and each ddp:N's efficiency against ddp:1."""
+    """Per workload, model, device and global batch: runs, median samples/s, and each ddp:N's strong and
+    weak scaling efficiency against ddp:1 (median, lo, hi over the runs)."""
     ok = _ok(rows)
-    sel = _beside(ok, ok["device"].str.startswith("ddp:"), [c for c in _MODEL if c != "batch_size"])  # weak: batch grows
-    if not sel["device"].str.startswith("ddp:").any():
-        return pd.DataFrame()
-    rate = sel.groupby(["device", "batch_size"])["samples_per_s"].median()
+    sel = ok[ok["device"].str.startswith("ddp:") | (ok["device"] == "cuda")]
+    keys = [c for c in _MODEL if c != "batch_size"]
     lines = []
-    for (device, batch), sps in rate.items():
-        line = {"device": device, "batch_size": batch, "samples_per_s": sps}
-        n = int(sel.loc[sel["device"] == device, "world_size"].iloc[0]) if device.startswith("ddp:") else None
-        if n and n > 1:
-            strong = rate.get(("ddp:1", batch))
-            weak = rate.get(("ddp:1", batch // n)) if batch % n == 0 else None
-            line["strong_efficiency"] = sps / (n * strong) if strong else None
-            line["weak_efficiency"] = sps / (n * weak) if weak else None
-        lines.append(line)
+    for model, group in sel.groupby(keys, dropna=False):
+        if not group["device"].str.startswith("ddp:").any():
+            continue
+        runs = {k: g["samples_per_s"].to_numpy() for k, g in group.groupby(["device", "batch_size"])}
+        for (device, batch), sps in sorted(runs.items(), key=lambda kv: (_count(kv[0][0]), kv[0])):
+            n = _count(device)
+            line = {**dict(zip(keys, model)), "device": device, "gpus": n, "batch_size": batch,
+                    "runs": len(sps), "samples_per_s": float(np.median(sps))}
+            if device.startswith("ddp:") and n > 1:
+                for kind, base in (("strong", runs.get(("ddp:1", batch))), ("weak", runs.get(("ddp:1", batch // n)))):
+                    if base is not None and (kind == "strong" or batch % n == 0):
+                        line[kind], line[f"{kind}_lo"], line[f"{kind}_hi"] = _ratio(sps, base, n)
+            lines.append(line)
     return pd.DataFrame(lines)
 
 
 def pipe(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each pipe:N (per micro-batches) against one GPU on the same model and batch."""
+    """Each pipe:N per micro-batches against one GPU on the same model and batch (median, lo, hi)."""
     ok = _ok(rows)
-    sel = _beside(ok, ok["micro_batches"].notna(), _MODEL)
-    one = sel[sel["device"] == "cuda"].groupby("batch_size")["samples_per_s"].median()
-    piped = sel[sel["device"].str.startswith("pipe:")]
-    if piped.empty or one.empty:
-        return pd.DataFrame()
-    out = piped[["device", "batch_size", "micro_batches", "samples_per_s", "peak_gpu_bytes"]].copy()
-    out["vs_one_gpu"] = out["samples_per_s"] / out["batch_size"].map(one)
-    return out.sort_values(["device", "micro_batches"]).reset_index(drop=True)
+    piped = ok[ok["device"].str.startswith("pipe:")]
+    one = ok[(ok["device"] == "cuda") & ok["exclusive"].eq(True)]
+    lines = []
+    for key, group in piped.groupby([*_MODEL, "device", "micro_batches"], dropna=False):
+        base = one.merge(group[_MODEL].drop_duplicates(), on=_MODEL)["samples_per_s"].to_numpy()
+        sps = group["samples_per_s"].to_numpy()
+        line = {**dict(zip([*_MODEL, "device", "micro_batches"], key)), "runs": len(sps),
+                "samples_per_s": float(np.median(sps)), "peak_gpu_bytes": float(group["peak_gpu_bytes"].median())}
+        if len(base):
+            line["vs_one_gpu"], line["lo"], line["hi"] = _ratio(sps, base, 1)
+        lines.append(line)
+    out = pd.DataFrame(lines)
+    return out.sort_values(["workload", "device", "micro_batches"], key=lambda c: c.map(_count) if c.name == "device" else c,
+                           ignore_index=True) if len(out) else out
+
+
+def crossover(rows: pd.DataFrame) -> pd.DataFrame:
+    """The crossover table of one GPU against each ddp:N along the model's size, where the rows measured
+    both at two sizes or more (the same global batch)."""
+    ok = _ok(rows)
+    ddps = sorted(ok.loc[ok["device"].str.startswith("ddp:") & (ok["world_size"] > 1), "device"].unique())
+    tables = []
+    for device in ddps:
+        sel = ok[ok["device"].isin(["cuda", device])]
+        sel = sel.assign(arm=sel["device"])
+        table = find(sel)
+        tables.append(table[(table["axis"] == "n_params") & (table["metric"] == "epoch_s")])
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
+def chart(rows: pd.DataFrame) -> alt.Chart | None:
+    """Scaling efficiency against GPU count: a line per workload and kind (weak, strong), the range
+    over the runs as error bars, and the ideal (1.0) as a rule."""
+    table = ddp(rows)
+    if table.empty or "strong" not in table:
+        return None
+    kinds = [k for k in ("strong", "weak") if k in table]
+    long = pd.concat([table.dropna(subset=[k]).assign(kind=f"{k} scaling", efficiency=table[k], lo=table[f"{k}_lo"],
+                                                      hi=table[f"{k}_hi"]) for k in kinds], ignore_index=True)
+    long["line"] = long["workload"] + ", " + long["kind"]
+    x = alt.X("gpus:Q", title="GPUs (data-parallel workers)", scale=alt.Scale(type="log", base=2))
+    y = alt.Y("efficiency:Q", title="scaling efficiency (samples/s over N x one GPU's)")
+    base = alt.Chart(long)
+    lines = base.mark_line(point=True).encode(x=x, y=y, color=alt.Color("line:N", title=None),
+                                              tooltip=["line", "gpus", "batch_size", "efficiency", "lo", "hi", "runs"])
+    bars = base.mark_errorbar().encode(x=x, y=alt.Y("lo:Q", title=""), y2="hi:Q", color="line:N")
+    ideal = alt.Chart(pd.DataFrame({"efficiency": [1.0]})).mark_rule(strokeDash=[4, 4]).encode(y="efficiency:Q")
+    return (ideal + bars + lines).properties(title="Data-parallel scaling on one host", width=420, height=280)
 
 
 def render(rows: pd.DataFrame) -> str:
     parts = []
+    fmt = lambda v: f"{v:,.3f}"  # noqa: E731
     for title, table in (("packed trials per GPU", packed(rows)), ("data-parallel scaling", ddp(rows)),
                          ("pipeline against one GPU", pipe(rows))):
         if not table.empty:
-            parts += [f"== {title} ==", table.to_string(float_format=lambda v: f"{v:,.3f}")]
+            parts += [f"== {title} ==", table.to_string(float_format=fmt)]
+    cross = crossover(rows)
+    if not cross.empty:
+        parts += ["== data-parallel against one GPU, as the model grows ==",
+                  *(f"{line.workload} ({line.held_fixed}): {line.answer}" for line in cross.itertuples())]
     return "\n".join(parts) if parts else "no rows of the parallel studies (sweeps/parallel.py)"

@@ -1,14 +1,24 @@
-"""GPU parallelism studies: packed trials per GPU, data-parallel scaling, and a two-GPU pipeline.
+"""GPU parallelism studies on one host: packed trials per GPU, data-parallel scaling, pipelines.
 
-    python sweeps/parallel.py                          # every study, on a machine with GPUs
-    python sweeps/parallel.py --studies ddp,pipe       # those need 2 GPUs
+    python sweeps/parallel.py                          # every study, on every GPU of the machine
+    python sweeps/parallel.py --studies ddp,pipe       # those need 2 GPUs or more
     python sweeps/parallel.py --smoke                  # tiny sizes, to check the path end to end
 
-Each study is one or more sweeps (rows in OUT/<name>-<study>...), run one after another so that
-their trials do not share GPUs with another study's. At the end it prints the benchmark figures
-(analysis/parallel.py): packed throughput per GPU against one trial per GPU, DDP scaling efficiency
-(samples/s with 2 workers at twice the batch / 2 x samples/s with 1), and the pipeline against
-one GPU.
+The GPU counts are the powers of two up to the machine's GPUs (1, 2, 4 on four; 1, 2, 4, 8 on eight).
+Each study is one or more sweeps (rows in OUT/<name>-<study>...), run one after another so that their
+trials never share a GPU with another study's; data-parallel and pipeline trials run one at a time.
+
+    packed   the same small trial, K = 1, 2, 4, 8 per GPU, K x GPUs of them: every GPU filled once
+    ddp      a 537M-parameter MLP on ddp:N at the global batch B (strong scaling) and N x B (weak
+             scaling: the same work per GPU), one plain GPU beside it; the seed 000 MLP at its own size
+             on ddp:N at its own batch, where the all-reduce of every small step dominates; and the
+             MLP's width swept on one GPU and on ddp:4 (or the most GPUs below 4): the data-parallel
+             crossover
+    pipe     the big MLP split over pipe:N (N >= 2) at 1, 4, 8 and 16 micro-batches, against one GPU
+
+At the end it prints (analysis/parallel.py) the packed throughput per GPU and how evenly Ray placed
+the trials, the scaling efficiency per N with intervals over the repeats, the pipeline against one
+GPU, and the width past which ddp beats one GPU.
 """
 
 from __future__ import annotations
@@ -20,33 +30,58 @@ from sweeps import cli, runner
 from sweeps.space import Space
 
 PACKING = (1, 2, 4, 8)  # trials per GPU
+MICRO_BATCHES = (1, 4, 8, 16)
 # A large MLP for data- and model-parallel work: 8 hidden layers of 8,192, 537M parameters (fp32,
 # with Adam's state, 8.6 GB per replica): compute-bound steps, as DDP and pipelines are meant for.
-BIG = {"depth": [8], "width": [8192], "dataset_size": [65536], "epochs": [3]}
-SMOKE_BIG = {"depth": [4], "width": [64], "dataset_size": [2048], "epochs": [3]}
+# 32,768 samples: 8 steps an epoch at B = 4,096, about 2 s on one H200.
+BIG = {"depth": [8], "width": [8192], "dataset_size": [32768], "epochs": [3]}
+SMOKE_BIG = {"depth": [8], "width": [64], "dataset_size": [2048], "epochs": [3]}
+CROSS_WIDTHS = (1024, 2048, 4096)  # with 8,192 from the scaling rows
+SMOKE_CROSS_WIDTHS = (32,)
 
 
-def spaces(study: str, name: str, gpus: int, smoke: bool) -> list[Space]:
+def gpu_counts(gpus: int) -> list[int]:
+    """1, 2, 4, ... up to `gpus`."""
+    return [2**i for i in range(gpus.bit_length()) if 2**i <= gpus]
+
+
+def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int) -> list[Space]:
     big = SMOKE_BIG if smoke else BIG
     batch = 256 if smoke else 4096
+    counts = gpu_counts(gpus)
+    one_at_a_time = {"exclusive": True}
     if study == "packed":
         # the same small trial, K per GPU, enough of them to fill every GPU once
         grid = {"disc": {"depth": [4 if smoke else 8], "epochs": [5 if smoke else 150]}}
         return [Space(f"{name}-packed-{k}", grid, ("cuda" if k == 1 else f"cuda/{k}",), repeats=k * gpus)
                 for k in PACKING]
     if study == "ddp":
-        # one worker at batch B, two at B (strong scaling) and at 2B (weak scaling), and one plain GPU
-        return [Space(f"{name}-ddp", {"tabular": {**big, "batch_size": [batch, 2 * batch]}},
-                      ("cuda", "ddp:1", "ddp:2"))]
+        if gpus < 1:
+            raise ValueError("--studies ddp needs a GPU; this cluster has none")
+        cross = max(n for n in counts if n <= 4)
+        scaling = [Space(f"{name}-ddp-{n}", {"tabular": {**big, "batch_size": sorted({batch, n * batch})}},
+                         (f"ddp:{n}",) + (("cuda",) if n == 1 else ()), repeats=repeats, fixed=one_at_a_time)
+                   for n in counts]
+        seed = Space(f"{name}-ddp-seed", {"disc": {"epochs": [5 if smoke else 20]}},
+                     ("cuda",) + tuple(f"ddp:{n}" for n in counts), repeats=repeats, fixed=one_at_a_time)
+        widths = SMOKE_CROSS_WIDTHS if smoke else CROSS_WIDTHS
+        crossover = Space(f"{name}-ddp-width", {"tabular": {**big, "width": list(widths), "batch_size": [batch]}},
+                          ("cuda", f"ddp:{cross}"), repeats=repeats, fixed=one_at_a_time)
+        return [*scaling, seed, crossover]
     if study == "pipe":
-        return [Space(f"{name}-pipe", {"tabular": {**big, "batch_size": [batch], "micro_batches": [1, 4, 8]}},
-                      ("cuda", "pipe:2"))]
+        stages = [n for n in counts if n >= 2]
+        if not stages:
+            raise ValueError(f"--studies pipe needs 2 GPUs or more; this cluster has {gpus}")
+        return [Space(f"{name}-pipe", {"tabular": {**big, "batch_size": [batch], "micro_batches": list(MICRO_BATCHES)}},
+                      ("cuda",) + tuple(f"pipe:{n}" for n in stages), repeats=repeats, fixed=one_at_a_time)]
     raise ValueError(f"--studies: unknown study {study!r}; choose from packed, ddp, pipe")
 
 
 def main(argv=None) -> int:
     p = cli.parser(__doc__, "parallel", "prefix of the sweeps' names")
     p.add_argument("--studies", default="packed,ddp,pipe", help="comma-separated: packed, ddp, pipe")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="independent runs (seeds) of every ddp and pipe point: the intervals are over them")
     args = p.parse_args(argv)
 
     runner.connect(args.address)
@@ -54,7 +89,8 @@ def main(argv=None) -> int:
 
     gpus = int(ray.cluster_resources().get("GPU", 0))
     return runner.run_studies(
-        lambda: [s for study in args.studies.split(",") for s in spaces(study.strip(), args.name, gpus, args.smoke)],
+        lambda: [s for study in args.studies.split(",")
+                 for s in spaces(study.strip(), args.name, gpus, args.smoke, args.repeats)],
         args.out, render)
 
 

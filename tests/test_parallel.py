@@ -1,62 +1,100 @@
 """The parallel studies' spaces, and their benchmark figures computed from rows with known throughputs."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from analysis import parallel
 from analysis import schema
-from sweeps.parallel import spaces
+from sweeps.parallel import gpu_counts, spaces
 
 
-def rows(*specs, depth=8):
-    """Rows of the schema: (sweep, device, batch_size, samples_per_s, co_running, micro_batches), with
-    what the trial asked for as the runner writes it."""
-    def asked(device):
+def rows(*specs, depth=8, width=64, workload="tabular"):
+    """Rows of the schema: (device, batch_size, samples_per_s, gpu_ids, micro_batches), with what the
+    trial asked for as the runner writes it; ddp and pipe rows run one at a time (exclusive)."""
+    def asked(device, micro):
         kind, _, n = device.replace(":", "/").partition("/")
         gpus = {"cuda": 1 / int(n or 1), "pipe": int(n or 1)}.get(kind, 0.0)
-        return {"gpus_requested": gpus, "world_size": int(n) if kind == "ddp" else 1}
+        return {"gpus_requested": gpus, "world_size": int(n) if kind == "ddp" else 1,
+                "exclusive": kind in ("ddp", "pipe") or (kind == "cuda" and micro is not None)}
 
     return schema.to_table([
-        {"sweep": sweep, "device": device, "batch_size": batch, "samples_per_s": sps, "status": "ok",
-         "co_running": beside, "micro_batches": micro, "workload": "tabular", "depth": depth, "width": 64,
-         "dataset_size": 65536, "epochs": 3, "fused_members": 1, **asked(device)}
-        for sweep, device, batch, sps, beside, micro in specs]).to_pandas()
+        {"sweep": "any", "device": device, "batch_size": batch, "samples_per_s": sps, "status": "ok",
+         "gpu_ids": ids, "micro_batches": micro, "workload": workload, "depth": depth, "width": width,
+         "dataset_size": 65536, "epochs": 3, "fused_members": 1, "peak_gpu_bytes": 1, **asked(device, micro)}
+        for device, batch, sps, ids, micro in specs]).to_pandas()
 
 
-@pytest.mark.parametrize("one, four", [("p-packed-1", "p-packed-4"), ("anything", "else")])
-def test_packed_throughput_per_gpu_against_one_trial_per_gpu(one, four):
+def test_packed_throughput_per_gpu_and_placement():
     table = parallel.packed(pd.concat([rows(
-        (one, "cuda", 100, 1000.0, [], None), (one, "cuda", 100, 1000.0, [], None),
-        *[(four, "cuda/4", 100, 600.0, ["x"] * 7, None)] * 8,  # 8 trials on 2 GPUs
-    ), rows((one, "cuda", 100, 5.0, [], None), depth=2)]))  # another model on one GPU: not this study's
+        ("cuda", 100, 1000.0, ["0"], None), ("cuda", 100, 1000.0, ["1"], None),
+        *[("cuda/4", 100, 600.0, [gpu], None) for gpu in "00011111"],  # 8 trials on 2 GPUs, placed 3 and 5
+    ), rows(("cuda", 100, 5.0, ["0"], None), depth=2)]))  # another model on one GPU: not this study's
     assert table.loc[4, "gpus"] == 2 and table.loc[4, "per_gpu_samples_per_s"] == 2400
     assert table.loc[4, "vs_one_per_gpu"] == pytest.approx(2.4)
-    assert table.loc[4, "beside_median"] == 7
+    assert (table.loc[4, "fewest_on_a_gpu"], table.loc[4, "most_on_a_gpu"]) == (3, 5)
+    assert table.loc[1, "trials"] == 2  # the depth-2 row is left out
 
 
-def test_ddp_efficiency_strong_and_weak():
+def test_ddp_efficiency_strong_and_weak_with_the_range_over_runs():
     table = parallel.ddp(rows(
-        ("p-ddp", "ddp:1", 4096, 1000.0, [], None), ("p-ddp", "ddp:1", 8192, 1100.0, [], None),
-        ("p-ddp", "ddp:2", 4096, 1500.0, [], None), ("p-ddp", "ddp:2", 8192, 1900.0, [], None),
+        ("ddp:1", 4096, 1000.0, ["0"], None), ("ddp:1", 4096, 1100.0, ["0"], None),
+        ("ddp:4", 4096, 3000.0, list("0123"), None), ("ddp:4", 16384, 3800.0, list("0123"), None),
+        ("ddp:4", 16384, 4000.0, list("0123"), None),
     )).set_index(["device", "batch_size"])
-    assert table.loc[("ddp:2", 8192), "weak_efficiency"] == pytest.approx(1900 / 2000)
-    assert table.loc[("ddp:2", 8192), "strong_efficiency"] == pytest.approx(1900 / 2200)
-    assert table.loc[("ddp:2", 4096), "strong_efficiency"] == pytest.approx(0.75)
+    weak = table.loc[("ddp:4", 16384)]
+    assert weak["weak"] == pytest.approx(np.median([3800, 4000]) / (4 * 1050))
+    assert (weak["weak_lo"], weak["weak_hi"]) == pytest.approx((3800 / 4400, 4000 / 4000))
+    assert pd.isna(weak["strong"])  # no ddp:1 run at 16,384
+    assert table.loc[("ddp:4", 4096), "strong"] == pytest.approx(3000 / 4200)
+    assert table.loc[("ddp:4", 4096), "runs"] == 1 and table.loc[("ddp:1", 4096), "gpus"] == 1
+    assert parallel.chart(rows(("ddp:1", 4096, 1000.0, ["0"], None),
+                               ("ddp:2", 4096, 1900.0, ["0", "1"], None))).to_dict()["layer"]
 
 
-def test_pipeline_against_one_gpu():
-    table = parallel.pipe(rows(("p-pipe", "cuda", 4096, 1000.0, [], None),
-                               ("p-pipe", "pipe:2", 4096, 1300.0, [], 4), ("p-pipe", "pipe:2", 4096, 800.0, [], 1)))
-    assert list(table["micro_batches"]) == [1, 4] and list(table["vs_one_gpu"]) == pytest.approx([0.8, 1.3])
+def test_pipeline_against_one_gpu_per_stage_count():
+    table = parallel.pipe(rows(("cuda", 4096, 1000.0, ["0"], 4), ("pipe:4", 4096, 1200.0, list("0123"), 4),
+                               ("pipe:2", 4096, 1300.0, ["0", "1"], 4), ("pipe:2", 4096, 800.0, ["0", "1"], 1)))
+    assert list(zip(table["device"], table["micro_batches"])) == [("pipe:2", 1), ("pipe:2", 4), ("pipe:4", 4)]
+    assert list(table["vs_one_gpu"]) == pytest.approx([0.8, 1.3, 1.2])
+
+
+def test_the_data_parallel_crossover_is_found_along_the_model_size():
+    # ddp:4 pays its all-reduce at small widths and wins at large ones: per-epoch times planted
+    specs = []
+    for width, one, four in ((256, 0.01, 0.03), (1024, 0.1, 0.12), (4096, 1.0, 0.4), (8192, 4.0, 1.2)):
+        for seed, jitter in enumerate((0.98, 1.0, 1.02)):
+            for device, epoch in (("cuda", one), ("ddp:4", four)):
+                specs.append(dict(device=device, width=width, seed=seed, n_params=width * width * 8,
+                                  epoch_s=[epoch * jitter] * 3, epoch_s_median=epoch * jitter))
+    table = schema.to_table([{"sweep": "any", "status": "ok", "workload": "tabular", "depth": 8, "batch_size": 4096,
+                              "dataset_size": 32768, "epochs": 4, "warmup_epochs": 1, "world_size": 4 if s["device"] != "cuda" else 1,
+                              "fused_members": 1, "samples_per_s": 32768 / s["epoch_s_median"], **s} for s in specs]).to_pandas()
+    cross = parallel.crossover(table)
+    assert len(cross) == 1 and "ddp:4 faster past n_params" in cross["answer"].iloc[0]
+    assert 1024**2 * 8 < cross["crossover"].iloc[0] < 4096**2 * 8
+
+
+def test_gpu_counts_are_the_powers_of_two_the_machine_holds():
+    assert gpu_counts(1) == [1] and gpu_counts(4) == [1, 2, 4] and gpu_counts(6) == [1, 2, 4]
+    assert gpu_counts(8) == [1, 2, 4, 8] and gpu_counts(0) == []
 
 
 def test_the_studies_ask_for_what_they_compare():
-    packed = spaces("packed", "p", gpus=2, smoke=True)
+    packed = spaces("packed", "p", gpus=2, smoke=True, repeats=3)
     assert [len(s.expand()) for s in packed] == [2, 4, 8, 16]  # K trials per GPU on each of 2 GPUs
-    ddp = {(t.cfg.device, t.cfg.batch_size) for t in spaces("ddp", "p", 2, smoke=True)[0].expand()}
-    assert {("ddp:1", 256), ("ddp:2", 256), ("ddp:2", 512), ("cuda", 256)} <= ddp
-    pipe = [t.cfg for t in spaces("pipe", "p", 2, smoke=True)[0].expand()]
-    assert sorted(c.micro_batches for c in pipe if c.device == "pipe:2") == [1, 4, 8]
+    ddp = {s.name: {(t.cfg.device, t.cfg.batch_size) for t in s.expand()}
+           for s in spaces("ddp", "p", 4, smoke=True, repeats=3)}
+    assert ddp["p-ddp-1"] == {("ddp:1", 256), ("cuda", 256)}
+    assert ddp["p-ddp-4"] == {("ddp:4", 256), ("ddp:4", 1024)}  # strong and weak
+    assert {d for d, _ in ddp["p-ddp-seed"]} == {"cuda", "ddp:1", "ddp:2", "ddp:4"}
+    assert {d for d, _ in ddp["p-ddp-width"]} == {"cuda", "ddp:4"}
+    assert all(t.cfg.exclusive for s in spaces("ddp", "p", 4, True, 3) for t in s.expand())
+    assert len(spaces("ddp", "p", 4, smoke=True, repeats=3)[0].expand()) == 2 * 3  # three runs each
+    pipe = [t.cfg for t in spaces("pipe", "p", 4, smoke=True, repeats=1)[0].expand()]
+    assert sorted(c.micro_batches for c in pipe if c.device == "pipe:4") == [1, 4, 8, 16]
     assert [c.micro_batches for c in pipe if c.device == "cuda"] == [None]  # one GPU: the axis drops
+    with pytest.raises(ValueError, match="needs 2 GPUs"):
+        spaces("pipe", "p", 1, smoke=True, repeats=1)
     with pytest.raises(ValueError, match="unknown study"):
-        spaces("tpu", "p", 2, smoke=True)
+        spaces("tpu", "p", 2, smoke=True, repeats=1)

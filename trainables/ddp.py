@@ -31,12 +31,14 @@ def _worker(config: dict) -> None:
     context = ray.train.get_context()
     where = Placement((ray.train.torch.get_device(),), context.get_world_rank(), context.get_world_size())
     row = run_trial(config["trial"], where)
-    rates = [None] * where.world
-    dist.all_gather_object(rates, row["per_rank_samples_per_s"][0])
+    ranks = [None] * where.world
+    dist.all_gather_object(ranks, (row["per_rank_samples_per_s"][0], row["gpu_ids"]))
+    rates = [rate for rate, _ in ranks]
+    gpus = [gpu for _, ids in ranks for gpu in ids or ()] or None
     # Ray Train 2.60 returns metrics only with a checkpoint: rank 0 attaches an empty one
     with tempfile.TemporaryDirectory() as empty:
         checkpoint = ray.train.Checkpoint.from_directory(empty) if where.rank == 0 else None
-        ray.train.report({_ROW: {**row, "per_rank_samples_per_s": rates}}, checkpoint=checkpoint)
+        ray.train.report({_ROW: {**row, "per_rank_samples_per_s": rates, "gpu_ids": gpus}}, checkpoint=checkpoint)
 
 
 def run_ddp(trial: Trial) -> dict:
