@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import charts
+from analysis import charts, parallel
 from analysis.crossover import Bootstrap, baseline_first, find, left_out, loaded, render, slices, write
 from analysis.load import environment, read
 from analysis.schema import CROSSOVER_AXES, SIZE_AXES
@@ -44,6 +44,9 @@ def figures(rows: pd.DataFrame, table: pd.DataFrame) -> dict[str, object]:
     out["execution_time"] = charts.execution_time(rows)
     if next(slices(rows, "batch_size"), None):
         out["throughput_vs_batch"] = charts.throughput_vs_batch(rows)
+    scaling = parallel.chart(rows)
+    if scaling is not None:
+        out["ddp_scaling"] = scaling
     return out
 
 

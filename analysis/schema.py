@@ -125,6 +125,8 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("hostname", _STR, "node the trial ran on"),
     ("node_id", _STR, "Ray node id of the node the trial ran on; null in a row the driver wrote for a dead worker"),
     ("device_name", _STR, "GPU name(s) joined by ' + ', or the CPU model for CPU trials"),
+    ("gpu_ids", pa.list_(_STR), "the node's ids of the GPUs the trial ran on (as nvidia-smi and Ray number them; "
+                                "every rank's for ddp:N), in order; null on CPU and in rows written before the column existed"),
     ("peak_gpu_bytes", _I64, "peak GPU memory allocated by torch during the trial, summed over its GPUs; null on CPU"),
     ("cpu_model", _STR, "CPU model of the node"),
     ("torch_threads", _I64, "torch.get_num_threads() during the trial"),
