@@ -8,8 +8,9 @@ Sweeps, one after another, rows in OUT/<name>-<part>/ like any sweep:
     cpu     the CPU baseline (eager), every size: the arm the GPU engines cross
     gpu     every size on one GPU with each engine (eager, graph, compile)
     alone   one small trial, repeated with as many seeds as fused has;  fused: the same trials as one batched model
-At the end it prints (analysis/engines.py) the speed-up over eager per engine, fused trials per hour
-against one at a time, and the crossover against the CPU per engine.
+On a Ray cluster without a GPU only the CPU baseline runs (it says so), so the study's path can be
+checked on a laptop. At the end it prints (analysis/engines.py) the speed-up over eager per engine,
+fused trials per hour against one at a time, and the crossover against the CPU per engine.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ FUSED = {"default": ({"peaks": {"dataset_size": [2500], "epochs": [200]}}, 64), 
          "smoke": ({"peaks": {"dataset_size": [400], "epochs": [5]}}, 4)}
 
 
-def spaces(args, grid: str) -> list[Space]:
+def spaces(args, grid: str, gpu: bool = True) -> list[Space]:
+    """The study's sweeps in order; without a `gpu`, the CPU baseline alone."""
     grids = {w: g for w, g in GRIDS[grid].items() if w in args.workloads.split(",")}
     engines = args.engines.split(",")
     unknown = [e for e in engines if e not in ENGINES]
@@ -47,6 +49,8 @@ def spaces(args, grid: str) -> list[Space]:
         raise ValueError(f"--engines must be among {list(ENGINES)} and --workloads among {sorted(GRIDS[grid])}; "
                          f"got {args.engines!r}, {args.workloads!r}")
     out = [Space(f"{args.name}-cpu", grids, ("cpu",), cpu_threads=args.cpu_threads)]
+    if not gpu:
+        return out
     out += [Space(f"{args.name}-gpu-{engine}", grids, ("cuda",), fixed={"engine": engine}) for engine in engines]
     fused, k = FUSED[grid]
     out += [Space(f"{args.name}-alone", fused, ("cuda",), repeats=k),  # like with like: the same trials
@@ -62,8 +66,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     runner.connect(args.address)
-    args.cpu_threads = args.cpu_threads or runner.node_cpus(runner.node_types())
-    return runner.run_studies(lambda: spaces(args, "smoke" if args.smoke else "default"), args.out, render)
+    types = runner.node_types()
+    args.cpu_threads = args.cpu_threads or runner.node_cpus(types)
+    gpu = "cuda" in runner.cluster_devices(types)
+    if not gpu:
+        print("no GPU in the Ray cluster: the CPU baseline only (the GPU engines and fused trials need one)")
+    return runner.run_studies(lambda: spaces(args, "smoke" if args.smoke else "default", gpu), args.out, render)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,12 @@ from pathlib import Path
 # rows are the record. On, they added 0.012 s per trial (0.034 s against 0.022 s between trials on
 # 2 cores: sweeps/overhead.py). Set before Tune is imported.
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+# A worker that dies (a failed CUDA trial, a kill) sends the driver an error message; Ray prints it
+# through its distributed tqdm, which then replaces builtins.print in the driver for good. The
+# RowWriter's `log` (the print bound when `run` was defined) was then no longer builtins.print, and
+# the next sweep's Tuner died pickling it ("Can't pickle <built-in function print>: it's not the same
+# object as builtins.print", issue 12). The sweeps draw no tqdm bars: print stays Python's.
+os.environ.setdefault("RAY_TQDM_PATCH_PRINT", "0")
 
 import ray  # noqa: E402
 import yaml  # noqa: E402

@@ -7,10 +7,9 @@ import json
 
 import numpy as np
 import pytest
-
-from analysis import engines
 from analysis_rows import write
-from analysis import schema
+
+from analysis import engines, schema
 from sweeps.engines import GRIDS, spaces
 
 
@@ -83,3 +82,49 @@ def test_fused_against_alone_warm_cold_and_whole_sweeps_apart(tmp_path):
     assert table.loc[("one at a time", "sweep"), "trials_per_hour"] == 300  # 3 trials in 36 s
     assert table.loc[("fused", "sweep"), "trials_per_hour"] == 3200  # 16 trials in 18 s
     assert table.loc[("fused", "sweep"), "vs_one_at_a_time"] == pytest.approx(3200 / 300)
+
+
+@pytest.fixture(scope="module")
+def gpuless_ray():
+    """Ray in this process as on a laptop: at most 2 of the machine's CPUs, no GPU."""
+    import os
+
+    import ray
+
+    from sweeps.runner import WORKER_ENV
+
+    ray.init(num_cpus=min(2, os.cpu_count() or 1), num_gpus=0, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": WORKER_ENV})
+    yield ray
+    ray.shutdown()
+
+
+def test_the_study_runs_its_cpu_part_without_a_gpu_and_a_dead_worker_stops_no_later_sweep(gpuless_ray, tmp_path,
+                                                                                           capsys):
+    # issue 12: a worker's death reached the driver as an error message, Ray's tqdm then replaced
+    # builtins.print there, and the next sweep's Tuner could not pickle the print its RowWriter held
+    import builtins
+    import os
+
+    from analysis.load import read
+    from sweeps import engines as study
+    from sweeps import runner
+    from sweeps.space import Space
+
+    @gpuless_ray.remote(max_retries=0)
+    def die():
+        os._exit(1)
+
+    python_print = builtins.print
+    with pytest.raises(gpuless_ray.exceptions.WorkerCrashedError):
+        gpuless_ray.get(die.remote())
+    assert study.main(["--smoke", "--out", str(tmp_path), "--name", "e"]) == 0  # tens of seconds: the message is in
+    out = capsys.readouterr().out
+    assert "no GPU in the Ray cluster: the CPU baseline only" in out
+    rows = read(tmp_path / "e-cpu")
+    assert len(rows) == 3 and set(rows["status"]) == {"ok"} and set(rows["device"]) == {"cpu"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e-cpu"]  # no GPU sweep was tried
+    assert builtins.print is python_print
+    after = runner.run(Space("after", {"disc": {"depth": [2], "epochs": [2]}}, ("cpu",),
+                             fixed={"min_timed_s": 0}), tmp_path)
+    assert list(read(after.dir)["status"]) == ["ok"]
