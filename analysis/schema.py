@@ -97,6 +97,22 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
                             "the timings are the group's, samples_per_s this member's share"),
     ("fused_group", _STR, "id shared by the members of one fused trial, else null"),
     ("per_rank_samples_per_s", pa.list_(_F64), "samples per second of each data-parallel rank, in rank order"),
+    # what one optimiser step costs, counted once after the timed epochs on copies of the model and optimiser
+    # (trainables/costs.py; docs/model.md); null for data-parallel and pipeline trials, fused trials and
+    # rows written before the columns existed (analysis/model.py computes them from the config there)
+    ("flops_per_step", _I64, "FLOPs of one forward, backward and optimiser step on a full batch: matrix products "
+                             "and convolutions (torch.utils.flop_counter.FlopCounterMode), 2 a multiply-add"),
+    ("bytes_per_step", _I64, "bytes one step moves, an estimate: every aten op that is not a view reads each tensor "
+                             "input and writes each output once (no cache reuse, no fusion)"),
+    ("launches_per_step", _I64, "GPU: kernel launches of one step (torch.profiler's CUDA launch events); CPU: aten "
+                                "ops dispatched that are not views; engine graph: 3 (two index copies, one replay); "
+                                "engine compile: null"),
+    # energy over the timed epochs (trainables/energy.py)
+    ("gpu_energy_j", _F64, "joules the trial's GPUs drew over the timed epochs, whole boards (NVML's energy "
+                           "counter), summed over its GPUs; null where unreadable (energy_note says why)"),
+    ("cpu_energy_j", _F64, "joules the CPU packages drew over the timed epochs, every process on them (RAPL "
+                           "energy_uj, wraparound handled); null where unreadable (energy_note says why)"),
+    ("energy_note", _STR, "why an energy column is null, e.g. 'cpu: /sys/class/powercap absent'; null when both were read"),
     # quality
     ("train_loss", _F64, "mean training loss per sample over the last epoch"),
     ("loss_curve", pa.list_(_F64), "mean training loss per sample of each timed epoch, in order"),

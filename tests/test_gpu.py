@@ -154,3 +154,12 @@ def test_the_compiled_model_on_the_gpu_trains_as_the_eager_one(no_tf32):
           f"{compiled['epoch_s_median'] * 1e3:.3f} (warm-up with compilation {compiled['warmup_s']:.1f} s)")
     assert compiled["loss_curve"] == pytest.approx(eager["loss_curve"], rel=1e-3)
     assert compiled["warmup_s"] > eager["warmup_s"]  # the compilation, kept out of the timed epochs
+
+
+def test_a_cuda_trial_measures_its_gpu_energy_and_counts_its_launches():
+    row = run_trial(resolve(TrialConfig("disc", device="cuda", depth=10, epochs=3)))
+    assert row["gpu_energy_j"] is not None, row["energy_note"]
+    assert 0 < row["gpu_energy_j"] < 1000 * row["train_s"]  # no board draws 1000 W
+    assert row["launches_per_step"] > 10 and row["flops_per_step"] > 0  # 10 Linears forward alone
+    graph = run_trial(resolve(TrialConfig("disc", device="cuda", depth=10, epochs=3, engine="graph")))
+    assert graph["launches_per_step"] == 3 and graph["flops_per_step"] == row["flops_per_step"]

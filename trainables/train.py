@@ -13,12 +13,15 @@ point around it is trainables/trainable.py.
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 
 import torch
 
+from trainables import costs
 from trainables.data import Data
 from trainables.devices import Placement, placement
+from trainables.energy import Meter
 from trainables.neighbours import Window
 from trainables.rows import measured_row
 from trainables.timing import Clock, Timer
@@ -118,6 +121,33 @@ class Loop:
             self._step(self.static_ix, self.static_iy)
 
 
+# Launches a step of engine 'graph' makes: the two index copies into the static batch, and the replay.
+GRAPH_LAUNCHES = 3
+
+
+def step_costs(trial: Trial, loop: Loop) -> dict:
+    """FLOPs, bytes and launches of one step (trainables/costs.py), taken on copies of the model and the
+    optimiser under a forked random state: the trial's own are left as they were.
+
+    Counted for single-process trials on one device; a data-parallel or pipeline trial's step is
+    left null. Engine 'graph' launches GRAPH_LAUNCHES a step; engine 'compile' counts its FLOPs and
+    bytes on the model it compiled, and its launches are left null (counting them would compile again)."""
+    where = loop.where
+    if where.world > 1 or len(where.devices) > 1:
+        return {}
+    model = getattr(loop.model, "_orig_mod", loop.model)  # torch.compile's wrapper holds the model
+    twin = Loop(trial, *copy.deepcopy((model, loop.opt)), loop.crit, loop.data, where)
+    order = None
+    if trial.wl.shuffle:  # a gathered batch, as the shuffled epochs take
+        order = (torch.arange(len(loop.data.x), device=loop.data.x.device),) * 2
+    batch = next(_batches(len(loop.data.x), trial.cfg.batch_size, order, 0, 1))
+    with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
+        counted = costs.count(lambda: twin._step(*batch), where.is_cuda)
+    if trial.cfg.engine != "eager":
+        counted["launches_per_step"] = GRAPH_LAUNCHES if trial.cfg.engine == "graph" else None
+    return counted
+
+
 @torch.no_grad()
 def evaluate(wl, model, crit, data: Data, batch_size: int, where: Placement):
     """Mean loss per sample and accuracy on the test split, whole, in every process."""
@@ -186,7 +216,7 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
         torch.cuda.current_stream(where.input_device).wait_stream(side)
         with timer.phase("compile"):
             loop.capture()
-    with Window(trial.label(), trial.hash, cfg.threads) as window:
+    with Window(trial.label(), trial.hash, cfg.threads) as window, Meter(where.devices) as energy:
         epoch_s, curve = timer.epochs(cfg.epochs - cfg.warmup_epochs, lambda: loop.epoch(order()), cfg.min_timed_s,
                                       where.largest)
 
@@ -206,5 +236,6 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
         world_size=where.world, data_on_device=data.x.device == where.input_device,
         train_loss=train_loss, loss_curve=[c / n for c in where.all_reduce(torch.stack(curve)).tolist()],
         train_accuracy=train_accuracy, test_loss=test_loss, test_accuracy=test_accuracy,
-        data_source=data.source, n_test=data.n_test)
-    return {**row, "per_rank_samples_per_s": [row["samples_per_s"] / where.world]}
+        data_source=data.source, n_test=data.n_test, **energy.columns())
+    # after the row's timings (total_s included): the counting's time is in none of them
+    return {**row, **step_costs(trial, loop), "per_rank_samples_per_s": [row["samples_per_s"] / where.world]}
