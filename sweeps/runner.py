@@ -150,7 +150,10 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
         param_space=space.param_space(batches),
         # reuse_actors: one worker runs trial after trial. A fresh worker per trial (its start, ray.tune
         # and torch imports) put 2.5 to 4.3 s between trials on 2 cores; reused, 0.02 s (sweeps/overhead.py).
-        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=True,
+        # Not for engine 'compile': torch.compile's state is the process's, and a reused worker broke its
+        # trials after the first (docs/engines.md, "compile in every trial").
+        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent,
+                                    reuse_actors=all(t.cfg.engine != "compile" for t in todo),
                                     trial_dirname_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(
             name=space.name,

@@ -128,3 +128,18 @@ def test_the_study_runs_its_cpu_part_without_a_gpu_and_a_dead_worker_stops_no_la
     after = runner.run(Space("after", {"disc": {"depth": [2], "epochs": [2]}}, ("cpu",),
                              fixed={"min_timed_s": 0}), tmp_path)
     assert list(read(after.dir)["status"]) == ["ok"]
+
+
+def test_compile_trials_in_a_row_each_compile_in_a_process_of_their_own(gpuless_ray, tmp_path):
+    # In one reused worker, torch.compile's caches carried over from trial to trial: past 8 model
+    # shapes dynamo stopped compiling and ran eager, labelled 'compile' (and on a GPU, inductor's
+    # CUDA-graph trees broke every trial after the first). Each compile trial now starts its own worker.
+    from analysis.load import read
+    from sweeps import runner
+    from sweeps.space import Space
+
+    space = Space("compiled", {"disc": {"depth": [2, 3], "epochs": [2]}}, ("cpu",),
+                  fixed={"engine": "compile", "min_timed_s": 0})
+    rows = read(runner.run(space, tmp_path).dir)
+    assert list(rows["status"]) == ["ok", "ok"] and set(rows["engine"]) == {"compile"}
+    assert list(rows["cold_start"]) == [True, True]  # each the first trial of its worker process

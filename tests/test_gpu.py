@@ -156,6 +156,20 @@ def test_the_compiled_model_on_the_gpu_trains_as_the_eager_one(no_tf32):
     assert compiled["warmup_s"] > eager["warmup_s"]  # the compilation, kept out of the timed epochs
 
 
+def test_compile_trials_in_a_row_through_a_sweep_all_run(local_gpu_ray, tmp_path):
+    # issue 12: in one reused worker, every compile trial after the first failed in inductor's CUDA-graph
+    # trees (thread-local state set up only in the thread that first compiled); each compile trial now
+    # runs in a worker of its own (sweeps/runner.py)
+    from sweeps import runner
+
+    grid = {"disc": {"depth": [4, 8], "epochs": [3]}, "peaks": {"dataset_size": [2500], "epochs": [3]}}
+    runner.run(Space("compile-gpu", grid, ("cuda",), fixed={"engine": "compile", "min_timed_s": 0}), tmp_path,
+               max_concurrent=1, log=print)
+    rows = pd.read_parquet(tmp_path / "compile-gpu")
+    assert list(rows["status"]) == ["ok"] * 3, rows["error"].dropna().tolist()
+    assert rows["cold_start"].all()  # each its worker's first trial
+
+
 def test_a_cuda_trial_measures_its_gpu_energy_and_counts_its_launches():
     row = run_trial(resolve(TrialConfig("disc", device="cuda", depth=10, epochs=3)))
     assert row["gpu_energy_j"] is not None, row["energy_note"]
