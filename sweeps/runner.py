@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -17,6 +18,10 @@ from pathlib import Path
 # rows are the record. On, they added 0.012 s per trial (0.034 s against 0.022 s between trials on
 # 2 cores: sweeps/overhead.py). Set before Tune is imported.
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+# Ctrl-C stops the sweep at once (KeyboardInterrupt), not Tune's way: Tune's handler lets the trials
+# end, returns as if the sweep had finished (a report of part of it, status 0) and advises
+# Tuner.restore, which is not how a sweep resumes here (the same command again: `run`).
+os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 # A worker that dies (a failed CUDA trial, a kill) sends the driver an error message; Ray prints it
 # through its distributed tqdm, which then replaces builtins.print in the driver for good. The
 # RowWriter's `log` (the print bound when `run` was defined) was then no longer builtins.print, and
@@ -32,10 +37,14 @@ from analysis.load import read  # noqa: E402
 from analysis.schema import RUNS_FILE  # noqa: E402
 from sweeps.space import CPU_NODE, Space, groups, resources_for  # noqa: E402
 from sweeps.store import RowWriter, Store  # noqa: E402
+from trainables.devices import ddp_worker_resources  # noqa: E402
+from trainables.fused import member_bytes  # noqa: E402
 from trainables.trainable import trainable  # noqa: E402
 
 # Tune's end-of-run analysis looks for the logger files switched off above; the rows are in Parquet.
 logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+
+INTERRUPTED = 130  # exit status of a sweep stopped by Ctrl-C: 128 + SIGINT, as a shell reports it
 
 # Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
 BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
@@ -72,7 +81,8 @@ def workers_reniced() -> bool:
 
 
 def node_types(cluster_config: Path | str | None = None) -> list[dict]:
-    """Resources of every alive node and of every node type the cluster's autoscaler may add.
+    """Resources of every alive node and of every node the cluster's autoscaler may add: each node type
+    as many times as its max_workers (at most the cluster's max_workers, Ray's default 2).
 
     The node types come from `cluster_config` (an autoscaling config, such as cluster.yaml) or, on the
     head of a `ray up` cluster, from BOOTSTRAP_CONFIG: a sweep started before its workers are up
@@ -83,11 +93,13 @@ def node_types(cluster_config: Path | str | None = None) -> list[dict]:
     if not cluster_config and not path.exists():
         return types
     try:
-        available = yaml.safe_load(path.read_text())["available_node_types"]
-    except (OSError, KeyError, TypeError) as exc:
+        config = yaml.safe_load(path.read_text())
+        available, cap = config["available_node_types"], int(config.get("max_workers", 2))
+        return types + [t.get("resources", {}) for t in available.values()
+                        for _ in range(min(int(t.get("max_workers", cap)), cap))]
+    except (OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"cluster config {path} has no readable available_node_types ({exc!r}); "
                          "give --cluster-config the autoscaling config the cluster was started with") from None
-    return types + [t.get("resources", {}) for t in available.values() if t.get("max_workers") != 0]
 
 
 def cpu_nodes_only(types: list[dict]) -> bool:
@@ -114,17 +126,18 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     other failure is already a row (trainables/trainable.py), so only lost workers reach Tune's retry.
     """
     trials = space.expand()  # refuses a bad space before anything runs
-    gpu_devices = sorted({t.cfg.device for t in trials if t.spec.uses_gpu})
-    if gpu_devices and not any(t.get("GPU") for t in node_types(cluster_config)):
-        raise ValueError(f"devices {gpu_devices} asked for in sweep {space.name!r} but the Ray cluster has no GPU; "
-                         "drop them from --devices, connect to a cluster with GPUs (--address), or name the "
-                         "autoscaling config whose node types have them (--cluster-config)")
+    check_placeable(space, groups(trials, space.fuse), node_types(cluster_config))
     if not workers_reniced():
         log("note: Ray was started without sweeps.runner.connect, so its workers run at nice 15, below every "
             "other process on the node; start it with runtime_env={'env_vars': sweeps.runner.WORKER_ENV}")
     store = Store(Path(out) / space.name)
     with store.locked(log):
-        _run(space, trials, store, max_concurrent, log, storage_path, max_failures)
+        try:
+            _run(space, trials, store, max_concurrent, log, storage_path, max_failures)
+        except KeyboardInterrupt:
+            log(f"interrupted: the {len(store.files())} rows in {store.dir} are kept; run the same command again to "
+                "measure the rest (configs with an 'ok' row are skipped)")
+            raise
     return store
 
 
@@ -171,13 +184,87 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
                             "max_concurrent": max_concurrent}) + "\n")
 
 
+# Ray Train 2.60 (trainables/ddp.py) runs a data-parallel trial as: the Tune trial itself (its own
+# request, a quarter core: trainables/devices.py), Ray Train's TrainController actor (num_cpus=0, on
+# the driver's node: ray/train/v2/api/data_parallel_trainer.py) and a placement group of N bundles of
+# ddp_worker_resources, packed where they fit. `ddp-cpu:2` on 2 cores needs 2 x 1 + 0.25 CPUs: it
+# never starts, and Ray Train retries its WorkerGroupStartupTimeoutError every 60 s, for ever.
+_RAY_NAMES = {"cpu": "CPU", "gpu": "GPU"}  # Tune's resource names -> Ray's
+_FIXES = {
+    "cpu": "give --cpu-threads at most the CPUs of the largest node",
+    "ddp-cpu": "ask for fewer workers (ddp-cpu:N with N + 0.25 <= the CPUs there are; each worker takes "
+               "--cpu-threads / N threads, at least 1)",
+    "ddp": "ask for fewer GPUs (ddp:N)", "pipe": "ask for fewer stages (pipe:N)", "cuda": "",
+}
+_MORE = ("drop it from --devices, connect to a cluster that has them (--address), or name the autoscaling config "
+         "whose node types do (--cluster-config)")
+
+
+def bundles(space: Space, group: list) -> list[dict]:
+    """The Ray resource bundles one Tune trial holds at once: its own request, then its Ray Train workers'."""
+    trial = group[0]
+    own = {_RAY_NAMES.get(k, k): v for k, v in space.request(trial).items() if v}
+    return [own] + ([ddp_worker_resources(trial.spec, trial.cfg.threads)] * trial.spec.count
+                    if trial.spec.distributed else [])
+
+
+def placement_problem(space: Space, group: list, nodes: list[dict]) -> tuple[str, str] | None:
+    """Why the Tune trial of `group` can never be placed on `nodes` (every node the cluster has or may
+    add), and the fix; None where it can: a bundle no node holds, more in all than the nodes have
+    together, or an estimate of its memory past the memory of every node it fits on. The estimate is
+    trainables/fused.py's member_bytes: weights, gradients and two optimiser moments (4 x 4 bytes a
+    parameter), the data, and a batch's activations through every Linear layer, forward and backward;
+    a lower bound (a CNN's feature maps are not in it), so what it refuses cannot fit."""
+    def fits(bundle, node):
+        return all(node.get(k, 0) >= v for k, v in bundle.items())
+
+    held, kind = bundles(space, group), group[0].spec.kind
+    resource_fix = f"{_FIXES[kind] + ', or ' if _FIXES[kind] else ''}{_MORE}"
+    for bundle in (held[0], held[-1]):
+        if not any(fits(bundle, n) for n in nodes):
+            return f"asks Ray for {bundle} in one place, and no node has that much", resource_fix
+    need = {k: sum(b.get(k, 0) for b in held) for k in held[0].keys() | held[-1].keys()}
+    total = {k: sum(n.get(k, 0) for n in nodes) for k in need}
+    if not fits(need, total):
+        return (f"needs {need} at once ({len(held) - 1} Ray Train workers of {held[-1]} beside the trial's own "
+                f"{held[0]}; Ray Train's controller asks for none), and the cluster has {total} in all"), resource_fix
+    try:
+        estimate = len(group) * member_bytes(group[0])
+    except (RuntimeError, OverflowError, ValueError):  # a shape past int64: no machine holds it
+        estimate = math.inf
+    memory = [n.get("memory", 0) + n.get("object_store_memory", 0) for n in nodes if fits(held[0], n)]
+    if memory and all(memory) and estimate > max(memory):  # 0: a node type whose memory is not known
+        size = "more than 2^63 bytes" if estimate == math.inf else f"at least {estimate / 2**30:,.1f} GiB"
+        return (f"({group[0].label()}) needs {size} (weights, gradients, optimiser "
+                f"state, data, a batch's activations), more than the {max(memory) / 2**30:,.1f} GiB of the largest "
+                "node it fits on"), "give it smaller sizes (depth, width, batch_size, dataset_size)"
+    return None
+
+
+def check_placeable(space: Space, batches: list[list], nodes: list[dict]) -> None:
+    """Refuses, before anything runs, Tune trials that no node of the cluster (alive, or that its
+    autoscaler may add) can ever hold: one message per device and reason, naming the flag and the fix."""
+    problems = {}
+    for group in batches:
+        found = placement_problem(space, group, nodes)
+        if found:
+            why, fix = found
+            device = group[0].cfg.device
+            problems.setdefault((device, fix), f"device {device!r} (--devices) in sweep {space.name!r} {why}: {fix}")
+    if problems:
+        raise ValueError("\n".join(problems.values()))
+
+
 def run_studies(make_spaces, out: Path | str, render) -> int:
     """A study's sweeps one after another (their trials never share GPUs), then `render` of all their
-    rows printed; exit status 2 with the message on a bad space. For sweeps/parallel.py, engines.py."""
+    rows printed; exit status 2 with the message on a bad space, INTERRUPTED on Ctrl-C. For
+    sweeps/parallel.py, engines.py."""
     try:
         dirs = [run(space, out).dir for space in make_spaces()]
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return INTERRUPTED
     print(render(read(*dirs)))
     return 0

@@ -110,16 +110,21 @@ def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_
 def main(argv=None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
-    runner.connect(args.address)
     try:
+        # the space checked before Ray starts (its devices and threads may come from the cluster)
+        given = tuple(d.strip() for d in args.devices.split(",")) if args.devices else ("cpu",)
+        build_space(args, given, args.cpu_threads or 1, False).expand()
+        runner.connect(args.address)
         types = runner.node_types(args.cluster_config)
-        devices = tuple(d.strip() for d in args.devices.split(",")) if args.devices else runner.cluster_devices(types)
+        devices = given if args.devices else runner.cluster_devices(types)
         space = build_space(args, devices, args.cpu_threads or runner.node_cpus(types), runner.cpu_nodes_only(types))
         store = runner.run(space, args.out, args.max_concurrent, storage_path=args.storage_path,
                            max_failures=args.max_failures, cluster_config=args.cluster_config)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the rows written are kept, and `run` said how to resume: no report of a part
+        return runner.INTERRUPTED
     rows = read(store.dir)
     print(render(rows[rows["sweep"] == space.name]))
     print(f"{len(rows)} rows in {store.dir} ({time.perf_counter() - start:.0f} s)")

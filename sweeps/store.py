@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import ray
 from ray import tune
 
 from analysis import schema
@@ -39,6 +40,7 @@ from trainables.trial import Trial
 
 LOCK = "_lock"
 ASIDE = "_aside"
+WAIT_NOTE_S = 30.0  # while every trial waits for resources, the progress line says so this often
 
 
 class Store:
@@ -131,7 +133,7 @@ class RowWriter(tune.Callback):
         self.trials = {t.hash: t for t in trials}  # a dead worker's rows are written from these
         self.written: set[str] = set()  # trial ids whose rows are on disk
         self.rows = 0
-        self.start = time.monotonic()
+        self.start = self.noted = time.monotonic()
 
     def _write(self, trial, row: dict, trials) -> None:
         row = {**row, "schema_version": schema.SCHEMA_VERSION, "sweep": self.sweep,
@@ -146,6 +148,17 @@ class RowWriter(tune.Callback):
         pending = sum(t.status == "PENDING" for t in trials)
         elapsed = dt.timedelta(seconds=round(time.monotonic() - self.start))
         return f"[{self.rows}/{self.total} done, {running} running, {pending} pending, {elapsed}]"
+
+    def on_step(self, iteration, trials, **info):
+        # A sweep whose trials all wait (for the autoscaler's nodes, or for another job's trials to end)
+        # says so every WAIT_NOTE_S, instead of waiting in silence: what they ask for, what is free.
+        pending = [t for t in trials if t.status == "PENDING"]
+        if (pending and not any(t.status == "RUNNING" for t in trials)
+                and time.monotonic() - self.noted >= WAIT_NOTE_S):
+            self.noted = time.monotonic()
+            free = {k: v for k, v in ray.available_resources().items() if k in ("CPU", "GPU")}
+            self.log(f"{self._progress(trials, None)} waiting for resources: {len(pending)} trials pending, the "
+                     f"next asks for {pending[0].config['group']['resources']}, free now {free}")
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         # A trial retried after its rows were written (its node died as it ended) keeps the first rows.
@@ -167,10 +180,24 @@ class RowWriter(tune.Callback):
 
 
 def _trial_error(trial) -> str:
+    """The row's error for a trial Tune gave up on: the reason on the first line (the headline), then
+    the end of Tune's error file."""
     path = trial.error_file
-    if path and os.path.exists(path):
-        return Path(path).read_text()[-4000:]
-    return f"trial {trial.trial_id} failed on its worker without an error file"
+    if not (path and os.path.exists(path)):
+        return f"trial {trial.trial_id} failed on its worker without an error file"
+    text = Path(path).read_text()
+    return f"{_reason(text)}\n{text[-4000:]}"
+
+
+def _reason(text: str) -> str:
+    """What went wrong, from Tune's error file: past its 'Failure # 1 (occurred at ...)' header, the
+    exception line that ends a traceback, else the first line (Ray's memory monitor writes no traceback)."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("Failure # ")]
+    if lines and lines[0].startswith("Traceback"):
+        ends = [line for line in lines[1:] if not line.startswith((" ", "Traceback", "The above exception",
+                                                                    "During handling"))]
+        return ends[0] if ends else lines[-1]
+    return lines[0] if lines else "no reason given in Tune's error file"
 
 
 def _headline(row: dict) -> str:

@@ -1,12 +1,17 @@
-"""Shared fixtures: a real local Ray (three logical CPUs, and a claimed GPU with no CUDA behind it)."""
+"""Shared fixtures: a real local Ray (at most the machine's CPUs, and a claimed GPU with no CUDA behind it)."""
+
+import os
 
 import pytest
+
+# Never more CPUs than the machine has (a Ray that advertises more hides requests that can never be
+# placed: ddp-cpu:2 on 2 cores); 2 where it has more, so the tests ask the same of every host.
+CPUS = min(2, os.cpu_count() or 1)
 
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """Ray in this process: 3 CPUs (a 2-worker DDP trial needs 2.25), and 1 GPU that exists only in
-    Ray's accounting.
+    """Ray in this process: CPUS CPUs, and 1 GPU that exists only in Ray's accounting.
 
     The GPU lets the scheduler place a 'cuda' trial so that the trial itself finds no CUDA, as on a
     misconfigured cluster node; CPU trials never look at it.
@@ -14,7 +19,7 @@ def local_ray():
     import ray
     from sweeps.runner import WORKER_ENV
 
-    ray.init(num_cpus=3, num_gpus=1, include_dashboard=False, log_to_driver=False,
+    ray.init(num_cpus=CPUS, num_gpus=1, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": WORKER_ENV})  # workers at the driver's priority, as sweeps.runner.connect
     yield ray
     ray.shutdown()

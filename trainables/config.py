@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import numbers
 from dataclasses import dataclass
 
 LOOPS = ("fast", "seed")
@@ -22,6 +23,27 @@ class ConfigError(ValueError):
     def __init__(self, field: str, message: str):
         super().__init__(message)
         self.field = field
+
+
+# The largest value each count may take: past these no trial fits any machine this project runs on,
+# or ends in a day, so a typo (width 1e9, dataset_size 1e12, epochs 1e9) is refused by name before
+# anything runs, not hours in. Below them, what fits is the cluster's memory's to say
+# (sweeps/runner.py refuses a trial whose estimated bytes no node can hold).
+MAXIMA = {"depth": 1_000, "width": 1_000_000, "batch_size": 100_000_000, "dataset_size": 1_000_000_000,
+          "epochs": 1_000_000, "threads": 4_096, "micro_batches": 4_096}
+
+
+def count(name: str, value) -> int | None:
+    """`value` as a count of field `name`: an integer (numpy's too) in [1, MAXIMA[name]], or None (unset).
+    Raises ConfigError naming the field, the value and the range."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ConfigError(name, f"{name} must be an integer >= 1, got {value!r}")
+    if value > MAXIMA[name]:
+        raise ConfigError(name, f"{name} must be <= {MAXIMA[name]:,}, got {int(value):,}: no machine holds or "
+                                f"ends a trial that size; give {name} a smaller value")
+    return int(value)
 DATA_SOURCES = ("auto", "mnist", "digits", "synthetic")
 
 

@@ -53,8 +53,10 @@ def parse(device: str) -> DeviceSpec:
         raise ConfigError("device", f"device must be one of the forms {list(DEVICES)}, got {device!r}")
     single, k, multi, n = match.groups()
     count = int(k or n or 1)
-    if count < 1 or (single == "cpu" and k):
-        raise ConfigError("device", f"device {device!r}: the count must be >= 1, and 'cpu' takes none")
+    if single == "cpu" and k:
+        raise ConfigError("device", f"device {device!r}: 'cpu' takes no count; give 'cpu' (its threads: --cpu-threads)")
+    if count < 1:
+        raise ConfigError("device", f"device {device!r}: the count must be >= 1, e.g. {f'{multi}:1' if multi else single!r}")
     return DeviceSpec(single or multi, count)
 
 

@@ -20,11 +20,12 @@ from functools import cached_property
 
 from analysis.schema import SEED_AXES, SIZE_AXES
 from trainables import data as datasets
-from trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig
+from trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig, count
 from trainables.devices import DeviceSpec, parse, resources
 from trainables.workloads import WORKLOADS, Workload
 
-_INTEGERS = tuple(a for a in SEED_AXES if a != "lr") + ("threads", "micro_batches")  # counts, >= 1
+# counts, each in [1, MAXIMA]; dataset_size first: peaks' full batch is its dataset_size, and a bad one is named as such
+_INTEGERS = ("dataset_size",) + tuple(a for a in SEED_AXES if a not in ("lr", "dataset_size")) + ("threads", "micro_batches")
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,7 @@ def resolve(cfg: TrialConfig) -> Trial:
     filled["micro_batches"] = (cfg.micro_batches or 4) if spec.kind == "pipe" else None
     cfg = dataclasses.replace(cfg, **filled)
 
-    for name in _INTEGERS:
-        value = getattr(cfg, name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ConfigError(name, f"{name} must be an integer >= 1, got {value!r}")
+    cfg = dataclasses.replace(cfg, **{name: count(name, getattr(cfg, name)) for name in _INTEGERS})  # numpy's as int
     if wl.name == "disc" and cfg.width is None and cfg.depth < 2:
         raise ConfigError("depth", f"depth must be >= 2 for disc's doubling MLP (2 -> 4 -> ... -> 2^depth -> 2), "
                                    f"got {cfg.depth}")
@@ -92,8 +90,8 @@ def resolve(cfg: TrialConfig) -> Trial:
     if not 0 <= cfg.warmup_epochs < cfg.epochs:
         raise ConfigError("warmup_epochs", f"warmup_epochs must be in [0, epochs) = [0, {cfg.epochs}), got "
                                            f"{cfg.warmup_epochs}: at least one epoch must be timed")
-    if not (isinstance(cfg.lr, (int, float)) and cfg.lr > 0):
-        raise ConfigError("lr", f"lr must be a number > 0, got {cfg.lr!r}")
+    if not (isinstance(cfg.lr, (int, float)) and 0 < cfg.lr < math.inf):
+        raise ConfigError("lr", f"lr must be a finite number > 0, got {cfg.lr!r}")
     if not (isinstance(cfg.min_timed_s, (int, float)) and 0 <= cfg.min_timed_s < math.inf):
         raise ConfigError("min_timed_s", f"min_timed_s must be a number of seconds >= 0, got {cfg.min_timed_s!r}")
     if cfg.loop not in LOOPS:

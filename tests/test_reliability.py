@@ -1,0 +1,180 @@
+"""Issue 13's cases, each planted for real: what can never run is refused by name before anything runs,
+what dies while running becomes a row, and Ctrl-C leaves with 130 and the way to resume.
+
+    python -m pytest tests/test_reliability.py
+
+Every refusal names the field or flag and the fix; no measured row is lost, duplicated or rewritten.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeps.space import Space, groups
+from trainables.config import MAXIMA, ConfigError, TrialConfig
+from trainables.trial import resolve
+
+ROOT = Path(__file__).resolve().parent.parent
+SCALING = [sys.executable, str(ROOT / "sweeps" / "scaling.py")]
+
+
+# --- sizes with no sane bound, refused at config time -------------------------------------------
+
+@pytest.mark.parametrize("cfg, field, words", [
+    (TrialConfig("tabular", width=10**9), "width", "width must be <= 1,000,000, got 1,000,000,000"),
+    (TrialConfig("tabular", dataset_size=10**12), "dataset_size", "dataset_size must be <= 1,000,000,000"),
+    (TrialConfig("tabular", epochs=10**9), "epochs", "epochs must be <= 1,000,000"),
+    (TrialConfig("disc", depth=10**4), "depth", "depth must be <= 1,000"),
+    (TrialConfig("tabular", lr=float("inf")), "lr", "lr must be a finite number > 0, got inf"),
+    (TrialConfig("tabular", lr=float("nan")), "lr", "lr must be a finite number > 0, got nan"),
+    (TrialConfig("peaks", dataset_size=0), "dataset_size", "dataset_size must be an integer >= 1, got 0"),
+    (TrialConfig("disc", device="ddp:0"), "device", "device 'ddp:0': the count must be >= 1, e.g. 'ddp:1'"),
+    (TrialConfig("disc", device="cpu/2"), "device", "'cpu' takes no count"),
+])
+def test_a_size_past_any_machine_is_refused_naming_the_field(cfg, field, words):
+    with pytest.raises(ConfigError) as info:
+        resolve(cfg)
+    assert info.value.field == field and words in str(info.value)
+    if field == "device" and "ddp" in words:
+        assert "cpu" not in str(info.value)
+
+
+def test_numpy_integers_are_counts_and_resolve_to_plain_ints():
+    trial = resolve(TrialConfig("disc", depth=np.int64(4), epochs=np.int32(3)))
+    assert trial.cfg.depth == 4 and type(trial.cfg.depth) is int and type(trial.cfg.epochs) is int
+    assert trial.hash == resolve(TrialConfig("disc", depth=4, epochs=3)).hash
+    assert all(MAXIMA[k] >= 1 for k in MAXIMA)
+
+
+def test_a_bad_workload_or_axis_is_refused_before_ray_starts(tmp_path):
+    for flags, words in [(["--workloads", "nope"], "--workloads: unknown ['nope']"),
+                         (["--workloads", "disc", "--devices", "tpu"], "device must be one of the forms")]:
+        done = subprocess.run(SCALING + flags + ["--out", str(tmp_path)], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "RAY_ADDRESS": ""})
+        assert done.returncode == 2 and words in done.stderr, done.stderr[-2000:]
+        assert "Ray" not in done.stdout + done.stderr  # no Ray was started: nothing of it printed
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- requests the cluster can never place, refused before trials start ----------------------------
+
+NODE_2CPU = {"CPU": 2.0, "memory": 16 * 2**30, "object_store_memory": 4 * 2**30}
+
+
+def problems(devices, cpu_threads, grids=None, nodes=(NODE_2CPU,)):
+    from sweeps import runner
+
+    space = Space("s", grids or {"disc": {"depth": [2]}}, devices, cpu_threads=cpu_threads)
+    try:
+        runner.check_placeable(space, groups(space.expand(), "off"), list(nodes))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def test_ray_train_workers_and_the_trial_itself_are_counted_against_the_cores():
+    # Ray Train 2.60: N worker bundles of --cpu-threads/N CPUs (1 at least) + the Tune trial's 0.25;
+    # its controller actor asks for none
+    assert "needs {'CPU': 2.25} at once (2 Ray Train workers of {'CPU': 1}" in problems(("ddp-cpu:2",), 2)
+    assert "ddp-cpu:N with N + 0.25 <= the CPUs there are" in problems(("ddp-cpu:2",), 2)
+    assert problems(("ddp-cpu:1",), 1) is None
+    two_nodes = (NODE_2CPU, NODE_2CPU)  # the workers' placement group packs across nodes where it must
+    assert problems(("ddp-cpu:2",), 2, nodes=two_nodes) is None
+    assert "asks Ray for {'CPU': 3} in one place" in problems(("ddp-cpu:2",), 6, nodes=two_nodes)
+
+
+def test_more_threads_than_the_largest_node_or_a_gpu_it_lacks_is_refused_by_flag():
+    assert "device 'cpu' (--devices) in sweep 's' asks Ray for {'CPU': 4} in one place, and no node has that " \
+           "much: give --cpu-threads at most the CPUs of the largest node" in problems(("cpu",), 4)
+    assert "device 'cuda' (--devices)" in problems(("cuda",), 1) and "--cluster-config" in problems(("cuda",), 1)
+    autoscaled = (NODE_2CPU, {"CPU": 4, "GPU": 1})  # a node type the autoscaler may add: it waits, not refused
+    assert problems(("cuda", "cpu"), 4, nodes=autoscaled) is None
+
+
+def test_a_size_no_node_has_memory_for_is_refused_naming_the_sizes():
+    message = problems(("cpu",), 1, {"tabular": {"dataset_size": [900_000_000]}})
+    assert "(workload=tabular device=cpu depth=2 width=64 batch_size=64 dataset_size=900000000 seed=0) needs " \
+           "at least 71.2 GiB" in message and "20.0 GiB of the largest node" in message
+    assert "give it smaller sizes" in message
+    assert "needs more than 2^63 bytes" in problems(("cpu",), 1, {"disc": {"depth": [40]}})
+    assert problems(("cpu",), 1, {"disc": {"depth": [40]}}, nodes=({"CPU": 2},)) is None  # memory unknown
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--devices", "ddp-cpu:2", "--cpu-threads", "2"], "needs {'CPU': 2.25} at once"),
+    (["--devices", "cpu", "--cpu-threads", "4"], "asks Ray for {'CPU': 4} in one place"),
+])
+def test_the_sweep_refuses_what_this_machine_can_never_place(local_ray, tmp_path, capsys, flags, words):
+    from sweeps import scaling
+
+    assert scaling.main(["--smoke", "--workloads", "disc", "--out", str(tmp_path), "--no-report"] + flags) == 2
+    assert words in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # nothing ran, nothing written
+
+
+# --- what dies while running is a row ---------------------------------------------------------------
+
+def test_a_trial_killed_by_rays_memory_monitor_is_an_error_row_headed_by_the_reason(tmp_path):
+    # Ray's memory monitor, told that any use is too much, kills the trial's worker; with no retry
+    # left (--max-failures 0) the driver writes its row and the sweep goes on to the end
+    cmd = SCALING + ["--smoke", "--workloads", "peaks", "--devices", "cpu", "--repeats", "1", "--max-failures", "0",
+                     "--out", str(tmp_path), "--no-report", "--cpu-threads", "1"]
+    env = {**os.environ, "RAY_memory_usage_threshold": "0.001", "RAY_memory_monitor_refresh_ms": "50",
+           "RAY_ADDRESS": ""}
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = pd.read_parquet(tmp_path / "smoke")
+    assert len(rows) == 2 and set(rows["status"]) == {"error"} and rows["config_hash"].is_unique
+    assert sorted(rows["dataset_size"]) == [100, 400]  # the sizes, in the row
+    headline = rows["error"].str.split("\n").str[0]
+    assert headline.str.contains("killed due to the node running low on memory").all(), headline.tolist()
+    assert "FAILED Failure #" not in done.stdout and "killed due to the node running low on memory" in done.stdout
+
+
+def test_the_headline_of_a_tune_error_file_is_its_reason():
+    from sweeps.store import _reason
+
+    traced = ("Failure # 1 (occurred at 2026-11-22_10-18-00)\nTraceback (most recent call last):\n  File \"x\", "
+              "line 1, in f\n    g()\nray.exceptions.ActorDiedError: The actor died unexpectedly\n\tmore")
+    assert _reason(traced) == "ray.exceptions.ActorDiedError: The actor died unexpectedly"
+    assert _reason("Failure # 1 (occurred at x)\n1 worker(s) were killed\nmore") == "1 worker(s) were killed"
+    assert _reason("") == "no reason given in Tune's error file"
+
+
+# --- Ctrl-C ---------------------------------------------------------------------------------------------
+
+def test_ctrl_c_leaves_with_130_says_how_to_resume_and_keeps_every_row(tmp_path):
+    cmd = SCALING + ["--workloads", "disc", "--devices", "cpu", "--cpu-threads", "1", "--out", str(tmp_path),
+                     "--name", "cut", "--max-concurrent", "1", "--repeats", "1"]
+    out = tmp_path / "cut"
+    proc = subprocess.Popen(cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""})
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(out.glob("*.parquet"))) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGINT)  # the driver, as Ctrl-C would
+        printed, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, printed[-3000:]
+    assert "run the same command again to measure the rest" in printed
+    assert "Tuner.restore" not in printed and "report:" not in printed and not (out / "_report").exists()
+    before = pd.read_parquet(out)
+    assert 2 <= len(before) < 11 and before["config_hash"].is_unique and set(before["status"]) == {"ok"}
+
+    again = subprocess.run(cmd + ["--no-report"], cwd=tmp_path, capture_output=True, text=True, timeout=400)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{len(before)} already measured" in again.stdout
+    after = pd.read_parquet(out)
+    assert len(after) == 11 and after["config_hash"].is_unique
+    kept = after.set_index("config_hash").loc[before["config_hash"], "finished_at"]
+    assert list(kept) == list(before["finished_at"])
