@@ -178,3 +178,26 @@ def test_a_neighbours_claim_counts_its_whole_trial_once_and_is_not_co_running(re
         time.sleep(0.1)
     assert me.overlapping == ["timed"]  # its timed window is co-running; a claim never is
     assert me.neighbour_core_s == pytest.approx(min(2, os.cpu_count()) * 0.06)
+
+
+def test_the_registry_is_private_to_its_user_and_a_shared_one_is_refused(tmp_path, monkeypatch):
+    assert neighbours.REGISTRY.name == f"crossover-windows-{os.getuid()}"
+    private = tmp_path / "made"
+    monkeypatch.setattr(neighbours, "REGISTRY", private)
+    with Window("me", "ME"):
+        pass
+    assert (private.stat().st_mode & 0o777) == 0o700 and private.stat().st_uid == os.getuid()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp/crossover-windows was: anyone could plant windows
+    monkeypatch.setattr(neighbours, "REGISTRY", shared)
+    with pytest.raises(RuntimeError, match=r"is not a directory private to this user .*mode drwxrwxrwt.*: "
+                                           r"remove it \(rm -r .*shared\) and run again"):
+        with Window("me", "ME"):
+            pass
+
+
+def test_a_planted_record_missing_its_fields_never_fails_a_trial(registry):
+    (registry / "x-1-1.json").write_text(json.dumps({"label": "x"}))  # issue 13: once KeyError 'end' in every trial
+    row = run_trial(resolve(TrialConfig("disc", depth=2, epochs=2, dataset_size=100, min_timed_s=0)))
+    assert row["status"] == "ok" and row["co_running"] == []

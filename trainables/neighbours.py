@@ -36,7 +36,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REGISTRY = Path(tempfile.gettempdir()) / "crossover-windows"
+# Per user and private (0700): another user can neither plant windows there (fake co_running labels, or
+# records that once failed every trial on the node) nor read what this user ran. What is read there is
+# still taken as untrusted (read_record): a malformed entry is skipped, never a failed trial.
+REGISTRY = Path(tempfile.gettempdir()) / f"crossover-windows-{os.getuid()}"
 KEEP_S = 24 * 3600  # windows older than this are removed by the next trial (an open one: its pid was reused)
 MARGIN_S = 10.0  # finished windows are kept this much longer: a trial starting now may not have written its file yet
 MAX_RECORD_BYTES = 4096  # a window file is ~150 bytes; anything longer is not one
@@ -79,12 +82,7 @@ class Claim:
         os.replace(tmp, self.path)
 
     def __enter__(self):
-        if not REGISTRY.exists():
-            REGISTRY.mkdir(parents=True, exist_ok=True)
-            # shared by every user's trials on the node, like /tmp itself: writable, but only the
-            # owner of a file may remove it
-            with contextlib.suppress(PermissionError):
-                REGISTRY.chmod(0o1777)
+        private_registry()
         self.start = time.time()
         self._write(None)
         return self
@@ -92,6 +90,19 @@ class Claim:
     def __exit__(self, *exc) -> None:
         self.end = time.time()
         self._write(self.end)
+
+
+def private_registry() -> Path:
+    """REGISTRY, made where missing (mode 0700); refused, naming the fix, where it is not a directory this
+    user owns and only this user may write: one planted by another user could feed every trial's row."""
+    with contextlib.suppress(FileExistsError):
+        REGISTRY.mkdir(mode=0o700, parents=True)
+    info = os.lstat(REGISTRY)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise RuntimeError(f"{REGISTRY}, where trials on this node record their timed windows, is not a directory "
+                           f"private to this user (owner uid {info.st_uid}, mode {stat.filemode(info.st_mode)}): "
+                           f"remove it (rm -r {REGISTRY}) and run again; trials make it afresh, mode 0700")
+    return REGISTRY
 
 
 class Window(Claim):
@@ -135,7 +146,7 @@ class Window(Claim):
                 beside[path] = other
             if (path in dead or (other["end"] or other["start"]) < end - KEEP_S
                     or (other["end"] is not None and other["end"] < horizon - MARGIN_S)):
-                with contextlib.suppress(PermissionError):  # another user's: theirs to remove
+                with contextlib.suppress(PermissionError):  # not this user's to remove: left
                     path.unlink(missing_ok=True)
         self.overlapping = sorted({r["label"] for r in beside.values() if r["timed"] and r["owner"] != self.owner})
         self.neighbour_core_s = core_seconds(self.start, end, owning(beside), os.cpu_count() or 1)
@@ -211,8 +222,9 @@ def own_cpu_s() -> float:
 
 
 def read_record(path: Path) -> dict | None:
-    """The window in `path`, or None where it is not one: the registry is shared by every user of the
-    node, so a file that is not a regular file, is too long, or lacks a field of the right type is skipped."""
+    """The window in `path`, or None where it is not one: what is read in the registry is untrusted (a
+    crashed writer's, a user's by hand), so a file that is not a regular file, is too long, or lacks a
+    field of the right type is skipped, never a failed trial."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
