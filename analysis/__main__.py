@@ -5,6 +5,7 @@
     python -m analysis cost results/scaling --home-box analysis/home_boxes/seed002_gtx960.yaml
     python -m analysis parallel results/parallel-*            # packed, DDP and pipeline figures
     python -m analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
+    python -m analysis model results/scaling [--validate]     # the model of unmeasured GPUs: bounds, leave-one-out error
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis import charts, cost, engines, parallel, report, summary
+from analysis import charts, cost, engines, model, parallel, report, summary
 from analysis.crossover import Bootstrap
 from analysis.load import read, representative
 from analysis.cli import HelpFormatter
@@ -42,10 +43,15 @@ def main(argv=None) -> int:
     par.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/parallel.py")
     eng = sub.add_parser("engines", help="print the engines' speed-ups, fused throughput and crossovers")
     eng.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/engines.py")
+    mod = sub.add_parser("model", help="print the model's calibration and what bounds each step (docs/model.md)")
+    mod.add_argument("dirs", nargs="+", type=Path, help="results directories")
+    mod.add_argument("--validate", action="store_true",
+                     help="also leave each measured device out in turn and print the error per workload")
+    mod.add_argument("--devices", type=Path, default=model.DEVICES, help="device table YAML")
     args = p.parse_args(argv)
     try:
         return {"report": _report, "summary": _summary, "cost": _cost, "parallel": _parallel,
-                "engines": _engines}[args.command](args)
+                "engines": _engines, "model": _model}[args.command](args)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -72,6 +78,15 @@ def _parallel(args) -> int:
 
 def _engines(args) -> int:
     print(engines.render(read(*args.dirs)))
+    return 0
+
+
+def _model(args) -> int:
+    rows = read(*args.dirs)
+    print(model.render(rows, args.devices))
+    if args.validate:
+        print("== leave-one-out: |predicted / measured - 1| of epoch time ==")
+        print(model.render_validation(model.validate(rows, args.devices)))
     return 0
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import charts, parallel
+from analysis import charts, model, parallel
 from analysis.crossover import Bootstrap, baseline_first, find, left_out, loaded, render, slices, write
 from analysis.load import environment, read
 from analysis.schema import CROSSOVER_AXES, SIZE_AXES
@@ -54,6 +54,17 @@ def _svg(chart) -> str:
     buffer = io.StringIO()
     chart.save(buffer, format="svg")
     return buffer.getvalue()
+
+
+def bounds_section(rows: pd.DataFrame) -> list[str]:
+    """What bounds a step, per workload (analysis/model.py): why the GPU loses on small models."""
+    tables = model.bound_table(rows)
+    if not tables:
+        return []
+    return ["<h2>What bounds a step</h2><p>Each arm's smallest, middle and largest model: the share of its measured "
+            "step that launches (x the calibrated overhead), FLOPs at peak and bytes at full bandwidth would take; "
+            "the largest is its bound (docs/model.md).</p>",
+            *[f"<h3>{html.escape(w)}</h3>" + _table(t) for w, t in tables.items()]]
 
 
 def _table(frame: pd.DataFrame) -> str:
@@ -94,6 +105,7 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
         "<h2>Charts</h2>",
         *[f"<h3>{name}</h3><div>{_svg(chart)}</div><p><a href='{name}.html'>interactive</a> · <a href='{name}.png'>PNG</a></p>"
           for name, chart in drawn.items()],
+        *bounds_section(rows),
         "<h2>Devices measured</h2>", _table(environment(rows)),
     ]
     if len(failed):
