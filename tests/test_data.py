@@ -59,3 +59,28 @@ def test_digits_are_real_upscaled_digits_with_a_test_split():
 def test_auto_falls_back_to_synthetic_past_digits_size():
     data = images("auto", None, DIGITS_TRAIN + 1, seed=0)
     assert data.source == "synthetic" and data.test_x is None
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda p: p.write_bytes(p.read_bytes()[:1000]), r"holds 1,000 bytes but its header \(300 x 28 x 28\) says 235,216: "
+                                                       r"truncated or corrupt; put the original file there"),
+    (lambda p: p.write_bytes(b"\x1f\x8b" + p.read_bytes()[2:]), r"is not an MNIST IDX file \(magic number 1f8b0803, "
+                                                                 r"expected 00000803"),
+    (lambda p: p.unlink(), r"no MNIST IDX file .*train-images-idx3-ubyte: expected the four files"),
+])
+def test_a_corrupt_mnist_file_is_named_with_the_fix(mnist_dir, damage, words):
+    path = mnist_dir / "MNIST/raw/train-images-idx3-ubyte"
+    damage(path)
+    with pytest.raises((ValueError, FileNotFoundError), match=words) as info:
+        images("mnist", str(mnist_dir), 100, seed=0)
+    assert "train-images-idx3-ubyte" in str(info.value)
+
+
+def test_images_and_labels_of_different_counts_fail_the_trial_naming_the_pair(mnist_dir):
+    from trainables.trainable import run
+
+    path = mnist_dir / "MNIST/raw/t10k-labels-idx1-ubyte"
+    write_idx(path, np.zeros(49, np.uint8))  # one label short of its 50 images
+    with pytest.raises(ValueError, match=r"holds 50 t10k images but 49 labels") as info:
+        run([resolve(TrialConfig("lenet", dataset_size=100, epochs=2, data_dir=str(mnist_dir)))])
+    assert str(mnist_dir) in str(info.value)

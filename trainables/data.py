@@ -12,6 +12,8 @@ Every trial's row records the source it used.
 from __future__ import annotations
 
 import math
+import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,9 +78,39 @@ def image_source(data: str, data_dir: str | None, dataset_size: int) -> str:
     return data
 
 
+# torchvision's MNIST/raw files and their dimensions (images: count, rows, columns; labels: count)
+MNIST_FILES = {"train-images-idx3-ubyte": 3, "train-labels-idx1-ubyte": 1,
+               "t10k-images-idx3-ubyte": 3, "t10k-labels-idx1-ubyte": 1}
+
+
+def _idx_dims(path: Path, ndim: int) -> tuple[int, ...]:
+    """The dimensions in an IDX file's header; refuses, naming the file and the fix, one that is missing,
+    not IDX of unsigned bytes (its magic number), or of another length than its header says (truncated)."""
+    fix = "put the original file there (torchvision's MNIST/raw layout; nothing is downloaded at run time)"
+    try:
+        with open(path, "rb") as f:
+            header, size = f.read(4 + 4 * ndim), os.fstat(f.fileno()).st_size
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no MNIST IDX file {path}: expected the four files {sorted(MNIST_FILES)} "
+                                f"under {path.parent}; {fix}") from None
+    if len(header) < 4 + 4 * ndim or header[:4] != bytes([0, 0, 0x08, ndim]):
+        raise ValueError(f"{path} is not an MNIST IDX file (magic number {header[:4].hex() or 'missing'}, expected "
+                         f"0000080{ndim}: unsigned bytes, {ndim} dimensions): {fix}")
+    dims = struct.unpack(f">{ndim}I", header[4:])
+    if size != 4 + 4 * ndim + math.prod(dims):
+        raise ValueError(f"{path} holds {size:,} bytes but its header ({' x '.join(map(str, dims))}) says "
+                         f"{4 + 4 * ndim + math.prod(dims):,}: truncated or corrupt; {fix}")
+    return dims
+
+
 def _mnist(root: Path, dataset_size: int) -> Data:
     from torchvision.datasets import MNIST
 
+    dims = {name: _idx_dims(root / "MNIST" / "raw" / name, ndim) for name, ndim in MNIST_FILES.items()}
+    for split in ("train", "t10k"):
+        if dims[f"{split}-images-idx3-ubyte"][0] != dims[f"{split}-labels-idx1-ubyte"][0]:
+            raise ValueError(f"{root}/MNIST/raw holds {dims[f'{split}-images-idx3-ubyte'][0]:,} {split} images but "
+                             f"{dims[f'{split}-labels-idx1-ubyte'][0]:,} labels: put the original pair of files there")
     try:
         train = MNIST(str(root), train=True, download=False)
         test = MNIST(str(root), train=False, download=False)
