@@ -62,10 +62,10 @@ def test_auto_falls_back_to_synthetic_past_digits_size():
 
 
 @pytest.mark.parametrize("damage, words", [
-    (lambda p: p.write_bytes(p.read_bytes()[:1000]), r"holds 1,000 bytes but its header \(300 x 28 x 28\) says 235,216: "
-                                                       r"truncated or corrupt; put the original file there"),
-    (lambda p: p.write_bytes(b"\x1f\x8b" + p.read_bytes()[2:]), r"is not an MNIST IDX file \(magic number 1f8b0803, "
-                                                                 r"expected 00000803"),
+    (lambda p: p.write_bytes(p.read_bytes()[:1000]), (r"holds 1,000 bytes but its header \(300 x 28 x 28\) says "
+                                                       r"235,216: truncated or corrupt; put the original file there")),
+    (lambda p: p.write_bytes(b"\x1f\x8b" + p.read_bytes()[2:]), (r"is not an MNIST IDX file \(magic number "
+                                                                  r"1f8b0803, expected 00000803")),
     (lambda p: p.unlink(), r"no MNIST IDX file .*train-images-idx3-ubyte: expected the four files"),
 ])
 def test_a_corrupt_mnist_file_is_named_with_the_fix(mnist_dir, damage, words):

@@ -192,9 +192,8 @@ def test_the_registry_is_private_to_its_user_and_a_shared_one_is_refused(tmp_pat
     shared.chmod(0o1777)  # as /tmp/crossover-windows was: anyone could plant windows
     monkeypatch.setattr(neighbours, "REGISTRY", shared)
     with pytest.raises(RuntimeError, match=r"is not a directory private to this user .*mode drwxrwxrwt.*: "
-                                           r"remove it \(rm -r .*shared\) and run again"):
-        with Window("me", "ME"):
-            pass
+                                           r"remove it \(rm -r .*shared\) and run again"), Window("me", "ME"):
+        pass
 
 
 def test_a_planted_record_missing_its_fields_never_fails_a_trial(registry):
