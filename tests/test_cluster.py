@@ -60,6 +60,20 @@ def test_cluster_yaml_marks_node_types_and_opens_nothing_but_ssh():
     assert config["docker"]["image"] == "rayproject/ray:2.60.0-py311-gpu"
 
 
+def test_cluster_yaml_gives_the_head_its_own_profile_pins_torch_and_keeps_the_token_private():
+    config = yaml.safe_load((ROOT / "cluster.yaml").read_text())
+    head = config["available_node_types"][config["head_node_type"]]["node_config"]
+    assert head["IamInstanceProfile"] == {"Name": "crossover-head"}  # not Ray's ray-autoscaler-v1
+    docs = (ROOT / "docs" / "cluster.md").read_text()
+    assert "instance profile, `crossover-head`" in docs and "arn:aws:s3:::BUCKET/crossover/*" in docs  # its policy
+    assert not any("IamInstanceProfile" in t["node_config"] for name, t in config["available_node_types"].items()
+                   if name != config["head_node_type"])
+    pinned = next(line.split("?=", 1)[1].split() for line in (ROOT / "Makefile").read_text().splitlines()
+                  if line.startswith("TORCH ?="))
+    assert f"pip install -q {' '.join(pinned)}" in config["setup_commands"]
+    assert "chmod 600 ~/.ray/auth_token" in config["setup_commands"]
+
+
 # --- a fixed multi-node cluster -------------------------------------------------------------------
 
 def short_tmp() -> str:
