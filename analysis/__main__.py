@@ -2,7 +2,8 @@
 
     python -m analysis report results/scaling [more dirs]     # HTML page + crossover table (prints both paths)
     python -m analysis summary results/scaling                # median time per epoch per device and size
-    python -m analysis cost results/scaling --home-box analysis/home_boxes/seed002_gtx960.yaml
+    python -m analysis cost results/scaling                   # cost per epoch, trial and million samples per row
+    python -m analysis decide results/scaling --trials 1000 --workload peaks --deadline 2   # the sweep on every option
     python -m analysis parallel results/parallel-*            # packed, DDP and pipeline figures
     python -m analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
     python -m analysis model results/scaling [--validate]     # the model of unmeasured GPUs: bounds, leave-one-out error
@@ -14,10 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis import charts, cost, engines, model, parallel, report, summary
+from analysis import charts, cost, decide, engines, model, parallel, report, summary
+from analysis.cli import HelpFormatter
 from analysis.crossover import Bootstrap
 from analysis.load import read, representative
-from analysis.cli import HelpFormatter
 
 
 def main(argv=None) -> int:
@@ -34,11 +35,25 @@ def main(argv=None) -> int:
                           "in the crossovers and charts; by default they are left out, and counted")
     summ = sub.add_parser("summary", help="print median time per epoch per device and size")
     summ.add_argument("dirs", nargs="+", type=Path, help="results directories")
-    cst = sub.add_parser("cost", help="print and draw cost per epoch, trial and million samples, and the break-even")
+    cst = sub.add_parser("cost", help="print and draw cost per epoch, trial and million samples of each row")
     cst.add_argument("dirs", nargs="+", type=Path, help="results directories")
-    cst.add_argument("--home-box", type=Path, default=None, help="home box YAML (see analysis/home_boxes/)")
     cst.add_argument("--prices", type=Path, default=cost.PRICES, help="price table YAML")
     cst.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
+    dec = sub.add_parser("decide", help="the whole sweep's wall time and cost on every option: fastest, cheapest, "
+                                        "cheapest within a deadline, the front, the home boxes' break-even")
+    dec.add_argument("dirs", nargs="+", type=Path, help="results directories")
+    dec.add_argument("--home-box", type=Path, action="append", default=None,
+                     help="home box YAML, repeatable (default: every box in analysis/home_boxes/)")
+    dec.add_argument("--trials", type=int, action="append", default=None,
+                     help="trials of the --workload of the same position (default: the measured grid as the sweep)")
+    dec.add_argument("--workload", action="append", default=None, help="workload of the --trials of the same position")
+    dec.add_argument("--deadline", type=float, default=None, help="hours: also name the cheapest option that ends within it")
+    dec.add_argument("--prices", type=Path, default=cost.PRICES, help="price table YAML")
+    dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
+    for command in (rep, summ, dec):
+        command.add_argument("--no-reference", action="store_true",
+                             help="leave out the reference rows of results/reference/ (by default, the newest "
+                                  "reference GPU rows of the same configurations are set beside yours)")
     par = sub.add_parser("parallel", help="print the packed-trial, DDP and pipeline benchmark figures")
     par.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/parallel.py")
     eng = sub.add_parser("engines", help="print the engines' speed-ups, fused throughput and crossovers")
@@ -50,7 +65,7 @@ def main(argv=None) -> int:
     mod.add_argument("--devices", type=Path, default=model.DEVICES, help="device table YAML")
     args = p.parse_args(argv)
     try:
-        return {"report": _report, "summary": _summary, "cost": _cost, "parallel": _parallel,
+        return {"report": _report, "summary": _summary, "cost": _cost, "decide": _decide, "parallel": _parallel,
                 "engines": _engines, "model": _model}[args.command](args)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -58,7 +73,8 @@ def main(argv=None) -> int:
 
 
 def _report(args) -> int:
-    page, text = report.build(args.dirs, args.out, Bootstrap(draws=args.draws, seed=args.seed), args.include_loaded)
+    page, text = report.build(args.dirs, args.out, Bootstrap(draws=args.draws, seed=args.seed), args.include_loaded,
+                              reference=not args.no_reference)
     print(text)
     print(f"crossover table: {page.parent / 'crossover.parquet'}")
     print(f"report: {page}")
@@ -67,7 +83,8 @@ def _report(args) -> int:
 
 def _summary(args) -> int:
     rows = read(*args.dirs)
-    print(summary.render(rows.assign(device=rows["arm"])))
+    rows = rows if args.no_reference else summary.with_reference(rows)
+    print("\n".join(filter(None, [summary.reference_note(rows), summary.render(rows.assign(device=rows["arm"]))])))
     return 0
 
 
@@ -91,16 +108,34 @@ def _model(args) -> int:
 
 
 def _cost(args) -> int:
-    rows, options = read(*args.dirs), cost.load_prices(args.prices)
-    box = cost.load_home_box(args.home_box) if args.home_box else None
-    costs = cost.table(rows, options, box)
-    even = cost.break_even(box, options, costs) if box else None
-    print(cost.render(costs, box, even, representative(rows)))
+    rows, (options, _) = read(*args.dirs), cost.load_prices(args.prices)
+    costs = cost.table(rows, options)
+    shown = costs[costs["config_hash"].isin(representative(rows)["config_hash"])]
+    print(cost.render(costs, representative(rows), options))
     out = args.out or report.default_out(args.dirs)
-    drawn = {"cost_per_million": charts.cost_per_million(costs[costs["config_hash"].isin(representative(rows)["config_hash"])])}
-    if box:
-        drawn["break_even"] = charts.break_even(cost.monthly(box, even), even)
-    for name, chart in drawn.items():
+    print(f"chart: {charts.save(charts.cost_per_million(shown), out / 'cost_per_million')[0]}")
+    return 0
+
+
+def _trials(args) -> dict[str, int] | None:
+    if not args.trials and not args.workload:
+        return None
+    if len(args.trials or []) != len(args.workload or []):
+        raise ValueError(f"--trials and --workload go in pairs (--trials 1000 --workload peaks); got "
+                         f"{len(args.trials or [])} --trials and {len(args.workload or [])} --workload")
+    return dict(zip(args.workload, args.trials))
+
+
+def _decide(args) -> int:
+    rows = read(*args.dirs)
+    rows = rows if args.no_reference else summary.with_reference(rows)
+    options, billing = cost.load_prices(args.prices)
+    boxes = [cost.load_home_box(p) for p in (args.home_box or cost.home_boxes())]
+    grid, found, picks, even, notes = decide.decide(rows, decide.predictions(rows, options, boxes), options, billing,
+                                                    boxes, _trials(args), args.deadline)
+    print("\n".join(filter(None, [summary.reference_note(rows), decide.render(found, grid, picks, even, notes)])))
+    out = args.out or report.default_out(args.dirs)
+    for name, chart in charts.decision(found, even).items():
         print(f"chart: {charts.save(chart, out / name)[0]}")
     return 0
 

@@ -8,8 +8,10 @@
     epoch_times          every timed epoch per arm (seed 001's "Epoch Times")
     execution_time       mean epoch, test (eval) and total time per arm (seed 001's "Execution Time")
     throughput_vs_batch  training samples per second vs batch size
-    cost_per_million     dollars per million training samples per price option (analysis/cost.py)
-    break_even           monthly cost vs hours of use: a home box against renting
+    cost_per_million     dollars per million training samples per price option, bars (analysis/cost.py)
+    sweep_cost           the whole sweep's cost per option, bars (analysis/decide.py)
+    pareto_front         the sweep's cost against its wall time per option, labelled, the front drawn
+    break_even           cost a month against sweeps a month: each home box against the best of each class
 
 Reads rows only (pandas, altair, vl-convert); never imports torch or ray.
 """
@@ -23,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.crossover import baseline_first, slices
+from analysis.decide import monthly, pareto
 from analysis.load import config_label, representative
 
 alt.data_transformers.disable_max_rows()  # a results directory is small; charts embed their rows
@@ -131,24 +134,80 @@ def throughput_vs_batch(rows: pd.DataFrame):
 
 
 def cost_per_million(costs: pd.DataFrame):
-    """Dollars per million training samples per option (cost.table's rows), one panel per workload config."""
+    """Dollars per million training samples per option (cost.table's rows), bars from zero, one panel per workload config."""
     data = costs.dropna(subset=["usd_per_million_samples"]).assign(panel=lambda d: d["workload"] + " | " + d["config"])
-    base = alt.Chart().encode(y=alt.Y("option:N").sort("x").title(None), x=alt.X("usd_per_million_samples:Q").scale(LOG).title("$ per million samples"))
-    bars = base.mark_bar().encode(color=alt.Color("pricing:N"), tooltip=["option:N", "arm:N", "assumption:N",
-                                                                         alt.Tooltip("usd_per_million_samples:Q", format=".3g")])
-    labels = base.mark_text(align="left", dx=3, fontSize=9).encode(text=alt.Text("usd_per_million_samples:Q", format=".3g"))
+    base = alt.Chart().encode(y=alt.Y("option:N").sort("x").title(None),
+                              x=alt.X("usd_per_million_samples:Q").title("cost per million training samples, US dollars"))
+    bars = base.mark_bar().encode(color=alt.Color("pricing:N").title("pricing"),
+                                  tooltip=["option:N", "arm:N", "assumption:N", alt.Tooltip("usd_per_million_samples:Q", format=".3g")])
+    labels = base.mark_text(align="left", dx=3, fontSize=9).encode(text=alt.Text("usd_per_million_samples:Q", format="$.3g"))
     return (alt.layer(bars, labels, data=data).facet(facet=alt.Facet("panel:N").title(None), columns=2)
             .resolve_scale(y="independent", x="independent").properties(title="Cost per million training samples"))
 
 
+def _decision_data(options: pd.DataFrame) -> pd.DataFrame:
+    label = options["option"] + np.where(options["predicted"], " (predicted)", "")
+    return options.assign(label=label, front=pareto(options), predicted=options["predicted"].astype(bool),
+                          usd_label=np.where(options["predicted"], "~", "") + options["usd"].map("${:,.2f}".format)
+                          + " in " + options["wall_h"].map("{:.3g} h".format))
+
+
+def sweep_cost(options: pd.DataFrame):
+    """The sweep's cost per option (decide.table's rows) as bars, each labelled with its cost and wall time;
+    predicted options paler."""
+    data = _decision_data(options)
+    base = alt.Chart(data).encode(y=alt.Y("label:N").sort(alt.EncodingSortField("usd")).title(None),
+                                  x=alt.X("usd:Q").title("cost of the whole sweep, US dollars"))
+    bars = base.mark_bar().encode(color=alt.Color("kind:N").title("option"),
+                                  opacity=alt.Opacity("predicted:N").scale(domain=[False, True], range=[1.0, 0.4]).legend(None),
+                                  tooltip=["option:N", "model:N", "basis:N", alt.Tooltip("usd:Q", format="$,.2f"),
+                                           alt.Tooltip("wall_h:Q", title="wall time, h", format=".3g")])
+    labels = base.mark_text(align="left", dx=3, fontSize=9).encode(text="usd_label:N")
+    return (bars + labels).properties(title="What the sweep costs on each option (paler: predicted)", width=480)
+
+
+def pareto_front(options: pd.DataFrame):
+    """Cost against wall time of the sweep, one point per option labelled directly (hollow: predicted), the
+    cost-versus-time front as a line."""
+    data = _decision_data(options)
+    base = alt.Chart(data).encode(x=alt.X("wall_h:Q").scale(type="log").title("wall time of the sweep, hours (log)"),
+                                  y=alt.Y("usd:Q").scale(type="symlog", constant=0.01).title("cost of the sweep, US dollars (symlog)"),
+                                  color=alt.Color("kind:N").title("option"))
+    tips = ["option:N", "model:N", "basis:N", alt.Tooltip("usd:Q", format="$,.2f"), alt.Tooltip("wall_h:Q", format=".3g")]
+    measured = base.mark_point(filled=True, size=60).encode(tooltip=tips).transform_filter(~alt.datum.predicted)
+    predicted = base.mark_point(filled=False, size=60).encode(tooltip=tips).transform_filter(alt.datum.predicted)
+    front = base.mark_line(color="black", strokeDash=[4, 3], interpolate="step-after").encode(color=alt.value("black")).transform_filter(alt.datum.front)
+    labels = base.mark_text(align="left", dx=6, dy=-4, fontSize=9).encode(text="label:N")
+    return (front + measured + predicted + labels).properties(
+        title="The sweep: cost against time per option (hollow: predicted; dashed: the front)", width=560, height=360)
+
+
 def break_even(lines: pd.DataFrame, points: pd.DataFrame):
-    """Monthly cost vs hours of use per month (cost.monthly's lines), break-even hours as rules."""
-    base = alt.Chart(lines).encode(x=alt.X("hours:Q").scale(LOG).title("hours of use per month"))
-    line = base.mark_line().encode(y=alt.Y("usd_per_month:Q").scale(LOG).title("$ per month"), color=alt.Color("option:N").title(None),
-                                   strokeDash=alt.StrokeDash("kind:N").title(None), tooltip=["option:N", "hours:Q", "usd_per_month:Q"])
-    rule = (alt.Chart(points.dropna(subset=["break_even_h_per_month"])).mark_rule(strokeDash=[4, 3])
-            .encode(x="break_even_h_per_month:Q", color="option:N", tooltip=["option:N", "break_even_h_per_month:Q"]))
-    return (line + rule).properties(title="Home box vs renting: monthly cost (log-log); rules at break-even", width=520, height=320)
+    """Monthly cost against sweeps a month (decide.monthly's lines): each home box against the best option of
+    each class, every line labelled at its end, the break-even as a rule; one panel per box."""
+    ends = lines.groupby(["box", "option"], sort=False).tail(1)
+    rules = points[np.isfinite(points["sweeps_per_month"])].assign(option=lambda d: d["against"] + " (" + d["versus"] + ")")
+    x = alt.X("sweeps:Q").scale(type="log").title("sweeps a month (log)")
+    y = alt.Y("usd_per_month:Q").scale(type="symlog").title("cost a month, US dollars (symlog)")
+    line = alt.Chart().mark_line().encode(x=x, y=y, color=alt.Color("option:N").legend(None),
+                                          tooltip=["option:N", alt.Tooltip("sweeps:Q", format=".3g"),
+                                                   alt.Tooltip("usd_per_month:Q", format="$,.2f")])
+    label = alt.Chart().mark_text(align="left", dx=4, fontSize=9).encode(x=x, y=y, text="option:N", color="option:N")
+    rule = alt.Chart().mark_rule(strokeDash=[4, 3]).encode(x="sweeps_per_month:Q", color="option:N",
+                                                          tooltip=["option:N", alt.Tooltip("sweeps_per_month:Q", format=".3g")])
+    data = pd.concat([lines.assign(layer="line"), ends.assign(layer="end"),
+                      rules[["box", "option", "sweeps_per_month"]].assign(layer="rule")], ignore_index=True)
+    return (alt.layer(line.transform_filter(alt.datum.layer == "line"), label.transform_filter(alt.datum.layer == "end"),
+                      rule.transform_filter(alt.datum.layer == "rule"), data=data)
+            .properties(width=420, height=260)
+            .facet(facet=alt.Facet("box:N").title(None), columns=2)
+            .properties(title="Home box against the best option of each class: cost a month (dashed: break-even)"))
+
+
+def decision(options: pd.DataFrame, even: pd.DataFrame) -> dict[str, object]:
+    """The decision's charts by file name (analysis/decide.py's table and break-even)."""
+    drawn = {"sweep_cost": sweep_cost(options), "sweep_front": pareto_front(options)} if len(options) else {}
+    return drawn | ({"break_even": break_even(monthly(even), even)} if len(even) else {})
 
 
 def save(chart, stem: Path) -> list[Path]:

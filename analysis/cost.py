@@ -1,36 +1,37 @@
-"""What training costs: measured throughput priced on rented instances and on a home box.
+"""Prices and home boxes: the price file and the home-box files read and checked, and what a row costs.
 
-    python -m analysis cost results/scaling --home-box analysis/home_boxes/seed002_gtx960.yaml
+    python -m analysis cost results/scaling            # cost per epoch, trial and million samples per row
+    python -m analysis decide results/scaling --home-box analysis/home_boxes/rtx4090.yaml   # the sweep
 
-Prices come from analysis/prices.yaml (every price with its date and source), the home box from a
-small YAML file (analysis/home_boxes/seed002_gtx960.yaml is the worked example; docs/cost.md explains
-it). For every measured row and every price that applies to it:
+Prices come from analysis/prices.yaml (every price with its date and source, and per provider its
+billing step, minimum and start-up time), home boxes from small YAML files (analysis/home_boxes/;
+docs/cost.md explains them). Every GPU is named by its model (`gpu:`, a key of analysis/devices.yaml:
+H100, H200, A100, L4, T4, A10G, RTX 3060, RTX 4090, RTX 5090, GTX 960): a row measured that GPU where
+its device_name holds the key as a word, case-insensitive (`measures`). A bad file is refused with
+the file, the line and the field, and what to write instead.
+
+For every measured row and every price that applies to it (`table`):
 
     usd_per_epoch            = usd_per_h x median epoch time / 3600
     usd_per_trial            = usd_per_h x total_s / 3600           (the whole trial, set-up included)
     usd_per_million_samples  = usd_per_h / (samples_per_s x 3600) x 1e6
 
 Which price applies to which row is an assumption, and each line says which it made:
-    GPU rows   every instance whose `matches` finds the row's device_name (an H100 row: p5, a3,
-               Lambda, RunPod); a trial using k of an instance's n GPUs pays k/n of its price, as if
-               the other GPUs were kept busy by other trials;
+    GPU rows   every instance of the row's GPU model; a trial using k of an instance's n GPUs pays k/n
+               of its price, as if the other GPUs ran other trials (analysis/decide.py prices a whole
+               sweep on a whole instance instead);
     CPU rows   per provider, the smallest CPU instance with at least the trial's thread count,
-               assuming its cores are as fast as the measured CPU (they may not be);
-    home box   rows whose device_name the box's `matches` finds, at its hourly cost at its utilisation.
-
-Break-even: the home box costs purchase / lifetime every month plus electricity per hour of use; a
-rented option costs its price per hour of the same work. The hours of use per month beyond which the
-box is cheaper are  fixed_per_month / (rented_usd_per_h x speed - energy_usd_per_h), where speed is
-the box's throughput over the rented device's, measured where both were swept (median over the
-configurations both measured), else 1 and said so.
+               assuming its cores are as fast as the measured CPU (they may not be).
 
 Reads rows only (pandas, pyyaml); never imports torch or ray.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import re
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -40,16 +41,40 @@ import yaml
 from analysis.load import sizes_label
 
 PRICES = Path(__file__).with_name("prices.yaml")
+HOME_BOXES = Path(__file__).with_name("home_boxes")
 HOURS_PER_MONTH = 730  # 365 x 24 / 12
+STALE_DAYS = 365  # a price older than this is flagged: re-read its source
+
+
+def _number(unit: str, low: float, strict: bool = True, high: float | None = None, integer: bool = False):
+    """A numeric field: its unit (for the messages) and its valid range, low < value (<= high)."""
+    return field(metadata={"unit": unit, "low": low, "strict": strict, "high": high, "integer": integer})
 
 
 @dataclass(frozen=True)
 class Price:
-    usd_per_h: float  # USD per instance-hour
-    date: str  # when the price applied: YYYY-MM or YYYY-MM-DD
-    source: str  # the provider's page
+    usd_per_h: float = _number("US dollars per instance-hour", 0)
+    date: str = field(default=MISSING)  # when the figure applied: YYYY-MM or YYYY-MM-DD
+    source: str = field(default=MISSING)  # the provider's page
     via: str = ""  # the third-party page it was read on, if not the provider's
     note: str = ""
+
+    def age_days(self, today: dt.date) -> int:
+        return (today - _day(self.date)).days
+
+
+@dataclass(frozen=True)
+class Billing:
+    """How a provider charges: in steps of `step_s` seconds, at least `minimum_s` a start."""
+    step_s: float = _number("seconds", 0)
+    minimum_s: float = _number("seconds", 0, strict=False)
+    startup_s: float = _number("seconds", 0, strict=False)  # asking for the instance to the first trial: boot, image, install
+    date: str = field(default=MISSING)
+    source: str = field(default=MISSING)
+    note: str = ""
+
+    def charged_s(self, wall_s: float) -> float:
+        return max(self.minimum_s, math.ceil(wall_s / self.step_s - 1e-9) * self.step_s)
 
 
 @dataclass(frozen=True)
@@ -57,11 +82,12 @@ class Option:
     name: str
     provider: str
     region: str
-    gpus: int  # 0 for a CPU instance
-    vcpus: int
-    matches: str | None  # regex on a row's device_name; None for CPU instances
-    on_demand: Price
-    spot: Price | None  # None where the provider sells no spot/interruptible capacity
+    gpu: str | None  # GPU model (a key of analysis/devices.yaml); null for a CPU instance
+    gpus: int = _number("GPUs", 0, strict=False, integer=True)  # 0 for a CPU instance; rented whole
+    vcpus: int = _number("vCPUs", 1, strict=False, integer=True)
+    on_demand: Price = field(default=MISSING)
+    spot: Price | None = field(default=MISSING)  # null where no spot price is recorded (the note says why)
+    note: str = ""
 
     def prices(self) -> list[tuple[str, Price]]:
         return [("on-demand", self.on_demand)] + ([("spot", self.spot)] if self.spot else [])
@@ -70,13 +96,16 @@ class Option:
 @dataclass(frozen=True)
 class HomeBox:
     name: str
-    purchase_usd: float  # what was paid for the parts
-    lifetime_years: float  # written off over this many years
-    power_w: float  # drawn at the wall while training, W
-    utilisation: float  # fraction of the month the box trains, in (0, 1]
-    electricity_usd_per_kwh: float
-    matches: str | None = None  # regex on device_name: rows measured on this box
-    source: str = ""
+    gpu: str  # GPU model (a key of analysis/devices.yaml)
+    purchase_usd: float = _number("US dollars", 0, strict=False)  # what was paid for the parts
+    purchase_date: str = field(default=MISSING)  # when that price applied: YYYY-MM or YYYY-MM-DD
+    purchase_source: str = field(default=MISSING)  # where the price comes from
+    lifetime_years: float = _number("years", 0)  # written off over this many years
+    power_w: float = _number("watts", 0)  # drawn at the wall while training (nominal)
+    utilisation: float = _number("a fraction of the month, e.g. 0.25", 0, high=1.0)  # share of the month it trains
+    electricity_usd_per_kwh: float = _number("US dollars per kWh", 0, strict=False)
+    matches: str | None = None  # regex on device_name for rows measured on this box; default: the gpu as a word
+    source: str = ""  # where the other figures come from
 
     @property
     def fixed_usd_per_month(self) -> float:
@@ -92,92 +121,183 @@ class HomeBox:
         return self.fixed_usd_per_month / (self.utilisation * HOURS_PER_MONTH) + self.energy_usd_per_h
 
 
-def _required(cls) -> list[str]:
-    return [f.name for f in fields(cls) if f.default is MISSING]
+class _Located(dict):
+    """A YAML mapping that remembers its line and the line of each of its keys (set by `_mapping`)."""
+    line: int = 0
+    lines: dict[str, int]
 
 
-def _check(entry, cls, where: str, fix: str) -> dict:
-    if not isinstance(entry, dict):
-        raise ValueError(f"{where}: expected a mapping with {_required(cls)}, got {entry!r}")
-    missing = [f for f in _required(cls) if f not in entry]
-    if missing:
-        raise ValueError(f"{where} lacks {', '.join(missing)}: {fix}")
-    unknown = sorted(set(entry) - {f.name for f in fields(cls)})
-    if unknown:
-        raise ValueError(f"{where} has unknown field(s) {unknown}; allowed: {[f.name for f in fields(cls)]}")
-    return entry
+class _Loader(yaml.SafeLoader):
+    pass
 
 
-def load_prices(path: str | Path = PRICES) -> list[Option]:
-    """The price table; every option and price checked for its fields."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"price file {path} does not exist; the project's is {PRICES}")
-    options = (yaml.safe_load(path.read_text()) or {}).get("options")
-    if not options:
-        raise ValueError(f"{path} has no 'options:' list; see {PRICES} for the format")
-    out = []
-    for i, entry in enumerate(options):
-        name = entry.get("name", f"#{i + 1}") if isinstance(entry, dict) else f"#{i + 1}"
-        where = f"{path}: option {name!r}"
-        entry = _check(entry, Option, where, "every option needs them (see the comment at the top of the file)")
-        priced = {kind: None if entry[kind] is None else Price(**_check(
-            entry[kind], Price, f"{where}, {kind}", "every price needs usd_per_h, date and source"))
-            for kind in ("on_demand", "spot")}
-        if priced["on_demand"] is None:
-            raise ValueError(f"{where}: on_demand is null; every option needs an on-demand price")
-        out.append(Option(**{**entry, **priced}))
+def _mapping(loader, node) -> _Located:
+    out = _Located(loader.construct_mapping(node, deep=True))
+    out.line = node.start_mark.line + 1
+    out.lines = {k.value: k.start_mark.line + 1 for k, _ in node.value}
     return out
 
 
-def load_home_box(path: str | Path) -> HomeBox:
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def _yaml(path: Path, example: Path):
+    try:
+        return yaml.load(path.read_text(), Loader=_Loader)  # a SafeLoader that keeps line numbers
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ValueError(f"{path}: not valid YAML{at} ({getattr(exc, 'problem', exc)}): fix the syntax; "
+                         f"{example} shows the format") from None
+
+
+def _day(date) -> dt.date:
+    text = str(date)
+    return dt.date.fromisoformat(text + "-01" if re.fullmatch(r"\d{4}-\d{2}", text) else text)
+
+
+def _at(entry, key: str, where: str) -> str:
+    line = getattr(entry, "lines", {}).get(key, getattr(entry, "line", 0)) if isinstance(entry, _Located) else 0
+    return f"{where}, field {key}" + (f" (line {line})" if line else "")
+
+
+def _value(entry, f, where: str):
+    """One field's value, checked: a number in its range, a date, a regex, or text that is not empty."""
+    value, at = entry[f.name], _at(entry, f.name, where)
+    meta = f.metadata
+    if meta:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{at}: must be a plain number in {meta['unit']} (no unit, no % sign), got {value!r}")
+        low_ok = value > meta["low"] if meta["strict"] else value >= meta["low"]
+        if not low_ok or (meta["high"] is not None and value > meta["high"]):
+            bound = f"{'>' if meta['strict'] else '>='} {meta['low']:g}" + (f" and <= {meta['high']:g}" if meta["high"] else "")
+            raise ValueError(f"{at}: must be {bound} ({meta['unit']}), got {value!r}")
+        if meta["integer"] and value != int(value):
+            raise ValueError(f"{at}: must be a whole number of {meta['unit']}, got {value!r}")
+        return int(value) if meta["integer"] else float(value)
+    if f.name.endswith("date"):
+        try:
+            _day(value)
+        except ValueError:
+            raise ValueError(f"{at}: must be a date, YYYY-MM or YYYY-MM-DD, got {value!r}") from None
+        return str(value)
+    if f.name == "matches" and value is not None:
+        try:
+            re.compile(str(value))
+        except re.error as exc:
+            raise ValueError(f"{at}: not a valid regular expression ({exc}): escape its special characters, "
+                             "or leave the field out to match the gpu model as a word") from None
+    if f.name in ("source", "purchase_source", "name", "provider") and not str(value or "").strip():
+        raise ValueError(f"{at}: is empty; say where the figure comes from")
+    return value
+
+
+def _build(cls, entry, where: str, fix: str, **built):
+    """`cls` from a YAML mapping: every required field present, no unknown one, every value checked."""
+    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: expected a mapping with {required}, got {entry!r}")
+    missing = [name for name in required if name not in entry]
+    if missing:
+        raise ValueError(f"{where}{f' (line {entry.line})' if getattr(entry, 'line', 0) else ''} "
+                         f"lacks {', '.join(missing)}: {fix}")
+    unknown = sorted(set(entry) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ValueError(f"{where} has unknown field(s) {unknown}; allowed: {[f.name for f in fields(cls)]}")
+    values = {f.name: built[f.name] if f.name in built else _value(entry, f, where)
+              for f in fields(cls) if f.name in entry}
+    return cls(**values)
+
+
+def load_prices(path: str | Path = PRICES) -> tuple[list[Option], dict[str, Billing]]:
+    """The price table and each provider's billing; every field checked, a bad one refused naming its line."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"home box file {path} does not exist; copy analysis/home_boxes/seed002_gtx960.yaml and edit it")
-    box = HomeBox(**_check(yaml.safe_load(path.read_text()), HomeBox, f"home box {path}",
-                           "describe the box as analysis/home_boxes/seed002_gtx960.yaml does"))
-    if not 0 < box.utilisation <= 1:
-        raise ValueError(f"home box {path}: utilisation is the fraction of the month it trains, in (0, 1], got {box.utilisation}")
-    return box
-
-
-def _match(pattern: str | None, name) -> bool:
-    return bool(pattern) and isinstance(name, str) and re.search(pattern, name, re.IGNORECASE) is not None
-
-
-def rates(row, options: list[Option], box: HomeBox | None) -> list[dict]:
-    """Every (option, pricing, USD per hour of this trial, assumption) that applies to one row."""
+        raise FileNotFoundError(f"price file {path} does not exist; the project's is {PRICES}")
+    data = _yaml(path, PRICES) or {}
+    if not isinstance(data, dict) or not data.get("options") or not data.get("providers"):
+        raise ValueError(f"{path} needs a 'providers:' mapping and an 'options:' list; see {PRICES} for the format")
+    billing = {name: _build(Billing, entry, f"{path}: provider {name!r}",
+                            "every provider needs step_s, minimum_s, startup_s, date and source")
+               for name, entry in data["providers"].items()}
     out = []
-    if box and _match(box.matches, row["device_name"]):
-        out.append({"option": box.name, "pricing": "owned", "usd_per_h": box.usd_per_h,
-                    "assumption": f"measured on this box; {box.utilisation:.0%} utilisation"})
+    for i, entry in enumerate(data["options"]):
+        name = entry.get("name", f"#{i + 1}") if isinstance(entry, dict) else f"#{i + 1}"
+        where = f"{path}: option {name!r}"
+        priced = {kind: None if not isinstance(entry, dict) or entry.get(kind) is None else _build(
+            Price, entry[kind], f"{where}, {kind}", "every price needs usd_per_h, date and source")
+            for kind in ("on_demand", "spot")}
+        option = _build(Option, entry, where, "every option needs them (see the comment at the top of the file)", **priced)
+        if option.on_demand is None:
+            raise ValueError(f"{_at(entry, 'on_demand', where)}: is null; every option needs an on-demand price")
+        if option.provider not in billing:
+            raise ValueError(f"{_at(entry, 'provider', where)}: {option.provider!r} has no billing under 'providers:'; "
+                             f"add it there (known: {sorted(billing)})")
+        if (option.gpu is None) != (option.gpus == 0):
+            raise ValueError(f"{_at(entry, 'gpu', where)}: a GPU instance names its gpu model and gpus >= 1, a CPU "
+                             f"instance has gpu: null and gpus: 0; got gpu {option.gpu!r}, gpus {option.gpus}")
+        out.append(option)
+    return out, billing
+
+
+def load_home_box(path: str | Path) -> HomeBox:
+    """A home box from its YAML file; every field checked, a bad one refused naming its line and the fix."""
+    path = Path(path)
+    example = HOME_BOXES / "seed002_gtx960.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"home box file {path} does not exist; copy {example} and edit it")
+    return _build(HomeBox, _yaml(path, example), f"home box {path}", f"describe the box as {example} does")
+
+
+def home_boxes() -> list[Path]:
+    """The project's home boxes (analysis/home_boxes/*.yaml)."""
+    return sorted(HOME_BOXES.glob("*.yaml"))
+
+
+def measures(device_name, gpu: str | None, pattern: str | None = None) -> bool:
+    """Whether a row's device_name is this GPU model: `pattern` (a regex) or the model as a word."""
+    if not gpu or not isinstance(device_name, str):
+        return False
+    return re.search(pattern or rf"\b{re.escape(gpu)}\b", device_name, re.IGNORECASE) is not None
+
+
+def stale(options: list[Option], today: dt.date | None = None) -> list[str]:
+    """A line for every price older than STALE_DAYS: the figure and where to re-read it."""
+    today = today or dt.date.today()
+    return [f"{o.name} {kind}: ${p.usd_per_h:g}/h is of {p.date}, over 12 months before {today}: re-read {p.source}"
+            for o in options for kind, p in o.prices() if p.age_days(today) > STALE_DAYS]
+
+
+def rates(row, options: list[Option]) -> list[dict]:
+    """Every (option, pricing, USD per hour of this trial, assumption) that applies to one row."""
     gpus_used = row["gpus_requested"] or 0
     if gpus_used > 0:
+        out = []
         for o in options:
-            if o.gpus >= gpus_used and _match(o.matches, row["device_name"]):
+            if o.gpus >= gpus_used and measures(row["device_name"], o.gpu):
                 share = gpus_used / o.gpus
-                out += _priced(o, share, "the measured GPU model" + (
-                    f"; {gpus_used:g} of {o.gpus} GPUs: {share:.3g} of the instance price" if share < 1 else ""))
+                out += _priced(o, share, f"the measured {o.gpu}" + (
+                    f"; {gpus_used:g} of {o.gpus} GPUs: {share:.3g} of the instance price, if the others run "
+                    "other trials" if share < 1 else ""))
         return out
     smallest = {}
     for o in sorted((o for o in options if o.gpus == 0 and o.vcpus >= row["torch_threads"]), key=lambda o: o.vcpus):
         smallest.setdefault(o.provider, o)
-    for o in smallest.values():
-        out += _priced(o, 1.0, f"{o.vcpus} vCPUs for a {row['torch_threads']:.0f}-thread trial, "
-                               f"assumed as fast as the measured {row['device_name']}")
-    return out
+    return [line for o in smallest.values() for line in _priced(
+        o, 1.0, f"{o.vcpus} vCPUs for a {row['torch_threads']:.0f}-thread trial, assumed as fast as the measured "
+                f"{row['device_name']}")]
 
 
 def _priced(o: Option, share: float, why: str) -> list[dict]:
     return [{"option": o.name, "pricing": kind, "usd_per_h": p.usd_per_h * share, "assumption": why} for kind, p in o.prices()]
 
 
-def table(rows: pd.DataFrame, options: list[Option], box: HomeBox | None = None) -> pd.DataFrame:
+def table(rows: pd.DataFrame, options: list[Option]) -> pd.DataFrame:
     """Cost per epoch, per trial and per million samples: one line per ok row and price that applies."""
     ok = rows[rows["status"] == "ok"]
     measured = ["config_hash", "workload", "config", "arm", "device_name", "epoch_s_median", "total_s", "samples_per_s"]
     lines = [{**{k: r[k] for k in measured}, **rate}
-             for _, r in ok.assign(config=sizes_label(ok)).iterrows() for rate in rates(r, options, box)]
+             for _, r in ok.assign(config=sizes_label(ok)).iterrows() for rate in rates(r, options)]
     out = pd.DataFrame(lines, columns=measured + ["option", "pricing", "usd_per_h", "assumption"])
     return out.assign(
         option=out["option"] + np.where(out["pricing"] == "spot", " (spot)", ""),
@@ -187,35 +307,8 @@ def table(rows: pd.DataFrame, options: list[Option], box: HomeBox | None = None)
     )
 
 
-def break_even(box: HomeBox, options: list[Option], costs: pd.DataFrame) -> pd.DataFrame:
-    """Per rented option and pricing: hours of use per month beyond which the home box is cheaper."""
-    per_sample = costs.pivot_table(index=["workload", "config"], columns="option", values="samples_per_s", aggfunc="median")
-    lines = []
-    for o in options:
-        for kind, p in o.prices():
-            label = o.name + (" (spot)" if kind == "spot" else "")
-            per_gpu = p.usd_per_h / max(o.gpus, 1)
-            both = per_sample[[box.name, label]].dropna() if {box.name, label} <= set(per_sample.columns) else pd.DataFrame()
-            speed = float((both[box.name] / both[label]).median()) if len(both) else 1.0
-            basis = (f"box/rented speed {speed:.3g}, median of {len(both)} configurations measured on both" if len(both)
-                     else "equal speed assumed: no configuration measured on both (sweep on the box to measure it)")
-            margin = per_gpu * speed - box.energy_usd_per_h
-            lines.append({"option": label, "usd_per_h": per_gpu, "speed": speed, "basis": basis,
-                          "break_even_h_per_month": box.fixed_usd_per_month / margin if margin > 0 else np.inf})
-    return pd.DataFrame(lines)
-
-
-def monthly(box: HomeBox, even: pd.DataFrame, hours=np.geomspace(1, HOURS_PER_MONTH, 60)) -> pd.DataFrame:
-    """Monthly cost at each hours-of-use for the box and every rented option: the break-even chart's lines."""
-    home = pd.DataFrame({"option": box.name, "kind": "home box", "hours": hours,
-                         "usd_per_month": box.fixed_usd_per_month + box.energy_usd_per_h * hours})
-    rented = [pd.DataFrame({"option": r.option, "kind": "rented", "hours": hours, "usd_per_month": r.usd_per_h * r.speed * hours})
-              for r in even.itertuples()]
-    return pd.concat([home, *rented], ignore_index=True)
-
-
-def render(costs: pd.DataFrame, box: HomeBox | None, even: pd.DataFrame | None, shown: pd.DataFrame) -> str:
-    """The cost table for one configuration per workload (`shown`), then the box and its break-even."""
+def render(costs: pd.DataFrame, shown: pd.DataFrame, options: list[Option]) -> str:
+    """The cost table for one configuration per workload (`shown`), its assumptions and the stale prices."""
     keep = costs[costs["config_hash"].isin(shown["config_hash"])]
     parts = []
     for (workload, config), group in keep.groupby(["workload", "config"], sort=True):
@@ -223,18 +316,10 @@ def render(costs: pd.DataFrame, box: HomeBox | None, even: pd.DataFrame | None, 
         cols = group[["arm", "option", "usd_per_h", "usd_per_epoch", "usd_per_trial", "usd_per_million_samples"]]
         parts.append(cols.sort_values("usd_per_million_samples").to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     if costs.empty:
-        parts.append("no price applies to any measured row: see the matches fields of the price file")
-    for text in sorted(set(costs["assumption"])):
-        parts.append(f"  assumption: {text}")
-    if box:
-        parts.append(f"== home box: {box.name} ==")
-        parts.append(f"  ${box.purchase_usd:,.0f} over {box.lifetime_years:g} years = ${box.fixed_usd_per_month:.2f}/month; "
-                     f"{box.power_w:.0f} W at ${box.electricity_usd_per_kwh}/kWh = ${box.energy_usd_per_h:.3f}/h of use; "
-                     f"at {box.utilisation:.0%} utilisation ${box.usd_per_h:.3f}/h")
-        parts.append("  break-even: hours of use per month beyond which the box is cheaper than renting "
-                     "(usd_per_h: per GPU on multi-GPU instances)")
-        shown_even = even.assign(break_even_h_per_month=even["break_even_h_per_month"].map(
-            lambda h: "never" if np.isinf(h) else f"{h:,.1f}"))
-        parts.append(shown_even[["option", "usd_per_h", "speed", "break_even_h_per_month"]].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-        parts += [f"  speed: {basis}" for basis in sorted(set(even["basis"]))]
+        models = sorted({o.gpu for o in options if o.gpu})
+        parts.append(f"no price applies to any measured row: the price file's GPU models are {models}, and CPU "
+                     "rows need a CPU instance with at least their thread count")
+    parts += [f"  assumption: {text}" for text in sorted(set(costs["assumption"]))]
+    parts += [f"  stale price: {line}" for line in stale(options)]
+    parts.append("  the whole sweep's time and cost on each option, and the home boxes: python -m analysis decide")
     return "\n".join(parts)

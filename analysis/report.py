@@ -2,6 +2,12 @@
 
     python -m analysis report results/scaling                   # writes results/scaling/_report/index.html
     python -m analysis report results/laptop results/h100       # several sweeps: results/_report_laptop+h100/
+    python -m analysis report results/scaling --no-reference    # your rows alone, no decision section
+
+By default (the command line, and sweeps/scaling.py) your rows are set beside the reference GPU rows of
+the same configurations (analysis/summary.py: with_reference), and the page ends with the decision:
+the measured grid as the sweep, on every option of analysis/prices.yaml and every home box
+(analysis/decide.py), predicted figures marked.
 
 `python sweeps/scaling.py` writes it at the end of a run. Next to index.html: crossover.parquet (the
 tidy table) and every chart as HTML and PNG. The page embeds the charts as SVG, so it opens offline
@@ -18,8 +24,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import charts, model, parallel
-from analysis.crossover import Bootstrap, baseline_first, find, left_out, loaded, render, slices, write
+from analysis import charts, cost, decide, model, parallel, summary
+from analysis.crossover import (
+    Bootstrap,
+    baseline_first,
+    find,
+    left_out,
+    loaded,
+    render,
+    slices,
+    write,
+)
 from analysis.load import environment, read
 from analysis.schema import CROSSOVER_AXES, SIZE_AXES
 
@@ -71,15 +86,25 @@ def _table(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, border=0, na_rep="", float_format=lambda v: f"{v:.4g}")
 
 
+def decision(rows: pd.DataFrame) -> tuple[str, dict[str, object], pd.DataFrame]:
+    """The decision for the measured grid as the sweep: its text, its charts and its table."""
+    options, billing = cost.load_prices()
+    boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
+    grid, found, picks, even, notes = decide.decide(rows, decide.predictions(rows, options, boxes), options, billing, boxes)
+    return decide.render(found, grid, picks, even, notes), charts.decision(found, even), found
+
+
 def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Bootstrap(),
-          include_loaded: bool = False) -> tuple[Path, str]:
+          include_loaded: bool = False, reference: bool = False) -> tuple[Path, str]:
     """Write the report for `dirs`; returns the page's path and the crossover table as text.
 
     Rows flagged outside_load are left out of the crossovers and the charts unless `include_loaded`
     (analysis/crossover.py); the page and the text say how many. The devices and the failed trials
-    list every row."""
+    list every row. With `reference`, the reference GPU rows of the same configurations are read
+    alongside, and the page and the text end with the decision."""
     dirs = [Path(d) for d in dirs]
     rows = read(*dirs)
+    rows = summary.with_reference(rows) if reference else rows
     out = Path(out) if out else default_out(dirs)
     table = find(rows, boot, include_loaded)
     write(table, out / "crossover.parquet")
@@ -108,10 +133,23 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
         *bounds_section(rows),
         "<h2>Devices measured</h2>", _table(environment(rows)),
     ]
+    text = render(table, rows, include_loaded)
+    if reference:
+        note, (said, drawn_decision, _) = summary.reference_note(rows), decision(rows)
+        text = "\n".join(filter(None, [note, text, said]))
+        for name, chart in drawn_decision.items():
+            charts.save(chart, out / name)
+        sections[1:1] = [f"<p><b>Reference:</b> {html.escape(note)}</p>"] if note else []
+        sections += ["<h2>The decision: the measured grid as the sweep, on every option</h2>",
+                     "<p>Wall time and cost of the whole sweep per option: start-up, billing step and minimum, "
+                     "packing where measured; '~' and 'predicted': from analysis/model.py for a GPU no row measured. "
+                     "See analysis/decide.py and docs/cost.md.</p>",
+                     f"<pre>{html.escape(said)}</pre>",
+                     *[f"<h3>{name}</h3><div>{_svg(chart)}</div>" for name, chart in drawn_decision.items()]]
     if len(failed):
         sections += ["<h2>Failed trials</h2>", _table(failed[["workload", "arm", "depth", "width", "batch_size", "dataset_size", "error"]]
                                                      .assign(error=failed["error"].str.split("\n").str[0]))]
     page = out / "index.html"
     style = "body{font-family:sans-serif;max-width:1400px;margin:auto}table{border-collapse:collapse;font-size:13px}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
     page.write_text(f"<!doctype html><meta charset='utf-8'><title>crossover report</title><style>{style}</style>\n" + "\n".join(sections))
-    return page, render(table, rows, include_loaded)
+    return page, text

@@ -1,15 +1,60 @@
 """The end-of-sweep summary: time per epoch per device at each size, and where the faster device changes.
 
-    python -m analysis summary results/scaling
+    python -m analysis summary results/scaling                  # your rows beside the reference GPUs'
+    python -m analysis summary results/scaling --no-reference   # your rows alone
 
+By default your rows are set beside the shipped reference rows (results/reference/) of the same
+configurations (`with_reference`): for each GPU model there, the rows of the newest folder that
+measured it, and only its GPU rows. `reference_note` says which, plainly: they come from another host.
 Reads rows only (pandas); never imports torch or ray.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
+from analysis.decide import REFERENCE, eager_ok, is_reference
+from analysis.load import arm_labels, read
 from analysis.schema import SIZE_AXES
+
+
+def with_reference(rows: pd.DataFrame, root: Path = REFERENCE) -> pd.DataFrame:
+    """`rows` and the reference GPU rows (single trials, eager) of the configurations `rows` measured: per
+    GPU model and configuration, those of the folder that measured it last."""
+    read_already = {Path(d).resolve() for d in rows["results_dir"].unique()}
+    wanted = set(eager_ok(rows)["config_key"])
+    found = []
+    for folder in sorted({p.parent for p in root.rglob("*.parquet")} - read_already):
+        ref = eager_ok(read(folder))
+        alone = ref["fused_members"].fillna(1).eq(1) if "fused_members" in ref else True
+        found.append(ref[(ref["device"] == "cuda") & alone & ref["config_key"].isin(wanted)])
+    ref = pd.concat(found, ignore_index=True) if found else pd.DataFrame()
+    if ref.empty:
+        return rows
+    last = ref.groupby(["device_name", "config_key", "results_dir"])["finished_at"].transform("max")
+    newest = last.eq(last.groupby([ref["device_name"], ref["config_key"]]).transform("max"))
+    both = pd.concat([rows.drop(columns="arm"), ref[newest].drop(columns="config_key")], ignore_index=True)
+    return both.assign(arm=arm_labels(both))
+
+
+def _shown(directory) -> str:
+    return str(Path(directory).resolve().relative_to(REFERENCE.parent.parent))
+
+
+def reference_note(rows: pd.DataFrame) -> str:
+    """'your cpu (...) against the NVIDIA H200 measured on 2026-11-22 (results/reference/...): another host'."""
+    ref = rows[rows["results_dir"].map(is_reference)]
+    if ref.empty:
+        return ""
+    own = rows.loc[~rows["results_dir"].map(is_reference) & (rows["status"] == "ok")]
+    yours = ", ".join(f"{d} ({n})" for d, n in own.groupby("device")["device_name"].first().items()) or "rows"
+    theirs = "; ".join(f"the {name} measured on {group['finished_at'].max():%Y-%m-%d} "
+                       f"({', '.join(sorted({_shown(d) for d in group['results_dir']}))})"
+                       for name, group in ref.groupby("device_name"))
+    return (f"your {yours} against {theirs}: the reference rows come from another host, with its own CPU, "
+            "load and software; --no-reference leaves them out")
 
 
 def per_workload(rows: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, list[str]]]:

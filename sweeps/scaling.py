@@ -10,7 +10,9 @@
 Rows go to results/<name>/ as Parquet, one file per trial, as each trial ends; running the same
 command again resumes. At the end it prints, per workload, the median time per epoch on each device
 at each size, and where the faster device changes, then writes the HTML report (analysis/report.py)
-and prints its path.
+and prints its path. By default it sets your rows beside the shipped reference GPU rows of the same
+configurations (results/reference/: "your cpu against the NVIDIA H200 measured on 2026-11-22"), gives
+the crossover per workload and ends with the decision (analysis/decide.py); --no-reference turns that off.
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from analysis import report
+from analysis import report, summary
 from analysis.load import read
-from analysis.summary import render
 from sweeps import cli, runner
 from sweeps.space import Space
 from trainables.config import DATA_SOURCES, LOOPS
@@ -84,6 +85,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "'auto' (as many as fit the fused budget), or members per group")
     p.add_argument("--no-report", action="store_true",
                    help="skip the HTML report (python -m analysis report OUT/NAME writes it later)")
+    p.add_argument("--no-reference", action="store_true",
+                   help="summarise your rows alone: without it, the reference GPU rows of the same configurations "
+                        "(results/reference/) are set beside them and the report ends with the decision")
     p.add_argument("--exclusive", action="store_true",
                    help="timing grade: one trial at a time, nothing else on its node while timed "
                         "(without it, trials pack for throughput; every row lists what ran beside it)")
@@ -126,10 +130,12 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:  # the rows written are kept, and `run` said how to resume: no report of a part
         return runner.INTERRUPTED
     rows = read(store.dir)
-    print(render(rows[rows["sweep"] == space.name]))
+    mine = rows[rows["sweep"] == space.name]
+    shown = mine if args.no_reference else summary.with_reference(mine)
+    print("\n".join(filter(None, [summary.reference_note(shown), summary.render(shown.assign(device=shown["arm"]))])))
     print(f"{len(rows)} rows in {store.dir} ({time.perf_counter() - start:.0f} s)")
     if not args.no_report:
-        page, crossovers = report.build([store.dir])
+        page, crossovers = report.build([store.dir], reference=not args.no_reference)
         print(f"{crossovers}\nreport: {page}")
     return 0
 

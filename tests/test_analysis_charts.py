@@ -9,10 +9,10 @@ import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
-
-from analysis import charts, cost
-from analysis.crossover import Bootstrap, find
 from analysis_rows import frame, plant, row
+
+from analysis import charts, cost, decide
+from analysis.crossover import Bootstrap, find
 
 SCHEMA = Path(alt.__file__).parent / "vegalite" / alt.SCHEMA_VERSION.split(".")[0] / "schema" / "vega-lite-schema.json"
 
@@ -29,18 +29,19 @@ def rows():
 
 def every_chart(rows):
     table = find(rows, Bootstrap(draws=50))
-    options = cost.load_prices()
-    box = cost.load_home_box(Path(cost.__file__).parent / "home_boxes" / "seed002_gtx960.yaml")
-    costs = cost.table(rows, options, box)
-    even = cost.break_even(box, options, costs)
+    options, billing = cost.load_prices()
+    boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
+    gpu = decide.eager_ok(rows)[lambda r: r["device"] == "cuda"]  # the boxes' GPUs predicted at half the H100's speed
+    predicted = pd.concat([gpu[decide.KEY].assign(device_name=b.gpu, epoch_s_median=2 * gpu["epoch_s_median"]) for b in boxes])
+    _, found, _, even, _ = decide.decide(rows, predicted, options, billing, boxes)
     return {
         "epoch_time_vs_size": charts.epoch_time_vs_size(rows, table, "n_params"),
         "speedup_heatmap": charts.speedup_heatmap(rows, "tabular"),
         "epoch_times": charts.epoch_times(rows),
         "execution_time": charts.execution_time(rows),
         "throughput_vs_batch": charts.throughput_vs_batch(rows),
-        "cost_per_million": charts.cost_per_million(costs),
-        "break_even": charts.break_even(cost.monthly(box, even), even),
+        "cost_per_million": charts.cost_per_million(cost.table(rows, options)),
+        **charts.decision(found, even),
     }
 
 

@@ -1,0 +1,107 @@
+"""The decision on planted rows: a sweep's wall time and cost by hand (start-up, billing minimum, packing),
+the fastest, the cheapest and the cheapest within a deadline, a predicted GPU marked, and every chart."""
+
+import pandas as pd
+import pytest
+from analysis_rows import frame, row
+from test_analysis_cost import write
+
+from analysis import charts, cost, decide
+
+PRICE = {"date": "2026-01", "source": "https://example.com/pricing"}
+PROVIDERS = {"Hourly": {"step_s": 3600, "minimum_s": 3600, "startup_s": 600, **PRICE},
+             "Second": {"step_s": 1, "minimum_s": 60, "startup_s": 0, **PRICE}}
+OPTIONS = [
+    {"name": "one H100", "provider": "Hourly", "region": "r", "gpu": "H100", "gpus": 1, "vcpus": 8,
+     "on_demand": {"usd_per_h": 2.0, **PRICE}, "spot": {"usd_per_h": 1.0, **PRICE}},
+    {"name": "eight H100", "provider": "Second", "region": "r", "gpu": "H100", "gpus": 8, "vcpus": 96,
+     "on_demand": {"usd_per_h": 16.0, **PRICE}, "spot": None},
+]
+BOX = {"name": "4090 box", "gpu": "RTX 4090", "purchase_usd": 8760, "purchase_date": "2026-01", "purchase_source": "a shop",
+       "lifetime_years": 1, "power_w": 1000, "utilisation": 1.0, "electricity_usd_per_kwh": 0.5}
+
+
+def _timed(r, setup, warmup, eval_s):
+    """A row whose fixed costs are set: its trial at 11 epochs (1 warm-up) takes setup + warmup + eval + 10 epochs."""
+    r.update(setup_s=setup, h2d_s=0.0, warmup_s=warmup, eval_s=eval_s, epochs=11, warmup_epochs=1)
+    return r
+
+
+@pytest.fixture
+def planted(tmp_path):
+    options, billing = cost.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
+    box = cost.load_home_box(write(tmp_path, "box.yaml", BOX))
+    rows = frame([
+        _timed(row("disc", "cuda", [2.0] * 3, gpus_requested=1.0), 1, 2, 1),  # 1 + 2 + 1 + 10 x 2 = 24 s a trial
+        _timed(row("disc", "cuda/4", [4.0] * 3, gpus_requested=0.25), 1, 4, 1),  # 46 s, four on a GPU: 11.5 GPU-s a trial
+        _timed(row("disc", "cpu", [10.0] * 3), 1, 10, 1),  # 112 s
+    ]).assign(results_dir="/home/me/results/mine")  # the user's own rows: the CPU is theirs
+    key = decide.eager_ok(rows)[decide.KEY].iloc[:1]
+    predicted = key.assign(device_name="RTX 4090", epoch_s_median=3.0, predicted=True)  # 2 s fixed + 11 x 3 = 35 s
+    return rows, predicted, options, billing, [box]
+
+
+def test_the_sweep_costs_what_the_hand_figures_say(planted):
+    grid, found, picks, _, _ = decide.decide(*planted, asked={"disc": 10}, deadline_h=0.1)
+    assert grid["trials"].sum() == 10
+    got = found.set_index("option")
+    # one H100: packed four to the GPU (11.5 GPU-s < 24 s a trial), 10 x 11.5 = 115 s, + 600 s start-up,
+    # billed by the hour with an hour's minimum
+    assert got.loc["one H100", "packed"] == 4
+    assert got.loc["one H100", "wall_s"] == pytest.approx(600 + 115)
+    assert got.loc["one H100", "usd"] == pytest.approx(2.0)
+    assert got.loc["one H100 (spot)", "usd"] == pytest.approx(1.0)
+    # eight H100: the longest trial (46 s) bounds the makespan; billed per second with a minute's minimum
+    assert got.loc["eight H100", "wall_s"] == pytest.approx(46)
+    assert got.loc["eight H100", "usd"] == pytest.approx(16.0 * 60 / 3600)
+    # own CPU: one trial after another, already owned
+    own = got[got["kind"] == decide.OWN_CPU].iloc[0]
+    assert own["wall_s"] == pytest.approx(10 * 112) and own["usd"] == 0
+    # the box at its own, predicted, speed: 10 x 35 s at $1/h write-off + 1 kW x $0.5/kWh
+    assert got.loc["4090 box", "wall_s"] == pytest.approx(350)
+    assert got.loc["4090 box", "usd"] == pytest.approx(350 / 3600 * 1.5)
+    assert got.loc["4090 box", "predicted"] and not got.loc["eight H100", "predicted"]
+    assert [picks[k]["option"] for k in ("fastest", "cheapest", "cheapest within 0.1 h")] == \
+        ["eight H100", own.name, "4090 box"]
+    assert decide.pick(found, 0.05)["cheapest within 0.05 h"]["option"] == "eight H100"
+    assert decide.pick(found, 0.001)["cheapest within 0.001 h"] is None
+
+
+def test_the_break_even_uses_the_box_at_its_own_speed(planted):
+    *_, even, _ = decide.decide(*planted, asked={"disc": 10})
+    line = even.set_index("versus").loc["cheapest on-demand GPU"]
+    assert line["against"] == "eight H100"
+    energy = 350 / 3600 * 1.0 * 0.5  # the box's electricity per sweep at its nominal 1 kW
+    assert line["sweeps_per_month"] == pytest.approx(730 / (16.0 * 60 / 3600 - energy))
+    assert line["box_hours_per_month"] == pytest.approx(line["sweeps_per_month"] * 350 / 3600)
+    assert even.set_index("versus").loc["own CPU", "sweeps_per_month"] == float("inf")
+
+
+def test_measured_gpu_energy_replaces_the_nominal_power(planted):
+    rows, predicted, options, billing, boxes = planted
+    measured = frame([_timed(row("disc", "cuda", [3.0] * 3, device_name="NVIDIA GeForce RTX 4090", gpus_requested=1.0,
+                                 gpu_energy_j=900.0 * 2, train_s=9.0), 1, 1, 0)])
+    rows = pd.concat([rows, measured.assign(results_dir="/x")], ignore_index=True)
+    _, found, *_ = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 10})
+    box = found.set_index("option").loc["4090 box"]
+    assert not box["predicted"]  # the measured row wins over the prediction
+    assert "measured GPU power 200 W" in box["basis"]  # 1,800 J over 9 s of timed epochs
+
+
+def test_the_measured_grid_is_the_default_sweep_and_a_missing_workload_is_refused(planted):
+    rows = planted[0]
+    assert decide.sweep(rows)["trials"].tolist() == [1]
+    with pytest.raises(ValueError, match="--workload peaks: no ok row of it"):
+        decide.sweep(rows, {"peaks": 5})
+
+
+def test_the_front_and_every_decision_chart_render(planted):
+    _, found, _, even, _ = decide.decide(*planted, asked={"disc": 10})
+    front = found[decide.pareto(found)].sort_values("wall_s")["option"].tolist()
+    assert front == ["eight H100", "4090 box", found[found["kind"] == decide.OWN_CPU]["option"].iloc[0]]
+    drawn = charts.decision(found, even)
+    assert set(drawn) == {"sweep_cost", "sweep_front", "break_even"}
+    for chart in drawn.values():
+        spec = chart.to_dict()
+        assert "predicted" in str(spec) or "sweeps" in str(spec)
+    assert "4090 box (predicted)" in str(drawn["sweep_front"].to_dict())
