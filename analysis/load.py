@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.schema import CONFIG_COLUMNS, SCHEMA_VERSION, SIZE_AXES
+from analysis.schema import SCHEMA, CONFIG_COLUMNS, NAMES, SCHEMA_VERSION, SIZE_AXES
 
 # What tells two arms of the same device string apart, in the order they appear in the label.
 ARM_PARTS = ("device_name", "torch_threads")
@@ -32,13 +33,15 @@ def read(*dirs: str | Path) -> pd.DataFrame:
     for directory in map(Path, dirs):
         for path in _files(directory):
             table = pq.read_table(path)
-            if "schema_version" not in table.column_names:
-                raise ValueError(f"{path} has no schema_version column: it was not written by sweeps/store.py")
+            _check_file(path, table)
             for version in set(table["schema_version"].to_pylist()):
                 versions.setdefault(version, path)
             tables.append(table.append_column("results_dir", pa.array([str(directory)] * len(table))))
     _check_versions(versions)
     rows = pa.concat_tables(tables, promote_options="default").to_pandas()
+    _check_times(rows)
+    # a column added to the schema after these rows were written (context, precision) reads as null
+    rows = rows.assign(**{name: None for name in NAMES if name not in rows})
     return rows.assign(arm=arm_labels(rows))
 
 
@@ -51,6 +54,45 @@ def _files(directory: Path) -> list[Path]:
         raise ValueError(f"results directory {directory} holds no *.parquet rows: the sweep wrote nothing "
                          "there yet; run it (python sweeps/scaling.py) or pass the directory that has them")
     return files
+
+
+def _check_file(path: Path, table: pa.Table) -> None:
+    """A row file of this schema: a schema_version on every row, a status, and each column of the type
+    analysis/schema.py gives it; else refused, naming the file, the column and the fix."""
+    for column in ("schema_version", "status"):
+        if column not in table.column_names:
+            raise ValueError(f"{path} has no {column} column: it was not written by sweeps/store.py; move it out "
+                             f"of {path.parent}")
+    if table["schema_version"].null_count:
+        raise ValueError(f"{path} has rows with a null schema_version: it was not written by sweeps/store.py; "
+                         f"move it out of {path.parent}, or re-run its sweep")
+    for field in table.schema:
+        if field.name in SCHEMA.names and not _same_type(field.type, SCHEMA.field(field.name).type):
+            raise ValueError(f"{path}: column {field.name} is {field.type}, but analysis/schema.py makes it "
+                             f"{SCHEMA.field(field.name).type}: rewrite it to the schema (python -m analysis.migrate "
+                             f"{path.parent}) or re-run its sweep")
+
+
+def _same_type(read: pa.DataType, written: pa.DataType) -> bool:
+    """Whether a column read back is of the schema's type: Parquet keeps timestamp[s] as milliseconds,
+    and a column of nulls alone may come back typeless."""
+    both_timestamps = pa.types.is_timestamp(read) and pa.types.is_timestamp(written) and read.tz == written.tz
+    return read == written or both_timestamps or read == pa.null()
+
+
+def _check_times(rows: pd.DataFrame) -> None:
+    """Every ok row's time per epoch a positive, finite number of seconds; a row that is not is named
+    (its file, sweep, trial and configuration), never dropped or printed as a measurement."""
+    if "epoch_s_median" not in rows:
+        raise ValueError("the rows have no epoch_s_median column: they were not written by sweeps/store.py")
+    median = pd.to_numeric(rows["epoch_s_median"], errors="coerce")
+    bad = rows[(rows["status"] == "ok") & ~(np.isfinite(median) & (median > 0))]
+    if len(bad):
+        r = bad.iloc[0]
+        raise ValueError(f"{len(bad)} ok rows with an epoch time that is not a positive, finite number of seconds, "
+                         f"e.g. epoch_s_median={r['epoch_s_median']} in sweep {r['sweep']!r}, trial {r['trial_id']}, "
+                         f"config {r['config_hash']} ({r['workload']} {r['device']} {sizes_label(bad.head(1)).iloc[0]}) "
+                         f"in {r['results_dir']}: move that file out of the directory, or re-run its configuration")
 
 
 def _check_versions(versions: dict[int, Path]) -> None:
@@ -66,9 +108,12 @@ def _check_versions(versions: dict[int, Path]) -> None:
 
 
 def arm_labels(rows: pd.DataFrame) -> pd.Series:
-    """'cuda', 'cuda graph' (an engine other than eager is part of the arm), or 'cpu (Intel Xeon, 2 threads)'
-    where one device string covers several machines or thread counts."""
-    labels = rows["device"].astype(str) + rows["engine"].map(lambda e: "" if pd.isna(e) or e == "eager" else f" {e}")
+    """'cuda', 'cuda graph bf16' (an engine other than eager, a precision other than fp32: each part of the
+    arm, so rows of two precisions are never pooled), or 'cpu (Intel Xeon, 2 threads)' where one device
+    string covers several machines or thread counts."""
+    labels = rows["device"].astype(str)
+    for column, default in (("engine", "eager"), ("precision", "fp32")):
+        labels += rows[column].map(lambda v, d=default: "" if pd.isna(v) or v == d else f" {v}")
     for device, group in rows.groupby("device", sort=False):
         # a failed trial's row names the CPU it failed on, not the device it asked for: it tells no arm apart
         ok = group[group["status"] == "ok"]

@@ -29,7 +29,7 @@ _F64, _I64, _STR = pa.float64(), pa.int64(), pa.string()
 
 # The axes, each a config column. Sizes: what makes a model or its data bigger, the axes a crossover
 # is found along (with n_params, the model's parameters, which depth and width together set).
-SIZE_AXES = ("depth", "width", "batch_size", "dataset_size")
+SIZE_AXES = ("depth", "width", "batch_size", "dataset_size", "context")
 # Axes whose unset value is the workload's seed's (trainables/workloads.py gives each its default).
 SEED_AXES = SIZE_AXES + ("epochs", "lr")
 # Everything a sweep's grid may set (sweeps/space.py): micro_batches only matters to pipe:N.
@@ -58,13 +58,16 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("depth", _I64, "depth axis (meaning per workload, see trainables/workloads.py); null if not an axis"),
     ("width", _I64, "width axis (nodes per layer, or channel multiplier for CNNs); null = seed's shape"),
     ("batch_size", _I64, "training mini-batch size, samples"),
-    ("dataset_size", _I64, "training samples"),
+    ("dataset_size", _I64, "training samples (transformer: sequences of `context` tokens)"),
+    ("context", _I64, "transformer: tokens per sequence (its context length); null for the other workloads"),
     ("epochs", _I64, "epochs asked for in total, warm-up included: at least this many were trained (timed_epochs)"),
     ("warmup_epochs", _I64, "first epochs excluded from the timed training"),
     ("min_timed_s", _F64, "timed epochs went on past `epochs` until this many seconds were timed"),
     ("lr", _F64, "learning rate"),
     ("loop", _STR, "'fast' (no host sync per step) or 'seed' (the seeds' own loop: .item() per step)"),
     ("engine", _STR, "eager, graph (whole step in one CUDA graph) or compile (torch.compile)"),
+    ("precision", _STR, "fp32, tf32, bf16 (autocast) or fp16 (autocast, GradScaler): trainables/precision.py; "
+                        "null in rows written before the column existed (fp32)"),
     ("seed", _I64, "random seed of data, init and shuffling"),
     ("micro_batches", _I64, "pipe:N only: micro-batches per batch, else null"),
     ("exclusive", pa.bool_(), "timing grade: the sweep ran this trial with no other trial beside it (--exclusive)"),
@@ -165,9 +168,9 @@ SCHEMA = pa.schema([pa.field(name, kind) for name, kind, _ in COLUMNS])
 NAMES = [name for name, _, _ in COLUMNS]
 
 # Columns that identify the measured configuration: equal values mean the same experiment (the
-# engine is not among them: the analysis compares engines as arms, like devices).
+# engine and precision are not among them: the analysis compares them as arms, like devices).
 CONFIG_COLUMNS = [
-    "workload", "device", "depth", "width", "batch_size", "dataset_size", "epochs",
+    "workload", "device", "depth", "width", "batch_size", "dataset_size", "context", "epochs",
     "warmup_epochs", "lr", "loop", "seed", "data_requested", "micro_batches",
 ]
 

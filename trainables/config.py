@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 LOOPS = ("fast", "seed")
 ENGINES = ("eager", "graph", "compile")
+# fp32; tf32 (fp32 with TF32 matmuls and convolutions: a GPU); bf16 (autocast); fp16 (autocast and a
+# GradScaler: a GPU). trainables/precision.py says what each does and where it runs.
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 
 
 class ConfigError(ValueError):
@@ -30,7 +33,7 @@ class ConfigError(ValueError):
 # anything runs, not hours in. Below them, what fits is the cluster's memory's to say
 # (sweeps/runner.py refuses a trial whose estimated bytes no node can hold).
 MAXIMA = {"depth": 1_000, "width": 1_000_000, "batch_size": 100_000_000, "dataset_size": 1_000_000_000,
-          "epochs": 1_000_000, "threads": 4_096, "micro_batches": 4_096}
+          "epochs": 1_000_000, "threads": 4_096, "micro_batches": 4_096, "context": 1_000_000}
 
 
 def count(name: str, value) -> int | None:
@@ -54,13 +57,15 @@ class TrialConfig:
     depth: int | None = None  # layers; meaning per workload, None = the seed's
     width: int | None = None  # nodes per hidden layer, or channel multiplier for CNNs; None = seed's
     batch_size: int | None = None  # samples per optimiser step; None = the seed's
-    dataset_size: int | None = None  # training samples; None = the seed's
+    dataset_size: int | None = None  # training samples (transformer: sequences); None = the seed's
+    context: int | None = None  # transformer: tokens per sequence; None = the seed's (other workloads: None)
     epochs: int | None = None  # epochs in total, warm-up included, at least; None = the seed's
     warmup_epochs: int = 1  # first epochs left out of the timed training
     min_timed_s: float = 0.5  # s: timed epochs go on past `epochs` until this much is timed (trainables/timing.py)
     lr: float | None = None  # learning rate; None = the seed's
     loop: str = "fast"  # 'fast': no host sync per step; 'seed': the seeds' loop, .item() per step
     engine: str = "eager"  # eager, graph (the whole step in a CUDA graph) or compile (torch.compile)
+    precision: str = "fp32"  # fp32, tf32, bf16 or fp16 (PRECISIONS)
     seed: int = 0  # seeds data, initialisation and shuffling
     data: str = "auto"  # image workloads: auto, mnist, digits or synthetic
     data_dir: str | None = None  # directory holding torchvision's MNIST/raw IDX files
@@ -81,6 +86,13 @@ class TrialConfig:
 
     def config_hash(self) -> str:
         """Stable id of what is measured: every field, data_dir too (another directory may hold other
-        images, and without one the image workloads fall back to digits or synthetic data)."""
-        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        images, and without one the image workloads fall back to digits or synthetic data). A field added
+        after rows were recorded counts only off its default (ADDED), so those rows keep their hashes."""
+        fields = {k: v for k, v in self.to_dict().items() if k not in ADDED or v != ADDED[k]}
+        blob = json.dumps(fields, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+# Fields added after rows were recorded, and their defaults: at the default they leave the config's
+# hash as it was, so a results directory resumes and the reference rows keep their hashes.
+ADDED = {"precision": "fp32", "context": None}

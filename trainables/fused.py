@@ -23,6 +23,7 @@ import time
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
+from trainables import precision
 from trainables.devices import placement
 from trainables.neighbours import Window
 from trainables.rows import failed_row, measured_row
@@ -35,11 +36,11 @@ FUSABLE = ("seed", "lr")  # what members may differ in
 
 def fusion_key(trial: Trial) -> str | None:
     """Trials with equal keys can fuse; None where this one cannot (a CNN, a multi-GPU or packed
-    device, an engine other than eager, the seeds' loop)."""
+    device, an engine other than eager, the seeds' loop, a precision other than fp32)."""
     cfg, spec = trial.cfg, trial.spec
     if not trial.wl.sequential or spec.kind not in ("cpu", "cuda") or spec.count != 1:
         return None
-    if cfg.engine != "eager" or cfg.loop != "fast":
+    if cfg.engine != "eager" or cfg.loop != "fast" or cfg.precision != "fp32":
         return None
     shared = dataclasses.replace(cfg, **{axis: None for axis in FUSABLE})
     return shared.config_hash()
@@ -107,6 +108,7 @@ def run_fused(trials: list[Trial]) -> list[dict]:
     where = placement(trials[0].spec)
     device = where.input_device
     torch.set_num_threads(first.threads)
+    precision.set_tf32(first.precision)  # fp32: fusion_key admits no other
     group = hashlib.sha256("".join(t.hash for t in trials).encode()).hexdigest()[:16]
     timer = Timer(Clock(where.devices))
     if device.type == "cuda":

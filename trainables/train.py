@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from trainables import costs
+from trainables import costs, precision
 from trainables.data import Data
 from trainables.devices import Placement, placement
 from trainables.energy import Meter
@@ -67,18 +67,23 @@ class Loop:
         self.correct = torch.zeros((), device=where.output_device, dtype=torch.long)
         self.host_sum = 0.0  # loop 'seed': the epoch's loss, summed on the host
         self.graph = None
+        # the precision (trainables/precision.py): for fp32 and tf32 a null context and a GradScaler that steps as is
+        self.autocast = precision.autocast(trial.cfg.precision, where.input_device.type)
+        self.scaler = precision.scaler(trial.cfg.precision)
 
     def _step(self, ix, iy) -> None:
         data, where, crit = self.data, self.where, self.crit
         xb = data.x[ix].to(where.input_device, non_blocking=True)  # no-op where the data is on the device
         yb = data.y[iy].to(where.output_device, non_blocking=True)
-        out = self.model(xb)
-        loss = crit(out, yb)
+        with self.autocast:
+            out = self.model(xb)
+            loss = crit(out, yb)
         self.opt.zero_grad(set_to_none=True)
         # DDP averages gradients over ranks: a loss summed over the batch (lenet) must count every rank's
         # share in full to step as one process would on the whole batch.
-        (loss * where.world if crit.reduction == "sum" else loss).backward()
-        self.opt.step()
+        self.scaler.scale(loss * where.world if crit.reduction == "sum" else loss).backward()
+        self.scaler.step(self.opt)
+        self.scaler.update()
         if self.cfg.loop == "seed":
             # a host sync every step, as seeds 001 and 002, and its value summed on the host. A sum kept on
             # the device as well (seed 000's, which also kept every step's graph) cost two more kernels and
@@ -149,15 +154,17 @@ def step_costs(trial: Trial, loop: Loop) -> dict:
 
 
 @torch.no_grad()
-def evaluate(wl, model, crit, data: Data, batch_size: int, where: Placement):
-    """Mean loss per sample and accuracy on the test split, whole, in every process."""
+def evaluate(wl, model, crit, data: Data, batch_size: int, where: Placement, autocast):
+    """Mean loss per sample and accuracy on the test split, whole, in every process, in the trial's
+    precision (`autocast`, as the training step)."""
     model.eval()
     loss_sum = torch.zeros((), device=where.output_device)
     correct = torch.zeros((), device=where.output_device, dtype=torch.long)
     for ix, iy in _batches(data.n_test, batch_size, None, 0, 1):
-        out = model(data.test_x[ix])
         yb = data.test_y[iy]
-        loss_sum += _per_sample_sum(crit(out, yb), crit, len(yb))
+        with autocast:
+            out = model(data.test_x[ix])
+            loss_sum += _per_sample_sum(crit(out, yb), crit, len(yb))
         if wl.task == "classification":
             correct += (out.argmax(1) == yb).sum()
     accuracy = correct.item() / data.n_test if wl.task == "classification" else None
@@ -173,6 +180,7 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
     cfg, wl = trial.cfg, trial.wl
     where = where or placement(trial.spec, cfg.micro_batches)
     torch.set_num_threads(cfg.threads)
+    precision.set_tf32(cfg.precision)
     timer = Timer(Clock(where.devices))
     for device in where.devices:
         if device.type == "cuda":
@@ -229,7 +237,8 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
     test_loss = test_accuracy = None
     if data.n_test:
         with timer.phase("eval"):
-            test_loss, test_accuracy = evaluate(wl, model, loop.crit, data, wl.test_batch_size or cfg.batch_size, where)
+            test_loss, test_accuracy = evaluate(wl, model, loop.crit, data, wl.test_batch_size or cfg.batch_size, where,
+                                                  loop.autocast)
 
     row = measured_row(
         trial, model, timer, epoch_s, n, where.devices, started, window,

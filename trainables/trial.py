@@ -20,6 +20,7 @@ from functools import cached_property
 
 from analysis.schema import SEED_AXES, SIZE_AXES
 from trainables import data as datasets
+from trainables import precision
 from trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig, count
 from trainables.devices import DeviceSpec, parse, resources
 from trainables.workloads import WORKLOADS, Workload
@@ -67,7 +68,7 @@ def resolve(cfg: TrialConfig) -> Trial:
     if spec.kind == "pipe" and not wl.sequential:
         raise ConfigError("device", f"device {cfg.device!r}: a pipeline splits the MLP workloads "
                                     f"(disc, peaks, tabular), not {wl.name}")
-    for axis in ("depth", "width"):
+    for axis in ("depth", "width", "context"):
         if axis not in wl.axes and getattr(cfg, axis) not in (None, wl.defaults[axis]):
             raise ConfigError(axis, f"{axis} is not an axis of workload {wl.name!r} (got {getattr(cfg, axis)}); "
                               f"its axes are {sorted(wl.axes)}")
@@ -97,6 +98,7 @@ def resolve(cfg: TrialConfig) -> Trial:
     if cfg.loop not in LOOPS:
         raise ConfigError("loop", f"loop must be one of {list(LOOPS)}, got {cfg.loop!r}")
     _check_engine(cfg, spec)
+    precision.check(cfg, spec)
     if wl.name == "peaks" and math.isqrt(cfg.dataset_size) ** 2 != cfg.dataset_size:
         n = math.isqrt(cfg.dataset_size)
         raise ConfigError("dataset_size", f"dataset_size must be a perfect square N*N for peaks (an N x N grid), "

@@ -99,7 +99,7 @@ class Workload:
         return not self.images
 
 
-_COMMON = frozenset(SEED_AXES) - {"depth", "width"}  # every workload has these; depth and width, some
+_COMMON = frozenset(SEED_AXES) - {"depth", "width", "context"}  # every workload has these; the rest, some
 
 
 def _disc_model(cfg: TrialConfig) -> nn.Module:
@@ -119,7 +119,7 @@ def _images(cfg: TrialConfig) -> datasets.Data:
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload(
         "disc",
-        dict(depth=10, width=None, batch_size=100, dataset_size=1000, epochs=100, lr=0.1),
+        dict(depth=10, width=None, batch_size=100, dataset_size=1000, epochs=100, lr=0.1, context=None),
         _COMMON | {"depth", "width"}, "classification", shuffle=False,
         make_data=lambda c: datasets.disc(c.dataset_size, c.seed),
         make_model=_disc_model,
@@ -128,7 +128,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     ),
     Workload(
         "mnist_cnn",
-        dict(depth=None, width=1, batch_size=200, dataset_size=60000, epochs=25, lr=0.01),
+        dict(depth=None, width=1, batch_size=200, dataset_size=60000, epochs=25, lr=0.01, context=None),
         _COMMON | {"width"}, "classification", shuffle=True,
         make_data=_images,
         make_model=lambda c: MnistNet(c.width),
@@ -138,7 +138,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     ),
     Workload(
         "lenet",
-        dict(depth=None, width=1, batch_size=100, dataset_size=60000, epochs=50, lr=1e-3),
+        dict(depth=None, width=1, batch_size=100, dataset_size=60000, epochs=50, lr=1e-3, context=None),
         _COMMON | {"width"}, "classification", shuffle=True,
         make_data=_images,
         make_model=lambda c: LeNet(c.width),
@@ -148,7 +148,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     ),
     Workload(
         "peaks",
-        dict(depth=2, width=None, batch_size=None, dataset_size=40000, epochs=2000, lr=0.08),
+        dict(depth=2, width=None, batch_size=None, dataset_size=40000, epochs=2000, lr=0.08, context=None),
         _COMMON | {"depth", "width"}, "regression", shuffle=False,
         make_data=lambda c: datasets.peaks(c.dataset_size),
         make_model=_peaks_model,
@@ -157,7 +157,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     ),
     Workload(
         "tabular",
-        dict(depth=2, width=64, batch_size=64, dataset_size=10000, epochs=20, lr=1e-3),
+        dict(depth=2, width=64, batch_size=64, dataset_size=10000, epochs=20, lr=1e-3, context=None),
         _COMMON | {"depth", "width"}, "classification", shuffle=True,
         make_data=lambda c: datasets.tabular(c.dataset_size, c.seed),
         make_model=lambda c: mlp([datasets.TABULAR_FEATURES] + [c.width] * c.depth + [2]),

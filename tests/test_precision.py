@@ -1,0 +1,76 @@
+"""The precision axis: each precision the CPU takes trains like fp32 within its rounding, the rest are
+refused by name before anything runs, no trial inherits another's TF32 setting, and the analysis keeps
+precisions apart as arms."""
+
+import pytest
+import torch
+
+from analysis import schema
+from analysis.load import arm_labels
+from trainables.config import ConfigError, TrialConfig
+from trainables.train import run_trial
+from trainables.trial import resolve
+
+# bfloat16 keeps 8 significant bits: each product and sum in the forward pass rounds by up to 2^-9
+# (0.2%) relative. Over 2-3 epochs of tens of steps the loss drifts by a few of those roundings (0.01%
+# for disc, 0.3% for lenet measured here); 2% leaves room for that and still fails a step that learns
+# differently (a lost gradient scale, a wrong cast of the targets).
+BF16_RTOL = 2e-2
+
+
+@pytest.mark.parametrize("workload, kw", [
+    ("disc", {"depth": 6}),
+    ("tabular", {"dataset_size": 2000}),  # Adam
+    ("lenet", {"dataset_size": 1000}),  # convolutions, a summed loss
+])
+def test_bf16_on_the_cpu_trains_as_fp32_within_its_rounding(workload, kw):
+    fp32 = run_trial(resolve(TrialConfig(workload, epochs=3, min_timed_s=0, **kw)))
+    bf16 = run_trial(resolve(TrialConfig(workload, epochs=3, min_timed_s=0, precision="bf16", **kw)))
+    print(f"{workload}: fp32 {fp32['loss_curve']}, bf16 {bf16['loss_curve']}")
+    assert bf16["precision"] == "bf16" and fp32["precision"] == "fp32"
+    assert bf16["loss_curve"] == pytest.approx(fp32["loss_curve"], rel=BF16_RTOL)
+    assert bf16["loss_curve"] != fp32["loss_curve"]  # it did run in bfloat16: the rounding differs
+    if fp32["test_loss"] is not None:
+        assert bf16["test_loss"] == pytest.approx(fp32["test_loss"], rel=BF16_RTOL)
+
+
+@pytest.mark.parametrize("precision, device", [("tf32", "cpu"), ("fp16", "cpu"), ("fp16", "ddp-cpu:2")])
+def test_what_the_cpu_cannot_run_is_refused_by_name(precision, device):
+    with pytest.raises(ConfigError, match=f"precision '{precision}' needs a GPU.*use 'fp32' or 'bf16'") as info:
+        resolve(TrialConfig("disc", device=device, precision=precision))
+    assert info.value.field == "precision"
+
+
+def test_an_unknown_precision_and_fp16_in_a_cuda_graph_are_refused_by_name():
+    with pytest.raises(ConfigError, match=r"precision must be one of \['fp32', 'tf32', 'bf16', 'fp16'\], got 'fp8'"):
+        resolve(TrialConfig("disc", precision="fp8"))
+    with pytest.raises(ConfigError, match="GradScaler.*use engine 'eager' or 'compile' with fp16") as info:
+        resolve(TrialConfig("disc", device="cuda", engine="graph", precision="fp16"))
+    assert info.value.field == "precision"
+
+
+def test_a_trial_sets_tf32_from_its_own_precision_whatever_the_last_one_left():
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # as a tf32 trial leaves it
+        run_trial(resolve(TrialConfig("disc", depth=3, epochs=2, min_timed_s=0)))
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def test_the_default_precision_leaves_every_recorded_hash_as_it_was():
+    # the hash of TrialConfig('disc') before precision and context were fields: results directories
+    # resume, and the reference rows keep their hashes
+    assert TrialConfig("disc").config_hash() == "85bd4815017842c2"
+    assert TrialConfig("disc", precision="bf16").config_hash() != "85bd4815017842c2"
+
+
+def test_precisions_are_arms_of_their_own():
+    rows = schema.to_table([
+        {"device": "cpu", "engine": "eager", "precision": "fp32", "status": "ok"},
+        {"device": "cpu", "engine": "eager", "precision": "bf16", "status": "ok"},
+        {"device": "cuda", "engine": "graph", "precision": "bf16", "status": "ok"},
+        {"device": "cuda", "engine": "eager", "precision": None, "status": "ok"},  # written before the column
+    ]).to_pandas()
+    assert list(arm_labels(rows)) == ["cpu", "cpu bf16", "cuda graph bf16", "cuda"]
