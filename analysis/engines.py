@@ -3,9 +3,11 @@
 - the speed-up of each engine over eager on the same GPU, per workload and size;
 - fused trials per hour against the same trials one at a time: warm, cold and whole sweeps apart;
 - the crossover against the CPU per engine: how far `graph`, `compile` and fusion pull it towards
-  small models.
+  small models;
+- per precision (sweeps/precision.py), time per epoch beside the loss and accuracy it reached, and
+  each against fp32 on the same device: a faster epoch that learns worse shows.
 
-    python -m analysis engines results/engines-*
+    python -m analysis engines results/engines-* results/precision-*
 Rows are found by their columns (gpus_requested, engine, fused_members), never by a sweep's name, so
 any sweep's rows that measured the same things give the same figures. Reads rows only (pandas);
 never imports torch or ray.
@@ -96,6 +98,27 @@ def _sweeps(how: str, members: int, side: pd.DataFrame, ok: pd.DataFrame) -> lis
              "trials_per_hour": trials * 3600 / wall}]
 
 
+def precisions(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration, device, engine and precision (trials alone): the median time per epoch, final
+    training loss, test loss and test accuracy over its runs; for configurations measured at fp32 and
+    another precision, `speedup` (fp32's epoch time over this one's) and `loss_ratio` (this training
+    loss over fp32's: above 1, it learnt less in the same epochs)."""
+    ok = _ok(rows)
+    ok = ok[ok["fused_members"].fillna(1) == 1].assign(precision=ok["precision"].fillna("fp32"))
+    if ok["precision"].nunique() < 2:
+        return pd.DataFrame()
+    keys = ["workload", "device", "engine", "sizes", "epochs"]
+    table = (ok.assign(sizes=sizes_label(ok), ms=ok["epoch_s_median"] * 1e3)
+             .groupby(keys + ["precision"], dropna=False)
+             .agg(runs=("ms", "size"), ms=("ms", "median"), train_loss=("train_loss", "median"),
+                  test_loss=("test_loss", "median"), test_accuracy=("test_accuracy", "median"))
+             .reset_index())
+    fp32 = table[table["precision"] == "fp32"][keys + ["ms", "train_loss"]]
+    table = table.merge(fp32, on=keys, how="left", suffixes=("", "_fp32"))
+    table = table.assign(speedup=table["ms_fp32"] / table["ms"], loss_ratio=table["train_loss"] / table["train_loss_fp32"])
+    return table.drop(columns=["ms_fp32", "train_loss_fp32"]).set_index(keys + ["precision"])
+
+
 def crossovers(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(draws=200)) -> pd.DataFrame:
     """Per workload and axis: where each GPU engine overtakes the CPU, per epoch (trials alone)."""
     table = find(rows[rows["fused_members"] == 1], boot)
@@ -109,7 +132,8 @@ def render(rows: pd.DataFrame) -> str:
     parts = []
     for title, table in (("speed-up over eager on the GPU (ms per epoch)", speedup(rows)),
                          ("fused trials per hour against one at a time", fused(rows)),
-                         ("crossover against the CPU, per engine", crossovers(rows))):
+                         ("crossover against the CPU, per engine", crossovers(rows)),
+                         ("per precision: time per epoch (ms) beside what it learnt, against fp32", precisions(rows))):
         if not table.empty:
             parts += [f"== {title} ==", table.to_string(float_format=lambda v: f"{v:,.3f}")]
-    return "\n".join(parts) if parts else "no rows of sweeps/engines.py"
+    return "\n".join(parts) if parts else "no rows of sweeps/engines.py or sweeps/precision.py"

@@ -26,7 +26,7 @@ from analysis import report, summary
 from analysis.load import read
 from sweeps import cli, runner
 from sweeps.space import Space
-from trainables.config import DATA_SOURCES, LOOPS
+from trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from trainables.devices import DEVICES
 from trainables.workloads import WORKLOADS
 
@@ -94,6 +94,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=3,
                    help="independent runs (seeds) per grid point: the crossover's interval is over them")
     p.add_argument("--loop", default="fast", choices=LOOPS, help="'seed' reproduces the seeds' own loop")
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="every trial's precision (trainables/precision.py); the CPU takes fp32 and bf16")
     p.add_argument("--data", default="auto", choices=DATA_SOURCES, help="image data source (trainables/data.py)")
     p.add_argument("--data-dir", default=None, help="directory with MNIST/raw/*-ubyte (torchvision layout)")
     return p.parse_args(argv)
@@ -107,7 +109,8 @@ def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_
     if unknown:
         raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(grids)}")
     return Space(args.name or ("scaling" if grid == "default" else grid), {w: grids[w] for w in names},
-                 devices, cpu_threads, args.repeats, fixed={"loop": args.loop, "exclusive": args.exclusive},
+                 devices, cpu_threads, args.repeats,
+                 fixed={"loop": args.loop, "exclusive": args.exclusive, "precision": args.precision},
                  image_data={"data": args.data, "data_dir": args.data_dir}, fuse=args.fuse,
                  cpu_nodes_only=cpu_nodes_only)
 

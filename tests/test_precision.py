@@ -74,3 +74,29 @@ def test_precisions_are_arms_of_their_own():
         {"device": "cuda", "engine": "eager", "precision": None, "status": "ok"},  # written before the column
     ]).to_pandas()
     assert list(arm_labels(rows)) == ["cpu", "cpu bf16", "cuda graph bf16", "cuda"]
+
+
+def test_the_precision_study_runs_on_the_cpu_and_sets_loss_beside_time(tmp_path, capsys):
+    import os
+
+    import ray
+
+    from analysis import engines
+    from analysis.load import read
+    from sweeps import precision as study
+    from sweeps.runner import WORKER_ENV
+
+    ray.init(num_cpus=min(2, os.cpu_count() or 1), num_gpus=0, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": WORKER_ENV})
+    try:
+        assert study.main(["--smoke", "--repeats", "1", "--out", str(tmp_path), "--name", "p"]) == 0
+    finally:
+        ray.shutdown()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p-cpu-bf16", "p-cpu-fp32"]
+    rows = read(tmp_path / "p-cpu-bf16", tmp_path / "p-cpu-fp32")
+    assert set(rows["status"]) == {"ok"} and len(rows) == 4
+    table = engines.precisions(rows).reset_index()
+    bf16 = table[table["precision"] == "bf16"]
+    assert len(bf16) == 2 and bf16["speedup"].notna().all()
+    assert bf16["loss_ratio"].to_numpy() == pytest.approx(1, rel=BF16_RTOL)
+    assert "per precision: time per epoch (ms) beside what it learnt" in capsys.readouterr().out

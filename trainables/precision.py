@@ -1,6 +1,6 @@
 """The precision a trial trains in (config field `precision`), one training step for every device.
 
-    python sweeps/engines.py --precisions fp32,bf16     # the precision study (docs/engines.md)
+    python sweeps/precision.py          # the precision study: time beside loss, per precision
 
     fp32   float32 throughout: TF32 off in matmuls and cuDNN convolutions (torch's default allows it in
            convolutions; here fp32 means fp32)

@@ -1,0 +1,66 @@
+"""What a lower precision buys and what it costs: time per epoch beside the loss and accuracy reached.
+
+    python sweeps/precision.py                  # every precision each device of the cluster takes
+    python sweeps/precision.py --smoke          # tiny sizes, to check the path end to end
+    python sweeps/precision.py --workloads disc --repeats 1
+
+One sweep per device and precision, one after another, rows in OUT/<name>-<device>-<precision>/:
+the CPU at fp32 and bf16 (autocast), a GPU (where the cluster has one) at fp32, tf32, bf16 and fp16
+(trainables/precision.py). Every trial runs exactly its epochs (min_timed_s 0: a faster one is not
+timed for longer), so the loss it ends at compares. At the
+end it prints (analysis/engines.py `precisions`), per workload, size and device, each precision's
+median time per epoch, final loss and test accuracy, its speed-up over fp32 and its loss against
+fp32's: a faster epoch that learns worse shows as a speed-up above 1 beside a loss ratio above 1.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from analysis.engines import render
+from sweeps import cli, runner
+from sweeps.space import Space
+
+# Per device kind, the precisions it takes (trainables/precision.py refuses the rest by name).
+PRECISIONS = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "tf32", "bf16", "fp16")}
+GRIDS = {
+    "default": {
+        "disc": {"depth": [6, 10], "epochs": [20]},
+        "mnist_cnn": {"width": [1, 4], "dataset_size": [1437], "epochs": [6]},
+    },
+    "smoke": {
+        "disc": {"depth": [4], "epochs": [3]},
+        "mnist_cnn": {"width": [1], "dataset_size": [1437], "epochs": [2]},
+    },
+}
+
+
+def spaces(args, grid: str, devices: tuple) -> list[Space]:
+    """A sweep per device and precision that device takes."""
+    names = args.workloads.split(",")
+    unknown = [w for w in names if w not in GRIDS[grid]]
+    if unknown:
+        raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(GRIDS[grid])}")
+    grids = {w: GRIDS[grid][w] for w in names}
+    return [Space(f"{args.name}-{device}-{precision}", grids, (device,), cpu_threads=args.cpu_threads,
+                  repeats=args.repeats, fixed={"precision": precision, "min_timed_s": 0})
+            for device in devices for precision in PRECISIONS[device]]
+
+
+def main(argv=None) -> int:
+    p = cli.parser(__doc__, "precision", "prefix of the sweeps' names")
+    p.add_argument("--workloads", default=",".join(GRIDS["default"]), help="comma-separated workloads")
+    p.add_argument("--cpu-threads", type=int, default=None, help="threads of the CPU trials (default: all)")
+    p.add_argument("--repeats", type=int, default=3, help="independent runs (seeds) per point")
+    args = p.parse_args(argv)
+
+    runner.connect(args.address)
+    types = runner.node_types()
+    args.cpu_threads = args.cpu_threads or runner.node_cpus(types)
+    devices = runner.cluster_devices(types)
+    grid = "smoke" if args.smoke else "default"
+    return runner.run_studies(lambda: spaces(args, grid, devices), args.out, render)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
