@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.schema import SCHEMA, CONFIG_COLUMNS, NAMES, SCHEMA_VERSION, SIZE_AXES
+from analysis.schema import CONFIG_COLUMNS, NAMES, SCHEMA, SCHEMA_VERSION, SIZE_AXES
 
 # What tells two arms of the same device string apart, in the order they appear in the label.
 ARM_PARTS = ("device_name", "torch_threads")

@@ -97,17 +97,23 @@ class Store:
             yield self
 
     def measured(self, log=print) -> set[str]:
-        """Config hashes that already have an 'ok' row; unreadable row files are moved aside (their
-        configs run again)."""
-        done, unreadable = set(), []
+        """Config hashes that already have an 'ok' row of this schema version; unreadable row files and rows
+        of another version are moved aside (their configs run again, and their new rows take their names)."""
+        done, unreadable, other = set(), [], []
         for path in self.files():
             try:
-                table = pq.read_table(path, columns=["config_hash", "status"])
+                table = pq.read_table(path, columns=["config_hash", "status", "schema_version"])
             except (pa.ArrowException, OSError):
                 unreadable.append(path)
                 continue
+            if set(table["schema_version"].to_pylist()) != {schema.SCHEMA_VERSION}:
+                other.append(path)
+                continue
             done |= {h for h, s in zip(table["config_hash"].to_pylist(), table["status"].to_pylist()) if s == "ok"}
-        self._set_aside(unreadable, "unreadable as Parquet (truncated?): its configuration runs again", log)
+        self._set_aside(unreadable, "unreadable as Parquet (truncated, or not a row of sweeps/store.py): its "
+                                    "configuration runs again", log)
+        self._set_aside(other, f"a row of another schema version than this code's {schema.SCHEMA_VERSION} "
+                               "(analysis/schema.py): its configuration runs again", log)
         return done
 
     def _set_aside(self, paths: list[Path], why: str, log) -> None:

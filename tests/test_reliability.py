@@ -178,3 +178,68 @@ def test_ctrl_c_leaves_with_130_says_how_to_resume_and_keeps_every_row(tmp_path)
     assert len(after) == 11 and after["config_hash"].is_unique
     kept = after.set_index("config_hash").loc[before["config_hash"], "finished_at"]
     assert list(kept) == list(before["finished_at"])
+
+
+# --- rows of another schema, or with times that are no measurement ---------------------------------
+
+def test_a_row_of_another_schema_version_is_set_aside_not_taken_as_measured(tmp_path):
+    from analysis_rows import row
+
+    from analysis import schema
+    from sweeps.store import ASIDE, Store
+
+    store = Store(tmp_path / "s")
+    lines = []
+    with store.locked(lines.append):
+        store.write({**row("disc", "cpu", [0.01, 0.011]), "config_hash": "a" * 16})
+        store.write({**row("disc", "cpu", [0.01, 0.011]), "config_hash": "b" * 16,
+                     "schema_version": schema.SCHEMA_VERSION + 1})
+        assert store.measured(lines.append) == {"a" * 16}
+    assert [p.name for p in (store.dir / ASIDE).iterdir()] == ["b" * 16 + ".parquet"]  # kept, not lost
+    assert "a row of another schema version than this code's" in lines[-1]
+
+
+def write_rows(directory, rows):
+    import pyarrow.parquet as pq
+
+    from analysis import schema
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, r in enumerate(rows):
+        pq.write_table(schema.to_table([{**r, "config_hash": f"{i:016x}"}]), directory / f"{i:016x}.parquet")
+
+
+@pytest.mark.parametrize("median", [float("nan"), 0.0, -0.01, float("inf"), None])
+def test_analysis_refuses_an_epoch_time_that_is_no_measurement_naming_the_row(tmp_path, median):
+    from analysis_rows import row
+
+    from analysis.load import read
+
+    write_rows(tmp_path / "d", [row("disc", "cpu", [0.01, 0.011]),
+                                {**row("disc", "cuda", [0.01, 0.011]), "epoch_s_median": median, "trial_id": "t_9"}])
+    with pytest.raises(ValueError, match=r"1 ok rows with an epoch time that is not a positive, finite number of "
+                                         r"seconds, e\.g\. epoch_s_median=.* in sweep .*, trial t_9, config "
+                                         r"0000000000000001 \(disc cuda .*\) in .*: move that file out"):
+        read(tmp_path / "d")
+
+
+def test_rows_with_no_status_a_null_version_or_a_changed_type_are_named_not_a_traceback(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from analysis_rows import row
+
+    from analysis import schema
+    from analysis.load import read
+
+    good = schema.to_table([row("disc", "cpu", [0.01, 0.011])])
+    cases = {"has no status column": good.drop_columns(["status"]),
+             "has rows with a null schema_version": good.set_column(0, "schema_version", pa.array([None], pa.int64())),
+             "column depth is string, but analysis/schema.py makes it int64: rewrite it":
+                 good.set_column(good.schema.get_field_index("depth"), "depth", pa.array(["2"]))}
+    for words, table in cases.items():
+        directory = tmp_path / words.split(",")[0].replace(" ", "-")
+        directory.mkdir()
+        pq.write_table(table, directory / "0.parquet")
+        with pytest.raises(ValueError) as info:
+            read(directory)
+        assert str(directory / "0.parquet") in str(info.value) and words in str(info.value)
