@@ -131,8 +131,8 @@ def _decide(args) -> int:
     rows = rows if args.no_reference else summary.with_reference(rows)
     options, billing = cost.load_prices(args.prices)
     boxes = [cost.load_home_box(p) for p in (args.home_box or cost.home_boxes())]
-    grid, found, picks, even, notes = decide.decide(rows, decide.predictions(rows, options, boxes), options, billing,
-                                                    boxes, _trials(args), args.deadline)
+    grid, found, picks, even, notes = decide.decide(rows, None, options, billing, boxes, _trials(args),
+                                                    args.deadline)
     print("\n".join(filter(None, [summary.reference_note(rows), decide.render(found, grid, picks, even, notes)])))
     out = args.out or report.default_out(args.dirs)
     for name, chart in charts.decision(found, even).items():

@@ -331,16 +331,23 @@ def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[
     return notes
 
 
-def decide(rows: pd.DataFrame, predicted: pd.DataFrame, options: list[Option], billing: dict[str, Billing],
+def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Option], billing: dict[str, Billing],
            boxes: list[HomeBox], asked: dict[str, int] | None = None, deadline_h: float | None = None):
-    """The sweep, every option's time and cost, the picks and the break-even; and the notes (stale prices)."""
+    """The sweep, every option's time and cost, the picks and the break-even; and the notes (models left
+    out, stale prices). `predicted` None: analysis/model.py's predictions (`predictions`)."""
     grid = sweep(rows, asked)
+    if grid.empty:
+        return grid.assign(trials=[]), pd.DataFrame(), {}, pd.DataFrame(), ["no ok row to decide on: every trial failed"]
+    notes = []
+    if predicted is None:
+        predicted, note = predictions(rows, options, boxes)
+        notes += [note] if note else []
     gpus = sorted({o.gpu for o in options if o.gpu} | {b.gpu for b in boxes})
     speed = speeds(rows, predicted, grid, gpus)
     found = table(grid, speed, options, billing, boxes)
     picks = pick(found, deadline_h) if len(found) else {}
     even = break_even(found) if len(found) else pd.DataFrame()
-    return grid, found, picks, even, missing(grid, speed, gpus) + [f"  stale price: {line}" for line in stale(options)]
+    return grid, found, picks, even, notes + missing(grid, speed, gpus) + [f"  stale price: {line}" for line in stale(options)]
 
 
 def unmeasured(rows: pd.DataFrame, options: list[Option], boxes: list[HomeBox]) -> list[str]:
@@ -350,10 +357,14 @@ def unmeasured(rows: pd.DataFrame, options: list[Option], boxes: list[HomeBox]) 
     return sorted(g for g in models if not any(measures(n, g) for n in names))
 
 
-def predictions(rows: pd.DataFrame, options: list[Option], boxes: list[HomeBox]) -> pd.DataFrame:
-    """analysis/model.py's predictions for the GPU models no row measured (none where no GPU row calibrates it)."""
+def predictions(rows: pd.DataFrame, options: list[Option], boxes: list[HomeBox]) -> tuple[pd.DataFrame, str]:
+    """analysis/model.py's predictions for the GPU models no row measured, and a note where it could make
+    none (no GPU row of its device table to calibrate on: CPU rows read with --no-reference)."""
     gpus = unmeasured(rows, options, boxes)
-    calibrated = rows.loc[rows["status"] == "ok", "device"].astype(str).str.startswith("cuda").any()
-    if gpus and calibrated:
-        return model.predict(rows, gpus)
-    return pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median"])
+    none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median"])
+    if not gpus:
+        return none, ""
+    try:
+        return model.predict(rows, gpus), ""
+    except ValueError as exc:  # the model's own words: what to read alongside
+        return none, f"  not predicted ({', '.join(gpus)}): {exc}"

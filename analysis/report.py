@@ -90,7 +90,7 @@ def decision(rows: pd.DataFrame) -> tuple[str, dict[str, object], pd.DataFrame]:
     """The decision for the measured grid as the sweep: its text, its charts and its table."""
     options, billing = cost.load_prices()
     boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
-    grid, found, picks, even, notes = decide.decide(rows, decide.predictions(rows, options, boxes), options, billing, boxes)
+    grid, found, picks, even, notes = decide.decide(rows, None, options, billing, boxes)
     return decide.render(found, grid, picks, even, notes), charts.decision(found, even), found
 
 

@@ -105,3 +105,16 @@ def test_the_front_and_every_decision_chart_render(planted):
         spec = chart.to_dict()
         assert "predicted" in str(spec) or "sweeps" in str(spec)
     assert "4090 box (predicted)" in str(drawn["sweep_front"].to_dict())
+
+
+def test_your_cpu_rows_are_set_beside_the_reference_gpu_rows_of_the_same_configurations():
+    from analysis import summary
+    mine = frame([row("disc", "cpu", [0.01] * 3, depth=d, n_params=10 * d, seed=s, data_requested="generated")
+                  for d in (2, 3, 4) for s in (0, 1)])  # the default grid's disc, as `make run` measures it
+    both = summary.with_reference(mine.assign(results_dir="/home/me/results/scaling"))
+    gpus = both[both["device"] == "cuda"]
+    assert set(gpus["depth"]) == {2, 3, 4} and gpus["results_dir"].map(decide.is_reference).all()
+    assert "cuda (NVIDIA H200)" in set(both["arm"])
+    note = summary.reference_note(both)
+    assert note.startswith("your cpu (Intel(R) Xeon(R) Processor) against") and "NVIDIA H200 measured on 2026-11-22" in note
+    assert "another host" in note
