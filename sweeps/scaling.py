@@ -40,6 +40,8 @@ GRIDS = {
         "lenet": {"batch_size": [16, 32, 64, 100], "dataset_size": [1437], "epochs": [4]},
         "peaks": {"dataset_size": [100, 400, 2500, 10000, 40000, 160000], "epochs": [200]},  # seed 003: 40,000
         "tabular": {"dataset_size": [1000, 10000, 100000], "width": [64, 256, 1024], "epochs": [3]},  # seed 004
+        # no seed: what people rent GPUs for, at sizes a 2-core laptop trains in seconds (35k to 1.6M parameters)
+        "transformer": {"width": [32, 64, 128, 256], "context": [32], "dataset_size": [512], "epochs": [3]},
     },
     # the whole grid cut to a size that ends in about a minute on 2 cores, at sizes of the default
     # grid (so the shipped reference rows have the same configurations to set beside), two per workload
@@ -49,6 +51,7 @@ GRIDS = {
         "lenet": {"batch_size": [64, 100], "dataset_size": [1437], "epochs": [2]},
         "peaks": {"dataset_size": [100, 400], "epochs": [20]},
         "tabular": {"dataset_size": [1000, 10000], "epochs": [2]},
+        "transformer": {"width": [32, 64], "context": [32], "dataset_size": [512], "epochs": [2]},
     },
     # each seed's own configuration (MNIST-sized image sets: synthetic unless --data-dir), to set the
     # seeds' claims beside a measurement; fewer epochs than the seeds ran, the same per-epoch work
@@ -58,6 +61,7 @@ GRIDS = {
         "lenet": {"epochs": [3]},
         "peaks": {"dataset_size": [40000], "epochs": [2000]},
         "tabular": {"epochs": [5]},
+        "transformer": {"epochs": [3]},  # no seed: its own defaults (trainables/workloads.py)
     },
 }
 

@@ -186,3 +186,51 @@ def tabular(dataset_size: int, seed: int) -> Data:
     x = torch.tensor(frame.drop(columns="label").to_numpy(np.float32))
     y = torch.tensor(frame["label"].to_numpy())
     return Data(x[:dataset_size], y[:dataset_size], x[dataset_size:], y[dataset_size:], "generated")
+
+
+# The transformer's text: the sources of Python's own standard library (the *.py files at the top of
+# sysconfig's stdlib directory, in name order, read as bytes), which every Python install ships:
+# 4.7 MB on CPython 3.11. A byte is a token (vocabulary 256), so the text needs no tokeniser and the
+# dataset is the same bytes wherever the same Python version runs; another version's stdlib differs.
+TEXT_VOCAB = 256
+
+
+def _text_files() -> list[Path]:
+    import sysconfig
+
+    return sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
+
+
+def text_test_size(dataset_size: int) -> int:
+    """Test sequences beside `dataset_size` training ones: one in eight, at least one."""
+    return max(1, dataset_size // 8)
+
+
+def check_text(dataset_size: int, context: int) -> None:
+    """Raises ValueError where the standard library's text holds fewer bytes than the sequences need."""
+    need = (dataset_size + text_test_size(dataset_size)) * (context + 1)
+    have = sum(f.stat().st_size for f in _text_files())
+    if need > have:
+        raise ValueError(f"dataset_size x (context + 1) must fit the {have:,} bytes of text (the standard library's "
+                         f"sources, with a test eighth beside), got {dataset_size:,} sequences of {context + 1} "
+                         f"bytes: at most {have * 8 // (9 * (context + 1)):,} sequences at context {context}")
+
+
+def text(dataset_size: int, context: int) -> Data:
+    """`dataset_size` training sequences of `context` + 1 bytes, back to back from the start of the text
+    (inputs: the first `context`; targets: the same shifted by one), then the test sequences after them."""
+    import sys
+
+    n_test = text_test_size(dataset_size)
+    need = (dataset_size + n_test) * (context + 1)
+    chunks, have = [], 0
+    for path in _text_files():
+        if have >= need:
+            break
+        chunks.append(path.read_bytes())
+        have += len(chunks[-1])
+    tokens = torch.frombuffer(bytearray(b"".join(chunks)[:need]), dtype=torch.uint8).long()
+    seqs = tokens.view(dataset_size + n_test, context + 1)
+    x, y = seqs[:, :-1].contiguous(), seqs[:, 1:].contiguous()
+    return Data(x[:dataset_size], y[:dataset_size], x[dataset_size:], y[dataset_size:],
+                f"python {sys.version_info.major}.{sys.version_info.minor} stdlib sources")

@@ -23,7 +23,7 @@ from trainables import data as datasets
 from trainables import precision
 from trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig, count
 from trainables.devices import DeviceSpec, parse, resources
-from trainables.workloads import WORKLOADS, Workload
+from trainables.workloads import HEAD_DIM, WORKLOADS, Workload
 
 # counts, each in [1, MAXIMA]; dataset_size first: peaks' full batch is its dataset_size, and a bad one is named as such
 _INTEGERS = ("dataset_size",) + tuple(a for a in SEED_AXES if a not in ("lr", "dataset_size")) + ("threads", "micro_batches")
@@ -83,6 +83,8 @@ def resolve(cfg: TrialConfig) -> Trial:
     if wl.name == "disc" and cfg.width is None and cfg.depth < 2:
         raise ConfigError("depth", f"depth must be >= 2 for disc's doubling MLP (2 -> 4 -> ... -> 2^depth -> 2), "
                                    f"got {cfg.depth}")
+    if wl.name == "transformer":
+        _check_transformer(cfg)
     if cfg.batch_size > cfg.dataset_size:
         raise ConfigError("batch_size", f"batch_size must be <= dataset_size ({cfg.dataset_size}), got {cfg.batch_size}")
     if spec.distributed and cfg.batch_size < spec.count:
@@ -113,6 +115,17 @@ def resolve(cfg: TrialConfig) -> Trial:
     elif cfg.data != "auto":
         raise ConfigError("data", f"data is only for image workloads (mnist_cnn, lenet); {wl.name} generates its own")
     return Trial(cfg, spec)
+
+
+def _check_transformer(cfg: TrialConfig) -> None:
+    """Heads of HEAD_DIM each must split the width, and the sequences must fit the text."""
+    if cfg.width % HEAD_DIM:
+        raise ConfigError("width", f"width must be a multiple of {HEAD_DIM} for the transformer (attention heads of "
+                                   f"{HEAD_DIM}), got {cfg.width}; nearest: {max(HEAD_DIM, cfg.width // HEAD_DIM * HEAD_DIM)}")
+    try:
+        datasets.check_text(cfg.dataset_size, cfg.context)
+    except ValueError as exc:
+        raise ConfigError("dataset_size", str(exc)) from None
 
 
 def _check_engine(cfg: TrialConfig, spec: DeviceSpec) -> None:

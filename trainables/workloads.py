@@ -1,4 +1,4 @@
-"""The seeds' five workloads, each defined once; its defaults reproduce its seed.
+"""The seeds' five workloads and a transformer, each defined once; a seed's defaults reproduce its seed.
 
 | workload  | seed | model (defaults)                                   | loss, optimiser            | batch | data     | epochs |
 |-----------|------|----------------------------------------------------|----------------------------|-------|----------|--------|
@@ -7,6 +7,7 @@
 | lenet     | 002  | that seed's LeNet (conv 6 k3 p1, 16 k5; fc 120, 84)| summed cross-entropy, SGD 1e-3 | 100 | 60,000 | 50     |
 | peaks     | 003  | MLP 2->20->5->1, ReLU                               | MSE, Adam 0.08             | full  | 200 x 200| 2000   |
 | tabular   | 004  | MLP 16 -> depth x width -> 2, ReLU (2 x 64)        | cross-entropy, Adam 1e-3   | 64    | 10,000   | 20     |
+| transformer | -  | nanoGPT-shaped, 2 blocks of width 64, context 64   | next-byte CE, AdamW 1e-3   | 32    | 1,024 seq| 3      |
 
 Axes, per workload (anything else is refused):
 - disc: depth = Linear layers (the seed's "layers"; 10 gives 703,142 parameters); width unset gives
@@ -14,6 +15,8 @@ Axes, per workload (anything else is refused):
 - mnist_cnn, lenet: width multiplies the convolutions' channel counts; no depth axis.
 - peaks: width set gives hidden layers depth x width (depth defaults to the seed's 2); unset, 20 -> 5.
 - tabular: depth hidden layers x width nodes, the seed's "hidden layers" and "nodes".
+- transformer: depth = blocks, width = embedding (a multiple of HEAD_DIM), context = tokens per
+  sequence, dataset_size = training sequences of the stdlib's sources (trainables/data.py `text`).
 - all: batch_size, dataset_size (peaks: a perfect square, N x N), epochs, lr.
 Seed 004 does not print its values; its defaults here are ours, chosen to run in seconds on a CPU.
 The image workloads' 60,000 samples are MNIST's; without MNIST they fall back as trainables/data.py says.
@@ -22,6 +25,7 @@ trainables/trial.py fills a config's unset axes from these defaults and checks e
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -79,12 +83,59 @@ class LeNet(nn.Module):
         return self.fc(self.conv(x).flatten(1))
 
 
+HEAD_DIM = 16  # the transformer's attention heads: width / HEAD_DIM of them, so width must be a multiple
+
+
+class Block(nn.Module):
+    """A pre-LayerNorm transformer block, as nanoGPT's: causal self-attention, then a 4x GELU MLP."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.heads = width // HEAD_DIM
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(attended.transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp(self.ln2(x))
+
+
+class Transformer(nn.Module):
+    """A decoder-only character-level transformer shaped as nanoGPT's: token and position embeddings,
+    `depth` pre-LN blocks of `width`, a final LayerNorm and an LM head tied to the token embedding.
+    No dropout. Returns logits as (batch, vocabulary, context), the shape nn.CrossEntropyLoss takes."""
+
+    def __init__(self, depth: int, width: int, context: int, vocab: int = datasets.TEXT_VOCAB):
+        super().__init__()
+        self.tokens, self.positions = nn.Embedding(vocab, width), nn.Embedding(context, width)
+        self.blocks = nn.Sequential(*(Block(width) for _ in range(depth)))
+        self.ln = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.tokens.weight  # tied, as nanoGPT and GPT-2
+        # nanoGPT's initialisation: weights N(0, 0.02), biases 0, each residual projection scaled by
+        # 1/sqrt(2 depth); torch's defaults (embeddings N(0, 1)) started the loss near 8.7, above ln 256
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif p.dim() == 2:
+                std = 0.02 / math.sqrt(2 * depth) if name.endswith(("proj.weight", "mlp.2.weight")) else 0.02
+                nn.init.normal_(p, std=std)
+
+    def forward(self, idx):
+        x = self.tokens(idx) + self.positions(torch.arange(idx.shape[1], device=idx.device))
+        return self.head(self.ln(self.blocks(x))).transpose(1, 2)
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
     defaults: dict  # the seed's value of each of analysis.schema.SEED_AXES
     axes: frozenset  # axes a sweep may vary
-    task: str  # 'classification' or 'regression'
+    task: str  # 'classification', 'regression' or 'language' (next-token loss, no accuracy)
     shuffle: bool  # reshuffle the training set every epoch, as the seed's DataLoader did
     make_data: Callable[[TrialConfig], datasets.Data]
     make_model: Callable[[TrialConfig], nn.Module]
@@ -96,7 +147,7 @@ class Workload:
     @property
     def sequential(self) -> bool:
         """An MLP (nn.Sequential) that a pipeline can split; the CNNs are not."""
-        return not self.images
+        return not self.images and self.name != "transformer"
 
 
 _COMMON = frozenset(SEED_AXES) - {"depth", "width", "context"}  # every workload has these; the rest, some
@@ -163,6 +214,15 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         make_model=lambda c: mlp([datasets.TABULAR_FEATURES] + [c.width] * c.depth + [2]),
         make_loss=nn.CrossEntropyLoss,
         make_optimizer=lambda p, lr: torch.optim.Adam(p, lr=lr),
+    ),
+    Workload(
+        "transformer",
+        dict(depth=2, width=64, batch_size=32, dataset_size=1024, epochs=3, lr=1e-3, context=64),
+        _COMMON | {"depth", "width", "context"}, "language", shuffle=True,
+        make_data=lambda c: datasets.text(c.dataset_size, c.context),
+        make_model=lambda c: Transformer(c.depth, c.width, c.context),
+        make_loss=nn.CrossEntropyLoss,  # per token, averaged over the batch's tokens
+        make_optimizer=lambda p, lr: torch.optim.AdamW(p, lr=lr),
     ),
 ]}
 
