@@ -27,10 +27,12 @@ GRIDS = {
     "default": {
         "disc": {"depth": [6, 10], "epochs": [20]},
         "mnist_cnn": {"width": [1, 4], "dataset_size": [1437], "epochs": [6]},
+        "transformer": {"width": [64, 256], "dataset_size": [1024], "epochs": [4]},
     },
     "smoke": {
         "disc": {"depth": [4], "epochs": [3]},
         "mnist_cnn": {"width": [1], "dataset_size": [1437], "epochs": [2]},
+        "transformer": {"width": [32], "context": [32], "dataset_size": [256], "epochs": [2]},
     },
 }
 
