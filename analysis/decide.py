@@ -350,17 +350,11 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     return grid, found, picks, even, notes + missing(grid, speed, gpus) + [f"  stale price: {line}" for line in stale(options)]
 
 
-def unmeasured(rows: pd.DataFrame, options: list[Option], boxes: list[HomeBox]) -> list[str]:
-    """The GPU models of the options and boxes that no ok row measured: what the model is asked to predict."""
-    names = rows.loc[rows["status"] == "ok", "device_name"].dropna().unique()
-    models = {o.gpu for o in options if o.gpu} | {b.gpu for b in boxes}
-    return sorted(g for g in models if not any(measures(n, g) for n in names))
-
-
 def predictions(rows: pd.DataFrame, options: list[Option], boxes: list[HomeBox]) -> tuple[pd.DataFrame, str]:
-    """analysis/model.py's predictions for the GPU models no row measured, and a note where it could make
-    none (no GPU row of its device table to calibrate on: CPU rows read with --no-reference)."""
-    gpus = unmeasured(rows, options, boxes)
+    """analysis/model.py's predictions for the GPU models of the options and boxes, at every configuration
+    no row of theirs measured, and a note where it could make none (no GPU row of its device table to
+    calibrate on: CPU rows read with --no-reference)."""
+    gpus = sorted({o.gpu for o in options if o.gpu} | {b.gpu for b in boxes})
     none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median"])
     if not gpus:
         return none, ""

@@ -241,11 +241,14 @@ def _predicted(configs: pd.DataFrame, cal: Calibration, devices: dict[str, Devic
 
 
 def predict(rows: pd.DataFrame, gpus: list[str], path: Path = DEVICES) -> pd.DataFrame:
-    """For each configuration measured in `rows` and each GPU key in `gpus` that no row measured: its
-    predicted epoch_s_median with an interval (epoch_s_lo, epoch_s_hi), samples_per_s, predicted=True.
+    """For each configuration measured in `rows` and each GPU key in `gpus` that no row measured at that
+    configuration: its predicted epoch_s_median with an interval (epoch_s_lo, epoch_s_hi),
+    samples_per_s, predicted=True.
 
     The step costs of a configuration come from one of its rows (a GPU row first: its launches are
-    the GPU's). A GPU some row measured is not predicted: the measurement wins."""
+    the GPU's). Where a row of the GPU measured the configuration, it is not predicted: the
+    measurement wins; a GPU measured at some configurations (the H100 reference rows: disc and peaks
+    only) is predicted at the others, calibrated on its own rows among the rest."""
     devices = load_devices(path)
     unknown = [g for g in gpus if g not in devices]
     if unknown:
@@ -257,8 +260,14 @@ def predict(rows: pd.DataFrame, gpus: list[str], path: Path = DEVICES) -> pd.Dat
     cal = calibrate(measured_gpus, devices)
     usable = _usable(rows).sort_values("device", key=lambda d: d != "cuda", kind="stable")
     configs = usable.drop_duplicates(_config_keys(usable))
-    missing = [g for g in gpus if g not in set(measured_gpus[MATCH_KEY])]
-    frames = [_predicted(configs, cal, devices, key) for key in missing]
+    keys = _config_keys(usable)
+    frames = []
+    for key in gpus:
+        done = measured_gpus.loc[measured_gpus[MATCH_KEY] == key, keys].drop_duplicates()
+        todo = configs.merge(done, on=keys, how="left", indicator=True)
+        todo = todo[todo["_merge"] == "left_only"].drop(columns="_merge")
+        if len(todo):
+            frames.append(_predicted(todo, cal, devices, key))
     return pd.concat(frames, ignore_index=True) if frames else _predicted(configs.iloc[:0], cal, devices, "")
 
 

@@ -46,9 +46,9 @@ def _shown(directory) -> str:
 def reference_note(rows: pd.DataFrame) -> str:
     """'your cpu (...) against the NVIDIA H200 measured on 2026-11-22 (results/reference/...): another host'."""
     ref = rows[rows["results_dir"].map(is_reference)]
-    if ref.empty:
-        return ""
     own = rows.loc[~rows["results_dir"].map(is_reference) & (rows["status"] == "ok")]
+    if ref.empty or own.empty:  # nothing set beside: reference rows read on their own are just rows
+        return ""
     yours = ", ".join(f"{d} ({n})" for d, n in own.groupby("device")["device_name"].first().items()) or "rows"
     theirs = "; ".join(f"the {name} measured on {group['finished_at'].max():%Y-%m-%d} "
                        f"({', '.join(sorted({_shown(d) for d in group['results_dir']}))})"

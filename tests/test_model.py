@@ -1,6 +1,6 @@
 """The model of time per epoch (analysis/model.py): it recovers a GPU planted in synthetic rows, its
-held-out error is |predicted/measured - 1| with the device left out, a measured GPU is never
-predicted, and the device table refuses an entry without its source or date."""
+held-out error is |predicted/measured - 1| with the device left out, a GPU is never predicted where
+a row of it measured, and the device table refuses an entry without its source or date."""
 
 import itertools
 import subprocess
@@ -107,3 +107,11 @@ def test_the_reference_rows_predict_unmeasured_gpus_and_model_imports_neither_to
     check = "import analysis.model, sys; print(sorted({'torch', 'ray'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_gpu_measured_at_some_sizes_is_predicted_at_the_others_only(table):
+    g1 = _rows("G1")
+    measured = pd.concat([g1[g1["depth"] <= 9], _rows("G2")], ignore_index=True)  # G1 stops at depth 9
+    predicted = model.predict(measured, ["G1"], table)
+    assert sorted(predicted["depth"]) == list(range(10, 16))  # its measured sizes are never predicted
+    assert (predicted["predicted"] & predicted["device_name"].eq("G1")).all()
