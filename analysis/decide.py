@@ -314,7 +314,8 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
                 f"beyond {'~' if e.predicted else ''}{e.sweeps_per_month:,.2f} sweeps a month "
                 f"({e.box_hours_per_month:,.1f} h of use)")
         parts.append(f"{e.box} against the {e.versus} ({e.against}, ${e.against_usd:,.2f} a sweep): cheaper {when}")
-    parts += [f"  {line}" for line in sorted(set(options["basis"]))]
+    parts.append("how each option is costed:")
+    parts += [f"  {basis}: {', '.join(group['option'])}" for basis, group in options.groupby("basis")]
     return "\n".join(parts + notes)
 
 
@@ -347,7 +348,10 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     found = table(grid, speed, options, billing, boxes)
     picks = pick(found, deadline_h) if len(found) else {}
     even = break_even(found) if len(found) else pd.DataFrame()
-    return grid, found, picks, even, notes + missing(grid, speed, gpus) + [f"  stale price: {line}" for line in stale(options)]
+    old = stale(options)
+    dated = f"  stale prices: {len(old)} of {sum(len(o.prices()) for o in options)} are dated over 12 months ago " \
+            "(python -m analysis cost lists them with their sources): re-read them before deciding"
+    return grid, found, picks, even, notes + missing(grid, speed, gpus) + ([dated] if old else [])
 
 
 def predictions(rows: pd.DataFrame, options: list[Option], boxes: list[HomeBox]) -> tuple[pd.DataFrame, str]:

@@ -90,7 +90,7 @@ def ddp(rows: pd.DataFrame) -> pd.DataFrame:
                     if base is not None and (kind == "strong" or batch % n == 0):
                         line[kind], line[f"{kind}_lo"], line[f"{kind}_hi"] = _ratio(sps, base, n)
             lines.append(line)
-    return pd.DataFrame(lines)
+    return pd.DataFrame(lines).dropna(axis=1, how="all")  # axes no workload here has (context)
 
 
 def pipe(rows: pd.DataFrame) -> pd.DataFrame:
@@ -146,13 +146,21 @@ def chart(rows: pd.DataFrame) -> alt.Chart | None:
     return (ideal + bars + lines).properties(title="Data-parallel scaling on one host", width=420, height=280)
 
 
+def _cell(value) -> str:
+    """A table cell: blank where not measured, whole numbers as such (sizes), the rest to 3 decimals."""
+    if not isinstance(value, str) and pd.isna(value):
+        return ""
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.0f}" if float(value).is_integer() else f"{value:,.3f}"
+    return str(value)
+
+
 def render(rows: pd.DataFrame) -> str:
     parts = []
-    fmt = lambda v: f"{v:,.3f}"  # noqa: E731
     for title, table in (("packed trials per GPU", packed(rows)), ("data-parallel scaling", ddp(rows)),
                          ("pipeline against one GPU", pipe(rows))):
         if not table.empty:
-            parts += [f"== {title} ==", table.to_string(float_format=fmt)]
+            parts += [f"== {title} ==", table.map(_cell).to_string()]
     cross = crossover(rows)
     if not cross.empty:
         parts += ["== data-parallel against one GPU, as the model grows ==",
