@@ -7,6 +7,7 @@
     python -m analysis parallel results/parallel-*            # packed, DDP and pipeline figures
     python -m analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
     python -m analysis model results/scaling [--validate]     # the model of unmeasured GPUs: bounds, leave-one-out error
+    python -m analysis migrate results/reference              # rewrite older row files to the schema's columns
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis import charts, cost, decide, engines, model, parallel, report, summary
+from analysis import charts, cost, decide, engines, migrate, model, parallel, report, summary
 from analysis.cli import HelpFormatter
 from analysis.crossover import Bootstrap
 from analysis.load import read, representative
@@ -27,7 +28,7 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the HTML report and the crossover table")
     rep.add_argument("dirs", nargs="+", type=Path, help="results directories (results/<sweep>)")
-    rep.add_argument("--out", type=Path, default=None, help="report folder (default: DIR/_report, or results/_report_<a>+<b>)")
+    rep.add_argument("--out", type=Path, default=None, help="report folder (default: _reports/DIR beside DIR, or _reports/<a>+<b>)")
     rep.add_argument("--draws", type=int, default=Bootstrap.draws, help="bootstrap draws per crossover")
     rep.add_argument("--seed", type=int, default=Bootstrap.seed, help="bootstrap seed")
     rep.add_argument("--include-loaded", action="store_true",
@@ -63,10 +64,13 @@ def main(argv=None) -> int:
     mod.add_argument("--validate", action="store_true",
                      help="also leave each measured device out in turn and print the error per workload")
     mod.add_argument("--devices", type=Path, default=model.DEVICES, help="device table YAML")
+    mig = sub.add_parser("migrate", help="rewrite row files whose columns differ from analysis/schema.py's to exactly "
+                                         "its columns (analysis/migrate.py)")
+    mig.add_argument("dirs", nargs="+", type=Path, help="directories searched for *.parquet rows, recursively")
     args = p.parse_args(argv)
     try:
         return {"report": _report, "summary": _summary, "cost": _cost, "decide": _decide, "parallel": _parallel,
-                "engines": _engines, "model": _model}[args.command](args)
+                "engines": _engines, "model": _model, "migrate": _migrate}[args.command](args)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -104,6 +108,13 @@ def _model(args) -> int:
     if args.validate:
         print("== leave-one-out: |predicted / measured - 1| of epoch time ==")
         print(model.render_validation(model.validate(rows, args.devices)))
+    return 0
+
+
+def _migrate(args) -> int:
+    rewritten, current = migrate.migrate(*args.dirs)
+    print(f"{rewritten} row files rewritten to analysis/schema.py's columns (schema version kept), "
+          f"{current} already current")
     return 0
 
 

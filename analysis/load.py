@@ -69,7 +69,7 @@ def _check_file(path: Path, table: pa.Table) -> None:
     for field in table.schema:
         if field.name in SCHEMA.names and not _same_type(field.type, SCHEMA.field(field.name).type):
             raise ValueError(f"{path}: column {field.name} is {field.type}, but analysis/schema.py makes it "
-                             f"{SCHEMA.field(field.name).type}: rewrite it to the schema (python -m analysis.migrate "
+                             f"{SCHEMA.field(field.name).type}: rewrite it to the schema (python -m analysis migrate "
                              f"{path.parent}) or re-run its sweep")
 
 

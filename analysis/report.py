@@ -1,7 +1,7 @@
 """One standalone HTML page per analysis: charts, the crossover table, and every measured device's environment.
 
-    python -m analysis report results/scaling                   # writes results/scaling/_report/index.html
-    python -m analysis report results/laptop results/h100       # several sweeps: results/_report_laptop+h100/
+    python -m analysis report results/scaling                   # writes results/_reports/scaling/index.html
+    python -m analysis report results/laptop results/h100       # several sweeps: results/_reports/laptop+h100/
     python -m analysis report results/scaling --no-reference    # your rows alone, no decision section
 
 By default (the command line, and sweeps/scaling.py) your rows are set beside the reference GPU rows of
@@ -11,8 +11,9 @@ the measured grid as the sweep, on every option of analysis/prices.yaml and ever
 
 `python sweeps/scaling.py` writes it at the end of a run. Next to index.html: crossover.parquet (the
 tidy table) and every chart as HTML and PNG. The page embeds the charts as SVG, so it opens offline
-and can be mailed as one file. The report folder starts with '_' so that Parquet readers of the
-results directory skip it. Reads rows only; never imports torch or ray.
+and can be mailed as one file. The report folder sits beside the results directory, never in it
+(which holds rows alone), under a name starting with '_' that Parquet readers of results/ skip.
+Reads rows only; never imports torch or ray.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import io
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -39,11 +41,14 @@ from analysis.load import environment, read
 from analysis.schema import CROSSOVER_AXES, SIZE_AXES
 
 
+# Reports go beside the results directories, never in one (its readers see rows alone): _reports/<sweep>/.
+REPORTS = "_reports"
+
+
 def default_out(dirs: list[Path]) -> Path:
-    """DIR/_report for one results directory; <parent>/_report_<a>+<b> for several."""
-    if len(dirs) == 1:
-        return dirs[0] / "_report"
-    return dirs[0].parent / ("_report_" + "+".join(d.name for d in dirs))
+    """<parent>/_reports/<DIR> for one results directory; <parent>/_reports/<a>+<b> for several."""
+    named = [Path(d) if Path(d).name not in ("", "..") else Path(os.path.abspath(d)) for d in dirs]  # '.' has no name
+    return named[0].parent / REPORTS / "+".join(d.name for d in named)
 
 
 def figures(rows: pd.DataFrame, table: pd.DataFrame) -> dict[str, object]:

@@ -122,8 +122,9 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     """Measure every config of `space` not yet in `out`/<name>; returns the store holding the rows.
 
     Tune's own state goes to `storage_path` (a URI such as s3://bucket/crossover on a cluster), else
-    next to the rows. A trial whose worker or node dies is run again up to `max_failures` times; any
-    other failure is already a row (trainables/trainable.py), so only lost workers reach Tune's retry.
+    to `out`/_tune/<name>/, beside the rows' directory (sweeps/store.py). A trial whose worker or node
+    dies is run again up to `max_failures` times; any other failure is already a row
+    (trainables/trainable.py), so only lost workers reach Tune's retry.
     """
     trials = space.expand()  # refuses a bad space before anything runs
     check_placeable(space, groups(trials, space.fuse), node_types(cluster_config))
@@ -170,7 +171,7 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
                                     trial_dirname_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(
             name=space.name,
-            storage_path=storage_path or str((store.dir / "_tune").resolve()),
+            storage_path=storage_path or str(store.tune_storage.resolve()),
             callbacks=[RowWriter(store, space.name, todo, log)],
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=max_failures),

@@ -78,7 +78,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="autoscaling config of the cluster, whose node types count as nodes it can add "
                         "(default: ~/ray_bootstrap_config.yaml where it exists, as on a `ray up` head)")
     p.add_argument("--storage-path", default=None,
-                   help="where Tune keeps its state, e.g. s3://bucket/crossover (default: OUT/NAME/_tune); "
+                   help="where Tune keeps its state, e.g. s3://bucket/crossover (default: OUT/_tune/NAME); "
                         "the rows are written by this process under OUT either way")
     p.add_argument("--max-failures", type=int, default=2,
                    help="times a trial whose worker or node died is run again before it becomes an error row")

@@ -1,16 +1,23 @@
 """Trial rows on disk: one Parquet file per measured configuration, written atomically by the driver.
 
     results/<sweep>/<config_hash>.parquet    one row, schema analysis/schema.py
-    results/<sweep>/_tune/                   Tune's own state (ignored by Parquet readers: leading '_')
     results/<sweep>/_lock                    held while a sweep writes the directory: who holds it
-    results/<sweep>/_aside/                  files found there that are not rows, moved aside
+    results/<sweep>/_runs.jsonl              each run's wall time (analysis/schema.py: RUNS_FILE)
+    results/_tune/<sweep>/                   Tune's own state (sweeps/runner.py), unless --storage-path
+    results/_aside/<sweep>/                  files found in results/<sweep>/ that are not rows, moved aside
+    results/_reports/<sweep>/                the report (analysis/report.py)
 
-A file is written under a hidden temporary name, flushed to disk (fsync) and renamed into place, so a
+A results directory holds its rows and those two files, no folder: pandas and pyarrow read it whole
+(`DIR`), DuckDB and polars as `DIR/*.parquet` (DuckDB's `DIR/**/*.parquet` as well; polars'
+`read_parquet(DIR)` refuses any file that is not Parquet, `_lock` included). The rest sits beside the
+results directories under names starting with '_', which pandas and pyarrow skip when they read
+`results/` as one dataset; so a sweep's name may not start with '_' or '.'. A row is written under a
+hidden temporary name, flushed to disk and renamed into place (analysis/migrate.py: write_atomic), so a
 crash, a kill or a power loss leaves either the whole row or none. Re-running a sweep skips the
 configs whose row says 'ok' and measures the rest again; a new row for a config replaces its old
 failed one, so nothing is duplicated. One sweep at a time writes a directory (`locked`): a second is
 refused, naming the first. What is not a row (a stray file, a truncated or unreadable row file) is
-moved to _aside/ with a warning, so it neither blocks the resume nor a reader of the directory.
+moved to _aside/<sweep>/ with a warning, so it neither blocks the resume nor a reader of the directory.
 """
 
 from __future__ import annotations
@@ -22,7 +29,6 @@ import os
 import shutil
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,14 +38,16 @@ import ray
 from ray import tune
 
 from analysis import schema
+from analysis.migrate import write_atomic
+from analysis.report import REPORTS
 from trainables.config import TrialConfig
 from trainables.rows import failed_row
 from trainables.trainable import ROW_KEY
 from trainables.trial import Trial
 
-
 LOCK = "_lock"
-ASIDE = "_aside"
+ASIDE = "_aside"  # results/_aside/<sweep>/
+TUNE = "_tune"  # results/_tune/<sweep>/
 WAIT_NOTE_S = 30.0  # while every trial waits for resources, the progress line says so this often
 
 
@@ -47,19 +55,20 @@ class Store:
     def __init__(self, directory: Path | str):
         self.dir = Path(directory)
 
+    @property
+    def aside(self) -> Path:
+        """Where files found in the directory that are not rows go: beside it, never in it."""
+        return self.dir.parent / ASIDE / self.dir.name
+
+    @property
+    def tune_storage(self) -> Path:
+        """Tune's default storage_path, beside the results directory: Tune keeps the sweep's state in
+        <it>/<sweep>/ (RunConfig's name)."""
+        return self.dir.parent / TUNE
+
     def write(self, row: dict) -> Path:
         path = self.dir / f"{row['config_hash']}.parquet"
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                pq.write_table(schema.to_table([row]), f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            _fsync_dir(self.dir)  # the rename itself, on disk
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        write_atomic(path, schema.to_table([row]))
         return path
 
     def files(self) -> list[Path]:
@@ -69,6 +78,9 @@ class Store:
     def locked(self, log=print):
         """Hold the directory for one sweep: created if need be, left-overs of a killed writer removed,
         non-rows moved aside. Raises ValueError where it cannot be written or another sweep holds it."""
+        if self.dir.name.startswith(("_", ".")):
+            raise ValueError(f"sweep name {self.dir.name!r} starts with '_' or '.', which readers of {self.dir.parent} "
+                             f"skip (and {TUNE}, {ASIDE} and {REPORTS} are taken there): give --name another name")
         if self.dir.exists() and not self.dir.is_dir():
             raise ValueError(f"results directory {self.dir} is a file: give --out a directory (or another --name)")
         try:
@@ -118,17 +130,9 @@ class Store:
 
     def _set_aside(self, paths: list[Path], why: str, log) -> None:
         for path in paths:
-            (self.dir / ASIDE).mkdir(exist_ok=True)
-            shutil.move(path, self.dir / ASIDE / path.name)
-            log(f"warning: {path} is {why}; moved to {self.dir / ASIDE}/")
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+            self.aside.mkdir(parents=True, exist_ok=True)
+            shutil.move(path, self.aside / path.name)
+            log(f"warning: {path} is {why}; moved to {self.aside}/")
 
 
 class RowWriter(tune.Callback):

@@ -35,13 +35,13 @@ def test_the_report_renders_from_a_real_sweep(swept, tmp_path, capsys):
     # outside_load, and what is drawn should not depend on that (the last test here checks the flag)
     assert main(["report", str(swept), "--draws", "50", "--include-loaded", "--no-reference"]) == 0
     printed = capsys.readouterr().out
-    page = swept / "_report" / "index.html"
+    page = swept.parent / "_reports" / swept.name / "index.html"  # beside the rows, not among them
     assert f"report: {page}" in printed and "no two arms measured at the same sizes (arms: cpu)" in printed
     text = page.read_text()
     for part in ("Crossover table", "epoch_time_vs_n_params", "epoch_times", "execution_time", "Devices measured",
                  "Failed trials", "CUDA not available on node", "<svg"):
         assert part in text, part
-    assert (swept / "_report" / "epoch_time_vs_depth.png").stat().st_size > 0
+    assert (page.parent / "epoch_time_vs_depth.png").stat().st_size > 0
     assert len(pd.read_parquet(swept)) == 10  # the report folder is not read back as rows
     assert main(["summary", str(swept)]) == 0
     assert "== disc: median time per epoch, ms ==" in capsys.readouterr().out
@@ -59,7 +59,7 @@ def test_several_directories_make_one_report_with_arms_told_apart(swept, tmp_pat
     rows = read(swept, other)
     assert set(rows.loc[rows["device"] == "cpu", "arm"]) == {f"cpu ({elsewhere})", f"cpu ({here})"}
     page, text = report.build([swept, other], boot=Bootstrap(draws=50), include_loaded=True)  # as above
-    assert page == swept.parent / "_report_smoke+other" / "index.html"
+    assert page == swept.parent / "_reports" / "smoke+other" / "index.html"
     assert "== disc ==" in text and f"cpu ({elsewhere})" in text  # two CPU arms at the same sizes: a crossover table
 
 
@@ -96,7 +96,7 @@ def test_a_sweep_whose_every_trial_failed_still_reports(swept, tmp_path, capsys)
     out.mkdir()
     pq.write_table(pa.Table.from_pandas(failed, schema=schema.SCHEMA, preserve_index=False), out / "rows.parquet")
     assert main(["report", str(out), "--draws", "10"]) == 0
-    text = (out / "_report" / "index.html").read_text()
+    text = (out.parent / "_reports" / out.name / "index.html").read_text()
     assert "Failed trials" in text and "CUDA not available on node" in text
 
 
@@ -106,11 +106,12 @@ def test_the_report_says_how_many_loaded_rows_it_left_out(tmp_path, capsys):
     rows = planted_rows([1e2, 1e3, 1e4, 1e5], lambda x: 1e-7 * x, lambda x: 1e-4 * (x / 1e4) ** 0.5)
     rows[0]["outside_load"] = True  # another job used the host while this CPU row was timed
     directory = write(rows, tmp_path / "loaded")
+    reported = tmp_path / "_reports" / "loaded"
     assert main(["report", str(directory), "--draws", "20"]) == 0
     printed = capsys.readouterr().out
     assert "1 of 8 ok rows were timed while the host was busy" in printed and "left out of the crossovers" in printed
-    assert "<b>Left out:</b> 1 of 8 ok rows" in (directory / "_report" / "index.html").read_text()
-    assert pd.read_parquet(directory / "_report" / "crossover.parquet").query("metric == 'epoch_s'")["n_points"].max() == 3
+    assert "<b>Left out:</b> 1 of 8 ok rows" in (reported / "index.html").read_text()
+    assert pd.read_parquet(reported / "crossover.parquet").query("metric == 'epoch_s'")["n_points"].max() == 3
     assert main(["report", str(directory), "--draws", "20", "--include-loaded"]) == 0
     assert "kept, as asked (--include-loaded)" in capsys.readouterr().out
-    assert pd.read_parquet(directory / "_report" / "crossover.parquet").query("metric == 'epoch_s'")["n_points"].max() == 4
+    assert pd.read_parquet(reported / "crossover.parquet").query("metric == 'epoch_s'")["n_points"].max() == 4

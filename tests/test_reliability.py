@@ -167,7 +167,7 @@ def test_ctrl_c_leaves_with_130_says_how_to_resume_and_keeps_every_row(tmp_path)
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, printed[-3000:]
     assert "run the same command again to measure the rest" in printed
-    assert "Tuner.restore" not in printed and "report:" not in printed and not (out / "_report").exists()
+    assert "Tuner.restore" not in printed and "report:" not in printed and not (tmp_path / "_reports").exists()
     before = pd.read_parquet(out)
     assert 2 <= len(before) < 11 and before["config_hash"].is_unique and set(before["status"]) == {"ok"}
 
@@ -186,7 +186,7 @@ def test_a_row_of_another_schema_version_is_set_aside_not_taken_as_measured(tmp_
     from analysis_rows import row
 
     from analysis import schema
-    from sweeps.store import ASIDE, Store
+    from sweeps.store import Store
 
     store = Store(tmp_path / "s")
     lines = []
@@ -195,7 +195,7 @@ def test_a_row_of_another_schema_version_is_set_aside_not_taken_as_measured(tmp_
         store.write({**row("disc", "cpu", [0.01, 0.011]), "config_hash": "b" * 16,
                      "schema_version": schema.SCHEMA_VERSION + 1})
         assert store.measured(lines.append) == {"a" * 16}
-    assert [p.name for p in (store.dir / ASIDE).iterdir()] == ["b" * 16 + ".parquet"]  # kept, not lost
+    assert [p.name for p in store.aside.iterdir()] == ["b" * 16 + ".parquet"]  # kept, not lost, out of the rows' way
     assert "a row of another schema version than this code's" in lines[-1]
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis_rows import row
-from sweeps.store import ASIDE, LOCK, Store
+from sweeps.store import LOCK, Store
 
 
 def test_a_second_sweep_on_the_same_directory_is_refused_naming_the_first(tmp_path):
@@ -46,14 +46,21 @@ def test_strays_truncated_rows_and_leftovers_are_set_aside_and_the_rows_read(tmp
     lines = []
     with store.locked(log=lines.append):
         assert store.measured(lines.append) == {"a" * 16}
-    assert sorted(p.name for p in (store.dir / ASIDE).iterdir()) == ["b" * 16 + ".parquet", "notes.txt"]
+    # beside the results directory, not in it: the directory holds its rows and _lock alone
+    assert sorted(p.name for p in (tmp_path / "_aside" / "s").iterdir()) == ["b" * 16 + ".parquet", "notes.txt"]
+    assert sorted(p.name for p in store.dir.iterdir()) == [LOCK, "a" * 16 + ".parquet"]
     assert len(lines) == 2 and all(line.startswith("warning: ") for line in lines)
     assert not list(store.dir.glob(".*.tmp"))
-    assert len(pd.read_parquet(store.dir)) == 1  # the directory reads as rows again, _aside and _lock skipped
-    assert (store.dir / LOCK).exists()
+    assert len(pd.read_parquet(store.dir)) == 1  # the directory reads as rows again, _lock skipped
 
 
 def test_a_directory_that_cannot_be_written_is_refused_by_name(tmp_path):
+    # a name readers of results/ skip, where Tune's state, reports and files set aside live
+    for name in ("_tune", ".hidden"):
+        with pytest.raises(ValueError, match=f"sweep name '{name}' starts with '_' or '.'.*give --name another"):
+            with Store(tmp_path / name).locked():
+                pass
+    assert not list(tmp_path.iterdir())
     afile = tmp_path / "afile"
     afile.write_text("x")
     with pytest.raises(ValueError, match="is a file: give --out a directory"):

@@ -1,0 +1,94 @@
+"""python -m analysis migrate: row files of older columns rewritten to exactly the schema's, atomically,
+the current ones left alone, and a file that cannot be rewritten without loss refused by name with
+every file left as it was."""
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from analysis_rows import row
+
+from analysis import schema
+from analysis.__main__ import main
+from analysis.load import read
+from analysis.migrate import migrate
+
+FINISHED = dt.datetime(2026, 11, 21, 12, 30, 5, tzinfo=dt.timezone.utc)
+
+
+def table(**values) -> pa.Table:
+    return schema.to_table([{**row("disc", "cpu", [0.01, 0.012, 0.011], depth=3), "finished_at": FINISHED,
+                             "trial_id": "t1", **values}])
+
+
+def old(t: pa.Table) -> pa.Table:
+    """As rows written before context, precision and gpu_ids existed: those columns absent, the others
+    in another order, and micro_batches (null on every row) stored without a type."""
+    t = t.drop_columns(["context", "precision", "gpu_ids"])
+    t = t.set_column(t.schema.get_field_index("micro_batches"), "micro_batches", pa.nulls(len(t)))
+    return t.select(list(reversed(t.column_names)))
+
+
+def test_older_columns_are_rewritten_to_exactly_the_schema_and_current_files_are_left(tmp_path, capsys):
+    (tmp_path / "a" / "deep").mkdir(parents=True)
+    (tmp_path / "_aside").mkdir()
+    pq.write_table(old(table()), tmp_path / "a" / "deep" / "old.parquet")
+    pq.write_table(table(config_hash="c" * 16), tmp_path / "a" / "current.parquet")
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "_aside" / "stray.parquet")  # set aside: not a row file
+    current = (tmp_path / "a" / "current.parquet").read_bytes()
+    assert "context" not in pq.read_schema(tmp_path / "a" / "deep" / "old.parquet").names
+
+    assert main(["migrate", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == ("1 row files rewritten to analysis/schema.py's columns (schema version "
+                                               "kept), 1 already current")
+    rewritten = pq.read_table(tmp_path / "a" / "deep" / "old.parquet")
+    assert rewritten.column_names == schema.NAMES
+    assert rewritten.schema.field("micro_batches").type == pa.int64()
+    assert rewritten.to_pylist()[0] == pq.read_table(tmp_path / "a" / "current.parquet").to_pylist()[0] | {
+        "config_hash": rewritten["config_hash"][0].as_py(), "context": None, "precision": None, "gpu_ids": None}
+    assert rewritten["schema_version"].to_pylist() == [schema.SCHEMA_VERSION]
+    assert (tmp_path / "a" / "current.parquet").read_bytes() == current  # already current: not rewritten
+    assert sorted(p.name for p in (tmp_path / "a" / "deep").iterdir()) == ["old.parquet"]  # no temporary left
+    assert migrate(tmp_path) == (0, 2)
+    assert len(read(tmp_path / "a", tmp_path / "a" / "deep")) == 2
+
+
+@pytest.mark.parametrize("bad, column, fix", [
+    (lambda t: t.append_column("colour", pa.array(["red"])), "colour", "add it to COLUMNS"),
+    (lambda t: t.set_column(t.schema.get_field_index("depth"), "depth", pa.array(["3"])), "depth",
+     "no cast keeps its meaning"),
+    (lambda t: t.set_column(t.schema.get_field_index("depth"), "depth", pa.array([2.5])), "depth",
+     "a value does not fit"),
+    (lambda t: t.set_column(t.schema.get_field_index("finished_at"), "finished_at",
+                            t["finished_at"].cast(pa.timestamp("s"))), "finished_at", "no cast keeps its meaning"),
+    (lambda t: t.set_column(t.schema.get_field_index("schema_version"), "schema_version", pa.array([schema.SCHEMA_VERSION + 1])), "schema_version",
+     "only rows of this version"),
+])
+def test_a_file_that_cannot_be_rewritten_without_loss_is_refused_and_nothing_is_written(bad, column, fix, tmp_path,
+                                                                                         capsys):
+    pq.write_table(old(table()), tmp_path / "a.parquet")  # migratable, but the run stops before writing it
+    pq.write_table(bad(old(table(config_hash="b" * 16))), tmp_path / "b.parquet")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert main(["migrate", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert f"{tmp_path / 'b.parquet'}: column {column} " in error and fix in error
+    assert "move b.parquet out of" in error or "add it to COLUMNS" in error
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_directory_without_rows_or_that_does_not_exist_is_named(tmp_path, capsys):
+    assert main(["migrate", str(tmp_path)]) == 2
+    assert f"no *.parquet row files below {tmp_path}" in capsys.readouterr().err
+    assert main(["migrate", str(tmp_path / "nope")]) == 2
+    assert f"results directory {tmp_path / 'nope'} does not exist" in capsys.readouterr().err
+
+
+def test_a_changed_column_type_on_reading_points_at_the_migration(tmp_path):
+    t = table()
+    pq.write_table(t.set_column(t.schema.get_field_index("depth"), "depth", t["depth"].cast(pa.int32())),
+                   tmp_path / "a.parquet")
+    with pytest.raises(ValueError, match=r"column depth is int32.*python -m analysis migrate "):
+        read(tmp_path)
+    assert migrate(tmp_path) == (1, 0)
+    assert read(tmp_path)["depth"].tolist() == [3]
