@@ -15,6 +15,10 @@ from trainables.trial import resolve
     ("disc", dict(depth=5, epochs=4), [0.1, 0.05, 0.2]),  # SGD, no shuffling
     ("peaks", dict(dataset_size=400, epochs=6), [0.08, 0.01, 0.03]),  # Adam, full batch
     ("tabular", dict(dataset_size=512, epochs=3), [1e-3, 3e-3, 1e-3]),  # Adam, shuffled, a test split
+    # convolutions (one grouped convolution under vmap); mnist_cnn: SGD with momentum, and dropout, each
+    # member's masks its own; lenet: a summed loss. Real digits, a test split of 360.
+    ("mnist_cnn", dict(dataset_size=200, batch_size=50, epochs=3), [0.01, 0.05, 0.02]),
+    ("lenet", dict(dataset_size=200, batch_size=50, epochs=3), [1e-3, 3e-3, 1e-3]),
 ])
 def test_a_fused_member_reproduces_the_trial_run_alone(workload, kw, lrs):
     members = [resolve(TrialConfig(workload, seed=seed, lr=lr, min_timed_s=0, **kw)) for seed, lr in enumerate(lrs)]
@@ -33,14 +37,16 @@ def test_only_configs_that_differ_in_seed_and_lr_fuse():
     base = resolve(TrialConfig("peaks", dataset_size=400, epochs=3))
     assert fusion_key(base) == fusion_key(resolve(TrialConfig("peaks", dataset_size=400, epochs=3, seed=4, lr=0.5)))
     assert fusion_key(base) != fusion_key(resolve(TrialConfig("peaks", dataset_size=900, epochs=3)))
-    assert fusion_key(resolve(TrialConfig("lenet"))) is None  # a CNN
+    assert fusion_key(resolve(TrialConfig("lenet"))) == fusion_key(resolve(TrialConfig("lenet", seed=2)))  # a CNN
+    assert fusion_key(resolve(TrialConfig("transformer"))) is None  # its AdamW: not fused
+    assert fusion_key(resolve(TrialConfig("disc", engine="compile"))) is None
     assert fusion_key(resolve(TrialConfig("disc", device="ddp-cpu:2"))) is None
 
-    space = Space("f", {"peaks": {"dataset_size": [400, 900], "lr": [0.01, 0.08]}, "lenet": {"epochs": [2]}},
+    space = Space("f", {"peaks": {"dataset_size": [400, 900], "lr": [0.01, 0.08]}, "transformer": {"epochs": [2]}},
                   repeats=3)
     trials = space.expand()
     sizes = sorted(len(g) for g in groups(trials, "4"))
-    assert sizes == [1, 1, 1, 2, 2, 4, 4]  # lenet's 3 alone; each peaks size's 6 trials in groups of 4 and 2
+    assert sizes == [1, 1, 1, 2, 2, 4, 4]  # the transformer's 3 alone; each peaks size's 6 in groups of 4 and 2
     assert sorted(len(g) for g in groups(trials, "auto")) == [1, 1, 1, 6, 6]  # small members: all fit
     assert groups(trials, "off") == [[t] for t in trials]
     with pytest.raises(ValueError, match="fuse must be 'off', 'auto' or a number"):

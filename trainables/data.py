@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # the PyTorch MNIST example's normalisation
+IMAGE_SHAPE = (1, 28, 28)  # MNIST's: channels, height, width; the digits are upscaled to it
 DIGITS_TRAIN = 1437  # of scikit-learn's 1,797 digits; the other 360 are the test split
 
 
@@ -131,7 +132,7 @@ def _digits(dataset_size: int, seed: int) -> Data:
 
     bunch = load_digits()
     x = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0  # 0..16 -> 0..1
-    x = F.interpolate(x, size=(28, 28), mode="bilinear", align_corners=False)
+    x = F.interpolate(x, size=IMAGE_SHAPE[1:], mode="bilinear", align_corners=False)
     x = (x - MNIST_MEAN) / MNIST_STD
     y = torch.tensor(bunch.target, dtype=torch.long)
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
@@ -141,7 +142,7 @@ def _digits(dataset_size: int, seed: int) -> Data:
 
 def _synthetic(dataset_size: int, seed: int) -> Data:
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(dataset_size, 1, 28, 28, generator=gen)
+    x = torch.randn(dataset_size, *IMAGE_SHAPE, generator=gen)
     y = torch.randint(0, 10, (dataset_size,), generator=gen)
     return Data(x, y, None, None, "synthetic")
 

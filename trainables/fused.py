@@ -1,12 +1,16 @@
-"""Horizontally fused trials (HFTA, MLSys 2021): K trials of one MLP that differ only in seed or learning
-rate train as one batched model, in one process, on one device.
+"""Horizontally fused trials (HFTA, MLSys 2021): K trials of one model that differ only in seed or learning
+rate train as one batched model, in one process, on one device, in engine 'eager' or 'graph'.
 
 The members' weights are stacked (`torch.func.stack_module_state`) and the forward pass is
-`vmap`ped over them, so each layer is one batched matrix product for all K trials instead of K
-small ones: on a GPU, K times fewer kernel launches. Each member keeps its own data (drawn from its
-seed), its own initial weights, its own shuffling order and its own learning rate, applied exactly
-by a batched SGD or Adam written to torch.optim's formulas; so a member's loss curve is the one it
-would have had alone (tests/test_fused.py). The fused trial reports one row per member, its timings
+`vmap`ped over them, so each layer is one batched kernel for all K trials instead of K small ones:
+a Linear layer one batched matrix product, a convolution one grouped convolution (torch.func's
+batching rule for conv2d does what HFTA does by hand). On a GPU, K times fewer kernel launches; in
+engine 'graph' the whole fused step (gather, forward, backward, optimiser, loss sums) is one CUDA
+graph (trainables/graph.py, as a single trial's). Each member keeps its own data (drawn from its
+seed), its own initial weights, its own shuffling order, its own dropout masks (`MemberNoise`) and
+its own learning rate, applied exactly by a batched SGD (with momentum) or Adam written to
+torch.optim's formulas; so a member's loss curve is the one it would have had alone
+(tests/test_fused.py, tests/test_gpu.py). The fused trial reports one row per member, its timings
 those of the whole group (`fused_members` says how many shared them).
 
     run_fused([resolve(TrialConfig("peaks", dataset_size=2500, seed=s)) for s in range(8)])
@@ -14,17 +18,23 @@ those of the whole group (`fused_members` says how many shared them).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
+import inspect
 import math
 import time
 
 import torch
+import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state, vmap
+from torch.overrides import TorchFunctionMode
 
 from trainables import precision
+from trainables.data import IMAGE_SHAPE
 from trainables.devices import placement
+from trainables.graph import StepGraph, warm_up
 from trainables.neighbours import Window
 from trainables.rows import failed_row, measured_row
 from trainables.timing import Clock, Timer
@@ -32,46 +42,143 @@ from trainables.trial import Trial
 from trainables.workloads import n_params
 
 FUSABLE = ("seed", "lr")  # what members may differ in
+# The transformer is left unfused: its AdamW (weight decay) is not among FusedOptimizer's rules.
+FUSED_WORKLOADS = ("disc", "mnist_cnn", "lenet", "peaks", "tabular")
+FUSED_ENGINES = ("eager", "graph")  # 'compile' would compile the vmapped step: not tried
+# The random functions a fused forward may call, each an input times a mask of its own draws; any other
+# random op inside the vmapped forward would draw once for all members (vmap randomness 'same').
+DROPOUTS = (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d)
 
 
 def fusion_key(trial: Trial) -> str | None:
-    """Trials with equal keys can fuse; None where this one cannot (a CNN, a multi-GPU or packed
-    device, an engine other than eager, the seeds' loop, a precision other than fp32)."""
+    """Trials with equal keys can fuse; None where this one cannot (the transformer, a multi-GPU or
+    packed device, engine 'compile', the seeds' loop, a precision other than fp32)."""
     cfg, spec = trial.cfg, trial.spec
-    if not trial.wl.sequential or spec.kind not in ("cpu", "cuda") or spec.count != 1:
+    if cfg.workload not in FUSED_WORKLOADS or spec.kind not in ("cpu", "cuda") or spec.count != 1:
         return None
-    if cfg.engine != "eager" or cfg.loop != "fast" or cfg.precision != "fp32":
+    if cfg.engine not in FUSED_ENGINES or cfg.loop != "fast" or cfg.precision != "fp32":
         return None
     shared = dataclasses.replace(cfg, **{axis: None for axis in FUSABLE})
     return shared.config_hash()
 
 
+class _Made(TorchFunctionMode):
+    """Counts the elements of every new tensor (not a view) that the functions run under it return."""
+
+    numel = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t._base is None:
+                self.numel += t.numel()
+        return out
+
+
 def member_bytes(trial: Trial) -> int:
-    """What one member holds on its device: weights, gradients and two Adam moments (4 x fp32 each),
-    its data, and a batch's activations through every layer (twice: forward and backward)."""
-    cfg = trial.cfg
+    """What one member holds on its device: weights, gradients and two optimiser moments (4 x fp32 each),
+    its data (a test split of up to a quarter more), and every new tensor a batch's forward pass makes
+    (activations, feature maps: counted on the meta device), twice (forward and backward)."""
+    cfg, wl = trial.cfg, trial.wl
     with torch.device("meta"):
-        model = trial.wl.make_model(cfg)
-    widths = [m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    inputs = next(m.in_features for m in model.modules() if isinstance(m, torch.nn.Linear))
-    return 4 * (4 * n_params(model) + cfg.dataset_size * (inputs + 1) * 5 // 4 + 2 * cfg.batch_size * sum(widths))
+        model = wl.make_model(cfg)
+        if wl.images:
+            sample = torch.empty(IMAGE_SHAPE)
+        elif wl.task == "language":
+            sample = torch.zeros(cfg.context, dtype=torch.long)
+        else:
+            sample = torch.empty(next(m.in_features for m in model.modules() if isinstance(m, torch.nn.Linear)))
+        with _Made() as made:
+            model(sample.expand(cfg.batch_size, *sample.shape))
+    data = cfg.dataset_size * (sample.numel() * sample.element_size() + 8) * 5 // 4  # 8: its label
+    return 16 * n_params(model) + data + 2 * 4 * made.numel
+
+
+class MemberStreams:
+    """Each member's own random stream: the one its run alone draws its dropout masks from. On a GPU, a
+    generator seeded as the member's torch.manual_seed(seed) seeds the device's (nothing draws from that
+    before the first step); on the CPU, the CPU generator's state after the member's data and weights."""
+
+    def __init__(self, device: torch.device, seeds: list[int], cpu_states: list[torch.Tensor]):
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self.default = torch.cuda.default_generators[device.index if device.index is not None
+                                                         else torch.cuda.current_device()]
+            self.generators = tuple(torch.Generator(device).manual_seed(seed) for seed in seeds)
+        else:
+            self.default, self.generators, self.states = torch.default_generator, (), list(cpu_states)
+        self.k = len(seeds)
+
+    @contextlib.contextmanager
+    def member(self, i: int):
+        """The default generator draws from member i's stream. On a GPU its state is swapped, not copied
+        (graph-safe: a CUDA graph that registered the member's generator replays its draws)."""
+        if self.cuda:
+            saved = self.default.graphsafe_get_state()
+            self.default.graphsafe_set_state(self.generators[i])
+            try:
+                yield
+            finally:
+                self.default.graphsafe_set_state(saved)
+            return
+        saved = self.default.get_state()
+        self.default.set_state(self.states[i])
+        try:
+            yield
+        finally:
+            self.states[i] = self.default.get_state()
+            self.default.set_state(saved)
+
+
+_SIGNATURES = {func: inspect.signature(func) for func in DROPOUTS}
+
+
+class MemberNoise(TorchFunctionMode):
+    """Inside the vmapped forward: each dropout's mask drawn member by member from the member's own
+    stream, by the very function its run alone calls, on ones of the member's shape (the same kernel,
+    shape and generator state: the same mask), then the batched input times the member's mask."""
+
+    def __init__(self, streams: MemberStreams, member: torch.Tensor):
+        super().__init__()
+        self.streams, self.member = streams, member  # member: the vmapped member index
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func not in _SIGNATURES:
+            return func(*args, **(kwargs or {}))
+        call = _SIGNATURES[func].bind(*args, **(kwargs or {}))
+        call.apply_defaults()
+        x, p = call.arguments["input"], call.arguments["p"]
+        if not call.arguments["training"]:
+            return x
+        ones = torch.ones(x.shape, dtype=x.dtype, device=x.device)
+        masks = []
+        for i in range(self.streams.k):
+            with self.streams.member(i):
+                masks.append(func(ones, p, True))
+        return x * torch.stack(masks)[self.member]
 
 
 class FusedOptimizer:
-    """torch.optim's SGD (no momentum) or Adam on stacked weights, with one learning rate per member."""
+    """torch.optim's SGD (momentum without dampening or Nesterov) or Adam on stacked weights, with one
+    learning rate per member. Its state, Adam's step count included, lives on the device, so a CUDA
+    graph captures its step whole (as torch.optim.Adam's capturable=True)."""
 
     def __init__(self, reference: torch.optim.Optimizer, params: dict, lrs: list[float]):
         self.params = params
-        defaults = reference.defaults
-        if isinstance(reference, torch.optim.Adam) and not defaults["amsgrad"] and not defaults["weight_decay"]:
-            self.kind, (self.beta1, self.beta2), self.eps = "adam", defaults["betas"], defaults["eps"]
-            self.state = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in params.items()}
-            self.steps = 0
-        elif isinstance(reference, torch.optim.SGD) and not defaults["momentum"] and not defaults["weight_decay"]:
-            self.kind = "sgd"
-        else:
-            raise ValueError(f"fused trials run plain SGD or Adam, not {type(reference).__name__} with {defaults}")
+        d = reference.defaults
         device = next(iter(params.values())).device
+        if isinstance(reference, torch.optim.Adam) and not d["amsgrad"] and not d["weight_decay"]:
+            self.kind, (self.beta1, self.beta2), self.eps = "adam", d["betas"], d["eps"]
+            self.state = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in params.items()}
+            self.steps = torch.zeros((), dtype=torch.float64, device=device)
+        elif (isinstance(reference, torch.optim.SGD) and not d["weight_decay"] and not d["dampening"]
+              and not d["nesterov"]):
+            self.kind, self.momentum = "sgd", d["momentum"]
+            # torch's first step sets buf = grad; a buffer of zeros gives the same (0 * m + grad)
+            self.state = {name: torch.zeros_like(p) for name, p in params.items()} if self.momentum else {}
+        else:
+            raise ValueError(f"fused trials run SGD (momentum at most) or Adam, not {type(reference).__name__} "
+                             f"with {d}")
         self.lrs = torch.tensor(lrs, dtype=torch.float64, device=device)
 
     def _per_member(self, values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -81,12 +188,14 @@ class FusedOptimizer:
     def step(self, grads: dict) -> None:
         if self.kind == "adam":
             self.steps += 1
-            # as torch.optim.Adam: bias corrections in float64 on the host, then one step size per member
-            bias1, bias2_sqrt = 1 - self.beta1 ** self.steps, math.sqrt(1 - self.beta2 ** self.steps)
-            step_size = self.lrs / bias1
+            # as torch.optim.Adam: bias corrections in float64, then one step size per member
+            step_size = self.lrs / (1 - self.beta1 ** self.steps)
+            bias2_sqrt = (1 - self.beta2 ** self.steps).sqrt()
         for name, p in self.params.items():
             g = grads[name]
             if self.kind == "sgd":
+                if self.momentum:
+                    g = self.state[name].mul_(self.momentum).add_(g)
                 p.sub_(self._per_member(self.lrs, p) * g)
                 continue
             m, v = self.state[name]
@@ -96,15 +205,126 @@ class FusedOptimizer:
             p.sub_(self._per_member(step_size, p) * m / denom)
 
 
+@dataclasses.dataclass(frozen=True)
+class Members:
+    """The members' data and initial weights, stacked (a leading dimension of K, in member order)."""
+
+    trials: list  # the resolved trials
+    x: torch.Tensor  # K x samples x features (or x channels x height x width)
+    y: torch.Tensor
+    test_x: torch.Tensor | None
+    test_y: torch.Tensor | None
+    params: dict  # name -> K x the weight's shape
+    buffers: dict
+    base: torch.nn.Module  # the model's structure, on the meta device
+    rng_states: list  # each member's CPU generator state after its data and weights were drawn
+    source: str  # the data's, as the row's data_source says
+
+    def to(self, device: torch.device) -> "Members":
+        """On `device`, the weights requiring grad."""
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return dataclasses.replace(
+            self, x=move(self.x), y=move(self.y), test_x=move(self.test_x), test_y=move(self.test_y),
+            params={n: move(p).detach().requires_grad_() for n, p in self.params.items()},
+            buffers={n: move(b) for n, b in self.buffers.items()})
+
+
+def stack_members(trials: list[Trial]) -> tuple[Members, torch.nn.Module]:
+    """Each member's data and initial weights as run_trial makes them, member by member, stacked on the
+    host; and the first member's model (the rows' shape of it)."""
+    wl, data, models, states = trials[0].wl, [], [], []
+    for t in trials:
+        torch.manual_seed(t.cfg.seed)
+        data.append(wl.make_data(t.cfg))
+        models.append(wl.make_model(t.cfg))
+        states.append(torch.get_rng_state())
+    stack = lambda ts: None if ts[0] is None else torch.stack(ts)  # noqa: E731
+    params, buffers = stack_module_state(models)
+    return Members(trials, stack([d.x for d in data]), stack([d.y for d in data]), stack([d.test_x for d in data]),
+                   stack([d.test_y for d in data]), params, buffers, copy.deepcopy(models[0]).to("meta"), states,
+                   data[0].source), models[0]
+
+
+class FusedLoop:
+    """The fused step, and epochs of it, by engine: 'eager' kernel by kernel, or 'graph', the whole
+    step captured once after the warm-up (trainables/graph.py) and replayed. Loss sums and correct
+    counts accumulate per member in device tensors; nothing here waits on the host."""
+
+    def __init__(self, members: Members, opt: FusedOptimizer, crit: torch.nn.Module):
+        self.m, self.opt, self.crit, self.wl, self.cfg = members, opt, crit, members.trials[0].wl, members.trials[0].cfg
+        k, device = len(members.trials), members.x.device
+        self.losses_of = vmap(crit)
+        self.streams = MemberStreams(device, [t.cfg.seed for t in members.trials], members.rng_states)
+        self.members_index = torch.arange(k, device=device)
+        self.shufflers = [torch.Generator().manual_seed(t.cfg.seed) for t in members.trials]
+        self.loss_sum = torch.zeros(k, device=device)
+        self.correct = torch.zeros(k, device=device, dtype=torch.long)
+        self.graph = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Every member's output on its own inputs (K x batch x ...), its dropout its own (MemberNoise)."""
+        m = self.m
+
+        def one(params, buffers, xb, member):
+            with MemberNoise(self.streams, member):
+                return functional_call(m.base, (params, buffers), (xb,))
+        # randomness 'same': the masks are drawn outside the batched tensors, member by member
+        return vmap(one, randomness="same")(m.params, m.buffers, x, self.members_index)
+
+    def step(self, idx: torch.Tensor) -> None:
+        """One step of every member on its batch: idx is K x batch sample indices."""
+        xb, yb = self.m.x[self.members_index[:, None], idx], self.m.y[self.members_index[:, None], idx]
+        out = self.forward(xb)
+        losses = self.losses_of(out, yb)
+        params = self.m.params
+        self.opt.step(dict(zip(params, torch.autograd.grad(losses.sum(), list(params.values())))))
+        self.loss_sum.add_(losses.detach() if self.crit.reduction == "sum" else losses.detach() * idx.shape[1])
+        if self.wl.task == "classification":
+            self.correct.add_((out.detach().argmax(-1) == yb).sum(-1))
+
+    def epoch(self) -> torch.Tensor:
+        """One epoch of every member, each in its own order; returns the K loss sums (device tensor)."""
+        self.loss_sum.zero_()
+        self.correct.zero_()
+        n, k, device = self.m.x.shape[1], len(self.m.trials), self.m.x.device
+        order = (torch.stack([torch.randperm(n, generator=g) for g in self.shufflers]).to(device) if self.wl.shuffle
+                 else torch.arange(n, device=device).expand(k, n))
+        for start in range(0, n, self.cfg.batch_size):
+            idx = order[:, start:start + self.cfg.batch_size]
+            if self.graph is None:
+                self.step(idx)
+            else:
+                self.graph.replay(idx)
+        return self.loss_sum
+
+    def capture(self) -> None:
+        """Record the fused step in a CUDA graph (engine 'graph'), the members' streams registered with it."""
+        first = torch.arange(self.cfg.batch_size, device=self.m.x.device).expand(len(self.m.trials), -1)
+        self.graph = StepGraph(self.step, first, generators=self.streams.generators)
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[list, list]:
+        """Each member's mean test loss per sample and test accuracy (None where not a classifier)."""
+        m, k = self.m, len(self.m.trials)
+        m.base.eval()
+        out = self.forward(m.test_x)
+        m.base.train()
+        losses = self.losses_of(out, m.test_y)
+        per_sample = losses / m.test_x.shape[1] if self.crit.reduction == "sum" else losses
+        accuracy = ((out.argmax(-1) == m.test_y).float().mean(-1)).tolist() if self.wl.task == "classification" \
+            else [None] * k
+        return per_sample.tolist(), accuracy
+
+
 def run_fused(trials: list[Trial]) -> list[dict]:
     """Train the members together; one row per member (analysis/schema.py)."""
     started = time.perf_counter()
     keys = {fusion_key(t) for t in trials}
     if len(keys) != 1 or None in keys:
-        raise ValueError(f"members of a fused trial must differ only in {FUSABLE} and be fusable (MLP workload, "
-                         "cpu or cuda, eager, loop fast): use trainables.fused.fusion_key to group them")
-    first, k = trials[0].cfg, len(trials)
-    wl = trials[0].wl
+        raise ValueError(f"members of a fused trial must differ only in {FUSABLE} and be fusable (workload one of "
+                         f"{FUSED_WORKLOADS}, cpu or cuda, engine one of {FUSED_ENGINES}, loop fast, fp32): use "
+                         "trainables.fused.fusion_key to group them")
+    first, wl, k = trials[0].cfg, trials[0].wl, len(trials)
     where = placement(trials[0].spec)
     device = where.input_device
     torch.set_num_threads(first.threads)
@@ -113,64 +333,22 @@ def run_fused(trials: list[Trial]) -> list[dict]:
     timer = Timer(Clock(where.devices))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-
     with timer.phase("setup"):
-        members, models = [], []
-        for t in trials:  # as run_trial does, member by member: the same data and initial weights
-            torch.manual_seed(t.cfg.seed)
-            members.append(wl.make_data(t.cfg))
-            models.append(wl.make_model(t.cfg))
-        reference = wl.make_optimizer(models[0].parameters(), first.lr)
-        crit = wl.make_loss()
-        base = copy.deepcopy(models[0]).to("meta")
+        members, model = stack_members(trials)
+        reference = wl.make_optimizer(model.parameters(), first.lr)
     with timer.phase("h2d"):
-        stack = lambda ts: None if ts[0] is None else torch.stack(ts).to(device)  # noqa: E731
-        x, y = stack([d.x for d in members]), stack([d.y for d in members])
-        test_x, test_y = stack([d.test_x for d in members]), stack([d.test_y for d in members])
-        params, buffers = stack_module_state(models)
-        params = {n: p.to(device).detach().requires_grad_() for n, p in params.items()}
-        buffers = {n: b.to(device) for n, b in buffers.items()}
-    opt = FusedOptimizer(reference, params, [t.cfg.lr for t in trials])
-    forward = vmap(lambda p, b, xb: functional_call(base, (p, b), (xb,)))
-    losses_of = vmap(crit)
-    n, batch = x.shape[1], first.batch_size
-    members_index = torch.arange(k, device=device).unsqueeze(1)
-    shufflers = [torch.Generator().manual_seed(t.cfg.seed) for t in trials]
-    loss_sum = torch.zeros(k, device=device)
-    correct = torch.zeros(k, device=device, dtype=torch.long)
-
-    def epoch() -> torch.Tensor:
-        loss_sum.zero_()
-        correct.zero_()
-        order = (torch.stack([torch.randperm(n, generator=g) for g in shufflers]).to(device) if wl.shuffle
-                 else torch.arange(n, device=device).expand(k, n))
-        for start in range(0, n, batch):
-            idx = order[:, start:start + batch]
-            xb, yb = x[members_index, idx], y[members_index, idx]
-            out = forward(params, buffers, xb)
-            losses = losses_of(out, yb)
-            grads = dict(zip(params, torch.autograd.grad(losses.sum(), list(params.values()))))
-            opt.step(grads)
-            loss_sum.add_(losses.detach() if crit.reduction == "sum" else losses.detach() * idx.shape[1])
-            if wl.task == "classification":
-                correct.add_((out.detach().argmax(-1) == yb).sum(-1))
-        return loss_sum
-
-    with timer.phase("warmup"):
-        for _ in range(first.warmup_epochs):
-            epoch()
+        members = members.to(device)
+    loop = FusedLoop(members, FusedOptimizer(reference, members.params, [t.cfg.lr for t in trials]), wl.make_loss())
+    warm_up(timer, first, device, loop.epoch, loop.capture)
     with Window(f"fused x{k} " + trials[0].label("workload", "device", "depth", "width"), group, first.threads) as window:
-        epoch_s, curve = timer.epochs(first.epochs - first.warmup_epochs, epoch, first.min_timed_s)
+        epoch_s, curve = timer.epochs(first.epochs - first.warmup_epochs, loop.epoch, first.min_timed_s)
+    n = members.x.shape[1]
     curves = (torch.stack(curve) / n).T.tolist()  # members x epochs
-    accuracy = (correct / n).tolist() if wl.task == "classification" else [None] * k
+    accuracy = (loop.correct / n).tolist() if wl.task == "classification" else [None] * k
     test_loss = test_accuracy = [None] * k
-    if test_x is not None:
-        with timer.phase("eval"), torch.no_grad():
-            out = forward(params, buffers, test_x)
-            per_sample = losses_of(out, test_y) * (1 if crit.reduction == "sum" else test_x.shape[1])
-            test_loss = (per_sample / test_x.shape[1]).tolist()
-            if wl.task == "classification":
-                test_accuracy = ((out.argmax(-1) == test_y).float().mean(-1)).tolist()
+    if members.test_x is not None:
+        with timer.phase("eval"):
+            test_loss, test_accuracy = loop.evaluate()
 
     fused = {"fused_members": k, "fused_group": group}
     rows = []
@@ -182,8 +360,8 @@ def run_fused(trials: list[Trial]) -> list[dict]:
             continue
         # each member's samples_per_s is its share of the group's throughput: its samples in the group's time
         rows.append(measured_row(
-            t, models[0], timer, epoch_s, n, where.devices, started, window, **fused, data_on_device=True,
+            t, model, timer, epoch_s, n, where.devices, started, window, **fused, data_on_device=True,
             train_loss=final, loss_curve=curves[i], train_accuracy=accuracy[i], test_loss=test_loss[i],
-            test_accuracy=test_accuracy[i], data_source=members[0].source,
-            n_test=0 if test_x is None else test_x.shape[1]))
+            test_accuracy=test_accuracy[i], data_source=members.source,
+            n_test=0 if members.test_x is None else members.test_x.shape[1]))
     return rows

@@ -12,7 +12,6 @@ point around it is trainables/trainable.py.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import time
 
@@ -22,6 +21,7 @@ from trainables import costs, precision
 from trainables.data import Data
 from trainables.devices import Placement, placement
 from trainables.energy import Meter
+from trainables.graph import StepGraph, warm_up
 from trainables.neighbours import Window
 from trainables.rows import measured_row
 from trainables.timing import Clock, Timer
@@ -108,9 +108,7 @@ class Loop:
             if self.graph is None:
                 self._step(ix, iy)
             else:
-                self.static_ix.copy_(ix, non_blocking=True)
-                self.static_iy.copy_(iy, non_blocking=True)
-                self.graph.replay()
+                self.graph.replay(ix, iy)
         if self.cfg.loop == "seed":
             self.loss_sum.fill_(self.host_sum)
         return self.loss_sum
@@ -119,11 +117,7 @@ class Loop:
         """Record the step in a CUDA graph (engine 'graph'); the warm-up has run on a side stream."""
         n = len(self.data.x)
         self.positions = (torch.arange(n, device=self.data.x.device), torch.arange(n, device=self.data.y.device))
-        self.static_ix = self.positions[0][: self.cfg.batch_size].clone()
-        self.static_iy = self.positions[1][: self.cfg.batch_size].clone()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self._step(self.static_ix, self.static_iy)
+        self.graph = StepGraph(self._step, *(p[: self.cfg.batch_size] for p in self.positions))
 
 
 # Launches a step of engine 'graph' makes: the two index copies into the static batch, and the replay.
@@ -214,16 +208,7 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
         perm = torch.randperm(len(data.x), generator=shuffler).to(data.x.device)
         return perm, perm if data.y.device == data.x.device else perm.to(data.y.device)
 
-    # The graph engine warms up on a side stream, as CUDA graph capture requires; compilation happens
-    # in the first warm-up step: both stay out of the timed epochs.
-    side = torch.cuda.Stream(where.input_device) if cfg.engine == "graph" else None
-    with timer.phase("warmup"), torch.cuda.stream(side) if side else contextlib.nullcontext():
-        for _ in range(cfg.warmup_epochs):
-            loop.epoch(order())
-    if side:
-        torch.cuda.current_stream(where.input_device).wait_stream(side)
-        with timer.phase("compile"):
-            loop.capture()
+    warm_up(timer, cfg, where.input_device, lambda: loop.epoch(order()), loop.capture)
     with Window(trial.label(), trial.hash, cfg.threads) as window, Meter(where.devices) as energy:
         epoch_s, curve = timer.epochs(cfg.epochs - cfg.warmup_epochs, lambda: loop.epoch(order()), cfg.min_timed_s,
                                       where.largest)
