@@ -62,12 +62,15 @@ def fusion_key(trial: Trial) -> str | None:
     return shared.config_hash()
 
 
-class _Made(TorchFunctionMode):
-    """Counts the elements of every new tensor (not a view) that the functions run under it return."""
+class _Traced(TorchFunctionMode):
+    """Records the functions run under it, and counts the elements of every new tensor (not a view) they return."""
 
-    numel = 0
+    def __init__(self):
+        super().__init__()
+        self.funcs, self.numel = set(), 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.funcs.add(func)
         out = func(*args, **(kwargs or {}))
         for t in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(t, torch.Tensor) and t._base is None:
@@ -88,7 +91,7 @@ def member_bytes(trial: Trial) -> int:
             sample = torch.zeros(cfg.context, dtype=torch.long)
         else:
             sample = torch.empty(next(m.in_features for m in model.modules() if isinstance(m, torch.nn.Linear)))
-        with _Made() as made:
+        with _Traced() as made:
             model(sample.expand(cfg.batch_size, *sample.shape))
     data = cfg.dataset_size * (sample.numel() * sample.element_size() + 8) * 5 // 4  # 8: its label
     return 16 * n_params(model) + data + 2 * 4 * made.numel
@@ -260,16 +263,20 @@ class FusedLoop:
         self.loss_sum = torch.zeros(k, device=device)
         self.correct = torch.zeros(k, device=device, dtype=torch.long)
         self.graph = None
+        with _Traced() as traced:  # does the model drop out? (on the meta device: one sample, no weights)
+            members.base(torch.empty(1, *members.x.shape[2:], dtype=members.x.dtype, device="meta"))
+        self.noisy = any(func in traced.funcs for func in DROPOUTS)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Every member's output on its own inputs (K x batch x ...), its dropout its own (MemberNoise)."""
         m = self.m
 
         def one(params, buffers, xb, member):
-            with MemberNoise(self.streams, member):
+            with MemberNoise(self.streams, member) if self.noisy else contextlib.nullcontext():
                 return functional_call(m.base, (params, buffers), (xb,))
-        # randomness 'same': the masks are drawn outside the batched tensors, member by member
-        return vmap(one, randomness="same")(m.params, m.buffers, x, self.members_index)
+        # with dropout, randomness 'same': its masks are drawn on plain tensors, member by member (MemberNoise);
+        # without, 'error': a random op would draw once for all members, and must not pass unseen
+        return vmap(one, randomness="same" if self.noisy else "error")(m.params, m.buffers, x, self.members_index)
 
     def step(self, idx: torch.Tensor) -> None:
         """One step of every member on its batch: idx is K x batch sample indices."""
