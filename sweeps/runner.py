@@ -35,7 +35,7 @@ from ray import tune  # noqa: E402
 
 from analysis.load import read  # noqa: E402
 from analysis.schema import RUNS_FILE  # noqa: E402
-from sweeps.space import CPU_NODE, Space, groups, resources_for  # noqa: E402
+from sweeps.space import CPU_NODE, FIXED_BUDGET, FuseBudget, Space, fuse_budget, groups, resources_for  # noqa: E402
 from sweeps.store import RowWriter, Store  # noqa: E402
 from trainables.devices import ddp_worker_resources  # noqa: E402
 from trainables.fused import member_bytes  # noqa: E402
@@ -127,14 +127,15 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     (trainables/trainable.py), so only lost workers reach Tune's retry.
     """
     trials = space.expand()  # refuses a bad space before anything runs
-    check_placeable(space, groups(trials, space.fuse), node_types(cluster_config))
+    budget = fuse_budget() if space.fuse == "auto" else FIXED_BUDGET  # read once, before any trial holds the GPU
+    check_placeable(space, groups(trials, space.fuse, budget), node_types(cluster_config))
     if not workers_reniced():
         log("note: Ray was started without sweeps.runner.connect, so its workers run at nice 15, below every "
             "other process on the node; start it with runtime_env={'env_vars': sweeps.runner.WORKER_ENV}")
     store = Store(Path(out) / space.name)
     with store.locked(log):
         try:
-            _run(space, trials, store, max_concurrent, log, storage_path, max_failures)
+            _run(space, trials, store, max_concurrent, log, storage_path, max_failures, budget)
         except KeyboardInterrupt:
             log(f"interrupted: the {len(store.files())} rows in {store.dir} are kept; run the same command again to "
                 "measure the rest (configs with an 'ok' row are skipped)")
@@ -143,7 +144,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
 
 
 def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, log, storage_path: str | None,
-         max_failures: int) -> None:
+         max_failures: int, budget: FuseBudget) -> None:
     """The sweep itself, in a directory this process holds."""
     done = store.measured(log)
     todo = [t for t in trials if t.hash not in done]
@@ -151,9 +152,10 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
         f"in {store.dir}, {len(todo)} to run")
     if not todo:
         return
-    batches = groups(todo, space.fuse)
+    batches = groups(todo, space.fuse, budget)
     if len(batches) < len(todo):
-        log(f"fused: {len(todo)} trials in {len(batches)} Tune trials (--fuse {space.fuse})")
+        log(f"fused: {len(todo)} trials in {len(batches)} Tune trials (--fuse {space.fuse}"
+            + (f"; budget {budget})" if space.fuse == "auto" else ")"))
     if max_concurrent is None and any(t.cfg.exclusive or t.spec.distributed for t in todo):
         # --exclusive: one trial at a time, so nothing shares its node while it is timed; data-parallel
         # trials: their drivers would otherwise start together and wait on GPUs they cannot all get
@@ -214,8 +216,8 @@ def placement_problem(space: Space, group: list, nodes: list[dict]) -> tuple[str
     add), and the fix; None where it can: a bundle no node holds, more in all than the nodes have
     together, or an estimate of its memory past the memory of every node it fits on. The estimate is
     trainables/fused.py's member_bytes: weights, gradients and two optimiser moments (4 x 4 bytes a
-    parameter), the data, and a batch's activations through every Linear layer, forward and backward;
-    a lower bound (a CNN's feature maps are not in it), so what it refuses cannot fit."""
+    parameter), the data, and every new tensor a batch's forward makes (activations, feature maps),
+    forward and backward; no allocator rounding or workspaces in it, so what it refuses cannot fit."""
     def fits(bundle, node):
         return all(node.get(k, 0) >= v for k, v in bundle.items())
 

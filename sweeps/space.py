@@ -16,6 +16,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+import torch
+
 from analysis.schema import GRID_AXES
 from trainables.config import ConfigError, TrialConfig
 from trainables.devices import parse, threads_for
@@ -36,7 +38,7 @@ class Space:
     repeats: int = 1  # independent seeds 0..repeats-1 of every point
     fixed: dict = field(default_factory=dict)  # other TrialConfig fields for every trial: loop, warmup_epochs
     image_data: dict = field(default_factory=dict)  # data and data_dir, for the image workloads only
-    fuse: str = "off"  # 'off', 'auto' (groups up to FUSE_BUDGET_BYTES) or a number: members per fused trial
+    fuse: str = "off"  # 'off', 'auto' (groups up to fuse_budget()) or a number: members per fused trial
     cpu_nodes_only: bool = False  # CPU trials ask for CPU_NODE too: kept off GPU nodes (resources_for)
 
     def _where(self, workload: str | None = None, axis: str | None = None) -> str:
@@ -113,14 +115,41 @@ def resources_for(config: dict) -> dict:
 
 
 
-FUSE_BUDGET_BYTES = 8 * 2**30  # what one fused group may hold on its device: weights, optimiser state, data
+FUSE_BUDGET_BYTES = 8 * 2**30  # what one fused group may hold on its device where the driver sees no GPU
+# Of the GPU's free memory, what one fused group may plan to hold: member_bytes is an estimate that leaves
+# out the allocator's rounding and cuBLAS/cuDNN workspaces, the trial worker's own CUDA context (about
+# 0.5 GiB) comes out of the same free memory, and the graph engine's capture allocates the step's
+# tensors again in a private pool beside the warm-up's cached ones (up to twice a step's memory): half.
+FUSE_FREE_SHARE = 0.5
 FUSE_MAX = 64  # members per group, at most
 
 
-def groups(trials: list[Trial], fuse: str) -> list[list[Trial]]:
+@dataclass(frozen=True)
+class FuseBudget:
+    bytes: int  # what one fused group ('--fuse auto') may hold on its device
+    source: str  # where that figure comes from, for the sweep's log
+
+    def __str__(self) -> str:
+        return f"{self.bytes / 2**30:,.1f} GiB a group ({self.source})"
+
+
+FIXED_BUDGET = FuseBudget(FUSE_BUDGET_BYTES, "the fixed budget: the driver sees no GPU")
+
+
+def fuse_budget() -> FuseBudget:
+    """FUSE_FREE_SHARE of the free memory of the GPU the driver sees (its first), else FIXED_BUDGET.
+    A driver that sees a GPU holds a CUDA context on it from here on (about 0.5 GiB)."""
+    if torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info()
+        return FuseBudget(int(free * FUSE_FREE_SHARE), f"{FUSE_FREE_SHARE:.0%} of the {free / 2**30:,.1f} GiB free on "
+                                                       f"{torch.cuda.get_device_name()}, as the driver sees it")
+    return FIXED_BUDGET
+
+
+def groups(trials: list[Trial], fuse: str, budget: FuseBudget = FIXED_BUDGET) -> list[list[Trial]]:
     """The Tune trials: one per trial, or with `fuse`, trials that differ only in seed and learning
-    rate (trainables/fused.py) in groups of up to `fuse` members ('auto': as many as FUSE_BUDGET_BYTES
-    holds, at most FUSE_MAX)."""
+    rate (trainables/fused.py) in groups of up to `fuse` members ('auto': as many as `budget` holds
+    by member_bytes, at most FUSE_MAX; sweeps/runner.py gives it fuse_budget())."""
     if fuse == "off":
         return [[t] for t in trials]
     if fuse != "auto" and not (fuse.isdigit() and int(fuse) >= 1):
@@ -134,6 +163,6 @@ def groups(trials: list[Trial], fuse: str) -> list[list[Trial]]:
         else:
             buckets.setdefault(key, []).append(trial)
     for members in buckets.values():
-        size = int(fuse) if fuse != "auto" else max(1, min(FUSE_MAX, FUSE_BUDGET_BYTES // member_bytes(members[0])))
+        size = int(fuse) if fuse != "auto" else max(1, min(FUSE_MAX, budget.bytes // member_bytes(members[0])))
         out += [members[i:i + size] for i in range(0, len(members), size)]
     return out

@@ -3,10 +3,11 @@ what may fuse, and a fused sweep writes one row per member."""
 
 import pandas as pd
 import pytest
+import torch
 
-from sweeps.space import Space, groups
+from sweeps.space import FUSE_BUDGET_BYTES, FuseBudget, Space, fuse_budget, groups
 from trainables.config import TrialConfig
-from trainables.fused import fusion_key, run_fused
+from trainables.fused import fusion_key, member_bytes, run_fused
 from trainables.train import run_trial
 from trainables.trial import resolve
 
@@ -49,15 +50,27 @@ def test_only_configs_that_differ_in_seed_and_lr_fuse():
     assert sizes == [1, 1, 1, 2, 2, 4, 4]  # the transformer's 3 alone; each peaks size's 6 in groups of 4 and 2
     assert sorted(len(g) for g in groups(trials, "auto")) == [1, 1, 1, 6, 6]  # small members: all fit
     assert groups(trials, "off") == [[t] for t in trials]
+    small = member_bytes(trials[0])  # dataset_size 400: two fit the budget below; 900: alone
+    assert trials[-4].cfg.dataset_size == 900 and member_bytes(trials[-4]) > 2 * small
+    assert sorted(len(g) for g in groups(trials, "auto", FuseBudget(2 * small, "test"))) == [1] * 9 + [2] * 3
     with pytest.raises(ValueError, match="fuse must be 'off', 'auto' or a number"):
         groups(trials, "many")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the fallback: a driver that sees no GPU")
+def test_without_a_gpu_the_fused_budget_is_the_fixed_one():
+    assert fuse_budget() == FuseBudget(FUSE_BUDGET_BYTES, "the fixed budget: the driver sees no GPU")
 
 
 def test_a_fused_sweep_writes_a_row_per_member(local_ray, tmp_path):
     from sweeps import runner
 
     space = Space("fused", {"peaks": {"dataset_size": [400], "epochs": [4]}}, repeats=4, fuse="auto")
-    runner.run(space, tmp_path, log=lambda line: None)
+    lines = []
+    runner.run(space, tmp_path, log=lines.append)
+    # no GPU in this driver's sight: the fixed budget, and the log says so
+    assert "fused: 4 trials in 1 Tune trials (--fuse auto; budget 8.0 GiB a group (the fixed budget: the driver " \
+           "sees no GPU))" in lines
     rows = pd.read_parquet(tmp_path / "fused")
     assert len(rows) == 4 and set(rows["status"]) == {"ok"} and rows["config_hash"].is_unique
     assert set(rows["fused_members"]) == {4} and rows["fused_group"].nunique() == 1
