@@ -305,9 +305,10 @@ class FusedLoop:
         return self.loss_sum
 
     def capture(self) -> None:
-        """Record the fused step in a CUDA graph (engine 'graph'), the members' streams registered with it."""
+        """Record the fused step in a CUDA graph (engine 'graph'); with dropout, the members' streams are
+        registered with it (each replay then sets every member's seed and offset: 2 x K small copies)."""
         first = torch.arange(self.cfg.batch_size, device=self.m.x.device).expand(len(self.m.trials), -1)
-        self.graph = StepGraph(self.step, first, generators=self.streams.generators)
+        self.graph = StepGraph(self.step, first, generators=self.streams.generators if self.noisy else ())
 
     @torch.no_grad()
     def evaluate(self) -> tuple[list, list]:
