@@ -40,15 +40,17 @@ from analysis.crossover import (
 from analysis.load import environment, read
 from analysis.schema import CROSSOVER_AXES, SIZE_AXES
 
-
 # Reports go beside the results directories, never in one (its readers see rows alone): _reports/<sweep>/.
 REPORTS = "_reports"
 
 
 def default_out(dirs: list[Path]) -> Path:
-    """<parent>/_reports/<DIR> for one results directory; <parent>/_reports/<a>+<b> for several."""
+    """<parent>/_reports/<DIR> for one results directory; <parent>/_reports/<a>+<b> for several. Reports
+    of the shipped reference rows go to results/_reports/ instead: results/reference/ holds what is
+    committed, and a report written into it would be a stray file there."""
     named = [Path(d) if Path(d).name not in ("", "..") else Path(os.path.abspath(d)) for d in dirs]  # '.' has no name
-    return named[0].parent / REPORTS / "+".join(d.name for d in named)
+    parent = decide.REFERENCE.parent if decide.is_reference(named[0]) else named[0].parent
+    return parent / REPORTS / "+".join(d.name for d in named)
 
 
 def figures(rows: pd.DataFrame, table: pd.DataFrame) -> dict[str, object]:
@@ -85,6 +87,30 @@ def bounds_section(rows: pd.DataFrame) -> list[str]:
             "step that launches (x the calibrated overhead), FLOPs at peak and bytes at full bandwidth would take; "
             "the largest is its bound (docs/model.md).</p>",
             *[f"<h3>{html.escape(w)}</h3>" + _table(t) for w, t in tables.items()]]
+
+
+def energy_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per workload, arm and size where a counter was read: joules an epoch (the timed epochs' energy over
+    their count) and the mean power over them, median over the runs; GPU boards (NVML) and CPU packages
+    (RAPL) apart, each null where its counter was not read (energy_note says why)."""
+    columns = [c for c in ("gpu_energy_j", "cpu_energy_j") if c in rows]
+    ok = rows[(rows["status"] == "ok")].dropna(subset=columns, how="all") if columns else rows.iloc[:0]
+    if ok.empty:
+        return pd.DataFrame()
+    sizes = [a for a in SIZE_AXES if ok[a].nunique() > 1]
+    per = {f"{c[:3]}_j_per_epoch": ok[c] / ok["epoch_s"].map(len) for c in columns}  # epoch_s: the timed epochs
+    per |= {f"{c[:3]}_watts": ok[c] / ok["train_s"] for c in columns}
+    table = ok.assign(**per).groupby(["workload", "arm", *sizes], dropna=False)[list(per)].median()
+    return table.dropna(axis=1, how="all").reset_index()
+
+
+def energy_section(rows: pd.DataFrame) -> list[str]:
+    table = energy_table(rows)
+    if table.empty:
+        return []
+    return ["<h2>Energy</h2><p>Measured over the timed epochs: the GPU boards' energy counter (NVML) and the "
+            "CPU packages' (RAPL, every process on them), per epoch and as mean power; rows whose counters "
+            "could not be read are left out (their energy_note says why).</p>", _table(table)]
 
 
 def _table(frame: pd.DataFrame) -> str:
@@ -136,6 +162,7 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
         *[f"<h3>{name}</h3><div>{_svg(chart)}</div><p><a href='{name}.html'>interactive</a> · <a href='{name}.png'>PNG</a></p>"
           for name, chart in drawn.items()],
         *bounds_section(rows),
+        *energy_section(rows),
         "<h2>Devices measured</h2>", _table(environment(rows)),
     ]
     text = render(table, rows, include_loaded)

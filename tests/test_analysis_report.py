@@ -4,6 +4,7 @@ clear errors for an empty or missing directory and rows of two schema versions, 
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -115,3 +116,23 @@ def test_the_report_says_how_many_loaded_rows_it_left_out(tmp_path, capsys):
     assert main(["report", str(directory), "--draws", "20", "--include-loaded"]) == 0
     assert "kept, as asked (--include-loaded)" in capsys.readouterr().out
     assert pd.read_parquet(reported / "crossover.parquet").query("metric == 'epoch_s'")["n_points"].max() == 4
+
+
+def test_energy_per_epoch_where_a_counter_was_read_and_nothing_where_none_was():
+    from analysis_rows import frame
+
+    measured = row("disc", "cuda", [0.5] * 4, depth=3, gpu_energy_j=200.0, energy_note="cpu: /sys/class/powercap absent")
+    unread = row("disc", "cpu", [1.0] * 4, depth=3, energy_note="gpu: none used (CPU trial); cpu: /sys/class/powercap absent")
+    table = report.energy_table(frame([measured, unread]))
+    assert list(table["arm"]) == ["cuda"]  # the CPU row read no counter: left out, not shown as 0
+    assert table["gpu_j_per_epoch"].iloc[0] == pytest.approx(200.0 / 4)
+    assert table["gpu_watts"].iloc[0] == pytest.approx(200.0 / 2.0)  # over its 2 s of timed epochs
+    assert "cpu_j_per_epoch" not in table and report.energy_table(frame([unread])).empty
+
+
+def test_reports_of_the_reference_rows_are_written_outside_results_reference():
+    from analysis.decide import REFERENCE
+
+    shipped = REFERENCE / "h200-2026-11-22" / "scaling"
+    assert report.default_out([shipped]) == REFERENCE.parent / "_reports" / "scaling"
+    assert report.default_out([Path("/x/results/laptop")]) == Path("/x/results/_reports/laptop")
