@@ -4,8 +4,9 @@
     python -m analysis summary results/scaling --no-reference   # your rows alone
 
 By default your rows are set beside the shipped reference rows (results/reference/) of the same
-configurations (`with_reference`): for each GPU model there, the rows of the newest folder that
-measured it, and only its GPU rows. `reference_note` says which, plainly: they come from another host.
+configurations (`with_reference`): for each GPU model there, the rows of the folder that measured
+most of those configurations (the newest among equals; others only for what it lacks), and only its
+GPU rows. `reference_note` says which, plainly: they come from another host.
 Reads rows only (pandas); never imports torch or ray.
 """
 
@@ -22,7 +23,8 @@ from analysis.schema import SIZE_AXES
 
 def with_reference(rows: pd.DataFrame, root: Path = REFERENCE) -> pd.DataFrame:
     """`rows` and the reference GPU rows (single trials, eager) of the configurations `rows` measured: per
-    GPU model and configuration, those of the folder that measured it last."""
+    GPU model, those of the folder that measured most of them (the newest among equals), and of the
+    next folders for the configurations it lacks."""
     read_already = {Path(d).resolve() for d in rows["results_dir"].unique()}
     wanted = set(eager_ok(rows)["config_key"])
     found = []
@@ -33,9 +35,15 @@ def with_reference(rows: pd.DataFrame, root: Path = REFERENCE) -> pd.DataFrame:
     ref = pd.concat(found, ignore_index=True) if found else pd.DataFrame()
     if ref.empty:
         return rows
-    last = ref.groupby(["device_name", "config_key", "results_dir"])["finished_at"].transform("max")
-    newest = last.eq(last.groupby([ref["device_name"], ref["config_key"]]).transform("max"))
-    both = pd.concat([rows.drop(columns="arm"), ref[newest].drop(columns="config_key")], ignore_index=True)
+    # One folder per GPU model where it can: the one that measured most of the configurations wanted
+    # (a scaling sweep, not a study of another axis that shares a few), the newest among equals; other
+    # folders only for what it lacks. Mixing folders point by point mixes their runs' conditions.
+    per_folder = ref.groupby(["device_name", "results_dir"]).agg(covered=("config_key", "nunique"),
+                                                                 newest=("finished_at", "max"))
+    rank = per_folder.sort_values(["covered", "newest"], ascending=False).groupby(level="device_name").cumcount()
+    ref = ref.assign(_rank=pd.MultiIndex.from_frame(ref[["device_name", "results_dir"]]).map(rank.to_dict()))
+    best = ref["_rank"].eq(ref.groupby(["device_name", "config_key"])["_rank"].transform("min"))
+    both = pd.concat([rows.drop(columns="arm"), ref[best].drop(columns=["config_key", "_rank"])], ignore_index=True)
     return both.assign(arm=arm_labels(both))
 
 

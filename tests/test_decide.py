@@ -118,3 +118,21 @@ def test_your_cpu_rows_are_set_beside_the_reference_gpu_rows_of_the_same_configu
     note = summary.reference_note(both)
     assert note.startswith("your cpu (Intel(R) Xeon(R) Processor) against") and "NVIDIA H200 measured on 2026-11-22" in note
     assert "another host" in note
+
+
+def test_each_gpu_model_takes_the_reference_folder_that_measured_most_of_your_configurations(tmp_path):
+    from analysis import summary
+    from analysis_rows import write as write_rows
+
+    def gpu(depths, when):
+        return [row("disc", "cuda", [0.02] * 3, depth=d, n_params=10 * d, data_requested="generated",
+                    device_name="NVIDIA H200", finished_at=pd.Timestamp(when, tz="UTC")) for d in depths]
+
+    root = tmp_path / "reference"
+    write_rows(gpu((2, 3, 4), "2026-11-20"), root / "older-scaling")  # every configuration
+    write_rows(gpu((3,), "2026-11-22"), root / "newer-study")  # newer, but one configuration only
+    mine = frame([row("disc", "cpu", [0.01] * 3, depth=d, n_params=10 * d, data_requested="generated")
+                  for d in (2, 3, 4)]).assign(results_dir=str(tmp_path / "mine"))
+    both = summary.with_reference(mine, root)
+    picked = both[both["device"] == "cuda"]
+    assert sorted(picked["depth"]) == [2, 3, 4] and set(picked["results_dir"]) == {str(root / "older-scaling")}
