@@ -6,7 +6,6 @@ only if the caller has not connected yet (`connect`), so tests and scripts share
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -32,11 +31,11 @@ os.environ.setdefault("RAY_TQDM_PATCH_PRINT", "0")
 import ray  # noqa: E402
 import yaml  # noqa: E402
 from ray import tune  # noqa: E402
+from ray.exceptions import RayError  # noqa: E402
 
 from analysis.load import read  # noqa: E402
-from analysis.schema import RUNS_FILE  # noqa: E402
 from sweeps.space import CPU_NODE, FIXED_BUDGET, FuseBudget, Space, fuse_budget, groups, resources_for  # noqa: E402
-from sweeps.store import RowWriter, Store  # noqa: E402
+from sweeps.store import DISK_FULL, RowWriter, Store, WriteFailed  # noqa: E402
 from trainables.devices import ddp_worker_resources  # noqa: E402
 from trainables.fused import member_bytes  # noqa: E402
 from trainables.trainable import trainable  # noqa: E402
@@ -45,6 +44,7 @@ from trainables.trainable import trainable  # noqa: E402
 logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
 
 INTERRUPTED = 130  # exit status of a sweep stopped by Ctrl-C: 128 + SIGINT, as a shell reports it
+WRITE_FAILED = 1  # exit status of a sweep stopped by a row it could not write (a full disk: WriteFailed)
 
 # Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
 BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
@@ -161,30 +161,65 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
         # trials: their drivers would otherwise start together and wait on GPUs they cannot all get
         max_concurrent = 1
         log("one trial at a time (exclusive timing, or data-parallel trials)")
-    tuner = tune.Tuner(
-        tune.with_resources(trainable, resources_for),
-        param_space=space.param_space(batches),
-        # reuse_actors: one worker runs trial after trial. A fresh worker per trial (its start, ray.tune
-        # and torch imports) put 2.5 to 4.3 s between trials on 2 cores; reused, 0.02 s (sweeps/overhead.py).
-        # Not for engine 'compile': torch.compile's state is the process's, and a reused worker broke its
-        # trials after the first (docs/engines.md, "compile in every trial").
-        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent,
-                                    reuse_actors=all(t.cfg.engine != "compile" for t in todo),
-                                    trial_dirname_creator=lambda trial: trial.trial_id),
-        run_config=tune.RunConfig(
-            name=space.name,
-            storage_path=storage_path or str(store.tune_storage.resolve()),
-            callbacks=[RowWriter(store, space.name, todo, log)],
-            verbose=0,
-            failure_config=tune.FailureConfig(max_failures=max_failures),
-        ),
-    )
-    start = time.time()
-    tuner.fit()
+    writer = RowWriter(store, space.name, todo, log)
+    start, left = time.time(), todo
+    while left:
+        tuner = tune.Tuner(
+            tune.with_resources(trainable, resources_for),
+            param_space=space.param_space(groups(left, space.fuse, budget)),
+            # reuse_actors: one worker runs trial after trial. A fresh worker per trial (its start, ray.tune
+            # and torch imports) put 2.5 to 4.3 s between trials on 2 cores; reused, 0.02 s (sweeps/overhead.py).
+            # Not for engine 'compile': torch.compile's state is the process's, and a reused worker broke its
+            # trials after the first (docs/engines.md, "compile in every trial").
+            tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent,
+                                        reuse_actors=all(t.cfg.engine != "compile" for t in todo),
+                                        trial_dirname_creator=lambda trial: trial.trial_id),
+            run_config=tune.RunConfig(
+                name=space.name,
+                storage_path=storage_path or str(store.tune_storage.resolve()),
+                callbacks=[writer],
+                verbose=0,
+                failure_config=tune.FailureConfig(max_failures=max_failures),
+            ),
+        )
+        _fit(tuner, writer, store)
+        left = [t for t in left if t.hash not in writer.hashes]
     # the sweep's own wall time, beside its rows: what N trials cost as a whole (analysis/engines.py)
-    with open(store.dir / RUNS_FILE, "a") as f:
-        f.write(json.dumps({"start": start, "end": time.time(), "trials": len(todo), "tune_trials": len(batches),
-                            "max_concurrent": max_concurrent}) + "\n")
+    store.log_run({"start": start, "end": time.time(), "trials": len(todo), "tune_trials": len(batches),
+                   "max_concurrent": max_concurrent})
+
+
+def _fit(tuner: tune.Tuner, writer: RowWriter, store: Store) -> None:
+    """Runs the Tuner to its end, or to a worker death Tune 2.60 does not handle; then the trials it
+    took down are rows and the caller runs the rest again. A row that cannot be written stops the sweep.
+
+    Tune's actor manager (ray/air/execution/_internal/actor_manager.py) hands a trial only the
+    RayActorError and RayTaskError of its worker's tasks. Ray's memory monitor, killing a worker in
+    the middle of a task (a trial's training, not its worker's start), fails that task with
+    ray.exceptions.OutOfMemoryError instead, and Tune ends the whole run with `RuntimeError: Caught
+    unexpected exception`. The trial it killed gets its error row (the reason, its sizes) and is not
+    run again in this sweep; the trials it took down with it (running beside it) run again.
+    """
+    try:
+        tuner.fit()
+    except Exception as exc:  # what is none of the three below goes on up as it was
+        failed = _in_chain(exc, WriteFailed)
+        if failed:
+            raise failed from None
+        full = _in_chain(exc, OSError)
+        if full and full.errno in DISK_FULL:  # Tune's own state, beside the rows or at --storage-path
+            raise WriteFailed(store.cannot_write(f"Tune's state ({full.filename or 'its storage path'})", full)) from None
+        died = exc.__cause__ if isinstance(exc, RuntimeError) else None
+        if not (isinstance(died, RayError) and writer.write_killed(died)):
+            raise
+
+
+def _in_chain(exc: BaseException, kind: type):
+    """The first exception of `kind` among `exc` and what it was raised from or while handling: Tune
+    re-raises a callback's exception as a TuneError holding only its traceback's text."""
+    while exc is not None and not isinstance(exc, kind):
+        exc = exc.__cause__ or exc.__context__
+    return exc
 
 
 # Ray Train 2.60 (trainables/ddp.py) runs a data-parallel trial as: the Tune trial itself (its own
@@ -260,13 +295,16 @@ def check_placeable(space: Space, batches: list[list], nodes: list[dict]) -> Non
 
 def run_studies(make_spaces, out: Path | str, render) -> int:
     """A study's sweeps one after another (their trials never share GPUs), then `render` of all their
-    rows printed; exit status 2 with the message on a bad space, INTERRUPTED on Ctrl-C. For
-    sweeps/parallel.py, engines.py."""
+    rows printed; exit status 2 with the message on a bad space, WRITE_FAILED with it on a row that
+    could not be written, INTERRUPTED on Ctrl-C. For sweeps/parallel.py, engines.py, precision.py."""
     try:
         dirs = [run(space, out).dir for space in make_spaces()]
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except WriteFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return WRITE_FAILED
     except KeyboardInterrupt:
         return INTERRUPTED
     print(render(read(*dirs)))

@@ -26,6 +26,7 @@ from analysis import report, summary
 from analysis.load import read
 from sweeps import cli, runner
 from sweeps.space import Space
+from sweeps.store import WriteFailed
 from trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from trainables.devices import DEVICES
 from trainables.workloads import WORKLOADS
@@ -134,6 +135,9 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except WriteFailed as exc:  # a full disk: the rows written are kept, and the message says how to go on
+        print(f"error: {exc}", file=sys.stderr)
+        return runner.WRITE_FAILED
     except KeyboardInterrupt:  # the rows written are kept, and `run` said how to resume: no report of a part
         return runner.INTERRUPTED
     rows = read(store.dir)

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
+import json
 import os
 import shutil
 import socket
@@ -49,6 +51,12 @@ LOCK = "_lock"
 ASIDE = "_aside"  # results/_aside/<sweep>/
 TUNE = "_tune"  # results/_tune/<sweep>/
 WAIT_NOTE_S = 30.0  # while every trial waits for resources, the progress line says so this often
+DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # no space, past the file-size limit, past the quota
+
+
+class WriteFailed(Exception):
+    """A row (or Tune's state) could not be written: the sweep stops, its message names the directory,
+    the error and the fix; the rows already written stay, and the row in flight was never half-written."""
 
 
 class Store:
@@ -68,8 +76,29 @@ class Store:
 
     def write(self, row: dict) -> Path:
         path = self.dir / f"{row['config_hash']}.parquet"
-        write_atomic(path, schema.to_table([row]))
+        try:
+            write_atomic(path, schema.to_table([row]))
+        except OSError as exc:
+            raise WriteFailed(self.cannot_write(f"the row of {row['workload']} {row['device']} to {self.dir}",
+                                                exc)) from None
         return path
+
+    def log_run(self, record: dict) -> None:
+        """One run's wall time and size, a line of RUNS_FILE."""
+        try:
+            with open(self.dir / schema.RUNS_FILE, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as exc:
+            raise WriteFailed(self.cannot_write(f"{self.dir / schema.RUNS_FILE}", exc)) from None
+
+    def cannot_write(self, what: str, exc: OSError) -> str:
+        """The message of a write that failed: what, the error, what is kept and the fix."""
+        code = errno.errorcode.get(exc.errno, "no errno")
+        fix = ("free space on that disk (or raise the file-size limit or the quota that stopped it)"
+               if exc.errno in DISK_FULL else "make it writable")
+        return (f"cannot write {what} ({exc.strerror or exc}, {code}): the {len(self.files())} rows in {self.dir} "
+                f"are kept, and no row was half-written; {fix}, then run the same command again to measure the "
+                "rest (or give another --out)")
 
     def files(self) -> list[Path]:
         return sorted(self.dir.glob("*.parquet")) if self.dir.is_dir() else []
@@ -142,6 +171,9 @@ class RowWriter(tune.Callback):
         self.store, self.sweep, self.total, self.log = store, sweep, len(trials), log
         self.trials = {t.hash: t for t in trials}  # a dead worker's rows are written from these
         self.written: set[str] = set()  # trial ids whose rows are on disk
+        self.hashes: set[str] = set()  # config hashes of those rows
+        self.running: dict = {}  # trial id -> (Tune trial, its worker's actor id) for trials with no row yet
+        self.seen: list = []  # the Tune trials of the latest step, for the progress line
         self.rows = 0
         self.start = self.noted = time.monotonic()
 
@@ -150,8 +182,16 @@ class RowWriter(tune.Callback):
                "trial_id": trial.trial_id, "finished_at": dt.datetime.now(dt.timezone.utc)}
         self.store.write(row)
         self.written.add(trial.trial_id)
+        self.hashes.add(row["config_hash"])
+        self.running.pop(trial.trial_id, None)
         self.rows += 1
         self.log(f"{self._progress(trials, trial)} {_headline(row)}")
+
+    def _write_failed(self, trial, error: str, trials) -> None:
+        """Error rows, written by the driver, for every member of a Tune trial whose worker died."""
+        for member in trial.config["group"]["trials"]:
+            resolved = self.trials[TrialConfig.from_dict(member).config_hash()]
+            self._write(trial, failed_row(resolved, error), trials)
 
     def _progress(self, trials, reporting) -> str:
         running = sum(t.status == "RUNNING" and t is not reporting for t in trials)
@@ -162,6 +202,7 @@ class RowWriter(tune.Callback):
     def on_step(self, iteration, trials, **info):
         # A sweep whose trials all wait (for the autoscaler's nodes, or for another job's trials to end)
         # says so every WAIT_NOTE_S, instead of waiting in silence: what they ask for, what is free.
+        self.seen = trials
         pending = [t for t in trials if t.status == "PENDING"]
         if (pending and not any(t.status == "RUNNING" for t in trials)
                 and time.monotonic() - self.noted >= WAIT_NOTE_S):
@@ -169,6 +210,10 @@ class RowWriter(tune.Callback):
             free = {k: v for k, v in ray.available_resources().items() if k in ("CPU", "GPU")}
             self.log(f"{self._progress(trials, None)} waiting for resources: {len(pending)} trials pending, the "
                      f"next asks for {pending[0].config['group']['resources']}, free now {free}")
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        # the worker's actor id: Ray's memory monitor names the worker it kills by it (write_killed)
+        self.running[trial.trial_id] = (trial, trial.temporary_state.ray_actor._actor_id.hex())
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         # A trial retried after its rows were written (its node died as it ended) keeps the first rows.
@@ -184,9 +229,20 @@ class RowWriter(tune.Callback):
     def on_trial_error(self, iteration, trials, trial, **info):
         # The worker died (killed, out of memory) and no retry is left: the driver writes the row.
         if trial.trial_id not in self.written:
-            for member in trial.config["group"]["trials"]:
-                resolved = self.trials[TrialConfig.from_dict(member).config_hash()]
-                self._write(trial, failed_row(resolved, _trial_error(trial)), trials)
+            self._write_failed(trial, _trial_error(trial), trials)
+
+    def write_killed(self, error: Exception) -> int:
+        """After Tune ended the run on a worker death it does not handle (sweeps/runner.py: _fit): error
+        rows, headed by `error`'s first line, for the Tune trials in flight whose worker `error` names by
+        its actor id (Ray's memory monitor does), else for every trial in flight. Returns how many Tune
+        trials got rows; the others that were in flight have none, and run again."""
+        text = str(error).strip()
+        named = [trial for trial, actor in self.running.values() if actor in text]
+        killed = named or [trial for trial, _ in self.running.values()]
+        for trial in killed:
+            self._write_failed(trial, text, self.seen)
+        self.running.clear()
+        return len(killed)
 
 
 def _trial_error(trial) -> str:

@@ -138,6 +138,113 @@ def test_a_trial_killed_by_rays_memory_monitor_is_an_error_row_headed_by_the_rea
     assert "FAILED Failure #" not in done.stdout and "killed due to the node running low on memory" in done.stdout
 
 
+# A sweep of three tabular trials, one at a time: the second trains for about 12 s on 2 cores.
+OOM_SWEEP = """
+import sys
+from sweeps import runner
+from sweeps.space import Space
+
+runner.connect(None)
+space = Space("oom", {"tabular": {"dataset_size": [1000, 100000, 2000], "epochs": [10]}}, ("cpu",), cpu_threads=1)
+runner.run(space, sys.argv[1], max_concurrent=1)
+"""
+# Memory the test itself takes, 256 MiB at a time, until it is killed: the node's pressure, from outside Ray.
+PRESSURE = """
+import sys, time
+import numpy as np
+held = []
+while len(held) * 2**28 < int(sys.argv[1]):
+    held.append(np.ones(2**28, dtype=np.uint8))  # written, so resident
+    time.sleep(0.1)
+time.sleep(600)
+"""
+MARGIN = 3 * 2**30  # above the node's use before the sweep: its Ray, driver and trial worker took about 1 GiB
+
+
+def test_a_trial_killed_by_rays_memory_monitor_mid_training_is_an_error_row_and_the_sweep_goes_on(tmp_path):
+    # Ray's memory monitor kills a worker in the middle of a trial's training: Tune 2.60 gets
+    # OutOfMemoryError from the trial's task, which it does not handle ("RuntimeError: Caught unexpected
+    # exception"). The kill threshold is set MARGIN above the node's use now, as Ray counts it (the
+    # cgroup where there is one), so it does not depend on the host's memory; once the first trial has
+    # its row (the second runs on the same, reused worker: it is training, its worker long started),
+    # the test fills memory until Ray kills that worker.
+    from ray._private.utils import get_system_memory, get_used_memory
+
+    threshold = (get_used_memory() + MARGIN) / get_system_memory()
+    env = {**os.environ, "RAY_memory_usage_threshold": f"{threshold:.4f}", "RAY_memory_monitor_refresh_ms": "50",
+           "RAY_ADDRESS": ""}
+    out = tmp_path / "oom"
+    sweep = subprocess.Popen([sys.executable, "-c", OOM_SWEEP, str(tmp_path)], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    pressure = None
+    try:
+        deadline = time.monotonic() + 240  # a guard against a hang, not a measurement
+        while not list(out.glob("*.parquet")) and time.monotonic() < deadline and sweep.poll() is None:
+            time.sleep(0.05)
+        pressure = subprocess.Popen([sys.executable, "-c", PRESSURE, str(MARGIN + 2**30)])
+        while len(list(out.glob("*.parquet"))) < 2 and time.monotonic() < deadline and sweep.poll() is None:
+            time.sleep(0.05)
+        pressure.kill()  # before the third trial's new worker starts (seconds: its imports)
+        stdout, stderr = sweep.communicate(timeout=240)
+    finally:
+        for proc in (pressure, sweep):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    assert sweep.returncode == 0, stdout[-2000:] + stderr[-3000:]
+    assert "Caught unexpected exception" not in stderr
+    rows = pd.read_parquet(out).set_index("dataset_size")
+    assert sorted(rows.index) == [1000, 2000, 100000] and rows["config_hash"].is_unique  # one row each
+    assert list(rows.loc[[1000, 2000], "status"]) == ["ok", "ok"]  # the trial after it ran
+    killed = rows.loc[100000]
+    assert killed["status"] == "error" and killed["workload"] == "tabular"  # its sizes in the row
+    assert killed["error"].startswith("1 worker(s) were killed due to the node running low on memory")
+    assert "dataset_size=100000: FAILED 1 worker(s) were killed due to the node running low on memory" in stdout
+
+
+# The disc grid one trial at a time: 11 rows, about 30 s on 2 cores.
+DISC = SCALING + ["--workloads", "disc", "--devices", "cpu", "--cpu-threads", "1", "--max-concurrent", "1",
+                  "--repeats", "1", "--no-report", "--no-reference"]
+
+
+def test_a_row_that_cannot_be_written_ends_the_sweep_with_1_naming_the_directory_and_keeps_every_row(tmp_path):
+    # Not a full disk: a file-size limit (RLIMIT_FSIZE) put on the running driver alone (prlimit; Ray's
+    # processes, started before, keep theirs) once it has written 3 rows, with SIGXFSZ ignored, so that
+    # its next write fails with EFBIG where a full disk gives ENOSPC and a quota EDQUOT: the same OSError,
+    # raised in the same write.
+    import resource
+
+    out = tmp_path / "full"
+    cmd = DISC + ["--out", str(tmp_path), "--name", "full"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "RAY_ADDRESS": ""},
+                            preexec_fn=lambda: signal.signal(signal.SIGXFSZ, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 240  # a guard against a hang, not a measurement
+        while len(list(out.glob("*.parquet"))) < 3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))  # a row is ~20 KB
+        stdout, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, stdout[-2000:] + stderr[-3000:]
+    before = pd.read_parquet(out)  # every file a whole row: none half-written, no temporary file left
+    assert 3 <= len(before) < 11 and set(before["status"]) == {"ok"}
+    assert [p.name for p in out.iterdir() if p.suffix != ".parquet"] == ["_lock"]
+    assert f"error: cannot write the row of disc cpu to {out} (File too large, EFBIG): the {len(before)} rows " \
+           f"in {out} are kept" in stderr
+    assert "free space on that disk" in stderr and "run the same command again" in stderr
+    assert "Traceback" not in stdout + stderr and "TuneError" not in stdout + stderr
+
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=240,
+                           env={**os.environ, "RAY_ADDRESS": ""})
+    assert again.returncode == 0 and f"{len(before)} already measured" in again.stdout, again.stderr[-2000:]
+    after = pd.read_parquet(out)
+    assert len(after) == 11 and after["config_hash"].is_unique
+    kept = after.set_index("config_hash").loc[before["config_hash"], "finished_at"]
+    assert list(kept) == list(before["finished_at"])
+
+
 def test_the_headline_of_a_tune_error_file_is_its_reason():
     from sweeps.store import _reason
 
