@@ -81,21 +81,31 @@ def short_tmp() -> str:
     return tempfile.mkdtemp(prefix="xo-", dir="/tmp")
 
 
+# Never more CPUs in all, at any moment, than this machine has: each cluster below holds 2 CPUs at
+# most (a test that replaces a node removes it before adding the other; tests/fake_cluster.yaml lets
+# its autoscaler add one CPU node and one GPU node), so it needs 2 cores.
+def need_two_cores() -> None:
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("a CPU node and a GPU node of 1 CPU each need 2 cores")
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    """Head (0 CPUs), two 1-CPU CPU nodes, one GPU node (1 CPU, 1 GPU without CUDA)."""
+    """Head (0 CPUs), one CPU node (1 CPU), one GPU node (1 CPU, 1 GPU without CUDA): 2 CPUs in all."""
     from ray.cluster_utils import Cluster
 
+    need_two_cores()
     tmp = short_tmp()
     with pytest.MonkeyPatch.context() as env:
         env.setenv("RAY_TMPDIR", tmp)  # this cluster's sessions and address file, apart from other Rays
         c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-        cpu = [c.add_node(num_cpus=1, resources={CPU_NODE: 1}) for _ in range(2)]
+        cpu = c.add_node(num_cpus=1, resources={CPU_NODE: 1})
         gpu = c.add_node(num_cpus=1, num_gpus=1, resources={GPU_NODE: 1})
         c.wait_for_nodes()
         try:
-            yield SimpleNamespace(cluster=c, address=c.address, env={**os.environ},
-                                  cpu_ids={n.node_id for n in cpu}, gpu_ids={gpu.node_id})
+            # cpu_node: the CPU node now (a test that kills it puts its replacement here)
+            yield SimpleNamespace(cluster=c, address=c.address, env={**os.environ}, cpu_node=cpu,
+                                  gpu_ids={gpu.node_id})
         finally:
             # Not c.shutdown(): it also resets this process's Ray globals, which conftest's local_ray
             # may be using in the same pytest session. Removing the nodes stops every process.
@@ -131,34 +141,31 @@ def test_cpu_trials_run_on_cpu_nodes_and_gpu_trials_only_on_gpu_nodes(cluster, t
     assert len(rows) == 8 and rows["config_hash"].is_unique  # every row reached the driver's Parquet
     cpu, gpu = rows[rows["device"] == "cpu"], rows[rows["device"] == "cuda"]
     assert len(cpu) == len(gpu) == 4
-    assert set(cpu["node_id"]) <= cluster.cpu_ids and (cpu["status"] == "ok").all()
-    assert (cpu["cpus_requested"] == 1).all()  # the largest CPU node's cores; the GPU node's don't count
+    assert set(cpu["node_id"]) == {cluster.cpu_node.node_id} and (cpu["status"] == "ok").all()
+    assert (cpu["cpus_requested"] == 1).all()  # the CPU node's cores; the GPU node's don't count
     assert set(gpu["node_id"]) == cluster.gpu_ids
     assert (gpu["status"] == "error").all()
     assert gpu["error"].str.contains(f"CUDA not available on node {socket.gethostname()}").all()
 
 
 def test_a_worker_node_killed_mid_sweep_loses_no_row_and_its_trial_is_retried(cluster, tmp_path):
-    c = cluster.cluster
-    victim = c.add_node(num_cpus=2, resources={CPU_NODE: 1})  # the only node a 2-thread trial fits on
+    c, victim = cluster.cluster, cluster.cpu_node  # the only node a CPU trial may run on
     out = tmp_path / "node-killed"
     cmd = scaling(cluster.address, tmp_path, "node-killed", "--workloads", "disc", "--devices", "cpu",
-                  "--cpu-threads", "2", "--max-failures", "2", "--repeats", "1")
+                  "--max-failures", "2", "--repeats", "1")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
-    replacement = None
     try:
         wait_for_rows(out, 9, proc)  # disc depths 2..10 done: depth 11 (seconds, not milliseconds) runs
         time.sleep(0.5)
         before = pd.read_parquet(out)
         c.remove_node(victim, allow_graceful=False)  # SIGKILL: the node dies with its trial
-        replacement = c.add_node(num_cpus=2, resources={CPU_NODE: 1})  # as the autoscaler would
+        # as the autoscaler would: a new CPU node, once the old one is gone (2 CPUs in all, never 3)
+        cluster.cpu_node = replacement = c.add_node(num_cpus=1, resources={CPU_NODE: 1})
         stdout, stderr = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-        if replacement is not None:
-            c.remove_node(replacement)
     assert proc.returncode == 0, stdout[-2000:] + stderr[-3000:]
     assert "lost its worker" in stdout  # Tune retried the trial instead of writing an error row
     after = pd.read_parquet(out)
@@ -205,6 +212,7 @@ def autoscaling_cluster():
     """A head started as `ray up` starts one, with tests/fake_cluster.yaml's node types and token auth."""
     from ray.util import get_node_ip_address
 
+    need_two_cores()
     tmp = short_tmp()
     address = f"{get_node_ip_address()}:{free_port()}"
     config = yaml.safe_load((ROOT / "tests" / "fake_cluster.yaml").read_text())
@@ -265,6 +273,8 @@ def test_the_autoscaler_adds_nodes_for_pending_trials_and_removes_them_when_idle
     rows = pd.read_parquet(out / "autoscaled")
     # the node type of every node the autoscaler started, alive or already scaled down
     started = {n["NodeID"]: n["Labels"].get("node-type") for n in nodes(cluster)}
+    # every node it ever started, together: no more CPUs than this machine's 2 (fake_cluster.yaml's caps)
+    assert sum(n["Resources"].get("CPU", 0) for n in nodes(cluster)) <= 2, nodes(cluster)
     assert len(rows) == 4 and set(rows["device"]) == {"cpu", "cuda"}, done.stdout
     assert list(rows.sort_values("device")["node_id"].map(started)) == ["cpu", "cpu", "gpu", "gpu"], started
     cuda = rows[rows["device"] == "cuda"]
