@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 # Tune's CSV/JSON/TensorBoard loggers would duplicate every row in its trial folders; the Parquet
@@ -124,7 +125,9 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     Tune's own state goes to `storage_path` (a URI such as s3://bucket/crossover on a cluster), else
     to `out`/_tune/<name>/, beside the rows' directory (sweeps/store.py). A trial whose worker or node
     dies is run again up to `max_failures` times; any other failure is already a row
-    (trainables/trainable.py), so only lost workers reach Tune's retry.
+    (trainables/trainable.py), so only lost workers reach Tune's retry. A worker Ray's memory monitor
+    kills mid-training is an error row at once (`_fit`). Raises WriteFailed where a row, or Tune's
+    state, cannot be written (a full disk): the rows written stay.
     """
     trials = space.expand()  # refuses a bad space before anything runs
     budget = fuse_budget() if space.fuse == "auto" else FIXED_BUDGET  # read once, before any trial holds the GPU
@@ -162,36 +165,42 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
         max_concurrent = 1
         log("one trial at a time (exclusive timing, or data-parallel trials)")
     writer = RowWriter(store, space.name, todo, log)
+    storage = storage_path or str(store.tune_storage.resolve())
     start, left = time.time(), todo
     while left:
-        tuner = tune.Tuner(
-            tune.with_resources(trainable, resources_for),
-            param_space=space.param_space(groups(left, space.fuse, budget)),
-            # reuse_actors: one worker runs trial after trial. A fresh worker per trial (its start, ray.tune
-            # and torch imports) put 2.5 to 4.3 s between trials on 2 cores; reused, 0.02 s (sweeps/overhead.py).
-            # Not for engine 'compile': torch.compile's state is the process's, and a reused worker broke its
-            # trials after the first (docs/engines.md, "compile in every trial").
-            tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent,
-                                        reuse_actors=all(t.cfg.engine != "compile" for t in todo),
-                                        trial_dirname_creator=lambda trial: trial.trial_id),
-            run_config=tune.RunConfig(
-                name=space.name,
-                storage_path=storage_path or str(store.tune_storage.resolve()),
-                callbacks=[writer],
-                verbose=0,
-                failure_config=tune.FailureConfig(max_failures=max_failures),
-            ),
-        )
-        _fit(tuner, writer, store)
+        _fit(partial(_tuner, space, left, budget, writer, max_concurrent, storage, max_failures), writer, store, storage)
         left = [t for t in left if t.hash not in writer.hashes]
     # the sweep's own wall time, beside its rows: what N trials cost as a whole (analysis/engines.py)
     store.log_run({"start": start, "end": time.time(), "trials": len(todo), "tune_trials": len(batches),
                    "max_concurrent": max_concurrent})
 
 
-def _fit(tuner: tune.Tuner, writer: RowWriter, store: Store) -> None:
-    """Runs the Tuner to its end, or to a worker death Tune 2.60 does not handle; then the trials it
-    took down are rows and the caller runs the rest again. A row that cannot be written stops the sweep.
+def _tuner(space: Space, trials: list, budget: FuseBudget, writer: RowWriter, max_concurrent: int | None,
+           storage: str, max_failures: int) -> tune.Tuner:
+    return tune.Tuner(
+        tune.with_resources(trainable, resources_for),
+        param_space=space.param_space(groups(trials, space.fuse, budget)),
+        # reuse_actors: one worker runs trial after trial. A fresh worker per trial (its start, ray.tune
+        # and torch imports) put 2.5 to 4.3 s between trials on 2 cores; reused, 0.02 s (sweeps/overhead.py).
+        # Not for engine 'compile': torch.compile's state is the process's, and a reused worker broke its
+        # trials after the first (docs/engines.md, "compile in every trial").
+        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent,
+                                    reuse_actors=all(t.cfg.engine != "compile" for t in trials),
+                                    trial_dirname_creator=lambda trial: trial.trial_id),
+        run_config=tune.RunConfig(
+            name=space.name,
+            storage_path=storage,
+            callbacks=[writer],
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=max_failures),
+        ),
+    )
+
+
+def _fit(make_tuner, writer: RowWriter, store: Store, storage: str) -> None:
+    """Makes the Tuner and runs it to its end, or to a worker death Tune 2.60 does not handle;
+    then the trials it took down are rows, and the caller runs the rest again. A row, or Tune's state
+    in `storage`, that cannot be written stops the sweep (WriteFailed).
 
     Tune's actor manager (ray/air/execution/_internal/actor_manager.py) hands a trial only the
     RayActorError and RayTaskError of its worker's tasks. Ray's memory monitor, killing a worker in
@@ -201,14 +210,14 @@ def _fit(tuner: tune.Tuner, writer: RowWriter, store: Store) -> None:
     run again in this sweep; the trials it took down with it (running beside it) run again.
     """
     try:
-        tuner.fit()
+        make_tuner().fit()  # the Tuner writes its state as it is made
     except Exception as exc:  # what is none of the three below goes on up as it was
         failed = _in_chain(exc, WriteFailed)
         if failed:
             raise failed from None
         full = _in_chain(exc, OSError)
-        if full and full.errno in DISK_FULL:  # Tune's own state, beside the rows or at --storage-path
-            raise WriteFailed(store.cannot_write(f"Tune's state ({full.filename or 'its storage path'})", full)) from None
+        if full and full.errno in DISK_FULL:  # Tune's own state: the Tuner's, its experiment's
+            raise WriteFailed(store.cannot_write(f"Tune's state to {storage}", full)) from None
         died = exc.__cause__ if isinstance(exc, RuntimeError) else None
         if not (isinstance(died, RayError) and writer.write_killed(died)):
             raise

@@ -101,7 +101,7 @@ def test_more_threads_than_the_largest_node_or_a_gpu_it_lacks_is_refused_by_flag
 def test_a_size_no_node_has_memory_for_is_refused_naming_the_sizes():
     message = problems(("cpu",), 1, {"tabular": {"dataset_size": [900_000_000]}})
     assert "(workload=tabular device=cpu depth=2 width=64 batch_size=64 dataset_size=900000000 seed=0) needs " \
-           "at least 71.2 GiB" in message and "20.0 GiB of the largest node" in message
+           "at least 75.4 GiB" in message and "20.0 GiB of the largest node" in message
     assert "give it smaller sizes" in message
     assert "needs more than 2^63 bytes" in problems(("cpu",), 1, {"disc": {"depth": [40]}})
     assert problems(("cpu",), 1, {"disc": {"depth": [40]}}, nodes=({"CPU": 2},)) is None  # memory unknown
@@ -243,6 +243,26 @@ def test_a_row_that_cannot_be_written_ends_the_sweep_with_1_naming_the_directory
     assert len(after) == 11 and after["config_hash"].is_unique
     kept = after.set_index("config_hash").loc[before["config_hash"], "finished_at"]
     assert list(kept) == list(before["finished_at"])
+
+
+def test_tunes_own_state_that_cannot_be_written_ends_the_sweep_the_same_way(local_ray, tmp_path):
+    # The driver under a 1 KiB file-size limit from its start (SIGXFSZ ignored): its lock file fits, the
+    # state the Tuner writes as it is made does not. Ray itself is this test's (local_ray), started
+    # without the limit: the driver only connects to it (the object store's file alone is GiBs).
+    import resource
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))
+
+    address = local_ray.get_runtime_context().gcs_address
+    done = subprocess.run(DISC + ["--address", address, "--out", str(tmp_path), "--name", "full"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240, preexec_fn=limited,
+                          env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-3000:]
+    assert f"error: cannot write Tune's state to {tmp_path / '_tune'} (" in done.stderr
+    assert f"File too large, EFBIG): the 0 rows in {tmp_path / 'full'} are kept" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
 
 
 def test_the_headline_of_a_tune_error_file_is_its_reason():
