@@ -13,7 +13,8 @@ A results directory holds its rows and those two files, no folder: pandas and py
 results directories under names starting with '_', which pandas and pyarrow skip when they read
 `results/` as one dataset; so a sweep's name may not start with '_' or '.'. A row is written under a
 hidden temporary name, flushed to disk and renamed into place (analysis/migrate.py: write_atomic), so a
-crash, a kill or a power loss leaves either the whole row or none. Re-running a sweep skips the
+crash, a kill or a power loss leaves either the whole row or none; a row that cannot be written (a full
+disk, a quota) stops the sweep (WriteFailed: the directory, the error, the fix), the rows before it kept. Re-running a sweep skips the
 configs whose row says 'ok' and measures the rest again; a new row for a config replaces its old
 failed one, so nothing is duplicated. One sweep at a time writes a directory (`locked`): a second is
 refused, naming the first. What is not a row (a stray file, a truncated or unreadable row file) is
@@ -173,7 +174,6 @@ class RowWriter(tune.Callback):
         self.written: set[str] = set()  # trial ids whose rows are on disk
         self.hashes: set[str] = set()  # config hashes of those rows
         self.running: dict = {}  # trial id -> (Tune trial, its worker's actor id) for trials with no row yet
-        self.seen: list = []  # the Tune trials of the latest step, for the progress line
         self.rows = 0
         self.start = self.noted = time.monotonic()
 
@@ -202,7 +202,6 @@ class RowWriter(tune.Callback):
     def on_step(self, iteration, trials, **info):
         # A sweep whose trials all wait (for the autoscaler's nodes, or for another job's trials to end)
         # says so every WAIT_NOTE_S, instead of waiting in silence: what they ask for, what is free.
-        self.seen = trials
         pending = [t for t in trials if t.status == "PENDING"]
         if (pending and not any(t.status == "RUNNING" for t in trials)
                 and time.monotonic() - self.noted >= WAIT_NOTE_S):
@@ -240,7 +239,7 @@ class RowWriter(tune.Callback):
         named = [trial for trial, actor in self.running.values() if actor in text]
         killed = named or [trial for trial, _ in self.running.values()]
         for trial in killed:
-            self._write_failed(trial, text, self.seen)
+            self._write_failed(trial, text, [])  # Tune's run has ended: none running, none pending
         self.running.clear()
         return len(killed)
 
