@@ -199,7 +199,8 @@ class RowWriter(tune.Callback):
         elapsed = dt.timedelta(seconds=round(time.monotonic() - self.start))
         return f"[{self.rows}/{self.total} done, {running} running, {pending} pending, {elapsed}]"
 
-    def on_step(self, iteration, trials, **info):
+    def on_step_end(self, iteration, trials, **info):
+        # Tune 2.60 calls on_step_end every loop of its controller (on_step: never, measured).
         # A sweep whose trials all wait (for the autoscaler's nodes, or for another job's trials to end)
         # says so every WAIT_NOTE_S, instead of waiting in silence: what they ask for, what is free.
         pending = [t for t in trials if t.status == "PENDING"]

@@ -119,6 +119,38 @@ def test_the_sweep_refuses_what_this_machine_can_never_place(local_ray, tmp_path
     assert list(tmp_path.iterdir()) == []  # nothing ran, nothing written
 
 
+def test_a_sweep_whose_trials_all_wait_says_what_they_wait_for_and_runs_once_freed(local_ray, tmp_path, monkeypatch):
+    from sweeps import runner, store
+
+    monkeypatch.setattr(store, "WAIT_NOTE_S", 0.5)  # the note's interval, not what it says
+    go = tmp_path / "go"
+
+    @local_ray.remote(num_cpus=local_ray.cluster_resources()["CPU"])
+    def hold(path, guard_s=120):  # another job's task, holding every CPU of this Ray until told to go
+        deadline = time.monotonic() + guard_s  # a guard against a hang: the assertions say what went wrong
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    held = hold.remote(str(go))
+    while local_ray.available_resources().get("CPU", 0) > 0:  # until it holds them
+        time.sleep(0.05)
+    lines = []
+
+    def log(line):
+        lines.append(line)
+        if "waiting for resources" in line:
+            go.touch()
+
+    written = runner.run(Space("waits", {"disc": {"depth": [2], "epochs": [2]}}, ("cpu",), cpu_threads=1),
+                         tmp_path, log=log)
+    local_ray.get(held)
+    waiting = [line for line in lines if "waiting for resources" in line]
+    assert waiting and "1 trials pending, the next asks for {'cpu': 1, 'gpu': 0}" in waiting[0]
+    assert "free now {" in waiting[0]
+    rows = pd.read_parquet(written.dir)
+    assert len(rows) == 1 and (rows["status"] == "ok").all()  # freed, the trial ran
+
+
 # --- what dies while running is a row ---------------------------------------------------------------
 
 def test_a_trial_killed_by_rays_memory_monitor_is_an_error_row_headed_by_the_reason(tmp_path):
