@@ -12,6 +12,7 @@ Reads rows only (pandas); never imports torch or ray.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -21,18 +22,28 @@ from analysis.load import arm_labels, read
 from analysis.schema import SIZE_AXES
 
 
+@cache
+def _reference_gpu_rows(root: Path) -> pd.DataFrame:
+    """Every eager, single-trial GPU row under `root`, each with its config_key: read once a process
+    (the end of a sweep asks for them twice, for the summary and the report; about 4 s each on the
+    2-core VM). The shipped reference folders do not change while a process runs; callers filter,
+    never modify, what this returns."""
+    found = []
+    for folder in sorted({p.parent for p in root.rglob("*.parquet")}):
+        ref = eager_ok(read(folder))
+        alone = ref["fused_members"].fillna(1).eq(1) if "fused_members" in ref else True
+        found.append(ref[(ref["device"] == "cuda") & alone])
+    return pd.concat(found, ignore_index=True) if found else pd.DataFrame()
+
+
 def with_reference(rows: pd.DataFrame, root: Path = REFERENCE) -> pd.DataFrame:
     """`rows` and the reference GPU rows (single trials, eager) of the configurations `rows` measured: per
     GPU model, those of the folder that measured most of them (the newest among equals), and of the
     next folders for the configurations it lacks."""
-    read_already = {Path(d).resolve() for d in rows["results_dir"].unique()}
-    wanted = set(eager_ok(rows)["config_key"])
-    found = []
-    for folder in sorted({p.parent for p in root.rglob("*.parquet")} - read_already):
-        ref = eager_ok(read(folder))
-        alone = ref["fused_members"].fillna(1).eq(1) if "fused_members" in ref else True
-        found.append(ref[(ref["device"] == "cuda") & alone & ref["config_key"].isin(wanted)])
-    ref = pd.concat(found, ignore_index=True) if found else pd.DataFrame()
+    read_already = {str(Path(d).resolve()) for d in rows["results_dir"].unique()}
+    ref = _reference_gpu_rows(Path(root))
+    ref = ref[~ref["results_dir"].map(lambda d: str(Path(d).resolve())).isin(read_already)
+              & ref["config_key"].isin(set(eager_ok(rows)["config_key"]))] if len(ref) else ref
     if ref.empty:
         return rows
     # One folder per GPU model where it can: the one that measured most of the configurations wanted
