@@ -97,7 +97,7 @@ def pipe(rows: pd.DataFrame) -> pd.DataFrame:
     """Each pipe:N per micro-batches against one GPU on the same model and batch (median, lo, hi)."""
     ok = _ok(rows)
     piped = ok[ok["device"].str.startswith("pipe:")]
-    one = ok[(ok["device"] == "cuda") & ok["exclusive"].eq(True)]
+    one = ok[ok["device"] == "cuda"]  # of the same model: the merge below picks them
     lines = []
     for key, group in piped.groupby([*_MODEL, "device", "micro_batches"], dropna=False):
         base = one.merge(group[_MODEL].drop_duplicates(), on=_MODEL)["samples_per_s"].to_numpy()
@@ -107,7 +107,7 @@ def pipe(rows: pd.DataFrame) -> pd.DataFrame:
         if len(base):
             line["vs_one_gpu"], line["lo"], line["hi"] = _ratio(sps, base, 1)
         lines.append(line)
-    out = pd.DataFrame(lines)
+    out = pd.DataFrame(lines).dropna(axis=1, how="all")  # axes no workload here has (context)
     return out.sort_values(["workload", "device", "micro_batches"], key=lambda c: c.map(_count) if c.name == "device" else c,
                            ignore_index=True) if len(out) else out
 

@@ -98,3 +98,9 @@ def test_the_studies_ask_for_what_they_compare():
         spaces("pipe", "p", 1, smoke=True, repeats=1)
     with pytest.raises(ValueError, match="unknown study"):
         spaces("tpu", "p", 2, smoke=True, repeats=1)
+
+
+def test_a_pipeline_is_set_against_one_gpu_rows_of_its_model_even_if_they_shared_the_machine():
+    # the 2 x H200 reference rows of 2026-11-21 ran before trials were marked exclusive
+    table = parallel.pipe(rows(("cuda", 4096, 1000.0, ["0"], None), ("pipe:2", 4096, 1300.0, ["0", "1"], 4)))
+    assert list(table["vs_one_gpu"]) == pytest.approx([1.3])
