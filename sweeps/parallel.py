@@ -36,7 +36,12 @@ MICRO_BATCHES = (1, 4, 8, 16)
 # 32,768 samples: 8 steps an epoch at B = 4,096, about 2 s on one H200.
 BIG = {"depth": [8], "width": [8192], "dataset_size": [32768], "epochs": [3]}
 SMOKE_BIG = {"depth": [8], "width": [64], "dataset_size": [2048], "epochs": [3]}
-CROSS_WIDTHS = (1024, 2048, 4096)  # with 8,192 from the scaling rows
+# The data-parallel crossover's widths, with 8,192 from the scaling rows. At 8,192, ddp:4 runs a step
+# 3.1 times as fast as one GPU (h200x8 reference); a step of width w costs about 48 w^2 B FLOPs and
+# all-reduces 32 w^2 bytes, so by 512 (51 GFLOP, 1 ms on one H200 in fp32) ddp should still win, and
+# at 128 both are bound by kernel launches, where ddp only adds its all-reduce: the crossover lies
+# in between, at the resolution of a factor of 2.
+CROSS_WIDTHS = (128, 256, 512, 1024)
 SMOKE_CROSS_WIDTHS = (32,)
 
 

@@ -61,7 +61,15 @@ BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
 # run_trial in the driver at nice 15, 0.91 and 1.02 at nice 0. On one H200 and 16 cores, the sweep's
 # peaks 40,000 epoch, 2.3 times a plain loop's in issue 10, is now 1.0 times (this and the seed
 # loop's change; results/reference/h200-2026-11-22/README.md).
-WORKER_ENV = {"RAY_worker_niceness": "0"}
+#
+# Ray Train's controller polls its workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by default),
+# and each step of a data-parallel trial (worker group started, training done, shut down) waits for
+# the next poll. At 0.2 s, a ddp-cpu:1 trial of 1.5 s took 8.1-9.4 s from fit() to its row instead
+# of 11.2-12.3 s on the 2-core VM (3 runs each), and a sweep of three ran one every 9-10 s instead
+# of every 12 s; on the GPU hosts, where 42 ddp trials make up most
+# of `sweeps/parallel.py`, that is about 2 minutes of a 4-GPU machine. The poll is one small actor
+# call to each worker: 5 a second beside a step that takes milliseconds.
+WORKER_ENV = {"RAY_worker_niceness": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
 
 
 def connect(address: str | None) -> None:
