@@ -7,7 +7,7 @@
 - ddp: scaling efficiency per workload and GPU count N, samples/s of ddp:N over N x samples/s of ddp:1,
   at the same global batch (strong scaling) and at N times the batch (weak scaling: the same work per
   GPU); the median over the runs, and the range over every pairing of an N-run with a 1-run (so it
-  holds the run-to-run noise of both);
+  holds the run-to-run noise of both); ddp:1 itself is 1, its range the pairings of its own runs;
 - pipe: a pipeline against one GPU, per stage count and number of micro-batches, median and range
   over the runs;
 - crossover: where ddp:N beats one GPU per epoch as the model grows (analysis/crossover.py on the
@@ -85,7 +85,7 @@ def ddp(rows: pd.DataFrame) -> pd.DataFrame:
             n = _count(device)
             line = {**dict(zip(keys, model)), "device": device, "gpus": n, "batch_size": batch,
                     "runs": len(sps), "samples_per_s": float(np.median(sps))}
-            if device.startswith("ddp:") and n > 1:
+            if device.startswith("ddp:"):  # ddp:1 against itself: 1, with the spread of its own runs
                 for kind, base in (("strong", runs.get(("ddp:1", batch))), ("weak", runs.get(("ddp:1", batch // n)))):
                     if base is not None and (kind == "strong" or batch % n == 0):
                         line[kind], line[f"{kind}_lo"], line[f"{kind}_hi"] = _ratio(sps, base, n)
@@ -136,7 +136,9 @@ def chart(rows: pd.DataFrame) -> alt.Chart | None:
     long = pd.concat([table.dropna(subset=[k]).assign(kind=f"{k} scaling", efficiency=table[k], lo=table[f"{k}_lo"],
                                                       hi=table[f"{k}_hi"]) for k in kinds], ignore_index=True)
     long["line"] = long["workload"] + ", " + long["kind"]
-    x = alt.X("gpus:Q", title="GPUs (data-parallel workers)", scale=alt.Scale(type="log", base=2))
+    long = long[long.groupby("line")["gpus"].transform("max") > 1]  # ddp:1 alone (1 against itself) is no curve
+    x = alt.X("gpus:Q", title="GPUs (data-parallel workers)", scale=alt.Scale(type="log", base=2),
+              axis=alt.Axis(values=sorted(long["gpus"].unique().tolist()), format="d"))
     y = alt.Y("efficiency:Q", title="scaling efficiency (samples/s over N x one GPU's)")
     base = alt.Chart(long)
     lines = base.mark_line(point=True).encode(x=x, y=y, color=alt.Color("line:N", title=None),

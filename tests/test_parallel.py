@@ -48,6 +48,8 @@ def test_ddp_efficiency_strong_and_weak_with_the_range_over_runs():
     assert pd.isna(weak["strong"])  # no ddp:1 run at 16,384
     assert table.loc[("ddp:4", 4096), "strong"] == pytest.approx(3000 / 4200)
     assert table.loc[("ddp:4", 4096), "runs"] == 1 and table.loc[("ddp:1", 4096), "gpus"] == 1
+    one = table.loc[("ddp:1", 4096)]  # 1 against itself, the range its two runs paired
+    assert one["strong"] == pytest.approx(1) and (one["strong_lo"], one["strong_hi"]) == pytest.approx((1000 / 1100, 1100 / 1000))
     assert parallel.chart(rows(("ddp:1", 4096, 1000.0, ["0"], None),
                                ("ddp:2", 4096, 1900.0, ["0", "1"], None))).to_dict()["layer"]
 
