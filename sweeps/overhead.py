@@ -110,12 +110,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        targets = _numbers(args.trial_seconds, float, "--trial-seconds")
-        concurrency = _numbers(args.concurrency, int, "--concurrency")
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return runner.exit_status(lambda: study(args))
+
+
+def study(args) -> int:
+    targets = _numbers(args.trial_seconds, float, "--trial-seconds")
+    concurrency = _numbers(args.concurrency, int, "--concurrency")
     log = print if args.verbose else (lambda line: None)
     start = time.perf_counter()
     runner.connect(args.address)

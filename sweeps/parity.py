@@ -235,6 +235,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    return runner.exit_status(lambda: study(args))
+
+
+def study(args) -> int:
     default_threads = torch.get_num_threads()  # before any loop sets it
     start = time.perf_counter()
     runner.connect(args.address)

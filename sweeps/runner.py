@@ -310,19 +310,27 @@ def check_placeable(space: Space, batches: list[list], nodes: list[dict]) -> Non
         raise ValueError("\n".join(problems.values()))
 
 
-def run_studies(make_spaces, out: Path | str, render) -> int:
-    """A study's sweeps one after another (their trials never share GPUs), then `render` of all their
-    rows printed; exit status 2 with the message on a bad space, WRITE_FAILED with it on a row that
-    could not be written, INTERRUPTED on Ctrl-C. For sweeps/parallel.py, engines.py, precision.py."""
+def exit_status(body) -> int:
+    """`body()`, a sweep script's work, and its exit status; what ends a sweep early becomes a message
+    and a status instead of a traceback: a bad space or flag 2, a row (or Tune's state) that could not
+    be written WRITE_FAILED, Ctrl-C INTERRUPTED (`run` has said how to resume). The rows written stay."""
     try:
-        dirs = [run(space, out).dir for space in make_spaces()]
+        return body()
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except WriteFailed as exc:
+    except WriteFailed as exc:  # a full disk: the message says which rows are kept and how to go on
         print(f"error: {exc}", file=sys.stderr)
         return WRITE_FAILED
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # no report of a part
         return INTERRUPTED
-    print(render(read(*dirs)))
-    return 0
+
+
+def run_studies(make_spaces, out: Path | str, render) -> int:
+    """A study's sweeps one after another (their trials never share GPUs), then `render` of all their
+    rows printed; the exit status of `exit_status`. For sweeps/parallel.py, engines.py, precision.py."""
+    def body() -> int:
+        dirs = [run(space, out).dir for space in make_spaces()]
+        print(render(read(*dirs)))
+        return 0
+    return exit_status(body)

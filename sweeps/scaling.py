@@ -26,7 +26,6 @@ from analysis import report, summary
 from analysis.load import read
 from sweeps import cli, runner
 from sweeps.space import Space
-from sweeps.store import WriteFailed
 from trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from trainables.devices import DEVICES
 from trainables.workloads import WORKLOADS
@@ -121,25 +120,20 @@ def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    return runner.exit_status(lambda: sweep(args))
+
+
+def sweep(args) -> int:
     start = time.perf_counter()
-    try:
-        # the space checked before Ray starts (its devices and threads may come from the cluster)
-        given = tuple(d.strip() for d in args.devices.split(",")) if args.devices else ("cpu",)
-        build_space(args, given, args.cpu_threads or 1, False).expand()
-        runner.connect(args.address)
-        types = runner.node_types(args.cluster_config)
-        devices = given if args.devices else runner.cluster_devices(types)
-        space = build_space(args, devices, args.cpu_threads or runner.node_cpus(types), runner.cpu_nodes_only(types))
-        store = runner.run(space, args.out, args.max_concurrent, storage_path=args.storage_path,
-                           max_failures=args.max_failures, cluster_config=args.cluster_config)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except WriteFailed as exc:  # a full disk: the rows written are kept, and the message says how to go on
-        print(f"error: {exc}", file=sys.stderr)
-        return runner.WRITE_FAILED
-    except KeyboardInterrupt:  # the rows written are kept, and `run` said how to resume: no report of a part
-        return runner.INTERRUPTED
+    # the space checked before Ray starts (its devices and threads may come from the cluster)
+    given = tuple(d.strip() for d in args.devices.split(",")) if args.devices else ("cpu",)
+    build_space(args, given, args.cpu_threads or 1, False).expand()
+    runner.connect(args.address)
+    types = runner.node_types(args.cluster_config)
+    devices = given if args.devices else runner.cluster_devices(types)
+    space = build_space(args, devices, args.cpu_threads or runner.node_cpus(types), runner.cpu_nodes_only(types))
+    store = runner.run(space, args.out, args.max_concurrent, storage_path=args.storage_path,
+                       max_failures=args.max_failures, cluster_config=args.cluster_config)
     rows = read(store.dir)
     mine = rows[rows["sweep"] == space.name]
     shown = mine if args.no_reference else summary.with_reference(mine)

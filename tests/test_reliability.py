@@ -297,6 +297,26 @@ def test_tunes_own_state_that_cannot_be_written_ends_the_sweep_the_same_way(loca
     assert "Traceback" not in done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("study", ["parity", "overhead"])
+def test_the_other_studies_end_the_same_way_on_a_full_disk(local_ray, tmp_path, study):
+    # sweeps/parity.py and sweeps/overhead.py write through the same runner: the same message and status,
+    # not the traceback they printed before (the driver under the 1 KiB limit of the test above)
+    import resource
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))
+
+    address = local_ray.get_runtime_context().gcs_address
+    cmd = [sys.executable, str(ROOT / "sweeps" / f"{study}.py"), "--smoke", "--address", address, "--out", str(tmp_path)]
+    done = subprocess.run(cmd + (["--devices", "cpu", "--cpu-threads", "1"] if study == "parity" else []),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=240, preexec_fn=limited,
+                          env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-3000:]
+    assert f"error: cannot write Tune's state to {tmp_path / '_tune'} (" in done.stderr
+    assert "are kept" in done.stderr and "Traceback" not in done.stdout + done.stderr
+
+
 def test_the_headline_of_a_tune_error_file_is_its_reason():
     from sweeps.store import _reason
 
