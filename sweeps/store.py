@@ -212,7 +212,9 @@ class RowWriter(tune.Callback):
                      f"next asks for {pending[0].config['group']['resources']}, free now {free}")
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        # the worker's actor id: Ray's memory monitor names the worker it kills by it (write_killed)
+        # the worker's actor id: Ray's memory monitor names the worker it kills by it (write_killed). An
+        # ActorHandle has no public accessor for it in Ray 2.60 (pinned in pyproject.toml); the memory
+        # monitor tests of tests/test_reliability.py fail if a Ray upgrade takes it away.
         self.running[trial.trial_id] = (trial, trial.temporary_state.ray_actor._actor_id.hex())
 
     def on_trial_result(self, iteration, trials, trial, result, **info):

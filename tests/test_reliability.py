@@ -6,6 +6,7 @@ what dies while running becomes a row, and Ctrl-C leaves with 130 and the way to
 Every refusal names the field or flag and the fix; no measured row is lost, duplicated or rewritten.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -236,6 +237,45 @@ def test_a_trial_killed_by_rays_memory_monitor_mid_training_is_an_error_row_and_
 # The disc grid one trial at a time: 11 rows, about 30 s on 2 cores.
 DISC = SCALING + ["--workloads", "disc", "--devices", "cpu", "--cpu-threads", "1", "--max-concurrent", "1",
                   "--repeats", "1", "--no-report", "--no-reference"]
+
+
+def _trial_workers(session: int) -> list[int]:
+    """Pids of the Tune trial workers (Ray names them ray::ImplicitFunc...) in the process session `session`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.getsid(int(entry.name)) == session and \
+                    (entry / "cmdline").read_bytes().startswith(b"ray::ImplicitFunc"):
+                pids.append(int(entry.name))
+        except OSError:  # gone meanwhile
+            pass
+    return pids
+
+
+def test_a_trial_worker_the_kernel_kills_costs_a_rerun_not_the_sweep(tmp_path):
+    # The kernel's OOM killer sends SIGKILL, and names nothing. Here the sweep's reused trial worker is
+    # killed three times, each once another row has come: in a trial's training or between two trials,
+    # as it falls. Every trial still ends with exactly one row, measured.
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(DISC + ["--out", str(tmp_path), "--name", "killed"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, env={**os.environ, "RAY_ADDRESS": ""})
+    kills = 0
+    try:
+        deadline = time.monotonic() + 240  # a guard against a hang, not a measurement
+        while kills < 3 and time.monotonic() < deadline and proc.poll() is None:
+            if len(list(out.glob("*.parquet"))) > 2 * kills and (workers := _trial_workers(proc.pid)):
+                for pid in workers:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                kills += 1
+            time.sleep(0.05)
+        stdout, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert kills == 3 and proc.returncode == 0, stdout[-2000:] + stderr[-3000:]
+    rows = pd.read_parquet(out)
+    assert len(rows) == 11 and rows["config_hash"].is_unique and set(rows["status"]) == {"ok"}
 
 
 def test_a_row_that_cannot_be_written_ends_the_sweep_with_1_naming_the_directory_and_keeps_every_row(tmp_path):
