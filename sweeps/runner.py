@@ -66,9 +66,12 @@ BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
 # and each step of a data-parallel trial (worker group started, training done, shut down) waits for
 # the next poll. At 0.2 s, a ddp-cpu:1 trial of 1.5 s took 8.1-9.4 s from fit() to its row instead
 # of 11.2-12.3 s on the 2-core VM (3 runs each), and a sweep of three ran one every 9-10 s instead
-# of every 12 s; on the GPU hosts, where 42 ddp trials make up most
-# of `sweeps/parallel.py`, that is about 2 minutes of a 4-GPU machine. The poll is one small actor
-# call to each worker: 5 a second beside a step that takes milliseconds.
+# of every 12 s. `sweeps/parallel.py` runs 33 ddp trials on 4 GPUs: about 2 minutes of the machine
+# (there a ddp trial came every 27-30 s; on the 8-GPU host at 2 s, every 38-40 s: other machines, so
+# not a clean comparison). The poll is one small actor call to each worker, on a thread beside the
+# training loop, 5 times a second: the 537M MLP's ddp:1/2/4 epochs on the 4-GPU host with it (1.8842
+# / 1.0254 / 0.6026 s) are the 8-GPU host's without it (1.8818 / 1.0257 / 0.6020 s,
+# results/reference/h200x{4,8}-2026-11-22), efficiencies equal to the third decimal.
 WORKER_ENV = {"RAY_worker_niceness": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
 
 
@@ -176,7 +179,8 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
     storage = storage_path or str(store.tune_storage.resolve())
     start, left = time.time(), todo
     while left:
-        _fit(partial(_tuner, space, left, budget, writer, max_concurrent, storage, max_failures), writer, store, storage)
+        _fit(partial(_tuner, space, left, budget, writer, max_concurrent, storage, max_failures), writer, store, storage,
+             max_failures)
         left = [t for t in left if t.hash not in writer.hashes]
     # the sweep's own wall time, beside its rows: what N trials cost as a whole (analysis/engines.py)
     store.log_run({"start": start, "end": time.time(), "trials": len(todo), "tune_trials": len(batches),
@@ -205,7 +209,7 @@ def _tuner(space: Space, trials: list, budget: FuseBudget, writer: RowWriter, ma
     )
 
 
-def _fit(make_tuner, writer: RowWriter, store: Store, storage: str) -> None:
+def _fit(make_tuner, writer: RowWriter, store: Store, storage: str, max_failures: int) -> None:
     """Makes the Tuner and runs it to its end, or to a worker death Tune 2.60 does not handle;
     then the trials it took down are rows, and the caller runs the rest again. A row, or Tune's state
     in `storage`, that cannot be written stops the sweep (WriteFailed).
@@ -215,7 +219,9 @@ def _fit(make_tuner, writer: RowWriter, store: Store, storage: str) -> None:
     the middle of a task (a trial's training, not its worker's start), fails that task with
     ray.exceptions.OutOfMemoryError instead, and Tune ends the whole run with `RuntimeError: Caught
     unexpected exception`. The trial it killed gets its error row (the reason, its sizes) and is not
-    run again in this sweep; the trials it took down with it (running beside it) run again.
+    run again in this sweep; the trials it took down with it (running beside it) run again. A worker
+    death that names no trial's worker runs the trials in flight again, `max_failures` times at most
+    (RowWriter.write_killed).
     """
     try:
         make_tuner().fit()  # the Tuner writes its state as it is made
@@ -227,7 +233,7 @@ def _fit(make_tuner, writer: RowWriter, store: Store, storage: str) -> None:
         if full and full.errno in DISK_FULL:  # Tune's own state: the Tuner's, its experiment's
             raise WriteFailed(store.cannot_write(f"Tune's state to {storage}", full)) from None
         died = exc.__cause__ if isinstance(exc, RuntimeError) else None
-        if not (isinstance(died, RayError) and writer.write_killed(died)):
+        if not (isinstance(died, RayError) and writer.write_killed(died, max_failures)):
             raise
 
 

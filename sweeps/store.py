@@ -174,6 +174,7 @@ class RowWriter(tune.Callback):
         self.written: set[str] = set()  # trial ids whose rows are on disk
         self.hashes: set[str] = set()  # config hashes of those rows
         self.running: dict = {}  # trial id -> (Tune trial, its worker's actor id) for trials with no row yet
+        self.lost: dict = {}  # member config hashes of a Tune trial -> times a worker death Tune ends its run on took it
         self.rows = 0
         self.start = self.noted = time.monotonic()
 
@@ -233,18 +234,27 @@ class RowWriter(tune.Callback):
         if trial.trial_id not in self.written:
             self._write_failed(trial, _trial_error(trial), trials)
 
-    def write_killed(self, error: Exception) -> int:
-        """After Tune ended the run on a worker death it does not handle (sweeps/runner.py: _fit): error
-        rows, headed by `error`'s first line, for the Tune trials in flight whose worker `error` names by
-        its actor id (Ray's memory monitor does), else for every trial in flight. Returns how many Tune
-        trials got rows; the others that were in flight have none, and run again."""
+    def write_killed(self, error: Exception, max_failures: int) -> int:
+        """After Tune ended the run on a worker death it does not handle (sweeps/runner.py: _fit). Where
+        `error` names the worker of a Tune trial in flight by its actor id (Ray's memory monitor does:
+        the trial's own memory, so it would die again), error rows headed by `error`'s first line for
+        those. Where it names none (a kill from outside, such as the kernel's OOM killer, caught between
+        two of Tune's steps), the trials in flight run again, as Tune's own retries would, up to
+        `max_failures` times each, then get the error row. Returns how many Tune trials were in flight:
+        0 means the error is none of this."""
         text = str(error).strip()
+        in_flight = [trial for trial, _ in self.running.values()]
         named = [trial for trial, actor in self.running.values() if actor in text]
-        killed = named or [trial for trial, _ in self.running.values()]
-        for trial in killed:
-            self._write_failed(trial, text, [])  # Tune's run has ended: none running, none pending
+        for trial in named or in_flight:
+            key = tuple(TrialConfig.from_dict(m).config_hash() for m in trial.config["group"]["trials"])
+            self.lost[key] = self.lost.get(key, 0) + 1
+            if named or self.lost[key] > max_failures:
+                self._write_failed(trial, text, [])  # Tune's run has ended: none running, none pending
+            else:
+                self.log(f"{trial.trial_id} lost its worker ({text.splitlines()[0] if text else type(error).__name__}):"
+                         f" running it again, failure {self.lost[key]}")
         self.running.clear()
-        return len(killed)
+        return len(in_flight)
 
 
 def _trial_error(trial) -> str:

@@ -70,3 +70,41 @@ def test_a_directory_that_cannot_be_written_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="cannot be written .*: give --out a writable directory"):
         with Store("/proc/self/crossover-results").locked():
             pass
+
+
+def test_a_worker_death_that_names_no_trial_runs_the_trials_in_flight_again_then_rows_them(tmp_path):
+    # Tune ends its run on a worker death it does not handle (sweeps/runner.py: _fit). The memory monitor
+    # names the worker it killed: that trial's row at once. A death that names none (a SIGKILL from
+    # outside): the trials in flight run again, max_failures times, then get their row.
+    from ray.exceptions import WorkerCrashedError
+    from ray.tune.experiment import Trial
+
+    from sweeps.space import Space, groups
+    from sweeps.store import RowWriter
+
+    space = Space("killed", {"disc": {"depth": [2, 3]}}, ("cpu",))
+    trials = space.expand()
+    tune_trials = [Trial("trainable", config={"group": g}, stub=True)
+                   for g in space.param_space(groups(trials, "off"))["group"]["grid_search"]]
+    lines = []
+    for name in ("killed", "named"):
+        (tmp_path / name).mkdir()  # as Store.locked makes it when a sweep starts
+    writer = RowWriter(Store(tmp_path / "killed"), "killed", trials, lines.append)
+
+    def in_flight():
+        writer.running = {t.trial_id: (t, f"actor{i}") for i, t in enumerate(tune_trials)}
+
+    in_flight()
+    assert writer.write_killed(WorkerCrashedError(), max_failures=1) == 2
+    assert not list((tmp_path / "killed").glob("*.parquet")) and len(lines) == 2
+    assert "lost its worker" in lines[0] and "running it again, failure 1" in lines[0]
+    in_flight()
+    assert writer.write_killed(WorkerCrashedError(), max_failures=1) == 2  # a second time: past max_failures
+    rows = pd.read_parquet(tmp_path / "killed")
+    assert len(rows) == 2 and set(rows["status"]) == {"error"} and sorted(rows["depth"]) == [2, 3]
+
+    named = RowWriter(Store(tmp_path / "named"), "named", trials, lines.append)
+    named.running = {t.trial_id: (t, f"actor{i}") for i, t in enumerate(tune_trials)}
+    assert named.write_killed(RuntimeError("Task was killed (actor ID: actor1, pid=7)"), max_failures=2) == 2
+    rows = pd.read_parquet(tmp_path / "named")
+    assert len(rows) == 1 and rows["depth"].iloc[0] == 3 and rows["error"].iloc[0].startswith("Task was killed")
