@@ -80,19 +80,43 @@ def _same_type(read: pa.DataType, written: pa.DataType) -> bool:
     return read == written or both_timestamps or read == pa.null()
 
 
+# What the analysis computes with, from each ok row: the crossovers resample `epoch_s`, the costs use
+# `total_s` (a trial) and `samples_per_s` (a million samples). Each must be a positive, finite number
+# (a list of them for epoch_s); `total_s` and `samples_per_s` may be null (rows that predate them).
+_MEASURED = {"epoch_s_median": "an epoch time", "epoch_s": "an epoch time", "total_s": "a trial time",
+             "samples_per_s": "a throughput"}
+_MAY_BE_NULL = ("total_s", "samples_per_s")
+
+
+def _positive(value) -> bool:
+    try:
+        return bool(np.isfinite(value) and value > 0)
+    except TypeError:  # None, or not a number
+        return False
+
+
 def _check_times(rows: pd.DataFrame) -> None:
-    """Every ok row's time per epoch a positive, finite number of seconds; a row that is not is named
-    (its file, sweep, trial and configuration), never dropped or printed as a measurement."""
+    """Every ok row's measured times and throughput positive, finite numbers (_MEASURED); a row that is
+    not is named (its file, sweep, trial and configuration), never dropped or printed as a measurement."""
     if "epoch_s_median" not in rows:
         raise ValueError("the rows have no epoch_s_median column: they were not written by sweeps/store.py")
-    median = pd.to_numeric(rows["epoch_s_median"], errors="coerce")
-    bad = rows[(rows["status"] == "ok") & ~(np.isfinite(median) & (median > 0))]
-    if len(bad):
-        r = bad.iloc[0]
-        raise ValueError(f"{len(bad)} ok rows with an epoch time that is not a positive, finite number of seconds, "
-                         f"e.g. epoch_s_median={r['epoch_s_median']} in sweep {r['sweep']!r}, trial {r['trial_id']}, "
-                         f"config {r['config_hash']} ({r['workload']} {r['device']} {sizes_label(bad.head(1)).iloc[0]}) "
-                         f"in {r['results_dir']}: move that file out of the directory, or re-run its configuration")
+    ok = rows["status"] == "ok"
+    for column, what in _MEASURED.items():
+        if column not in rows:
+            continue
+        if column == "epoch_s":  # every epoch timed; null only where a row kept no list
+            good = rows[column].map(lambda xs: xs is None or (len(xs) > 0 and all(_positive(x) for x in xs)))
+        else:
+            good = rows[column].map(_positive) | (rows[column].isna() if column in _MAY_BE_NULL else False)
+        bad = rows[ok & ~good.astype(bool)]
+        if len(bad):
+            r = bad.iloc[0]
+            value = [x if x is None else float(x) for x in r[column]] if column == "epoch_s" else r[column]
+            unit = "samples a second" if column == "samples_per_s" else "seconds"
+            raise ValueError(f"{len(bad)} ok rows with {what} that is not a positive, finite number of {unit}, "
+                             f"e.g. {column}={value} in sweep {r['sweep']!r}, trial {r['trial_id']}, "
+                             f"config {r['config_hash']} ({r['workload']} {r['device']} {sizes_label(bad.head(1)).iloc[0]}) "
+                             f"in {r['results_dir']}: move that file out of the directory, or re-run its configuration")
 
 
 def _check_versions(versions: dict[int, Path]) -> None:

@@ -8,6 +8,7 @@ Every refusal names the field or flag and the fix; no measured row is lost, dupl
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -440,6 +441,26 @@ def test_analysis_refuses_an_epoch_time_that_is_no_measurement_naming_the_row(tm
     with pytest.raises(ValueError, match=r"1 ok rows with an epoch time that is not a positive, finite number of "
                                          r"seconds, e\.g\. epoch_s_median=.* in sweep .*, trial t_9, config "
                                          r"0000000000000001 \(disc cuda .*\) in .*: move that file out"):
+        read(tmp_path / "d")
+
+
+@pytest.mark.parametrize("column, value, words", [
+    ("epoch_s", [0.01, float("nan"), 0.011], "an epoch time that is not a positive, finite number of seconds, "
+                                              "e.g. epoch_s=[0.01, nan, 0.011]"),
+    ("epoch_s", [0.01, -0.02, 0.011], "an epoch time that is not a positive, finite number of seconds"),
+    ("total_s", -3.0, "a trial time that is not a positive, finite number of seconds, e.g. total_s=-3.0"),
+    ("samples_per_s", float("inf"), "a throughput that is not a positive, finite number of samples a second"),
+])
+def test_analysis_refuses_any_time_or_throughput_it_computes_with_that_is_no_measurement(tmp_path, column, value, words):
+    # one NaN among a row's epochs turned a crossover's verdict into "within noise"; a negative total_s
+    # gave a negative cost per trial, an infinite throughput a cost per million samples of 0
+    from analysis_rows import row
+
+    from analysis.load import read
+
+    write_rows(tmp_path / "d", [row("disc", "cpu", [0.01, 0.011]),
+                                {**row("disc", "cuda", [0.01, 0.011]), column: value, "trial_id": "t_9"}])
+    with pytest.raises(ValueError, match=r"1 ok rows with " + re.escape(words) + r".*trial t_9.*: move that file out"):
         read(tmp_path / "d")
 
 
