@@ -12,6 +12,21 @@ from pathlib import Path
 from analysis.cli import HelpFormatter
 
 
+def at_least(low: int):
+    """An argparse type: an integer >= `low`, else the flag is refused by name (exit 2). Without it,
+    `--max-failures -1` meant Tune's 'retry for ever', and 0 threads or trials at once meant 'no limit'."""
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+        return value
+    check.__name__ = f"integer >= {low}"  # argparse names the type in its message
+    return check
+
+
 def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to OUT/NAME/") -> argparse.ArgumentParser:
     """A script's parser: its docstring's first paragraph as description, and the shared flags."""
     shared = argparse.ArgumentParser(add_help=False)

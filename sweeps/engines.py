@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     p = cli.parser(__doc__, "engines", "prefix of the sweeps' names")
     p.add_argument("--workloads", default=",".join(GRIDS["default"]), help="comma-separated workloads")
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated GPU engines")
-    p.add_argument("--cpu-threads", type=int, default=None, help="threads of the CPU baseline (default: all)")
+    p.add_argument("--cpu-threads", type=cli.at_least(1), default=None, help="threads of the CPU baseline (default: all)")
     args = p.parse_args(argv)
 
     runner.connect(args.address)

@@ -94,17 +94,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = cli.parser(__doc__, "overhead", "prefix of the measurements' names: OUT/NAME-<stamp>-*/")
     p.add_argument("--trial-seconds", default="0.1,1,10",
                    help="comma-separated target lengths of one trial (total_s), each calibrated to epochs")
-    p.add_argument("--trials", type=int, default=20, help="trials per measurement (N)")
+    p.add_argument("--trials", type=cli.at_least(2), default=20, help="trials per measurement (N)")
     p.add_argument("--concurrency", default="1,auto",
                    help="comma-separated max_concurrent values: 1 gives the serial picture, "
                         "auto as many as the CPUs allow (scaling.py's default)")
-    p.add_argument("--repeats", type=int, default=3, help="measurements of each length and concurrency")
+    p.add_argument("--repeats", type=cli.at_least(1), default=3, help="measurements of each length and concurrency")
     p.add_argument("--verbose", action="store_true", help="print the runner's line per trial")
     args = p.parse_args(argv)
     if args.smoke:
         args.trial_seconds, args.trials, args.repeats = "0.05", 4, 1
-    if args.trials < 2 or args.repeats < 1:
-        p.error(f"--trials must be >= 2 and --repeats >= 1, got {args.trials} and {args.repeats}")
     return args
 
 

@@ -85,7 +85,7 @@ def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int) -> list[
 def main(argv=None) -> int:
     p = cli.parser(__doc__, "parallel", "prefix of the sweeps' names")
     p.add_argument("--studies", default="packed,ddp,pipe", help="comma-separated: packed, ddp, pipe")
-    p.add_argument("--repeats", type=int, default=3,
+    p.add_argument("--repeats", type=cli.at_least(1), default=3,
                    help="independent runs (seeds) of every ddp and pipe point: the intervals are over them")
     args = p.parse_args(argv)
 

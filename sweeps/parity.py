@@ -212,10 +212,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="comma-separated workloads; default: all of the seeds' grid (with --smoke: disc, peaks)")
     p.add_argument("--devices", default=None,
                    help="comma-separated devices of cpu, cuda; default: cpu, and cuda where torch sees a GPU")
-    p.add_argument("--cpu-threads", type=int, default=None,
+    p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
                    help="threads (and Ray CPUs) of the CPU trials and the CPU plain loop; default: all cores of "
                         "this node, as sweeps/scaling.py; GPU trials have one, as in a sweep")
-    p.add_argument("--repeats", type=int, default=3, help="runs of each way per configuration, interleaved")
+    p.add_argument("--repeats", type=cli.at_least(1), default=3, help="runs of each way per configuration, interleaved")
     p.add_argument("--verbose", action="store_true", help="print the runner's line per trial")
     args = p.parse_args(argv)
     if args.smoke:

@@ -52,8 +52,8 @@ def spaces(args, grid: str, devices: tuple) -> list[Space]:
 def main(argv=None) -> int:
     p = cli.parser(__doc__, "precision", "prefix of the sweeps' names")
     p.add_argument("--workloads", default=",".join(GRIDS["default"]), help="comma-separated workloads")
-    p.add_argument("--cpu-threads", type=int, default=None, help="threads of the CPU trials (default: all)")
-    p.add_argument("--repeats", type=int, default=3, help="independent runs (seeds) per point")
+    p.add_argument("--cpu-threads", type=cli.at_least(1), default=None, help="threads of the CPU trials (default: all)")
+    p.add_argument("--repeats", type=cli.at_least(1), default=3, help="independent runs (seeds) per point")
     args = p.parse_args(argv)
 
     runner.connect(args.address)

@@ -146,6 +146,17 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     if not workers_reniced():
         log("note: Ray was started without sweeps.runner.connect, so its workers run at nice 15, below every "
             "other process on the node; start it with runtime_env={'env_vars': sweeps.runner.WORKER_ENV}")
+    if storage_path and "://" not in storage_path:  # a local folder: refused now, not at Tune's first write
+        try:
+            Path(storage_path).mkdir(parents=True, exist_ok=True)
+            writable = os.access(storage_path, os.W_OK | os.X_OK)
+        except OSError as exc:
+            writable, why = False, exc.strerror
+        else:
+            why = "not writable by this user"
+        if not writable:
+            raise ValueError(f"--storage-path {storage_path} cannot hold Tune's state ({why}): give a folder you can "
+                             "write, a URI such as s3://bucket/crossover, or leave it out (OUT/_tune)")
     store = Store(Path(out) / space.name)
     with store.locked(log):
         try:
@@ -253,8 +264,9 @@ def _in_chain(exc: BaseException, kind: type):
 _RAY_NAMES = {"cpu": "CPU", "gpu": "GPU"}  # Tune's resource names -> Ray's
 _FIXES = {
     "cpu": "give --cpu-threads at most the CPUs of the largest node",
-    "ddp-cpu": "ask for fewer workers (ddp-cpu:N with N + 0.25 <= the CPUs there are; each worker takes "
-               "--cpu-threads / N threads, at least 1)",
+    "ddp-cpu": "give --cpu-threads fewer than the CPUs there are (the N workers share --cpu-threads, at least "
+               "1 core each, beside the trial's own quarter core: the default, every core, leaves none for it), "
+               "or ask for fewer workers (ddp-cpu:N with N + 0.25 <= the CPUs)",
     "ddp": "ask for fewer GPUs (ddp:N)", "pipe": "ask for fewer stages (pipe:N)", "cuda": "",
 }
 _MORE = ("drop it from --devices, connect to a cluster that has them (--address), or name the autoscaling config "

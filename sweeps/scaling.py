@@ -73,16 +73,16 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help=f"comma-separated devices of {list(DEVICES)}; default: every device the Ray cluster has")
     p.add_argument("--grid", default="default", choices=sorted(GRIDS),
                    help="default: sizes for a laptop's CPU and any GPU; seeds: each seed's own configuration")
-    p.add_argument("--max-concurrent", type=int, default=None, help="trials at once (default: as resources allow)")
+    p.add_argument("--max-concurrent", type=cli.at_least(1), default=None, help="trials at once (default: as resources allow)")
     p.add_argument("--cluster-config", default=None, type=Path,
                    help="autoscaling config of the cluster, whose node types count as nodes it can add "
                         "(default: ~/ray_bootstrap_config.yaml where it exists, as on a `ray up` head)")
     p.add_argument("--storage-path", default=None,
                    help="where Tune keeps its state, e.g. s3://bucket/crossover (default: OUT/_tune/NAME); "
                         "the rows are written by this process under OUT either way")
-    p.add_argument("--max-failures", type=int, default=2,
+    p.add_argument("--max-failures", type=cli.at_least(0), default=2,
                    help="times a trial whose worker or node died is run again before it becomes an error row")
-    p.add_argument("--cpu-threads", type=int, default=None,
+    p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
                    help="threads (and Ray CPUs) per CPU trial; default: all cores of the largest node")
     p.add_argument("--fuse", default="off",
                    help="fuse trials that differ only in seed and lr into one batched model (HFTA): 'off', "
@@ -95,7 +95,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--exclusive", action="store_true",
                    help="timing grade: one trial at a time, nothing else on its node while timed "
                         "(without it, trials pack for throughput; every row lists what ran beside it)")
-    p.add_argument("--repeats", type=int, default=3,
+    p.add_argument("--repeats", type=cli.at_least(1), default=3,
                    help="independent runs (seeds) per grid point: the crossover's interval is over them")
     p.add_argument("--loop", default="fast", choices=LOOPS, help="'seed' reproduces the seeds' own loop")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS,

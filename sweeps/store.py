@@ -18,7 +18,8 @@ disk, a quota) stops the sweep (WriteFailed: the directory, the error, the fix),
 configs whose row says 'ok' and measures the rest again; a new row for a config replaces its old
 failed one, so nothing is duplicated. One sweep at a time writes a directory (`locked`): a second is
 refused, naming the first. What is not a row (a stray file, a truncated or unreadable row file) is
-moved to _aside/<sweep>/ with a warning, so it neither blocks the resume nor a reader of the directory.
+moved to _aside/<sweep>/ with a warning (a folder too; never over an earlier one of the same name), so it
+neither blocks the resume nor a reader of the directory.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
+import itertools
 import json
 import os
 import shutil
@@ -113,6 +115,10 @@ class Store:
                              f"skip (and {TUNE}, {ASIDE} and {REPORTS} are taken there): give --name another name")
         if self.dir.exists() and not self.dir.is_dir():
             raise ValueError(f"results directory {self.dir} is a file: give --out a directory (or another --name)")
+        if self.dir.is_dir() and (nested := next((p for p in self.dir.iterdir() if p.is_dir() and not p.name.startswith(".")
+                                                  and next(p.rglob("*.parquet"), None)), None)):
+            raise ValueError(f"results directory {self.dir} holds a folder of rows ({nested.name}/): it is a folder "
+                             "of sweeps (such as results/reference), not one sweep's: give another --name")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             lock = open(self.dir / LOCK, "a+")
@@ -134,8 +140,9 @@ class Store:
             lock.flush()
             for tmp in self.dir.glob(".*.tmp"):  # a killed writer's: no other writer can be at work now
                 tmp.unlink(missing_ok=True)
-            self._set_aside([p for p in self.dir.iterdir() if p.is_file() and not p.name.startswith(("_", "."))
-                             and p.suffix != ".parquet"], "not a row file", log)
+            self._set_aside([p for p in self.dir.iterdir() if p.name not in (LOCK, schema.RUNS_FILE)
+                             and not p.name.startswith(".") and not (p.is_file() and p.suffix == ".parquet")],
+                            "not a row file", log)  # a folder too: pd.read_parquet(DIR) fails on one
             yield self
 
     def measured(self, log=print) -> set[str]:
@@ -161,8 +168,13 @@ class Store:
     def _set_aside(self, paths: list[Path], why: str, log) -> None:
         for path in paths:
             self.aside.mkdir(parents=True, exist_ok=True)
-            shutil.move(path, self.aside / path.name)
-            log(f"warning: {path} is {why}; moved to {self.aside}/")
+            target = self.aside / path.name
+            for n in itertools.count(1):  # never over what an earlier run set aside under that name
+                if not target.exists():
+                    break
+                target = self.aside / f"{path.name}.{n}"
+            shutil.move(path, target)
+            log(f"warning: {path} is {why}; moved to {target}")
 
 
 class RowWriter(tune.Callback):

@@ -85,11 +85,32 @@ def test_ray_train_workers_and_the_trial_itself_are_counted_against_the_cores():
     # Ray Train 2.60: N worker bundles of --cpu-threads/N CPUs (1 at least) + the Tune trial's 0.25;
     # its controller actor asks for none
     assert "needs {'CPU': 2.25} at once (2 Ray Train workers of {'CPU': 1}" in problems(("ddp-cpu:2",), 2)
-    assert "ddp-cpu:N with N + 0.25 <= the CPUs there are" in problems(("ddp-cpu:2",), 2)
+    assert "ddp-cpu:N with N + 0.25 <= the CPUs" in problems(("ddp-cpu:2",), 2)
+    # ddp-cpu:1 at the default --cpu-threads (every core) cannot fit beside its trial: the fix names the flag
+    assert "give --cpu-threads fewer than the CPUs there are" in problems(("ddp-cpu:1",), 2)
     assert problems(("ddp-cpu:1",), 1) is None
     two_nodes = (NODE_2CPU, NODE_2CPU)  # the workers' placement group packs across nodes where it must
     assert problems(("ddp-cpu:2",), 2, nodes=two_nodes) is None
     assert "asks Ray for {'CPU': 3} in one place" in problems(("ddp-cpu:2",), 6, nodes=two_nodes)
+
+
+@pytest.mark.parametrize("flag, value, low", [("--max-failures", "-1", 0), ("--cpu-threads", "0", 1),
+                                               ("--max-concurrent", "0", 1), ("--repeats", "0", 1)])
+def test_counts_that_would_mean_no_limit_or_for_ever_are_refused_by_flag(flag, value, low):
+    # --max-failures -1 was Tune's 'retry for ever'; --cpu-threads 0 and --max-concurrent 0, 'no limit'
+    done = subprocess.run(SCALING + [flag, value], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and f"argument {flag}: must be an integer >= {low}, got '{value}'" in done.stderr
+
+
+def test_a_storage_path_that_cannot_be_written_is_refused_before_anything_runs(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    done = subprocess.run(SCALING + ["--smoke", "--devices", "cpu", "--out", str(tmp_path), "--storage-path",
+                                     str(tmp_path / "file" / "tune")], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"--storage-path {tmp_path / 'file' / 'tune'} cannot hold Tune's state (" in done.stderr
+    assert "give a folder you can write" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "smoke").exists() or not list((tmp_path / "smoke").glob("*.parquet"))
 
 
 def test_more_threads_than_the_largest_node_or_a_gpu_it_lacks_is_refused_by_flag():

@@ -53,6 +53,24 @@ def test_strays_truncated_rows_and_leftovers_are_set_aside_and_the_rows_read(tmp
     assert not list(store.dir.glob(".*.tmp"))
     assert len(pd.read_parquet(store.dir)) == 1  # the directory reads as rows again, _lock skipped
 
+    # a folder (pd.read_parquet(DIR) failed on one), and a second notes.txt: the first one set aside stays
+    (store.dir / "_report").mkdir()
+    (store.dir / "_report" / "index.html").write_text("<html/>")
+    (store.dir / "notes.txt").write_text("newer notes")
+    with store.locked(log=lines.append):
+        pass
+    aside = tmp_path / "_aside" / "s"
+    assert (aside / "notes.txt").read_text() == "my notes" and (aside / "notes.txt.1").read_text() == "newer notes"
+    assert (aside / "_report" / "index.html").exists() and "moved to " + str(aside / "notes.txt.1") in lines[-1] + lines[-2]
+    assert sorted(p.name for p in store.dir.iterdir()) == [LOCK, "a" * 16 + ".parquet"]
+    assert len(pd.read_parquet(store.dir)) == 1
+
+    # a folder of sweeps, such as results/reference, given as one sweep's directory: refused, nothing moved
+    with pytest.raises(ValueError, match=r"holds a folder of rows \((s|_aside)/\).*not one sweep's: give another --name"):
+        with Store(tmp_path).locked():
+            pass
+    assert (store.dir / ("a" * 16 + ".parquet")).exists()
+
 
 def test_a_directory_that_cannot_be_written_is_refused_by_name(tmp_path):
     # a name readers of results/ skip, where Tune's state, reports and files set aside live
@@ -108,3 +126,22 @@ def test_a_worker_death_that_names_no_trial_runs_the_trials_in_flight_again_then
     assert named.write_killed(RuntimeError("Task was killed (actor ID: actor1, pid=7)"), max_failures=2) == 2
     rows = pd.read_parquet(tmp_path / "named")
     assert len(rows) == 1 and rows["depth"].iloc[0] == 3 and rows["error"].iloc[0].startswith("Task was killed")
+
+
+def test_a_row_is_on_disk_before_its_name_and_its_name_before_the_next(tmp_path, monkeypatch):
+    # A power loss must leave the whole row or none: the file is fsynced before the rename, and the
+    # directory after it. Which descriptors os.fsync saw is recorded; the real fsync still runs.
+    synced = []
+    real = os.fsync
+
+    def recording(fd):
+        synced.append(os.path.realpath(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    store = Store(tmp_path / "s")
+    with store.locked():
+        path = store.write({**row("disc", "cpu", [0.01, 0.011]), "config_hash": "a" * 16})
+    assert len(synced) == 2
+    assert os.path.dirname(synced[0]) == str(store.dir) and os.path.basename(synced[0]).endswith(".tmp")
+    assert synced[1] == str(store.dir) and path.exists()
