@@ -74,6 +74,9 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a report, chart or rewritten row that could not be written: a full disk
+        print(f"error: {report.cannot_write(exc)}", file=sys.stderr)
+        return 1
 
 
 def _report(args) -> int:

@@ -32,7 +32,11 @@ def read(*dirs: str | Path) -> pd.DataFrame:
     tables, versions = [], {}
     for directory in map(Path, dirs):
         for path in _files(directory):
-            table = pq.read_table(path)
+            try:
+                table = pq.read_table(path)
+            except (pa.ArrowException, OSError) as exc:  # truncated by a crash, or not Parquet at all
+                raise ValueError(f"{path} is not a readable row file ({str(exc).splitlines()[0]}): move it out of "
+                                 f"{directory}, or run its sweep again, which sets it aside") from None
             _check_file(path, table)
             for version in set(table["schema_version"].to_pylist()):
                 versions.setdefault(version, path)

@@ -53,6 +53,12 @@ def default_out(dirs: list[Path]) -> Path:
     return parent / REPORTS / "+".join(d.name for d in named)
 
 
+def cannot_write(exc: OSError) -> str:
+    """The message of an output (report, chart, table) that could not be written: what, why, the fix."""
+    return (f"cannot write {exc.filename or 'the output'} ({exc.strerror or exc}): the rows are unchanged; free "
+            "space on that disk or make it writable (or give --out another folder), then run the command again")
+
+
 def figures(rows: pd.DataFrame, table: pd.DataFrame) -> dict[str, object]:
     """Every chart the rows allow, by file name."""
     out = {f"epoch_time_vs_{axis}": charts.epoch_time_vs_size(rows, table, axis)

@@ -140,7 +140,11 @@ def sweep(args) -> int:
     print("\n".join(filter(None, [summary.reference_note(shown), summary.render(shown.assign(device=shown["arm"]))])))
     print(f"{len(rows)} rows in {store.dir} ({time.perf_counter() - start:.0f} s)")
     if not args.no_report:
-        page, crossovers = report.build([store.dir], reference=not args.no_reference)
+        try:
+            page, crossovers = report.build([store.dir], reference=not args.no_reference)
+        except OSError as exc:  # the rows are all written: only the report is missing
+            print(f"error: {report.cannot_write(exc)} (python -m analysis report {store.dir})", file=sys.stderr)
+            return runner.WRITE_FAILED
         print(f"{crossovers}\nreport: {page}")
     return 0
 

@@ -485,6 +485,25 @@ def test_analysis_refuses_any_time_or_throughput_it_computes_with_that_is_no_mea
         read(tmp_path / "d")
 
 
+def test_the_analysis_names_a_truncated_row_file_and_a_report_it_cannot_write(tmp_path):
+    from analysis_rows import row
+
+    write_rows(tmp_path / "d", [row("disc", "cpu", [0.01, 0.011]), row("disc", "cuda", [0.004, 0.005])])
+    analysis = [sys.executable, "-m", "analysis", "report", str(tmp_path / "d"), "--no-reference"]
+    (tmp_path / "file").write_text("not a folder")
+    done = subprocess.run(analysis + ["--out", str(tmp_path / "file" / "report")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"error: cannot write {tmp_path / 'file' / 'report'}" in done.stderr and "the rows are unchanged" in done.stderr
+
+    first = sorted((tmp_path / "d").glob("*.parquet"))[0]
+    first.write_bytes(first.read_bytes()[:100])  # truncated by a crash, before a sweep set it aside
+    done = subprocess.run(analysis, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"error: {first} is not a readable row file (" in done.stderr
+    assert "run its sweep again, which sets it aside" in done.stderr
+
+
 def test_rows_with_no_status_a_null_version_or_a_changed_type_are_named_not_a_traceback(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
