@@ -98,10 +98,22 @@ def to_schema(path: Path) -> pa.Table | None:
     return pa.Table.from_arrays(columns, schema=SCHEMA)
 
 
+def _umask() -> int:
+    """This process's umask, read without setting it (os.umask would, for a moment, for every thread)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:  # no /proc (macOS)
+        pass
+    return 0o022
+
+
 def write_atomic(path: Path, table: pa.Table) -> None:
     """`table` over `path`, atomically: a temporary file beside it, fsynced, renamed, the rename fsynced."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide the rows from the user's group and others
         with os.fdopen(fd, "wb") as f:
             pq.write_table(table, f)
             f.flush()

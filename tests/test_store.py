@@ -145,3 +145,6 @@ def test_a_row_is_on_disk_before_its_name_and_its_name_before_the_next(tmp_path,
     assert len(synced) == 2
     assert os.path.dirname(synced[0]) == str(store.dir) and os.path.basename(synced[0]).endswith(".tmp")
     assert synced[1] == str(store.dir) and path.exists()
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask  # as any file this user makes, not mkstemp's 0600
