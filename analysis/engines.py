@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis.crossover import Bootstrap, answer, find
 from analysis.load import cold_starts, sizes_label
-from analysis.schema import CONFIG_COLUMNS, RUNS_FILE
+from analysis.schema import CONFIG_COLUMNS, runs_file
 
 # Fused members differ only in these (trainables/fused.py): the rest of the config is the group's.
 FUSABLE = ("seed", "lr")
@@ -58,7 +58,7 @@ def fused(rows: pd.DataFrame) -> pd.DataFrame:
             first: the steady rate of a long sweep;
     cold    the same of those that were (imports, CUDA context: 5 s against 0.4 s in
             results/reference/h100-2026-11-21-engines): what a sweep of a few trials pays;
-    sweep   a whole sweep's wall time (its `_runs.jsonl`, sweeps/runner.py), Tune's start and
+    sweep   a whole sweep's wall time (OUT/_runs/<sweep>.jsonl, sweeps/runner.py), Tune's start and
             scheduling included, for results directories that hold only that side's trials.
     `vs_one_at_a_time` sets each line against the one-at-a-time line of the same kind."""
     ok = _ok(rows.assign(cold=cold_starts(rows)))
@@ -89,8 +89,8 @@ def _sweeps(how: str, members: int, side: pd.DataFrame, ok: pd.DataFrame) -> lis
         return []
     dirs = [d for d in side["results_dir"].unique() if set(ok.loc[ok["results_dir"] == d, "config_hash"])
             <= set(side["config_hash"])]
-    runs = [json.loads(line) for d in dirs if (Path(d) / RUNS_FILE).exists()
-            for line in (Path(d) / RUNS_FILE).read_text().splitlines() if line.strip()]
+    runs = [json.loads(line) for d in dirs if runs_file(Path(d)).exists()
+            for line in runs_file(Path(d)).read_text().splitlines() if line.strip()]
     if not runs:
         return []
     wall, trials = sum(r["end"] - r["start"] for r in runs), sum(r["trials"] for r in runs)

@@ -20,6 +20,8 @@ Units: `_s` seconds, `_bytes` bytes, `_per_s` per second; accuracy is a fraction
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 
 # Bump when a column changes meaning or type; readers refuse to mix versions.
@@ -159,10 +161,15 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("cuda_version", _STR, "torch.version.cuda, null for CPU-only builds"),
 ]
 
-# Beside the rows in a results directory, one JSON line per run of the sweep: its wall-clock start and
-# end (time.time()), the trials and Tune trials it ran, its max_concurrent (sweeps/runner.py). The
-# leading '_' makes Parquet readers of the directory skip it.
-RUNS_FILE = "_runs.jsonl"
+RUNS = "_runs"  # OUT/_runs/<sweep>.jsonl: beside the results directory OUT/<sweep>/, never in it
+
+
+def runs_file(directory: Path) -> Path:
+    """One JSON line per run of the sweep whose rows are in `directory`: its wall-clock start and end
+    (time.time()), the trials and Tune trials it ran, its max_concurrent (sweeps/runner.py). Outside the
+    directory, so that it holds Parquet rows alone and every reader, polars' read_parquet(DIR) too,
+    reads it whole."""
+    return directory.parent / RUNS / f"{directory.name}.jsonl"
 
 SCHEMA = pa.schema([pa.field(name, kind) for name, kind, _ in COLUMNS])
 NAMES = [name for name, _, _ in COLUMNS]

@@ -1,17 +1,16 @@
 """Trial rows on disk: one Parquet file per measured configuration, written atomically by the driver.
 
-    results/<sweep>/<config_hash>.parquet    one row, schema analysis/schema.py
-    results/<sweep>/_lock                    held while a sweep writes the directory: who holds it
-    results/<sweep>/_runs.jsonl              each run's wall time (analysis/schema.py: RUNS_FILE)
+    results/<sweep>/<config_hash>.parquet    one row, schema analysis/schema.py: nothing else in there
+    results/_locks/<sweep>                   held while a sweep writes results/<sweep>/: who holds it
+    results/_runs/<sweep>.jsonl              each run's wall time (analysis/schema.py: runs_file)
     results/_tune/<sweep>/                   Tune's own state (sweeps/runner.py), unless --storage-path
     results/_aside/<sweep>/                  files found in results/<sweep>/ that are not rows, moved aside
     results/_reports/<sweep>/                the report (analysis/report.py)
 
-A results directory holds its rows and those two files, no folder: pandas and pyarrow read it whole
-(`DIR`), DuckDB and polars as `DIR/*.parquet` (DuckDB's `DIR/**/*.parquet` as well; polars'
-`read_parquet(DIR)` refuses any file that is not Parquet, `_lock` included). The rest sits beside the
-results directories under names starting with '_', which pandas and pyarrow skip when they read
-`results/` as one dataset; so a sweep's name may not start with '_' or '.'. A row is written under a
+A results directory holds its rows alone: pandas, pyarrow, DuckDB and polars read it whole (`DIR`, or
+`DIR/*.parquet`). The rest sits beside the results directories under names starting with '_', which
+pandas and pyarrow skip when they read `results/` as one dataset; so a sweep's name may not start
+with '_' or '.'. A row is written under a
 hidden temporary name, flushed to disk and renamed into place (analysis/migrate.py: write_atomic), so a
 crash, a kill or a power loss leaves either the whole row or none; a row that cannot be written (a full
 disk, a quota) stops the sweep (WriteFailed: the directory, the error, the fix), the rows before it kept. Re-running a sweep skips the
@@ -50,7 +49,8 @@ from trainables.rows import failed_row
 from trainables.trainable import ROW_KEY
 from trainables.trial import Trial
 
-LOCK = "_lock"
+LOCKS = "_locks"  # results/_locks/<sweep>
+OLD_FILES = ("_lock", "_runs.jsonl")  # where earlier versions kept them, in the results directory
 ASIDE = "_aside"  # results/_aside/<sweep>/
 TUNE = "_tune"  # results/_tune/<sweep>/
 WAIT_NOTE_S = 30.0  # while every trial waits for resources, the progress line says so this often
@@ -65,6 +65,10 @@ class WriteFailed(Exception):
 class Store:
     def __init__(self, directory: Path | str):
         self.dir = Path(directory)
+
+    @property
+    def lock_path(self) -> Path:
+        return self.dir.parent / LOCKS / self.dir.name
 
     @property
     def aside(self) -> Path:
@@ -87,12 +91,14 @@ class Store:
         return path
 
     def log_run(self, record: dict) -> None:
-        """One run's wall time and size, a line of RUNS_FILE."""
+        """One run's wall time and size, a line of its runs file (analysis/schema.py: runs_file)."""
+        path = schema.runs_file(self.dir)
         try:
-            with open(self.dir / schema.RUNS_FILE, "a") as f:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as f:
                 f.write(json.dumps(record) + "\n")
         except OSError as exc:
-            raise WriteFailed(self.cannot_write(f"{self.dir / schema.RUNS_FILE}", exc)) from None
+            raise WriteFailed(self.cannot_write(f"{path}", exc)) from None
 
     def cannot_write(self, what: str, exc: OSError) -> str:
         """The message of a write that failed: what, the error, what is kept and the fix."""
@@ -112,7 +118,7 @@ class Store:
         non-rows moved aside. Raises ValueError where it cannot be written or another sweep holds it."""
         if self.dir.name.startswith(("_", ".")):
             raise ValueError(f"sweep name {self.dir.name!r} starts with '_' or '.', which readers of {self.dir.parent} "
-                             f"skip (and {TUNE}, {ASIDE} and {REPORTS} are taken there): give --name another name")
+                             f"skip (and {TUNE}, {ASIDE}, {REPORTS}, {LOCKS} and {schema.RUNS} are taken there): give --name another name")
         if self.dir.exists() and not self.dir.is_dir():
             raise ValueError(f"results directory {self.dir} is a file: give --out a directory (or another --name)")
         if self.dir.is_dir() and (nested := next((p for p in self.dir.iterdir() if p.is_dir() and not p.name.startswith(".")
@@ -121,7 +127,8 @@ class Store:
                              "of sweeps (such as results/reference), not one sweep's: give another --name")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            lock = open(self.dir / LOCK, "a+")
+            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(self.lock_path, "a+")
         except OSError as exc:
             raise ValueError(f"results directory {self.dir} cannot be written ({exc.strerror}): give --out a "
                              "writable directory") from None
@@ -140,10 +147,23 @@ class Store:
             lock.flush()
             for tmp in self.dir.glob(".*.tmp"):  # a killed writer's: no other writer can be at work now
                 tmp.unlink(missing_ok=True)
-            self._set_aside([p for p in self.dir.iterdir() if p.name not in (LOCK, schema.RUNS_FILE)
-                             and not p.name.startswith(".") and not (p.is_file() and p.suffix == ".parquet")],
+            self._move_old_files()
+            self._set_aside([p for p in self.dir.iterdir() if not p.name.startswith(".")
+                             and not (p.is_file() and p.suffix == ".parquet")],
                             "not a row file", log)  # a folder too: pd.read_parquet(DIR) fails on one
             yield self
+
+    def _move_old_files(self) -> None:
+        """An earlier version's lock (no longer held: this process holds the new one) removed, and its
+        runs file's lines moved to the new one."""
+        old_lock, old_runs = (self.dir / name for name in OLD_FILES)
+        old_lock.unlink(missing_ok=True)
+        if old_runs.exists():
+            runs = schema.runs_file(self.dir)
+            runs.parent.mkdir(parents=True, exist_ok=True)
+            with open(runs, "a") as f:
+                f.write(old_runs.read_text())
+            old_runs.unlink()
 
     def measured(self, log=print) -> set[str]:
         """Config hashes that already have an 'ok' row of this schema version; unreadable row files and rows

@@ -72,7 +72,8 @@ def test_fused_against_alone_warm_cold_and_whole_sweeps_apart(tmp_path):
                  cold_start=cold) for g, t, cold in (("g1", 11.0, True), ("g2", 6.0, False)) for s in range(8)]
     for name, rows_of, wall in (("alone", alone, 36.0), ("fused", fused, 18.0)):  # 3 trials in 36 s, 16 in 18 s
         write(rows_of, tmp_path / name)
-        (tmp_path / name / schema.RUNS_FILE).write_text(
+        schema.runs_file(tmp_path / name).parent.mkdir(exist_ok=True)
+        schema.runs_file(tmp_path / name).write_text(
             json.dumps({"start": 100.0, "end": 100.0 + wall, "trials": len(rows_of)}) + "\n")
     table = engines.fused(read(tmp_path / "alone", tmp_path / "fused")).set_index(["how", "kind"])
     assert table.loc[("one at a time", "warm"), "trial_s"] == 3.0 and table.loc[("fused", "warm"), "trial_s"] == 6.0

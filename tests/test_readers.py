@@ -1,9 +1,7 @@
 """Every reader sees every row and every column: the committed rows of results/reference/ read together
 with a fresh sweep's through pandas, pyarrow, DuckDB and polars, and a fresh results directory, report
-written, read whole by DuckDB's and polars' globs (Tune's state and the report live beside it).
-
-A results directory holds its rows, `_lock` and `_runs.jsonl`: polars' `read_parquet(DIR)` refuses a
-directory with any file that is not Parquet, so polars reads `DIR/*.parquet` (README: Results)."""
+written, read whole by every reader (Tune's state, the report, the lock and the runs file live beside
+it: polars' `read_parquet(DIR)` refuses a directory with any file that is not Parquet)."""
 
 from pathlib import Path
 
@@ -64,9 +62,11 @@ def test_a_fresh_results_directory_holds_rows_alone_and_the_globs_read_them_all(
     out = fresh.dir.parent
     rows = len(fresh.files())
     assert rows == len(Space("fresh", FRESH, ("cpu",)).expand())  # one file a trial
-    # beside the rows, never among them: Tune's state and the report
-    assert {p.name for p in fresh.dir.iterdir()} == {p.name for p in fresh.files()} | {"_lock", schema.RUNS_FILE}
+    # beside the rows, never among them: Tune's state, the report, the lock, the runs file
+    assert {p.name for p in fresh.dir.iterdir()} == {p.name for p in fresh.files()}
     assert (out / "_reports" / "fresh" / "index.html").is_file() and (out / "_tune" / "fresh").is_dir()
+    assert (out / "_locks" / "fresh").is_file() and schema.runs_file(fresh.dir).is_file()
+    assert pl.read_parquet(str(fresh.dir)).height == rows and pd.read_parquet(fresh.dir).shape[0] == rows
     assert pl.read_parquet(str(fresh.dir / "*.parquet")).height == rows
     assert duckdb.sql(f"SELECT count(*) FROM '{fresh.dir}/*.parquet'").fetchall()[0][0] == rows
     assert duckdb.sql(f"SELECT count(*) FROM '{fresh.dir}/**/*.parquet'").fetchall()[0][0] == rows

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis_rows import row
-from sweeps.store import LOCK, Store
+from sweeps.store import Store
 
 
 def test_a_second_sweep_on_the_same_directory_is_refused_naming_the_first(tmp_path):
@@ -46,12 +46,12 @@ def test_strays_truncated_rows_and_leftovers_are_set_aside_and_the_rows_read(tmp
     lines = []
     with store.locked(log=lines.append):
         assert store.measured(lines.append) == {"a" * 16}
-    # beside the results directory, not in it: the directory holds its rows and _lock alone
+    # beside the results directory, not in it: the directory holds its rows alone
     assert sorted(p.name for p in (tmp_path / "_aside" / "s").iterdir()) == ["b" * 16 + ".parquet", "notes.txt"]
-    assert sorted(p.name for p in store.dir.iterdir()) == [LOCK, "a" * 16 + ".parquet"]
+    assert sorted(p.name for p in store.dir.iterdir()) == ["a" * 16 + ".parquet"]
     assert len(lines) == 2 and all(line.startswith("warning: ") for line in lines)
     assert not list(store.dir.glob(".*.tmp"))
-    assert len(pd.read_parquet(store.dir)) == 1  # the directory reads as rows again, _lock skipped
+    assert len(pd.read_parquet(store.dir)) == 1  # the directory reads as rows again
 
     # a folder (pd.read_parquet(DIR) failed on one), and a second notes.txt: the first one set aside stays
     (store.dir / "_report").mkdir()
@@ -62,8 +62,16 @@ def test_strays_truncated_rows_and_leftovers_are_set_aside_and_the_rows_read(tmp
     aside = tmp_path / "_aside" / "s"
     assert (aside / "notes.txt").read_text() == "my notes" and (aside / "notes.txt.1").read_text() == "newer notes"
     assert (aside / "_report" / "index.html").exists() and "moved to " + str(aside / "notes.txt.1") in lines[-1] + lines[-2]
-    assert sorted(p.name for p in store.dir.iterdir()) == [LOCK, "a" * 16 + ".parquet"]
+    assert sorted(p.name for p in store.dir.iterdir()) == ["a" * 16 + ".parquet"]
     assert len(pd.read_parquet(store.dir)) == 1
+
+    # an earlier version's lock and runs file in the directory: the lock gone, the runs' lines moved beside it
+    (store.dir / "_lock").write_text("pid 1")
+    (store.dir / "_runs.jsonl").write_text('{"start": 1.0, "end": 2.0, "trials": 1}\n')
+    with store.locked(log=lines.append):
+        store.log_run({"start": 3.0, "end": 4.0, "trials": 1})
+    assert sorted(p.name for p in store.dir.iterdir()) == ["a" * 16 + ".parquet"]
+    assert (tmp_path / "_runs" / "s.jsonl").read_text().count("\n") == 2
 
     # a folder of sweeps, such as results/reference, given as one sweep's directory: refused, nothing moved
     with pytest.raises(ValueError, match=r"holds a folder of rows \((s|_aside)/\).*not one sweep's: give another --name"):
