@@ -26,6 +26,7 @@ from analysis import report, summary
 from analysis.load import read
 from sweeps import cli, runner
 from sweeps.space import Space
+from sweeps.store import Store
 from trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from trainables.devices import DEVICES
 from trainables.workloads import WORKLOADS
@@ -127,7 +128,9 @@ def sweep(args) -> int:
     start = time.perf_counter()
     # the space checked before Ray starts (its devices and threads may come from the cluster)
     given = tuple(d.strip() for d in args.devices.split(",")) if args.devices else ("cpu",)
-    build_space(args, given, args.cpu_threads or 1, False).expand()
+    checked = build_space(args, given, args.cpu_threads or 1, False)
+    checked.expand()
+    Store(Path(args.out) / checked.name).check()  # --out and --name too
     runner.connect(args.address)
     types = runner.node_types(args.cluster_config)
     devices = given if args.devices else runner.cluster_devices(types)

@@ -112,10 +112,9 @@ class Store:
     def files(self) -> list[Path]:
         return sorted(self.dir.glob("*.parquet")) if self.dir.is_dir() else []
 
-    @contextlib.contextmanager
-    def locked(self, log=print):
-        """Hold the directory for one sweep: created if need be, left-overs of a killed writer removed,
-        non-rows moved aside. Raises ValueError where it cannot be written or another sweep holds it."""
+    def check(self) -> None:
+        """What refuses the directory before anything runs (a sweep calls it before Ray starts): a name
+        readers skip, a file, a folder of sweeps, a place this user cannot write."""
         if self.dir.name.startswith(("_", ".")):
             raise ValueError(f"sweep name {self.dir.name!r} starts with '_' or '.', which readers of {self.dir.parent} "
                              f"skip (and {TUNE}, {ASIDE}, {REPORTS}, {LOCKS} and {schema.RUNS} are taken there): give --name another name")
@@ -125,6 +124,17 @@ class Store:
                                                   and next(p.rglob("*.parquet"), None)), None)):
             raise ValueError(f"results directory {self.dir} holds a folder of rows ({nested.name}/): it is a folder "
                              "of sweeps (such as results/reference), not one sweep's: give another --name")
+        existing = next(p for p in (self.dir, *self.dir.parents) if p.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            why = "a file" if not existing.is_dir() else "not writable by this user"
+            raise ValueError(f"results directory {self.dir} cannot be written ({existing} is {why}): give --out a "
+                             "writable directory")
+
+    @contextlib.contextmanager
+    def locked(self, log=print):
+        """Hold the directory for one sweep: created if need be, left-overs of a killed writer removed,
+        non-rows moved aside. Raises ValueError where it cannot be written or another sweep holds it."""
+        self.check()
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             self.lock_path.parent.mkdir(parents=True, exist_ok=True)

@@ -92,6 +92,9 @@ def test_a_directory_that_cannot_be_written_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="is a file: give --out a directory"):
         with Store(afile).locked():
             pass
+    # --out a file: refused by check, which a sweep calls before Ray starts
+    with pytest.raises(ValueError, match=rf"{afile / 's'} cannot be written \({afile} is a file\): give --out a writable"):
+        Store(afile / "s").check()
     # /proc takes no new directory, whoever asks (root writes anywhere else)
     with pytest.raises(ValueError, match="cannot be written .*: give --out a writable directory"):
         with Store("/proc/self/crossover-results").locked():
