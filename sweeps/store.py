@@ -157,6 +157,7 @@ class Store:
             lock.flush()
             for tmp in self.dir.glob(".*.tmp"):  # a killed writer's: no other writer can be at work now
                 tmp.unlink(missing_ok=True)
+                log(f"warning: removed {tmp}, a row a killed sweep left half-written (its configuration runs again)")
             self._move_old_files()
             self._set_aside([p for p in self.dir.iterdir() if not p.name.startswith(".")
                              and not (p.is_file() and p.suffix == ".parquet")],

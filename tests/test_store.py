@@ -49,7 +49,8 @@ def test_strays_truncated_rows_and_leftovers_are_set_aside_and_the_rows_read(tmp
     # beside the results directory, not in it: the directory holds its rows alone
     assert sorted(p.name for p in (tmp_path / "_aside" / "s").iterdir()) == ["b" * 16 + ".parquet", "notes.txt"]
     assert sorted(p.name for p in store.dir.iterdir()) == ["a" * 16 + ".parquet"]
-    assert len(lines) == 2 and all(line.startswith("warning: ") for line in lines)
+    assert len(lines) == 3 and all(line.startswith("warning: ") for line in lines)
+    assert any("x.tmp, a row a killed sweep left half-written" in line for line in lines)
     assert not list(store.dir.glob(".*.tmp"))
     assert len(pd.read_parquet(store.dir)) == 1  # the directory reads as rows again
 
