@@ -102,8 +102,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="every trial's precision (trainables/precision.py); the CPU takes fp32 and bf16")
     p.add_argument("--data", default="auto", choices=DATA_SOURCES, help="image data source (trainables/data.py)")
-    p.add_argument("--data-dir", default=None, help="directory with MNIST/raw/*-ubyte (torchvision layout)")
+    p.add_argument("--data-dir", default=None, type=_absolute,
+                   help="directory with MNIST/raw/*-ubyte (torchvision layout)")
     return p.parse_args(argv)
+
+
+def _absolute(text: str) -> str:
+    """--data-dir as one absolute path: 'mnist', './mnist' and 'mnist/' are the same data, one config hash."""
+    return str(Path(text).expanduser().resolve())
 
 
 def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_nodes_only: bool) -> Space:

@@ -90,5 +90,7 @@ def test_imports_point_down_with_no_circle():
 def test_the_config_hash_tells_apart_what_changes_the_measurement():
     base = TrialConfig("lenet")
     assert TrialConfig("lenet", data_dir="/data/mnist").config_hash() != base.config_hash()  # MNIST, not digits
+    from sweeps.scaling import parse_args  # one directory, however the flag spells it: one hash
+    assert {parse_args(["--data-dir", d]).data_dir for d in ("/data/mnist", "/data/mnist/", "/data//mnist")} == {"/data/mnist"}
     assert TrialConfig("lenet", min_timed_s=2.0).config_hash() != base.config_hash()
     assert TrialConfig("lenet").config_hash() == base.config_hash()
