@@ -218,6 +218,7 @@ class RowWriter(tune.Callback):
         self.hashes: set[str] = set()  # config hashes of those rows
         self.running: dict = {}  # trial id -> (Tune trial, its worker's actor id) for trials with no row yet
         self.lost: dict = {}  # member config hashes of a Tune trial -> times a worker death Tune ends its run on took it
+        self.passed_again: set = set()  # member config hashes of Tune trials given one more pass after a dead worker
         self.rows = 0
         self.start = self.noted = time.monotonic()
 
@@ -273,9 +274,22 @@ class RowWriter(tune.Callback):
                  f"retrying, failure {trial.num_failures}")
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        # The worker died (killed, out of memory) and no retry is left: the driver writes the row.
-        if trial.trial_id not in self.written:
-            self._write_failed(trial, _trial_error(trial), trials)
+        # The worker died (killed, out of memory) and no retry is left: the driver writes the row. But
+        # Tune 2.60 hands a reused worker killed between two trials to the next trial, and that trial's
+        # retries land on the same dead worker: it fails max_failures + 1 times within a second, never
+        # having started (seen in tests/test_reliability.py's kernel-kill test, one run in four). So a
+        # trial whose worker died gets one more try first, in a fresh Tuner: the sweep's next pass.
+        if trial.trial_id in self.written:
+            return
+        text = _trial_error(trial)
+        key = _members(trial)
+        if ("ActorDiedError" in text or "The actor died" in text) and key not in self.passed_again:
+            self.passed_again.add(key)
+            self.running.pop(trial.trial_id, None)
+            self.log(f"{self._progress(trials, trial)} {trial.trial_id} lost its worker {trial.num_failures} times: "
+                     "running it once more, with a fresh worker, after this pass")
+            return
+        self._write_failed(trial, text, trials)
 
     def write_killed(self, error: Exception, max_failures: int) -> int:
         """After Tune ended the run on a worker death it does not handle (sweeps/runner.py: _fit). Where
@@ -289,7 +303,7 @@ class RowWriter(tune.Callback):
         in_flight = [trial for trial, _ in self.running.values()]
         named = [trial for trial, actor in self.running.values() if actor in text]
         for trial in named or in_flight:
-            key = tuple(TrialConfig.from_dict(m).config_hash() for m in trial.config["group"]["trials"])
+            key = _members(trial)
             self.lost[key] = self.lost.get(key, 0) + 1
             if named or self.lost[key] > max_failures:
                 self._write_failed(trial, text, [])  # Tune's run has ended: none running, none pending
@@ -298,6 +312,11 @@ class RowWriter(tune.Callback):
                          f" running it again, failure {self.lost[key]}")
         self.running.clear()
         return len(in_flight)
+
+
+def _members(trial) -> tuple:
+    """What identifies a Tune trial across the sweep's passes (Tuners): its members' config hashes."""
+    return tuple(TrialConfig.from_dict(m).config_hash() for m in trial.config["group"]["trials"])
 
 
 def _trial_error(trial) -> str:
