@@ -23,7 +23,6 @@ def at_least(low: int):
         if value is None or value < low:
             raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
         return value
-    check.__name__ = f"integer >= {low}"  # argparse names the type in its message
     return check
 
 

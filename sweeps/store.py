@@ -234,9 +234,8 @@ class RowWriter(tune.Callback):
 
     def _write_failed(self, trial, error: str, trials) -> None:
         """Error rows, written by the driver, for every member of a Tune trial whose worker died."""
-        for member in trial.config["group"]["trials"]:
-            resolved = self.trials[TrialConfig.from_dict(member).config_hash()]
-            self._write(trial, failed_row(resolved, error), trials)
+        for member in _members(trial):
+            self._write(trial, failed_row(self.trials[member], error), trials)
 
     def _progress(self, trials, reporting) -> str:
         running = sum(t.status == "RUNNING" and t is not reporting for t in trials)
