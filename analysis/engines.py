@@ -22,6 +22,7 @@ import pandas as pd
 
 from analysis.crossover import Bootstrap, answer, find
 from analysis.load import cold_starts, sizes_label
+from analysis.model import DEVICES, device_key, load_devices, step_costs
 from analysis.schema import CONFIG_COLUMNS, runs_file
 
 # Fused members differ only in these (trainables/fused.py): the rest of the config is the group's.
@@ -98,6 +99,32 @@ def _sweeps(how: str, members: int, side: pd.DataFrame, ok: pd.DataFrame) -> lis
              "trials_per_hour": trials * 3600 / wall}]
 
 
+def member_epochs(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
+    """Per workload, size, engine and members per trial (K; 1: trials alone), on GPUs of the device table
+    (analysis/devices.yaml): the median time of one member's epoch (the trial's epoch over K, in µs) with
+    its range over the trials, and `floor_us`, the epoch's FLOPs at the GPU's fp32 peak (analysis/model.py
+    counts them: 6 per weight per sample less the first layer's input gradient); `vs_floor` the ratio.
+    The floor counts no memory traffic: a step that keeps its activations on chip (engine 'triton') reads
+    each sample once, a few bytes, so on these models FLOPs are the bound that cannot be beaten."""
+    ok = _ok(rows)
+    ok = ok[(ok["gpus_requested"] > 0) & ok["device"].isin(["cuda"])]
+    devices = load_devices(path)
+    keys = ok["device_name"].map(lambda name: device_key(name, devices))
+    ok = ok[keys.notna()].assign(gpu=keys[keys.notna()])
+    if ok.empty:
+        return pd.DataFrame()
+    ok = ok.assign(sizes=sizes_label(ok), k=ok["fused_members"].fillna(1).astype(int),
+                   member_us=ok["epoch_s_median"] / ok["fused_members"].fillna(1) * 1e6,
+                   floor_us=step_costs(ok)["flops_per_step"] * ok["steps_per_epoch"]
+                   / ok["gpu"].map(lambda g: devices[g].fp32_flops) * 1e6)
+    # one line per fused trial (its members share its epoch time), then per K
+    trials = pd.concat([ok[ok["fused_group"].isna()], ok[ok["fused_group"].notna()].drop_duplicates("fused_group")])
+    table = (trials.groupby(["workload", "gpu", "sizes", "engine", "k"])
+             .agg(trials=("member_us", "size"), member_us=("member_us", "median"), low_us=("member_us", "min"),
+                  high_us=("member_us", "max"), floor_us=("floor_us", "median")))
+    return table.assign(vs_floor=table["member_us"] / table["floor_us"])
+
+
 def precisions(rows: pd.DataFrame) -> pd.DataFrame:
     """Per configuration, device, engine and precision (trials alone): the median time per epoch, final
     training loss, test loss and test accuracy over its runs; for configurations measured at fp32 and
@@ -132,6 +159,8 @@ def render(rows: pd.DataFrame) -> str:
     parts = []
     for title, table in (("speed-up over eager on the GPU (ms per epoch)", speedup(rows)),
                          ("fused trials per hour against one at a time", fused(rows)),
+                         ("one member's epoch (µs) by engine and members per trial, against its FLOPs at the "
+                          "GPU's fp32 peak", member_epochs(rows)),
                          ("crossover against the CPU, per engine", crossovers(rows)),
                          ("per precision: time per epoch (ms) beside what it learnt, against fp32", precisions(rows))):
         if not table.empty:

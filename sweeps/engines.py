@@ -5,12 +5,15 @@
     python sweeps/engines.py --smoke
 
 Sweeps, one after another, rows in OUT/<name>-<part>/ like any sweep:
-    cpu     the CPU baseline (eager), every size: the arm the GPU engines cross
-    gpu     every size on one GPU with each engine (eager, graph, compile)
-    alone   one small trial, repeated with as many seeds as fused has;  fused: the same trials as one batched model
+    cpu                    the CPU baseline (eager), every size: the arm the GPU engines cross
+    gpu-ENGINE             every size on one GPU with each engine (eager, graph, compile)
+    fused-ENGINE-kK        seed 003's trial at 40,000 points, K = 1 (alone), 8 and 64 members a fused trial,
+                           3 fused trials of each, in engines eager, graph and triton (its step one kernel,
+                           trainables/mlp_kernel.py)
 On a Ray cluster without a GPU only the CPU baseline runs (it says so), so the study's path can be
 checked on a laptop. At the end it prints (analysis/engines.py) the speed-up over eager per engine,
-fused trials per hour against one at a time, and the crossover against the CPU per engine.
+fused trials per hour against one at a time, time per member-epoch per engine and K against the
+step's FLOPs at the GPU's peak, and the crossover against the CPU per engine.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from analysis.engines import render
 from sweeps import cli, runner
 from sweeps.space import Space
 from trainables.config import ENGINES
+from trainables.fused import FUSED_ENGINES
 
 # Sizes where every batch is full, as the graph engine requires (dataset_size a multiple of batch_size).
 GRIDS = {
@@ -36,8 +40,11 @@ GRIDS = {
         "peaks": {"dataset_size": [400], "epochs": [5]},
     },
 }
-FUSED = {"default": ({"peaks": {"dataset_size": [2500], "epochs": [200]}}, 64),  # seed 003's trial, 64 seeds
-         "smoke": ({"peaks": {"dataset_size": [400], "epochs": [5]}}, 4)}
+# seed 003's trial at 40,000 points (the issue's measure of fused steps); members per fused trial, K = 1 alone
+FUSED = {"default": ({"peaks": {"dataset_size": [40000], "epochs": [200]}}, (1, 8, 64)),
+         "smoke": ({"peaks": {"dataset_size": [400], "epochs": [5]}}, (1, 4))}
+FUSED_RUNS = 3  # fused trials (or trials alone) of each K and engine
+GPU_ENGINES = ("eager", "graph", "compile")  # of single trials at every size; 'triton' runs in the fused part
 
 
 def spaces(args, grid: str, gpu: bool = True) -> list[Space]:
@@ -51,17 +58,20 @@ def spaces(args, grid: str, gpu: bool = True) -> list[Space]:
     out = [Space(f"{args.name}-cpu", grids, ("cpu",), cpu_threads=args.cpu_threads)]
     if not gpu:
         return out
-    out += [Space(f"{args.name}-gpu-{engine}", grids, ("cuda",), fixed={"engine": engine}) for engine in engines]
-    fused, k = FUSED[grid]
-    out += [Space(f"{args.name}-alone", fused, ("cuda",), repeats=k),  # like with like: the same trials
-            Space(f"{args.name}-fused", fused, ("cuda",), repeats=k, fuse="auto")]
+    out += [Space(f"{args.name}-gpu-{engine}", grids, ("cuda",), fixed={"engine": engine})
+            for engine in engines if engine in GPU_ENGINES]
+    fused, ks = FUSED[grid]
+    if "peaks" in grids:
+        out += [Space(f"{args.name}-fused-{engine}-k{k}", fused, ("cuda",), repeats=FUSED_RUNS * k,
+                      fixed={"engine": engine}, fuse=str(k))
+                for engine in engines if engine in FUSED_ENGINES for k in ks]
     return out
 
 
 def main(argv=None) -> int:
     p = cli.parser(__doc__, "engines", "prefix of the sweeps' names")
     p.add_argument("--workloads", default=",".join(GRIDS["default"]), help="comma-separated workloads")
-    p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated GPU engines")
+    p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated GPU engines ('triton': fused peaks only)")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None, help="threads of the CPU baseline (default: all)")
     args = p.parse_args(argv)
 

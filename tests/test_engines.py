@@ -11,6 +11,7 @@ from analysis_rows import write
 
 from analysis import engines, schema
 from sweeps.engines import GRIDS, spaces
+from sweeps.space import groups
 
 
 def args(**kw):
@@ -19,10 +20,18 @@ def args(**kw):
 
 
 def test_every_engine_space_resolves_and_graph_gets_full_batches():
-    made = {space.name: [t.cfg for t in space.expand()] for space in spaces(args(), "default")}
-    assert set(made) == {"e-cpu", "e-gpu-eager", "e-gpu-graph", "e-gpu-compile", "e-alone", "e-fused"}
+    study = {space.name: space for space in spaces(args(engines="eager,graph,compile,triton"), "default")}
+    fused = {f"e-fused-{engine}-k{k}" for engine in ("eager", "graph", "triton") for k in (1, 8, 64)}
+    assert set(study) == {"e-cpu", "e-gpu-eager", "e-gpu-graph", "e-gpu-compile"} | fused  # triton: fused only
+    made = {name: [t.cfg for t in space.expand()] for name, space in study.items()}
     assert all(c.dataset_size % c.batch_size == 0 for c in made["e-gpu-graph"])
-    assert len(made["e-fused"]) == 64 and {c.engine for c in made["e-gpu-compile"]} == {"compile"}
+    assert {c.engine for c in made["e-gpu-compile"]} == {"compile"}
+    for engine in ("eager", "graph", "triton"):  # 3 fused trials of K members each, K = 1: alone
+        for k in (1, 8, 64):
+            members = groups(study[f"e-fused-{engine}-k{k}"].expand(), str(k))
+            assert [len(g) for g in members] == [k] * 3
+            assert {(t.cfg.engine, t.cfg.dataset_size) for g in members for t in g} == {(engine, 40000)}
+    assert not [s for s in spaces(args(workloads="disc"), "default") if "fused" in s.name]  # fused: peaks
     with pytest.raises(ValueError, match="--engines must be among"):
         spaces(args(engines="eager,jit"), "default")
 
@@ -61,6 +70,27 @@ def test_the_figures_from_rows_with_known_times(names):
     cross = engines.crossovers(rows).query("axis == 'depth'").set_index("device_b")["crossover"]
     assert cross["cuda"] == pytest.approx(np.log2(40), abs=0.1)  # 2^d = 40 ms
     assert cross["cuda graph"] == pytest.approx(np.log2(10), abs=0.1)  # graph moves it to smaller models
+
+
+def test_a_member_epoch_per_engine_and_k_against_the_flops_floor():
+    def peaks(engine, k, ms, group=None, seed=0, gpu="NVIDIA H200"):
+        return {**row("s", "cuda", engine, 2, ms, seed=seed, fused_members=k, fused_group=group),
+                "epoch_s": [ms / 1e3] * 5, "epoch_s_median": ms / 1e3, "workload": "peaks", "model": "fc 2-20-5-1", "n_params": 171, "dataset_size": 40000,
+                "batch_size": 40000, "steps_per_epoch": 1, "lr": 0.08, "device_name": gpu}
+    rows = schema.to_table(
+        [peaks("eager", 1, 1.6, seed=s) for s in range(3)]
+        + [peaks("graph", 64, 4.0 + g, group=f"g{g}", seed=64 * g + s) for g in range(3) for s in range(64)]
+        + [peaks("triton", 64, 0.64, group="t", seed=s) for s in range(64)]
+        + [peaks("eager", 1, 9.0, gpu="a GPU the table lacks")]).to_pandas()
+    table = engines.member_epochs(rows).reset_index().set_index(["engine", "k"])
+    assert list(table.index) == [("eager", 1), ("graph", 64), ("triton", 64)]  # the unknown GPU left out
+    floor = 40000 * 2 * (3 * (40 + 100 + 5) - 40) / 66.9e12 * 1e6  # the H200's fp32 peak, devices.yaml
+    assert table["floor_us"].to_numpy() == pytest.approx([floor] * 3)
+    graph = table.loc[("graph", 64)]
+    assert graph["trials"] == 3 and graph["member_us"] == pytest.approx(5000 / 64)  # 5 ms a 64-member epoch
+    assert (graph["low_us"], graph["high_us"]) == pytest.approx((4000 / 64, 6000 / 64))
+    assert table.loc[("triton", 64), "vs_floor"] == pytest.approx(10 / floor)
+    assert table.loc[("eager", 1), "trials"] == 3
 
 
 def test_fused_against_alone_warm_cold_and_whole_sweeps_apart(tmp_path):

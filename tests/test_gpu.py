@@ -5,6 +5,8 @@ on a GPU node never touches the GPU.
     python -m pytest -q tests/test_gpu.py      # on the GPU machine
 """
 
+import dataclasses
+
 import pandas as pd
 import pytest
 import torch
@@ -163,6 +165,20 @@ def test_a_fused_member_in_the_graph_engine_reproduces_its_run_alone(no_tf32, wo
         assert row["compile_s"] > 0 and row["fused_members"] == 3
         assert row["loss_curve"] == pytest.approx(alone["loss_curve"], rel=1e-4, abs=1e-7)
     assert len({tuple(r["loss_curve"]) for r in fused}) == 3  # the members did differ
+
+
+@pytest.mark.parametrize("kw", [dict(dataset_size=2500), dict(dataset_size=1600, width=33)])
+def test_a_fused_member_in_the_triton_engine_reproduces_its_run_alone(no_tf32, kw):
+    lrs = [0.08, 0.01, 0.03]
+    members = [resolve(TrialConfig("peaks", device="cuda", engine="triton", seed=seed, lr=lr, epochs=6, min_timed_s=0,
+                                   **kw)) for seed, lr in enumerate(lrs)]
+    fused = run_fused(members)
+    for member, row in zip(members, fused):
+        alone = run_trial(resolve(dataclasses.replace(member.cfg, engine="graph")))  # autograd's step, alone
+        assert row["compile_s"] > 0 and row["fused_members"] == 3
+        assert row["loss_curve"] == pytest.approx(alone["loss_curve"], rel=1e-4, abs=1e-7)
+    assert len({tuple(r["loss_curve"]) for r in fused}) == 3  # the members did differ
+    assert run_trial(members[0])["fused_members"] == 1  # alone, engine 'triton' is a fused trial of one
 
 
 def test_the_compiled_model_on_the_gpu_trains_as_the_eager_one(no_tf32):

@@ -14,7 +14,7 @@ import numbers
 from dataclasses import dataclass
 
 LOOPS = ("fast", "seed")
-ENGINES = ("eager", "graph", "compile")
+ENGINES = ("eager", "graph", "compile", "triton")
 # fp32; tf32 (fp32 with TF32 matmuls and convolutions: a GPU); bf16 (autocast); fp16 (autocast and a
 # GradScaler: a GPU). trainables/precision.py says what each does and where it runs.
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -64,7 +64,8 @@ class TrialConfig:
     min_timed_s: float = 0.5  # s: timed epochs go on past `epochs` until this much is timed (trainables/timing.py)
     lr: float | None = None  # learning rate; None = the seed's
     loop: str = "fast"  # 'fast': no host sync per step; 'seed': the seeds' loop, .item() per step
-    engine: str = "eager"  # eager, graph (the whole step in a CUDA graph) or compile (torch.compile)
+    engine: str = "eager"  # eager, graph (the whole step in a CUDA graph), compile (torch.compile) or triton
+    # (peaks: forward, loss and backward in one Triton kernel, trainables/mlp_kernel.py, the step captured as graph's)
     precision: str = "fp32"  # fp32, tf32, bf16 or fp16 (PRECISIONS)
     seed: int = 0  # seeds data, initialisation and shuffling
     data: str = "auto"  # image workloads: auto, mnist, digits or synthetic

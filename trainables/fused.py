@@ -1,12 +1,13 @@
 """Horizontally fused trials (HFTA, MLSys 2021): K trials of one model that differ only in seed or learning
-rate train as one batched model, in one process, on one device, in engine 'eager' or 'graph'.
+rate train as one batched model, in one process, on one device, in engine 'eager', 'graph' or 'triton'.
 
 The members' weights are stacked (`torch.func.stack_module_state`) and the forward pass is
 `vmap`ped over them, so each layer is one batched kernel for all K trials instead of K small ones:
 a Linear layer one batched matrix product, a convolution one grouped convolution (torch.func's
 batching rule for conv2d does what HFTA does by hand). On a GPU, K times fewer kernel launches; in
 engine 'graph' the whole fused step (gather, forward, backward, optimiser, loss sums) is one CUDA
-graph (trainables/graph.py, as a single trial's). Each member keeps its own data (drawn from its
+graph (trainables/graph.py, as a single trial's); in engine 'triton' (peaks) the forward, loss and backward
+of every member are one Triton kernel (trainables/mlp_kernel.py) inside that graph. Each member keeps its own data (drawn from its
 seed), its own initial weights, its own shuffling order, its own dropout masks (`MemberNoise`) and
 its own learning rate, applied exactly by a batched SGD (with momentum) or Adam written to
 torch.optim's formulas; so a member's loss curve is the one it would have had alone
@@ -44,7 +45,7 @@ from trainables.workloads import n_params
 FUSABLE = ("seed", "lr")  # what members may differ in
 # The transformer is left unfused: its AdamW (weight decay) is not among FusedOptimizer's rules.
 FUSED_WORKLOADS = ("disc", "mnist_cnn", "lenet", "peaks", "tabular")
-FUSED_ENGINES = ("eager", "graph")  # 'compile' would compile the vmapped step: not tried
+FUSED_ENGINES = ("eager", "graph", "triton")  # 'compile' would compile the vmapped step: not tried
 # The random functions a fused forward may call, each an input times a mask of its own draws; any other
 # random op inside the vmapped forward would draw once for all members (vmap randomness 'same').
 DROPOUTS = (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d)
@@ -249,8 +250,9 @@ def stack_members(trials: list[Trial]) -> tuple[Members, torch.nn.Module]:
 
 
 class FusedLoop:
-    """The fused step, and epochs of it, by engine: 'eager' kernel by kernel, or 'graph', the whole
-    step captured once after the warm-up (trainables/graph.py) and replayed. Loss sums and correct
+    """The fused step, and epochs of it, by engine: 'eager' kernel by kernel, 'graph', the whole
+    step captured once after the warm-up (trainables/graph.py) and replayed, or 'triton', as 'graph'
+    with the forward, loss and backward in one kernel (trainables/mlp_kernel.py). Loss sums and correct
     counts accumulate per member in device tensors; nothing here waits on the host."""
 
     def __init__(self, members: Members, opt: FusedOptimizer, crit: torch.nn.Module):
@@ -266,6 +268,14 @@ class FusedLoop:
         with _Traced() as traced:  # does the model drop out? (on the meta device: one sample, no weights)
             members.base(torch.empty(1, *members.x.shape[2:], dtype=members.x.dtype, device="meta"))
         self.noisy = any(func in traced.funcs for func in DROPOUTS)
+        self.kernel = None
+        if self.cfg.engine == "triton":
+            from trainables import mlp_kernel  # Triton ships with torch's CUDA builds only: imported where used
+            if mlp_kernel.shape_of(members.base) is None or not isinstance(crit, torch.nn.MSELoss) or \
+                    crit.reduction != "mean" or self.noisy:
+                raise ValueError(f"engine 'triton' runs an MLP 2 -> H1 -> H2 -> 1 with ReLU and a mean squared "
+                                 f"error (peaks at depth 2), not {members.base} with {crit}")
+            self.kernel = mlp_kernel.FusedMLP(members.params, self.cfg.batch_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Every member's output on its own inputs (K x batch x ...), its dropout its own (MemberNoise)."""
@@ -281,6 +291,11 @@ class FusedLoop:
     def step(self, idx: torch.Tensor) -> None:
         """One step of every member on its batch: idx is K x batch sample indices."""
         xb, yb = self.m.x[self.members_index[:, None], idx], self.m.y[self.members_index[:, None], idx]
+        if self.kernel is not None:
+            losses, grads = self.kernel(xb, yb)
+            self.opt.step(grads)
+            self.loss_sum.add_(losses * idx.shape[1])
+            return
         out = self.forward(xb)
         losses = self.losses_of(out, yb)
         params = self.m.params
@@ -305,7 +320,7 @@ class FusedLoop:
         return self.loss_sum
 
     def capture(self) -> None:
-        """Record the fused step in a CUDA graph (engine 'graph'); with dropout, the members' streams are
+        """Record the fused step in a CUDA graph (engines 'graph' and 'triton'); with dropout, the members' streams are
         registered with it (each replay then sets every member's seed and offset: 2 x K small copies)."""
         first = torch.arange(self.cfg.batch_size, device=self.m.x.device).expand(len(self.m.trials), -1)
         self.graph = StepGraph(self.step, first, generators=self.streams.generators if self.noisy else ())

@@ -21,6 +21,7 @@ from trainables import costs, precision
 from trainables.data import Data
 from trainables.devices import Placement, placement
 from trainables.energy import Meter
+from trainables.fused import run_fused
 from trainables.graph import StepGraph, warm_up
 from trainables.neighbours import Window
 from trainables.rows import measured_row
@@ -169,7 +170,10 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
     """Train one configuration and return its row (analysis/schema.py).
 
     `where` is given by a data-parallel worker (trainables/ddp.py); otherwise the trial's device decides it.
+    Engine 'triton' runs its step in the fused loop's kernel: a trial alone there is a fused trial of one.
     """
+    if trial.cfg.engine == "triton":
+        return run_fused([trial])[0]
     started = time.perf_counter()
     cfg, wl = trial.cfg, trial.wl
     where = where or placement(trial.spec, cfg.micro_batches)

@@ -140,13 +140,17 @@ def _check_engine(cfg: TrialConfig, spec: DeviceSpec) -> None:
     if cfg.warmup_epochs < 1:
         raise ConfigError("warmup_epochs", f"engine {cfg.engine!r} needs warmup_epochs >= 1, so that "
                                            "compilation or capture stays out of the timed epochs")
-    if cfg.engine == "graph":
+    if cfg.engine == "triton" and (cfg.workload != "peaks" or cfg.depth != 2 or cfg.precision != "fp32"):
+        raise ConfigError("engine", "engine 'triton' runs peaks' MLP 2 -> H1 -> H2 -> 1 (depth 2) in fp32 in one "
+                                    "kernel (trainables/mlp_kernel.py), not "
+                                    f"{cfg.workload} at depth {cfg.depth} in {cfg.precision}: use engine 'graph'")
+    if cfg.engine in ("graph", "triton"):
         if spec.kind != "cuda":
-            raise ConfigError("engine", "engine 'graph' captures a CUDA graph: it needs device cuda or cuda/K")
+            raise ConfigError("engine", f"engine {cfg.engine!r} captures a CUDA graph: it needs device cuda or cuda/K")
         if cfg.loop == "seed":
             raise ConfigError("loop", "loop 'seed' syncs with the host every step, which a CUDA graph cannot "
-                                      "hold: use loop 'fast' with engine 'graph'")
+                                      f"hold: use loop 'fast' with engine {cfg.engine!r}")
         if cfg.dataset_size % cfg.batch_size:
-            raise ConfigError("batch_size", f"engine 'graph' replays one static shape, so every batch must be "
-                                            f"full: dataset_size ({cfg.dataset_size}) must be a multiple of "
+            raise ConfigError("batch_size", f"engine {cfg.engine!r} replays one static shape, so every batch must "
+                                            f"be full: dataset_size ({cfg.dataset_size}) must be a multiple of "
                                             f"batch_size ({cfg.batch_size})")
