@@ -52,8 +52,8 @@ def speedup(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def fused(rows: pd.DataFrame) -> pd.DataFrame:
-    """Trials per hour, one at a time and fused, for the trials that were measured both ways (the
-    same configuration but for seed and lr), three ways:
+    """Trials per hour, one at a time and fused, per engine, for the trials that were measured both ways
+    (the same configuration but for seed and lr), three ways:
 
     warm    the median wall time (total_s) of trials, or fused groups, that were not their worker's
             first: the steady rate of a long sweep;
@@ -64,23 +64,26 @@ def fused(rows: pd.DataFrame) -> pd.DataFrame:
     `vs_one_at_a_time` sets each line against the one-at-a-time line of the same kind."""
     ok = _ok(rows.assign(cold=cold_starts(rows)))
     shared = [c for c in CONFIG_COLUMNS if c not in FUSABLE]
-    members = ok[ok["fused_members"] > 1]
-    alone = ok[ok["fused_members"] == 1].merge(members[shared].drop_duplicates(), on=shared)
-    if alone.empty or members.empty:
-        return pd.DataFrame()
-    sides = [("one at a time", 1, alone, alone)]
-    sides += [("fused", k, g.drop_duplicates("fused_group"), g) for k, g in members.groupby("fused_members")]
-    lines = []
-    for how, k, runs, side_rows in sides:
-        for kind, part in (("warm", runs[~runs["cold"]]), ("cold", runs[runs["cold"]])):
-            if len(part):
-                trial_s = part["total_s"].median()
-                lines.append({"how": how, "members": k, "kind": kind, "runs": len(part), "trial_s": trial_s,
-                              "trials_per_hour": k * 3600 / trial_s})
-        lines += _sweeps(how, k, side_rows, ok)
-    out = pd.DataFrame(lines)
-    base = out[out["how"] == "one at a time"].set_index("kind")["trials_per_hour"]
-    return out.assign(vs_one_at_a_time=out["trials_per_hour"] / out["kind"].map(base))
+    tables = []
+    for engine, members in ok[ok["fused_members"] > 1].groupby("engine"):  # each engine against itself alone
+        alone = ok[(ok["fused_members"] == 1) & (ok["engine"] == engine)].merge(members[shared].drop_duplicates(),
+                                                                                on=shared)
+        if alone.empty:
+            continue
+        sides = [("one at a time", 1, alone, alone)]
+        sides += [("fused", k, g.drop_duplicates("fused_group"), g) for k, g in members.groupby("fused_members")]
+        lines = []
+        for how, k, runs, side_rows in sides:
+            for kind, part in (("warm", runs[~runs["cold"]]), ("cold", runs[runs["cold"]])):
+                if len(part):
+                    trial_s = part["total_s"].median()
+                    lines.append({"engine": engine, "how": how, "members": k, "kind": kind, "runs": len(part),
+                                  "trial_s": trial_s, "trials_per_hour": k * 3600 / trial_s})
+            lines += [{"engine": engine, **line} for line in _sweeps(how, k, side_rows, ok)]
+        out = pd.DataFrame(lines)
+        base = out[out["how"] == "one at a time"].set_index("kind")["trials_per_hour"]
+        tables.append(out.assign(vs_one_at_a_time=out["trials_per_hour"] / out["kind"].map(base)))
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
 
 def _sweeps(how: str, members: int, side: pd.DataFrame, ok: pd.DataFrame) -> list[dict]:
@@ -100,7 +103,8 @@ def _sweeps(how: str, members: int, side: pd.DataFrame, ok: pd.DataFrame) -> lis
 
 
 def member_epochs(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
-    """Per workload, size, engine and members per trial (K; 1: trials alone), on GPUs of the device table
+    """Per workload, size, engine and members per trial (K; 1: trials alone), for the sizes measured fused,
+    on GPUs of the device table
     (analysis/devices.yaml): the median time of one member's epoch (the trial's epoch over K, in µs) with
     its range over the trials, and `floor_us`, the epoch's FLOPs at the GPU's fp32 peak (analysis/model.py
     counts them: 6 per weight per sample less the first layer's input gradient); `vs_floor` the ratio.
@@ -113,7 +117,11 @@ def member_epochs(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
     ok = ok[keys.notna()].assign(gpu=keys[keys.notna()])
     if ok.empty:
         return pd.DataFrame()
-    ok = ok.assign(sizes=sizes_label(ok), k=ok["fused_members"].fillna(1).astype(int),
+    ok = ok.assign(sizes=sizes_label(ok))
+    ok = ok[ok["sizes"].isin(ok.loc[ok["fused_members"] > 1, "sizes"])]  # sizes that were measured fused
+    if ok.empty:
+        return pd.DataFrame()
+    ok = ok.assign(k=ok["fused_members"].fillna(1).astype(int),
                    member_us=ok["epoch_s_median"] / ok["fused_members"].fillna(1) * 1e6,
                    floor_us=step_costs(ok)["flops_per_step"] * ok["steps_per_epoch"]
                    / ok["gpu"].map(lambda g: devices[g].fp32_flops) * 1e6)

@@ -58,15 +58,22 @@ def test_the_figures_from_rows_with_known_times(names):
         + [row(alone, "cuda", "eager", 4, 20, total_s=3.0, seed=s, epochs=200) for s in range(2)]
         + [row(fused, "cuda", "eager", 4, 30, total_s=6.0, seed=s, epochs=200, fused_members=8, fused_group="g")
            for s in range(8)]
+        # graph's fused trials, on batches of 50: set against graph's alone only
+        + [row(alone, "cuda", "graph", 4, 2, total_s=1.0, seed=s, epochs=200, batch_size=50) for s in range(2)]
+        + [row(fused, "cuda", "graph", 4, 3, total_s=2.0, seed=s, epochs=200, fused_members=8, fused_group="h",
+               batch_size=50) for s in range(8)]
     ).to_pandas()
     from analysis.load import arm_labels
 
     rows["arm"] = arm_labels(rows)
     speed = engines.speedup(rows)
     assert speed["graph_speedup"].to_numpy() == pytest.approx(4, rel=0.05)
-    fused = engines.fused(rows).set_index("how")
-    assert fused.loc["one at a time", "trials_per_hour"] == 1200 and fused.loc["fused", "trials_per_hour"] == 4800
-    assert fused.loc["fused", "vs_one_at_a_time"] == 4
+    fused = engines.fused(rows).set_index(["engine", "how"])
+    assert fused.loc[("eager", "one at a time"), "trials_per_hour"] == 1200
+    assert fused.loc[("eager", "fused"), "trials_per_hour"] == 4800
+    assert fused.loc[("eager", "fused"), "vs_one_at_a_time"] == 4
+    assert fused.loc[("graph", "one at a time"), "trials_per_hour"] == 3600  # each engine against itself alone
+    assert fused.loc[("graph", "fused"), "vs_one_at_a_time"] == 4
     cross = engines.crossovers(rows).query("axis == 'depth'").set_index("device_b")["crossover"]
     assert cross["cuda"] == pytest.approx(np.log2(40), abs=0.1)  # 2^d = 40 ms
     assert cross["cuda graph"] == pytest.approx(np.log2(10), abs=0.1)  # graph moves it to smaller models
@@ -81,7 +88,8 @@ def test_a_member_epoch_per_engine_and_k_against_the_flops_floor():
         [peaks("eager", 1, 1.6, seed=s) for s in range(3)]
         + [peaks("graph", 64, 4.0 + g, group=f"g{g}", seed=64 * g + s) for g in range(3) for s in range(64)]
         + [peaks("triton", 64, 0.64, group="t", seed=s) for s in range(64)]
-        + [peaks("eager", 1, 9.0, gpu="a GPU the table lacks")]).to_pandas()
+        + [peaks("eager", 1, 9.0, gpu="a GPU the table lacks")]
+        + [{**peaks("graph", 1, 0.2), "dataset_size": 2500, "batch_size": 2500}]).to_pandas()  # never fused: left out
     table = engines.member_epochs(rows).reset_index().set_index(["engine", "k"])
     assert list(table.index) == [("eager", 1), ("graph", 64), ("triton", 64)]  # the unknown GPU left out
     floor = 40000 * 2 * (3 * (40 + 100 + 5) - 40) / 66.9e12 * 1e6  # the H200's fp32 peak, devices.yaml

@@ -156,9 +156,12 @@ class MemberNoise(TorchFunctionMode):
             return x
         ones = torch.ones(x.shape, dtype=x.dtype, device=x.device)
         masks = []
-        for i in range(self.streams.k):
-            with self.streams.member(i):
-                masks.append(func(ones, p, True))
+        # outside vmap's transform: under it, a GPU's dropout draws by another kernel than the run alone's
+        # (its masks differed on an H200; the CPU's are one kernel either way)
+        with torch._C._DisableFuncTorch():
+            for i in range(self.streams.k):
+                with self.streams.member(i):
+                    masks.append(func(ones, p, True))
         return x * torch.stack(masks)[self.member]
 
 
@@ -284,9 +287,9 @@ class FusedLoop:
         def one(params, buffers, xb, member):
             with MemberNoise(self.streams, member) if self.noisy else contextlib.nullcontext():
                 return functional_call(m.base, (params, buffers), (xb,))
-        # with dropout, randomness 'same': its masks are drawn on plain tensors, member by member (MemberNoise);
-        # without, 'error': a random op would draw once for all members, and must not pass unseen
-        return vmap(one, randomness="same" if self.noisy else "error")(m.params, m.buffers, x, self.members_index)
+        # randomness 'error': dropout's masks are drawn outside the transform, member by member (MemberNoise);
+        # any other random op would draw once for all members, and must not pass unseen
+        return vmap(one, randomness="error")(m.params, m.buffers, x, self.members_index)
 
     def step(self, idx: torch.Tensor) -> None:
         """One step of every member on its batch: idx is K x batch sample indices."""
