@@ -5,6 +5,7 @@ timed beside a busy process that is not crossover's is flagged outside_load."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -139,15 +140,34 @@ TRIAL = TrialConfig("disc", depth=8, epochs=40, threads=1)
 def test_a_trial_beside_a_busy_process_is_flagged_outside_load(registry):
     # On 2 cores (CI): the busy process takes one, the trial's one thread the other, and the window
     # sees a core's worth of CPU time that no crossover trial and no allowance for Ray explains.
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # not this process's descendant (those count as the trial's own): started by a launcher that exits
+    launch = ("import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', 'while True: pass'], "
+              "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
+    busy = int(subprocess.run([sys.executable, "-c", launch], capture_output=True, text=True, check=True).stdout)
     try:
         time.sleep(0.3)  # spinning by the time the trial is timed
         loaded = run_trial(resolve(TRIAL))
     finally:
-        busy.kill()
-        busy.wait()
+        os.kill(busy, signal.SIGKILL)
     assert loaded["outside_load"] is True and loaded["co_running"] == []
     assert loaded["other_cpu_s"] > 0.6 * loaded["train_s"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_a_trials_own_child_processes_count_as_its_own_cpu_time():
+    # torch.compile's compile workers are the trial's descendants: their CPU time is the trial's, not load
+    # from outside; here a grandchild spins while this process sleeps
+    spin = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'while True: pass'])"
+    child = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
+    try:
+        time.sleep(0.5)  # the grandchild spinning
+        before = neighbours.own_cpu_s()
+        time.sleep(0.5)
+        spent = neighbours.own_cpu_s() - before
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert spent > 0.25
 
 
 def test_the_same_trial_alone_is_not_flagged(registry):
