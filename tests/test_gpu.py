@@ -181,6 +181,19 @@ def test_a_fused_member_in_the_triton_engine_reproduces_its_run_alone(no_tf32, k
     assert run_trial(members[0])["fused_members"] == 1  # alone, engine 'triton' is a fused trial of one
 
 
+def test_the_fused_budget_is_half_the_gpus_free_memory_and_its_groups_fit_it():
+    from sweeps.space import FUSE_FREE_SHARE, fuse_budget, groups
+    from trainables.fused import member_bytes
+
+    budget = fuse_budget()
+    free, _ = torch.cuda.mem_get_info()
+    assert budget.bytes == pytest.approx(FUSE_FREE_SHARE * free, rel=0.05)
+    assert torch.cuda.get_device_name() in budget.source
+    trials = Space("auto", {"tabular": {"dataset_size": [10240], "width": [1024]}}, ("cuda",), repeats=80).expand()
+    batches = groups(trials, "auto", budget)
+    assert sum(map(len, batches)) == 80 and all(len(g) * member_bytes(g[0]) <= budget.bytes for g in batches)
+
+
 def test_the_compiled_model_on_the_gpu_trains_as_the_eager_one(no_tf32):
     kw = dict(depth=8, epochs=5, min_timed_s=0)
     eager = run_trial(resolve(TrialConfig("disc", device="cuda", **kw)))
