@@ -56,7 +56,7 @@ def test_defaults_are_the_seeds_hyperparameters():
     (dict(workload="peaks", dataset_size=1000), "dataset_size", "nearest: 961 or 1024"),
     (dict(workload="mnist_cnn", data="digits", dataset_size=5000), "data", "use data 'synthetic'"),
     (dict(workload="disc", epochs=1, warmup_epochs=1), "warmup_epochs", "at least one epoch must be timed"),
-    (dict(workload="disc", engine="jit"), "engine", "engine must be one of ['eager', 'graph', 'compile']"),
+    (dict(workload="disc", engine="jit"), "engine", "engine must be one of ['eager', 'graph', 'compile', 'triton']"),
     (dict(workload="disc", engine="graph"), "engine", "engine 'graph' captures a CUDA graph: it needs device cuda"),
     (dict(workload="disc", engine="graph", device="cuda", loop="seed"), "loop", "a CUDA graph cannot hold"),
     (dict(workload="tabular", engine="graph", device="cuda", dataset_size=1000), "batch_size",
