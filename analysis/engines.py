@@ -104,14 +104,14 @@ def _sweeps(how: str, members: int, side: pd.DataFrame, ok: pd.DataFrame) -> lis
 
 def member_epochs(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
     """Per workload, size, engine and members per trial (K; 1: trials alone), for the sizes measured fused,
-    on GPUs of the device table
-    (analysis/devices.yaml): the median time of one member's epoch (the trial's epoch over K, in µs) with
-    its range over the trials, and `floor_us`, the epoch's FLOPs at the GPU's fp32 peak (analysis/model.py
-    counts them: 6 per weight per sample less the first layer's input gradient); `vs_floor` the ratio.
+    on GPUs of the device table (analysis/devices.yaml): the median time of one member's epoch (the trial's
+    epoch over K, in µs) with its range over the trials, and `floor_us`, the epoch's FLOPs at the GPU's fp32
+    peak (analysis/model.py counts them: 6 per weight per sample less the first layer's input gradient);
+    `vs_floor` the ratio.
     The floor counts no memory traffic: a step that keeps its activations on chip (engine 'triton') reads
     each sample once, a few bytes, so on these models FLOPs are the bound that cannot be beaten."""
     ok = _ok(rows)
-    ok = ok[(ok["gpus_requested"] > 0) & ok["device"].isin(["cuda"])]
+    ok = ok[ok["device"] == "cuda"]
     devices = load_devices(path)
     keys = ok["device_name"].map(lambda name: device_key(name, devices))
     ok = ok[keys.notna()].assign(gpu=keys[keys.notna()])

@@ -82,8 +82,9 @@ def test_the_figures_from_rows_with_known_times(names):
 def test_a_member_epoch_per_engine_and_k_against_the_flops_floor():
     def peaks(engine, k, ms, group=None, seed=0, gpu="NVIDIA H200"):
         return {**row("s", "cuda", engine, 2, ms, seed=seed, fused_members=k, fused_group=group),
-                "epoch_s": [ms / 1e3] * 5, "epoch_s_median": ms / 1e3, "workload": "peaks", "model": "fc 2-20-5-1", "n_params": 171, "dataset_size": 40000,
-                "batch_size": 40000, "steps_per_epoch": 1, "lr": 0.08, "device_name": gpu}
+                "epoch_s": [ms / 1e3] * 5, "epoch_s_median": ms / 1e3, "workload": "peaks", "model": "fc 2-20-5-1",
+                "n_params": 171, "dataset_size": 40000, "batch_size": 40000, "steps_per_epoch": 1, "lr": 0.08,
+                "device_name": gpu}
     rows = schema.to_table(
         [peaks("eager", 1, 1.6, seed=s) for s in range(3)]
         + [peaks("graph", 64, 4.0 + g, group=f"g{g}", seed=64 * g + s) for g in range(3) for s in range(64)]

@@ -6,12 +6,12 @@ The members' weights are stacked (`torch.func.stack_module_state`) and the forwa
 a Linear layer one batched matrix product, a convolution one grouped convolution (torch.func's
 batching rule for conv2d does what HFTA does by hand). On a GPU, K times fewer kernel launches; in
 engine 'graph' the whole fused step (gather, forward, backward, optimiser, loss sums) is one CUDA
-graph (trainables/graph.py, as a single trial's); in engine 'triton' (peaks) the forward, loss and backward
-of every member are one Triton kernel (trainables/mlp_kernel.py) inside that graph. Each member keeps its own data (drawn from its
-seed), its own initial weights, its own shuffling order, its own dropout masks (`MemberNoise`) and
-its own learning rate, applied exactly by a batched SGD (with momentum) or Adam written to
-torch.optim's formulas; so a member's loss curve is the one it would have had alone
-(tests/test_fused.py, tests/test_gpu.py). The fused trial reports one row per member, its timings
+graph (trainables/graph.py, as a single trial's); in engine 'triton' (peaks) the forward, loss and
+backward of every member are one Triton kernel (trainables/mlp_kernel.py) inside that graph. Each member
+keeps its own data (drawn from its seed), its own initial weights, its own shuffling order, its own
+dropout masks (`MemberNoise`) and its own learning rate, applied exactly by a batched SGD (with
+momentum) or Adam written to torch.optim's formulas; so a member's loss curve is the one it would have
+had alone (tests/test_fused.py, tests/test_gpu.py). The fused trial reports one row per member, its timings
 those of the whole group (`fused_members` says how many shared them).
 
     run_fused([resolve(TrialConfig("peaks", dataset_size=2500, seed=s)) for s in range(8)])
@@ -47,7 +47,7 @@ FUSABLE = ("seed", "lr")  # what members may differ in
 FUSED_WORKLOADS = ("disc", "mnist_cnn", "lenet", "peaks", "tabular")
 FUSED_ENGINES = ("eager", "graph", "triton")  # 'compile' would compile the vmapped step: not tried
 # The random functions a fused forward may call, each an input times a mask of its own draws; any other
-# random op inside the vmapped forward would draw once for all members (vmap randomness 'same').
+# random op inside the vmapped forward would draw once for all members, and is refused (vmap randomness 'error').
 DROPOUTS = (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d)
 
 
@@ -323,8 +323,9 @@ class FusedLoop:
         return self.loss_sum
 
     def capture(self) -> None:
-        """Record the fused step in a CUDA graph (engines 'graph' and 'triton'); with dropout, the members' streams are
-        registered with it (each replay then sets every member's seed and offset: 2 x K small copies)."""
+        """Record the fused step in a CUDA graph (engines 'graph' and 'triton'); with dropout, the members'
+        streams are registered with it (each replay then sets every member's seed and offset: 2 x K small
+        copies)."""
         first = torch.arange(self.cfg.batch_size, device=self.m.x.device).expand(len(self.m.trials), -1)
         self.graph = StepGraph(self.step, first, generators=self.streams.generators if self.noisy else ())
 

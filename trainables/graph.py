@@ -47,9 +47,9 @@ class StepGraph:
 
 def warm_up(timer: Timer, cfg: TrialConfig, device: torch.device, epoch: Callable[[], object],
             capture: Callable[[], None]) -> None:
-    """The trial's warm-up epochs (phase 'warmup'), and for engine 'graph' the capture after them
-    (phase COMPILE_PHASE); 'triton' is captured as 'graph' is. The graph engine warms up on a side stream, as CUDA graph capture requires;
-    torch.compile compiles in the first warm-up step: both stay out of the timed epochs."""
+    """The trial's warm-up epochs (phase 'warmup'), and for the CAPTURED engines ('graph', 'triton') the
+    capture after them (phase COMPILE_PHASE). Those warm up on a side stream, as CUDA graph capture
+    requires; torch.compile compiles in the first warm-up step: both stay out of the timed epochs."""
     side = torch.cuda.Stream(device) if cfg.engine in CAPTURED else None
     with timer.phase("warmup"), torch.cuda.stream(side) if side else contextlib.nullcontext():
         for _ in range(cfg.warmup_epochs):

@@ -23,6 +23,7 @@ from trainables import data as datasets
 from trainables import precision
 from trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig, count
 from trainables.devices import DeviceSpec, parse, resources
+from trainables.graph import CAPTURED
 from trainables.workloads import HEAD_DIM, WORKLOADS, Workload
 
 # counts, each in [1, MAXIMA]; dataset_size first: peaks' full batch is its dataset_size, and a bad one is named as such
@@ -144,7 +145,7 @@ def _check_engine(cfg: TrialConfig, spec: DeviceSpec) -> None:
         raise ConfigError("engine", "engine 'triton' runs peaks' MLP 2 -> H1 -> H2 -> 1 (depth 2) in fp32 in one "
                                     "kernel (trainables/mlp_kernel.py), not "
                                     f"{cfg.workload} at depth {cfg.depth} in {cfg.precision}: use engine 'graph'")
-    if cfg.engine in ("graph", "triton"):
+    if cfg.engine in CAPTURED:
         if spec.kind != "cuda":
             raise ConfigError("engine", f"engine {cfg.engine!r} captures a CUDA graph: it needs device cuda or cuda/K")
         if cfg.loop == "seed":
