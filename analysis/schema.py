@@ -55,7 +55,12 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("error", _STR, "error type and message when status is 'error', else null"),
     ("finished_at", pa.timestamp("s", tz="UTC"), "when the driver wrote the row"),
     # config (what was asked for, with the workload's defaults filled in)
-    ("workload", _STR, "disc, mnist_cnn, lenet, peaks or tabular (trainables/workloads.py)"),
+    ("workload", _STR, "the workload's name: a built-in (disc, mnist_cnn, lenet, peaks, tabular, transformer: "
+                       "trainables/workloads.py) or a user's (trainables/workload.py)"),
+    ("workload_module", _STR, "'module:attr' a user's workload was imported from; 'trainables.workloads' for a built-in"),
+    ("workload_fingerprint", _STR, "16 hex digits of the workload module's source and its model's parameter shapes "
+                                   "(a user's is part of config_hash: edited code is measured again)"),
+    ("workload_params", _STR, "the workload's own axes (Workload.params) as JSON, e.g. {\"image_size\": 32}; null if none"),
     ("device", _STR, "device string as in the search space: cpu, cuda, cuda/K, ddp:N, ddp-cpu:N, pipe:N"),
     ("depth", _I64, "depth axis (meaning per workload, see trainables/workloads.py); null if not an axis"),
     ("width", _I64, "width axis (nodes per layer, or channel multiplier for CNNs); null = seed's shape"),
@@ -112,6 +117,8 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("launches_per_step", _I64, "GPU: kernel launches of one step (torch.profiler's CUDA launch events); CPU: aten "
                                 "ops dispatched that are not views; engine graph: 3 (two index copies, one replay); "
                                 "engine compile: null"),
+    ("costs_note", _STR, "why flops/bytes/launches_per_step are null where they could not be counted (an op torch's "
+                         "counters do not know); null where counted or not asked"),
     # energy over the timed epochs (trainables/energy.py)
     ("gpu_energy_j", _F64, "joules the trial's GPUs drew over the timed epochs, whole boards (NVML's energy "
                            "counter), summed over its GPUs; null where unreadable (energy_note says why)"),
@@ -124,6 +131,9 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("train_accuracy", _F64, "training accuracy over the last epoch (classification), else null"),
     ("test_loss", _F64, "mean loss per sample on the test split, null if none"),
     ("test_accuracy", _F64, "accuracy on the test split, null if none or regression"),
+    ("metric", _STR, "the workload's quality measure: 'accuracy', 'loss', or its own function's name"),
+    ("train_metric", _F64, "a workload's own metric (not accuracy or loss), mean per sample over the last epoch"),
+    ("test_metric", _F64, "a workload's own metric, mean per sample on the test split; null if none"),
     # environment
     ("data_source", _STR, "data actually used: 'mnist:<dir>', 'digits', 'synthetic', 'generated'"),
     ("n_test", _I64, "test samples (0 if none)"),

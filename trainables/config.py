@@ -52,7 +52,7 @@ DATA_SOURCES = ("auto", "mnist", "digits", "synthetic")
 
 @dataclass(frozen=True)
 class TrialConfig:
-    workload: str  # name in trainables.workloads.WORKLOADS
+    workload: str  # the workload's name: a built-in's (trainables.workloads.WORKLOADS), or a user's
     device: str = "cpu"  # cpu, cuda, cuda/K, ddp:N, ddp-cpu:N or pipe:N (trainables/devices.py)
     depth: int | None = None  # layers; meaning per workload, None = the seed's
     width: int | None = None  # nodes per hidden layer, or channel multiplier for CNNs; None = seed's
@@ -73,6 +73,9 @@ class TrialConfig:
     threads: int = 1  # CPU threads: torch.set_num_threads, and the CPUs asked of Ray (per worker for ddp-cpu)
     micro_batches: int | None = None  # pipe:N only: micro-batches per batch; None = 4 (other devices: None)
     exclusive: bool = False  # timing grade: the sweep runs this trial with nothing beside it
+    module: str | None = None  # a user's workload: 'module:attr' it is imported from (None: a built-in)
+    fingerprint: str | None = None  # a user's workload: its code's fingerprint (trainables/workload.py)
+    params: dict | None = None  # the workload's own axes (Workload.params): name -> value
 
     @classmethod
     def from_dict(cls, config: dict) -> "TrialConfig":
@@ -96,4 +99,4 @@ class TrialConfig:
 
 # Fields added after rows were recorded, and their defaults: at the default they leave the config's
 # hash as it was, so a results directory resumes and the reference rows keep their hashes.
-ADDED = {"precision": "fp32", "context": None}
+ADDED = {"precision": "fp32", "context": None, "module": None, "fingerprint": None, "params": None}

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.utils._pytree import tree_leaves, tree_map
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # the PyTorch MNIST example's normalisation
 IMAGE_SHAPE = (1, 28, 28)  # MNIST's: channels, height, width; the digits are upscaled to it
@@ -28,30 +29,54 @@ DIGITS_TRAIN = 1437  # of scikit-learn's 1,797 digits; the other 360 are the tes
 
 @dataclass(frozen=True)
 class Data:
-    x: torch.Tensor
-    y: torch.Tensor
-    test_x: torch.Tensor | None  # None: the workload has no test split
+    """A workload's data, held in memory: inputs one tensor, or a dict of tensors (several inputs: a
+    Workload's `step` takes them), each indexed by sample along its first dimension; targets one tensor."""
+
+    x: torch.Tensor | dict  # training inputs
+    y: torch.Tensor  # training targets
+    test_x: torch.Tensor | dict | None  # None: the workload has no test split
     test_y: torch.Tensor | None
-    source: str  # what the row's data_source says
+    source: str  # what the row's data_source says: where the data came from, 'random' where it is made up
 
     def to(self, inputs: torch.device, targets: torch.device) -> "Data":
         """Inputs on the model's first device, targets on its last (the same but for a pipeline)."""
-        move = lambda t, d: None if t is None else t.to(d)  # noqa: E731
         return Data(move(self.x, inputs), move(self.y, targets), move(self.test_x, inputs),
                     move(self.test_y, targets), self.source)
 
     def pin(self) -> "Data":
         """Kept on the host in page-locked memory, so batches copy to a GPU asynchronously."""
-        pin = (lambda t: None if t is None else t.pin_memory()) if torch.cuda.is_available() else (lambda t: t)
+        if not torch.cuda.is_available():
+            return self
+        pin = lambda t: None if t is None else tree_map(lambda leaf: leaf.pin_memory(), t)  # noqa: E731
         return Data(pin(self.x), pin(self.y), pin(self.test_x), pin(self.test_y), self.source)
 
     @property
     def nbytes(self) -> int:
-        return sum(t.nbytes for t in (self.x, self.y, self.test_x, self.test_y) if t is not None)
+        return sum(t.nbytes for t in tree_leaves((self.x, self.y, self.test_x, self.test_y)) if t is not None)
+
+    @property
+    def n(self) -> int:
+        """Training samples."""
+        return len(self.y)
 
     @property
     def n_test(self) -> int:
-        return 0 if self.test_x is None else len(self.test_x)
+        return 0 if self.test_y is None else len(self.test_y)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the inputs are."""
+        return tree_leaves(self.x)[0].device
+
+
+def move(x, device: torch.device, non_blocking: bool = False):
+    """Inputs (a tensor or a dict of them; None stays None) on `device`."""
+    return None if x is None else tree_map(lambda t: t.to(device, non_blocking=non_blocking), x)
+
+
+def take(x, index):
+    """The samples `index` (a slice or indices) of inputs `x`: a tensor, or each tensor of a dict."""
+    return tree_map(lambda t: t[index], x)
 
 
 def images(data: str, data_dir: str | None, dataset_size: int, seed: int) -> Data:

@@ -31,20 +31,18 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state, vmap
 from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves, tree_map
 
 from trainables import precision
-from trainables.data import IMAGE_SHAPE
 from trainables.devices import placement
 from trainables.graph import StepGraph, warm_up
 from trainables.neighbours import Window
-from trainables.rows import failed_row, measured_row
+from trainables.rows import failed_row, measured_row, quality
 from trainables.timing import Clock, Timer
 from trainables.trial import Trial
 from trainables.workloads import n_params
 
 FUSABLE = ("seed", "lr")  # what members may differ in
-# The transformer is left unfused: its AdamW (weight decay) is not among FusedOptimizer's rules.
-FUSED_WORKLOADS = ("disc", "mnist_cnn", "lenet", "peaks", "tabular")
 FUSED_ENGINES = ("eager", "graph", "triton")  # 'compile' would compile the vmapped step: not tried
 # The random functions a fused forward may call, each an input times a mask of its own draws; any other
 # random op inside the vmapped forward would draw once for all members, and is refused (vmap randomness 'error').
@@ -52,10 +50,10 @@ DROPOUTS = (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d)
 
 
 def fusion_key(trial: Trial) -> str | None:
-    """Trials with equal keys can fuse; None where this one cannot (the transformer, a multi-GPU or
+    """Trials with equal keys can fuse; None where this one cannot (a workload not `fusable`, a multi-GPU or
     packed device, engine 'compile', the seeds' loop, a precision other than fp32)."""
     cfg, spec = trial.cfg, trial.spec
-    if cfg.workload not in FUSED_WORKLOADS or spec.kind not in ("cpu", "cuda") or spec.count != 1:
+    if not trial.wl.fusable or spec.kind not in ("cpu", "cuda") or spec.count != 1:
         return None
     if cfg.engine not in FUSED_ENGINES or cfg.loop != "fast" or cfg.precision != "fp32":
         return None
@@ -82,20 +80,25 @@ class _Traced(TorchFunctionMode):
 def member_bytes(trial: Trial) -> int:
     """What one member holds on its device: weights, gradients and two optimiser moments (4 x fp32 each),
     its data (a test split of up to a quarter more), and every new tensor a batch's forward pass makes
-    (activations, feature maps: counted on the meta device), twice (forward and backward)."""
+    (activations, feature maps: counted on the meta device), twice (forward and backward). The sample is
+    the workload's `sample`, else the first of a tiny make_data (a dict of inputs: each of its tensors).
+    Raises what building or running the model on the meta device raises."""
     cfg, wl = trial.cfg, trial.wl
+    sample = wl.sample(cfg) if wl.sample else first_sample(trial)
     with torch.device("meta"):
         model = wl.make_model(cfg)
-        if wl.images:
-            sample = torch.empty(IMAGE_SHAPE)
-        elif wl.task == "language":
-            sample = torch.zeros(cfg.context, dtype=torch.long)
-        else:
-            sample = torch.empty(next(m.in_features for m in model.modules() if isinstance(m, torch.nn.Linear)))
+        batch = tree_map(lambda t: t.to("meta").expand(cfg.batch_size, *t.shape), sample)
         with _Traced() as made:
-            model(sample.expand(cfg.batch_size, *sample.shape))
-    data = cfg.dataset_size * (sample.numel() * sample.element_size() + 8) * 5 // 4  # 8: its label
+            model(batch)
+    per_sample = sum(t.numel() * t.element_size() for t in tree_leaves(sample))
+    data = cfg.dataset_size * (per_sample + 8) * 5 // 4  # 8: its label
     return 16 * n_params(model) + data + 2 * 4 * made.numel
+
+
+def first_sample(trial: Trial):
+    """The first training input of the trial's data made at the size of one batch (a tensor or a dict of them)."""
+    small = dataclasses.replace(trial.cfg, dataset_size=min(trial.cfg.dataset_size, trial.cfg.batch_size))
+    return tree_map(lambda t: t[0], trial.wl.make_data(small).x)
 
 
 class MemberStreams:
@@ -304,7 +307,7 @@ class FusedLoop:
         params = self.m.params
         self.opt.step(dict(zip(params, torch.autograd.grad(losses.sum(), list(params.values())))))
         self.loss_sum.add_(losses.detach() if self.crit.reduction == "sum" else losses.detach() * idx.shape[1])
-        if self.wl.task == "classification":
+        if self.wl.classifies:
             self.correct.add_((out.detach().argmax(-1) == yb).sum(-1))
 
     def epoch(self) -> torch.Tensor:
@@ -338,7 +341,7 @@ class FusedLoop:
         m.base.train()
         losses = self.losses_of(out, m.test_y)
         per_sample = losses / m.test_x.shape[1] if self.crit.reduction == "sum" else losses
-        accuracy = ((out.argmax(-1) == m.test_y).float().mean(-1)).tolist() if self.wl.task == "classification" \
+        accuracy = ((out.argmax(-1) == m.test_y).float().mean(-1)).tolist() if self.wl.classifies \
             else [None] * k
         return per_sample.tolist(), accuracy
 
@@ -348,8 +351,8 @@ def run_fused(trials: list[Trial]) -> list[dict]:
     started = time.perf_counter()
     keys = {fusion_key(t) for t in trials}
     if len(keys) != 1 or None in keys:
-        raise ValueError(f"members of a fused trial must differ only in {FUSABLE} and be fusable (workload one of "
-                         f"{FUSED_WORKLOADS}, cpu or cuda, engine one of {FUSED_ENGINES}, loop fast, fp32): use "
+        raise ValueError(f"members of a fused trial must differ only in {FUSABLE} and be fusable (a workload with "
+                         f"Workload.fusable, cpu or cuda, engine one of {FUSED_ENGINES}, loop fast, fp32): use "
                          "trainables.fused.fusion_key to group them")
     first, wl, k = trials[0].cfg, trials[0].wl, len(trials)
     where = placement(trials[0].spec)
@@ -371,7 +374,7 @@ def run_fused(trials: list[Trial]) -> list[dict]:
         epoch_s, curve = timer.epochs(first.epochs - first.warmup_epochs, loop.epoch, first.min_timed_s)
     n = members.x.shape[1]
     curves = (torch.stack(curve) / n).T.tolist()  # members x epochs
-    accuracy = (loop.correct / n).tolist() if wl.task == "classification" else [None] * k
+    accuracy = (loop.correct / n).tolist() if wl.classifies else [None] * k
     test_loss = test_accuracy = [None] * k
     if members.test_x is not None:
         with timer.phase("eval"):
@@ -388,7 +391,7 @@ def run_fused(trials: list[Trial]) -> list[dict]:
         # each member's samples_per_s is its share of the group's throughput: its samples in the group's time
         rows.append(measured_row(
             t, model, timer, epoch_s, n, where.devices, started, window, **fused, data_on_device=True,
-            train_loss=final, loss_curve=curves[i], train_accuracy=accuracy[i], test_loss=test_loss[i],
-            test_accuracy=test_accuracy[i], data_source=members.source,
+            train_loss=final, loss_curve=curves[i], test_loss=test_loss[i], **quality(wl, accuracy[i], test_accuracy[i]),
+            data_source=members.source,
             n_test=0 if members.test_x is None else members.test_x.shape[1]))
     return rows

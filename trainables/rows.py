@@ -11,6 +11,7 @@ with the column that stands for them (tests/test_rows.py checks that nothing is 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import traceback
 
@@ -20,6 +21,7 @@ from trainables.config import TrialConfig
 from trainables.neighbours import Window
 from trainables.timing import Timer, summarize
 from trainables.trial import Trial
+from trainables.workload import fingerprint
 from trainables.workloads import WORKLOADS, describe, n_params
 
 # TrialConfig fields that are not columns of their own, and what the row holds instead.
@@ -27,29 +29,47 @@ NOT_COLUMNS = {
     "data": "data_requested (or 'generated' for the workloads that make their own data)",
     "data_dir": "data_source, which names the directory the images were read from",
     "threads": "cpus_requested and torch_threads",
+    "module": "workload_module",
+    "fingerprint": "workload_fingerprint",
+    "params": "workload_params",
 }
+BUILTIN_MODULE = "trainables.workloads"  # workload_module of the built-ins
 
 
-def _fields(cfg: TrialConfig) -> dict:
-    """The config's fields that are columns, as given, and what stands for data."""
+def _fields(cfg: TrialConfig, images: bool) -> dict:
+    """The config's fields that are columns, as given, and what stands for data and the workload's code."""
     columns = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name in NAMES}
-    images = cfg.workload in WORKLOADS and WORKLOADS[cfg.workload].images
-    return {"config_hash": cfg.config_hash(), **columns, "data_requested": cfg.data if images else "generated"}
+    return {"config_hash": cfg.config_hash(), **columns, "data_requested": cfg.data if images else "generated",
+            "workload_module": cfg.module or BUILTIN_MODULE, "workload_fingerprint": cfg.fingerprint,
+            "workload_params": json.dumps(cfg.params, sort_keys=True) if cfg.params else None}
 
 
 def config_row(trial: Trial) -> dict:
     """The config's columns of a row, with the seed's defaults filled in and what it asked Ray for."""
     asked = trial.resources
-    return {**_fields(trial.cfg), "cpus_requested": asked["cpu"], "gpus_requested": asked["gpu"]}
+    return {**_fields(trial.cfg, trial.wl.images), "workload_fingerprint": fingerprint(trial.wl),
+            "cpus_requested": asked["cpu"], "gpus_requested": asked["gpu"]}
 
 
 def failed_row(subject: Trial | TrialConfig, error: str) -> dict:
     """The row of a trial that failed: its config's columns, as far as it was resolved, and the error.
 
-    A config that failed to resolve (a bad field) is written as it was given: nothing is resolved
-    again here, so building the row cannot fail the way the trial did."""
-    columns = config_row(subject) if isinstance(subject, Trial) else _fields(subject)
+    A config that failed to resolve (a bad field, a module the worker could not import) is written as it
+    was given: nothing is resolved again here, so building the row cannot fail the way the trial did."""
+    if isinstance(subject, Trial):
+        columns = config_row(subject)
+    else:
+        columns = _fields(subject, subject.workload in WORKLOADS and WORKLOADS[subject.workload].images)
     return {**columns, "status": "error", "error": error}
+
+
+def quality(wl, train: float | None, test: float | None) -> dict:
+    """The quality columns of a row: accuracy where the workload's metric is accuracy, its own metric's
+    columns where it has one, none but the loss's (given apart) where it is 'loss'."""
+    name = wl.metric if isinstance(wl.metric, str) else getattr(wl.metric, "__name__", "metric")
+    accuracy = wl.metric == "accuracy"
+    return {"metric": name, "train_accuracy": train if accuracy else None, "test_accuracy": test if accuracy else None,
+            "train_metric": None if accuracy else train, "test_metric": None if accuracy else test}
 
 
 def error_text(exc: BaseException) -> str:

@@ -18,13 +18,13 @@ import time
 import torch
 
 from trainables import costs, precision
-from trainables.data import Data
+from trainables.data import Data, move, take
 from trainables.devices import Placement, placement
 from trainables.energy import Meter
 from trainables.fused import run_fused
 from trainables.graph import StepGraph, warm_up
 from trainables.neighbours import Window
-from trainables.rows import measured_row
+from trainables.rows import measured_row, quality
 from trainables.timing import Clock, Timer
 from trainables.trial import Trial
 
@@ -65,7 +65,7 @@ class Loop:
         self.cfg, self.wl, self.model, self.opt, self.crit, self.data, self.where = \
             trial.cfg, trial.wl, model, opt, crit, data, where
         self.loss_sum = torch.zeros((), device=where.output_device)
-        self.correct = torch.zeros((), device=where.output_device, dtype=torch.long)
+        self.correct = torch.zeros((), device=where.output_device, dtype=_score_type(trial.wl))
         self.host_sum = 0.0  # loop 'seed': the epoch's loss, summed on the host
         self.graph = None
         # the precision (trainables/precision.py): for fp32 and tf32 a null context and a GradScaler that steps as is
@@ -74,11 +74,10 @@ class Loop:
 
     def _step(self, ix, iy) -> None:
         data, where, crit = self.data, self.where, self.crit
-        xb = data.x[ix].to(where.input_device, non_blocking=True)  # no-op where the data is on the device
+        xb = move(take(data.x, ix), where.input_device, non_blocking=True)  # no-op where the data is on the device
         yb = data.y[iy].to(where.output_device, non_blocking=True)
         with self.autocast:
-            out = self.model(xb)
-            loss = crit(out, yb)
+            loss, out = self.wl.run_step(self.model, xb, yb, crit)
         self.opt.zero_grad(set_to_none=True)
         # DDP averages gradients over ranks: a loss summed over the batch (lenet) must count every rank's
         # share in full to step as one process would on the whole batch.
@@ -93,8 +92,8 @@ class Loop:
             self.host_sum += loss.item() * (1 if crit.reduction == "sum" else len(yb))
         else:
             self.loss_sum += _per_sample_sum(loss.detach(), crit, len(yb))
-        if self.wl.task == "classification":
-            self.correct += (out.detach().argmax(1) == yb).sum()
+        if self.wl.metric != "loss":
+            self.correct += _score(self.wl, out.detach(), yb)
 
     def epoch(self, order) -> torch.Tensor:
         """One epoch; `order` is a permutation on the inputs' and the targets' devices, or None.
@@ -105,7 +104,7 @@ class Loop:
         self.correct.zero_()
         if self.graph is not None and order is None:
             order = self.positions
-        for ix, iy in _batches(len(self.data.x), self.cfg.batch_size, order, self.where.rank, self.where.world):
+        for ix, iy in _batches(self.data.n, self.cfg.batch_size, order, self.where.rank, self.where.world):
             if self.graph is None:
                 self._step(ix, iy)
             else:
@@ -116,8 +115,8 @@ class Loop:
 
     def capture(self) -> None:
         """Record the step in a CUDA graph (engine 'graph'); the warm-up has run on a side stream."""
-        n = len(self.data.x)
-        self.positions = (torch.arange(n, device=self.data.x.device), torch.arange(n, device=self.data.y.device))
+        n = self.data.n
+        self.positions = (torch.arange(n, device=self.data.device), torch.arange(n, device=self.data.y.device))
         self.graph = StepGraph(self._step, *(p[: self.cfg.batch_size] for p in self.positions))
 
 
@@ -139,10 +138,13 @@ def step_costs(trial: Trial, loop: Loop) -> dict:
     twin = Loop(trial, *copy.deepcopy((model, loop.opt)), loop.crit, loop.data, where)
     order = None
     if trial.wl.shuffle:  # a gathered batch, as the shuffled epochs take
-        order = (torch.arange(len(loop.data.x), device=loop.data.x.device),) * 2
-    batch = next(_batches(len(loop.data.x), trial.cfg.batch_size, order, 0, 1))
+        order = (torch.arange(loop.data.n, device=loop.data.device),) * 2
+    batch = next(_batches(loop.data.n, trial.cfg.batch_size, order, 0, 1))
     with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
-        counted = costs.count(lambda: twin._step(*batch), where.is_cuda)
+        try:
+            counted = costs.count(lambda: twin._step(*batch), where.is_cuda)
+        except Exception as exc:  # an op torch's counters do not know: the row stands, its costs null, and why
+            return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
     if trial.cfg.engine != "eager":
         counted["launches_per_step"] = GRAPH_LAUNCHES if trial.cfg.engine == "graph" else None
     return counted
@@ -154,16 +156,25 @@ def evaluate(wl, model, crit, data: Data, batch_size: int, where: Placement, aut
     precision (`autocast`, as the training step)."""
     model.eval()
     loss_sum = torch.zeros((), device=where.output_device)
-    correct = torch.zeros((), device=where.output_device, dtype=torch.long)
+    correct = torch.zeros((), device=where.output_device, dtype=_score_type(wl))
     for ix, iy in _batches(data.n_test, batch_size, None, 0, 1):
         yb = data.test_y[iy]
         with autocast:
-            out = model(data.test_x[ix])
-            loss_sum += _per_sample_sum(crit(out, yb), crit, len(yb))
-        if wl.task == "classification":
-            correct += (out.argmax(1) == yb).sum()
-    accuracy = correct.item() / data.n_test if wl.task == "classification" else None
-    return loss_sum.item() / data.n_test, accuracy
+            loss, out = wl.run_step(model, take(data.test_x, ix), yb, crit)
+            loss_sum += _per_sample_sum(loss, crit, len(yb))
+        if wl.metric != "loss":
+            correct += _score(wl, out, yb)
+    score = correct.item() / data.n_test if wl.metric != "loss" else None
+    return loss_sum.item() / data.n_test, score
+
+
+def _score_type(wl) -> torch.dtype:
+    return torch.long if wl.metric in ("accuracy", "loss") else torch.float32
+
+
+def _score(wl, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The batch's sum of the workload's per-sample score: correct argmaxes, or its own metric's."""
+    return (out.argmax(1) == y).sum() if wl.metric == "accuracy" else wl.metric(out, y)
 
 
 def run_trial(trial: Trial, where: Placement | None = None) -> dict:
@@ -193,7 +204,7 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
         # erased the GPU's lead); otherwise it waits in pinned host memory and each batch is copied
         data = data.to(where.input_device, where.output_device) if where.holds(data.nbytes) else data.pin()
         model = where.prepare(model)
-    if cfg.engine == "graph" and data.x.device != where.input_device:
+    if cfg.engine == "graph" and data.device != where.input_device:
         raise RuntimeError(f"engine 'graph' needs the data on the GPU, and these {data.nbytes / 2**30:.1f} GiB "
                            "do not fit beside the model: use engine 'eager' or 'compile', or a smaller dataset_size")
     if cfg.engine == "compile":
@@ -209,31 +220,30 @@ def run_trial(trial: Trial, where: Placement | None = None) -> dict:
     def order():
         if not wl.shuffle:
             return None
-        perm = torch.randperm(len(data.x), generator=shuffler).to(data.x.device)
-        return perm, perm if data.y.device == data.x.device else perm.to(data.y.device)
+        perm = torch.randperm(data.n, generator=shuffler).to(data.device)
+        return perm, perm if data.y.device == data.device else perm.to(data.y.device)
 
     warm_up(timer, cfg, where.input_device, lambda: loop.epoch(order()), loop.capture)
     with Window(trial.label(), trial.hash, cfg.threads) as window, Meter(where.devices) as energy:
         epoch_s, curve = timer.epochs(cfg.epochs - cfg.warmup_epochs, lambda: loop.epoch(order()), cfg.min_timed_s,
                                       where.largest)
 
-    n = len(data.x)
+    n = data.n
     train_loss = where.all_reduce(loop.loss_sum).item() / n
     if not torch.isfinite(torch.tensor(train_loss)):
         raise FloatingPointError(f"training loss became {train_loss} (lr {cfg.lr} may be too high)")
-    classifies = wl.task == "classification"
-    train_accuracy = where.all_reduce(loop.correct).item() / n if classifies else None
-    test_loss = test_accuracy = None
+    train_score = where.all_reduce(loop.correct).item() / n if wl.metric != "loss" else None
+    test_loss = test_score = None
     if data.n_test:
         with timer.phase("eval"):
-            test_loss, test_accuracy = evaluate(wl, model, loop.crit, data, wl.test_batch_size or cfg.batch_size, where,
-                                                  loop.autocast)
+            test_loss, test_score = evaluate(wl, model, loop.crit, data, wl.test_batch_size or cfg.batch_size, where,
+                                             loop.autocast)
 
     row = measured_row(
         trial, model, timer, epoch_s, n, where.devices, started, window,
-        world_size=where.world, data_on_device=data.x.device == where.input_device,
+        world_size=where.world, data_on_device=data.device == where.input_device,
         train_loss=train_loss, loss_curve=[c / n for c in where.all_reduce(torch.stack(curve)).tolist()],
-        train_accuracy=train_accuracy, test_loss=test_loss, test_accuracy=test_accuracy,
+        test_loss=test_loss, **quality(wl, train_score, test_score),
         data_source=data.source, n_test=data.n_test, **energy.columns())
     # after the row's timings (total_s included): the counting's time is in none of them
     return {**row, **step_costs(trial, loop), "per_rank_samples_per_s": [row["samples_per_s"] / where.world]}

@@ -24,7 +24,8 @@ from trainables import precision
 from trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig, count
 from trainables.devices import DeviceSpec, parse, resources
 from trainables.graph import CAPTURED
-from trainables.workloads import HEAD_DIM, WORKLOADS, Workload
+from trainables.workload import Workload, WorkloadError, fingerprint, load
+from trainables.workloads import WORKLOADS
 
 # counts, each in [1, MAXIMA]; dataset_size first: peaks' full batch is its dataset_size, and a bad one is named as such
 _INTEGERS = ("dataset_size",) + tuple(a for a in SEED_AXES if a not in ("lr", "dataset_size")) + ("threads", "micro_batches")
@@ -36,10 +37,7 @@ class Trial:
 
     cfg: TrialConfig  # with the seed's defaults filled in
     spec: DeviceSpec  # cfg.device, parsed
-
-    @property
-    def wl(self) -> Workload:
-        return WORKLOADS[self.cfg.workload]
+    wl: Workload  # the workload cfg.workload names (a built-in) or cfg.module holds (a user's)
 
     @cached_property
     def hash(self) -> str:
@@ -62,13 +60,11 @@ def resolve(cfg: TrialConfig) -> Trial:
 
     Raises ConfigError naming the field, the value and what to do; nothing runs before this passes.
     """
-    if cfg.workload not in WORKLOADS:
-        raise ConfigError("workload", f"workload must be one of {sorted(WORKLOADS)}, got {cfg.workload!r}")
-    wl = WORKLOADS[cfg.workload]
+    wl = workload_of(cfg)
     spec = parse(cfg.device)
-    if spec.kind == "pipe" and not wl.sequential:
-        raise ConfigError("device", f"device {cfg.device!r}: a pipeline splits the MLP workloads "
-                                    f"(disc, peaks, tabular), not {wl.name}")
+    if spec.kind == "pipe" and not wl.pipeline:
+        raise ConfigError("device", f"device {cfg.device!r}: a pipeline splits workloads whose model is an "
+                                    f"nn.Sequential (Workload.pipeline: disc, peaks, tabular), not {wl.name}")
     for axis in ("depth", "width", "context"):
         if axis not in wl.axes and getattr(cfg, axis) not in (None, wl.defaults[axis]):
             raise ConfigError(axis, f"{axis} is not an axis of workload {wl.name!r} (got {getattr(cfg, axis)}); "
@@ -78,14 +74,10 @@ def resolve(cfg: TrialConfig) -> Trial:
         filled["batch_size"] = filled["dataset_size"]
     # only a pipeline cuts batches: elsewhere the axis is dropped, so a grid over it adds no trials
     filled["micro_batches"] = (cfg.micro_batches or 4) if spec.kind == "pipe" else None
+    filled["params"] = _params(wl, cfg.params)
     cfg = dataclasses.replace(cfg, **filled)
 
     cfg = dataclasses.replace(cfg, **{name: count(name, getattr(cfg, name)) for name in _INTEGERS})  # numpy's as int
-    if wl.name == "disc" and cfg.width is None and cfg.depth < 2:
-        raise ConfigError("depth", f"depth must be >= 2 for disc's doubling MLP (2 -> 4 -> ... -> 2^depth -> 2), "
-                                   f"got {cfg.depth}")
-    if wl.name == "transformer":
-        _check_transformer(cfg)
     if cfg.batch_size > cfg.dataset_size:
         raise ConfigError("batch_size", f"batch_size must be <= dataset_size ({cfg.dataset_size}), got {cfg.batch_size}")
     if spec.distributed and cfg.batch_size < spec.count:
@@ -100,12 +92,10 @@ def resolve(cfg: TrialConfig) -> Trial:
         raise ConfigError("min_timed_s", f"min_timed_s must be a number of seconds >= 0, got {cfg.min_timed_s!r}")
     if cfg.loop not in LOOPS:
         raise ConfigError("loop", f"loop must be one of {list(LOOPS)}, got {cfg.loop!r}")
-    _check_engine(cfg, spec)
+    _check_engine(cfg, spec, wl)
     precision.check(cfg, spec)
-    if wl.name == "peaks" and math.isqrt(cfg.dataset_size) ** 2 != cfg.dataset_size:
-        n = math.isqrt(cfg.dataset_size)
-        raise ConfigError("dataset_size", f"dataset_size must be a perfect square N*N for peaks (an N x N grid), "
-                                          f"got {cfg.dataset_size}; nearest: {n * n} or {(n + 1) ** 2}")
+    if wl.check is not None:
+        wl.check(cfg)
     if wl.images:
         if cfg.data not in DATA_SOURCES:
             raise ConfigError("data", f"data must be one of {list(DATA_SOURCES)}, got {cfg.data!r}")
@@ -114,22 +104,43 @@ def resolve(cfg: TrialConfig) -> Trial:
         except ValueError as exc:
             raise ConfigError("data", str(exc)) from None
     elif cfg.data != "auto":
-        raise ConfigError("data", f"data is only for image workloads (mnist_cnn, lenet); {wl.name} generates its own")
-    return Trial(cfg, spec)
+        raise ConfigError("data", f"data is only for image workloads (Workload.images: mnist_cnn, lenet); {wl.name} "
+                                  "makes its own")
+    return Trial(cfg, spec, wl)
 
 
-def _check_transformer(cfg: TrialConfig) -> None:
-    """Heads of HEAD_DIM each must split the width, and the sequences must fit the text."""
-    if cfg.width % HEAD_DIM:
-        raise ConfigError("width", f"width must be a multiple of {HEAD_DIM} for the transformer (attention heads of "
-                                   f"{HEAD_DIM}), got {cfg.width}; nearest: {max(HEAD_DIM, cfg.width // HEAD_DIM * HEAD_DIM)}")
+def workload_of(cfg: TrialConfig) -> Workload:
+    """The workload of a config: a built-in by name, or a user's by module (imported here by name: a worker has
+    it from runtime_env), checked to be the code the driver planned with (its fingerprint)."""
+    if cfg.module is None:
+        if cfg.workload not in WORKLOADS:
+            raise ConfigError("workload", f"workload must be one of {sorted(WORKLOADS)} or a module's "
+                                          f"(--workload path/to/job.py:ATTR), got {cfg.workload!r}")
+        return WORKLOADS[cfg.workload]
     try:
-        datasets.check_text(cfg.dataset_size, cfg.context)
-    except ValueError as exc:
-        raise ConfigError("dataset_size", str(exc)) from None
+        wl = load(cfg.module)
+    except WorkloadError as exc:
+        raise ConfigError("module", str(exc)) from None
+    if wl.name != cfg.workload:
+        raise ConfigError("workload", f"module {cfg.module!r} holds workload {wl.name!r}, not {cfg.workload!r}")
+    if cfg.fingerprint is not None and fingerprint(wl) != cfg.fingerprint:
+        raise ConfigError("fingerprint", f"module {cfg.module!r} here is not the code the sweep planned with "
+                                         f"(fingerprint {fingerprint(wl)}, planned {cfg.fingerprint}): the file "
+                                         "changed while the sweep ran; run the sweep again")
+    return wl
 
 
-def _check_engine(cfg: TrialConfig, spec: DeviceSpec) -> None:
+def _params(wl: Workload, given: dict | None) -> dict | None:
+    """The workload's own axes: each given value checked (type, range), the rest at their defaults."""
+    unknown = sorted(set(given or {}) - set(wl.params))
+    if unknown:
+        raise ConfigError(unknown[0], f"{unknown[0]} is not an axis of workload {wl.name!r}; its own axes are "
+                                      f"{sorted(wl.params) or 'none'}, its shared ones {sorted(wl.axes)}")
+    return {name: p.check(name, (given or {}).get(name, p.default), wl.name)
+            for name, p in wl.params.items()} or None
+
+
+def _check_engine(cfg: TrialConfig, spec: DeviceSpec, wl: Workload) -> None:
     """What each engine can run: refused here, by name, rather than silently run another way."""
     if cfg.engine not in ENGINES:
         raise ConfigError("engine", f"engine must be one of {list(ENGINES)}, got {cfg.engine!r}")
@@ -141,7 +152,7 @@ def _check_engine(cfg: TrialConfig, spec: DeviceSpec) -> None:
     if cfg.warmup_epochs < 1:
         raise ConfigError("warmup_epochs", f"engine {cfg.engine!r} needs warmup_epochs >= 1, so that "
                                            "compilation or capture stays out of the timed epochs")
-    if cfg.engine == "triton" and (cfg.workload != "peaks" or cfg.depth != 2 or cfg.precision != "fp32"):
+    if cfg.engine == "triton" and (not wl.kernel or cfg.depth != 2 or cfg.precision != "fp32"):
         raise ConfigError("engine", "engine 'triton' runs peaks' MLP 2 -> H1 -> H2 -> 1 (depth 2) in fp32 in one "
                                     "kernel (trainables/mlp_kernel.py), not "
                                     f"{cfg.workload} at depth {cfg.depth} in {cfg.precision}: use engine 'graph'")

@@ -26,16 +26,15 @@ trainables/trial.py fills a config's unset axes from these defaults and checks e
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from analysis.schema import SEED_AXES
 from trainables import data as datasets
-from trainables.config import TrialConfig
+from trainables.config import ConfigError, TrialConfig
+from trainables.workload import Workload
 
 
 def mlp(sizes: list[int]) -> nn.Sequential:
@@ -130,27 +129,7 @@ class Transformer(nn.Module):
         return self.head(self.ln(self.blocks(x))).transpose(1, 2)
 
 
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    defaults: dict  # the seed's value of each of analysis.schema.SEED_AXES
-    axes: frozenset  # axes a sweep may vary
-    task: str  # 'classification', 'regression' or 'language' (next-token loss, no accuracy)
-    shuffle: bool  # reshuffle the training set every epoch, as the seed's DataLoader did
-    make_data: Callable[[TrialConfig], datasets.Data]
-    make_model: Callable[[TrialConfig], nn.Module]
-    make_loss: Callable[[], nn.Module]
-    make_optimizer: Callable[[object, float], torch.optim.Optimizer]
-    test_batch_size: int | None = None  # None: the training batch size
-    images: bool = False  # takes the `data` and `data_dir` options
-
-    @property
-    def sequential(self) -> bool:
-        """An MLP (nn.Sequential) that a pipeline can split; the CNNs are not."""
-        return not self.images and self.name != "transformer"
-
-
-_COMMON = frozenset(SEED_AXES) - {"depth", "width", "context"}  # every workload has these; the rest, some
+_MLP = frozenset({"depth", "width"})
 
 
 def _disc_model(cfg: TrialConfig) -> nn.Module:
@@ -159,70 +138,119 @@ def _disc_model(cfg: TrialConfig) -> nn.Module:
     return mlp([2] + [cfg.width] * (cfg.depth - 1) + [2])
 
 
+def _disc_check(cfg: TrialConfig) -> None:
+    if cfg.width is None and cfg.depth < 2:
+        raise ConfigError("depth", f"depth must be >= 2 for disc's doubling MLP (2 -> 4 -> ... -> 2^depth -> 2), "
+                                   f"got {cfg.depth}")
+
+
 def _peaks_model(cfg: TrialConfig) -> nn.Module:
     return mlp([2, 20, 5, 1] if cfg.width is None else [2] + [cfg.width] * cfg.depth + [1])
+
+
+def _peaks_check(cfg: TrialConfig) -> None:
+    if math.isqrt(cfg.dataset_size) ** 2 != cfg.dataset_size:
+        n = math.isqrt(cfg.dataset_size)
+        raise ConfigError("dataset_size", f"dataset_size must be a perfect square N*N for peaks (an N x N grid), "
+                                          f"got {cfg.dataset_size}; nearest: {n * n} or {(n + 1) ** 2}")
+
+
+def _transformer_check(cfg: TrialConfig) -> None:
+    """Heads of HEAD_DIM each must split the width, and the sequences must fit the text."""
+    if cfg.width % HEAD_DIM:
+        raise ConfigError("width", f"width must be a multiple of {HEAD_DIM} for the transformer (attention heads of "
+                                   f"{HEAD_DIM}), got {cfg.width}; nearest: {max(HEAD_DIM, cfg.width // HEAD_DIM * HEAD_DIM)}")
+    try:
+        datasets.check_text(cfg.dataset_size, cfg.context)
+    except ValueError as exc:
+        raise ConfigError("dataset_size", str(exc)) from None
 
 
 def _images(cfg: TrialConfig) -> datasets.Data:
     return datasets.images(cfg.data, cfg.data_dir, cfg.dataset_size, cfg.seed)
 
 
+def _features(n: int) -> Callable[[TrialConfig], torch.Tensor]:
+    return lambda cfg: torch.empty(n)
+
+
+# sweeps/scaling.py's grids. Each varies the axes its seed was about; epochs are cut from the seeds' (100,
+# 25, 50, 2000) because per-epoch times reach a stable median within a few epochs: 1 warm-up + the rest
+# timed. 'smoke': the whole grid cut to about a minute on 2 cores, at sizes of 'default' (so the shipped
+# reference rows have the same configurations to set beside), two per workload. 'seeds': each seed's own
+# configuration (MNIST-sized image sets: synthetic unless --data-dir), fewer epochs, the same per-epoch work.
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload(
-        "disc",
-        dict(depth=10, width=None, batch_size=100, dataset_size=1000, epochs=100, lr=0.1, context=None),
-        _COMMON | {"depth", "width"}, "classification", shuffle=False,
+        "disc", defaults=dict(depth=10, width=None, batch_size=100, dataset_size=1000, epochs=100, lr=0.1),
+        axes=_MLP, shuffle=False, fusable=True, pipeline=True, check=_disc_check, sample=_features(2),
         make_data=lambda c: datasets.disc(c.dataset_size, c.seed),
         make_model=_disc_model,
         make_loss=nn.CrossEntropyLoss,
         make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr),
+        grids={"default": {"depth": list(range(2, 13)), "epochs": [6]},  # seed 000: parameter count
+               "smoke": {"depth": [2, 4], "epochs": [3]},
+               "seeds": {"depth": [8, 9, 10, 11, 12], "epochs": [20]}},
     ),
     Workload(
-        "mnist_cnn",
-        dict(depth=None, width=1, batch_size=200, dataset_size=60000, epochs=25, lr=0.01, context=None),
-        _COMMON | {"width"}, "classification", shuffle=True,
+        "mnist_cnn", defaults=dict(depth=None, width=1, batch_size=200, dataset_size=60000, epochs=25, lr=0.01),
+        axes={"width"}, fusable=True, images=True, sample=lambda c: torch.empty(datasets.IMAGE_SHAPE),
         make_data=_images,
         make_model=lambda c: MnistNet(c.width),
         make_loss=nn.NLLLoss,
         make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr, momentum=0.5),
-        test_batch_size=800, images=True,
+        test_batch_size=800,
+        grids={"default": {"width": [1, 2, 4, 8], "dataset_size": [1437], "epochs": [4]},  # all of digits
+               "smoke": {"width": [1, 2], "dataset_size": [1437], "epochs": [2]},
+               "seeds": {"epochs": [3]}},
     ),
     Workload(
-        "lenet",
-        dict(depth=None, width=1, batch_size=100, dataset_size=60000, epochs=50, lr=1e-3, context=None),
-        _COMMON | {"width"}, "classification", shuffle=True,
+        "lenet", defaults=dict(depth=None, width=1, batch_size=100, dataset_size=60000, epochs=50, lr=1e-3),
+        axes={"width"}, fusable=True, images=True, sample=lambda c: torch.empty(datasets.IMAGE_SHAPE),
         make_data=_images,
         make_model=lambda c: LeNet(c.width),
         make_loss=lambda: nn.CrossEntropyLoss(reduction="sum"),  # the seed's size_average=False
         make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr),
-        images=True,
+        # seed 002's loss is summed over the batch, so its step grows with the batch: past ~200 it diverges
+        grids={"default": {"batch_size": [16, 32, 64, 100], "dataset_size": [1437], "epochs": [4]},
+               "smoke": {"batch_size": [64, 100], "dataset_size": [1437], "epochs": [2]},
+               "seeds": {"epochs": [3]}},
     ),
     Workload(
-        "peaks",
-        dict(depth=2, width=None, batch_size=None, dataset_size=40000, epochs=2000, lr=0.08, context=None),
-        _COMMON | {"depth", "width"}, "regression", shuffle=False,
+        "peaks", defaults=dict(depth=2, width=None, batch_size=None, dataset_size=40000, epochs=2000, lr=0.08),
+        axes=_MLP, metric="loss", shuffle=False, fusable=True, pipeline=True, kernel=True, check=_peaks_check,
+        sample=_features(2),
         make_data=lambda c: datasets.peaks(c.dataset_size),
         make_model=_peaks_model,
         make_loss=nn.MSELoss,
         make_optimizer=lambda p, lr: torch.optim.Adam(p, lr=lr),
+        grids={"default": {"dataset_size": [100, 400, 2500, 10000, 40000, 160000], "epochs": [200]},  # seed: 40,000
+               "smoke": {"dataset_size": [100, 400], "epochs": [20]},
+               "seeds": {"dataset_size": [40000], "epochs": [2000]}},
     ),
     Workload(
-        "tabular",
-        dict(depth=2, width=64, batch_size=64, dataset_size=10000, epochs=20, lr=1e-3, context=None),
-        _COMMON | {"depth", "width"}, "classification", shuffle=True,
+        "tabular", defaults=dict(depth=2, width=64, batch_size=64, dataset_size=10000, epochs=20, lr=1e-3),
+        axes=_MLP, fusable=True, pipeline=True, sample=_features(datasets.TABULAR_FEATURES),
         make_data=lambda c: datasets.tabular(c.dataset_size, c.seed),
         make_model=lambda c: mlp([datasets.TABULAR_FEATURES] + [c.width] * c.depth + [2]),
         make_loss=nn.CrossEntropyLoss,
         make_optimizer=lambda p, lr: torch.optim.Adam(p, lr=lr),
+        grids={"default": {"dataset_size": [1000, 10000, 100000], "width": [64, 256, 1024], "epochs": [3]},  # seed 004
+               "smoke": {"dataset_size": [1000, 10000], "epochs": [2]},
+               "seeds": {"epochs": [5]}},
     ),
     Workload(
-        "transformer",
-        dict(depth=2, width=64, batch_size=32, dataset_size=1024, epochs=3, lr=1e-3, context=64),
-        _COMMON | {"depth", "width", "context"}, "language", shuffle=True,
+        "transformer", defaults=dict(depth=2, width=64, batch_size=32, dataset_size=1024, epochs=3, lr=1e-3, context=64),
+        axes={"depth", "width", "context"}, metric="loss", check=_transformer_check,
+        # AdamW (weight decay) is not among the fused optimiser's rules: not fusable
+        sample=lambda c: torch.zeros(c.context, dtype=torch.long),
         make_data=lambda c: datasets.text(c.dataset_size, c.context),
         make_model=lambda c: Transformer(c.depth, c.width, c.context),
         make_loss=nn.CrossEntropyLoss,  # per token, averaged over the batch's tokens
         make_optimizer=lambda p, lr: torch.optim.AdamW(p, lr=lr),
+        # no seed: what people rent GPUs for, at sizes a 2-core laptop trains in seconds (35k to 1.6M parameters)
+        grids={"default": {"width": [32, 64, 128, 256], "context": [32], "dataset_size": [512], "epochs": [3]},
+               "smoke": {"width": [32, 64], "context": [32], "dataset_size": [512], "epochs": [2]},
+               "seeds": {"epochs": [3]}},
     ),
 ]}
 

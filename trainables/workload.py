@@ -1,0 +1,314 @@
+"""The public interface of a workload: what crossover needs of a training job to sweep, time and price it.
+
+A workload is data, a model, a loss and an optimiser, each made by a factory from the trial's config,
+and the axes a sweep may vary. The six built-ins (trainables/workloads.py) are defined through this
+interface and nothing else; a user's own job is one more `Workload` in a file of theirs:
+
+    # job.py
+    from torch import nn
+    import torch
+    from trainables.data import Data
+    from trainables.workload import Param, Workload
+
+    def data(cfg):
+        g = torch.Generator().manual_seed(cfg.seed)
+        x = torch.randn(cfg.dataset_size, cfg.params["n_features"], generator=g)
+        return Data(x, (x.sum(1) > 0).long(), None, None, source="random")
+
+    workload = Workload(
+        "mine", make_data=data,
+        make_model=lambda cfg: nn.Sequential(nn.Linear(cfg.params["n_features"], cfg.width), nn.ReLU(),
+                                             nn.Linear(cfg.width, 2)),
+        make_loss=nn.CrossEntropyLoss, make_optimizer=lambda params, lr: torch.optim.Adam(params, lr=lr),
+        defaults={"width": 64, "batch_size": 64, "dataset_size": 4096, "epochs": 3, "lr": 1e-3},
+        axes={"width"}, params={"n_features": Param(16, low=1, high=100_000)})
+
+    crossover sweep --workload job.py:workload          # or: --workload package.module:workload
+
+A workload is named on the command line as `path/to/file.py:attr` or `package.module:attr`; the
+attribute is a Workload, or a function of no arguments that returns one. `register` imports it once in
+the driver; the sweep ships its module to every Ray worker through `runtime_env` (`py_modules`), and a
+worker imports it by module name (`load`), never by the driver's path. Its `fingerprint` (the module's
+source and the model's parameter shapes) is part of every trial's config hash, so editing the model
+measures again instead of returning the old rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from analysis.schema import SEED_AXES
+from trainables.config import ConfigError, TrialConfig
+
+# Every workload varies these; depth, width and context only where it declares them (`axes`).
+SHARED_AXES = frozenset(SEED_AXES) - {"depth", "width", "context"}
+# What a workload leaves out of `defaults` takes these values.
+SHARED_DEFAULTS = {"depth": None, "width": None, "context": None, "batch_size": 64, "dataset_size": 1024,
+                   "epochs": 3, "lr": 1e-3}
+METRICS = ("accuracy", "loss")  # or a function (outputs, targets) -> a per-batch sum of a per-sample score
+# A workload's name is a column, a folder name in charts' files and text in the HTML report: letters,
+# digits, '_', '-' and '.', starting with a letter.
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One of a workload's own axes (image_size, n_features, a CSV's path): its default, its type
+    (that of the default), and the values it may take: [low, high] for numbers, or `choices`."""
+
+    default: int | float | str | bool
+    low: float | None = None  # numbers: the least value allowed
+    high: float | None = None  # numbers: the largest value allowed
+    choices: tuple | None = None  # the values allowed, where they are a list
+    help: str = ""  # one line: what it means, with its unit
+
+    def check(self, name: str, value, workload: str):
+        """`value` as this axis's type; raises ConfigError naming the axis, the value and the range."""
+        kind = type(self.default)
+        where = f"{name} (an axis of workload {workload!r})"
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if kind is int and hasattr(value, "__index__") and not isinstance(value, bool):
+            value = int(value)  # numpy's integers too
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ConfigError(name, f"{where} must be {kind.__name__}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise ConfigError(name, f"{where} must be one of {list(self.choices)}, got {value!r}")
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            raise ConfigError(name, f"{where} must be in [{self.low}, {self.high}], got {value!r}")
+        return value
+
+
+def default_step(model: nn.Module, x, y, loss: nn.Module):
+    """One forward and loss: `model(x)`, then `loss(outputs, y)`; returns (loss, outputs)."""
+    out = model(x)
+    return loss(out, y), out
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A training job crossover can sweep. Factories take the trial's resolved config (TrialConfig:
+    its shared axes filled in, its own in `cfg.params`); everything they make is built on the CPU and
+    moved to the trial's device by crossover."""
+
+    name: str  # the rows' `workload`: letters, digits, '_', '-', '.' (NAME)
+    make_data: Callable[[TrialConfig], object]  # -> trainables.data.Data: inputs (a tensor, or a dict of them), targets
+    make_model: Callable[[TrialConfig], nn.Module]
+    make_loss: Callable[[], nn.Module]  # its reduction 'mean' or 'sum' says how a batch's loss is counted
+    make_optimizer: Callable[[object, float], torch.optim.Optimizer]  # (parameters, lr)
+    defaults: dict = field(default_factory=dict)  # the shared axes' values where a sweep leaves them unset
+    axes: frozenset = frozenset()  # of depth, width, context: the ones this workload varies (the rest always)
+    params: dict = field(default_factory=dict)  # its own axes: name -> Param
+    metric: str | Callable = "accuracy"  # 'accuracy' (argmax), 'loss' (none but the loss), or a function
+    step: Callable | None = None  # (model, x, y, loss) -> (loss, outputs): a batch that is not one tensor
+    check: Callable[[TrialConfig], None] | None = None  # raises ConfigError for a config it cannot run
+    shuffle: bool = True  # reshuffle the training set every epoch
+    test_batch_size: int | None = None  # None: the training batch size
+    grids: dict = field(default_factory=dict)  # sweeps/scaling.py's grids: grid name -> {axis: [values]}
+    # Capabilities: what crossover may do with it beyond a single process (never a check of its name)
+    fusable: bool = False  # K seeds as one vmapped model (trainables/fused.py): its optimiser is SGD or Adam
+    pipeline: bool = False  # an nn.Sequential a pipeline (pipe:N) can cut into stages
+    images: bool = False  # takes the image data options (`data`, `data_dir`: trainables/data.py)
+    kernel: bool = False  # engine 'triton' has a kernel of its model (trainables/mlp_kernel.py)
+    sample: Callable[[TrialConfig], torch.Tensor] | None = None  # one input sample; None: make_data's first
+    ref: str | None = None  # 'module:attr' it was registered as (`register`); None for the built-ins
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
+            raise ValueError(f"Workload name must be letters, digits, '_', '-' or '.', starting with a letter "
+                             f"(at most 64), got {self.name!r}")
+        for factory in ("make_data", "make_model", "make_loss", "make_optimizer"):
+            if not callable(getattr(self, factory)):
+                raise ValueError(f"Workload {self.name!r}: {factory} must be a function, got {getattr(self, factory)!r}")
+        unknown = set(self.axes) - {"depth", "width", "context"}
+        if unknown:
+            raise ValueError(f"Workload {self.name!r}: axes are of depth, width, context (the rest are shared), "
+                             f"got {sorted(unknown)}; declare its own axes in params")
+        clash = set(self.params) & (set(SEED_AXES) | {f.name for f in dataclasses.fields(TrialConfig)})
+        if clash:
+            raise ValueError(f"Workload {self.name!r}: params {sorted(clash)} shadow crossover's own axes; rename them")
+        if not (self.metric in METRICS or callable(self.metric)):
+            raise ValueError(f"Workload {self.name!r}: metric must be one of {list(METRICS)} or a function, "
+                             f"got {self.metric!r}")
+        if self.fusable and (self.step is not None or not isinstance(self.metric, str)):
+            raise ValueError(f"Workload {self.name!r}: fusable needs one tensor of inputs (no step) and metric "
+                             "'accuracy' or 'loss'; set fusable=False")
+        object.__setattr__(self, "defaults", {**SHARED_DEFAULTS, **self.defaults})
+        object.__setattr__(self, "axes", frozenset(self.axes) | SHARED_AXES)
+        for axis in ("depth", "width", "context"):
+            if axis in self.axes and self.defaults[axis] is None and axis != "width":
+                raise ValueError(f"Workload {self.name!r}: axis {axis} needs a default in defaults")
+
+    @property
+    def classifies(self) -> bool:
+        return self.metric == "accuracy"
+
+    def run_step(self, model, x, y, loss):
+        """(loss, outputs) of one batch: the workload's `step`, or `model(x)` and the loss."""
+        return (self.step or default_step)(model, x, y, loss)
+
+    def grid(self, name: str) -> dict:
+        """Its grid for sweeps/scaling.py's grid `name`: its own, or dataset_size at a sixteenth, a quarter
+        and all of the default ('smoke': the smallest of them, two epochs)."""
+        if name in self.grids:
+            return self.grids[name]
+        size, batch = self.defaults["dataset_size"], self.defaults["batch_size"]
+        sizes = sorted({max(batch or 1, size // k) for k in (16, 4, 1)})
+        if name == "smoke":
+            return {"dataset_size": sizes[:1], "epochs": [2]}
+        return {"dataset_size": sizes}
+
+
+# -- registration: a reference on the command line, imported once here and by name in every worker
+
+
+class WorkloadError(ValueError):
+    """A workload reference that cannot be used: the message names the module, the attribute and the fix."""
+
+
+_REF = re.compile(r"(?P<module>[^:]+):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)")
+_SHIPPED: dict[str, Path] = {}  # module name -> the file or package folder shipped to the workers
+_FINGERPRINTS: dict[str, str] = {}  # ref -> fingerprint, once per process
+
+
+def is_reference(text: str) -> bool:
+    """Whether `text` names a workload by module ('module:attr', 'file.py:attr'), not a built-in's name."""
+    return ":" in text
+
+
+def register(text: str) -> Workload:
+    """The Workload `text` names ('path/file.py:attr' or 'package.module:attr'), imported here; its module
+    is then shipped to the Ray workers by `runtime_env` (`shipped`). Raises WorkloadError naming what is wrong."""
+    match = _REF.fullmatch(text.strip())
+    if not match:
+        raise WorkloadError(f"--workload {text!r}: give MODULE:ATTR or path/to/file.py:ATTR (the attribute a "
+                            "Workload, or a function that returns one)")
+    module, attr = match["module"], match["attr"]
+    if module.endswith(".py") or "/" in module or module.startswith("."):
+        path = Path(module).expanduser().resolve()
+        if not path.is_file():
+            raise WorkloadError(f"--workload {text!r}: no file {path}; give the path of a .py file that defines {attr}")
+        module = path.stem
+        if not module.isidentifier():
+            raise WorkloadError(f"--workload {text!r}: the file's name {path.name} is no Python module name; rename it "
+                                "to letters, digits and '_'")
+        shipped = _SHIPPED.get(module)
+        if shipped is not None and shipped != path:
+            raise WorkloadError(f"--workload {text!r}: module {module!r} is already {shipped}; two files of one name "
+                                "cannot both reach the workers: rename one")
+        if module not in sys.modules or getattr(sys.modules[module], "__file__", None) != str(path):
+            _import_file(module, path, text)
+        _SHIPPED[module] = path
+    else:
+        _import(module, text)
+        _ship_package(module)
+    return _resolve_attr(module, attr, text)
+
+
+def load(ref: str) -> Workload:
+    """The workload 'module:attr' in this process: imported by name (a worker has it from `runtime_env`)."""
+    module, attr = ref.rsplit(":", 1)
+    if module not in sys.modules:
+        _import(module, ref)
+    return _resolve_attr(module, attr, ref)
+
+
+def from_object(workload: Workload) -> Workload:
+    """A Workload object given in Python (`Space(grids={workload: ...})`): registered by the module and the
+    top-level name it is found under, so workers can import it as a file on the command line would be."""
+    if workload.ref:
+        return workload
+    module = sys.modules.get(getattr(workload.make_model, "__module__", ""), None)
+    names = [n for n, v in vars(module).items() if v is workload] if module else []
+    path = getattr(module, "__file__", None)
+    if not names or not path:
+        raise WorkloadError(f"workload {workload.name!r}: define it at the top level of a module or file (workers import "
+                            "it from there), e.g. `workload = Workload(...)` in job.py")
+    return register(f"{path}:{names[0]}" if module.__name__ == "__main__" else f"{module.__name__}:{names[0]}")
+
+
+def shipped() -> list[str]:
+    """The user modules to ship to every worker (runtime_env py_modules): files and package folders."""
+    return [str(p) for p in _SHIPPED.values()]
+
+
+def fingerprint(workload: Workload) -> str:
+    """16 hex digits of the workload module's source and of its model's parameter shapes at its defaults
+    (built on the meta device: no memory, no time). What changes either measures again."""
+    key = workload.ref or workload.name
+    if key not in _FINGERPRINTS:
+        module = sys.modules[(workload.ref or "trainables.workloads:").split(":")[0]]
+        digest = hashlib.sha256(inspect.getsource(module).encode())
+        digest.update(repr(_shapes(workload)).encode())
+        _FINGERPRINTS[key] = digest.hexdigest()[:16]
+    return _FINGERPRINTS[key]
+
+
+def _shapes(workload: Workload) -> list | str:
+    cfg = TrialConfig(workload.name, **{k: v for k, v in workload.defaults.items()},
+                      params={n: p.default for n, p in workload.params.items()} or None)
+    try:
+        with torch.device("meta"):
+            model = workload.make_model(cfg)
+        return [(n, tuple(p.shape)) for n, p in model.named_parameters()]
+    except Exception as exc:  # a model that needs its data to be built: the source alone identifies it
+        return f"not built at its defaults: {type(exc).__name__}"
+
+
+def _import_file(module: str, path: Path, text: str) -> None:
+    spec = importlib.util.spec_from_file_location(module, path)
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[module] = loaded
+    try:
+        spec.loader.exec_module(loaded)
+    except BaseException as exc:  # SystemExit too: a user's module is not ours to end the sweep
+        del sys.modules[module]
+        raise WorkloadError(f"--workload {text!r}: {path} does not import: {type(exc).__name__}: {exc}; "
+                            f"fix the file (python {path} shows the traceback)") from None
+
+
+def _import(module: str, text: str) -> None:
+    try:
+        importlib.import_module(module)
+    except BaseException as exc:
+        raise WorkloadError(f"workload {text!r}: module {module!r} does not import: {type(exc).__name__}: {exc}; "
+                            "give a module on the Python path, or the path of its file (path/to/job.py:ATTR)") from None
+
+
+def _ship_package(module: str) -> None:
+    """A module's top-level package (folder or file), unless it is installed (site-packages) or ours."""
+    top = sys.modules[module.split(".")[0]]
+    path = Path(getattr(top, "__file__", None) or "")
+    if not path.name or "site-packages" in path.parts or top.__name__ in ("trainables", "sweeps", "analysis"):
+        return
+    _SHIPPED[top.__name__] = path.parent if path.name == "__init__.py" else path
+
+
+def _resolve_attr(module: str, attr: str, text: str) -> Workload:
+    try:
+        found = getattr(sys.modules[module], attr)
+    except AttributeError:
+        public = sorted(n for n, v in vars(sys.modules[module]).items() if isinstance(v, Workload))
+        raise WorkloadError(f"workload {text!r}: module {module!r} has no attribute {attr!r}"
+                            + (f"; its Workloads: {public}" if public else "; define `workload = Workload(...)` there"))
+    if callable(found) and not isinstance(found, Workload):
+        try:
+            found = found()
+        except BaseException as exc:
+            raise WorkloadError(f"workload {text!r}: {module}.{attr}() raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(found, Workload):
+        raise WorkloadError(f"workload {text!r}: {module}.{attr} is a {type(found).__name__}, not a "
+                            "trainables.workload.Workload (or a function returning one)")
+    return dataclasses.replace(found, ref=f"{module}:{attr}") if found.ref is None else found
