@@ -1,6 +1,6 @@
 """The flags every sweep script shares, in one parent parser.
 
-    p = cli.parser(__doc__, name="engines")    # --out, --name, --smoke, --address, and -h
+    p = cli.parser(__doc__, name="engines")    # --out, --name, --smoke, --address, --workload, --param, and -h
     p.add_argument(...)                         # the script's own flags
 """
 
@@ -26,6 +26,29 @@ def at_least(low: int):
     return check
 
 
+TRIAL_TIMEOUT_S = 3600  # a trial that runs longer is stopped (trainables/trainable.py): a hang is a row, not a stall
+
+
+def param(text: str) -> tuple[str, object]:
+    """--param NAME=VALUE: the value as an int, a float, or else the text (the workload's Param checks its type)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"must be NAME=VALUE, got {text!r}")
+    for kind in (int, float):
+        try:
+            return name.strip(), kind(value)
+        except ValueError:
+            pass
+    return name.strip(), value
+
+
+def user_grids(args: argparse.Namespace, grid: str) -> dict:
+    """The --workload references, each with its Workload's grid of that name (Workload.grid)."""
+    from trainables.workload import register  # imports the user's module: after the flags are parsed
+
+    return {ref: register(ref).grid(grid) for ref in args.workload}
+
+
 def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to OUT/NAME/") -> argparse.ArgumentParser:
     """A script's parser: its docstring's first paragraph as description, and the shared flags."""
     shared = argparse.ArgumentParser(add_help=False)
@@ -34,4 +57,12 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
     shared.add_argument("--smoke", action="store_true",
                         help="the whole study cut to tiny sizes: checks the path end to end in about a minute")
     shared.add_argument("--address", default=None, help="address of a running Ray cluster (default: start a local one)")
+    shared.add_argument("--workload", action="append", default=[], metavar="REF",
+                        help="your own workload, path/to/job.py:ATTR or package.module:ATTR (a "
+                             "trainables.workload.Workload); may be given several times, beside --workloads")
+    shared.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
+                        help="a value of your workload's own axis (Workload.params), e.g. --param csv=data.csv; "
+                             "may be given several times")
+    shared.add_argument("--trial-timeout", type=at_least(1), default=TRIAL_TIMEOUT_S, metavar="S",
+                        help="seconds a trial may run before it is stopped and rowed as timed out")
     return argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=HelpFormatter, parents=[shared])

@@ -40,6 +40,7 @@ from sweeps.store import DISK_FULL, RowWriter, Store, WriteFailed  # noqa: E402
 from trainables.devices import ddp_worker_resources  # noqa: E402
 from trainables.fused import member_bytes  # noqa: E402
 from trainables.trainable import trainable  # noqa: E402
+from trainables.workload import shipped  # noqa: E402
 
 # Tune's end-of-run analysis looks for the logger files switched off above; the rows are in Parquet.
 logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
@@ -75,15 +76,51 @@ BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
 WORKER_ENV = {"RAY_worker_niceness": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
 
 
+# What a user's module (trainables/workload.py) ships with, to every worker, through runtime_env's
+# py_modules: a single .py file, or its package's folder less these. Ray packs each into a zip in its GCS,
+# refused past GCS_STORAGE_MAX_SIZE (512 MiB, gRPC's message limit) and warned of past half that; a
+# folder past SHIP_MAX_BYTES is refused here first, naming it: data and checkpoints belong on disk.
+SHIP_EXCLUDES = ["__pycache__/", "*.pyc", ".git/", ".ipynb_checkpoints/", "*.pt", "*.pth", "*.ckpt", "*.parquet"]
+SHIP_MAX_BYTES = 100 * 2**20
+_sent: set[str] = set()  # the modules this process started Ray with (runtime_env)
+
+
+def runtime_env() -> dict:
+    """This job's runtime_env: its workers at the driver's priority (WORKER_ENV), and the user's workload
+    modules registered so far (trainables.workload.shipped) on every worker's import path."""
+    modules = shipped()
+    for path in map(Path, modules):
+        if path.is_dir():
+            size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+            if size > SHIP_MAX_BYTES:
+                raise ValueError(f"the package {path} of your workload holds {size / 2**20:,.0f} MiB, more than the "
+                                 f"{SHIP_MAX_BYTES / 2**20:.0f} MiB shipped to Ray's workers: move data and "
+                                 "checkpoints out of it (the workload reads them from a path), or install the package "
+                                 "on every node")
+    _sent.update(modules)
+    env = {"env_vars": WORKER_ENV}
+    return {**env, "py_modules": modules, "excludes": SHIP_EXCLUDES} if modules else env
+
+
 def connect(address: str | None) -> None:
     """Join a running cluster (`address`), or start Ray in this process with the machine's cores;
-    either way, this job's workers run at the driver's priority (WORKER_ENV)."""
+    either way, this job's workers run at the driver's priority (WORKER_ENV) and import the user's
+    workload modules registered before it (runtime_env)."""
     if ray.is_initialized():
         return
     if address:
-        ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": WORKER_ENV})
+        ray.init(address=address, log_to_driver=False, runtime_env=runtime_env())
     else:
-        ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": WORKER_ENV})
+        ray.init(include_dashboard=False, log_to_driver=False, runtime_env=runtime_env())
+
+
+def check_shipped() -> None:
+    """Refuses a sweep whose user modules Ray's workers would not have: Ray started before they were registered."""
+    missing = sorted(set(shipped()) - _sent)
+    if missing:
+        raise ValueError(f"your workload's module {missing[0]} reaches Ray's workers only through runtime_env, and Ray "
+                         "was started without it: build the space before sweeps.runner.connect, or start Ray with "
+                         "ray.init(runtime_env=sweeps.runner.runtime_env())")
 
 
 def workers_reniced() -> bool:
@@ -141,6 +178,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     state, cannot be written (a full disk): the rows written stay.
     """
     trials = space.expand()  # refuses a bad space before anything runs
+    check_shipped()
     budget = fuse_budget() if space.fuse == "auto" else FIXED_BUDGET  # read once, before any trial holds the GPU
     check_placeable(space, groups(trials, space.fuse, budget), node_types(cluster_config))
     if not workers_reniced():

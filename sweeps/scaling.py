@@ -31,48 +31,17 @@ from trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from trainables.devices import DEVICES
 from trainables.workloads import WORKLOADS
 
-# Each grid varies the axes its seed was about; epochs are cut from the seeds' (100, 25, 50, 2000)
-# because per-epoch times reach a stable median within a few epochs: 1 warm-up + the rest timed.
-GRIDS = {
-    "default": {
-        "disc": {"depth": list(range(2, 13)), "epochs": [6]},  # seed 000: parameter count
-        "mnist_cnn": {"width": [1, 2, 4, 8], "dataset_size": [1437], "epochs": [4]},  # all of digits
-        # seed 002's loss is summed over the batch, so its step grows with the batch: past ~200 it diverges
-        "lenet": {"batch_size": [16, 32, 64, 100], "dataset_size": [1437], "epochs": [4]},
-        "peaks": {"dataset_size": [100, 400, 2500, 10000, 40000, 160000], "epochs": [200]},  # seed 003: 40,000
-        "tabular": {"dataset_size": [1000, 10000, 100000], "width": [64, 256, 1024], "epochs": [3]},  # seed 004
-        # no seed: what people rent GPUs for, at sizes a 2-core laptop trains in seconds (35k to 1.6M parameters)
-        "transformer": {"width": [32, 64, 128, 256], "context": [32], "dataset_size": [512], "epochs": [3]},
-    },
-    # the whole grid cut to a size that ends in about a minute on 2 cores, at sizes of the default
-    # grid (so the shipped reference rows have the same configurations to set beside), two per workload
-    "smoke": {
-        "disc": {"depth": [2, 4], "epochs": [3]},
-        "mnist_cnn": {"width": [1, 2], "dataset_size": [1437], "epochs": [2]},
-        "lenet": {"batch_size": [64, 100], "dataset_size": [1437], "epochs": [2]},
-        "peaks": {"dataset_size": [100, 400], "epochs": [20]},
-        "tabular": {"dataset_size": [1000, 10000], "epochs": [2]},
-        "transformer": {"width": [32, 64], "context": [32], "dataset_size": [512], "epochs": [2]},
-    },
-    # each seed's own configuration (MNIST-sized image sets: synthetic unless --data-dir), to set the
-    # seeds' claims beside a measurement; fewer epochs than the seeds ran, the same per-epoch work
-    "seeds": {
-        "disc": {"depth": [8, 9, 10, 11, 12], "epochs": [20]},
-        "mnist_cnn": {"epochs": [3]},
-        "lenet": {"epochs": [3]},
-        "peaks": {"dataset_size": [40000], "epochs": [2000]},
-        "tabular": {"epochs": [5]},
-        "transformer": {"epochs": [3]},  # no seed: its own defaults (trainables/workloads.py)
-    },
-}
+GRIDS = ("default", "smoke", "seeds")  # each workload's own grids of these names (Workload.grids, Workload.grid)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = cli.parser(__doc__, None, "sweep name (default: 'scaling', or the grid's name for another grid)")
-    p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated workloads to sweep")
+    p.add_argument("--workloads", default=None,
+                   help=f"comma-separated built-in workloads of {list(WORKLOADS)} (default: all of them, "
+                        "or none where --workload names your own)"),
     p.add_argument("--devices", default=None,
                    help=f"comma-separated devices of {list(DEVICES)}; default: every device the Ray cluster has")
-    p.add_argument("--grid", default="default", choices=sorted(GRIDS),
+    p.add_argument("--grid", default="default", choices=GRIDS,
                    help="default: sizes for a laptop's CPU and any GPU; seeds: each seed's own configuration")
     p.add_argument("--max-concurrent", type=cli.at_least(1), default=None, help="trials at once (default: as resources allow)")
     p.add_argument("--cluster-config", default=None, type=Path,
@@ -114,16 +83,18 @@ def _absolute(text: str) -> str:
 
 def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_nodes_only: bool) -> Space:
     grid = "smoke" if args.smoke else args.grid
-    grids = GRIDS[grid]
-    names = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    unknown = [w for w in names if w not in grids]
+    given = args.workloads if args.workloads is not None else ("" if args.workload else ",".join(WORKLOADS))
+    names = [w.strip() for w in given.split(",") if w.strip()]
+    unknown = [w for w in names if w not in WORKLOADS]
     if unknown:
-        raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(grids)}")
-    return Space(args.name or ("scaling" if grid == "default" else grid), {w: grids[w] for w in names},
+        raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(WORKLOADS)}, or give your own with "
+                         "--workload path/to/job.py:ATTR")
+    grids = {**{w: WORKLOADS[w].grid(grid) for w in names}, **cli.user_grids(args, grid)}
+    return Space(args.name or ("scaling" if grid == "default" else grid), grids,
                  devices, cpu_threads, args.repeats,
                  fixed={"loop": args.loop, "exclusive": args.exclusive, "precision": args.precision},
                  image_data={"data": args.data, "data_dir": args.data_dir}, fuse=args.fuse,
-                 cpu_nodes_only=cpu_nodes_only)
+                 cpu_nodes_only=cpu_nodes_only, params=dict(args.param), timeout_s=args.trial_timeout)
 
 def main(argv=None) -> int:
     args = parse_args(argv)

@@ -1,12 +1,16 @@
 """A sweep's search space: per-workload grids crossed with devices and seeds, checked before anything runs.
 
     space = Space("scaling", grids={"disc": {"depth": [2, 4, 6]}}, devices=("cpu", "cuda"))
+    space = Space("mine", grids={"job.py:workload": {"dataset_size": [1000, 10000]}})   # a user's workload
+    space = Space("mine", grids={workload: {"image_size": [32, 64]}})   # a Workload object, its own axis
     trials = space.expand()              # list[Trial], every one resolved and checked
     space.param_space(groups(trials, space.fuse))   # Tune's param_space: a grid point per trial or fused group
     resources_for(config)                # Tune's per-trial resource request, as the grid point carries it
 
-Axes a grid may set: analysis.schema.GRID_AXES (depth, width, batch_size, dataset_size, epochs, lr,
-and micro_batches for pipe:N).
+A grid's key is a built-in's name, a user's workload as 'path/to/job.py:attr' or 'package.module:attr',
+or a Workload object (trainables/workload.py). Axes a grid may set: analysis.schema.GRID_AXES (depth,
+width, batch_size, dataset_size, epochs, lr, and micro_batches for pipe:N), and the workload's own
+(Workload.params).
 A bad value is refused with the sweep, the workload and the axis named, e.g.
 `width must be an integer >= 1, got 0 (sweep 'scaling', workload 'disc', axis width)`.
 """
@@ -23,6 +27,7 @@ from trainables.config import ConfigError, TrialConfig
 from trainables.devices import parse, threads_for
 from trainables.fused import fusion_key, member_bytes
 from trainables.trial import Trial, resolve
+from trainables.workload import Workload, fingerprint, from_object, is_reference, register
 from trainables.workloads import WORKLOADS
 # Custom resources that mark node types (cluster.yaml, tests/test_cluster.py): 1 on each such node.
 CPU_NODE = "cpu_node"
@@ -32,7 +37,7 @@ GPU_NODE = "gpu_node"
 @dataclass(frozen=True)
 class Space:
     name: str  # results go to results/<name>/
-    grids: dict  # workload -> {axis: [values]}; an axis left out takes the seed's value
+    grids: dict  # workload (name, 'module:attr' or Workload) -> {axis: [values]}; an axis left out takes its default
     devices: tuple = ("cpu",)  # device strings, crossed with every grid point
     cpu_threads: int = 1  # threads (and Ray CPUs) of each CPU trial, shared by ddp-cpu workers
     repeats: int = 1  # independent seeds 0..repeats-1 of every point
@@ -40,6 +45,8 @@ class Space:
     image_data: dict = field(default_factory=dict)  # data and data_dir, for the image workloads only
     fuse: str = "off"  # 'off', 'auto' (groups up to fuse_budget()) or a number: members per fused trial
     cpu_nodes_only: bool = False  # CPU trials ask for CPU_NODE too: kept off GPU nodes (resources_for)
+    params: dict = field(default_factory=dict)  # workloads' own axes held fixed (--param), for those that declare them
+    timeout_s: float = 3600  # s a Tune trial may run before it is stopped and rowed as timed out (--trial-timeout)
 
     def _where(self, workload: str | None = None, axis: str | None = None) -> str:
         parts = [f"sweep {self.name!r}"] + ([f"workload {workload!r}"] if workload else [])
@@ -58,26 +65,54 @@ class Space:
         except ConfigError as exc:
             raise ValueError(f"{exc} {self._where(axis='device')}") from None
         trials = []
-        for workload, grid in self.grids.items():
-            if workload not in WORKLOADS:
-                raise ValueError(f"workload must be one of {sorted(WORKLOADS)}, got {workload!r} {self._where()}")
+        workloads = self.workloads()
+        for wl, grid in zip(workloads, self.grids.values()):
             for axis, values in grid.items():
-                if axis not in GRID_AXES:
-                    raise ValueError(f"axis must be one of {list(GRID_AXES)}, got {axis!r} {self._where(workload)}")
+                if axis not in GRID_AXES and axis not in wl.params:
+                    raise ValueError(f"axis must be one of {list(GRID_AXES)} or the workload's own "
+                                     f"{sorted(wl.params) or '(it declares none)'}, got {axis!r} {self._where(wl.name)}")
                 if not isinstance(values, (list, tuple)) or not values:
                     raise ValueError(f"{axis} needs a non-empty list of values, got {values!r} "
-                                     f"{self._where(workload, axis)}")
+                                     f"{self._where(wl.name, axis)}")
             axes = list(grid)
+            fixed = {**self.fixed, **(self.image_data if wl.images else {})}
+            if wl.ref:  # a user's: imported by module in the worker, its code part of the hash
+                fixed.update(module=wl.ref, fingerprint=fingerprint(wl))
+            held = {k: v for k, v in self.params.items() if k in wl.params}
             for point in itertools.product(*(grid[a] for a in axes), self.devices, range(self.repeats)):
                 *values, device, seed = point
-                extra = self.image_data if WORKLOADS[workload].images else {}
+                shared = {a: v for a, v in zip(axes, values) if a in GRID_AXES}
+                own = {**held, **{a: v for a, v in zip(axes, values) if a not in GRID_AXES}}
                 try:
-                    trials.append(resolve(TrialConfig(
-                        workload, device=device, seed=seed, threads=threads[device],
-                        **dict(zip(axes, values)), **self.fixed, **extra)))
+                    trials.append(resolve(TrialConfig(wl.name, device=device, seed=seed, threads=threads[device],
+                                                      params=own or None, **shared, **fixed)))
                 except ConfigError as exc:
-                    raise ValueError(f"{exc} {self._where(workload, exc.field)}") from None
+                    raise ValueError(f"{exc} {self._where(wl.name, exc.field)}") from None
         return _unique(trials)
+
+    def workloads(self) -> list[Workload]:
+        """The grids' workloads, in order: built-ins by name, a user's imported here (`register`). Raises
+        ValueError naming a workload that is none of them, a name given twice, or a --param no workload has."""
+        found = []
+        for key in self.grids:
+            if isinstance(key, Workload):
+                found.append(from_object(key))
+            elif isinstance(key, str) and is_reference(key):
+                found.append(register(key))
+            elif key in WORKLOADS:
+                found.append(WORKLOADS[key])
+            else:
+                raise ValueError(f"workload must be one of {sorted(WORKLOADS)}, a file's or module's "
+                                 f"(path/to/job.py:ATTR, package.module:ATTR) or a Workload, got {key!r} {self._where()}")
+        names = [wl.name for wl in found]
+        for wl in found:
+            if names.count(wl.name) > 1 or (wl.ref and wl.name in WORKLOADS):
+                raise ValueError(f"two workloads are named {wl.name!r} {self._where()}: rows are told apart by name, "
+                                 "so give the user's Workload another name")
+        unknown = sorted(set(self.params) - {p for wl in found for p in wl.params})
+        if unknown:
+            raise ValueError(f"--param {unknown[0]} is an axis of none of the workloads {names} {self._where()}")
+        return found
 
     def param_space(self, groups: list[list[Trial]]) -> dict:
         """One Tune trial per group (a single trial, or the members of a fused trial): its members'
@@ -85,7 +120,7 @@ class Space:
         from ray import tune
 
         # a fused group's members share their device, so the first one's request is the group's
-        return {"group": tune.grid_search([{"trials": [t.cfg.to_dict() for t in group],
+        return {"group": tune.grid_search([{"trials": [t.cfg.to_dict() for t in group], "timeout_s": self.timeout_s,
                                             "resources": self.request(group[0])} for group in groups])}
 
     def request(self, trial: Trial) -> dict:

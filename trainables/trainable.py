@@ -14,6 +14,9 @@ from __future__ import annotations
 # torch.optim's first optimizer imports torch._dynamo: 1.2 s on 2 cores that a fresh worker's first
 # trial counted in its total_s (sweeps/overhead.py, first_s); imported with this module, it is not.
 import torch._dynamo  # noqa: F401
+import ctypes
+import threading
+
 from ray import tune
 
 from trainables import env
@@ -43,6 +46,41 @@ def run(trials: list[Trial]) -> list[dict]:
     return [run_trial(trials[0])]
 
 
+class TrialTimeout(Exception):
+    """Raised in a trial's thread when it has run past its time limit (--trial-timeout)."""
+
+
+class Deadline:
+    """Stops the code under it after `seconds` by raising TrialTimeout in its thread
+    (PyThreadState_SetAsyncExc, as threading's own tests do): the trial becomes a row that says so, and
+    its worker runs the next one. Python delivers it at the thread's next bytecode, so a hang inside one
+    long C call (a kernel, a blocking read) ends when that call returns."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds, self.lock, self.done = seconds, threading.Lock(), False
+
+    def __enter__(self):
+        if self.seconds:
+            thread = threading.get_ident()
+            self.timer = threading.Timer(self.seconds, self._expire, args=(thread,))
+            self.timer.daemon = True
+            self.timer.start()
+        return self
+
+    def _expire(self, thread: int) -> None:
+        with self.lock:
+            if not self.done:
+                message = f"the trial ran past its limit of {self.seconds:g} s (--trial-timeout) and was stopped"
+                error = type("TrialTimeout", (TrialTimeout,), {"__init__": lambda e: TrialTimeout.__init__(e, message)})
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(error))
+
+    def __exit__(self, *exc) -> None:
+        with self.lock:
+            self.done = True
+        if self.seconds:
+            self.timer.cancel()
+
+
 def trainable(config: dict) -> None:
     """Tune function trainable: resolve the config once, run it, report its rows once, each marked
     cold_start where this was the worker process's first trial (or a data-parallel one, whose Ray
@@ -52,12 +90,13 @@ def trainable(config: dict) -> None:
     _trials_started += 1
     subjects: list[Trial | TrialConfig] = [TrialConfig.from_dict(c) for c in config["group"]["trials"]]
     try:
-        subjects = [resolve(cfg) for cfg in subjects]
-        # the cores it asked Ray for, claimed for the whole trial: beside trials' windows count its
-        # set-up, warm-up and evaluation as crossover's own, not as another job's (outside_load)
-        with Claim(subjects[0].label(), subjects[0].hash, subjects[0].resources["cpu"]):
-            rows = run(subjects)
-    except Exception as exc:  # any failure is a measurement too: it becomes rows
+        with Deadline(config["group"].get("timeout_s")):
+            subjects = [resolve(cfg) for cfg in subjects]
+            # the cores it asked Ray for, claimed for the whole trial: beside trials' windows count its
+            # set-up, warm-up and evaluation as crossover's own, not as another job's (outside_load)
+            with Claim(subjects[0].label(), subjects[0].hash, subjects[0].resources["cpu"]):
+                rows = run(subjects)
+    except (Exception, SystemExit) as exc:  # any failure is a measurement too, a user's sys.exit too: rows
         text = error_text(exc)
         rows = [{**failed_row(subject, text), **env.environment(())} for subject in subjects]
     cold = cold or any(isinstance(s, Trial) and s.spec.distributed for s in subjects)

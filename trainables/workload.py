@@ -132,7 +132,7 @@ class Workload:
         for factory in ("make_data", "make_model", "make_loss", "make_optimizer"):
             if not callable(getattr(self, factory)):
                 raise ValueError(f"Workload {self.name!r}: {factory} must be a function, got {getattr(self, factory)!r}")
-        unknown = set(self.axes) - {"depth", "width", "context"}
+        unknown = set(self.axes) - set(SEED_AXES)
         if unknown:
             raise ValueError(f"Workload {self.name!r}: axes are of depth, width, context (the rest are shared), "
                              f"got {sorted(unknown)}; declare its own axes in params")
