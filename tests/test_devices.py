@@ -41,7 +41,7 @@ def test_malformed_devices_are_refused(bad):
 
 
 def test_a_pipeline_is_refused_for_a_cnn_by_name():
-    with pytest.raises(ConfigError, match="a pipeline splits the MLP workloads") as info:
+    with pytest.raises(ConfigError, match="a pipeline splits workloads whose model is an nn.Sequential") as info:
         resolve(TrialConfig("lenet", device="pipe:2"))
     assert info.value.field == "device"
 
