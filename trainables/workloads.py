@@ -1,4 +1,6 @@
-"""The seeds' five workloads and a transformer, each defined once; a seed's defaults reproduce its seed.
+"""The seeds' five workloads and a transformer, each defined once through the public interface a user's
+own workload uses (trainables/workload.py: factories, axes, checks, capabilities, grids); a seed's
+defaults reproduce its seed. Nothing outside this file tests a built-in's name.
 
 | workload  | seed | model (defaults)                                   | loss, optimiser            | batch | data     | epochs |
 |-----------|------|----------------------------------------------------|----------------------------|-------|----------|--------|
@@ -20,7 +22,10 @@ Axes, per workload (anything else is refused):
 - all: batch_size, dataset_size (peaks: a perfect square, N x N), epochs, lr.
 Seed 004 does not print its values; its defaults here are ours, chosen to run in seconds on a CPU.
 The image workloads' 60,000 samples are MNIST's; without MNIST they fall back as trainables/data.py says.
-trainables/trial.py fills a config's unset axes from these defaults and checks every field.
+trainables/trial.py fills a config's unset axes from these defaults and checks every field; each workload's
+`check` adds its own (peaks' perfect square, the transformer's heads), its capabilities say what else
+may run it (fused: all but the transformer, whose AdamW the fused optimiser lacks; a pipeline: the
+MLPs; engine 'triton': peaks), and its `grids` are sweeps/scaling.py's.
 """
 
 from __future__ import annotations
