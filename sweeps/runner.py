@@ -341,10 +341,14 @@ def placement_problem(space: Space, group: list, nodes: list[dict]) -> tuple[str
                 f"{held[0]}; Ray Train's controller asks for none), and the cluster has {total} in all"), resource_fix
     try:
         estimate = len(group) * member_bytes(group[0])
-    except (RuntimeError, OverflowError, ValueError):  # a shape past int64: no machine holds it
-        estimate = math.inf
+    except (RuntimeError, OverflowError, ValueError):  # a built-in's shape past int64: no machine holds it
+        # a user's model may fail on the meta device for reasons of its own: not estimated, it runs, and its
+        # row says what failed (an OOM, its own error)
+        estimate = math.inf if group[0].wl.ref is None else None
+    except Exception:  # a user's factory that fails in the driver: likewise, its trial's row says why
+        estimate = None
     memory = [n.get("memory", 0) + n.get("object_store_memory", 0) for n in nodes if fits(held[0], n)]
-    if memory and all(memory) and estimate > max(memory):  # 0: a node type whose memory is not known
+    if estimate is not None and memory and all(memory) and estimate > max(memory):  # 0: a node type whose memory is not known
         size = "more than 2^63 bytes" if estimate == math.inf else f"at least {estimate / 2**30:,.1f} GiB"
         return (f"({group[0].label()}) needs {size} (weights, gradients, optimiser "
                 f"state, data, a batch's activations), more than the {max(memory) / 2**30:,.1f} GiB of the largest "

@@ -81,24 +81,28 @@ def member_bytes(trial: Trial) -> int:
     """What one member holds on its device: weights, gradients and two optimiser moments (4 x fp32 each),
     its data (a test split of up to a quarter more), and every new tensor a batch's forward pass makes
     (activations, feature maps: counted on the meta device), twice (forward and backward). The sample is
-    the workload's `sample`, else the first of a tiny make_data (a dict of inputs: each of its tensors).
-    Raises what building or running the model on the meta device raises."""
+    the workload's `sample`, else the first of a tiny make_data; a workload with a `step` runs it on a
+    batch of that sample and its target. Raises what building or running the model on the meta device raises."""
     cfg, wl = trial.cfg, trial.wl
-    sample = wl.sample(cfg) if wl.sample else first_sample(trial)
+    x, y = (wl.sample(cfg), None) if wl.sample and wl.step is None else first_sample(trial)
+    batch = lambda t: t.to("meta").expand(cfg.batch_size, *t.shape)  # noqa: E731
     with torch.device("meta"):
         model = wl.make_model(cfg)
-        batch = tree_map(lambda t: t.to("meta").expand(cfg.batch_size, *t.shape), sample)
         with _Traced() as made:
-            model(batch)
-    per_sample = sum(t.numel() * t.element_size() for t in tree_leaves(sample))
+            if wl.step is None:
+                model(tree_map(batch, x))
+            else:
+                wl.step(model, tree_map(batch, x), batch(y), wl.make_loss())
+    per_sample = sum(t.numel() * t.element_size() for t in tree_leaves(x))
     data = cfg.dataset_size * (per_sample + 8) * 5 // 4  # 8: its label
     return 16 * n_params(model) + data + 2 * 4 * made.numel
 
 
-def first_sample(trial: Trial):
-    """The first training input of the trial's data made at the size of one batch (a tensor or a dict of them)."""
+def first_sample(trial: Trial) -> tuple:
+    """The first training input (a tensor or a dict of them) and target of the trial's data, made at one batch's size."""
     small = dataclasses.replace(trial.cfg, dataset_size=min(trial.cfg.dataset_size, trial.cfg.batch_size))
-    return tree_map(lambda t: t[0], trial.wl.make_data(small).x)
+    data = trial.wl.make_data(small)
+    return tree_map(lambda t: t[0], data.x), data.y[0]
 
 
 class MemberStreams:
