@@ -4,6 +4,7 @@
     python -m analysis summary results/scaling                # median time per epoch per device and size
     python -m analysis cost results/scaling                   # cost per epoch, trial and million samples per row
     python -m analysis decide results/scaling --trials 1000 --workload peaks --deadline 2   # the sweep on every option
+    python -m analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000   # your run on every option
     python -m analysis parallel results/parallel-*            # packed, DDP and pipeline figures
     python -m analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
     python -m analysis model results/scaling [--validate]     # the model of unmeasured GPUs: bounds, leave-one-out error
@@ -46,8 +47,18 @@ def main(argv=None) -> int:
     dec.add_argument("--home-box", type=Path, action="append", default=None,
                      help="home box YAML, repeatable (default: every box in analysis/home_boxes/)")
     dec.add_argument("--trials", type=int, action="append", default=None,
-                     help="trials of the --workload of the same position (default: the measured grid as the sweep)")
-    dec.add_argument("--workload", action="append", default=None, help="workload of the --trials of the same position")
+                     help="trials of the --workload of the same position (default: the measured grid as the sweep); "
+                          "with --epochs: runs of the planned run, spread over its workload's measured shapes "
+                          "(default: one at each)")
+    dec.add_argument("--workload", action="append", default=None,
+                     help="workload of the --trials of the same position; with --epochs: the workload whose rows "
+                          "price the planned run (needed where the rows hold several)")
+    dec.add_argument("--epochs", type=int, default=None,
+                     help="your planned run's epochs (with --dataset-size): price that run on every option instead "
+                          "of the measured grid")
+    dec.add_argument("--dataset-size", "--samples", dest="dataset_size", type=int, default=None, metavar="N",
+                     help="your planned run's samples an epoch (with --epochs); its time per epoch is fitted along "
+                          "the dataset sizes measured, and each option says how far outside them N lies")
     dec.add_argument("--deadline", type=float, default=None, help="hours: also name the cheapest option that ends within it")
     dec.add_argument("--prices", type=Path, default=cost.PRICES, help="price table YAML")
     dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
@@ -140,14 +151,30 @@ def _trials(args) -> dict[str, int] | None:
     return dict(zip(args.workload, args.trials))
 
 
+def _plan(args) -> decide.Plan | None:
+    """The planned run of --epochs and --dataset-size, with at most one --workload and one --trials."""
+    if args.epochs is None and args.dataset_size is None:
+        return None
+    if args.epochs is None or args.dataset_size is None:
+        given, lacking = ("--epochs", "--dataset-size") if args.dataset_size is None else ("--dataset-size", "--epochs")
+        raise ValueError(f"{given} needs {lacking} too: the planned run is E epochs of N samples "
+                         "(--epochs 20 --dataset-size 1000000)")
+    for flag, values in (("--workload", args.workload), ("--trials", args.trials)):
+        if len(values or []) > 1:
+            raise ValueError(f"{flag} given {len(values)} times: with --epochs and --dataset-size, the planned run "
+                             f"is one workload's; give {flag} once")
+    return decide.Plan(args.epochs, args.dataset_size, (args.workload or [None])[0], (args.trials or [None])[0])
+
+
 def _decide(args) -> int:
+    plan = _plan(args)  # before reading: a bad flag is refused at once
     rows = read(*args.dirs)
     rows = rows if args.no_reference else summary.with_reference(rows)
     options, billing = cost.load_prices(args.prices)
     boxes = [cost.load_home_box(p) for p in (args.home_box or cost.home_boxes())]
-    grid, found, picks, even, notes = decide.decide(rows, None, options, billing, boxes, _trials(args),
-                                                    args.deadline)
-    print("\n".join(filter(None, [summary.reference_note(rows), decide.render(found, grid, picks, even, notes)])))
+    grid, found, picks, even, notes = decide.decide(rows, None, options, billing, boxes,
+                                                    None if plan else _trials(args), args.deadline, plan)
+    print("\n".join(filter(None, [summary.reference_note(rows), decide.render(found, grid, picks, even, notes, plan)])))
     out = args.out or report.default_out(args.dirs)
     for name, chart in charts.decision(found, even).items():
         print(f"chart: {charts.save(chart, out / name)[0]}")

@@ -3,6 +3,7 @@
     python -m analysis decide results/scaling                      # the measured grid as the sweep
     python -m analysis decide results/scaling --trials 1000 --workload peaks --deadline 2
     python -m analysis decide results/scaling --home-box analysis/home_boxes/rtx4090.yaml
+    python -m analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000   # your run
 
 The sweep is the unit: a list of configurations, each run some number of trials (`sweep`): by default
 the measured grid (every configuration of the rows, as many trials as it has seeds), or N trials of a
@@ -27,6 +28,17 @@ results/reference/), every home box. For each, the sweep's wall time and cost:
                 box trains at its utilisation) + electricity: measured GPU energy where the rows of its
                 GPU have gpu_energy_j (their mean power over the timed epochs, train_s), else its nominal power_w.
 
+Your planned run (`Plan`, `plan_grid`, `plan_speeds`; --epochs E --dataset-size N [--workload W]): E
+epochs of N samples of one workload, priced instead of the measured grid; one run at each of the
+workload's measured shapes (its configurations less the dataset size: tabular's three widths), or
+--trials runs spread evenly over them. Each option's time per epoch and fixed costs at N come from the
+dataset sizes its rows measured (`along`): at a measured size, the measurement; between two, the
+straight line through them; outside, a least-squares line a + b x N over the NEAREST sizes at that
+end, its spread the RMS of its relative residuals (one size measured: its time per sample x N). The
+run's time is fixed(N) + E x epoch(N) on a whole GPU (packed rows, cuda/K, left aside), and each option
+says where N lies: measured, inside the range, or how many times past the largest (below the smallest)
+measured size; a time extrapolated outside the range is predicted, marked '~' as the model's are.
+
 Break-even (`break_even`): a home box costs its write-off every month, whether it trains or not, plus
 the electricity of each sweep; the best option of each class (cheapest on-demand GPU, cheapest spot
 GPU, the own CPU) costs its price per sweep. The box is cheaper beyond
@@ -41,6 +53,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,15 +69,19 @@ KEY = [c for c in CONFIG_COLUMNS if c not in ("device", "seed", "epochs", "warmu
 FIXED = ["setup_s", "h2d_s", "warmup_s", "eval_s"]  # a trial's time besides its timed epochs
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 OWN_CPU, HOME_BOX = "own CPU", "home box"
+# A configuration less its dataset size: what a fit along the dataset size holds fixed.
+SHAPE = [c for c in KEY if c != "dataset_size"]
+FULL_BATCH = "dataset_size"  # a shape's batch_size where its batch is the whole dataset (peaks): it grows with N
+NEAREST = 3  # measured sizes a line is fitted to past either end of the measured range
 
 
 def _fmt(value) -> str:
     return "-" if pd.isna(value) else f"{value:g}" if isinstance(value, (int, float, np.number)) else str(value)
 
 
-def keys(frame: pd.DataFrame) -> pd.Series:
+def keys(frame: pd.DataFrame, columns: list[str] = KEY) -> pd.Series:
     """Each line's configuration as one string (nulls and numbers of any dtype written alike)."""
-    return frame[KEY].apply(lambda r: "|".join(_fmt(v) for v in r), axis=1) if len(frame) else pd.Series(dtype=str)
+    return frame[columns].apply(lambda r: "|".join(_fmt(v) for v in r), axis=1) if len(frame) else pd.Series(dtype=str)
 
 
 def is_reference(results_dir) -> bool:
@@ -99,10 +116,14 @@ def sweep(rows: pd.DataFrame, asked: dict[str, int] | None = None) -> pd.DataFra
                              f"{sorted(grid['workload'].unique())}); sweep it first or pick one of those")
         if n < 1:
             raise ValueError(f"--trials for {workload} must be >= 1, got {n}")
-        share = np.full(len(sizes), n // len(sizes)) + (np.arange(len(sizes)) < n % len(sizes))
-        parts.append(sizes.assign(trials=share))
+        parts.append(sizes.assign(trials=_spread(n, len(sizes))))
     out = pd.concat(parts, ignore_index=True)
     return out[out["trials"] > 0].reset_index(drop=True)
+
+
+def _spread(n: int, lines: int) -> np.ndarray:
+    """n trials spread evenly over `lines` configurations, the first ones taking the remainder."""
+    return np.full(lines, n // lines) + (np.arange(lines) < n % lines)
 
 
 def _trial_s(group: pd.DataFrame, line) -> float:
@@ -151,6 +172,164 @@ def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus
     return pd.DataFrame(lines, columns=["config_key", "source", "trial_s", "k", "predicted", "power_w", "threads", "own", "cpu"])
 
 
+@dataclass(frozen=True)
+class Plan:
+    """The run the user plans (--epochs, --dataset-size), priced instead of the measured grid."""
+    epochs: int  # epochs of the run, its warm-up epochs among them
+    samples: int  # samples an epoch: the dataset's size
+    workload: str | None = None  # whose rows price it; None: the rows' only workload
+    trials: int | None = None  # runs of it, spread evenly over the workload's shapes; None: one at each
+
+    def __post_init__(self):
+        for flag, value in (("--epochs", self.epochs), ("--dataset-size", self.samples), ("--trials", self.trials)):
+            if value is not None and value < 1:
+                raise ValueError(f"{flag} must be >= 1, got {value} (the planned run)")
+
+
+@dataclass(frozen=True)
+class Along:
+    """A figure at the planned dataset size, found from the sizes measured (`along`)."""
+    value: float
+    used: tuple[int, ...]  # which of the measured sizes (ascending) it rests on
+    side: str  # 'measured', 'inside', 'past' (the largest size) or 'below' (the smallest)
+    low: float  # the smallest measured size
+    high: float  # the largest measured size
+    factor: float = 1.0  # how far outside: N / largest past the range, smallest / N below it
+    how: str = ""  # outside the range: 'line', or 'per sample' where one size was measured
+    spread: float = math.nan  # the line's RMS relative residual over its sizes (nan: two sizes or fewer)
+
+    @property
+    def reach(self) -> str:
+        """Where N lies against the measured sizes, in a few words: 'inside 1,000-100,000', '10x past 100,000 ±2.0%'."""
+        if self.side == "measured":
+            return "measured"
+        if self.side == "inside":
+            return f"inside {self.low:,.0f}-{self.high:,.0f}"
+        how = (" per sample" if self.how == "per sample" else
+               f" ±{self.spread:.1%}" if math.isfinite(self.spread) else "")
+        return f"{self.factor:,.3g}x {self.side} {self.high if self.side == 'past' else self.low:,.0f}{how}"
+
+
+def along(sizes: np.ndarray, values: np.ndarray, n: float) -> Along:
+    """`values` measured at `sizes` (ascending, distinct), at size n: the measurement where n is one of
+    them; between two, the straight line through them; outside, a least-squares line a + b x size over
+    the NEAREST sizes at that end; one size measured, its value per sample x n."""
+    low, high = float(sizes[0]), float(sizes[-1])
+    hit = np.flatnonzero(sizes == n)
+    if hit.size:
+        return Along(float(values[hit[0]]), (int(hit[0]),), "measured", low, high)
+    if low < n < high:
+        i = int(np.searchsorted(sizes, n))
+        return Along(float(np.interp(n, sizes, values)), (i - 1, i), "inside", low, high)
+    side, factor = ("past", n / high) if n > high else ("below", low / n)
+    if len(sizes) == 1:
+        return Along(float(values[0] * n / low), (0,), side, low, high, factor, "per sample")
+    at = np.arange(len(sizes))[-NEAREST:] if side == "past" else np.arange(len(sizes))[:NEAREST]
+    x, y = sizes[at].astype(float), values[at].astype(float)
+    b, a = np.polyfit(x, y, 1)
+    if b < 0:  # a flat curve with noise on it: held flat rather than let the time fall as N grows
+        b, a = 0.0, float(y.mean())
+    value = a + b * n
+    if side == "below":  # a line may cross zero there; a smaller epoch's time per sample only grows (fixed costs stay)
+        value = max(value, float(values[0]) * n / low)
+    spread = float(np.sqrt(np.mean(((a + b * x) / y - 1) ** 2))) if len(x) > 2 and (y > 0).all() else math.nan
+    return Along(float(value), tuple(int(i) for i in at), side, low, high, factor, "line", spread)
+
+
+def _shaped(ok: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their `shape` (SHAPE as one string) and `full_batch`: every row of the shape trains
+    on its whole dataset in one batch, at more than one size (peaks), so its batch grows with N."""
+    if ok.empty:
+        return ok.assign(shape=pd.Series(dtype=str), full_batch=pd.Series(dtype=bool))
+    rest = keys(ok, [c for c in SHAPE if c != "batch_size"])
+    whole = ok["batch_size"].eq(ok["dataset_size"])
+    full = whole.groupby(rest).transform("all") & ok["dataset_size"].groupby(rest).transform("nunique").gt(1)
+    batch = ok["batch_size"].astype(object).where(~full, FULL_BATCH)
+    return ok.assign(shape=keys(ok.assign(batch_size=batch), SHAPE), full_batch=full)
+
+
+def plan_grid(rows: pd.DataFrame, plan: Plan) -> pd.DataFrame:
+    """The planned run as a sweep: one line per shape of its workload (config_key: the shape), at the
+    plan's epochs and dataset size, one run at each or plan.trials spread evenly over them."""
+    ok = eager_ok(rows)
+    present = sorted(ok["workload"].unique())
+    workload = plan.workload or present[0]
+    if plan.workload is None and len(present) > 1:
+        raise ValueError(f"--workload is needed with --epochs/--dataset-size: the rows hold {len(present)} "
+                         f"workloads ({', '.join(present)}); name the one your run trains, e.g. --workload {present[0]}")
+    if workload not in present:
+        raise ValueError(f"--workload {workload}: no ok row of it in the results read (workloads there: "
+                         f"{', '.join(present)}); sweep it first or pick one of those")
+    mine = _shaped(ok[ok["workload"] == workload])
+    grid = (mine.groupby("shape", sort=True)
+            .agg(workload=("workload", "first"), warmup_epochs=("warmup_epochs", "max"), full_batch=("full_batch", "first"),
+                 **{a: (a, "first") for a in SIZE_AXES})
+            .reset_index().rename(columns={"shape": "config_key"}))
+    grid = grid.assign(epochs=plan.epochs, dataset_size=plan.samples,
+                       batch_size=grid["batch_size"].where(~grid["full_batch"], plan.samples),
+                       trials=1 if plan.trials is None else _spread(plan.trials, len(grid)))
+    return grid.assign(config=sizes_label(grid))[lambda g: g["trials"] > 0].reset_index(drop=True)
+
+
+def _points(group: pd.DataFrame) -> pd.DataFrame:
+    """Measured rows as one point per dataset size: median epoch time, and median fixed seconds of a run
+    besides its epochs (set-up, transfer, evaluation, and what the warm-up epochs took beyond steady ones)."""
+    parts = group[["setup_s", "h2d_s", "eval_s"]].sum(axis=1)
+    beyond = (group["warmup_s"] - group["warmup_epochs"] * group["epoch_s_median"]).fillna(0)
+    return (group.assign(epoch_s=group["epoch_s_median"], fixed_s=parts + beyond)
+            .groupby("dataset_size", as_index=False)[["epoch_s", "fixed_s"]].median().assign(modelled=False))
+
+
+def _guessed(guess: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """analysis/model.py's predictions as points: its epoch time, and the fixed seconds the measured rows
+    of the same configuration took (the warm-up counted as a steady epoch, as `speeds` does)."""
+    fixed = measured.assign(f=measured[["setup_s", "h2d_s", "eval_s"]].sum(axis=1)).groupby("config_key")["f"].median()
+    return (guess.assign(epoch_s=guess["epoch_s_median"], fixed_s=guess["config_key"].map(fixed).fillna(0))
+            .groupby("dataset_size", as_index=False)[["epoch_s", "fixed_s"]].median().assign(modelled=True))
+
+
+def _planned(points: pd.DataFrame, plan: Plan) -> dict:
+    """The planned run's time from one source's points, and where plan.samples lies against them."""
+    points = points.sort_values("dataset_size", ignore_index=True)
+    sizes = points["dataset_size"].to_numpy(float)
+    epoch = along(sizes, points["epoch_s"].to_numpy(float), plan.samples)
+    fixed = along(sizes, points["fixed_s"].to_numpy(float), plan.samples)
+    modelled = bool(points["modelled"].to_numpy()[list(epoch.used)].any())
+    outside = epoch.side in ("past", "below")
+    return {"trial_s": max(fixed.value, 0.0) + plan.epochs * epoch.value, "predicted": modelled or outside,
+            "modelled": modelled, "extrapolated": outside, "factor": epoch.factor, "spread": epoch.spread,
+            "reach": epoch.reach}
+
+
+def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus: list[str],
+                plan: Plan) -> pd.DataFrame:
+    """`speeds` for the planned run: per shape and GPU model or CPU arm, the run's time at plan.samples
+    from the dataset sizes measured (a GPU's own rows, the model's predictions at the sizes they lack)."""
+    ok = _shaped(eager_ok(rows))
+    pred = predicted.assign(config_key=keys(predicted)) if len(predicted) else predicted.assign(config_key=[])
+    pred = pred.assign(shape=pred["config_key"].map(dict(zip(ok["config_key"], ok["shape"]))))
+    lines = []
+    for line in grid.itertuples():
+        at = ok[ok["shape"] == line.config_key]
+        gpu_rows = at[at["device"] == "cuda"]  # one run holds a whole GPU: packed rows (cuda/K) left aside
+        for gpu in gpus:
+            mine = gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]]
+            points = _points(mine) if len(mine) else pd.DataFrame()
+            guess = pred[(pred["shape"] == line.config_key) & (pred["device_name"] == gpu)]
+            guess = guess[~guess["dataset_size"].isin(points.get("dataset_size", []))]  # a measured size wins
+            if len(guess):
+                points = pd.concat([points, _guessed(guess, gpu_rows if len(gpu_rows) else at)], ignore_index=True)
+            if len(points):
+                lines.append({"config_key": line.config_key, "source": gpu, "k": 1, **_planned(points, plan),
+                              "power_w": _power_w(mine) if len(mine) else math.nan})
+        for (cpu, threads), group in at[at["device"] == "cpu"].groupby(["device_name", "torch_threads"]):
+            lines.append({"config_key": line.config_key, "source": f"{cpu}, {threads:.0f} threads", "k": 1,
+                          **_planned(_points(group), plan), "power_w": math.nan, "threads": int(threads),
+                          "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
+    return pd.DataFrame(lines, columns=["config_key", "source", "trial_s", "k", "predicted", "modelled", "extrapolated",
+                                        "factor", "spread", "reach", "power_w", "threads", "own", "cpu"])
+
+
 def makespan(trial_s: np.ndarray, share: np.ndarray, gpus: int) -> float:
     """Trials (each holding `share` of a GPU for trial_s) on `gpus` GPUs, longest first, each to the GPU
     that frees first; never less than the longest trial. gpus 0: a CPU, one trial after another."""
@@ -169,9 +348,14 @@ def _run(grid: pd.DataFrame, speed: pd.DataFrame, gpus: int) -> dict | None:
         return None
     trial_s = np.repeat(at["trial_s"].to_numpy(), at["trials"])
     share = np.repeat(1 / at["k"].to_numpy(), at["trials"])
-    return {"run_s": makespan(trial_s, share, gpus), "packed": int(at["k"].max()), "predicted": bool(at["predicted"].any()),
-            "power_w": float(at["power_w"].mean()) if at["power_w"].notna().all() else math.nan,
-            "gpu_s": float((trial_s * share).sum())}
+    run = {"run_s": makespan(trial_s, share, gpus), "packed": int(at["k"].max()), "predicted": bool(at["predicted"].any()),
+           "power_w": float(at["power_w"].mean()) if at["power_w"].notna().all() else math.nan,
+           "gpu_s": float((trial_s * share).sum())}
+    if "reach" in at:  # a planned run: the shape furthest outside what was measured (the worst fit) speaks for all
+        worst = at.sort_values(["factor", "spread"], na_position="first").iloc[-1]
+        run |= {"reach": worst["reach"], "factor": float(worst["factor"]), "modelled": bool(at["modelled"].any()),
+                "extrapolated": bool(at["extrapolated"].any())}
+    return run
 
 
 def table(grid: pd.DataFrame, speed: pd.DataFrame, options: list[Option], billing: dict[str, Billing],
@@ -286,7 +470,8 @@ def monthly(even: pd.DataFrame, points: int = 40) -> pd.DataFrame:
 
 
 def _money(line, column: str = "usd") -> str:
-    return ("~" if line["predicted"] else "") + f"${line[column]:,.2f}"
+    exact = line[column] == 0  # already owned: $0 however long it runs
+    return ("~" if line["predicted"] and not exact else "") + f"${line[column]:,.2f}"
 
 
 def _hours(line, column: str = "wall_h") -> str:
@@ -294,26 +479,50 @@ def _hours(line, column: str = "wall_h") -> str:
     return ("~" if line["predicted"] else "") + (f"{hours * 60:.3g} min" if hours < 1 else f"{hours:,.3g} h")
 
 
-def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.DataFrame, notes: list[str]) -> str:
-    """The decision as text: the sweep, every option (predicted figures marked '~'), the picks, the break-even."""
-    trials = int(grid["trials"].sum())
-    parts = [f"== the sweep: {trials:,} trials over {len(grid)} configurations "
+def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
+    """'20 epochs of 1,000,000 samples of tabular, one run at each of its 3 measured shapes (width 64, 256, 1,024)'."""
+    varied = [a for a in SIZE_AXES if a != "dataset_size" and grid[a].nunique() > 1]
+    shapes = "; ".join(f"{a} {', '.join(f'{v:,.0f}' for v in sorted(grid[a].dropna().unique()))}" for a in varied)
+    spread = (f", {plan.trials:,} runs spread over {len(grid)} measured shapes" if plan.trials and plan.trials > 1 else
+              f", one run at each of its {len(grid)} measured shapes" if plan.trials is None and len(grid) > 1 else "")
+    full = " (one batch: the whole dataset)" if grid["full_batch"].any() else ""
+    return (f"== the planned run: {plan.epochs:,} epochs of {plan.samples:,} samples of {grid['workload'].iloc[0]}{full}"
+            f"{spread}{f' ({shapes})' if shapes else ''} ==")
+
+
+def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.DataFrame, notes: list[str],
+           plan: Plan | None = None) -> str:
+    """The decision as text: the sweep (or the planned run), every option (predicted figures marked '~'),
+    the picks, the break-even."""
+    trials, unit = int(grid["trials"].sum()), "run" if plan else "sweep"
+    parts = [_planned_header(grid, plan) if plan else f"== the sweep: {trials:,} trials over {len(grid)} configurations "
              f"({', '.join(f'{w} {n:,}' for w, n in grid.groupby('workload')['trials'].sum().items())}) =="]
     if options.empty:
-        return "\n".join(parts + ["no option has a measured or predicted time for every configuration of the sweep"] + notes)
+        return "\n".join(parts + [f"no option has a measured or predicted time for every configuration of the {unit}"] + notes)
     shown = options.assign(wall=options.apply(_hours, axis=1), cost=options.apply(_money, axis=1),
-                           predicted=options["predicted"].map({True: "predicted", False: ""}),
                            front=pareto(options).map({True: "*", False: ""}))
-    parts.append(shown[["option", "kind", "model", "gpus", "packed", "wall", "cost", "predicted", "front"]]
-                 .to_string(index=False))
-    parts.append("  ~: rests on analysis/model.py's prediction for a GPU no row measured; *: on the cost-versus-time front")
+    if plan:
+        why = shown["modelled"].map({True: ["model"], False: []}) + shown["extrapolated"].map({True: ["extrapolated"], False: []})
+        shown = shown.assign(predicted=why.map(", ".join), **{"dataset size": shown["reach"]})
+        columns = ["option", "kind", "model", "gpus", "wall", "cost", "predicted", "dataset size", "front"]
+    else:
+        shown = shown.assign(predicted=options["predicted"].map({True: "predicted", False: ""}))
+        columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "predicted", "front"]
+    parts.append(shown[columns].to_string(index=False))
+    parts.append("  ~: rests on analysis/model.py's prediction for a GPU no row measured" +
+                 (" (model) or on a time extrapolated outside the dataset sizes measured" if plan else "") +
+                 "; *: on the cost-versus-time front")
+    if plan:
+        parts.append(f"  dataset size: where {plan.samples:,} lies against the sizes the option's rows measured: inside "
+                     f"(a line between the two around it), or Kx past the largest / below the smallest (a least-squares "
+                     f"line over the {NEAREST} sizes nearest that end, ± its RMS residual; one size: its time per sample)")
     for name, line in picks.items():
         parts.append(f"{name}: " + ("none" if line is None else f"{line['option']}, {_hours(line)}, {_money(line)}"))
     for e in even.itertuples():
-        when = ("never: its electricity per sweep costs more" if math.isinf(e.sweeps_per_month) else
-                f"beyond {'~' if e.predicted else ''}{e.sweeps_per_month:,.2f} sweeps a month "
+        when = (f"never: its electricity per {unit} costs more" if math.isinf(e.sweeps_per_month) else
+                f"beyond {'~' if e.predicted else ''}{e.sweeps_per_month:,.2f} {unit}s a month "
                 f"({e.box_hours_per_month:,.1f} h of use)")
-        parts.append(f"{e.box} against the {e.versus} ({e.against}, ${e.against_usd:,.2f} a sweep): cheaper {when}")
+        parts.append(f"{e.box} against the {e.versus} ({e.against}, ${e.against_usd:,.2f} a {unit}): cheaper {when}")
     parts.append("how each option is costed:")
     parts += [f"  {basis}: {', '.join(group['option'])}" for basis, group in options.groupby("basis")]
     return "\n".join(parts + notes)
@@ -333,18 +542,21 @@ def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[
 
 
 def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Option], billing: dict[str, Billing],
-           boxes: list[HomeBox], asked: dict[str, int] | None = None, deadline_h: float | None = None):
-    """The sweep, every option's time and cost, the picks and the break-even; and the notes (models left
-    out, stale prices). `predicted` None: analysis/model.py's predictions (`predictions`)."""
-    grid = sweep(rows, asked)
+           boxes: list[HomeBox], asked: dict[str, int] | None = None, deadline_h: float | None = None,
+           plan: Plan | None = None):
+    """The sweep (or the planned run, where `plan` is given: `asked` is then unused), every option's time
+    and cost, the picks and the break-even; and the notes (models left out, stale prices). `predicted`
+    None: analysis/model.py's predictions (`predictions`)."""
+    grid = sweep(rows, None if plan else asked)
     if grid.empty:
         return grid.assign(trials=[]), pd.DataFrame(), {}, pd.DataFrame(), ["no ok row to decide on: every trial failed"]
+    grid = plan_grid(rows, plan) if plan else grid
     notes = []
     if predicted is None:
         predicted, note = predictions(rows, options, boxes)
         notes += [note] if note else []
     gpus = sorted({o.gpu for o in options if o.gpu} | {b.gpu for b in boxes})
-    speed = speeds(rows, predicted, grid, gpus)
+    speed = plan_speeds(rows, predicted, grid, gpus, plan) if plan else speeds(rows, predicted, grid, gpus)
     found = table(grid, speed, options, billing, boxes)
     picks = pick(found, deadline_h) if len(found) else {}
     even = break_even(found) if len(found) else pd.DataFrame()

@@ -1,12 +1,16 @@
 """The decision on planted rows: a sweep's wall time and cost by hand (start-up, billing minimum, packing),
-the fastest, the cheapest and the cheapest within a deadline, a predicted GPU marked, and every chart."""
+the fastest, the cheapest and the cheapest within a deadline, a predicted GPU marked, and every chart;
+the user's planned run (--epochs, --dataset-size) priced from a line planted along the dataset size."""
 
+import numpy as np
 import pandas as pd
 import pytest
 from analysis_rows import frame, row
+from analysis_rows import write as write_rows
 from test_analysis_cost import write
 
 from analysis import charts, cost, decide
+from analysis.__main__ import main
 
 PRICE = {"date": "2026-01", "source": "https://example.com/pricing"}
 PROVIDERS = {"Hourly": {"step_s": 3600, "minimum_s": 3600, "startup_s": 600, **PRICE},
@@ -136,3 +140,98 @@ def test_each_gpu_model_takes_the_reference_folder_that_measured_most_of_your_co
     both = summary.with_reference(mine, root)
     picked = both[both["device"] == "cuda"]
     assert sorted(picked["depth"]) == [2, 3, 4] and set(picked["results_dir"]) == {str(root / "older-scaling")}
+
+
+# The planned run: per device, epoch time a + b x N at three measured sizes, one second of fixed costs a run.
+LINES = {"cpu": (0.01, 1e-5), "cuda": (0.02, 2e-6)}
+SIZES = (1000, 2000, 4000)
+
+
+def planned_rows(workload="tab", sizes=SIZES, slower=1.0, **values) -> list[dict]:
+    """Rows on a planted line (`slower` times it): fixed costs 1 s a run (set-up 1 s, the warm-up epoch as
+    fast as the others)."""
+    rows = []
+    for device, (a, b) in LINES.items():
+        for n in sizes:
+            epoch = slower * (a + b * n)
+            r = row(workload, device, [epoch] * 3, dataset_size=n, gpus_requested=1.0 if device == "cuda" else None,
+                    **{k: n if v == "N" else v for k, v in values.items()})
+            rows.append(_timed(r, 1.0, epoch, 0.0) | {"epochs": 4})
+    return rows
+
+
+@pytest.fixture
+def planned(planted):
+    _, _, options, billing, _ = planted
+    rows = frame(planned_rows()).assign(results_dir="/home/me/results/mine")
+    none = pd.DataFrame(columns=decide.KEY + ["device_name", "epoch_s_median"])  # no GPU model left to predict
+    return rows, none, options, billing, []
+
+
+def _priced(planned, epochs, samples):
+    plan = decide.Plan(epochs, samples)
+    grid, found, picks, even, notes = decide.decide(*planned, plan=plan)
+    return found.set_index("option"), decide.render(found, grid, picks, even, notes, plan)
+
+
+def test_the_planned_run_takes_the_fitted_time_per_epoch_times_its_epochs(planned):
+    for epochs, n in ((10, 40_000), (20, 40_000), (10, 3_000), (7, 2_000)):
+        got, _ = _priced(planned, epochs, n)
+        own = got[got["kind"] == decide.OWN_CPU].iloc[0]
+        assert own["wall_s"] == pytest.approx(1 + epochs * (0.01 + 1e-5 * n))
+        # eight H100 billed per second, no start-up: the wall is the one run
+        assert got.loc["eight H100", "wall_s"] == pytest.approx(1 + epochs * (0.02 + 2e-6 * n))
+        assert got.loc["one H100", "wall_s"] == pytest.approx(600 + 1 + epochs * (0.02 + 2e-6 * n))
+
+
+def test_the_planned_run_says_whether_its_size_was_measured_or_how_far_outside(planned):
+    inside, text = _priced(planned, 10, 3_000)
+    assert set(inside["reach"]) == {"inside 1,000-4,000"} and not inside["predicted"].any()
+    assert "~" not in text.split("\n")[2] and "planned run: 10 epochs of 3,000 samples of tab ==" in text
+    measured, _ = _priced(planned, 10, 2_000)
+    assert set(measured["reach"]) == {"measured"} and not measured["predicted"].any()
+    past, text = _priced(planned, 10, 40_000)
+    assert set(past["reach"]) == {"10x past 4,000 ±0.0%"}  # a line through three points on it: no residual
+    assert past["predicted"].all() and past["extrapolated"].all() and not past["modelled"].any()
+    own = past[past["kind"] == decide.OWN_CPU].index[0]
+    line = next(t for t in text.split("\n") if t.strip().startswith(own))
+    assert line.split()[-9:] == ["~0.085", "min", "$0.00", "extrapolated", "10x", "past", "4,000", "±0.0%", "*"]
+    below, _ = _priced(planned, 10, 100)
+    assert set(below["reach"]) == {"10x below 1,000 ±0.0%"}
+
+
+def test_each_measured_shape_runs_once_and_a_whole_dataset_batch_grows_with_it(planted):
+    _, _, options, billing, _ = planted
+    two = frame(planned_rows(width=64) + planned_rows(width=128, slower=2.0)).assign(results_dir="/home/me/r")
+    none = pd.DataFrame(columns=decide.KEY + ["device_name", "epoch_s_median"])
+    plan = decide.Plan(10, 8_000)
+    grid, found, *_ = decide.decide(two, none, options, billing, [], plan=plan)
+    assert sorted(grid["width"]) == [64, 128] and grid["trials"].tolist() == [1, 1]
+    own = found[found["kind"] == decide.OWN_CPU].iloc[0]
+    assert own["wall_s"] == pytest.approx(2 + 10 * 3 * (0.01 + 1e-5 * 8_000))  # one run after the other
+    assert "one run at each of its 2 measured shapes (width 64, 128)" in decide.render(found, grid, {}, pd.DataFrame(), [], plan)
+    full = frame(planned_rows(batch_size="N")).assign(results_dir="/home/me/r")  # peaks: one batch, the whole set
+    grid, found, *_ = decide.decide(full, none, options, billing, [], plan=plan)
+    assert grid["batch_size"].tolist() == [8_000] and len(grid) == 1
+    assert found[found["kind"] == decide.OWN_CPU].iloc[0]["wall_s"] == pytest.approx(1 + 10 * (0.01 + 1e-5 * 8_000))
+
+
+def test_a_size_outside_one_measured_size_scales_per_sample_and_a_falling_line_is_held_flat():
+    one = decide.along(np.array([1000.0]), np.array([0.5]), 3000)
+    assert one.value == pytest.approx(1.5) and one.reach == "3x past 1,000 per sample"
+    flat = decide.along(np.array([1e3, 2e3, 4e3]), np.array([1.0, 0.9, 0.95]), 8000)  # noise on a flat curve
+    assert flat.value == pytest.approx(0.95) and flat.reach.startswith("2x past 4,000 ±")
+    curved = decide.along(np.array([1e3, 2e3, 4e3, 8e3]), np.array([1.0, 1.0, 3.0, 9.0]), 16000)
+    assert curved.used == (1, 2, 3) and curved.spread > 0.05  # the three largest sizes; their misfit shown
+
+
+def test_a_planned_run_without_workload_is_refused_naming_the_workloads_present(tmp_path, capsys):
+    results = write_rows(planned_rows("tab") + planned_rows("peaks"), tmp_path / "mine")
+    assert main(["decide", str(results), "--epochs", "5", "--dataset-size", "9000", "--no-reference"]) == 2
+    err = capsys.readouterr().err
+    assert "--workload is needed with --epochs/--dataset-size" in err and "2 workloads (peaks, tab)" in err
+    assert main(["decide", str(results), "--epochs", "5", "--workload", "tab", "--no-reference"]) == 2
+    assert "--epochs needs --dataset-size too" in capsys.readouterr().err
+    assert main(["decide", str(results), "--epochs", "5", "--samples", "9000", "--workload", "lenet",
+                 "--no-reference"]) == 2
+    assert "--workload lenet: no ok row of it in the results read (workloads there: peaks, tab)" in capsys.readouterr().err
