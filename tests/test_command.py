@@ -1,0 +1,57 @@
+"""The `crossover` command run as a process: each subcommand's help shows the flags of the parser it
+hands over to, `decide` prices a planned run from a results folder written here, and a name that is no
+subcommand is refused with the choices."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from analysis_rows import write
+from test_decide import planned_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def crossover(*args: str) -> subprocess.CompletedProcess:
+    """`crossover ARGS` as `python -m sweeps.command ARGS` from the repository: no installed script needed."""
+    return subprocess.run([sys.executable, "-m", "sweeps.command", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.parametrize("command, usage, flags", [
+    ("sweep", "usage: crossover sweep", ["--smoke", "the whole study cut to tiny sizes", "--devices", "--repeats"]),
+    ("decide", "usage: python -m analysis decide", ["--epochs", "--dataset-size N", "your planned run's samples",
+                                                    "--workload", "--deadline"]),
+    ("report", "usage: python -m analysis report", ["--draws", "bootstrap draws per crossover", "--include-loaded"]),
+])
+def test_each_subcommand_shows_the_flags_of_the_command_it_stands_for(command, usage, flags):
+    done = crossover(command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(usage)
+    for flag in flags:
+        assert flag in done.stdout
+
+
+def test_the_top_level_help_names_every_subcommand_and_what_it_stands_for():
+    done = crossover("--help")
+    assert done.returncode == 0, done.stderr
+    for same_as in ("python sweeps/scaling.py", "python -m analysis decide", "python -m analysis report"):
+        assert same_as in " ".join(done.stdout.split())  # argparse wraps the lines
+
+
+def test_decide_prices_a_planned_run_from_a_results_folder(tmp_path):
+    results = write(planned_rows("tab"), tmp_path / "mine")
+    done = crossover("decide", str(results), "--workload", "tab", "--epochs", "10", "--samples", "40000",
+                     "--no-reference", "--out", str(tmp_path / "charts"))
+    assert done.returncode == 0, done.stderr
+    assert "== the planned run: 10 epochs of 40,000 samples of tab ==" in done.stdout
+    own = next(line for line in done.stdout.splitlines() if line.strip().startswith("own CPU"))
+    assert "~0.085 min" in own and "10x past 4,000" in own  # 1 s + 10 x (0.01 + 1e-5 x 40,000) s, extrapolated
+    assert (tmp_path / "charts" / "sweep_front.html").exists()
+
+
+def test_an_unknown_subcommand_exits_2_naming_the_choices():
+    done = crossover("sweeps", "--smoke")
+    assert done.returncode == 2
+    assert "invalid choice: 'sweeps' (choose from 'sweep', 'decide', 'report')" in done.stderr
