@@ -40,7 +40,7 @@ from sweeps.store import DISK_FULL, RowWriter, Store, WriteFailed  # noqa: E402
 from trainables.devices import ddp_worker_resources  # noqa: E402
 from trainables.fused import member_bytes  # noqa: E402
 from trainables.trainable import trainable  # noqa: E402
-from trainables.workload import shipped  # noqa: E402
+from trainables.workload import shipped, shipped_sources  # noqa: E402
 
 # Tune's end-of-run analysis looks for the logger files switched off above; the rows are in Parquet.
 logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
@@ -82,7 +82,7 @@ WORKER_ENV = {"RAY_worker_niceness": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "
 # folder past SHIP_MAX_BYTES is refused here first, naming it: data and checkpoints belong on disk.
 SHIP_EXCLUDES = ["__pycache__/", "*.pyc", ".git/", ".ipynb_checkpoints/", "*.pt", "*.pth", "*.ckpt", "*.parquet"]
 SHIP_MAX_BYTES = 100 * 2**20
-_sent: set[str] = set()  # the modules this process started Ray with (runtime_env)
+_sent: dict[str, str | None] = {}  # the modules this process started Ray with (runtime_env): path -> source's sha256
 
 
 def runtime_env() -> dict:
@@ -97,7 +97,7 @@ def runtime_env() -> dict:
                                  f"{SHIP_MAX_BYTES / 2**20:.0f} MiB shipped to Ray's workers: move data and "
                                  "checkpoints out of it (the workload reads them from a path), or install the package "
                                  "on every node")
-    _sent.update(modules)
+    _sent.update(shipped_sources())
     env = {"env_vars": WORKER_ENV}
     return {**env, "py_modules": modules, "excludes": SHIP_EXCLUDES} if modules else env
 
@@ -115,12 +115,19 @@ def connect(address: str | None) -> None:
 
 
 def check_shipped() -> None:
-    """Refuses a sweep whose user modules Ray's workers would not have: Ray started before they were registered."""
-    missing = sorted(set(shipped()) - _sent)
+    """Refuses a sweep whose user modules Ray's workers would not have, or would have as they were: Ray started
+    before they were registered, or before their file was edited and registered again (the same process)."""
+    now = shipped_sources()
+    missing = sorted(set(now) - set(_sent))
     if missing:
         raise ValueError(f"your workload's module {missing[0]} reaches Ray's workers only through runtime_env, and Ray "
                          "was started without it: build the space before sweeps.runner.connect, or start Ray with "
                          "ray.init(runtime_env=sweeps.runner.runtime_env())")
+    changed = sorted(path for path, source in now.items() if _sent[path] != source)
+    if changed:  # its workers would run the old code, and refuse it as not what the sweep planned with
+        raise ValueError(f"your workload's module {changed[0]} changed since Ray was started, and Ray's workers have "
+                         "the copy it had then: start Ray again (ray.shutdown(), then "
+                         "ray.init(runtime_env=sweeps.runner.runtime_env())), or run the sweep in a new process")
 
 
 def workers_reniced() -> bool:
@@ -345,7 +352,7 @@ def placement_problem(space: Space, group: list, nodes: list[dict]) -> tuple[str
         # a user's model may fail on the meta device for reasons of its own: not estimated, it runs, and its
         # row says what failed (an OOM, its own error)
         estimate = math.inf if group[0].wl.ref is None else None
-    except Exception:  # a user's factory that fails in the driver: likewise, its trial's row says why
+    except (Exception, SystemExit):  # a user's factory that fails (or exits) in the driver: likewise, its row says why
         estimate = None
     memory = [n.get("memory", 0) + n.get("object_store_memory", 0) for n in nodes if fits(held[0], n)]
     if estimate is not None and memory and all(memory) and estimate > max(memory):  # 0: a node type whose memory is not known

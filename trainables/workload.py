@@ -39,7 +39,6 @@ import dataclasses
 import hashlib
 import importlib
 import importlib.util
-import inspect
 import re
 import sys
 from collections.abc import Callable
@@ -97,7 +96,9 @@ def default_step(model: nn.Module, x, y, loss: nn.Module):
     return loss(out, y), out
 
 
-@dataclass(frozen=True)
+# eq=False: a Workload is hashed and compared by identity, so it can be a grid's key (Space); generated from
+# its fields, the hash failed on its dicts (defaults, params)
+@dataclass(frozen=True, eq=False)
 class Workload:
     """A training job crossover can sweep. Factories take the trial's resolved config (TrialConfig:
     its shared axes filled in, its own in `cfg.params`); everything they make is built on the CPU and
@@ -180,7 +181,8 @@ class WorkloadError(ValueError):
 
 _REF = re.compile(r"(?P<module>[^:]+):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)")
 _SHIPPED: dict[str, Path] = {}  # module name -> the file or package folder shipped to the workers
-_FINGERPRINTS: dict[str, str] = {}  # ref -> fingerprint, once per process
+_SOURCES: dict[str, str] = {}  # module name -> sha256 of its file's bytes as imported here (`register`)
+_FINGERPRINTS: dict[str, str] = {}  # ref -> fingerprint, once per version of its module
 
 
 def is_reference(text: str) -> bool:
@@ -208,8 +210,12 @@ def register(text: str) -> Workload:
         if shipped is not None and shipped != path:
             raise WorkloadError(f"--workload {text!r}: module {module!r} is already {shipped}; two files of one name "
                                 "cannot both reach the workers: rename one")
-        if module not in sys.modules or getattr(sys.modules[module], "__file__", None) != str(path):
+        source = _digest(path)
+        # imported again where the file changed since (an edit in a notebook): its new code, its new fingerprint
+        if (module not in sys.modules or getattr(sys.modules[module], "__file__", None) != str(path)
+                or _SOURCES.get(module) != source):
             _import_file(module, path, text)
+            _SOURCES[module] = source
         _SHIPPED[module] = path
     else:
         _import(module, text)
@@ -244,13 +250,19 @@ def shipped() -> list[str]:
     return [str(p) for p in _SHIPPED.values()]
 
 
+def shipped_sources() -> dict[str, str | None]:
+    """Each module of `shipped`, by path, with the sha256 of its file as imported here (None: a package)."""
+    return {str(p): _SOURCES.get(module) for module, p in _SHIPPED.items()}
+
+
 def fingerprint(workload: Workload) -> str:
     """16 hex digits of the workload module's source and of its model's parameter shapes at its defaults
     (built on the meta device: no memory, no time). What changes either measures again."""
     key = workload.ref or workload.name
     if key not in _FINGERPRINTS:
         module = sys.modules[(workload.ref or "trainables.workloads:").split(":")[0]]
-        digest = hashlib.sha256(inspect.getsource(module).encode())
+        # the file's bytes, as the worker's copy from runtime_env has them (not linecache's, which may be stale)
+        digest = hashlib.sha256(Path(module.__file__).read_bytes())
         digest.update(repr(_shapes(workload)).encode())
         _FINGERPRINTS[key] = digest.hexdigest()[:16]
     return _FINGERPRINTS[key]
@@ -263,11 +275,14 @@ def _shapes(workload: Workload) -> list | str:
         with torch.device("meta"):
             model = workload.make_model(cfg)
         return [(n, tuple(p.shape)) for n, p in model.named_parameters()]
-    except Exception as exc:  # a model that needs its data to be built: the source alone identifies it
+    except (Exception, SystemExit) as exc:  # a model that needs its data to be built: the source alone identifies
+        # it; a sys.exit in the user's factory is its trial's to report (a row), not the driver's to obey
         return f"not built at its defaults: {type(exc).__name__}"
 
 
 def _import_file(module: str, path: Path, text: str) -> None:
+    for ref in [r for r in _FINGERPRINTS if r.split(":")[0] == module]:  # its previous version's
+        del _FINGERPRINTS[ref]
     spec = importlib.util.spec_from_file_location(module, path)
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[module] = loaded
@@ -285,6 +300,10 @@ def _import(module: str, text: str) -> None:
     except BaseException as exc:
         raise WorkloadError(f"workload {text!r}: module {module!r} does not import: {type(exc).__name__}: {exc}; "
                             "give a module on the Python path, or the path of its file (path/to/job.py:ATTR)") from None
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _ship_package(module: str) -> None:

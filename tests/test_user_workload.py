@@ -1,0 +1,377 @@
+"""A user's own workload (trainables/workload.py), end to end: written to a file, registered, shipped to
+Ray's workers by runtime_env and swept there; its code's fingerprint in every trial's hash; any model
+shape accounted; bad references refused by name before anything runs; its failures rows, not crashes.
+
+    python -m pytest tests/test_user_workload.py
+
+Every workload here is a real file in a temporary folder, imported as a user's would be. Registered
+modules are this process's (trainables.workload._SHIPPED), so their names are this module's own (uw_*).
+Ray is started here, after they are registered, with sweeps.runner.runtime_env(): conftest's local_ray
+starts it without them.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import ray
+import torch
+
+from sweeps import runner
+from sweeps.space import Space, groups
+from trainables import workload
+from trainables.fused import member_bytes
+from trainables.train import run_trial
+from trainables.workload import Workload, WorkloadError, fingerprint, register
+
+ROOT = Path(__file__).resolve().parent.parent
+CPUS = min(2, os.cpu_count() or 1)  # as conftest's local_ray: never more than the machine has
+TINY = {"min_timed_s": 0}  # two epochs, one of them timed: the rows, not the timings, are checked here
+
+HEADER = """
+import os, sys, time
+import torch
+from torch import nn
+from trainables.data import Data
+from trainables.workload import Param, Workload
+
+def features(cfg, n_features=4):
+    g = torch.Generator().manual_seed(cfg.seed)
+    x = torch.randn(cfg.dataset_size, n_features, generator=g)
+    return Data(x, (x.sum(1) > 0).long(), None, None, source="random")
+
+def adam(params, lr):
+    return torch.optim.Adam(params, lr=lr)
+
+SMALL = {"batch_size": 16, "dataset_size": 64, "epochs": 2}
+"""
+
+# The workload a user writes: an MLP with a width axis and an own axis, n_features.
+JOB = HEADER + """
+WIDTH = {width}
+
+def mlp(cfg):
+    return nn.Sequential(nn.Linear(cfg.params["n_features"], cfg.width), nn.ReLU(), nn.Linear(cfg.width, 2))
+
+workload = Workload("uw_mlp", make_data=lambda cfg: features(cfg, cfg.params["n_features"]), make_model=mlp,
+                    make_loss=nn.CrossEntropyLoss, make_optimizer=adam, defaults={**SMALL, "width": WIDTH},
+                    axes={"width"}, params={"n_features": Param(4, low=1, high=64, help="inputs per sample")})
+not_a_workload = 42
+"""
+
+
+def job_text(width: int) -> str:
+    return JOB.replace("{width}", str(width))
+
+
+# Models of shapes the built-ins do not have: no nn.Linear at all, BatchNorm and a residual, two inputs.
+MODELS = HEADER + """
+def images(cfg):
+    g = torch.Generator().manual_seed(cfg.seed)
+    x = torch.randn(cfg.dataset_size, 1, 8, 8, generator=g)
+    return Data(x, (x.mean((1, 2, 3)) > 0).long(), None, None, source="random")
+
+def conv_only(cfg):
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 2, 3, padding=1),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return torch.relu(x + self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
+
+def residual(cfg):
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), Block(4), Block(4),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
+
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.out = nn.Linear(3, 8), nn.Linear(5, 8), nn.Linear(8, 2)
+
+    def forward(self, a, b):
+        return self.out(torch.relu(self.a(a) + self.b(b)))
+
+def pairs(cfg):
+    g = torch.Generator().manual_seed(cfg.seed)
+    a, b = torch.randn(cfg.dataset_size, 3, generator=g), torch.randn(cfg.dataset_size, 5, generator=g)
+    return Data({"a": a, "b": b}, (a.sum(1) > b.sum(1)).long(), None, None, source="random")
+
+def pair_step(model, x, y, loss):
+    out = model(x["a"], x["b"])
+    return loss(out, y), out
+
+common = dict(make_loss=nn.CrossEntropyLoss, make_optimizer=adam, defaults=SMALL)
+conv = Workload("uw_conv", make_data=images, make_model=conv_only, **common)
+resnet = Workload("uw_resnet", make_data=images, make_model=residual, **common)
+pair = Workload("uw_pair", make_data=pairs, make_model=lambda cfg: Pair(), step=pair_step, **common)
+"""
+
+# Each fails in its own way on the worker. The driver builds every model on the meta device as it plans (the
+# fingerprint, member_bytes): the one that ends its process does so only where the model is built for real,
+# since no driver outlives os._exit; likewise the hang is in the optimiser's factory, which the worker alone runs.
+FAILING = HEADER + """
+def real(model):
+    return next(model.parameters()).device.type != "meta"
+
+def raises(cfg):
+    raise RuntimeError("the user's factory broke")
+
+class Wide(nn.Module):  # three outputs per sample for a loss that takes two classes' targets of another shape
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 6)
+
+    def forward(self, x):
+        return self.fc(x).view(-1, 2, 3)
+
+class Inf(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x) * float("inf")
+
+def exits(cfg):  # in the driver's planning too: it goes on, and the worker's trial is the row
+    sys.exit(3)
+
+def dies(cfg):
+    model = nn.Linear(4, 2)
+    if real(model):
+        os._exit(1)
+    return model
+
+def hang(params, lr):  # the optimiser's factory runs on the worker alone
+    while True:
+        time.sleep(0.01)
+
+def job(name, make_model, **kw):
+    return Workload(name, make_data=features, make_model=make_model, make_loss=nn.CrossEntropyLoss,
+                    **{"make_optimizer": adam, "defaults": SMALL, **kw})
+
+raising = job("uw_raises", raises)
+mismatch = job("uw_mismatch", lambda cfg: Wide())
+nan = job("uw_nan", lambda cfg: Inf())
+exiting = job("uw_exits", exits)
+dying = job("uw_dies", dies)
+hanging = job("uw_hangs", lambda cfg: nn.Linear(4, 2), make_optimizer=hang)
+"""
+
+
+FAILURES = ("raising", "mismatch", "nan", "exiting", "dying", "hanging")  # FAILING's workloads
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    """The user's files, written and registered (imported here, shipped to Ray's workers from now on)."""
+    folder = tmp_path_factory.mktemp("user")
+    files = {"uw_job": job_text(8), "uw_edited": job_text(8), "uw_models": MODELS, "uw_failing": FAILING,
+             "uw_broken": "def workload(:\n"}
+    for stem, text in files.items():
+        (folder / f"{stem}.py").write_text(text)
+    refs = {stem: f"{folder / stem}.py" for stem in files}
+    with pytest.MonkeyPatch.context() as patch:  # shipped to no Ray of a later test module: restored after
+        patch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+        yield SimpleNamespace(folder=folder, **refs, job=register(f"{refs['uw_job']}:workload"),
+                              edited=register(f"{refs['uw_edited']}:workload"),
+                              models=[register(f"{refs['uw_models']}:{a}") for a in ("conv", "resnet", "pair")],
+                              failing=[register(f"{refs['uw_failing']}:{a}") for a in FAILURES])
+        ray.shutdown()
+
+
+def start_ray() -> None:
+    """Ray in this process, with every module registered so far shipped to its workers (runtime_env)."""
+    ray.shutdown()
+    ray.init(num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=runner.runtime_env())
+
+
+@pytest.fixture
+def user_ray(jobs):
+    """A local Ray started after the user's modules were registered (kept for the module's next test)."""
+    if not ray.is_initialized():
+        start_ray()
+    return jobs
+
+
+def sweep(space: Space, out: Path, **kw) -> pd.DataFrame:
+    runner.run(space, out, log=lambda line: None, **kw)
+    return pd.read_parquet(out / space.name)
+
+
+def params_of(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.fixture(scope="module")
+def swept(jobs, tmp_path_factory) -> pd.DataFrame:
+    """One sweep on a local Ray: the user's workload at two values of its own axis, beside every failing one;
+    each trial allowed 3 s, a lost worker not retried (its trial gets one more pass, then its row)."""
+    if not ray.is_initialized():
+        start_ray()
+    grids = {f"{jobs.uw_job}:workload": {"n_features": [4, 6]}, **{wl: {} for wl in jobs.failing}}
+    return sweep(Space("user", grids, fixed=TINY, timeout_s=3), tmp_path_factory.mktemp("swept"), max_failures=0)
+
+
+# --- a user's workload, swept --------------------------------------------------------------------
+
+def test_a_workload_in_a_file_is_swept_through_ray_and_its_rows_name_its_module_and_code(jobs, swept):
+    rows = swept[swept["workload"] == "uw_mlp"]
+    assert len(rows) == 2 and (rows["status"] == "ok").all(), rows["error"].tolist()
+    assert set(rows["workload_module"]) == {"uw_job:workload"}
+    assert set(rows["workload_fingerprint"]) == {fingerprint(jobs.job)}
+    features = rows["workload_params"].map(lambda text: json.loads(text)["n_features"])
+    assert sorted(features) == [4, 6]
+    # Linear(n, 8) + Linear(8, 2): (n + 1) 8 + 8 2 + 2
+    assert list(rows["n_params"]) == [(n + 1) * 8 + 18 for n in features]
+    assert len(swept) == 2 + len(FAILURES) and swept["config_hash"].is_unique
+
+
+def test_editing_the_file_changes_its_fingerprint_and_the_resumed_sweep_measures_it_again(user_ray, tmp_path):
+    path = Path(user_ray.uw_edited)
+    space = Space("edited", {f"{path}:workload": {}}, fixed=TINY)
+    first = sweep(space, tmp_path)
+    old, before = space.expand()[0], fingerprint(user_ray.edited)
+
+    path.write_text(job_text(9))  # the user widens the model, in the same Python session
+    after = fingerprint(register(f"{path}:workload"))
+    new = space.expand()[0]
+    assert after != before and new.cfg.fingerprint == after and new.hash != old.hash
+
+    with pytest.raises(ValueError, match=f"module {path} changed since Ray was started"):  # its workers: the old file
+        runner.run(space, tmp_path, log=lambda line: None)
+    start_ray()
+    rows = sweep(space, tmp_path).set_index("workload_fingerprint")
+    assert len(first) == 1 and len(rows) == 2 and (rows["status"] == "ok").all(), rows["error"].tolist()
+    assert rows.loc[before, "n_params"] == 7 * 8 + 2  # the first row kept, not measured again
+    assert rows.loc[before, "trial_id"] == first["trial_id"].iloc[0]
+    assert rows.loc[after, "n_params"] == 7 * 9 + 2
+
+
+# --- any model, accounted ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["conv-only", "residual-batchnorm", "dict-batch"])
+def test_a_conv_only_a_residual_and_a_two_input_model_train_and_are_accounted(jobs, index):
+    wl = jobs.models[index]
+    trial = Space("shapes", {wl: {}}, fixed=TINY).expand()[0]
+    model = wl.make_model(trial.cfg)
+    assert index != 0 or not any(isinstance(m, torch.nn.Linear) for m in model.modules())  # conv-only: none at all
+    row = run_trial(trial)
+    assert row["status"] == "ok" and "costs_note" not in row, row.get("costs_note")
+    assert row["flops_per_step"] > 0 and row["bytes_per_step"] > 0
+    assert row["n_params"] == params_of(model)
+    assert member_bytes(trial) > 16 * row["n_params"]  # its weights, gradients, moments, and its data and activations
+    assert groups([trial], "auto") == [[trial]]
+
+
+# --- bad references and axes, refused before anything runs ----------------------------------------
+
+def refused(grids, **kw) -> str:
+    with pytest.raises(ValueError) as info:
+        Space("bad", grids, fixed=TINY, **kw).expand()
+    return str(info.value)
+
+
+def test_a_module_that_does_not_import_is_refused_naming_its_file_and_error(jobs):
+    message = refused({f"{jobs.uw_broken}:workload": {}})
+    assert f"{jobs.uw_broken} does not import: SyntaxError" in message and "uw_broken" not in sys.modules
+
+
+def test_a_missing_attribute_or_one_that_is_no_workload_is_refused_naming_module_and_attribute(jobs):
+    missing = refused({f"{jobs.uw_job}:nope": {}})
+    assert "module 'uw_job' has no attribute 'nope'; its Workloads: ['workload']" in missing
+    other = refused({f"{jobs.uw_job}:not_a_workload": {}})
+    assert "uw_job.not_a_workload is a int, not a trainables.workload.Workload" in other
+
+
+def test_an_axis_the_workload_does_not_declare_is_refused_in_a_grid_and_as_a_param(jobs):
+    ref = f"{jobs.uw_job}:workload"
+    assert "got 'colour' (sweep 'bad', workload 'uw_mlp')" in refused({ref: {"colour": [1]}})
+    assert "depth is not an axis of workload 'uw_mlp'" in refused({ref: {"depth": [3]}})
+    assert "--param colour is an axis of none of the workloads ['uw_mlp']" in refused({ref: {}}, params={"colour": 1})
+    assert "n_features (an axis of workload 'uw_mlp') must be in [1, 64], got 0" in refused({ref: {}},
+                                                                                             params={"n_features": 0})
+
+
+def test_the_sweep_script_refuses_a_bad_reference_with_one_line_and_no_traceback(jobs, tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workload", f"{jobs.uw_job}:nope",
+                           "--devices", "cpu", "--out", str(tmp_path), "--no-report"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [f"error: workload '{jobs.uw_job}:nope': module 'uw_job' has no "
+                                                "attribute 'nope'; its Workloads: ['workload']"]
+    assert not list(tmp_path.iterdir())  # nothing ran, nothing was written
+
+
+def test_a_name_that_would_be_a_path_or_markup_is_refused(jobs, tmp_path):
+    for name in ("../evil", "a/b", "<b>x</b>", "", ".hidden"):
+        with pytest.raises(ValueError, match="Workload name must be letters, digits"):
+            Workload(name, make_data=len, make_model=len, make_loss=len, make_optimizer=len)
+    odd = tmp_path / "my job.py"
+    shutil.copy(jobs.uw_job, odd)
+    with pytest.raises(WorkloadError, match="is no Python module name; rename it"):
+        register(f"{odd}:workload")
+
+
+# --- failures on the worker: rows, and the sweep goes on ------------------------------------------
+
+@pytest.mark.parametrize("name, words", [
+    ("uw_raises", "RuntimeError: the user's factory broke"),
+    ("uw_mismatch", "RuntimeError: Expected target size [16, 3], got [16]"),
+    ("uw_nan", "FloatingPointError: training loss became nan"),
+    ("uw_exits", "SystemExit: 3"),
+    ("uw_dies", "The actor died unexpectedly before finishing this task"),
+    ("uw_hangs", "the trial ran past its limit of 3 s (--trial-timeout) and was stopped"),
+])
+def test_a_failing_user_workload_becomes_an_error_row_and_the_good_one_is_measured(swept, name, words):
+    row = swept.set_index("workload").loc[name]
+    assert row["status"] == "error" and words in row["error"], row["error"]
+    assert row["workload_module"].startswith("uw_failing:")
+    good = swept[swept["workload"] == "uw_mlp"]
+    assert len(good) == 2 and (good["status"] == "ok").all(), good["error"].tolist()
+
+
+# --- a cluster: the module reaches the worker node through runtime_env alone ----------------------
+
+def test_on_a_two_node_cluster_the_worker_node_runs_the_module_it_got_only_through_runtime_env(jobs, tmp_path):
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()  # this process's local Ray: never more CPUs in all than the machine has
+    path = jobs.folder / "uw_remote.py"
+    path.write_text(job_text(8).replace('"uw_mlp"', '"uw_remote"'))
+    # the Workload object, registered: the space never reads the file again (a path as key would, at expand)
+    space = Space("remote", {register(f"{path}:workload"): {"width": [4, 8]}}, fixed=TINY)
+    space.expand()  # its fingerprint taken before Ray starts, as a sweep script checks its space first
+    short = tempfile.mkdtemp(prefix="xo-", dir="/tmp")  # Ray's socket paths must stay short
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_TMPDIR", short)
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+        worker = cluster.add_node(num_cpus=CPUS)
+        cluster.wait_for_nodes()
+        moved = path.with_suffix(".away")
+        try:
+            ray.init(address=cluster.address, log_to_driver=False, runtime_env=runner.runtime_env())
+            path.rename(moved)  # uploaded at init: from now on the workers can have it from Ray alone
+            rows = sweep(space, tmp_path)
+        finally:
+            if moved.exists():
+                moved.rename(path)
+            ray.shutdown()
+            for node in list(cluster.worker_nodes):
+                cluster.remove_node(node)
+            cluster.remove_node(cluster.head_node)
+    shutil.rmtree(short, ignore_errors=True)
+    assert len(rows) == 2 and (rows["status"] == "ok").all(), rows["error"].tolist()
+    assert set(rows["node_id"]) == {worker.node_id}
+    assert set(rows["workload_module"]) == {"uw_remote:workload"}
