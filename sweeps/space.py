@@ -45,7 +45,7 @@ class Space:
     image_data: dict = field(default_factory=dict)  # data and data_dir, for the image workloads only
     fuse: str = "off"  # 'off', 'auto' (groups up to fuse_budget()) or a number: members per fused trial
     cpu_nodes_only: bool = False  # CPU trials ask for CPU_NODE too: kept off GPU nodes (resources_for)
-    params: dict = field(default_factory=dict)  # workloads' own axes held fixed (--param), for those that declare them
+    params: dict = field(default_factory=dict)  # workloads' own axes held fixed (--param, over a grid's values)
     timeout_s: float = 3600  # s a Tune trial may run before it is stopped and rowed as timed out (--trial-timeout)
 
     def _where(self, workload: str | None = None, axis: str | None = None) -> str:
@@ -82,7 +82,8 @@ class Space:
             for point in itertools.product(*(grid[a] for a in axes), self.devices, range(self.repeats)):
                 *values, device, seed = point
                 shared = {a: v for a, v in zip(axes, values) if a in GRID_AXES}
-                own = {**held, **{a: v for a, v in zip(axes, values) if a not in GRID_AXES}}
+                # a value held by --param wins over the grid's values of that axis: what the user asked for
+                own = {**{a: v for a, v in zip(axes, values) if a not in GRID_AXES}, **held}
                 try:
                     trials.append(resolve(TrialConfig(wl.name, device=device, seed=seed, threads=threads[device],
                                                       params=own or None, **shared, **fixed)))
