@@ -304,6 +304,11 @@ def test_an_axis_the_workload_does_not_declare_is_refused_in_a_grid_and_as_a_par
                                                                                              params={"n_features": 0})
 
 
+def test_a_value_held_by_param_wins_over_the_grids_values_of_that_axis(jobs):
+    trials = Space("held", {f"{jobs.uw_job}:workload": {"n_features": [4, 6]}}, params={"n_features": 5}).expand()
+    assert [t.cfg.params for t in trials] == [{"n_features": 5}]
+
+
 def test_the_sweep_script_refuses_a_bad_reference_with_one_line_and_no_traceback(jobs, tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workload", f"{jobs.uw_job}:nope",
                            "--devices", "cpu", "--out", str(tmp_path), "--no-report"],
