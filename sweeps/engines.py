@@ -3,6 +3,7 @@
     python sweeps/engines.py                              # on a machine with a GPU
     python sweeps/engines.py --workloads disc,peaks --engines eager,graph
     python sweeps/engines.py --smoke
+    python sweeps/engines.py --workload path/to/job.py:workload    # your workload, its 'default' grid
 
 Sweeps, one after another, rows in OUT/<name>-<part>/ like any sweep:
     cpu                    the CPU baseline (eager), every size: the arm the GPU engines cross
@@ -10,6 +11,10 @@ Sweeps, one after another, rows in OUT/<name>-<part>/ like any sweep:
     fused-ENGINE-kK        seed 003's trial at 40,000 points, K = 1 (alone), 8 and 64 members a fused trial,
                            3 fused trials of each, in engines eager, graph and triton (its step one kernel,
                            trainables/mlp_kernel.py)
+Your workload (--workload, beside or instead of --workloads) joins the CPU baseline and every GPU
+engine with its own grid (Workload.grid: 'default', or 'smoke' with --smoke); an engine that cannot
+run that grid (graph replays one static shape: every batch full, dataset_size a multiple of
+batch_size) leaves it out of its sweep, saying why. The fused part measures seed 003's trial alone.
 On a Ray cluster without a GPU only the CPU baseline runs (it says so), so the study's path can be
 checked on a laptop. At the end it prints (analysis/engines.py) the speed-up over eager per engine,
 fused trials per hour against one at a time, time per member-epoch per engine and K against the
@@ -25,6 +30,7 @@ from sweeps import cli, runner
 from sweeps.space import Space
 from trainables.config import ENGINES
 from trainables.fused import FUSED_ENGINES
+from trainables.workload import register
 
 # Sizes where every batch is full, as the graph engine requires (dataset_size a multiple of batch_size).
 GRIDS = {
@@ -47,41 +53,76 @@ FUSED_RUNS = 3  # fused trials (or trials alone) of each K and engine
 GPU_ENGINES = ("eager", "graph", "compile")  # of single trials at every size; 'triton' runs in the fused part
 
 
-def spaces(args, grid: str, gpu: bool = True) -> list[Space]:
-    """The study's sweeps in order; without a `gpu`, the CPU baseline alone."""
-    grids = {w: g for w, g in GRIDS[grid].items() if w in args.workloads.split(",")}
+def spaces(args, grid: str, gpu: bool = True, log=print) -> list[Space]:
+    """The study's sweeps in order; without a `gpu`, the CPU baseline alone. Your --workload joins every
+    part but the fused one, where its engine can run its grid (`runnable`)."""
+    names = args.workloads if args.workloads is not None else ("" if args.workload else ",".join(GRIDS[grid]))
+    grids = {w: g for w, g in GRIDS[grid].items() if w in names.split(",")}
+    users = cli.user_grids(args, grid)
     engines = args.engines.split(",")
     unknown = [e for e in engines if e not in ENGINES]
-    if unknown or not grids:
-        raise ValueError(f"--engines must be among {list(ENGINES)} and --workloads among {sorted(GRIDS[grid])}; "
-                         f"got {args.engines!r}, {args.workloads!r}")
-    out = [Space(f"{args.name}-cpu", grids, ("cpu",), cpu_threads=args.cpu_threads)]
+    if unknown or not (grids or users):
+        raise ValueError(f"--engines must be among {list(ENGINES)} and --workloads among {sorted(GRIDS[grid])} (or "
+                         f"--workload path/to/job.py:ATTR); got {args.engines!r}, {args.workloads!r}")
+    params = dict(args.param)
+    out = [Space(f"{args.name}-cpu", {**grids, **users}, ("cpu",), cpu_threads=args.cpu_threads, params=params,
+                 timeout_s=args.trial_timeout)]
     if not gpu:
         return out
-    out += [Space(f"{args.name}-gpu-{engine}", grids, ("cuda",), fixed={"engine": engine})
-            for engine in engines if engine in GPU_ENGINES]
+    for engine in (e for e in engines if e in GPU_ENGINES):
+        kept = runnable(users, engine, params, log)
+        if grids or kept:
+            out.append(Space(f"{args.name}-gpu-{engine}", {**grids, **kept}, ("cuda",), fixed={"engine": engine},
+                             params=_declared(params, kept), timeout_s=args.trial_timeout))
     fused, ks = FUSED[grid]
-    if "peaks" in grids:
+    if fused.keys() <= grids.keys():  # the fused part's workload among those asked for
         out += [Space(f"{args.name}-fused-{engine}-k{k}", fused, ("cuda",), repeats=FUSED_RUNS * k,
-                      fixed={"engine": engine}, fuse=str(k))
+                      fixed={"engine": engine}, fuse=str(k), timeout_s=args.trial_timeout)
                 for engine in engines if engine in FUSED_ENGINES for k in ks]
     return out
 
 
+def runnable(users: dict, engine: str, params: dict, log) -> dict:
+    """Of your workloads' grids ({reference: grid}), those `engine` can run on one GPU; each other is left
+    out of that engine's sweep, and `log` says why (the config the engine refused, and the axis)."""
+    kept = {}
+    for ref, grid in users.items():
+        try:
+            Space(f"gpu-{engine}", {ref: grid}, ("cuda",), fixed={"engine": engine},
+                  params=_declared(params, [ref])).expand()
+        except ValueError as exc:
+            log(f"--workload {ref} is left out of engine {engine!r}: {exc}")
+        else:
+            kept[ref] = grid
+    return kept
+
+
+def _declared(params: dict, refs) -> dict:
+    """The --param values of the axes one of these workloads declares (Space refuses any other)."""
+    return {k: v for k, v in params.items() if any(k in register(ref).params for ref in refs)}
+
+
 def main(argv=None) -> int:
     p = cli.parser(__doc__, "engines", "prefix of the sweeps' names")
-    p.add_argument("--workloads", default=",".join(GRIDS["default"]), help="comma-separated workloads")
+    p.add_argument("--workloads", default=None,
+                   help=f"comma-separated built-in workloads of {list(GRIDS['default'])}; default: all of them, or "
+                        "none where --workload names your own")
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated GPU engines ('triton': fused peaks only)")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None, help="threads of the CPU baseline (default: all)")
     args = p.parse_args(argv)
+    return runner.exit_status(lambda: study(args))
 
+
+def study(args) -> int:
+    grid = "smoke" if args.smoke else "default"
+    cli.user_grids(args, grid)  # your workload's module imported before Ray starts, so Ray ships it to its workers
     runner.connect(args.address)
     types = runner.node_types()
     args.cpu_threads = args.cpu_threads or runner.node_cpus(types)
     gpu = "cuda" in runner.cluster_devices(types)
     if not gpu:
         print("no GPU in the Ray cluster: the CPU baseline only (the GPU engines and fused trials need one)")
-    return runner.run_studies(lambda: spaces(args, "smoke" if args.smoke else "default", gpu), args.out, render)
+    return runner.run_studies(lambda: spaces(args, grid, gpu), args.out, render)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,16 @@
     python sweeps/overhead.py                              # 0.1, 1 and 10 s trials, 1 and all at a time, 3 repeats
     python sweeps/overhead.py --smoke                      # 4 trials of ~0.05 s, once each way: checks the path
     python sweeps/overhead.py --trial-seconds 1 --trials 40 --concurrency 1 --repeats 5
+    python sweeps/overhead.py --workload path/to/job.py:workload --trial-seconds 10   # your trial instead of disc's
 
 Each measurement is a sweep of N short `disc` trials (depth DEPTH, one CPU thread, seeds 0..N-1)
 through the whole path: Ray Tune, the trainable of trainables/trainable.py, the Parquet rows written
-by sweeps/runner.py. The trial length is calibrated first: one trial runs in this process and the
-epochs are chosen so that its time comes close to --trial-seconds. Rows go to
+by sweeps/runner.py. With --workload (one), your workload's trial replaces disc's: the first
+configuration of its 'smoke' grid (Workload.grid), on one CPU thread, its module shipped to the
+workers as any sweep ships it; what a sweep costs beside your trials is the figure. The trial length
+is calibrated first: one trial runs in this process and the epochs are chosen so that its time comes
+close to --trial-seconds (a trial whose own setup takes longer runs 2 epochs, and longer). Every
+trial runs exactly its epochs (min_timed_s 0), so its length is the one calibrated. Rows go to
 OUT/overhead-<stamp>-<length>s-c<concurrency>-r<repeat>/ like any sweep's, with `_sweep.json`
 beside them: the sweep's wall-clock start and end, its slots and the load average around it. The
 figures (own_s, over_ideal, per_trial_s, start_s, gap_s, ...) are computed from that directory alone
@@ -20,6 +25,7 @@ load average is printed before and after each measurement; repeat where it was h
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -28,37 +34,49 @@ import time
 from pathlib import Path
 
 from analysis.overhead import SWEEP_FILE, figures, header, line, measurement, summary
+from analysis.schema import SIZE_AXES
 from sweeps import cli, runner
 from sweeps.space import Space
-from trainables.config import TrialConfig
 from trainables.train import run_trial
-from trainables.trial import resolve
 
 DEPTH = 6  # disc's doubling MLP 2 -> 4 -> ... -> 64 -> 2: a small step, so epochs set the trial's length
 CALIBRATION_EPOCHS = 20  # epochs of the calibration trial, one warm-up included
 
 
-def trial_config(epochs: int) -> TrialConfig:
-    return TrialConfig("disc", depth=DEPTH, epochs=epochs, threads=1)
+def measured(args: argparse.Namespace) -> Space:
+    """The trial every measurement repeats, as a space of one configuration, its epochs unset: disc at
+    DEPTH, or your --workload's first 'smoke' configuration; one CPU thread, exactly its epochs timed."""
+    if len(args.workload) > 1:
+        raise ValueError(f"--workload: overhead repeats one trial, so give one workload, got {len(args.workload)}")
+    if args.workload:
+        ref, grid = next(iter(cli.user_grids(args, "smoke").items()))
+        grids = {ref: {axis: values[:1] for axis, values in grid.items() if axis != "epochs"}}
+    else:
+        grids = {"disc": {"depth": [DEPTH]}}
+    return Space(args.name, grids, ("cpu",), cpu_threads=1, fixed={"min_timed_s": 0}, params=dict(args.param),
+                 timeout_s=args.trial_timeout)
 
 
-def calibrate(target_s: float) -> int:
-    """Epochs for which one trial's total_s comes close to `target_s`, from a trial run here.
+def space(trial: Space, name: str, epochs: int, trials: int) -> Space:
+    """`trials` distinct configs of the `measured` trial (seeds 0..trials-1) of one length: nothing is
+    skipped as measured."""
+    (workload, grid), = trial.grids.items()
+    return dataclasses.replace(trial, name=name, grids={workload: {**grid, "epochs": [epochs]}}, repeats=trials)
+
+
+def calibrate(trial: Space, target_s: float) -> int:
+    """Epochs for which one `measured` trial's total_s comes close to `target_s`, from a trial run here.
 
     The second of two runs counts (the first pays this process's first-use costs); its epochs are
     split into a fixed part (total_s less the epochs) and a median epoch.
     """
     if target_s <= 0:
         raise ValueError(f"--trial-seconds must be > 0, got {target_s}")
+    calibration = space(trial, trial.name, CALIBRATION_EPOCHS, 1).expand()[0]
     for _ in range(2):
-        row = run_trial(resolve(trial_config(CALIBRATION_EPOCHS)))
+        row = run_trial(calibration)
     fixed = row["total_s"] - row["warmup_s"] - row["train_s"]
     return max(2, round((target_s - fixed) / row["epoch_s_median"]))
-
-
-def space(name: str, epochs: int, trials: int) -> Space:
-    """`trials` distinct configs (seeds 0..trials-1) of one length: nothing is skipped as measured."""
-    return Space(name, {"disc": {"depth": [DEPTH], "epochs": [epochs]}}, ("cpu",), cpu_threads=1, repeats=trials)
 
 
 def measure(sp: Space, out: Path, concurrency: int | None, log) -> Path:
@@ -115,6 +133,8 @@ def study(args) -> int:
     targets = _numbers(args.trial_seconds, float, "--trial-seconds")
     concurrency = _numbers(args.concurrency, int, "--concurrency")
     log = print if args.verbose else (lambda line: None)
+    trial = measured(args)  # checked, and your workload's module imported, before Ray starts (it ships it)
+    what = trial.expand()[0].label("workload", *SIZE_AXES)
     start = time.perf_counter()
     runner.connect(args.address)
     print(f"ray start: {time.perf_counter() - start:.2f} s; load average {os.getloadavg()[0]:.2f}")
@@ -122,12 +142,12 @@ def study(args) -> int:
     results = []
     print(header())
     for target in targets:
-        epochs = calibrate(target)
-        print(f"# {target:g} s trials: {epochs} epochs of disc depth {DEPTH}")
+        epochs = calibrate(trial, target)
+        print(f"# {target:g} s trials: {epochs} epochs of {what}")
         for repeat in range(args.repeats):
             for c in concurrency:  # the ways alternate, so a change in load falls on both
                 name = f"{args.name}-{stamp}-{target:g}s-c{c or 'auto'}-r{repeat}"
-                directory = measure(space(name, epochs, args.trials), args.out, c, log)
+                directory = measure(space(trial, name, epochs, args.trials), args.out, c, log)
                 results.append({"target_s": target, "dir": str(directory), **figures(*measurement(directory))})
                 print(line(results[-1]))
     print(summary(results))

@@ -3,6 +3,7 @@
     python sweeps/parallel.py                          # every study, on every GPU of the machine
     python sweeps/parallel.py --studies ddp,pipe       # those need 2 GPUs or more
     python sweeps/parallel.py --smoke                  # tiny sizes, to check the path end to end
+    python sweeps/parallel.py --studies ddp --workload path/to/job.py:workload   # yours beside the MLPs
 
 The GPU counts are the powers of two up to the machine's GPUs (1, 2, 4 on four; 1, 2, 4, 8 on eight).
 Each study is one or more sweeps (rows in OUT/<name>-<study>...), run one after another so that their
@@ -16,6 +17,12 @@ trials never share a GPU with another study's; data-parallel and pipeline trials
              crossover
     pipe     the big MLP split over pipe:N (N >= 2) at 1, 4, 8 and 16 micro-batches, against one GPU
 
+Your workload (--workload) joins with its own grid (Workload.grid: 'default', or 'smoke' with
+--smoke), one at a time as the others: in ddp on one GPU and on ddp:N (any workload), in pipe on one
+GPU and on pipe:N at those micro-batches where it is an nn.Sequential a pipeline can cut
+(Workload.pipeline; the rest are left out of pipe, saying so). Not in packed: that study compares
+one fixed small trial K to a GPU, and its figures take every packed row as that trial's.
+
 At the end it prints (analysis/parallel.py) the packed throughput per GPU and how evenly Ray placed
 the trials, the scaling efficiency per N with intervals over the repeats, the pipeline against one
 GPU, and the width past which ddp beats one GPU.
@@ -28,6 +35,7 @@ import sys
 from analysis.parallel import render
 from sweeps import cli, runner
 from sweeps.space import Space
+from trainables.workload import register
 
 PACKING = (1, 2, 4, 8)  # trials per GPU
 MICRO_BATCHES = (1, 4, 8, 16)
@@ -50,35 +58,56 @@ def gpu_counts(gpus: int) -> list[int]:
     return [2**i for i in range(gpus.bit_length()) if 2**i <= gpus]
 
 
-def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int) -> list[Space]:
+def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int, users: dict | None = None,
+           params: dict | None = None, timeout_s: float = cli.TRIAL_TIMEOUT_S, log=print) -> list[Space]:
+    """A study's sweeps; `users` ({reference: grid}, cli.user_grids) join ddp, and pipe where they can be
+    piped, with `params` (--param) and every trial's `timeout_s` (--trial-timeout)."""
     big = SMOKE_BIG if smoke else BIG
     batch = 256 if smoke else 4096
     counts = gpu_counts(gpus)
     one_at_a_time = {"exclusive": True}
+    users = users or {}
     if study == "packed":
         # the same small trial, K per GPU, enough of them to fill every GPU once
         grid = {"disc": {"depth": [4 if smoke else 8], "epochs": [5 if smoke else 150]}}
-        return [Space(f"{name}-packed-{k}", grid, ("cuda" if k == 1 else f"cuda/{k}",), repeats=k * gpus)
+        return [Space(f"{name}-packed-{k}", grid, ("cuda" if k == 1 else f"cuda/{k}",), repeats=k * gpus,
+                      timeout_s=timeout_s)
                 for k in PACKING]
     if study == "ddp":
         if gpus < 1:
             raise ValueError("--studies ddp needs a GPU; this cluster has none")
         cross = max(n for n in counts if n <= 4)
         scaling = [Space(f"{name}-ddp-{n}", {"tabular": {**big, "batch_size": sorted({batch, n * batch})}},
-                         (f"ddp:{n}",) + (("cuda",) if n == 1 else ()), repeats=repeats, fixed=one_at_a_time)
+                         (f"ddp:{n}",) + (("cuda",) if n == 1 else ()), repeats=repeats, fixed=one_at_a_time,
+                         timeout_s=timeout_s)
                    for n in counts]
         seed = Space(f"{name}-ddp-seed", {"disc": {"epochs": [5 if smoke else 20]}},
-                     ("cuda",) + tuple(f"ddp:{n}" for n in counts), repeats=repeats, fixed=one_at_a_time)
+                     ("cuda",) + tuple(f"ddp:{n}" for n in counts), repeats=repeats, fixed=one_at_a_time,
+                     timeout_s=timeout_s)
         widths = SMOKE_CROSS_WIDTHS if smoke else CROSS_WIDTHS
         crossover = Space(f"{name}-ddp-width", {"tabular": {**big, "width": list(widths), "batch_size": [batch]}},
-                          ("cuda", f"ddp:{cross}"), repeats=repeats, fixed=one_at_a_time)
-        return [*scaling, seed, crossover]
+                          ("cuda", f"ddp:{cross}"), repeats=repeats, fixed=one_at_a_time, timeout_s=timeout_s)
+        # yours at its own sizes, as the seed 000 MLP at its own
+        yours = [Space(f"{name}-ddp-user", users, ("cuda",) + tuple(f"ddp:{n}" for n in counts), repeats=repeats,
+                       fixed=one_at_a_time, params=params or {}, timeout_s=timeout_s)] if users else []
+        return [*scaling, seed, crossover, *yours]
     if study == "pipe":
         stages = [n for n in counts if n >= 2]
         if not stages:
             raise ValueError(f"--studies pipe needs 2 GPUs or more; this cluster has {gpus}")
+        piped = {}
+        for ref, grid in users.items():
+            if register(ref).pipeline:
+                piped[ref] = {"micro_batches": list(MICRO_BATCHES), **grid}
+            else:
+                log(f"--workload {ref} is left out of --studies pipe: its model is no nn.Sequential a pipeline can "
+                    "cut (Workload.pipeline)")
+        devices = ("cuda",) + tuple(f"pipe:{n}" for n in stages)
+        own = {k: v for k, v in (params or {}).items() if any(k in register(ref).params for ref in piped)}
         return [Space(f"{name}-pipe", {"tabular": {**big, "batch_size": [batch], "micro_batches": list(MICRO_BATCHES)}},
-                      ("cuda",) + tuple(f"pipe:{n}" for n in stages), repeats=repeats, fixed=one_at_a_time)]
+                      devices, repeats=repeats, fixed=one_at_a_time, timeout_s=timeout_s)] + \
+            ([Space(f"{name}-pipe-user", piped, devices, repeats=repeats, fixed=one_at_a_time, params=own,
+                    timeout_s=timeout_s)] if piped else [])
     raise ValueError(f"--studies: unknown study {study!r}; choose from packed, ddp, pipe")
 
 
@@ -88,14 +117,24 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=cli.at_least(1), default=3,
                    help="independent runs (seeds) of every ddp and pipe point: the intervals are over them")
     args = p.parse_args(argv)
+    return runner.exit_status(lambda: study(args))
 
+
+def study(args) -> int:
+    # your workload's module imported before Ray starts, so Ray ships it to its workers
+    users = cli.user_grids(args, "smoke" if args.smoke else "default")
+    unknown = sorted(set(dict(args.param)) - {name for ref in users for name in register(ref).params})
+    if unknown:  # refused here, not left unused: packed takes no workload of yours, pipe only some
+        raise ValueError(f"--param {unknown[0]} is an axis of none of your workloads (--workload {args.workload}): "
+                         "give a NAME its Workload.params declares")
     runner.connect(args.address)
     import ray
 
     gpus = int(ray.cluster_resources().get("GPU", 0))
     return runner.run_studies(
         lambda: [s for study in args.studies.split(",")
-                 for s in spaces(study.strip(), args.name, gpus, args.smoke, args.repeats)],
+                 for s in spaces(study.strip(), args.name, gpus, args.smoke, args.repeats, users, dict(args.param),
+                                 args.trial_timeout)],
         args.out, render)
 
 

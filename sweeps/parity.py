@@ -1,23 +1,35 @@
-"""Parity: the sweep's time per epoch against a plain PyTorch loop's, on the seeds' configurations
-(a benchmark, not a test).
+"""Parity: the sweep's time per epoch against a plain PyTorch loop's, on the seeds' configurations or
+on your own workload (a benchmark, not a test).
 
     python sweeps/parity.py                      # the seeds' configurations, cpu (+ cuda where torch sees one), 3 repeats
     python sweeps/parity.py --smoke              # two small configurations, once: checks the path in about a minute
     python sweeps/parity.py --cpu-threads 2 --workloads peaks,disc --repeats 5
+    python sweeps/parity.py --workload examples/resnet_cifar.py:workload --batch-sizes 32,128
+    python sweeps/parity.py --workload examples/tabular_csv.py:workload --param csv=data.csv
 
-Each configuration of GRIDS["seeds"] (sweeps/scaling.py), on each device here, runs three ways on
-the same work: the Trial the sweep resolves (data, model, optimiser and loss from
-trainables/workloads.py, its thread count and seed):
+The target (issue 22): the harness on a user's model stays within 1.10x of the same model trained
+by a plain PyTorch loop, per epoch, on the CPU and on a GPU. The configurations:
+
+    built-ins   each seed's configuration (Workload.grid("seeds"), trainables/workloads.py), its epochs
+                cut to EPOCHS; with --smoke, SMOKE (or the workload's own 'smoke' grid)
+    --workload  your workload's 'default' grid (Workload.grid) cut to one configuration: the first value
+                of each of its axes (the grids list sizes smallest first); with --smoke, its 'smoke' grid
+    --batch-sizes, --epochs  replace every configuration's batch size (one configuration each) and epochs
+
+Each configuration, on each device here, runs three ways on the same work: the Trial the sweep
+resolves (data, model, optimiser and loss from the workload's own factories, its thread count and
+seed), each timing exactly the epochs after the warm-up (min_timed_s 0: a trial times no more epochs
+than the plain loop):
 
     plain   a plain PyTorch loop written below in the seeds' shape: for each epoch, for each batch:
-            forward, loss, zero_grad, backward, step, `.item()` summed on the host, and for the
-            classifiers the correct predictions counted on the device as seeds 000 and 002 count
-            theirs (the rows report training accuracy); each epoch timed with perf_counter, the
-            device synchronised at both ends, the warm-up epoch left out
+            forward and loss (the workload's `step`, where its batch is not one tensor), zero_grad,
+            backward, step, `.item()` summed on the host, and the correct predictions (or the
+            workload's metric) counted on the device as seeds 000 and 002 count theirs; each epoch
+            timed with perf_counter, the device synchronised at both ends, the warm-up epoch left out
     direct  run_trial (trainables/train.py) called in this process: our loop without Ray
     sweep   all of the device's configurations as one sweep (sweeps/runner.run, loop 'seed', one
-            trial at a time), as `python sweeps/scaling.py --grid seeds --loop seed` runs them: Tune,
-            the trainable on a reused Ray worker; each median read back from its row
+            trial at a time), as `python sweeps/scaling.py --grid seeds --loop seed` runs them but for
+            min_timed_s: Tune, the trainable on a reused Ray worker; each median read back from its row
 
 Per repeat and device, the three ways run one after another over all configurations, in the order
 plain, direct, sweep, then reversed on the next repeat, so a change in the machine's load falls on
@@ -46,16 +58,18 @@ import time
 import torch
 
 from analysis.load import read
+from analysis.schema import SIZE_AXES
 from sweeps import cli, runner
-from sweeps.scaling import GRIDS
 from sweeps.space import Space
+from trainables.data import move, take
 from trainables.train import run_trial
 from trainables.trial import Trial
 from trainables.workloads import WORKLOADS
 
-# Epochs of every run, its warm-up included, by device: enough timed epochs for a median (a trial
-# times more where they last under its min_timed_s), few enough for 7 minutes in all on 16 cores
-# and an H200 (disc depth 12 about 0.5 s an epoch on the CPU there, peaks about 10 ms on the GPU).
+# Epochs of every run of the seeds' configurations, its warm-up included, by device: enough timed
+# epochs for a median, few enough for 7 minutes in all on 16 cores and an H200 (disc depth 12 about
+# 0.5 s an epoch on the CPU there, peaks about 10 ms on the GPU). Its workloads, the five with a seed,
+# are the default --workloads.
 EPOCHS = {"cpu": {"disc": 6, "mnist_cnn": 4, "lenet": 4, "peaks": 100, "tabular": 6},
           "cuda": {"disc": 20, "mnist_cnn": 4, "lenet": 4, "peaks": 200, "tabular": 6}}
 CPU_IMAGES = 10_000  # images of mnist_cnn's and lenet's CPU runs (all 60,000: seconds an epoch on 16 cores)
@@ -63,18 +77,32 @@ SMOKE = {"disc": {"depth": [6], "epochs": [4]}, "peaks": {"dataset_size": [2500]
 WAYS = ("plain", "direct", "sweep")
 
 
-def space(name: str, workloads: list[str], device: str, cpu_threads: int, smoke: bool) -> Space:
-    """One device's configurations of the seeds' grid (or SMOKE), as one sweep of the seeds' loop,
-    timed one trial at a time."""
-    grids = {}
-    for workload in workloads:
-        grid = dict((SMOKE if smoke else GRIDS["seeds"])[workload])
-        if not smoke:
-            grid["epochs"] = [EPOCHS[device][workload]]
-            if device == "cpu" and WORKLOADS[workload].images:
-                grid["dataset_size"] = [CPU_IMAGES]
-        grids[workload] = grid
-    return Space(name, grids, (device,), cpu_threads, fixed={"loop": "seed", "exclusive": True})
+def grids(args: argparse.Namespace, device: str) -> dict:
+    """The configurations measured on `device`: workload (a built-in's name, or your --workload's
+    reference) -> its grid, as the module's docstring says."""
+    out = {}
+    for name in args.workloads:
+        if args.smoke:
+            out[name] = dict(SMOKE.get(name) or WORKLOADS[name].grid("smoke"))
+            continue
+        out[name] = dict(WORKLOADS[name].grid("seeds"))
+        if name in EPOCHS[device]:
+            out[name]["epochs"] = [EPOCHS[device][name]]
+        if device == "cpu" and WORKLOADS[name].images:
+            out[name]["dataset_size"] = [CPU_IMAGES]
+    for ref, grid in cli.user_grids(args, "smoke" if args.smoke else "default").items():
+        out[ref] = grid if args.smoke else {axis: values[:1] for axis, values in grid.items()}
+    for name, grid in out.items():
+        out[name] = {**grid, **({"batch_size": args.batch_sizes} if args.batch_sizes else {}),
+                     **({"epochs": [args.epochs]} if args.epochs else {})}
+    return out
+
+
+def space(args: argparse.Namespace, name: str, device: str, cpu_threads: int) -> Space:
+    """One device's configurations as one sweep of the seeds' loop, timed one trial at a time, each
+    trial timing exactly its epochs after the warm-up (min_timed_s 0), as the plain loop does."""
+    return Space(name, grids(args, device), (device,), cpu_threads, params=dict(args.param),
+                 fixed={"loop": "seed", "exclusive": True, "min_timed_s": 0}, timeout_s=args.trial_timeout)
 
 
 def _sync(device: torch.device) -> None:
@@ -84,39 +112,40 @@ def _sync(device: torch.device) -> None:
 
 def plain(trial: Trial) -> tuple[list[float], float]:
     """A plain PyTorch loop on the trial's work, in the seeds' shape: the seconds of each timed epoch,
-    and the last epoch's loss per sample (run_trial's train_loss on the same work)."""
+    and the last epoch's loss per sample (run_trial's train_loss on the same work). The workload's own
+    factories make everything; its `step` (Workload.run_step) takes a batch that is not one tensor."""
     cfg, wl = trial.cfg, trial.wl
     device = torch.device("cuda" if trial.spec.uses_gpu else "cpu")
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     data = wl.make_data(cfg)
     model = wl.make_model(cfg).to(device)
-    x, y = data.x.to(device), data.y.to(device)
+    x, y = move(data.x, device), data.y.to(device)
     optimizer = wl.make_optimizer(model.parameters(), cfg.lr)
     criterion = wl.make_loss()
-    classifies, summed = wl.task == "classification", criterion.reduction == "sum"
+    summed = criterion.reduction == "sum"
     shuffler = torch.Generator().manual_seed(cfg.seed)  # the order run_trial draws
     seconds = []
     for _ in range(cfg.epochs):
         _sync(device)
         start = time.perf_counter()
-        order = torch.randperm(len(x), generator=shuffler).to(device) if wl.shuffle else None
+        order = torch.randperm(data.n, generator=shuffler).to(device) if wl.shuffle else None
         model.train()
-        running_loss, correct = 0.0, torch.zeros((), dtype=torch.long, device=device)
-        for first in range(0, len(x), cfg.batch_size):
+        running_loss = 0.0
+        correct = torch.zeros((), dtype=torch.long if wl.classifies else torch.float32, device=device)
+        for first in range(0, data.n, cfg.batch_size):
             index = slice(first, first + cfg.batch_size) if order is None else order[first:first + cfg.batch_size]
-            inputs, target = x[index], y[index]
-            output = model(inputs)
-            loss = criterion(output, target)
+            inputs, target = take(x, index), y[index]
+            loss, output = wl.run_step(model, inputs, target, criterion)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             running_loss += loss.item() * (1 if summed else len(target))
-            if classifies:
-                correct += (output.argmax(1) == target).sum()
+            if wl.metric != "loss":
+                correct += (output.argmax(1) == target).sum() if wl.classifies else wl.metric(output, target)
         _sync(device)
         seconds.append(time.perf_counter() - start)
-    return seconds[cfg.warmup_epochs:], running_loss / len(x)
+    return seconds[cfg.warmup_epochs:], running_loss / data.n
 
 
 def _ms(epoch_s) -> float:
@@ -157,6 +186,12 @@ def _ratio(runs: list[dict], a: str, b: str) -> tuple[float, str]:
 TARGET = 1.10  # sweep/plain, at most
 
 
+def config(trial: Trial) -> str:
+    """The table's name of a configuration: the workload, its sizes, and its own axes' values."""
+    own = [f"{k}={v}" for k, v in (trial.cfg.params or {}).items()]
+    return " ".join([trial.cfg.workload, trial.label(*SIZE_AXES), *own])
+
+
 def table(results: list[tuple[Trial, list[dict]]]) -> list[str]:
     """One line per configuration and device: its ways' times and ratios over repeats."""
     heads = ("config", "device", "plain ms/epoch", "direct ms/epoch", "sweep ms/epoch",
@@ -165,7 +200,7 @@ def table(results: list[tuple[Trial, list[dict]]]) -> list[str]:
     for trial, runs in results:
         ratio, sweep_plain = _ratio(runs, "sweep", "plain")
         loads = [x for run in runs for x in run["load"] if x is not None and x == x]  # NaN: not readable
-        lines.append((f"{trial.cfg.workload} {trial.label('depth', 'dataset_size')}", trial.cfg.device,
+        lines.append((config(trial), trial.cfg.device,
                        *(_cell([run[w] for run in runs]) for w in WAYS),
                        sweep_plain + (" *" if ratio > TARGET else ""),
                        _ratio(runs, "direct", "plain")[1], _ratio(runs, "sweep", "direct")[1],
@@ -206,12 +241,23 @@ def header(args, default_threads: int) -> str:
             f"{worker['nice']}, OMP_NUM_THREADS={worker['omp']}, {worker['cores']} CPUs it may run on")
 
 
+def _sizes(text: str) -> list[int]:
+    """--batch-sizes: comma-separated integers >= 1."""
+    return [cli.at_least(1)(word) for word in text.split(",") if word.strip()]
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = cli.parser(__doc__, "parity", "prefix of the sweeps' names: OUT/NAME-<stamp>-r<k>-<device>/")
     p.add_argument("--workloads", default=None,
-                   help="comma-separated workloads; default: all of the seeds' grid (with --smoke: disc, peaks)")
+                   help=f"comma-separated built-in workloads of {list(WORKLOADS)}; default: the seeds' "
+                        f"{list(EPOCHS['cpu'])} (with --smoke: {list(SMOKE)}), or none where --workload names your own")
     p.add_argument("--devices", default=None,
                    help="comma-separated devices of cpu, cuda; default: cpu, and cuda where torch sees a GPU")
+    p.add_argument("--batch-sizes", type=_sizes, default=None, metavar="B,B,...",
+                   help="every configuration at each of these batch sizes (e.g. 32,128); default: its own")
+    p.add_argument("--epochs", type=cli.at_least(2), default=None,
+                   help="epochs of every run, its warm-up included; default: EPOCHS for the seeds' configurations, "
+                        "the grid's or the workload's own for the rest")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
                    help="threads (and Ray CPUs) of the CPU trials and the CPU plain loop; default: all cores of "
                         "this node, as sweeps/scaling.py; GPU trials have one, as in a sweep")
@@ -220,16 +266,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.smoke:
         args.repeats = 1
-    known = list(SMOKE if args.smoke else GRIDS["seeds"])
-    args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()] if args.workloads else known
-    if unknown := [w for w in args.workloads if w not in known]:
-        p.error(f"--workloads: unknown {unknown}; choose from {known}")
+    given = args.workloads if args.workloads is not None else \
+        ("" if args.workload else ",".join(SMOKE if args.smoke else EPOCHS["cpu"]))
+    args.workloads = [w.strip() for w in given.split(",") if w.strip()]
+    if unknown := [w for w in args.workloads if w not in WORKLOADS]:
+        p.error(f"--workloads: unknown {unknown}; choose from {sorted(WORKLOADS)}, or give your own with "
+                "--workload path/to/job.py:ATTR")
+    if not args.workloads and not args.workload:
+        p.error("nothing to measure: give --workloads, --workload path/to/job.py:ATTR, or neither (the seeds')")
     args.devices = ([d.strip() for d in args.devices.split(",")] if args.devices
                     else ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
     if unknown := [d for d in args.devices if d not in ("cpu", "cuda")]:
         p.error(f"--devices: unknown {unknown}; choose from cpu, cuda")
-    if args.repeats < 1 or (args.cpu_threads is not None and args.cpu_threads < 1):
-        p.error(f"--repeats and --cpu-threads must be >= 1, got {args.repeats} and {args.cpu_threads}")
     return args
 
 
@@ -241,6 +289,8 @@ def main(argv=None) -> int:
 def study(args) -> int:
     default_threads = torch.get_num_threads()  # before any loop sets it
     start = time.perf_counter()
+    for device in args.devices:  # every configuration checked, and your workload's module imported, before Ray starts
+        space(args, args.name, device, args.cpu_threads or 1).expand()
     runner.connect(args.address)
     args.cpu_threads = args.cpu_threads or runner.node_cpus(runner.node_types())
     print(header(args, default_threads), flush=True)
@@ -250,7 +300,7 @@ def study(args) -> int:
     for repeat in range(args.repeats):
         ways = WAYS if repeat % 2 == 0 else WAYS[::-1]
         for device in args.devices:
-            sp = space(f"{args.name}-{stamp}-r{repeat}-{device}", args.workloads, device, args.cpu_threads, args.smoke)
+            sp = space(args, f"{args.name}-{stamp}-r{repeat}-{device}", device, args.cpu_threads)
             trials = {t.hash: t for t in sp.expand()}
             for h, got in measure(sp, ways, args.out, log).items():
                 results.setdefault(h, (trials[h], []))[1].append(got)

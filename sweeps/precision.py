@@ -3,14 +3,17 @@
     python sweeps/precision.py                  # every precision each device of the cluster takes
     python sweeps/precision.py --smoke          # tiny sizes, to check the path end to end
     python sweeps/precision.py --workloads disc --repeats 1
+    python sweeps/precision.py --workload path/to/job.py:workload    # your workload, its 'default' grid
 
 One sweep per device and precision, one after another, rows in OUT/<name>-<device>-<precision>/:
 the CPU at fp32 and bf16 (autocast), a GPU (where the cluster has one) at fp32, tf32, bf16 and fp16
-(trainables/precision.py). Every trial runs exactly its epochs (min_timed_s 0: a faster one is not
-timed for longer), so the loss it ends at compares. At the
-end it prints (analysis/engines.py `precisions`), per workload, size and device, each precision's
-median time per epoch, final loss and test accuracy, its speed-up over fp32 and its loss against
-fp32's: a faster epoch that learns worse shows as a speed-up above 1 beside a loss ratio above 1.
+(trainables/precision.py). Your workload (--workload, beside or instead of --workloads) joins every
+one of them with its own grid (Workload.grid: 'default', or 'smoke' with --smoke). Every trial runs
+exactly its epochs (min_timed_s 0: a faster one is not timed for longer), so the loss it ends at
+compares. At the end it prints (analysis/engines.py `precisions`), per workload, size and device,
+each precision's median time per epoch, final loss and test accuracy, its speed-up over fp32 and its
+loss against fp32's: a faster epoch that learns worse shows as a speed-up above 1 beside a loss
+ratio above 1.
 """
 
 from __future__ import annotations
@@ -38,29 +41,38 @@ GRIDS = {
 
 
 def spaces(args, grid: str, devices: tuple) -> list[Space]:
-    """A sweep per device and precision that device takes."""
-    names = args.workloads.split(",")
+    """A sweep per device and precision that device takes, of the built-ins asked for and your --workload."""
+    names = args.workloads if args.workloads is not None else ("" if args.workload else ",".join(GRIDS[grid]))
+    names = [w for w in names.split(",") if w]
     unknown = [w for w in names if w not in GRIDS[grid]]
     if unknown:
-        raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(GRIDS[grid])}")
-    grids = {w: GRIDS[grid][w] for w in names}
+        raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(GRIDS[grid])}, or give your own with "
+                         "--workload path/to/job.py:ATTR")
+    grids = {**{w: GRIDS[grid][w] for w in names}, **cli.user_grids(args, grid)}
     return [Space(f"{args.name}-{device}-{precision}", grids, (device,), cpu_threads=args.cpu_threads,
-                  repeats=args.repeats, fixed={"precision": precision, "min_timed_s": 0})
+                  repeats=args.repeats, fixed={"precision": precision, "min_timed_s": 0}, params=dict(args.param),
+                  timeout_s=args.trial_timeout)
             for device in devices for precision in PRECISIONS[device]]
 
 
 def main(argv=None) -> int:
     p = cli.parser(__doc__, "precision", "prefix of the sweeps' names")
-    p.add_argument("--workloads", default=",".join(GRIDS["default"]), help="comma-separated workloads")
+    p.add_argument("--workloads", default=None,
+                   help=f"comma-separated built-in workloads of {list(GRIDS['default'])}; default: all of them, or "
+                        "none where --workload names your own")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None, help="threads of the CPU trials (default: all)")
     p.add_argument("--repeats", type=cli.at_least(1), default=3, help="independent runs (seeds) per point")
     args = p.parse_args(argv)
+    return runner.exit_status(lambda: study(args))
 
+
+def study(args) -> int:
+    grid = "smoke" if args.smoke else "default"
+    cli.user_grids(args, grid)  # your workload's module imported before Ray starts, so Ray ships it to its workers
     runner.connect(args.address)
     types = runner.node_types()
     args.cpu_threads = args.cpu_threads or runner.node_cpus(types)
     devices = runner.cluster_devices(types)
-    grid = "smoke" if args.smoke else "default"
     return runner.run_studies(lambda: spaces(args, grid, devices), args.out, render)
 
 

@@ -1,5 +1,6 @@
-"""The overhead benchmark (sweeps/overhead.py, figures in analysis/overhead.py): its figures recover overheads planted in rows, and its
-smoke run on a real local Ray prints figures that the rows and the sweep record give again."""
+"""The overhead benchmark (sweeps/overhead.py, figures in analysis/overhead.py): its figures recover overheads
+planted in rows, a user's workload replaces disc's trial, and its smoke run on a real local Ray prints figures
+that the rows and the sweep record give again."""
 
 import json
 from pathlib import Path
@@ -9,6 +10,43 @@ import pytest
 
 from analysis import overhead
 from sweeps import overhead as benchmark
+from trainables import workload
+
+# A user's workload file: its smoke grid (Workload.grid) is 2 epochs of 64 samples at batch 64.
+JOB = """
+import torch
+from torch import nn
+
+from trainables.data import Data
+from trainables.workload import Workload
+
+
+def data(cfg):
+    x = torch.randn(cfg.dataset_size, 4, generator=torch.Generator().manual_seed(cfg.seed))
+    return Data(x, (x.sum(1) > 0).long(), None, None, source="random")
+
+
+workload = Workload(
+    "mine", make_data=data, make_model=lambda cfg: nn.Linear(4, 2),
+    make_loss=nn.CrossEntropyLoss, make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+    defaults={"batch_size": 64, "dataset_size": 1000})
+"""
+
+
+def test_a_users_workload_replaces_discs_trial_and_only_one_is_taken(tmp_path, monkeypatch):
+    # registering ships its module to any Ray this process starts later: restored after the test
+    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    (tmp_path / "overhead_job.py").write_text(JOB)
+    ref = f"{tmp_path / 'overhead_job.py'}:workload"
+    trial = benchmark.measured(benchmark.parse_args(["--smoke", "--workload", ref]))
+    trials = benchmark.space(trial, "o", epochs=5, trials=4).expand()
+    assert {(t.cfg.workload, t.cfg.module, t.cfg.dataset_size, t.cfg.epochs, t.cfg.threads, t.cfg.min_timed_s)
+            for t in trials} == {("mine", "overhead_job:workload", 64, 5, 1, 0)}  # its smoke configuration, one thread
+    assert sorted(t.cfg.seed for t in trials) == [0, 1, 2, 3]
+    disc = benchmark.space(benchmark.measured(benchmark.parse_args(["--smoke"])), "o", 5, 2).expand()
+    assert {(t.cfg.workload, t.cfg.depth) for t in disc} == {("disc", benchmark.DEPTH)}
+    with pytest.raises(ValueError, match="overhead repeats one trial, so give one workload, got 2"):
+        benchmark.measured(benchmark.parse_args(["--workload", ref, "--workload", ref]))
 
 
 def planted(n: int, trial_s: float, start_s: float, gap_s: float) -> tuple[pd.DataFrame, dict]:

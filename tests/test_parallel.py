@@ -1,4 +1,5 @@
-"""The parallel studies' spaces, and their benchmark figures computed from rows with known throughputs."""
+"""The parallel studies' spaces (a user's workload in ddp, and in pipe where it can be piped), and their
+benchmark figures computed from rows with known throughputs."""
 
 import numpy as np
 import pandas as pd
@@ -6,7 +7,8 @@ import pytest
 
 from analysis import parallel
 from analysis import schema
-from sweeps.parallel import gpu_counts, spaces
+from sweeps.parallel import MICRO_BATCHES, gpu_counts, spaces
+from trainables import workload
 
 
 def rows(*specs, depth=8, width=64, workload="tabular"):
@@ -100,6 +102,55 @@ def test_the_studies_ask_for_what_they_compare():
         spaces("pipe", "p", 1, smoke=True, repeats=1)
     with pytest.raises(ValueError, match="unknown study"):
         spaces("tpu", "p", 2, smoke=True, repeats=1)
+
+
+# A user's workload file: an nn.Sequential a pipeline can cut, and the same model declared unpipeable.
+JOB = """
+import dataclasses
+
+import torch
+from torch import nn
+
+from trainables.data import Data
+from trainables.workload import Workload
+
+
+def data(cfg):
+    x = torch.randn(cfg.dataset_size, 4, generator=torch.Generator().manual_seed(cfg.seed))
+    return Data(x, (x.sum(1) > 0).long(), None, None, source="random")
+
+
+piped = Workload(
+    "piped", make_data=data, pipeline=True,
+    make_model=lambda cfg: nn.Sequential(nn.Linear(4, cfg.width), nn.ReLU(), nn.Linear(cfg.width, 2)),
+    make_loss=nn.CrossEntropyLoss, make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+    defaults={"width": 16, "batch_size": 64, "dataset_size": 1024}, axes={"width"})
+whole = dataclasses.replace(piped, name="whole", pipeline=False)
+"""
+
+
+def test_a_users_workload_joins_ddp_on_every_gpu_count_and_pipe_where_it_can_be_piped(tmp_path, monkeypatch):
+    # registering ships its module to any Ray this process starts later: restored after the test
+    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    (tmp_path / "parallel_job.py").write_text(JOB)
+    refs = [f"{tmp_path / 'parallel_job.py'}:{attr}" for attr in ("piped", "whole")]
+    users = {ref: {"dataset_size": [256]} for ref in refs}
+    notes = []
+
+    def swept(study):
+        return {s.name: {(t.cfg.workload, t.cfg.device, t.cfg.micro_batches) for t in s.expand()}
+                for s in spaces(study, "p", 4, smoke=True, repeats=1, users=users, log=notes.append)}
+
+    ddp = swept("ddp")
+    devices = ("cuda", "ddp:1", "ddp:2", "ddp:4")
+    assert ddp["p-ddp-user"] == {(w, d, None) for w in ("piped", "whole") for d in devices}
+    assert all(t.cfg.exclusive for s in spaces("ddp", "p", 4, True, 1, users) for t in s.expand())
+    pipe = swept("pipe")
+    assert pipe["p-pipe-user"] == {("piped", "cuda", None)} | {
+        ("piped", d, m) for d in ("pipe:2", "pipe:4") for m in MICRO_BATCHES}
+    assert notes == [f"--workload {refs[1]} is left out of --studies pipe: its model is no nn.Sequential a pipeline "
+                     "can cut (Workload.pipeline)"]
+    assert {w for trials in swept("packed").values() for w, _, _ in trials} == {"disc"}  # packed: its one trial
 
 
 def test_a_pipeline_is_set_against_one_gpu_rows_of_its_model_even_if_they_shared_the_machine():

@@ -1,12 +1,15 @@
 """The precision axis: each precision the CPU takes trains like fp32 within its rounding, the rest are
-refused by name before anything runs, no trial inherits another's TF32 setting, and the analysis keeps
-precisions apart as arms."""
+refused by name before anything runs, no trial inherits another's TF32 setting, a user's workload joins
+every precision's sweep, and the analysis keeps precisions apart as arms."""
+
+import argparse
 
 import pytest
 import torch
 
 from analysis import schema
 from analysis.load import arm_labels
+from trainables import workload
 from trainables.config import ConfigError, TrialConfig
 from trainables.train import run_trial
 from trainables.trial import resolve
@@ -64,6 +67,47 @@ def test_the_default_precision_leaves_every_recorded_hash_as_it_was():
     # resume, and the reference rows keep their hashes
     assert TrialConfig("disc").config_hash() == "85bd4815017842c2"
     assert TrialConfig("disc", precision="bf16").config_hash() != "85bd4815017842c2"
+
+
+# A user's workload file with an axis of its own: its smoke grid (Workload.grid) is 2 epochs of 250 samples.
+JOB = """
+import torch
+from torch import nn
+
+from trainables.data import Data
+from trainables.workload import Param, Workload
+
+
+def data(cfg):
+    x = torch.randn(cfg.dataset_size, cfg.params["n_features"], generator=torch.Generator().manual_seed(cfg.seed))
+    return Data(x, (x.sum(1) > 0).long(), None, None, source="random")
+
+
+workload = Workload(
+    "mine", make_data=data, make_model=lambda cfg: nn.Linear(cfg.params["n_features"], 2),
+    make_loss=nn.CrossEntropyLoss, make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+    defaults={"batch_size": 250, "dataset_size": 4000}, params={"n_features": Param(4, low=1, high=64)})
+"""
+
+
+def test_a_users_workload_joins_every_device_and_precision(tmp_path, monkeypatch):
+    from sweeps import precision as study
+
+    # registering ships its module to any Ray this process starts later: restored after the test
+    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    (tmp_path / "precision_job.py").write_text(JOB)
+    ref = f"{tmp_path / 'precision_job.py'}:workload"
+    args = argparse.Namespace(workloads="disc", workload=[ref], param=[("n_features", 8)], name="p", cpu_threads=1,
+                              repeats=1, trial_timeout=60)
+    swept = {s.name: {(t.cfg.workload, t.cfg.precision, t.cfg.dataset_size, str(t.cfg.params)) for t in s.expand()}
+             for s in study.spaces(args, "smoke", ("cpu", "cuda"))}
+    assert set(swept) == {f"p-{d}-{p}" for d, ps in study.PRECISIONS.items() for p in ps}
+    for name, trials in swept.items():
+        precision = name.split("-")[-1]
+        assert trials == {("disc", precision, 1000, "None"), ("mine", precision, 250, "{'n_features': 8}")}
+    # without --workloads, yours alone
+    alone = study.spaces(argparse.Namespace(**{**vars(args), "workloads": None}), "smoke", ("cpu",))
+    assert {t.cfg.workload for s in alone for t in s.expand()} == {"mine"}
 
 
 def test_precisions_are_arms_of_their_own():
