@@ -42,6 +42,18 @@ def param(text: str) -> tuple[str, object]:
     return name.strip(), value
 
 
+def builtins(args: argparse.Namespace, known, default=None) -> list[str]:
+    """The built-in workloads a script sweeps: --workloads, else `default` (all it `known`s), or none where
+    --workload names your own. Refuses a name it does not know, naming the choices."""
+    given = args.workloads if args.workloads is not None else ("" if args.workload else ",".join(default or known))
+    names = [w.strip() for w in given.split(",") if w.strip()]
+    unknown = [w for w in names if w not in known]
+    if unknown:
+        raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(known)}, or give your own with "
+                         "--workload path/to/job.py:ATTR")
+    return names
+
+
 def user_grids(args: argparse.Namespace, grid: str) -> dict:
     """The --workload references, each with its Workload's grid of that name (Workload.grid)."""
     from trainables.workload import register  # imports the user's module: after the flags are parsed

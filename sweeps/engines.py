@@ -56,8 +56,7 @@ GPU_ENGINES = ("eager", "graph", "compile")  # of single trials at every size; '
 def spaces(args, grid: str, gpu: bool = True, log=print) -> list[Space]:
     """The study's sweeps in order; without a `gpu`, the CPU baseline alone. Your --workload joins every
     part but the fused one, where its engine can run its grid (`runnable`)."""
-    names = args.workloads if args.workloads is not None else ("" if args.workload else ",".join(GRIDS[grid]))
-    grids = {w: g for w, g in GRIDS[grid].items() if w in names.split(",")}
+    grids = {w: GRIDS[grid][w] for w in cli.builtins(args, GRIDS[grid])}
     users = cli.user_grids(args, grid)
     engines = args.engines.split(",")
     unknown = [e for e in engines if e not in ENGINES]

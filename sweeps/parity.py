@@ -266,12 +266,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.smoke:
         args.repeats = 1
-    given = args.workloads if args.workloads is not None else \
-        ("" if args.workload else ",".join(SMOKE if args.smoke else EPOCHS["cpu"]))
-    args.workloads = [w.strip() for w in given.split(",") if w.strip()]
-    if unknown := [w for w in args.workloads if w not in WORKLOADS]:
-        p.error(f"--workloads: unknown {unknown}; choose from {sorted(WORKLOADS)}, or give your own with "
-                "--workload path/to/job.py:ATTR")
+    try:
+        args.workloads = cli.builtins(args, WORKLOADS, SMOKE if args.smoke else EPOCHS["cpu"])
+    except ValueError as exc:
+        p.error(str(exc))
     if not args.workloads and not args.workload:
         p.error("nothing to measure: give --workloads, --workload path/to/job.py:ATTR, or neither (the seeds')")
     args.devices = ([d.strip() for d in args.devices.split(",")] if args.devices

@@ -42,12 +42,7 @@ GRIDS = {
 
 def spaces(args, grid: str, devices: tuple) -> list[Space]:
     """A sweep per device and precision that device takes, of the built-ins asked for and your --workload."""
-    names = args.workloads if args.workloads is not None else ("" if args.workload else ",".join(GRIDS[grid]))
-    names = [w for w in names.split(",") if w]
-    unknown = [w for w in names if w not in GRIDS[grid]]
-    if unknown:
-        raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(GRIDS[grid])}, or give your own with "
-                         "--workload path/to/job.py:ATTR")
+    names = cli.builtins(args, GRIDS[grid])
     grids = {**{w: GRIDS[grid][w] for w in names}, **cli.user_grids(args, grid)}
     return [Space(f"{args.name}-{device}-{precision}", grids, (device,), cpu_threads=args.cpu_threads,
                   repeats=args.repeats, fixed={"precision": precision, "min_timed_s": 0}, params=dict(args.param),

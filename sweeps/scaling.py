@@ -83,13 +83,7 @@ def _absolute(text: str) -> str:
 
 def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_nodes_only: bool) -> Space:
     grid = "smoke" if args.smoke else args.grid
-    given = args.workloads if args.workloads is not None else ("" if args.workload else ",".join(WORKLOADS))
-    names = [w.strip() for w in given.split(",") if w.strip()]
-    unknown = [w for w in names if w not in WORKLOADS]
-    if unknown:
-        raise ValueError(f"--workloads: unknown {unknown}; choose from {sorted(WORKLOADS)}, or give your own with "
-                         "--workload path/to/job.py:ATTR")
-    grids = {**{w: WORKLOADS[w].grid(grid) for w in names}, **cli.user_grids(args, grid)}
+    grids = {**{w: WORKLOADS[w].grid(grid) for w in cli.builtins(args, WORKLOADS)}, **cli.user_grids(args, grid)}
     return Space(args.name or ("scaling" if grid == "default" else grid), grids,
                  devices, cpu_threads, args.repeats,
                  fixed={"loop": args.loop, "exclusive": args.exclusive, "precision": args.precision},
