@@ -14,7 +14,8 @@ by a plain PyTorch loop, per epoch, on the CPU and on a GPU. The configurations:
                 cut to EPOCHS; with --smoke, SMOKE (or the workload's own 'smoke' grid)
     --workload  your workload's 'default' grid (Workload.grid) cut to one configuration: the first value
                 of each of its axes (the grids list sizes smallest first); with --smoke, its 'smoke' grid
-    --batch-sizes, --epochs  replace every configuration's batch size (one configuration each) and epochs
+    --batch-sizes, --dataset-size, --epochs  replace every configuration's batch size (one configuration
+                each), dataset size and epochs
 
 Each configuration, on each device here, runs three ways on the same work: the Trial the sweep
 resolves (data, model, optimiser and loss from the workload's own factories, its thread count and
@@ -94,6 +95,7 @@ def grids(args: argparse.Namespace, device: str) -> dict:
         out[ref] = grid if args.smoke else {axis: values[:1] for axis, values in grid.items()}
     for name, grid in out.items():
         out[name] = {**grid, **({"batch_size": args.batch_sizes} if args.batch_sizes else {}),
+                     **({"dataset_size": [args.dataset_size]} if args.dataset_size else {}),
                      **({"epochs": [args.epochs]} if args.epochs else {})}
     return out
 
@@ -253,6 +255,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         f"{list(EPOCHS['cpu'])} (with --smoke: {list(SMOKE)}), or none where --workload names your own")
     p.add_argument("--devices", default=None,
                    help="comma-separated devices of cpu, cuda; default: cpu, and cuda where torch sees a GPU")
+    p.add_argument("--dataset-size", type=cli.at_least(1), default=None, metavar="N",
+                   help="every configuration's dataset size; default: its own")
     p.add_argument("--batch-sizes", type=_sizes, default=None, metavar="B,B,...",
                    help="every configuration at each of these batch sizes (e.g. 32,128); default: its own")
     p.add_argument("--epochs", type=cli.at_least(2), default=None,
