@@ -6,10 +6,13 @@ only if the caller has not connected yet (`connect`), so tests and scripts share
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -45,7 +48,7 @@ from trainables.workload import shipped, shipped_sources  # noqa: E402
 # Tune's end-of-run analysis looks for the logger files switched off above; the rows are in Parquet.
 logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
 
-INTERRUPTED = 130  # exit status of a sweep stopped by Ctrl-C: 128 + SIGINT, as a shell reports it
+INTERRUPTED = 128 + signal.SIGINT  # exit status of a sweep stopped by Ctrl-C (130), as a shell reports it
 WRITE_FAILED = 1  # exit status of a sweep stopped by a row it could not write (a full disk: WriteFailed)
 
 # Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
@@ -102,16 +105,50 @@ def runtime_env() -> dict:
     return {**env, "py_modules": modules, "excludes": SHIP_EXCLUDES} if modules else env
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # a scheduler's kill, a closed terminal: each stops a sweep as Ctrl-C does
+
+
+@contextlib.contextmanager
+def stop_signals():
+    """Within it, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does, so a
+    sweep stops by one path: its rows kept, how to resume said (`run`). Yields the signals received: Ray's
+    ray.get turns the exception into a plain KeyboardInterrupt, so the number is kept here for the exit
+    status (`exit_status`). A second signal ends the process at once."""
+    received = []
+
+    def stop(signum, frame):
+        received.append(signum)
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, signal.SIG_DFL)
+        raise KeyboardInterrupt
+
+    main = threading.current_thread() is threading.main_thread()  # only the main thread may set handlers
+    held = {s: signal.signal(s, stop) for s in STOP_SIGNALS} if main else {}
+    try:
+        yield received
+    finally:
+        for stop_signal, handler in held.items():
+            signal.signal(stop_signal, handler)
+
+
 def connect(address: str | None) -> None:
     """Join a running cluster (`address`), or start Ray in this process with the machine's cores;
     either way, this job's workers run at the driver's priority (WORKER_ENV) and import the user's
-    workload modules registered before it (runtime_env)."""
+    workload modules registered before it (runtime_env).
+
+    ray.init puts its own handlers on SIGTERM: a Python one, and absl's failure handler in its core
+    worker, which printed "*** SIGTERM received ***" and a stack of addresses, then aborted with 134 and
+    no word of the rows kept. The Python handlers the caller had (`stop_signals`) are put back."""
     if ray.is_initialized():
         return
+    held = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     if address:
         ray.init(address=address, log_to_driver=False, runtime_env=runtime_env())
     else:
         ray.init(include_dashboard=False, log_to_driver=False, runtime_env=runtime_env())
+    for stop_signal, handler in held.items():
+        if callable(handler) and threading.current_thread() is threading.main_thread():
+            signal.signal(stop_signal, handler)
 
 
 def check_shipped() -> None:
@@ -206,7 +243,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     with store.locked(log):
         try:
             _run(space, trials, store, max_concurrent, log, storage_path, max_failures, budget)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (stop_signals)
             log(f"interrupted: the {len(store.files())} rows in {store.dir} are kept; run the same command again to "
                 "measure the rest (configs with an 'ok' row are skipped)")
             raise
@@ -380,17 +417,19 @@ def check_placeable(space: Space, batches: list[list], nodes: list[dict]) -> Non
 def exit_status(body) -> int:
     """`body()`, a sweep script's work, and its exit status; what ends a sweep early becomes a message
     and a status instead of a traceback: a bad space or flag 2, a row (or Tune's state) that could not
-    be written WRITE_FAILED, Ctrl-C INTERRUPTED (`run` has said how to resume). The rows written stay."""
-    try:
-        return body()
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except WriteFailed as exc:  # a full disk: the message says which rows are kept and how to go on
-        print(f"error: {exc}", file=sys.stderr)
-        return WRITE_FAILED
-    except KeyboardInterrupt:  # no report of a part
-        return INTERRUPTED
+    be written WRITE_FAILED, Ctrl-C INTERRUPTED, SIGTERM or SIGHUP 128 + the signal, as a shell reports
+    it (143, 129; `run` has said how to resume). The rows written stay."""
+    with stop_signals() as received:
+        try:
+            return body()
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except WriteFailed as exc:  # a full disk: the message says which rows are kept and how to go on
+            print(f"error: {exc}", file=sys.stderr)
+            return WRITE_FAILED
+        except KeyboardInterrupt:  # no report of a part
+            return 128 + received[0] if received else INTERRUPTED
 
 
 def run_studies(make_spaces, out: Path | str, render) -> int:

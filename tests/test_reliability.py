@@ -1,5 +1,6 @@
 """Issue 13's cases, each planted for real: what can never run is refused by name before anything runs,
-what dies while running becomes a row, and Ctrl-C leaves with 130 and the way to resume.
+what dies while running becomes a row, and Ctrl-C leaves with 130 and the way to resume (SIGTERM and
+SIGHUP the same, with 143 and 129).
 
     python -m pytest tests/test_reliability.py
 
@@ -420,6 +421,58 @@ def test_ctrl_c_leaves_with_130_says_how_to_resume_and_keeps_every_row(tmp_path)
     assert len(after) == 11 and after["config_hash"].is_unique
     kept = after.set_index("config_hash").loc[before["config_hash"], "finished_at"]
     assert list(kept) == list(before["finished_at"])
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does_with_128_plus_the_signal(tmp_path, stop):
+    # A scheduler's kill (SIGTERM) or a closed terminal (SIGHUP): before, SIGTERM met absl's failure
+    # handler, which Ray puts in the driver ("*** SIGTERM received ***", a stack of addresses, abort: 134)
+    cmd = SCALING + ["--workloads", "disc", "--smoke", "--devices", "cpu", "--cpu-threads", "1", "--max-concurrent",
+                     "1", "--repeats", "2", "--out", str(tmp_path), "--no-report", "--no-reference"]
+    out = tmp_path / "smoke"
+    proc = subprocess.Popen(cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""})
+    try:
+        deadline = time.monotonic() + 240  # a guard against a hang, not a measurement
+        while not (kept := sorted(out.glob("*.parquet"))) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        before = {p.name: pd.read_parquet(p) for p in kept}  # every row file there when the signal is sent
+        os.kill(proc.pid, stop)  # the driver alone
+        printed, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + stop, printed[-3000:]
+    assert "Traceback" not in printed and "Fatal Python error" not in printed, printed[-3000:]
+    assert "received" not in printed and "most recent call first" not in printed, printed[-3000:]
+    assert [line for line in printed.splitlines() if "run the same command again" in line] == [
+        f"interrupted: the {len(list(out.glob('*.parquet')))} rows in {out} are kept; run the same command again to "
+        "measure the rest (configs with an 'ok' row are skipped)"]
+    assert 1 <= len(before) < 4
+    for name, row in before.items():  # still there, whole, unchanged
+        assert pd.read_parquet(out / name).equals(row)
+
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=400,
+                           env={**os.environ, "RAY_ADDRESS": ""})
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    after = pd.read_parquet(out)
+    assert len(after) == 4 and after["config_hash"].is_unique and set(after["status"]) == {"ok"}
+
+
+def test_exit_status_is_128_plus_the_stop_signal_and_the_handlers_are_put_back():
+    from sweeps import runner
+
+    held = {s: signal.getsignal(s) for s in runner.STOP_SIGNALS}
+
+    def stopped_by(stop):
+        os.kill(os.getpid(), stop)
+        time.sleep(30)  # a guard: the handler raises at the next bytecode
+        return 0
+
+    assert runner.exit_status(lambda: stopped_by(signal.SIGTERM)) == 143
+    assert runner.exit_status(lambda: stopped_by(signal.SIGHUP)) == 129
+    assert runner.exit_status(lambda: stopped_by(signal.SIGINT)) == runner.INTERRUPTED == 130
+    assert {s: signal.getsignal(s) for s in runner.STOP_SIGNALS} == held
 
 
 # --- rows of another schema, or with times that are no measurement ---------------------------------
