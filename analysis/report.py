@@ -38,10 +38,8 @@ from analysis.crossover import (
     write,
 )
 from analysis.load import environment, read
-from analysis.schema import CROSSOVER_AXES, SIZE_AXES
+from analysis.schema import CROSSOVER_AXES, REPORTS, SIZE_AXES
 
-# Reports go beside the results directories, never in one (its readers see rows alone): _reports/<sweep>/.
-REPORTS = "_reports"
 
 
 def default_out(dirs: list[Path]) -> Path:

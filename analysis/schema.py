@@ -172,6 +172,9 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
 ]
 
 RUNS = "_runs"  # OUT/_runs/<sweep>.jsonl: beside the results directory OUT/<sweep>/, never in it
+# Reports go beside the results directories, never in one (its readers see rows alone): OUT/_reports/<sweep>/
+# (analysis/report.py). Here, below its writers and readers: the row writer names it without importing the report.
+REPORTS = "_reports"
 
 
 def runs_file(directory: Path) -> Path:

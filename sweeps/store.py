@@ -43,7 +43,6 @@ from ray import tune
 
 from analysis import schema
 from analysis.migrate import write_atomic
-from analysis.report import REPORTS
 from trainables.config import TrialConfig
 from trainables.rows import failed_row
 from trainables.trainable import ROW_KEY
@@ -117,7 +116,7 @@ class Store:
         readers skip, a file, a folder of sweeps, a place this user cannot write."""
         if self.dir.name.startswith(("_", ".")):
             raise ValueError(f"sweep name {self.dir.name!r} starts with '_' or '.', which readers of {self.dir.parent} "
-                             f"skip (and {TUNE}, {ASIDE}, {REPORTS}, {LOCKS} and {schema.RUNS} are taken there): give --name another name")
+                             f"skip (and {TUNE}, {ASIDE}, {schema.REPORTS}, {LOCKS} and {schema.RUNS} are taken there): give --name another name")
         if self.dir.exists() and not self.dir.is_dir():
             raise ValueError(f"results directory {self.dir} is a file: give --out a directory (or another --name)")
         if self.dir.is_dir() and (nested := next((p for p in self.dir.iterdir() if p.is_dir() and not p.name.startswith(".")

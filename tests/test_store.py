@@ -160,3 +160,11 @@ def test_a_row_is_on_disk_before_its_name_and_its_name_before_the_next(tmp_path,
     mask = os.umask(0)
     os.umask(mask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~mask  # as any file this user makes, not mkstemp's 0600
+
+
+def test_writing_a_row_pulls_in_neither_the_charts_nor_the_statistics():
+    # the row writer runs in the sweep's driver: the report's altair and scipy are seconds of import there
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = "import sweeps.store, sys; print('altair' in sys.modules, 'scipy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
