@@ -61,13 +61,12 @@ import pandas as pd
 
 from analysis import model
 from analysis.cost import HOURS_PER_MONTH, Billing, HomeBox, Option, measures, stale
-from analysis.load import sizes_label
+from analysis.load import REFERENCE, sizes_label
 from analysis.schema import CONFIG_COLUMNS, SIZE_AXES
 
 # A sweep's configuration, for matching rows of any run length and seed to it.
 KEY = [c for c in CONFIG_COLUMNS if c not in ("device", "seed", "epochs", "warmup_epochs")]
 FIXED = ["setup_s", "h2d_s", "warmup_s", "eval_s"]  # a trial's time besides its timed epochs
-REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 OWN_CPU, HOME_BOX = "own CPU", "home box"
 # A configuration less its dataset size: what a fit along the dataset size holds fixed.
 SHAPE = [c for c in KEY if c != "dataset_size"]

@@ -2,6 +2,7 @@
 
     from analysis.load import read
     rows = read("results/laptop", "results/h100")      # what `python -m analysis report` calls
+    rows = read("results")                             # every sweep under it (`sweep_dirs`)
 
 Every file is read on its own, so a directory whose rows were written by two versions of
 analysis/schema.py is named and refused instead of being silently merged. Each row gains `results_dir`
@@ -12,6 +13,7 @@ cloud host's CPU are read together). Reads rows only (pyarrow, pandas); never im
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -23,15 +25,19 @@ from analysis.schema import CONFIG_COLUMNS, NAMES, SCHEMA, SCHEMA_VERSION, SIZE_
 
 # What tells two arms of the same device string apart, in the order they appear in the label.
 ARM_PARTS = ("device_name", "torch_threads")
+# The shipped reference rows, measured on other hosts (results/reference/*/README.md); set beside yours by
+# default (analysis/summary.py), so a folder of your sweeps is read without them (`sweep_dirs`).
+REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 
 
 def read(*dirs: str | Path) -> pd.DataFrame:
-    """All rows of `dirs` (each a results/<sweep>/ directory), with `results_dir` and `arm` added."""
+    """All rows of `dirs` (each a results/<sweep>/ directory, or a folder of them: `sweep_dirs`), with
+    `results_dir` (the sweep's directory) and `arm` added."""
     if not dirs:
         raise ValueError("no results directory given: pass one or more, e.g. results/scaling")
     tables, versions = [], {}
-    for directory in map(Path, dirs):
-        for path in _files(directory):
+    for directory in dict.fromkeys(d for given in dirs for d in sweep_dirs(given)):  # each once, in order
+        for path in sorted(directory.glob("*.parquet")):
             try:
                 table = pq.read_table(path)
             except (pa.ArrowException, OSError) as exc:  # truncated by a crash, or not Parquet at all
@@ -49,15 +55,32 @@ def read(*dirs: str | Path) -> pd.DataFrame:
     return rows.assign(arm=arm_labels(rows))
 
 
-def _files(directory: Path) -> list[Path]:
+def sweep_dirs(directory: str | Path) -> list[Path]:
+    """The sweeps' directories that `directory` names: itself where it holds *.parquet rows (one sweep's,
+    results/scaling), else every folder under it that does (results/, results/reference/, one of its
+    hosts' folders). Folders named '_...' or '.…' (Tune's state, runs, locks, reports, rows set aside)
+    are skipped, and so is the shipped REFERENCE under a folder outside it: its GPU rows are set beside
+    yours by default, its other rows are other hosts' studies (pass results/reference to read them)."""
+    directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"results directory {directory} does not exist: run a sweep first "
                                 f"(python sweeps/scaling.py --name {directory.name}) or check the path")
-    files = sorted(directory.glob("*.parquet"))
-    if not files:
-        raise ValueError(f"results directory {directory} holds no *.parquet rows: the sweep wrote nothing "
-                         "there yet; run it (python sweeps/scaling.py) or pass the directory that has them")
-    return files
+    skip = None if directory.resolve().is_relative_to(REFERENCE) else REFERENCE
+    found = []
+    for root, subdirs, files in os.walk(directory):
+        here = Path(root)
+        if any(f.endswith(".parquet") for f in files):
+            found.append(here)
+            subdirs.clear()  # a sweep's directory holds its rows alone (sweeps/store.py)
+        else:
+            subdirs[:] = sorted(d for d in subdirs if not d.startswith(("_", ".")) and (here / d).resolve() != skip)
+    if not found:
+        shipped = " (the shipped reference rows, results/reference, are read only where you pass that folder)" \
+            if skip and (directory / skip.name).resolve() == skip else ""
+        raise ValueError(f"results directory {directory} holds no *.parquet rows, in it or in any sweep's folder "
+                         f"under it{shipped}: run a sweep first (python sweeps/scaling.py --out {directory}), or "
+                         "pass the directory that has them")
+    return sorted(found)
 
 
 def _check_file(path: Path, table: pa.Table) -> None:

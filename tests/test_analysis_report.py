@@ -15,7 +15,7 @@ from analysis import report
 from analysis.crossover import Bootstrap
 from analysis.__main__ import main
 from analysis.load import read
-from analysis_rows import row, write
+from analysis_rows import planted_rows, row, write
 from analysis import schema
 from sweeps.space import Space
 
@@ -72,6 +72,53 @@ def test_a_missing_or_empty_directory_is_a_clear_error(tmp_path, capsys):
         read(tmp_path / "empty")
     assert main(["report", str(tmp_path / "empty")]) == 2
     assert "error: results directory" in capsys.readouterr().err
+
+
+def test_a_folder_of_sweeps_reads_every_sweep_under_it_and_skips_tunes_reports_and_the_reference(tmp_path, capsys):
+    from analysis.load import REFERENCE, sweep_dirs
+
+    results = tmp_path / "results"
+    sweeps = {"scaling": results / "scaling", "other": results / "other", "mine": results / "laptop" / "mine"}
+    for i, (name, directory) in enumerate(sweeps.items()):
+        write(planted_rows([10, 100, 1000], lambda x: 1e-3 * x, lambda x: 0.1 + 1e-5 * x, epochs=3, seed=i,
+                           sweep=name), directory)
+    # what sits beside the sweeps and is no sweep's rows: a report's table, Tune's state, rows set aside
+    for stray in ("_reports/scaling/crossover.parquet", "_tune/scaling/x.parquet", "_aside/scaling/0.parquet",
+                  ".hidden/0.parquet"):
+        (results / stray).parent.mkdir(parents=True)
+        (results / stray).write_bytes(b"not a row")
+    (results / "_runs").mkdir()
+
+    assert sweep_dirs(results) == sorted(sweeps.values())
+    assert sweep_dirs(sweeps["scaling"]) == [sweeps["scaling"]]  # a sweep's own folder: itself
+    rows = read(results)
+    assert set(rows["results_dir"]) == {str(d) for d in sweeps.values()} and set(rows["sweep"]) == set(sweeps)
+    assert len(rows) == len(read(*sweeps.values())) == 3 * 2 * 3
+    assert len(read(results, sweeps["scaling"])) == len(rows)  # a sweep named twice is read once
+
+    assert main(["decide", str(results), "--no-reference", "--out", str(tmp_path / "charts")]) == 0
+    assert main(["report", str(results), "--no-reference", "--draws", "20"]) == 0
+    assert f"report: {results / '_reports' / 'results' / 'index.html'}" in capsys.readouterr().out  # beside the sweeps
+    # the shipped reference rows under a folder of yours (results/reference) are not your sweeps: they are
+    # set beside yours by default. Given itself, the reference folder is read whole.
+    (results / "reference").symlink_to(REFERENCE, target_is_directory=True)
+    assert sweep_dirs(results) == sorted(sweeps.values())
+    assert len(sweep_dirs(REFERENCE)) > 1 and all(d.is_relative_to(REFERENCE) for d in sweep_dirs(REFERENCE))
+
+
+def test_a_folder_with_no_sweep_under_it_says_so(tmp_path, capsys):
+    from analysis.load import REFERENCE
+
+    (tmp_path / "_tune" / "scaling").mkdir(parents=True)
+    (tmp_path / "_tune" / "scaling" / "x.parquet").write_bytes(b"Tune's, not a row")
+    assert main(["decide", str(tmp_path), "--no-reference"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: results directory {tmp_path} holds no *.parquet rows, in it or in any sweep's folder under it" in err
+    assert f"python sweeps/scaling.py --out {tmp_path}" in err
+    (tmp_path / "reference").symlink_to(REFERENCE, target_is_directory=True)  # results/ of a fresh clone
+    assert main(["decide", str(tmp_path), "--no-reference"]) == 2
+    assert "(the shipped reference rows, results/reference, are read only where you pass that folder)" in \
+        capsys.readouterr().err
 
 
 def test_rows_of_two_schema_versions_are_refused(tmp_path):
