@@ -9,6 +9,9 @@
     python -m analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
     python -m analysis model results/scaling [--validate]     # the model of unmeasured GPUs: bounds, leave-one-out error
     python -m analysis migrate results/reference              # rewrite older row files to the schema's columns
+
+A folder of sweeps (results/, results/reference/) stands for every sweep under it, the shipped
+results/reference/ only where named (analysis/load.py, sweep_dirs).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ def main(argv=None) -> int:
                                 formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the HTML report and the crossover table")
-    rep.add_argument("dirs", nargs="+", type=Path, help="results directories (results/<sweep>)")
+    rep.add_argument("dirs", nargs="+", type=Path, help="results directories (results/<sweep>), or folders of them (results/)")
     rep.add_argument("--out", type=Path, default=None, help="report folder (default: _reports/DIR beside DIR, or _reports/<a>+<b>)")
     rep.add_argument("--draws", type=int, default=Bootstrap.draws, help="bootstrap draws per crossover")
     rep.add_argument("--seed", type=int, default=Bootstrap.seed, help="bootstrap seed")
@@ -43,7 +46,7 @@ def main(argv=None) -> int:
     cst.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
     dec = sub.add_parser("decide", help="the whole sweep's wall time and cost on every option: fastest, cheapest, "
                                         "cheapest within a deadline, the front, the home boxes' break-even")
-    dec.add_argument("dirs", nargs="+", type=Path, help="results directories")
+    dec.add_argument("dirs", nargs="+", type=Path, help="results directories, or folders of them (results/)")
     dec.add_argument("--home-box", type=Path, action="append", default=None,
                      help="home box YAML, repeatable (default: every box in analysis/home_boxes/)")
     dec.add_argument("--trials", type=int, action="append", default=None,
