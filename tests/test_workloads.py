@@ -82,9 +82,9 @@ def test_one_seeded_step_gives_the_same_loss_on_1_and_2_threads():
 
 def test_a_trial_reports_time_quality_and_environment():
     row = run_trial(resolve(TrialConfig("tabular", dataset_size=512, epochs=4, batch_size=64)))
-    # 3 epochs asked, timed on until 0.5 s is timed, at most 10 x 3
+    # 3 epochs asked, timed on toward min_timed_s (0.5 s), at most 10 x 3
     assert 3 <= len(row["epoch_s"]) == row["timed_epochs"] <= 30 and row["steps_per_epoch"] == 8
-    assert sum(row["epoch_s"]) >= 0.5 or len(row["epoch_s"]) == 30
+    assert timed_as_the_rule_says(row, TrialConfig.min_timed_s)
     assert row["epoch_s_min"] <= row["epoch_s_median"] <= row["epoch_s_max"]
     assert row["train_s"] >= sum(row["epoch_s"]) * 0.99  # the phase holds the epochs
     assert row["total_s"] > row["train_s"] + row["warmup_s"]
@@ -92,6 +92,18 @@ def test_a_trial_reports_time_quality_and_environment():
     assert row["samples_per_s"] == pytest.approx(512 * row["timed_epochs"] / sum(row["epoch_s"]))
     assert row["device_name"] == row["cpu_model"] and row["peak_gpu_bytes"] is None
     assert len(row["loss_curve"]) == row["timed_epochs"] and row["loss_curve"][-1] == pytest.approx(row["train_loss"])
+
+
+def timed_as_the_rule_says(row: dict, min_s: float) -> bool:
+    """Whether the row timed as many epochs past its own as `more_epochs` asks for, from its own numbers.
+
+    The rule saw the wall time of the trial's own epochs, which lies between their marked sum and what
+    the train phase (train_s) holds beside the extra epochs; the rule gives fewer epochs for more time,
+    so the count lies between its answers at those two bounds. A sum of epoch times >= min_s, asserted
+    before, failed under load (0.4936 s for 0.5): the extra epochs ran faster than the first ones."""
+    own, timed = row["epochs"] - row["warmup_epochs"], row["epoch_s"]
+    slowest, fastest = row["train_s"] - sum(timed[own:]), sum(timed[:own])
+    return more_epochs(own, slowest, min_s) <= len(timed) - own <= more_epochs(own, fastest, min_s)
 
 
 @pytest.mark.parametrize("done, elapsed, min_s, more", [
@@ -108,7 +120,7 @@ def test_more_epochs_are_timed_until_the_minimum_is_reached(done, elapsed, min_s
 
 def test_a_short_trial_is_timed_until_its_minimum_time():
     row = run_trial(resolve(TrialConfig("disc", depth=3, dataset_size=200, epochs=3, min_timed_s=0.2)))
-    assert 3 <= row["timed_epochs"] <= 20 and (sum(row["epoch_s"]) >= 0.2 or row["timed_epochs"] == 20)
+    assert 3 <= row["timed_epochs"] <= 20 and timed_as_the_rule_says(row, 0.2)
     exact = run_trial(resolve(TrialConfig("disc", depth=3, dataset_size=200, epochs=8, min_timed_s=0)))
     assert exact["timed_epochs"] == 7 and exact["epochs"] == 8  # with no minimum time, the trial's own
     one = run_trial(resolve(TrialConfig("disc", depth=3, dataset_size=200, epochs=2, min_timed_s=0)))
