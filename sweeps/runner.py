@@ -29,8 +29,12 @@ os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 # through its distributed tqdm, which then replaces builtins.print in the driver for good. The
 # RowWriter's `log` (the print bound when `run` was defined) was then no longer builtins.print, and
 # the next sweep's Tuner died pickling it ("Can't pickle <built-in function print>: it's not the same
-# object as builtins.print", issue 12). The sweeps draw no tqdm bars: print stays Python's.
+# object as builtins.print", issue 12). The sweep's progress line is tqdm's own, not Ray's: print stays Python's.
 os.environ.setdefault("RAY_TQDM_PATCH_PRINT", "0")
+# Tune's console output: its new one prints a "Configuration for experiment" box and "View detailed
+# results here" whatever RunConfig's verbose (ray/tune/experimental/output.py, Ray 2.60); the legacy
+# one at verbose 0 prints nothing. The sweep says what it runs itself (sweeps/store.py: RowWriter).
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
 import ray  # noqa: E402
 import yaml  # noqa: E402
@@ -142,19 +146,22 @@ def connect(address: str | None) -> None:
     if ray.is_initialized():
         return
     held = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    # logging_level: Ray's start-up lines ("Started a local Ray instance", the token warning) and Tune's
+    # INFO and WARNING lines kept off the sweep's output; its errors still shown
     if address:
-        ray.init(address=address, log_to_driver=False, runtime_env=runtime_env())
+        ray.init(address=address, log_to_driver=False, runtime_env=runtime_env(), logging_level=logging.ERROR)
     else:
-        ray.init(include_dashboard=False, log_to_driver=False, runtime_env=runtime_env())
+        ray.init(include_dashboard=False, log_to_driver=False, runtime_env=runtime_env(), logging_level=logging.ERROR)
     for stop_signal, handler in held.items():
         if callable(handler) and threading.current_thread() is threading.main_thread():
             signal.signal(stop_signal, handler)
 
 
-def check_shipped() -> None:
+def check_shipped(trials: list) -> None:
     """Refuses a sweep whose user modules Ray's workers would not have, or would have as they were: Ray started
-    before they were registered, or before their file was edited and registered again (the same process)."""
-    now = shipped_sources()
+    before they were registered, or before their file was edited and registered again (the same process).
+    Only the modules of these trials' workloads: another registered earlier in the process is not this sweep's."""
+    now = shipped_sources({t.cfg.module.split(":")[0].split(".")[0] for t in trials if t.cfg.module})
     missing = sorted(set(now) - set(_sent))
     if missing:
         raise ValueError(f"your workload's module {missing[0]} reaches Ray's workers only through runtime_env, and Ray "
@@ -211,8 +218,12 @@ def cluster_devices(types: list[dict]) -> tuple[str, ...]:
 
 
 def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=print, *,
-        storage_path: str | None = None, max_failures: int = 2, cluster_config: Path | str | None = None) -> Store:
+        storage_path: str | None = None, max_failures: int = 2, cluster_config: Path | str | None = None,
+        progress: bool = False) -> Store:
     """Measure every config of `space` not yet in `out`/<name>; returns the store holding the rows.
+
+    What it says goes through `log`: a line per trial as its row is written, or with `progress` one
+    updating line on stderr instead (done of all, an ETA), `log` then saying only what is not a row.
 
     Tune's own state goes to `storage_path` (a URI such as s3://bucket/crossover on a cluster), else
     to `out`/_tune/<name>/, beside the rows' directory (sweeps/store.py). A trial whose worker or node
@@ -222,7 +233,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     state, cannot be written (a full disk): the rows written stay.
     """
     trials = space.expand()  # refuses a bad space before anything runs
-    check_shipped()
+    check_shipped(trials)
     budget = fuse_budget() if space.fuse == "auto" else FIXED_BUDGET  # read once, before any trial holds the GPU
     check_placeable(space, groups(trials, space.fuse, budget), node_types(cluster_config))
     if not workers_reniced():
@@ -242,7 +253,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     store = Store(Path(out) / space.name)
     with store.locked(log):
         try:
-            _run(space, trials, store, max_concurrent, log, storage_path, max_failures, budget)
+            _run(space, trials, store, max_concurrent, log, storage_path, max_failures, budget, progress)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (stop_signals)
             log(f"interrupted: the {len(store.files())} rows in {store.dir} are kept; run the same command again to "
                 "measure the rest (configs with an 'ok' row are skipped)")
@@ -251,7 +262,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
 
 
 def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, log, storage_path: str | None,
-         max_failures: int, budget: FuseBudget) -> None:
+         max_failures: int, budget: FuseBudget, progress: bool = False) -> None:
     """The sweep itself, in a directory this process holds."""
     done = store.measured(log)
     todo = [t for t in trials if t.hash not in done]
@@ -268,13 +279,16 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
         # trials: their drivers would otherwise start together and wait on GPUs they cannot all get
         max_concurrent = 1
         log("one trial at a time (exclusive timing, or data-parallel trials)")
-    writer = RowWriter(store, space.name, todo, log)
+    writer = RowWriter(store, space.name, todo, log, bar=progress)
     storage = storage_path or str(store.tune_storage.resolve())
     start, left = time.time(), todo
-    while left:
-        _fit(partial(_tuner, space, left, budget, writer, max_concurrent, storage, max_failures), writer, store, storage,
-             max_failures)
-        left = [t for t in left if t.hash not in writer.hashes]
+    try:
+        while left:
+            _fit(partial(_tuner, space, left, budget, writer, max_concurrent, storage, max_failures), writer, store,
+                 storage, max_failures)
+            left = [t for t in left if t.hash not in writer.hashes]
+    finally:  # the progress line ends before what follows it (the end's summary, or how to resume)
+        writer.close()
     # the sweep's own wall time, beside its rows: what N trials cost as a whole (analysis/engines.py)
     store.log_run({"start": start, "end": time.time(), "trials": len(todo), "tune_trials": len(batches),
                    "max_concurrent": max_concurrent})

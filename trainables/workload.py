@@ -250,9 +250,10 @@ def shipped() -> list[str]:
     return [str(p) for p in _SHIPPED.values()]
 
 
-def shipped_sources() -> dict[str, str | None]:
-    """Each module of `shipped`, by path, with the sha256 of its file as imported here (None: a package)."""
-    return {str(p): _SOURCES.get(module) for module, p in _SHIPPED.items()}
+def shipped_sources(modules=None) -> dict[str, str | None]:
+    """Each module of `shipped` (or of those named `modules`), by path, with the sha256 of its file as imported
+    here (None: a package)."""
+    return {str(p): _SOURCES.get(module) for module, p in _SHIPPED.items() if modules is None or module in modules}
 
 
 def fingerprint(workload: Workload) -> str:
