@@ -47,6 +47,8 @@ Reading the labels from the smallest size up, sizes marked = are skipped, and th
 
 `crossings` lists the measured changes of winner, `n_within_noise` counts the sizes marked =, and
 `faster_below` / `faster_above` name the first and the last winner (none where all is within noise).
+`speedup` is tA / tB at the largest common size (how many times faster B is there; < 1 where A is
+faster), and `speedup_low` / `speedup_high` its percentile interval over the draws at `confidence`.
 
 Every draw is read the same way. A draw is judged as a repeat measurement with the measurement's
 noise: its interval at each size is the measured interval moved to the draw's value of d. Each draw
@@ -206,7 +208,8 @@ def find(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(), include_loaded: bool
 
 
 COLUMNS = ["workload", "axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "x_min", "x_max",
-           "verdict", "faster_below", "faster_above", "crossover", "ci_low", "ci_high", "draws_agree",
+           "verdict", "faster_below", "faster_above", "crossover", "ci_low", "ci_high", "speedup", "speedup_low",
+           "speedup_high", "draws_agree",
            "verdict_shares", "n_within_noise", "crossings", "note"]
 
 
@@ -380,7 +383,7 @@ def _verdict(logx: np.ndarray, measured: np.ndarray, drawn: np.ndarray, confiden
            "faster_above": side[winners[-1]] if len(winners) else None,
            "crossings": [float(np.exp(_at_change(logx, curves[:1], labels[:1], last[:1], one[None])[0]))
                          for one in np.eye(len(logx), dtype=bool)[changes[0]]],
-           "crossover": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+           "crossover": np.nan, "ci_low": np.nan, "ci_high": np.nan, **_speedup(measured[-1], drawn[:, -1], confidence)}
     if out["verdict"] == CROSSOVER:
         to = winners[-1]
         event = changes & (labels == to)  # a change of winner towards the side faster above
@@ -392,6 +395,14 @@ def _verdict(logx: np.ndarray, measured: np.ndarray, drawn: np.ndarray, confiden
         lo, hi = np.quantile(drawn_at, tails, method="inverted_cdf") if len(drawn_at) else (np.nan, np.nan)
         out.update(crossover=float(np.exp(placed[0])), ci_low=_unlog(lo), ci_high=_unlog(hi))
     return out
+
+
+def _speedup(measured: float, drawn: np.ndarray, confidence: float) -> dict:
+    """How much faster B is than A at the largest common size (tA / tB, < 1 where A is faster), and its
+    percentile interval at `confidence` (one size: no correction for the others)."""
+    tails = [(1 - confidence) / 2, 1 - (1 - confidence) / 2]
+    low, high = np.exp(np.quantile(drawn, tails))
+    return {"speedup": float(np.exp(measured)), "speedup_low": float(low), "speedup_high": float(high)}
 
 
 def _unlog(value: float) -> float:

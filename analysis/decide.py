@@ -478,6 +478,11 @@ def _hours(line, column: str = "wall_h") -> str:
     return ("~" if line["predicted"] else "") + (f"{hours * 60:.3g} min" if hours < 1 else f"{hours:,.3g} h")
 
 
+def said(line) -> str:
+    """An option in a few words: 'RTX 5090 box, ~0.147 min, ~$0.00' ('~': predicted)."""
+    return f"{line['option']}, {_hours(line)}, {_money(line)}"
+
+
 def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
     """'20 epochs of 1,000,000 samples of tabular, one run at each of its 3 measured shapes (width 64, 256, 1,024)'."""
     varied = [a for a in SIZE_AXES if a != "dataset_size" and grid[a].nunique() > 1]
@@ -516,7 +521,7 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
                      f"(a line between the two around it), or Kx past the largest / below the smallest (a least-squares "
                      f"line over the {NEAREST} sizes nearest that end, ± its RMS residual; one size: its time per sample)")
     for name, line in picks.items():
-        parts.append(f"{name}: " + ("none" if line is None else f"{line['option']}, {_hours(line)}, {_money(line)}"))
+        parts.append(f"{name}: " + ("none" if line is None else said(line)))
     for e in even.itertuples():
         when = (f"never: its electricity per {unit} costs more" if math.isinf(e.sweeps_per_month) else
                 f"beyond {'~' if e.predicted else ''}{e.sweeps_per_month:,.2f} {unit}s a month "

@@ -1,4 +1,5 @@
-"""One standalone HTML page per analysis: charts, the crossover table, and every measured device's environment.
+"""One standalone HTML page per analysis: the answer first (analysis/verdict.py), charts, the crossover
+table, and every measured device's environment.
 
     python -m analysis report results/scaling                   # writes results/_reports/scaling/index.html
     python -m analysis report results/laptop results/h100       # several sweeps: results/_reports/laptop+h100/
@@ -26,11 +27,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import charts, cost, decide, model, parallel, summary
+from analysis import charts, decide, model, parallel, summary, verdict
 from analysis.crossover import (
     Bootstrap,
     baseline_first,
-    find,
     left_out,
     loaded,
     render,
@@ -39,7 +39,6 @@ from analysis.crossover import (
 )
 from analysis.load import environment, read
 from analysis.schema import CROSSOVER_AXES, REPORTS, SIZE_AXES
-
 
 
 def default_out(dirs: list[Path]) -> Path:
@@ -124,17 +123,10 @@ def _table(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, border=0, na_rep="", float_format=lambda v: f"{v:.4g}")
 
 
-def decision(rows: pd.DataFrame) -> tuple[str, dict[str, object], pd.DataFrame]:
-    """The decision for the measured grid as the sweep: its text, its charts and its table."""
-    options, billing = cost.load_prices()
-    boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
-    grid, found, picks, even, notes = decide.decide(rows, None, options, billing, boxes)
-    return decide.render(found, grid, picks, even, notes), charts.decision(found, even), found
-
-
 def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Bootstrap(),
           include_loaded: bool = False, reference: bool = False) -> tuple[Path, str]:
-    """Write the report for `dirs`; returns the page's path and the crossover table as text.
+    """Write the report for `dirs`; returns the page's path and the verdict in full as text (the answer,
+    the crossover table and, with `reference`, the decision: analysis/verdict.py).
 
     Rows flagged outside_load are left out of the crossovers and the charts unless `include_loaded`
     (analysis/crossover.py); the page and the text say how many. The devices and the failed trials
@@ -143,8 +135,16 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
     dirs = [Path(d) for d in dirs]
     rows = read(*dirs)
     rows = summary.with_reference(rows) if reference else rows
+    said = verdict.reach(rows, boot, include_loaded, decision=reference)
+    return write_page(said, dirs, out), verdict.render(said, verbose=True)
+
+
+def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None = None) -> Path:
+    """The page of `said` (the verdict of the rows of `dirs`), with its charts and crossover.parquet, in
+    `out` (default: default_out). It opens with the answer as the end of a sweep prints it."""
+    dirs = [Path(d) for d in dirs]
+    rows, table, boot, include_loaded = said.rows, said.crossovers, said.boot, said.include_loaded
     out = Path(out) if out else default_out(dirs)
-    table = find(rows, boot, include_loaded)
     write(table, out / "crossover.parquet")
     drawn = figures(rows if include_loaded else rows[~loaded(rows)], table)
     dropped = left_out(rows, include_loaded)
@@ -152,15 +152,18 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
         charts.save(chart, out / name)
     failed = rows[rows["status"] != "ok"]
     arms = ", ".join(baseline_first(rows["arm"].unique()))
+    note = verdict.reference_note(rows)
     sections = [
         f"<h1>crossover report: {html.escape(' + '.join(str(d) for d in dirs))}</h1>",
+        "<h2>The answer</h2>", f"<pre>{html.escape(verdict.render(said))}</pre>",
+        *([f"<p><b>Reference:</b> {html.escape(note)}</p>"] if note else []),
         f"<p>{len(rows)} trials ({len(failed)} failed) on {html.escape(arms)}; written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC. "
         "Crossover: where B (the second device) becomes faster than A per epoch, interpolated in log-log space, "
         f"with a {boot.confidence:.0%} bootstrap interval that resamples the runs (seeds), then each run's epochs "
         f"({boot.draws} draws, every one counted: a draw that puts the crossover beyond the measured range opens "
         "the interval there, shown as such, and the shares of the draws' verdicts are given where under 95%). "
         "Where a size's only runs were their worker's first trial (cold), the time-to-loss lines say so in their note. "
-        "See analysis/crossover.py.</p>",
+        "See analysis/crossover.py and analysis/verdict.py.</p>",
         *([f"<p><b>Left out:</b> {html.escape(dropped)}.</p>"] if dropped else []),
         "<h2>Crossover table</h2>",
         f"<pre>{html.escape(render(table, rows, include_loaded))}</pre>" if table.empty else
@@ -172,18 +175,16 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
         *energy_section(rows),
         "<h2>Devices measured</h2>", _table(environment(rows)),
     ]
-    text = render(table, rows, include_loaded)
-    if reference:
-        note, (said, drawn_decision, _) = summary.reference_note(rows), decision(rows)
-        text = "\n".join(filter(None, [note, text, said]))
+    if said.decision is not None:
+        d = said.decision
+        drawn_decision = charts.decision(d.options, d.even)
         for name, chart in drawn_decision.items():
             charts.save(chart, out / name)
-        sections[1:1] = [f"<p><b>Reference:</b> {html.escape(note)}</p>"] if note else []
         sections += ["<h2>The decision: the measured grid as the sweep, on every option</h2>",
                      "<p>Wall time and cost of the whole sweep per option: start-up, billing step and minimum, "
                      "packing where measured; '~' and 'predicted': from analysis/model.py for a GPU no row measured. "
                      "See analysis/decide.py and docs/cost.md.</p>",
-                     f"<pre>{html.escape(said)}</pre>",
+                     f"<pre>{html.escape(decide.render(d.options, d.grid, d.picks, d.even, d.notes))}</pre>",
                      *[f"<h3>{name}</h3><div>{_svg(chart)}</div>" for name, chart in drawn_decision.items()]]
     if len(failed):
         sections += ["<h2>Failed trials</h2>", _table(failed[["workload", "arm", "depth", "width", "batch_size", "dataset_size", "error"]]
@@ -191,4 +192,4 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
     page = out / "index.html"
     style = "body{font-family:sans-serif;max-width:1400px;margin:auto}table{border-collapse:collapse;font-size:13px}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
     page.write_text(f"<!doctype html><meta charset='utf-8'><title>crossover report</title><style>{style}</style>\n" + "\n".join(sections))
-    return page, text
+    return page

@@ -1,4 +1,4 @@
-"""The end-of-sweep summary: time per epoch per device at each size, and where the faster device changes.
+"""The summary: time per epoch per device at each size, and under each workload's table its verdict.
 
     python -m analysis summary results/scaling                  # your rows beside the reference GPUs'
     python -m analysis summary results/scaling --no-reference   # your rows alone
@@ -6,8 +6,9 @@
 By default your rows are set beside the shipped reference rows (results/reference/) of the same
 configurations (`with_reference`): for each GPU model there, the rows of the folder that measured
 most of those configurations (the newest among equals; others only for what it lacks), and only its
-GPU rows. `reference_note` says which, plainly: they come from another host.
-Reads rows only (pandas); never imports torch or ray.
+GPU rows. `reference_note` (analysis/verdict.py) says which, plainly: they come from another host.
+Who is faster where is the verdict's (analysis/verdict.py, with the crossover's noise test), not a
+comparison of the table's medians. Reads rows only (pandas); never imports torch or ray.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.decide import REFERENCE, eager_ok, is_reference
+from analysis.decide import REFERENCE, eager_ok
 from analysis.load import arm_labels, read
 from analysis.schema import SIZE_AXES
+from analysis.verdict import Verdict, reach, reference_note  # noqa: F401  reference_note: its old home
 
 
 @cache
@@ -58,26 +60,11 @@ def with_reference(rows: pd.DataFrame, root: Path = REFERENCE) -> pd.DataFrame:
     return both.assign(arm=arm_labels(both))
 
 
-def _shown(directory) -> str:
-    return str(Path(directory).resolve().relative_to(REFERENCE.parent.parent))
-
-
-def reference_note(rows: pd.DataFrame) -> str:
-    """'your cpu (...) against the NVIDIA H200 measured on 2026-11-22 (results/reference/...): another host'."""
-    ref = rows[rows["results_dir"].map(is_reference)]
-    own = rows.loc[~rows["results_dir"].map(is_reference) & (rows["status"] == "ok")]
-    if ref.empty or own.empty:  # nothing set beside: reference rows read on their own are just rows
-        return ""
-    yours = ", ".join(f"{d} ({n})" for d, n in own.groupby("device")["device_name"].first().items()) or "rows"
-    theirs = "; ".join(f"the {name} measured on {group['finished_at'].max():%Y-%m-%d} "
-                       f"({', '.join(sorted({_shown(d) for d in group['results_dir']}))})"
-                       for name, group in ref.groupby("device_name"))
-    return (f"your {yours} against {theirs}: the reference rows come from another host, with its own CPU, "
-            "load and software; --no-reference leaves them out")
-
-
-def per_workload(rows: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, list[str]]]:
-    """For each workload: a table (sizes x devices, median ms per epoch) and notes on who wins where."""
+def per_workload(rows: pd.DataFrame, said: Verdict | None = None) -> dict[str, tuple[pd.DataFrame, list[str]]]:
+    """For each workload: a table (sizes x devices, median ms per epoch, the lower median's device and its
+    ratio) and its verdict in words (`said`, else reached from `rows`)."""
+    said = said or reach(rows)
+    verdicts = {f.workload: f"verdict: {f.words}" for f in said.findings}
     ok = rows[rows["status"] == "ok"]
     out = {}
     for workload, group in ok.groupby("workload", sort=True):
@@ -89,32 +76,22 @@ def per_workload(rows: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, list[str]]
                  .dropna(how="all")
                  .sort_index(level=["n_params"] + [a for a in ["dataset_size", "batch_size"] if a in axes]))
         table.columns.name = None
-        notes = []
         devices = list(table.columns)
         if len(devices) < 2:
-            notes.append(f"one device measured ({', '.join(devices)}): nothing to compare")
+            notes = [f"one device measured ({', '.join(devices)}): nothing to compare"]
         else:
-            table["faster"] = table[devices].idxmin(axis=1)
-            table["speedup"] = table[devices].max(axis=1) / table[devices].min(axis=1)
-            notes += _changes(table, keys)
+            # the medians' order, not a verdict: within the noise it may go either way (the verdict below says)
+            table["lower median"] = table[devices].idxmin(axis=1)
+            table["ratio"] = table[devices].max(axis=1) / table[devices].min(axis=1)
+            notes = [verdicts.get(workload, "verdict: not reached (these rows were not given to it)")]
         out[workload] = (table, notes)
     return out
 
 
-def _changes(table: pd.DataFrame, keys: list[str]) -> list[str]:
-    """Where, in the table's order, the faster device changes."""
-    winners = table["faster"].dropna()
-    flips = [(a, b) for a, b in zip(winners.index, winners.index[1:]) if winners[a] != winners[b]]
-    if not flips:
-        return [f"{winners.iloc[0]} is faster at every measured size"] if len(winners) else []
-    label = lambda idx: ", ".join(f"{k}={v:,}" for k, v in zip(keys, idx if isinstance(idx, tuple) else (idx,)))  # noqa: E731
-    return [f"faster device changes {winners[a]} -> {winners[b]} between ({label(a)}) and ({label(b)})"
-            for a, b in flips]
-
-
-def render(rows: pd.DataFrame) -> str:
+def render(rows: pd.DataFrame, said: Verdict | None = None) -> str:
+    """Each workload's table and its verdict (`said`, else reached from `rows`), and the failed trials."""
     parts = []
-    for workload, (table, notes) in per_workload(rows).items():
+    for workload, (table, notes) in per_workload(rows, said).items():
         parts.append(f"== {workload}: median time per epoch, ms ==")
         parts.append(table.to_string(float_format=lambda v: f"{v:,.3f}"))
         parts += [f"  {note}" for note in notes]

@@ -8,11 +8,14 @@
     python sweeps/scaling.py --address auto --storage-path s3://BUCKET/crossover   # on `ray up cluster.yaml`
 
 Rows go to results/<name>/ as Parquet, one file per trial, as each trial ends; running the same
-command again resumes. At the end it prints, per workload, the median time per epoch on each device
-at each size, and where the faster device changes, then writes the HTML report (analysis/report.py)
-and prints its path. By default it sets your rows beside the shipped reference GPU rows of the same
-configurations (results/reference/: "your cpu against the NVIDIA H200 measured on 2026-11-22"), gives
-the crossover per workload and ends with the decision (analysis/decide.py); --no-reference turns that off.
+command again resumes. While it runs, one line shows the trials done of all and an ETA (--verbose: a
+line per trial). It ends with the answer on one screen (analysis/verdict.py): per workload, where the
+GPU trains faster than the CPU and by how much, with intervals; what a run like this one costs on the
+fastest and the cheapest option (analysis/decide.py); where the HTML report is (analysis/report.py).
+--verbose adds every table behind it: the median time per epoch on each device at each size, the
+crossover table and every option. By default it sets your rows beside the shipped reference GPU rows
+of the same configurations (results/reference/: "your cpu against the NVIDIA H200 measured on
+2026-11-22"); --no-reference turns that and the costs off.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from analysis import report, summary
+from analysis import report, summary, verdict
 from analysis.load import read
 from sweeps import cli, runner
 from sweeps.space import Space
@@ -62,6 +65,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-reference", action="store_true",
                    help="summarise your rows alone: without it, the reference GPU rows of the same configurations "
                         "(results/reference/) are set beside them and the report ends with the decision")
+    p.add_argument("--verbose", action="store_true",
+                   help="a line per trial as it ends instead of one progress line, and at the end every table "
+                        "behind the answer: time per epoch per device and size, the crossovers, every option's cost")
     p.add_argument("--exclusive", action="store_true",
                    help="timing grade: one trial at a time, nothing else on its node while timed "
                         "(without it, trials pack for throughput; every row lists what ran beside it)")
@@ -107,19 +113,28 @@ def sweep(args) -> int:
     devices = given if args.devices else runner.cluster_devices(types)
     space = build_space(args, devices, args.cpu_threads or runner.node_cpus(types), runner.cpu_nodes_only(types))
     store = runner.run(space, args.out, args.max_concurrent, storage_path=args.storage_path,
-                       max_failures=args.max_failures, cluster_config=args.cluster_config)
-    rows = read(store.dir)
-    mine = rows[rows["sweep"] == space.name]
-    shown = mine if args.no_reference else summary.with_reference(mine)
-    print("\n".join(filter(None, [summary.reference_note(shown), summary.render(shown.assign(device=shown["arm"]))])))
-    print(f"{len(rows)} rows in {store.dir} ({time.perf_counter() - start:.0f} s)")
-    if not args.no_report:
-        try:
-            page, crossovers = report.build([store.dir], reference=not args.no_reference)
-        except OSError as exc:  # the rows are all written: only the report is missing
-            print(f"error: {report.cannot_write(exc)} (python -m analysis report {store.dir})", file=sys.stderr)
-            return runner.WRITE_FAILED
-        print(f"{crossovers}\nreport: {page}")
+                       max_failures=args.max_failures, cluster_config=args.cluster_config, progress=not args.verbose)
+    return finish(args, store.dir, start)
+
+
+def finish(args, directory: Path, start: float) -> int:
+    """The end of the sweep: the verdict of the rows in `directory` (beside the reference rows), the
+    answer first; with --verbose every table behind it; the report written and where it is."""
+    rows = read(directory)
+    shown = rows if args.no_reference else summary.with_reference(rows)
+    said = verdict.reach(shown, decision=not args.no_reference)  # once, for what is printed and the report
+    if args.verbose:
+        print(summary.render(shown.assign(device=shown["arm"]), said))
+    print(verdict.render(said, verbose=args.verbose))
+    print(f"{len(rows)} rows in {directory} ({time.perf_counter() - start:.0f} s)")
+    if args.no_report:
+        print(f"report: not written (--no-report); python -m analysis report {directory} writes it")
+        return 0
+    try:
+        print(f"report: {report.write_page(said, [directory])}")
+    except OSError as exc:  # the rows are all written: only the report is missing
+        print(f"error: {report.cannot_write(exc)} (python -m analysis report {directory})", file=sys.stderr)
+        return runner.WRITE_FAILED
     return 0
 
 

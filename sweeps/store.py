@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
 from ray import tune
+from tqdm import tqdm
 
 from analysis import schema
 from analysis.migrate import write_atomic
@@ -53,6 +54,9 @@ OLD_FILES = ("_lock", "_runs.jsonl")  # where earlier versions kept them, in the
 ASIDE = "_aside"  # results/_aside/<sweep>/
 TUNE = "_tune"  # results/_tune/<sweep>/
 WAIT_NOTE_S = 30.0  # while every trial waits for resources, the progress line says so this often
+BAR = "{desc}: {n_fmt}/{total_fmt} trials done |{bar:16}| {elapsed}, ETA {remaining}{postfix}"  # RowWriter's line
+BAR_REFRESH_S = 1.0  # how often the progress line's clock and counts are redrawn between rows
+FAILED_SHOWN = 3  # failed trials said in a line each under the progress line; the rest only counted on it
 DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # no space, past the file-size limit, past the quota
 
 
@@ -208,18 +212,46 @@ class Store:
 
 
 class RowWriter(tune.Callback):
-    """Writes each trial's row the moment the driver hears of it, and reports progress as it goes."""
+    """Writes each trial's row the moment the driver hears of it, and reports progress as it goes: a
+    line per row through `log`, or with `bar`, one updating line instead (tqdm, on stderr: rows done of
+    all, the time so far and an ETA at the mean pace so far), `log` then saying only what is not a row
+    (a wait, a lost worker, a warning)."""
 
-    def __init__(self, store: Store, sweep: str, trials: list[Trial], log=print):
-        self.store, self.sweep, self.total, self.log = store, sweep, len(trials), log
+    def __init__(self, store: Store, sweep: str, trials: list[Trial], log=print, bar: bool = False):
+        self.store, self.sweep, self.total, self.log, self.bar = store, sweep, len(trials), log, bar
+        self.line = None  # the tqdm line, made at the first step and never pickled (Tune pickles its callbacks)
         self.trials = {t.hash: t for t in trials}  # a dead worker's rows are written from these
         self.written: set[str] = set()  # trial ids whose rows are on disk
         self.hashes: set[str] = set()  # config hashes of those rows
         self.running: dict = {}  # trial id -> (Tune trial, its worker's actor id) for trials with no row yet
         self.lost: dict = {}  # member config hashes of a Tune trial -> times a worker death Tune ends its run on took it
         self.passed_again: set = set()  # member config hashes of Tune trials given one more pass after a dead worker
-        self.rows = 0
-        self.start = self.noted = time.monotonic()
+        self.rows = self.failed = 0
+        self.start = self.noted = self.busy = self.drawn = time.monotonic()  # busy: a trial last ran then
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "line": None}
+
+    def _line(self):
+        """The progress line (with `bar`), made at its first use; None without `bar`."""
+        if self.bar and self.line is None:
+            self.line = tqdm(total=self.total, initial=self.rows, desc=f"sweep {self.sweep!r}", unit="trial",
+                             file=sys.stderr, smoothing=0, bar_format=BAR)
+        return self.line
+
+    def _say(self, line: str) -> None:
+        """A line through `log`, above the progress line where there is one."""
+        if self.line is None:
+            self.log(line)
+        else:
+            with tqdm.external_write_mode():
+                self.log(line)
+
+    def close(self) -> None:
+        """The progress line's last state, left on the screen."""
+        if self.line is not None:
+            self.line.close()
+            self.line = None
 
     def _write(self, trial, row: dict, trials) -> None:
         row = {**row, "schema_version": schema.SCHEMA_VERSION, "sweep": self.sweep,
@@ -229,7 +261,17 @@ class RowWriter(tune.Callback):
         self.hashes.add(row["config_hash"])
         self.running.pop(trial.trial_id, None)
         self.rows += 1
-        self.log(f"{self._progress(trials, trial)} {_headline(row)}")
+        self.failed += row["status"] != "ok"
+        self.busy = time.monotonic()
+        line = self._line()
+        if line is None:
+            self.log(f"{self._progress(trials, trial)} {_headline(row)}")
+            return
+        line.set_postfix_str(self._counts(trials, trial), refresh=False)
+        line.update(1)
+        if row["status"] != "ok" and self.failed <= FAILED_SHOWN:  # a failure is said, the first few in full
+            more = "; more failures: their rows say why (the report's 'Failed trials')" if self.failed == FAILED_SHOWN else ""
+            self._say(f"{_headline(row)}{more}")
 
     def _write_failed(self, trial, error: str, trials) -> None:
         """Error rows, written by the driver, for every member of a Tune trial whose worker died."""
@@ -242,19 +284,35 @@ class RowWriter(tune.Callback):
         elapsed = dt.timedelta(seconds=round(time.monotonic() - self.start))
         return f"[{self.rows}/{self.total} done, {running} running, {pending} pending, {elapsed}]"
 
+    def _counts(self, trials, reporting) -> str:
+        """The progress line's tail: ', 1 running, 2 failed'."""
+        running = sum(t.status == "RUNNING" and t is not reporting for t in trials)
+        return f"{running} running" + (f", {self.failed} failed" if self.failed else "")
+
     def on_step_end(self, iteration, trials, **info):
         # Tune 2.60 calls on_step_end every loop of its controller (on_step: never, measured).
-        # A sweep whose trials all wait (for the autoscaler's nodes, or for another job's trials to end)
-        # says so every WAIT_NOTE_S, instead of waiting in silence: what they ask for, what is free.
+        # A sweep whose trials have all waited WAIT_NOTE_S with none running (for the autoscaler's nodes,
+        # or for another job's trials to end) says so every WAIT_NOTE_S, instead of waiting in silence:
+        # what they ask for, what is free. Not in the instant between two trials, when none is RUNNING
+        # yet the worker Tune reuses still holds the resources (it said "free now {}" there).
+        now = time.monotonic()
+        if any(t.status == "RUNNING" for t in trials):
+            self.busy = now
+        line = self._line()
+        if line is not None and now - self.drawn >= BAR_REFRESH_S:
+            self.drawn = now
+            line.set_postfix_str(self._counts(trials, None), refresh=False)
+            line.refresh()  # the clock and the ETA move between rows too
         pending = [t for t in trials if t.status == "PENDING"]
-        if (pending and not any(t.status == "RUNNING" for t in trials)
-                and time.monotonic() - self.noted >= WAIT_NOTE_S):
-            self.noted = time.monotonic()
+        if pending and now - self.busy >= WAIT_NOTE_S and now - self.noted >= WAIT_NOTE_S:
+            self.noted = now
             free = {k: v for k, v in ray.available_resources().items() if k in ("CPU", "GPU")}
-            self.log(f"{self._progress(trials, None)} waiting for resources: {len(pending)} trials pending, the "
-                     f"next asks for {pending[0].config['group']['resources']}, free now {free}")
+            self._say(f"{self._progress(trials, None)} waiting for resources: {len(pending)} trials pending, the "
+                      f"next asks for {pending[0].config['group']['resources']}, free now {free}; none has run for "
+                      f"{now - self.busy:.0f} s")
 
     def on_trial_start(self, iteration, trials, trial, **info):
+        self.busy = time.monotonic()
         # the worker's actor id: Ray's memory monitor names the worker it kills by it (write_killed). An
         # ActorHandle has no public accessor for it in Ray 2.60 (pinned in pyproject.toml); the memory
         # monitor tests of tests/test_reliability.py fail if a Ray upgrade takes it away.
@@ -268,8 +326,8 @@ class RowWriter(tune.Callback):
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         # Tune calls this, not on_trial_error, while retries are left: no row yet, the trial runs again.
-        self.log(f"{self._progress(trials, trial)} {trial.trial_id} lost its worker (a node died?): "
-                 f"retrying, failure {trial.num_failures}")
+        self._say(f"{self._progress(trials, trial)} {trial.trial_id} lost its worker (a node died?): "
+                  f"retrying, failure {trial.num_failures}")
 
     def on_trial_error(self, iteration, trials, trial, **info):
         # The worker died (killed, out of memory) and no retry is left: the driver writes the row. But
@@ -284,8 +342,8 @@ class RowWriter(tune.Callback):
         if ("ActorDiedError" in text or "The actor died" in text) and key not in self.passed_again:
             self.passed_again.add(key)
             self.running.pop(trial.trial_id, None)
-            self.log(f"{self._progress(trials, trial)} {trial.trial_id} lost its worker {trial.num_failures} times: "
-                     "running it once more, with a fresh worker, after this pass")
+            self._say(f"{self._progress(trials, trial)} {trial.trial_id} lost its worker {trial.num_failures} times: "
+                      "running it once more, with a fresh worker, after this pass")
             return
         self._write_failed(trial, text, trials)
 
@@ -306,8 +364,8 @@ class RowWriter(tune.Callback):
             if named or self.lost[key] > max_failures:
                 self._write_failed(trial, text, [])  # Tune's run has ended: none running, none pending
             else:
-                self.log(f"{trial.trial_id} lost its worker ({text.splitlines()[0] if text else type(error).__name__}):"
-                         f" running it again, failure {self.lost[key]}")
+                self._say(f"{trial.trial_id} lost its worker ({text.splitlines()[0] if text else type(error).__name__}):"
+                          f" running it again, failure {self.lost[key]}")
         self.running.clear()
         return len(in_flight)
 

@@ -117,3 +117,31 @@ def test_killed_sweep_resumes_without_losing_or_duplicating_rows(tmp_path):
     kept = after.set_index("config_hash").loc[before["config_hash"], "finished_at"]
     assert list(kept) == list(before["finished_at"])  # rows written before the kill are untouched
     assert not list(out.glob(".*.tmp"))
+
+
+def test_the_end_of_a_sweep_fits_one_screen_answer_first_and_verbose_shows_every_table(tmp_path):
+    # what counts is the whole run's stdout; the progress line is on stderr. --out . : the paths printed are
+    # the user's to choose, and this test's own are long
+    cmd = [sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workloads", "disc", "--smoke", "--devices", "cpu",
+           "--out", ".", "--no-report"]
+    done = subprocess.run(cmd + ["--repeats", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) <= 25 and max(map(len, lines)) <= 100, done.stdout
+    assert lines[0].startswith("sweep 'smoke': 2 trials")  # what it runs, then at the end the answer first
+    assert lines[1].startswith("Where the GPU trains faster than the CPU") and lines[2].startswith("  disc  ")
+    assert "A run like this sweep" in done.stdout and "  fastest: " in done.stdout and "  cheapest: " in done.stdout
+    assert lines[-1] == "report: not written (--no-report); python -m analysis report smoke writes it"
+    assert "ms/epoch" not in done.stdout and "median time per epoch" not in done.stdout  # no line per trial, no table
+    said = done.stdout + done.stderr
+    for noise in ("Configuration for experiment", "View detailed results", "Started a local Ray instance"):
+        assert noise not in said, noise
+    assert "sweep 'smoke': 2/2 trials done" in done.stderr  # the one progress line, redrawn
+
+    verbose = subprocess.run(cmd + ["--repeats", "2", "--verbose"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=300)
+    assert verbose.returncode == 0, verbose.stderr[-3000:]
+    assert sum("ms/epoch" in line for line in verbose.stdout.splitlines()) == 2  # a line per trial run (seed 1)
+    for table in ("== disc: median time per epoch, ms ==", "== the sweep:", "how each option is costed:"):
+        assert table in verbose.stdout, table
+    assert "trials done" not in verbose.stderr

@@ -1,0 +1,256 @@
+"""The verdict, made once: per workload, where the GPU trains faster than the CPU and by how much, with
+the crossover's interval, or "within noise" where that is the truth (analysis/crossover.py); and what a
+run like the sweep costs on the best options (analysis/decide.py). The end of a sweep
+(sweeps/scaling.py), the report (analysis/report.py) and the summary (analysis/summary.py) render this
+one structure; none derives a verdict of its own.
+
+    python sweeps/scaling.py --smoke              # ends with render(v): the answer first, on one screen
+    python sweeps/scaling.py --smoke --verbose    # and every table behind it: render(v, verbose=True)
+    from analysis.verdict import reach, render; print(render(reach(rows)))
+
+Each workload's answer (`Finding`) rests on one line of the crossover table: time per epoch, the CPU
+(A) against a GPU (B), along the first axis of HEADLINE_AXES that has a line; among GPUs, the one
+compared in most workloads (then the one with most sizes); among slices of that axis (the other sizes
+held fixed), the one with most sizes. The other lines are in the crossover table (--verbose, the report).
+
+Reads rows only (numpy, pandas); never imports torch or ray.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis import cost, decide
+from analysis.crossover import (
+    A_EVERYWHERE,
+    B_EVERYWHERE,
+    CROSSOVER,
+    NOT_COMPUTABLE,
+    SEVERAL,
+    WITHIN_NOISE,
+    Bootstrap,
+    find,
+    left_out,
+    loaded,
+    render as render_crossovers,
+)
+
+# A size a student reads first: the model's parameters, then the data's, then the rest.
+HEADLINE_AXES = ("n_params", "dataset_size", "batch_size", "depth", "width", "context")
+UNITS = {"n_params": "parameters", "dataset_size": "samples"}  # "past 555k parameters"; else "past batch size 64"
+NOT_COMPARED = "not compared"  # a workload without a line of the CPU against a GPU
+WIDTH = 100  # columns of the default output (issue 23): longer lines wrap, indented
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One workload's answer: the crossover line it rests on (None: nothing compared) and it in words."""
+    workload: str
+    kind: str  # the line's verdict (analysis/crossover.py), or NOT_COMPARED
+    words: str  # "GPU faster past 555k parameters (95% CI 323k-770k); 14x faster at 1.2M"
+    line: pd.Series | None = None
+    others: int = 0  # further slices along the same axis (other sizes held fixed): in the crossover table
+
+
+@dataclass(frozen=True, eq=False)
+class Decision:
+    """analysis/decide.py's answer for the measured grid as the sweep (decide.decide's five parts)."""
+    grid: pd.DataFrame
+    options: pd.DataFrame
+    picks: dict
+    even: pd.DataFrame
+    notes: list
+
+
+@dataclass(frozen=True, eq=False)
+class Verdict:
+    findings: tuple[Finding, ...]  # per workload, in name order
+    crossovers: pd.DataFrame  # analysis/crossover.py's whole table
+    rows: pd.DataFrame  # what it was reached from
+    boot: Bootstrap
+    include_loaded: bool
+    decision: Decision | None  # None: not asked for (no reference rows set beside yours)
+
+
+def reach(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(), include_loaded: bool = False,
+          decision: bool = False) -> Verdict:
+    """The verdict of `rows`: the crossover table, each workload's answer and, with `decision`, what the
+    measured grid costs on every option of analysis/prices.yaml and every home box."""
+    table = find(rows, boot, include_loaded)
+    ok = rows[rows["status"] == "ok"]
+    findings = tuple(_finding(w, _candidates(table), rows, include_loaded) for w in sorted(ok["workload"].unique()))
+    return Verdict(findings, table, rows, boot, include_loaded, _decision(rows) if decision else None)
+
+
+def _decision(rows: pd.DataFrame) -> Decision:
+    options, billing = cost.load_prices()
+    boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
+    return Decision(*decide.decide(rows, None, options, billing, boxes))
+
+
+def _candidates(table: pd.DataFrame) -> pd.DataFrame:
+    """The lines a workload's answer may rest on: time per epoch, a CPU against a GPU, ranked."""
+    cpu = table["device_a"].str.startswith("cpu") & ~table["device_b"].str.startswith("cpu")
+    lines = table[cpu & (table["metric"] == "epoch_s") & (table["verdict"] != NOT_COMPUTABLE)]
+    workloads = lines.groupby("device_b")["workload"].transform("nunique")  # the GPU most workloads compare with
+    return lines.assign(_axis=lines["axis"].map(HEADLINE_AXES.index), _gpus=-workloads, _points=-lines["n_points"])
+
+
+def _finding(workload: str, candidates: pd.DataFrame, rows: pd.DataFrame, include_loaded: bool) -> Finding:
+    mine = candidates[candidates["workload"] == workload]
+    if mine.empty:
+        return Finding(workload, NOT_COMPARED, _why_not(rows[rows["workload"] == workload], include_loaded))
+    line = mine.sort_values(["_axis", "_gpus", "device_b", "_points"], kind="stable").iloc[0]
+    others = ((mine["axis"] == line["axis"]) & (mine["device_b"] == line["device_b"])).sum() - 1
+    return Finding(workload, line["verdict"], words(line), line, int(others))
+
+
+def _why_not(rows: pd.DataFrame, include_loaded: bool) -> str:
+    ok = rows[rows["status"] == "ok"]
+    cpu = ok["arm"].str.startswith("cpu")
+    if cpu.all():
+        return f"{NOT_COMPARED}: no GPU rows at its sizes (run on a GPU, or leave out --no-reference)"
+    if not cpu.any():
+        return f"{NOT_COMPARED}: no CPU rows at its sizes"
+    busy = cpu & loaded(ok) & (not include_loaded)
+    if busy.any():  # the line saying how many rows were left out overall (crossover.left_out) gives the fix
+        return f"{NOT_COMPARED}: {busy.sum()} of its {cpu.sum()} CPU rows were timed on a busy host (outside_load)"
+    return f"{NOT_COMPARED}: the CPU and the GPU share fewer than two sizes"
+
+
+def amount(x: float) -> str:
+    """A size as a student reads it: 9.82, 640, 5,610, 18.9k, 1.2M."""
+    if x >= 1e6:
+        return f"{x / 1e6:.3g}M"
+    if x >= 1e4:
+        return f"{x / 1e3:.3g}k"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def times(x: float) -> str:
+    """A ratio of times: 14x, 2.7x, 0.45x."""
+    return f"{x:,.0f}x" if x >= 10 else f"{x:.2g}x"
+
+
+def _at(axis: str, x: float) -> str:
+    return f"{amount(x)} {UNITS[axis]}" if axis in UNITS else f"{axis.replace('_', ' ')} {amount(x)}"
+
+
+def _bound(value: float, edge: float, sign: str) -> str:
+    return f"{sign}{amount(edge)}" if np.isinf(value) else amount(value)
+
+
+def words(line) -> str:
+    """One crossover line in a student's words, the GPU as B: where it wins and by how much, each figure
+    with its interval (at the Bootstrap's confidence, which the heading states)."""
+    axis, kind = line["axis"], line["verdict"]
+    speedup = f"{times(line['speedup'])} at {{}} ({times(line['speedup_low'])}-{times(line['speedup_high'])})"
+    noisy = f"; {line['n_within_noise']:.0f} of {line['n_points']} sizes within noise" if line["n_within_noise"] else ""
+    agree = f"; {line['draws_agree']:.0%} of draws agree" if line["draws_agree"] < 0.95 else ""
+    if kind == CROSSOVER:
+        ci = f"{_bound(line['ci_low'], line['x_min'], '<')}-{_bound(line['ci_high'], line['x_max'], '>')}"
+        if line["faster_above"] == "B":
+            largest = amount(line["x_max"]) if axis in UNITS else _at(axis, line["x_max"])
+            return (f"GPU faster past {_at(axis, line['crossover'])} (CI {ci}), "
+                    f"{speedup.format(largest)}{agree}")
+        return f"GPU faster below {_at(axis, line['crossover'])} (CI {ci}), CPU above{agree}"
+    if kind == B_EVERYWHERE:
+        return f"GPU faster at every size measured: {speedup.format(_at(axis, line['x_max']))}{noisy}{agree}"
+    if kind == A_EVERYWHERE:
+        slower = (f"{times(1 / line['speedup'])} as long at {_at(axis, line['x_max'])} "
+                  f"({times(1 / line['speedup_high'])}-{times(1 / line['speedup_low'])})")
+        return f"the CPU is faster at every size measured: the GPU takes {slower}{noisy}{agree}"
+    if kind == SEVERAL:
+        return (f"the faster device changes more than once, at {axis} ~ "
+                f"{', '.join(amount(c) for c in line['crossings'])}{agree}")
+    assert kind == WITHIN_NOISE, kind
+    return f"within noise: neither is faster beyond the noise at any of its {line['n_points']} sizes{agree}"
+
+
+def reference_note(rows: pd.DataFrame) -> str:
+    """'your cpu (...) against the NVIDIA H200 measured on 2026-11-22 (results/reference/...): another host'."""
+    ref, own = _reference(rows)
+    if ref.empty or own.empty:  # nothing set beside: reference rows read on their own are just rows
+        return ""
+    yours = ", ".join(f"{d} ({n})" for d, n in own.groupby("device")["device_name"].first().items()) or "rows"
+    theirs = "; ".join(f"the {name} measured on {group['finished_at'].max():%Y-%m-%d} "
+                       f"({', '.join(sorted({_shown(d) for d in group['results_dir']}))})"
+                       for name, group in ref.groupby("device_name"))
+    return (f"your {yours} against {theirs}: the reference rows come from another host, with its own CPU, "
+            "load and software; --no-reference leaves them out")
+
+
+def reference_line(rows: pd.DataFrame) -> str:
+    """reference_note in one line: 'GPU times: NVIDIA H200 (2026-11-22), reference rows from another host ...'."""
+    ref, own = _reference(rows)
+    if ref.empty or own.empty:
+        return ""
+    gpus = ", ".join(f"{name} ({group['finished_at'].max():%Y-%m-%d})" for name, group in ref.groupby("device_name"))
+    return f"GPU times: {gpus}, reference rows measured on another host; --no-reference leaves them out"
+
+
+def _reference(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The reference rows among `rows`, and your own ok rows."""
+    shipped = rows["results_dir"].map(decide.is_reference)
+    return rows[shipped], rows[~shipped & (rows["status"] == "ok")]
+
+
+def _shown(directory) -> str:
+    return str(Path(directory).resolve().relative_to(decide.REFERENCE.parent.parent))
+
+
+def answer(v: Verdict) -> list[str]:
+    """Per workload, its answer: the first lines of every rendering."""
+    if not v.findings:
+        return ["no ok row: every trial failed (see the 'error' column)"]
+    pad = max(len(f.workload) for f in v.findings)
+    out = [f"Where the GPU trains faster than the CPU (time per epoch; {v.boot.confidence:.0%} intervals):"]
+    for f in v.findings:
+        more = f" (1 of {f.others + 1} settings)" if f.others else ""
+        out.append(f"  {f.workload:<{pad}}  {f.words}{more}")
+    return out
+
+
+def costs(v: Verdict) -> list[str]:
+    """What a run like the sweep costs on the fastest and the cheapest option (analysis/decide.py)."""
+    d = v.decision
+    if d is None or d.options.empty:
+        return []
+    trials = int(d.grid["trials"].sum())
+    out = [f"A run like this sweep ({trials:,} trials over {len(d.grid)} configurations) costs, on the best options:"]
+    out += [f"  {name}: {decide.said(line) if line is not None else 'none'}" for name, line in d.picks.items()]
+    if any(line is not None and line["predicted"] for line in d.picks.values()):
+        out.append("  ~: predicted by analysis/model.py, for a GPU no row measured")
+    return out
+
+
+def render(v: Verdict, verbose: bool = False) -> str:
+    """The verdict as text: the answer first, then the costs, where the GPU rows come from and what was
+    left out, each in a line of at most WIDTH columns; `verbose` adds the reference note in full, the
+    crossover table and the whole decision (every option, the break-even, how each is costed)."""
+    dropped = left_out(v.rows, v.include_loaded)
+    if not verbose:
+        own = sorted(set(_reference(v.rows)[1]["results_dir"]))  # the flag is the report command's: say whose
+        dropped = dropped.replace("--include-loaded keeps them",
+                                  f"python -m analysis report {' '.join(own)} --include-loaded keeps them")
+        lines = answer(v) + costs(v) + list(filter(None, [reference_line(v.rows), dropped]))
+        return "\n".join(wrapped for line in lines for wrapped in _wrap(line))
+    d = v.decision
+    parts = answer(v) + list(filter(None, [reference_note(v.rows),
+                                            render_crossovers(v.crossovers, v.rows, v.include_loaded)]))
+    if d is not None:
+        parts.append(decide.render(d.options, d.grid, d.picks, d.even, d.notes))
+    return "\n".join(parts)
+
+
+def _wrap(line: str) -> list[str]:
+    """`line` in lines of at most WIDTH columns; an indented line's next lines under its second word."""
+    head = re.match(r"\s+\S+\s+", line)
+    indent = " " * (min(head.end(), 24) if head else 4)
+    return textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False) or [""]

@@ -1,0 +1,71 @@
+"""The verdict, on synthetic rows with a planted answer: it names a planted crossover with its interval,
+says "within noise" for a planted tie, says which side wins everywhere and by how much, renders in
+lines of at most 100 columns with the answer first, and the summary under each table says the same."""
+
+import numpy as np
+import pytest
+
+from analysis import summary, verdict
+from analysis.crossover import Bootstrap
+from analysis_rows import plant
+
+SIZES = np.geomspace(1e2, 1e6, 9)
+CPU = lambda x: 1e-3 * x / 1e4  # noqa: E731  linear in size on the CPU
+GPU = lambda x: 1e-3 * (x / 1e4) ** 0.5  # noqa: E731  as its square root on the GPU: equal at x = 1e4
+BOOT = Bootstrap(draws=200)
+
+
+def finding(rows) -> verdict.Finding:
+    (found,) = verdict.reach(rows, BOOT).findings
+    return found
+
+
+def test_a_planted_crossover_is_named_with_its_interval_and_the_speedup_beyond_it():
+    found = finding(plant(SIZES, CPU, GPU, noise=0.05))
+    assert found.kind == "crossover" and found.line["axis"] == "n_params"
+    assert found.line["crossover"] == pytest.approx(1e4, rel=0.15)
+    low, high = found.line["ci_low"], found.line["ci_high"]
+    assert low < 1e4 < high
+    assert found.words.startswith(f"GPU faster past {verdict.amount(found.line['crossover'])} parameters (CI ")
+    # at the largest size the GPU is 10x faster: the ratio of the planted curves at 1e6
+    assert found.line["speedup"] == pytest.approx(CPU(1e6) / GPU(1e6), rel=0.1)
+    assert found.line["speedup_low"] < found.line["speedup"] < found.line["speedup_high"]
+    assert ", 10x at 1M (" in found.words
+
+
+def test_a_planted_tie_is_within_noise_and_the_summary_says_so_too():
+    rows = plant(SIZES, CPU, CPU, noise=0.01, runs=3)
+    said = verdict.reach(rows, BOOT)
+    (found,) = said.findings
+    assert found.kind == "within noise"
+    assert found.words.startswith("within noise: neither is faster beyond the noise at any of its 9 sizes")
+    # the summary's medians differ by chance at every size; its verdict line is the crossover's noise test
+    text = summary.render(rows.assign(device=rows["arm"]), said)
+    assert "verdict: within noise" in text and "faster device changes" not in text
+
+
+@pytest.mark.parametrize("cpu, gpu, words", [
+    (CPU, lambda x: CPU(x) / 4, "GPU faster at every size measured: 4x at 1M parameters ("),
+    (CPU, lambda x: CPU(x) * 2, "the CPU is faster at every size measured: the GPU takes 2x as long at 1M parameters ("),
+])
+def test_one_side_faster_everywhere_says_by_how_much(cpu, gpu, words):
+    assert finding(plant(SIZES, cpu, gpu, noise=0.02)).words.startswith(words)
+
+
+def test_a_workload_without_a_gpu_to_compare_with_says_so():
+    rows = plant(SIZES, CPU, GPU, noise=0.05)
+    found = finding(rows[rows["device"] == "cpu"])
+    assert found.kind == verdict.NOT_COMPARED and "no GPU rows" in found.words
+
+
+def test_the_answer_comes_first_in_lines_of_at_most_100_columns():
+    rows = plant(SIZES, CPU, GPU, noise=0.05, workload="a_workload_with_a_rather_long_name").assign(
+        outside_load=False)
+    rows.loc[0, "outside_load"] = True  # a row left out: its long line is wrapped, not cut
+    text = verdict.render(verdict.reach(rows, BOOT))
+    lines = text.splitlines()
+    assert lines[0].startswith("Where the GPU trains faster than the CPU") and "GPU faster past" in lines[1]
+    assert max(map(len, lines)) <= verdict.WIDTH, text
+    assert "1 of 18 ok rows were timed while the host was busy" in " ".join(text.split())
+    full = verdict.render(verdict.reach(rows, BOOT), verbose=True)
+    assert full.startswith(lines[0]) and "== a_workload_with_a_rather_long_name ==" in full  # the crossover table
