@@ -1,6 +1,6 @@
 # make run    create .venv, install everything, run the main job (python sweeps/scaling.py) on a local Ray
-# make test   create .venv, install everything, run the tests (what CI runs)
-# ARGS passes flags to the sweep: make run ARGS="--smoke"
+# make test   create .venv, install everything, run the tests but those marked slow (make test ARGS=--all: every test, what CI runs)
+# ARGS passes flags to the sweep, or to pytest: make run ARGS="--smoke"
 PYTHON ?= python3
 VENV ?= .venv
 # torch first and pinned: on the project's machines this takes the local build instead of a download

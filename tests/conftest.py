@@ -1,8 +1,30 @@
-"""Shared fixtures: a real local Ray (at most the machine's CPUs, and a claimed GPU with no CUDA behind it)."""
+"""Shared fixtures: a real local Ray (at most the machine's CPUs, and a claimed GPU with no CUDA behind it);
+and the `slow` tests, left out of `make test` unless --all (what CI runs: .ci/run)."""
 
 import os
 
 import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--all", action="store_true",
+                     help="run the tests marked slow too (make test ARGS=--all; CI runs every test)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Leaves out the tests marked slow, unless --all, a -m expression that chooses for itself, or a
+    test named by its id (pytest tests/test_x.py::test_y)."""
+    if config.getoption("--all") or config.getoption("markexpr") or any("::" in a for a in config.args):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
+def pytest_report_header(config):
+    if not (config.getoption("--all") or config.getoption("markexpr")):
+        return "tests marked slow are left out: make test ARGS=--all (or pytest --all) runs them, as CI does"
 
 # Never more CPUs than the machine has (a Ray that advertises more hides requests that can never be
 # placed: ddp-cpu:2 on 2 cores); 2 where it has more, so the tests ask the same of every host.

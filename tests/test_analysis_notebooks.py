@@ -34,6 +34,7 @@ def test_the_notebooks_are_stored_without_outputs():
 
 
 @pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS], ids=lambda n: n.split(".")[0])
+@pytest.mark.slow
 def test_the_notebook_runs_in_a_fresh_clone_with_no_environment(name, clone, monkeypatch):
     monkeypatch.delenv("CROSSOVER_RESULTS", raising=False)
     path = clone / "analysis" / "notebooks" / name

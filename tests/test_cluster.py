@@ -134,6 +134,7 @@ def wait_for_rows(directory: Path, n: int, proc: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_cpu_trials_run_on_cpu_nodes_and_gpu_trials_only_on_gpu_nodes(cluster, tmp_path):
     # no --devices: the sweep sees the GPU node and measures on 'cpu' and 'cuda'
     run(scaling(cluster.address, tmp_path, "placed", *SMOKE), cluster.env)
@@ -148,6 +149,7 @@ def test_cpu_trials_run_on_cpu_nodes_and_gpu_trials_only_on_gpu_nodes(cluster, t
     assert gpu["error"].str.contains(f"CUDA not available on node {socket.gethostname()}").all()
 
 
+@pytest.mark.slow
 def test_a_worker_node_killed_mid_sweep_loses_no_row_and_its_trial_is_retried(cluster, tmp_path):
     c, victim = cluster.cluster, cluster.cpu_node  # the only node a CPU trial may run on
     out = tmp_path / "node-killed"
@@ -177,6 +179,7 @@ def test_a_worker_node_killed_mid_sweep_loses_no_row_and_its_trial_is_retried(cl
     assert set(after["node_id"]) == {victim.node_id, replacement.node_id}
 
 
+@pytest.mark.slow
 def test_a_killed_driver_resumes_with_the_same_command(cluster, tmp_path):
     out = tmp_path / "driver-killed"
     cmd = scaling(cluster.address, tmp_path, "driver-killed", "--smoke", "--devices", "cpu", "--workloads",
@@ -263,6 +266,7 @@ def alive_nodes(cluster) -> list[dict]:
     return [n for n in nodes(cluster) if n["Alive"]]
 
 
+@pytest.mark.slow
 def test_the_autoscaler_adds_nodes_for_pending_trials_and_removes_them_when_idle(autoscaling_cluster):
     cluster = autoscaling_cluster
     assert [n["Resources"].get("CPU", 0) for n in alive_nodes(cluster)] == [0]  # the head alone

@@ -213,6 +213,7 @@ def test_the_study_runs_its_cpu_part_without_a_gpu_and_a_dead_worker_stops_no_la
     assert list(read(after.dir)["status"]) == ["ok"]
 
 
+@pytest.mark.slow
 def test_compile_trials_in_a_row_each_compile_in_a_process_of_their_own(gpuless_ray, tmp_path):
     # In one reused worker, torch.compile's caches carried over from trial to trial: past 8 model
     # shapes dynamo stopped compiling and ran eager, labelled 'compile' (and on a GPU, inductor's

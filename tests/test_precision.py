@@ -120,6 +120,7 @@ def test_precisions_are_arms_of_their_own():
     assert list(arm_labels(rows)) == ["cpu", "cpu bf16", "cuda graph bf16", "cuda"]
 
 
+@pytest.mark.slow
 def test_the_precision_study_runs_on_the_cpu_and_sets_loss_beside_time(tmp_path, capsys):
     import os
 

@@ -56,6 +56,7 @@ def test_numpy_integers_are_counts_and_resolve_to_plain_ints():
     assert all(MAXIMA[k] >= 1 for k in MAXIMA)
 
 
+@pytest.mark.slow
 def test_a_bad_workload_or_axis_is_refused_before_ray_starts(tmp_path):
     for flags, words in [(["--workloads", "nope"], "--workloads: unknown ['nope']"),
                          (["--workloads", "disc", "--devices", "tpu"], "device must be one of the forms")]:
@@ -97,12 +98,14 @@ def test_ray_train_workers_and_the_trial_itself_are_counted_against_the_cores():
 
 @pytest.mark.parametrize("flag, value, low", [("--max-failures", "-1", 0), ("--cpu-threads", "0", 1),
                                                ("--max-concurrent", "0", 1), ("--repeats", "0", 1)])
+@pytest.mark.slow
 def test_counts_that_would_mean_no_limit_or_for_ever_are_refused_by_flag(flag, value, low):
     # --max-failures -1 was Tune's 'retry for ever'; --cpu-threads 0 and --max-concurrent 0, 'no limit'
     done = subprocess.run(SCALING + [flag, value], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and f"argument {flag}: must be an integer >= {low}, got '{value}'" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_storage_path_that_cannot_be_written_is_refused_before_anything_runs(tmp_path):
     (tmp_path / "file").write_text("not a folder")
     done = subprocess.run(SCALING + ["--smoke", "--devices", "cpu", "--out", str(tmp_path), "--storage-path",
@@ -177,6 +180,7 @@ def test_a_sweep_whose_trials_all_wait_says_what_they_wait_for_and_runs_once_fre
 
 # --- what dies while running is a row ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_trial_killed_by_rays_memory_monitor_is_an_error_row_headed_by_the_reason(tmp_path):
     # Ray's memory monitor, told that any use is too much, kills the trial's worker; with no retry
     # left (--max-failures 0) the driver writes its row and the sweep goes on to the end
@@ -217,6 +221,7 @@ time.sleep(600)
 MARGIN = 3 * 2**30  # above the node's use before the sweep: its Ray, driver and trial worker took about 1 GiB
 
 
+@pytest.mark.slow
 def test_a_trial_killed_by_rays_memory_monitor_mid_training_is_an_error_row_and_the_sweep_goes_on(tmp_path):
     # Ray's memory monitor kills a worker in the middle of a trial's training: Tune 2.60 gets
     # OutOfMemoryError from the trial's task, which it does not handle ("RuntimeError: Caught unexpected
@@ -275,6 +280,7 @@ def _trial_workers(session: int) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_a_trial_worker_the_kernel_kills_costs_a_rerun_not_the_sweep(tmp_path):
     # The kernel's OOM killer sends SIGKILL, and names nothing. Here the sweep's reused trial worker is
     # killed three times, each once another row has come: in a trial's training or between two trials,
@@ -302,6 +308,7 @@ def test_a_trial_worker_the_kernel_kills_costs_a_rerun_not_the_sweep(tmp_path):
     assert set(rows["status"]) == {"ok"}, list(rows.loc[rows["status"] != "ok", "error"])
 
 
+@pytest.mark.slow
 def test_a_row_that_cannot_be_written_ends_the_sweep_with_1_naming_the_directory_and_keeps_every_row(tmp_path):
     # Not a full disk: a file-size limit (RLIMIT_FSIZE) put on the running driver alone (prlimit; Ray's
     # processes, started before, keep theirs) once it has written 3 rows, with SIGXFSZ ignored, so that
@@ -368,6 +375,7 @@ def test_tunes_own_state_that_cannot_be_written_ends_the_sweep_the_same_way(loca
 
 
 @pytest.mark.parametrize("study", ["parity", "overhead"])
+@pytest.mark.slow
 def test_the_other_studies_end_the_same_way_on_a_full_disk(local_ray, tmp_path, study):
     # sweeps/parity.py and sweeps/overhead.py write through the same runner: the same message and status,
     # not the traceback they printed before (the driver under the 1 KiB limit of the test above)
@@ -399,6 +407,7 @@ def test_the_headline_of_a_tune_error_file_is_its_reason():
 
 # --- Ctrl-C ---------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_ctrl_c_leaves_with_130_says_how_to_resume_and_keeps_every_row(tmp_path):
     cmd = SCALING + ["--workloads", "disc", "--devices", "cpu", "--cpu-threads", "1", "--out", str(tmp_path),
                      "--name", "cut", "--max-concurrent", "1", "--repeats", "1"]
@@ -430,6 +439,7 @@ def test_ctrl_c_leaves_with_130_says_how_to_resume_and_keeps_every_row(tmp_path)
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+@pytest.mark.slow
 def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does_with_128_plus_the_signal(tmp_path, stop):
     # A scheduler's kill (SIGTERM) or a closed terminal (SIGHUP): before, SIGTERM met absl's failure
     # handler, which Ray puts in the driver ("*** SIGTERM received ***", a stack of addresses, abort: 134)

@@ -96,6 +96,7 @@ def test_each_grid_point_carries_the_resources_of_its_device():
                                                             {"cpu": 1, "gpu": 1.0}]
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_without_losing_or_duplicating_rows(tmp_path):
     cmd = [sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workloads", "disc", "--devices", "cpu",
            "--out", str(tmp_path), "--name", "killed", "--max-concurrent", "1", "--repeats", "1"]

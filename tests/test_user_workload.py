@@ -226,6 +226,7 @@ def swept(jobs, tmp_path_factory) -> pd.DataFrame:
 
 # --- a user's workload, swept --------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_workload_in_a_file_is_swept_through_ray_and_its_rows_name_its_module_and_code(jobs, swept):
     rows = swept[swept["workload"] == "uw_mlp"]
     assert len(rows) == 2 and (rows["status"] == "ok").all(), rows["error"].tolist()
@@ -339,6 +340,7 @@ def test_a_name_that_would_be_a_path_or_markup_is_refused(jobs, tmp_path):
     ("uw_dies", "The actor died unexpectedly before finishing this task"),
     ("uw_hangs", "the trial ran past its limit of 3 s (--trial-timeout) and was stopped"),
 ])
+@pytest.mark.slow
 def test_a_failing_user_workload_becomes_an_error_row_and_the_good_one_is_measured(swept, name, words):
     row = swept.set_index("workload").loc[name]
     assert row["status"] == "error" and words in row["error"], row["error"]
@@ -349,6 +351,7 @@ def test_a_failing_user_workload_becomes_an_error_row_and_the_good_one_is_measur
 
 # --- a cluster: the module reaches the worker node through runtime_env alone ----------------------
 
+@pytest.mark.slow
 def test_on_a_two_node_cluster_the_worker_node_runs_the_module_it_got_only_through_runtime_env(jobs, tmp_path):
     from ray.cluster_utils import Cluster
 
