@@ -122,6 +122,7 @@ def test_killed_sweep_resumes_without_losing_or_duplicating_rows(tmp_path):
     assert not list(out.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_the_end_of_a_sweep_fits_one_screen_answer_first_and_verbose_shows_every_table(tmp_path):
     # what counts is the whole run's stdout; the progress line is on stderr. --out . : the paths printed are
     # the user's to choose, and this test's own are long
