@@ -270,7 +270,8 @@ class RowWriter(tune.Callback):
         line.set_postfix_str(self._counts(trials, trial), refresh=False)
         line.update(1)
         if row["status"] != "ok" and self.failed <= FAILED_SHOWN:  # a failure is said, the first few in full
-            more = "; more failures: their rows say why (the report's 'Failed trials')" if self.failed == FAILED_SHOWN else ""
+            last = self.failed == FAILED_SHOWN
+            more = "; more failures: their rows say why (the report's 'Failed trials')" if last else ""
             self._say(f"{_headline(row)}{more}")
 
     def _write_failed(self, trial, error: str, trials) -> None:

@@ -133,7 +133,8 @@ def test_rows_of_two_schema_versions_are_refused(tmp_path):
 
 def test_analysis_never_imports_torch_or_ray():
     code = ("import sys, analysis.__main__, analysis.report, analysis.cost, analysis.charts, analysis.crossover, "
-            "analysis.load, analysis.summary; print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
+            "analysis.load, analysis.summary, analysis.verdict; "
+            "print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 

@@ -46,7 +46,8 @@ def test_a_planted_tie_is_within_noise_and_the_summary_says_so_too():
 
 @pytest.mark.parametrize("cpu, gpu, words", [
     (CPU, lambda x: CPU(x) / 4, "GPU faster at every size measured: 4x at 1M parameters ("),
-    (CPU, lambda x: CPU(x) * 2, "the CPU is faster at every size measured: the GPU takes 2x as long at 1M parameters ("),
+    (CPU, lambda x: CPU(x) * 2,
+     "the CPU is faster at every size measured: the GPU takes 2x as long at 1M parameters ("),
 ])
 def test_one_side_faster_everywhere_says_by_how_much(cpu, gpu, words):
     assert finding(plant(SIZES, cpu, gpu, noise=0.02)).words.startswith(words)
