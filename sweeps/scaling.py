@@ -1,11 +1,19 @@
 """The main job: how time per epoch scales with model and data size, on every device, per workload.
 
-    python sweeps/scaling.py                      # default grid, every device this machine has
+    python sweeps/scaling.py                      # the crossover search, every device this machine has
+    python sweeps/scaling.py --grid full          # every size of the default grid, --repeats runs each
+    python sweeps/scaling.py --compare            # the search and the full grid, side by side (a benchmark)
     python sweeps/scaling.py --smoke              # the whole grid cut down: under a minute on 2 cores
     python sweeps/scaling.py --devices cpu --workloads disc,peaks --name mine
     python sweeps/scaling.py --grid seeds --devices cpu,cuda  # each seed's own configuration
     python sweeps/scaling.py --devices cuda,cuda/4 --fuse auto --exclusive
     python sweeps/scaling.py --address auto --storage-path s3://BUCKET/crossover   # on `ray up cluster.yaml`
+
+By default it runs the adaptive crossover search (sweeps/search.py): per workload, along the axis its
+default grid varies, it brackets where the faster device changes, bisects to the grid's resolution and
+spends repeats only where they decide, within --budget seconds; a trial predicted past the budget is
+skipped, said, and written as a row. `--grid full` measures every size of that grid instead. Both are the
+same configurations in the same folder (results/scaling), so each resumes the other.
 
 Rows go to results/<name>/ as Parquet, one file per trial, as each trial ends; running the same
 command again resumes. While it runs, one line shows the trials done of all and an ETA (--verbose: a
@@ -21,31 +29,46 @@ of the same configurations (results/reference/: "your cpu against the NVIDIA H20
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
 
 from analysis import report, summary, verdict
 from analysis.load import read
-from sweeps import cli, runner
+from sweeps import cli, runner, search
 from sweeps.space import Space
 from sweeps.store import Store
 from trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from trainables.devices import DEVICES
 from trainables.workloads import WORKLOADS
 
-GRIDS = ("default", "smoke", "seeds")  # each workload's own grids of these names (Workload.grids, Workload.grid)
+# --grid: 'search' explores each workload's 'default' grid (sweeps/search.py), 'full' measures all of it;
+# 'smoke' and 'seeds' are the workloads' own grids of those names (Workload.grids, Workload.grid)
+GRIDS = ("search", "full", "smoke", "seeds")
+WORKLOAD_GRID = {"search": "default", "full": "default"}  # --grid -> the Workload's grid of that name
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = cli.parser(__doc__, None, "sweep name (default: 'scaling', or the grid's name for another grid)")
+    p = cli.parser(__doc__, None, "sweep name (default: 'scaling' for the search and the full grid, which share "
+                                  "it, or the grid's name for another grid)")
     p.add_argument("--workloads", default=None,
                    help=f"comma-separated built-in workloads of {list(WORKLOADS)} (default: all of them, "
                         "or none where --workload names your own)"),
     p.add_argument("--devices", default=None,
                    help=f"comma-separated devices of {list(DEVICES)}; default: every device the Ray cluster has")
-    p.add_argument("--grid", default="default", choices=GRIDS,
-                   help="default: sizes for a laptop's CPU and any GPU; seeds: each seed's own configuration")
+    p.add_argument("--grid", default="search", choices=GRIDS,
+                   help="search: find each workload's crossover among its default grid's sizes, within --budget; "
+                        "full: every size of that grid (sizes for a laptop's CPU and any GPU); seeds: each seed's "
+                        "own configuration")
+    p.add_argument("--budget", type=_seconds, default=search.BUDGET_S, metavar="SECONDS",
+                   help="the search's seconds, from its first round: a trial predicted past what is left, or "
+                        f"past {search.MAX_SHARE * 100:.0f}%% of it, is skipped and said (a row 'skipped: ...'; a "
+                        "larger budget measures it later); the default fits `make run` in 3 minutes on a 2-core VM")
+    p.add_argument("--compare", nargs="?", const=True, default=None, metavar="FULL_DIR",
+                   help="a benchmark: the search into OUT/NAME-search and the full grid into OUT/NAME-full (or read "
+                        "from FULL_DIR, a full grid's folder), then per workload the crossover each finds, and the "
+                        "trials and seconds each spent")
     p.add_argument("--max-concurrent", type=cli.at_least(1), default=None, help="trials at once (default: as resources allow)")
     p.add_argument("--cluster-config", default=None, type=Path,
                    help="autoscaling config of the cluster, whose node types count as nodes it can add "
@@ -72,7 +95,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="timing grade: one trial at a time, nothing else on its node while timed "
                         "(without it, trials pack for throughput; every row lists what ran beside it)")
     p.add_argument("--repeats", type=cli.at_least(1), default=3,
-                   help="independent runs (seeds) per grid point: the crossover's interval is over them")
+                   help="independent runs (seeds) per grid point: the crossover's interval is over them (the "
+                        f"search gives each point 1 to {search.CAP} by its rule instead)")
     p.add_argument("--loop", default="fast", choices=LOOPS, help="'seed' reproduces the seeds' own loop")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS,
                    help="every trial's precision (trainables/precision.py); the CPU takes fp32 and bf16")
@@ -82,15 +106,33 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _seconds(text: str) -> float:
+    """--budget: a number of seconds > 0, else refused by name (exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
+
+
 def _absolute(text: str) -> str:
     """--data-dir as one absolute path: 'mnist', './mnist' and 'mnist/' are the same data, one config hash."""
     return str(Path(text).expanduser().resolve())
 
 
+def searching(args: argparse.Namespace) -> bool:
+    """Whether the sweep is the adaptive search (--grid search, not --smoke): else runner.run of the whole space."""
+    return args.grid == "search" and not args.smoke
+
+
 def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_nodes_only: bool) -> Space:
+    """The full grid's Space: the one --grid full runs, and the one the search explores."""
     grid = "smoke" if args.smoke else args.grid
-    grids = {**{w: WORKLOADS[w].grid(grid) for w in cli.builtins(args, WORKLOADS)}, **cli.user_grids(args, grid)}
-    return Space(args.name or ("scaling" if grid == "default" else grid), grids,
+    own = WORKLOAD_GRID.get(grid, grid)
+    grids = {**{w: WORKLOADS[w].grid(own) for w in cli.builtins(args, WORKLOADS)}, **cli.user_grids(args, own)}
+    return Space(args.name or ("scaling" if own == "default" else grid), grids,
                  devices, cpu_threads, args.repeats,
                  fixed={"loop": args.loop, "exclusive": args.exclusive, "precision": args.precision},
                  image_data={"data": args.data, "data_dir": args.data_dir}, fuse=args.fuse,
@@ -98,23 +140,61 @@ def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return runner.exit_status(lambda: sweep(args))
+    return runner.exit_status(lambda: compare(args) if args.compare else sweep(args))
+
+
+def connected_space(args, names: tuple = ("",)) -> Space:
+    """The space checked before Ray starts (its devices and threads may come from the cluster), Ray
+    connected, then the space on the cluster's devices and cores. `names`: suffixes of the folders it
+    will write (--compare's two), each checked too."""
+    given = tuple(d.strip() for d in args.devices.split(",")) if args.devices else ("cpu",)
+    checked = build_space(args, given, args.cpu_threads or 1, False)
+    checked.expand()
+    if searching(args) or args.compare:
+        search.lines(checked)  # a workload the search cannot explore, refused now
+    for suffix in names:
+        Store(Path(args.out) / f"{checked.name}{suffix}").check()  # --out and --name too
+    runner.connect(args.address)
+    types = runner.node_types(args.cluster_config)
+    devices = given if args.devices else runner.cluster_devices(types)
+    return build_space(args, devices, args.cpu_threads or runner.node_cpus(types), runner.cpu_nodes_only(types))
+
+
+def measure(args, space: Space) -> Store:
+    """The sweep's trials: the search over `space` (--grid search), or all of it (runner.run)."""
+    tune = dict(storage_path=args.storage_path, max_failures=args.max_failures, cluster_config=args.cluster_config,
+                progress=not args.verbose)
+    if searching(args) or args.compare:
+        return search.search(space, args.out, args.budget, args.max_concurrent,
+                             detail=print if args.verbose else lambda line: None, **tune).store
+    return runner.run(space, args.out, args.max_concurrent, **tune)
 
 
 def sweep(args) -> int:
     start = time.perf_counter()
-    # the space checked before Ray starts (its devices and threads may come from the cluster)
-    given = tuple(d.strip() for d in args.devices.split(",")) if args.devices else ("cpu",)
-    checked = build_space(args, given, args.cpu_threads or 1, False)
-    checked.expand()
-    Store(Path(args.out) / checked.name).check()  # --out and --name too
-    runner.connect(args.address)
-    types = runner.node_types(args.cluster_config)
-    devices = given if args.devices else runner.cluster_devices(types)
-    space = build_space(args, devices, args.cpu_threads or runner.node_cpus(types), runner.cpu_nodes_only(types))
-    store = runner.run(space, args.out, args.max_concurrent, storage_path=args.storage_path,
-                       max_failures=args.max_failures, cluster_config=args.cluster_config, progress=not args.verbose)
+    store = measure(args, connected_space(args))
     return finish(args, store.dir, start)
+
+
+def compare(args) -> int:
+    """--compare: the search and the full grid, each into a folder of its own (NAME-search, NAME-full: neither
+    resumes on the other's rows), or the full grid's rows read from --compare FULL_DIR; then side by side."""
+    space = connected_space(args, ("-search",) if args.compare is not True else ("-search", "-full"))
+    mine = dataclasses.replace(space, name=f"{space.name}-search")
+    began = time.monotonic()
+    measure(args, mine)
+    seconds = {"search": time.monotonic() - began}
+    if args.compare is True:
+        began = time.monotonic()
+        full = runner.run(dataclasses.replace(space, name=f"{space.name}-full"), args.out, args.max_concurrent,
+                          storage_path=args.storage_path, max_failures=args.max_failures,
+                          cluster_config=args.cluster_config, progress=not args.verbose).dir
+        seconds["full"] = time.monotonic() - began
+    else:
+        full = Path(args.compare)
+        seconds["full"] = search.run_seconds(full)  # its runs' wall time, as its runs file has them
+    print(search.compare(mine, args.out, Path(args.out) / mine.name, full, seconds))
+    return 0
 
 
 def finish(args, directory: Path, start: float) -> int:

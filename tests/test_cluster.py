@@ -153,7 +153,7 @@ def test_cpu_trials_run_on_cpu_nodes_and_gpu_trials_only_on_gpu_nodes(cluster, t
 def test_a_worker_node_killed_mid_sweep_loses_no_row_and_its_trial_is_retried(cluster, tmp_path):
     c, victim = cluster.cluster, cluster.cpu_node  # the only node a CPU trial may run on
     out = tmp_path / "node-killed"
-    cmd = scaling(cluster.address, tmp_path, "node-killed", "--workloads", "disc", "--devices", "cpu",
+    cmd = scaling(cluster.address, tmp_path, "node-killed", "--workloads", "disc", "--grid", "full", "--devices", "cpu",
                   "--max-failures", "2", "--repeats", "1")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)

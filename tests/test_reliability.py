@@ -263,8 +263,8 @@ def test_a_trial_killed_by_rays_memory_monitor_mid_training_is_an_error_row_and_
 
 
 # The disc grid one trial at a time: 11 rows, about 30 s on 2 cores.
-DISC = SCALING + ["--workloads", "disc", "--devices", "cpu", "--cpu-threads", "1", "--max-concurrent", "1",
-                  "--repeats", "1", "--no-report", "--no-reference"]
+DISC = SCALING + ["--workloads", "disc", "--grid", "full", "--devices", "cpu", "--cpu-threads", "1", "--max-concurrent",
+                  "1", "--repeats", "1", "--no-report", "--no-reference"]
 
 
 def _trial_workers(session: int) -> list[int]:
@@ -409,8 +409,8 @@ def test_the_headline_of_a_tune_error_file_is_its_reason():
 
 @pytest.mark.slow
 def test_ctrl_c_leaves_with_130_says_how_to_resume_and_keeps_every_row(tmp_path):
-    cmd = SCALING + ["--workloads", "disc", "--devices", "cpu", "--cpu-threads", "1", "--out", str(tmp_path),
-                     "--name", "cut", "--max-concurrent", "1", "--repeats", "1"]
+    cmd = SCALING + ["--workloads", "disc", "--grid", "full", "--devices", "cpu", "--cpu-threads", "1", "--out",
+                     str(tmp_path), "--name", "cut", "--max-concurrent", "1", "--repeats", "1"]
     out = tmp_path / "cut"
     proc = subprocess.Popen(cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""})

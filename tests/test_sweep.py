@@ -98,8 +98,8 @@ def test_each_grid_point_carries_the_resources_of_its_device():
 
 @pytest.mark.slow
 def test_killed_sweep_resumes_without_losing_or_duplicating_rows(tmp_path):
-    cmd = [sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workloads", "disc", "--devices", "cpu",
-           "--out", str(tmp_path), "--name", "killed", "--max-concurrent", "1", "--repeats", "1"]
+    cmd = [sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workloads", "disc", "--devices", "cpu", "--grid",
+           "full", "--out", str(tmp_path), "--name", "killed", "--max-concurrent", "1", "--repeats", "1"]
     out = tmp_path / "killed"
     proc = subprocess.Popen(cmd, cwd=tmp_path, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -1,0 +1,182 @@
+"""The adaptive crossover search (sweeps/search.py): its rule on planted rows without Ray (a planted crossover
+found to the grid's resolution, a planted tie called within noise, the stopping rule's intervals covering a
+planted ratio at their nominal rate), its budget, and one real search through Ray, resumed."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, WITHIN_NOISE
+from analysis.load import read
+from sweeps import search
+from sweeps.search import ALPHA, CAP, MAX_SHARE, Ask, Line, Runs
+from sweeps.space import Space
+from tests.analysis_rows import frame, row, write
+from trainables.rows import config_row
+from tests.conftest import CPUS
+
+DEPTHS = tuple(range(2, 13))  # disc's default grid: 11 sizes
+
+
+def measure(line: Line, cpu, gpu, noise: float, seed: int, gpu_runs: int = 3):
+    """Runs the search's rule to its end on planted times: cpu(x) and gpu(x) seconds an epoch, each run's
+    median epoch log-normal around them (sd `noise`), the GPU side measured `gpu_runs` times at every size
+    beforehand (as the reference rows are). Returns the rows measured (analysis_rows' schema) and the rule's
+    runs of them."""
+    rng = np.random.default_rng(seed)
+    rows = [row(line.workload, "cuda", [gpu(x) * math.exp(rng.normal(0, noise))], **{line.axis: x}, seed=k)
+            for x in line.sizes for k in range(gpu_runs)]
+    while True:
+        measured = search.runs(frame(rows), line.axis)
+        wanted = search.next_runs(line, measured)
+        if not wanted:
+            return rows, measured
+        for size, target in wanted.items():
+            have = len(measured[size].cpu) if size in measured else 0
+            assert target > have, (size, target, have)  # every round measures more
+            rows += [row(line.workload, "cpu", [cpu(size) * math.exp(rng.normal(0, noise))], **{line.axis: size},
+                         seed=k) for k in range(have, target)]
+
+
+def test_the_search_finds_a_planted_crossover_to_the_grids_resolution_in_fewer_runs_than_the_grid():
+    line = Line("disc", "depth", DEPTHS)
+    gpu = lambda x: 0.010  # noqa: E731
+    cpu = lambda x: 0.010 * 1.6 ** (x - 8.4)  # the CPU's time grows past the GPU's at depth 8.4  # noqa: E731
+    rows, measured = measure(line, cpu, gpu, noise=0.05, seed=1)
+    v = search.verdict(line, measured)
+    assert v.kind == CROSSOVER and v.faster_above == search.GPU
+    (a, b, x), = v.changes
+    assert (a, b) == (8, 9), v.points  # neighbours in the grid, around the planted 8.4
+    assert 8 <= x <= 9
+    cpu_runs = sum(r["device"] == "cpu" for r in rows)
+    assert cpu_runs < 3 * len(DEPTHS), cpu_runs  # the full grid: 3 runs at each of 11 sizes
+    assert {p.size for p in v.points} < set(DEPTHS)  # sizes far from the change were never measured
+    assert "faster past depth ~ 8." in v.text("the NVIDIA H200")
+
+
+def test_a_crossover_towards_the_cpu_is_found_too():
+    line = Line("lenet", "batch_size", (16, 32, 64, 100))  # small batches: the GPU waits on launches
+    rows, measured = measure(line, lambda x: 0.05, lambda x: 0.05 * (40 / x) ** 1.5, noise=0.03, seed=2)
+    v = search.verdict(line, measured)
+    assert v.kind == CROSSOVER and v.faster_above == search.GPU and v.changes[0][:2] == (32, 64)
+
+
+@pytest.mark.parametrize("cpu_over_gpu, kind", [(3.0, B_EVERYWHERE), (1 / 3, A_EVERYWHERE)])
+def test_a_device_faster_everywhere_costs_the_bracket_alone(cpu_over_gpu, kind):
+    line = Line("disc", "depth", DEPTHS)
+    rows, measured = measure(line, lambda x: 0.01 * cpu_over_gpu, lambda x: 0.01, noise=0.05, seed=3)
+    v = search.verdict(line, measured)
+    assert v.kind == kind
+    assert sorted(measured) == [2, 7, 12] and all(len(r.cpu) == search.BRACKET_RUNS for r in measured.values())
+
+
+def test_a_planted_tie_is_within_noise_and_spends_its_repeats_there():
+    line = Line("disc", "depth", DEPTHS)
+    rows, measured = measure(line, lambda x: 0.01, lambda x: 0.01, noise=0.15, seed=4)
+    v = search.verdict(line, measured)
+    assert v.kind == WITHIN_NOISE, v.points
+    assert all(p.label == search.SAME and p.low < 1 < p.high for p in v.points)
+    assert "within noise at every measured size" in v.text()
+    assert all(len(r.cpu) <= CAP for r in measured.values())
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.1])
+def test_the_stopping_rules_interval_covers_a_planted_ratio_at_its_nominal_rate(spread):
+    # Many searches on planted log-normal times: ratios of exactly 1 (spread 0: where a look that happens to
+    # exclude 1 stops the point, the case sequential looks make hardest), or spread around 1. The interval at
+    # each point's last look must cover its planted ratio at least 1 - ALPHA of the time, within Monte-Carlo
+    # error. (Each look at 1 - ALPHA instead, without the split over the looks, covered 92% of ties.)
+    rng = np.random.default_rng(23)
+    covered = total = 0
+    sizes = (1, 2, 4, 8, 16)
+    line = Line("planted", "dataset_size", sizes)
+    for _ in range(300):
+        noise, slope = rng.uniform(0.02, 0.3), rng.normal(0, spread)
+        ratio = {x: math.exp(slope * (i - 2) + rng.normal(0, spread / 2)) for i, x in enumerate(sizes)}
+        gpu = {x: [math.exp(rng.normal(0, noise)) for _ in range(3)] for x in sizes}
+        cpu = {x: [] for x in sizes}
+        while wanted := search.next_runs(line, {x: Runs(tuple(cpu[x]), tuple(gpu[x])) for x in sizes if cpu[x]}):
+            for x, target in wanted.items():
+                cpu[x] += [ratio[x] * math.exp(rng.normal(0, noise)) for _ in range(target - len(cpu[x]))]
+        points = search.evaluate({x: Runs(tuple(cpu[x]), tuple(gpu[x])) for x in sizes if cpu[x]})
+        for x, p in points.items():
+            total += 1
+            covered += p.low <= ratio[x] <= p.high
+    rate, se = covered / total, math.sqrt(ALPHA * (1 - ALPHA) / total)
+    assert rate >= 1 - ALPHA - 3 * se, f"{covered} of {total} intervals covered the planted ratio ({rate:.3f})"
+
+
+def test_a_trial_predicted_past_the_budget_is_skipped_saying_why():
+    line = Line("disc", "depth", DEPTHS)
+    cheap, dear, pricey = (Ask(line, x, 0, 2, cost, ()) for x, cost in ((2, (1.0, 1.0)), (7, (8.0, 8.0)),
+                                                                          (12, (40.0, 40.0))))
+    run, skip = search.afford([pricey, dear, cheap], left_s=10.0, budget_s=100.0)
+    assert run == [cheap]  # cheapest first: 2 s of the 10 left; the next 16 s do not fit
+    reasons = dict((a.size, why) for a, why in skip)
+    assert reasons[7] == "predicted 16 s, past the 8 s left of --budget 100 s"
+    assert reasons[12] == f"predicted 40 s, more than {MAX_SHARE:.0%} of --budget 100 s"
+
+
+def test_a_trials_time_is_predicted_from_the_nearest_measured_size_scaled_as_the_reference_scales():
+    cfg = Space("p", {"disc": {"depth": [8], "epochs": [6]}}).expand()[0].cfg  # 6 epochs, 1 of warm-up
+    own = {4: (0.5, 0.2)}  # at depth 4: 0.5 s besides the epochs, 0.2 s an epoch
+    ref = {4: 0.01, 8: 0.04}  # the reference's epoch grows 4x from depth 4 to 8
+    assert search.predict_s(8, cfg, own, ref, factor=1.0) == pytest.approx(2.0 + 0.8 * 6 + search.TRIAL_S)
+    assert search.predict_s(8, cfg, {}, ref, factor=3.0) == pytest.approx(1.0 + 0.12 * 6 + search.TRIAL_S)
+    assert search.predict_s(8, cfg, {}, {}, factor=3.0) is None  # nothing to go on: run, unpredicted
+
+
+def test_the_benchmark_sets_the_search_beside_the_full_grid_and_finds_them_within_one_size_step(tmp_path):
+    # Planted rows in two folders, at the configurations the search and the full grid run (their config
+    # hashes): the CPU's time per epoch the reference H200's times 1.6 ** (depth - 8.4), so that the CPU
+    # falls behind past depth 8.4; the full grid at every depth 3 times, the search where its rule asks.
+    space = Space("bench", {"disc": {"depth": list(DEPTHS), "epochs": [6]}}, ("cpu",), cpu_threads=2, repeats=3)
+    p = search.plan(space, tmp_path)
+    line, = p.lines
+    rng = np.random.default_rng(5)
+
+    def planted(size, seed):
+        epoch = float(np.median(p.gpu_runs[line][size])) * 1.6 ** (size - 8.4) * math.exp(rng.normal(0, 0.03))
+        trial = p.trials[line][(size, seed, "cpu")]
+        return {**row("disc", "cpu", [epoch] * 5), **config_row(trial), "sweep": "bench", "seed": seed}
+
+    write([planted(x, k) for x in DEPTHS for k in range(3)], tmp_path / "full")
+    mine = []
+    while wanted := search.next_runs(line, search.state(p, frame(mine) if mine else None).measured[line]):
+        mine += [planted(x, k) for x, target in wanted.items() for k in range(sum(r["depth"] == x for r in mine),
+                                                                              target)]
+    write(mine, tmp_path / "bench")
+    table = search.compare(space, tmp_path, tmp_path / "bench", tmp_path / "full", {"search": 60.0, "full": 300.0})
+    assert "GPU faster past depth ~ 8." in table and "size steps apart" in table, table
+    assert "the search's crossover within one size step of the full grid's: 1 of 1 workloads" in table
+    assert "full grid  GPU faster past depth" in table and "33 trials" in table
+    assert "the search within 3 minutes: yes (60 s)" in table
+    assert max(len(line) for line in table.splitlines()) <= 100
+
+
+def test_a_real_search_runs_through_ray_skips_past_its_budget_and_resumes_with_a_larger_one(local_ray, tmp_path):
+    # peaks at sizes with reference GPU rows (results/reference/h200-2026-11-22/scaling, 3 runs each; their
+    # 200 epochs compare per epoch with these 20), on the CPU alone: the GPU side is the reference's
+    space = Space("found", {"peaks": {"dataset_size": [100, 400, 2500], "epochs": [20]}}, ("cpu",), cpu_threads=CPUS,
+                  repeats=3)
+    said = []
+    none = search.search(space, tmp_path, budget_s=0.5, log=said.append)
+    skipped = read(tmp_path / "found")
+    # the first round's one trial (the first size, once) refused, and the budget spent: the search ends there
+    assert none.trials == 0 and none.skipped == len(skipped) == 1 and set(skipped["dataset_size"]) == {100}
+    assert (skipped["status"] == "error").all() and skipped["error"].str.startswith("skipped: predicted").all()
+    assert "more than 15% of --budget 0.5 s (--budget)" in skipped["error"].iloc[0]
+    assert any(line.startswith("skipped peaks dataset_size=100 (1 trial): predicted") for line in said)
+
+    found = search.search(space, tmp_path, budget_s=45, log=said.append)  # bounds the test's time; nothing timed
+    rows = read(tmp_path / "found")
+    ok = rows[rows["status"] == "ok"]
+    assert found.trials == len(ok) >= 2 and rows["config_hash"].is_unique
+    assert set(skipped["config_hash"]) <= set(ok["config_hash"])  # the skipped trials measured now, in their place
+    full = {t.hash for t in Space("found", space.grids, ("cpu",), cpu_threads=CPUS, repeats=CAP).expand()}
+    assert set(ok["config_hash"]) <= full  # the full grid's configurations: a later --grid full resumes on them
+    v, = found.verdicts
+    assert v.kind in (CROSSOVER, A_EVERYWHERE, B_EVERYWHERE, WITHIN_NOISE)
+    assert found.gpu_name[v.line] == "the NVIDIA H200 (reference)"  # 3 runs a size there (the H100's: 1)
