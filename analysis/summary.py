@@ -40,8 +40,8 @@ def _reference_gpu_rows(root: Path) -> pd.DataFrame:
 
 def with_reference(rows: pd.DataFrame, root: Path = REFERENCE) -> pd.DataFrame:
     """`rows` and the reference GPU rows (single trials, eager) of the configurations `rows` measured: per
-    GPU model, those of the folder that measured most of them (the newest among equals), and of the
-    next folders for the configurations it lacks."""
+    GPU model, those of the folder that measured most of them (then the one with most runs of them, then
+    the newest), and of the next folders for the configurations it lacks."""
     read_already = {str(Path(d).resolve()) for d in rows["results_dir"].unique()}
     ref = _reference_gpu_rows(Path(root))
     ref = ref[~ref["results_dir"].map(lambda d: str(Path(d).resolve())).isin(read_already)
@@ -49,11 +49,14 @@ def with_reference(rows: pd.DataFrame, root: Path = REFERENCE) -> pd.DataFrame:
     if ref.empty:
         return rows
     # One folder per GPU model where it can: the one that measured most of the configurations wanted
-    # (a scaling sweep, not a study of another axis that shares a few), the newest among equals; other
-    # folders only for what it lacks. Mixing folders point by point mixes their runs' conditions.
+    # (a scaling sweep, not a study of another axis that shares a few), among equals the one with most runs
+    # of them (an interval needs repeats: a study's single runs give none), then the newest; other folders
+    # only for what it lacks. Mixing folders point by point mixes their runs' conditions.
     per_folder = ref.groupby(["device_name", "results_dir"]).agg(covered=("config_key", "nunique"),
+                                                                 runs=("config_key", "size"),
                                                                  newest=("finished_at", "max"))
-    rank = per_folder.sort_values(["covered", "newest"], ascending=False).groupby(level="device_name").cumcount()
+    rank = (per_folder.sort_values(["covered", "runs", "newest"], ascending=False)
+            .groupby(level="device_name").cumcount())
     ref = ref.assign(_rank=pd.MultiIndex.from_frame(ref[["device_name", "results_dir"]]).map(rank.to_dict()))
     best = ref["_rank"].eq(ref.groupby(["device_name", "config_key"])["_rank"].transform("min"))
     both = pd.concat([rows.drop(columns="arm"), ref[best].drop(columns=["config_key", "_rank"])], ignore_index=True)

@@ -142,6 +142,23 @@ def test_each_gpu_model_takes_the_reference_folder_that_measured_most_of_your_co
     assert sorted(picked["depth"]) == [2, 3, 4] and set(picked["results_dir"]) == {str(root / "older-scaling")}
 
 
+def test_among_folders_that_measured_as_many_of_your_configurations_the_one_with_more_runs_wins(tmp_path):
+    from analysis import summary
+    from analysis_rows import write as write_rows
+
+    def gpu(depths, seeds, when):
+        return [row("disc", "cuda", [0.02] * 3, depth=d, n_params=10 * d, data_requested="generated", seed=s,
+                    device_name="NVIDIA H200", finished_at=pd.Timestamp(when, tz="UTC")) for d in depths for s in seeds]
+
+    root = tmp_path / "reference"
+    write_rows(gpu((2, 3), range(3), "2026-11-20"), root / "scaling")  # 3 runs a configuration
+    write_rows(gpu((2, 3), range(1), "2026-11-22"), root / "newer-study")  # newer, the same ones once
+    mine = frame([row("disc", "cpu", [0.01] * 3, depth=d, n_params=10 * d, data_requested="generated")
+                  for d in (2, 3)]).assign(results_dir=str(tmp_path / "mine"))
+    picked = summary.with_reference(mine, root).query("device == 'cuda'")
+    assert len(picked) == 6 and set(picked["results_dir"]) == {str(root / "scaling")}
+
+
 # The planned run: per device, epoch time a + b x N at three measured sizes, one second of fixed costs a run.
 LINES = {"cpu": (0.01, 1e-5), "cuda": (0.02, 2e-6)}
 SIZES = (1000, 2000, 4000)
