@@ -17,7 +17,8 @@ only the rest. The decisions are a pure function of the run times measured so fa
 `evaluate`, `verdict`; tests/test_search.py runs them on planted data without Ray):
 
     bracket  one run of the first candidate (so that the cost model has this machine's time for the
-             workload), then it, the middle and the last at BRACKET_RUNS runs each (the line's first variance);
+             workload), then the first and the middle at BRACKET_RUNS runs each (the line's first variance)
+             and the last, usually the dearest, once;
     repeats  a point whose CPU/GPU time ratio has an interval that holds 1 and is wider than TIE gets
              more runs, at the looks LOOKS, up to CAP; it stops once the interval excludes 1 or is that
              narrow (torch.utils.benchmark's adaptive_autorange stops at IQR/median < 0.1; nvbench at a
@@ -217,8 +218,11 @@ def next_runs(line: Line, measured: dict, frozen: frozenset = frozenset()) -> di
         return {}
     if has[open_[0]] == 0:  # one run of the first size alone first: it gives the cost model (predict_s) this
         return {open_[0]: 1}  # machine's time for the workload before it predicts the larger sizes
-    bracket = sorted({open_[0], open_[len(open_) // 2], open_[-1]}, key=open_.index)
-    want = {s: BRACKET_RUNS for s in bracket if has[s] < BRACKET_RUNS and s not in frozen}
+    # the last (largest, usually dearest) once: the first and middle give the line its variance, and where the
+    # last is as far from a tie as it tends to be, one run decides it
+    bracket = {open_[0]: BRACKET_RUNS, open_[len(open_) // 2]: BRACKET_RUNS}
+    bracket.setdefault(open_[-1], 1)
+    want = {s: n for s, n in bracket.items() if has[s] < n and s not in frozen}
     if want:
         return want
     points = evaluate({s: measured[s] for s in open_ if has[s]}, frozen)
@@ -263,7 +267,7 @@ class Verdict:
             also = f", within noise at {', '.join(f'{s:,}' for s in ties)}" if ties else ""
             ends = f"{self.points[0].words()} at {self.points[0].size:,} to {self.points[-1].words()} at " \
                    f"{self.points[-1].size:,}"
-            return f"{head}: {name[self.faster_above]} faster at every measured size{also} ({ends})"
+            return f"{head}: {name[self.faster_above]} faster wherever the noise lets a size tell{also} ({ends})"
         if self.kind == WITHIN_NOISE:
             return f"{head}: within noise at every measured size ({', '.join(p.words() for p in self.points)})"
         if self.kind == NOT_COMPUTABLE:
