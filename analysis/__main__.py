@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     summ.add_argument("dirs", nargs="+", type=Path, help="results directories")
     cst = sub.add_parser("cost", help="print and draw cost per epoch, trial and million samples of each row")
     cst.add_argument("dirs", nargs="+", type=Path, help="results directories")
-    cst.add_argument("--prices", type=Path, default=cost.PRICES, help="price table YAML")
+    cst.add_argument("--prices", type=Path, default=cost.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
     cst.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
     dec = sub.add_parser("decide", help="the whole sweep's wall time and cost on every option: fastest, cheapest, "
                                         "cheapest within a deadline, the front, the home boxes' break-even")
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
                      help="your planned run's samples an epoch (with --epochs); its time per epoch is fitted along "
                           "the dataset sizes measured, and each option says how far outside them N lies")
     dec.add_argument("--deadline", type=float, default=None, help="hours: also name the cheapest option that ends within it")
-    dec.add_argument("--prices", type=Path, default=cost.PRICES, help="price table YAML")
+    dec.add_argument("--prices", type=Path, default=cost.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
     dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
     for command in (rep, summ, dec):
         command.add_argument("--no-reference", action="store_true",

@@ -4,7 +4,8 @@
     python -m analysis decide results/scaling --home-box analysis/home_boxes/rtx4090.yaml   # the sweep
 
 Prices come from analysis/prices.yaml (every price with its date and source, and per provider its
-billing step, minimum and start-up time), home boxes from small YAML files (analysis/home_boxes/;
+billing step, minimum and start-up time) or from a SkyPilot catalog, vms.csv (`--prices FILE`,
+`load_skypilot`), home boxes from small YAML files (analysis/home_boxes/;
 docs/cost.md explains them). Every GPU is named by its model (`gpu:`, a key of analysis/devices.yaml:
 H100, H200, A100, L4, T4, A10G, RTX 3060, RTX 4090, RTX 5090, GTX 960): a row measured that GPU where
 its device_name holds the key as a word, case-insensitive (`measures`). A bad file is refused with
@@ -28,6 +29,7 @@ Reads rows only (pandas, pyyaml); never imports torch or ray.
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import math
 import re
@@ -39,11 +41,20 @@ import pandas as pd
 import yaml
 
 from analysis.load import sizes_label
+from analysis.model import load_devices
 
 PRICES = Path(__file__).with_name("prices.yaml")
 HOME_BOXES = Path(__file__).with_name("home_boxes")
 HOURS_PER_MONTH = 730  # 365 x 24 / 12
 STALE_DAYS = 365  # a price older than this is flagged: re-read its source
+# A SkyPilot catalog (vms.csv): the columns read (GpuInfo, MemoryGiB, AvailabilityZone may be there too),
+# the cloud names a path may hold, and what is assumed where the path names none or its billing is unknown.
+SKYPILOT_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "Price", "SpotPrice", "Region")
+CLOUDS = {"aws": "AWS", "gcp": "GCP", "azure": "Azure", "lambda": "Lambda", "runpod": "RunPod", "nebius": "Nebius",
+          "vast": "Vast.ai", "coreweave": "CoreWeave", "oci": "OCI", "paperspace": "Paperspace", "cudo": "Cudo",
+          "fluidstack": "FluidStack", "do": "DigitalOcean", "scaleway": "Scaleway", "shadeform": "Shadeform"}
+SKYPILOT_PROVIDER = "SkyPilot"
+SKYPILOT_BILLING = {"step_s": 60, "minimum_s": 60, "startup_s": 300}
 
 
 def _number(unit: str, low: float, strict: bool = True, high: float | None = None, integer: bool = False):
@@ -71,6 +82,7 @@ class Billing:
     startup_s: float = _number("seconds", 0, strict=False)  # asking for the instance to the first trial: boot, image, install
     date: str = field(default=MISSING)
     source: str = field(default=MISSING)
+    via: str = ""  # the third-party page it was read on, if not the provider's
     note: str = ""
 
     def charged_s(self, wall_s: float) -> float:
@@ -210,10 +222,16 @@ def _build(cls, entry, where: str, fix: str, **built):
 
 
 def load_prices(path: str | Path = PRICES) -> tuple[list[Option], dict[str, Billing]]:
-    """The price table and each provider's billing; every field checked, a bad one refused naming its line."""
+    """The price table and each provider's billing, from our YAML (.yaml, .yml) or a SkyPilot catalog
+    (.csv, `load_skypilot`); every field checked, a bad one refused naming its line."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"price file {path} does not exist; the project's is {PRICES}")
+    if path.suffix.lower() == ".csv":
+        return load_skypilot(path)
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise ValueError(f"{path}: a price file is our YAML (.yaml, as {PRICES}) or a SkyPilot catalog "
+                         f"(vms.csv); rename it to say which, got the suffix {path.suffix!r}")
     data = _yaml(path, PRICES) or {}
     if not isinstance(data, dict) or not data.get("options") or not data.get("providers"):
         raise ValueError(f"{path} needs a 'providers:' mapping and an 'options:' list; see {PRICES} for the format")
@@ -238,6 +256,104 @@ def load_prices(path: str | Path = PRICES) -> tuple[list[Option], dict[str, Bill
                              f"instance has gpu: null and gpus: 0; got gpu {option.gpu!r}, gpus {option.gpus}")
         out.append(option)
     return out, billing
+
+
+def provider_of(path: Path) -> str:
+    """The cloud a SkyPilot catalog prices, from a folder or file name in its path (`aws/vms.csv` -> AWS,
+    `gcp-2026-11.csv` -> GCP); SKYPILOT_PROVIDER where none is named."""
+    words = [w for part in path.parts for w in re.split(r"[^a-z0-9]+", part.lower()) if w]
+    return next((CLOUDS[w] for w in reversed(words) if w in CLOUDS), SKYPILOT_PROVIDER)
+
+
+def gpu_model(accelerator: str, keys) -> str:
+    """A SkyPilot AcceleratorName as a key of analysis/devices.yaml (A100-80GB -> A100, RTX4090 -> RTX 4090,
+    H100-MEGA -> H100); a name with no key is kept as written (V100, L40S, A10): never dropped."""
+    flat = re.sub(r"[^A-Z0-9]", "", accelerator.upper())
+    for key in sorted(keys, key=len, reverse=True):
+        rest = flat.removeprefix(re.sub(r"[^A-Z0-9]", "", key.upper()))
+        if rest != flat and re.fullmatch(r"(\d+GB|SXM\d?|PCIE|MEGA|NVL)*", rest):
+            return key
+    return accelerator
+
+
+def _catalog_number(row: dict, column: str, at: str, low: float, empty_ok: bool = False) -> float | None:
+    """One numeric cell of a catalog row: a plain number above `low`, or None where empty and `empty_ok`."""
+    text = (row.get(column) or "").strip()
+    if not text and empty_ok:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= low:
+        need = f"a plain number above {low:g}" + (" or empty" if empty_ok else "")
+        raise ValueError(f"{at}, column {column}: must be {need}, got {text!r}; fix the cell or delete the line")
+    return value
+
+
+def _catalog_rows(path: Path) -> list[tuple[int, dict]]:
+    """The rows of a SkyPilot vms.csv with their line numbers, its header checked for SKYPILOT_COLUMNS."""
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames
+        if not header:
+            raise ValueError(f"{path}, line 1: the file is empty; a SkyPilot vms.csv starts with the header "
+                             f"{','.join(SKYPILOT_COLUMNS)} (SpotPrice may be empty)")
+        missing = [c for c in SKYPILOT_COLUMNS if c not in header]
+        if missing:
+            raise ValueError(f"{path}, line 1: no column {', '.join(missing)} in the header {header}; a SkyPilot "
+                             f"vms.csv has {', '.join(SKYPILOT_COLUMNS)}: add the column (its cells may be empty "
+                             "for SpotPrice only)")
+        rows = [(reader.line_num, row) for row in reader]
+    if not rows:
+        raise ValueError(f"{path}, line 2: no instance under the header; give one line per instance type and region")
+    return rows
+
+
+def load_skypilot(path: str | Path) -> tuple[list[Option], dict[str, Billing]]:
+    """The options of a SkyPilot catalog (vms.csv, schema of skypilot-org/skypilot-catalog): one per instance
+    type and region, on demand at Price, on spot at the lowest SpotPrice of its zones (none where empty).
+
+    The provider comes from the path (`provider_of`), the date from a `Date` column where there is one,
+    else the file's modification day; the source is the file. Billing is the project's for that provider
+    (analysis/prices.yaml), else SKYPILOT_BILLING. A GPU keeps its catalog name where analysis/devices.yaml
+    has no key for it; shares of a GPU (AcceleratorCount < 1) and slices under one vCPU are left out."""
+    path = Path(path)
+    rows = _catalog_rows(path)
+    provider, keys = provider_of(path), load_devices()
+    modified = dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
+    merged: dict[tuple[str, str], Option] = {}
+    for line, row in rows:
+        at = f"{path}, line {line}"
+        name, region = (row.get("InstanceType") or "").strip(), (row.get("Region") or "").strip()
+        if not name:
+            raise ValueError(f"{at}, column InstanceType: is empty; name the instance type or delete the line")
+        price = _catalog_number(row, "Price", at, 0)
+        spot = _catalog_number(row, "SpotPrice", at, 0, empty_ok=True)
+        vcpus = _catalog_number(row, "vCPUs", at, 0)
+        accelerator = (row.get("AcceleratorName") or "").strip()
+        count = _catalog_number(row, "AcceleratorCount", at, 0, empty_ok=not accelerator) or 0
+        date = (row.get("Date") or "").strip() or modified
+        try:
+            _day(date)
+        except ValueError:
+            raise ValueError(f"{at}, column Date: must be a date, YYYY-MM or YYYY-MM-DD, got {date!r}") from None
+        if (count and count < 1) or vcpus < 1:
+            continue
+        source = f"{path} (SkyPilot catalog, line {line})"
+        old = merged.get((name, region))
+        spots = [Price(spot, date, source, note="the lowest of its zones")] if spot else []
+        spots += [old.spot] if old and old.spot else []
+        merged[(name, region)] = Option(
+            name=f"{provider} {name} {region}".strip(), provider=provider, region=region,
+            gpu=gpu_model(accelerator, keys) if accelerator else None, gpus=int(count), vcpus=int(vcpus),
+            on_demand=old.on_demand if old else Price(price, date, source),
+            spot=min(spots, key=lambda p: p.usd_per_h) if spots else None)
+    project = load_prices(PRICES)[1]
+    billing = project.get(provider) or Billing(**SKYPILOT_BILLING, date=modified, source=f"{path}", note=(
+        f"no billing known for {provider}: assumed per minute, a minute at least, {SKYPILOT_BILLING['startup_s']} s "
+        f"to start; add {provider} under providers: in {PRICES} to state it"))
+    return list(merged.values()), {provider: billing}
 
 
 def load_home_box(path: str | Path) -> HomeBox:
@@ -266,6 +382,12 @@ def stale(options: list[Option], today: dt.date | None = None) -> list[str]:
     today = today or dt.date.today()
     return [f"{o.name} {kind}: ${p.usd_per_h:g}/h is of {p.date}, over 12 months before {today}: re-read {p.source}"
             for o in options for kind, p in o.prices() if p.age_days(today) > STALE_DAYS]
+
+
+def secondary(options: list[Option]) -> list[str]:
+    """A line for every price read only on a third-party page (`via`), not on the provider's own."""
+    return [f"{o.name} {kind}: ${p.usd_per_h:g}/h of {p.date} was read on {p.via}, not on {p.source}: a secondary source only"
+            for o in options for kind, p in o.prices() if p.via]
 
 
 def rates(row, options: list[Option]) -> list[dict]:
@@ -321,5 +443,6 @@ def render(costs: pd.DataFrame, shown: pd.DataFrame, options: list[Option]) -> s
                      "rows need a CPU instance with at least their thread count")
     parts += [f"  assumption: {text}" for text in sorted(set(costs["assumption"]))]
     parts += [f"  stale price: {line}" for line in stale(options)]
+    parts += [f"  secondary source: {line}" for line in secondary(options)]
     parts.append("  the whole sweep's time and cost on each option, and the home boxes: python -m analysis decide")
     return "\n".join(parts)

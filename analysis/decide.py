@@ -574,7 +574,7 @@ def predictions(rows: pd.DataFrame, options: list[Option], boxes: list[HomeBox])
     """analysis/model.py's predictions for the GPU models of the options and boxes, at every configuration
     no row of theirs measured, and a note where it could make none (no GPU row of its device table to
     calibrate on: CPU rows read with --no-reference)."""
-    gpus = sorted({o.gpu for o in options if o.gpu} | {b.gpu for b in boxes})
+    gpus = sorted(({o.gpu for o in options if o.gpu} | {b.gpu for b in boxes}) & set(model.load_devices()))
     none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median"])
     if not gpus:
         return none, ""

@@ -1,0 +1,112 @@
+"""The shipped prices (every line dated and sourced, the old ones flagged) and SkyPilot catalogs as price files."""
+
+import datetime as dt
+import os
+
+import pytest
+import yaml
+from analysis_rows import row
+from analysis_rows import write as write_rows
+
+from analysis import cost
+from analysis.__main__ import main
+
+HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone\n"
+LINES = [
+    "p5.48xlarge,H100,8.0,192.0,2048.0,,55.04,20.1,us-east-1,us-east-1a\n",  # line 2
+    "p5.48xlarge,H100,8.0,192.0,2048.0,,55.04,18.5,us-east-1,us-east-1b\n",  # line 3: the same type, cheaper spot
+    "p4de.24xlarge,A100-80GB,8.0,96.0,1152.0,,27.44705,,us-east-1,us-east-1a\n",  # line 4: no spot price
+    "p3.2xlarge,V100,1.0,8.0,61.0,,3.06,0.9,us-east-1,us-east-1a\n",  # line 5: a GPU devices.yaml lacks
+    "c7i.large,,,2.0,4.0,,0.08925,0.03,us-east-1,us-east-1a\n",  # line 6: a CPU instance
+]
+
+
+def catalog(tmp_path, lines=LINES, header=HEADER, cloud="aws"):
+    path = tmp_path / cloud / "vms.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(header + "".join(lines))
+    os.utime(path, (dt.datetime(2026, 11, 20).timestamp(),) * 2)
+    return path
+
+
+def test_every_shipped_price_and_billing_has_a_date_and_a_source():
+    options, billing = cost.load_prices()
+    prices = [p for o in options for _, p in o.prices()] + list(billing.values())
+    assert prices and all(p.date and p.source.startswith("https://") for p in prices)
+    assert all(cost._day(p.date) <= dt.date(2026, 11, 25) for p in prices)  # nothing dated after it was read
+    assert {"Nebius", "Vast.ai"} <= set(billing)  # the 2026 lists' providers
+    by_name = {o.name: o for o in options}
+    assert by_name["AWS p5.48xlarge"].on_demand.usd_per_h == 55.04
+    assert by_name["RunPod H100 SXM community"].on_demand.usd_per_h == 2.69
+    assert all(line.endswith("a secondary source only") for line in cost.secondary(options))
+    assert any("RunPod H200 community on-demand: $3.59/h of 2026-09-25 was read on" in line for line in cost.secondary(options))
+
+
+def test_a_price_older_than_12_months_is_flagged_in_the_output(tmp_path, capsys):
+    stamp = {"source": "https://example.com/pricing"}
+    data = {"providers": {"P": {"step_s": 1, "minimum_s": 60, "startup_s": 0, "date": "2026-11", **stamp}},
+            "options": [{"name": "cpu2", "provider": "P", "region": "r", "gpu": None, "gpus": 0, "vcpus": 2,
+                         "on_demand": {"usd_per_h": 0.05, "date": "2025-06", **stamp},
+                         "spot": {"usd_per_h": 0.02, "date": "2026-10", "via": "https://a.list", **stamp}}]}
+    prices = tmp_path / "old.yaml"
+    prices.write_text(yaml.safe_dump(data, sort_keys=False))
+    results = write_rows([row("disc", "cpu", [1.0, 1.0], torch_threads=2, gpus_requested=0.0)], tmp_path / "mine")
+    assert main(["cost", str(results), "--prices", str(prices), "--out", str(tmp_path / "charts")]) == 0
+    out = capsys.readouterr().out
+    assert "stale price: cpu2 on-demand: $0.05/h is of 2025-06, over 12 months before" in out
+    assert "cpu2 spot" not in out.split("stale price:")[1].split("\n")[0]  # 2026-10 is recent
+    assert "secondary source: cpu2 spot: $0.02/h of 2026-10 was read on https://a.list" in out
+
+
+def test_a_skypilot_catalog_loads_as_options(tmp_path):
+    options, billing = cost.load_prices(catalog(tmp_path))
+    by_name = {o.name: o for o in options}
+    assert list(by_name) == ["AWS p5.48xlarge us-east-1", "AWS p4de.24xlarge us-east-1", "AWS p3.2xlarge us-east-1",
+                             "AWS c7i.large us-east-1"]
+    p5 = by_name["AWS p5.48xlarge us-east-1"]
+    assert (p5.gpu, p5.gpus, p5.vcpus, p5.on_demand.usd_per_h, p5.spot.usd_per_h) == ("H100", 8, 192, 55.04, 18.5)
+    assert p5.on_demand.date == "2026-11-20" and "vms.csv (SkyPilot catalog, line 2)" in p5.on_demand.source
+    assert "line 3" in p5.spot.source  # the cheaper zone's line
+    assert by_name["AWS p4de.24xlarge us-east-1"].gpu == "A100" and by_name["AWS p4de.24xlarge us-east-1"].spot is None
+    assert by_name["AWS p3.2xlarge us-east-1"].gpu == "V100"  # unknown to devices.yaml: kept by its name
+    assert by_name["AWS c7i.large us-east-1"].gpu is None and by_name["AWS c7i.large us-east-1"].gpus == 0
+    assert billing == {"AWS": cost.load_prices(cost.PRICES)[1]["AWS"]}  # the project's AWS billing
+
+
+def test_a_catalog_of_an_unknown_cloud_gets_the_stated_default_billing(tmp_path):
+    options, billing = cost.load_prices(catalog(tmp_path, LINES[-1:], cloud="mycloud"))
+    assert options[0].provider == cost.SKYPILOT_PROVIDER
+    bill = billing[cost.SKYPILOT_PROVIDER]
+    assert (bill.step_s, bill.minimum_s, bill.startup_s) == (60, 60, 300) and "no billing known" in bill.note
+
+
+@pytest.mark.parametrize("header, lines, words", [
+    ("", [], "vms.csv, line 1: the file is empty"),
+    (HEADER.replace(",SpotPrice", ""), [], "vms.csv, line 1: no column SpotPrice in the header"),
+    (HEADER, [], "vms.csv, line 2: no instance under the header"),
+    (HEADER, LINES[:2] + [LINES[2].replace("27.44705", "$27")], "vms.csv, line 4, column Price: must be a plain number above 0, got '$27'"),
+    (HEADER, [LINES[0].replace("55.04", "-55.04")], "vms.csv, line 2, column Price: must be a plain number above 0, got '-55.04'"),
+    (HEADER, [LINES[0].replace("55.04", "")], "vms.csv, line 2, column Price: must be a plain number above 0, got ''"),
+    (HEADER, LINES[:1] + [LINES[1].replace("18.5", "nan")], "vms.csv, line 3, column SpotPrice: must be a plain number above 0 or empty"),
+    (HEADER, [LINES[3].replace("V100,1.0", "V100,")], "vms.csv, line 2, column AcceleratorCount: must be a plain number"),
+    (HEADER, [LINES[4].replace("c7i.large", "")], "vms.csv, line 2, column InstanceType: is empty"),
+])
+def test_a_malformed_catalog_is_refused_naming_the_line_and_column(tmp_path, header, lines, words):
+    with pytest.raises(ValueError) as info:
+        cost.load_prices(catalog(tmp_path, lines, header))
+    assert words in str(info.value) and str(tmp_path) in str(info.value)
+    assert ";" in str(info.value)  # then what to do
+
+
+def test_a_price_file_of_another_kind_is_refused_by_its_suffix(tmp_path):
+    path = tmp_path / "prices.json"
+    path.write_text("{}")
+    with pytest.raises(ValueError, match=r"prices.json: a price file is our YAML .* or a SkyPilot catalog"):
+        cost.load_prices(path)
+
+
+def test_a_skypilot_accelerator_name_maps_to_a_device_key():
+    keys = ["H100", "A100", "A10G", "L4", "RTX 4090"]
+    assert [cost.gpu_model(n, keys) for n in ("A100-80GB", "H100-MEGA", "RTX4090", "A10G", "A10", "L40S", "V100")] == \
+        ["A100", "H100", "RTX 4090", "A10G", "A10", "L40S", "V100"]
+    assert cost.provider_of(cost.Path("catalogs/v8/gcp/vms.csv")) == "GCP"
