@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis import charts, cost, decide, engines, migrate, model, parallel, report, summary
+from analysis import charts, cost, decide, engines, migrate, model, parallel, report, summary, verdict
 from analysis.cli import HelpFormatter
 from analysis.crossover import Bootstrap
 from analysis.load import read, representative
@@ -65,6 +65,9 @@ def main(argv=None) -> int:
     dec.add_argument("--deadline", type=float, default=None, help="hours: also name the cheapest option that ends within it")
     dec.add_argument("--prices", type=Path, default=cost.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
     dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
+    dec.add_argument("--verbose", action="store_true",
+                     help="print the whole decision: every option, the break-even, how each is costed, the notes "
+                          "(by default: the cost-versus-time front and the picks, in at most 15 lines)")
     for command in (rep, summ, dec):
         command.add_argument("--no-reference", action="store_true",
                              help="leave out the reference rows of results/reference/ (by default, the newest "
@@ -177,10 +180,14 @@ def _decide(args) -> int:
     boxes = [cost.load_home_box(p) for p in (args.home_box or cost.home_boxes())]
     grid, found, picks, even, notes = decide.decide(rows, None, options, billing, boxes,
                                                     None if plan else _trials(args), args.deadline, plan)
-    print("\n".join(filter(None, [summary.reference_note(rows), decide.render(found, grid, picks, even, notes, plan)])))
     out = args.out or report.default_out(args.dirs)
-    for name, chart in charts.decision(found, even).items():
-        print(f"chart: {charts.save(chart, out / name)[0]}")
+    drawn = {name: charts.save(chart, out / name)[0] for name, chart in charts.decision(found, even).items()}
+    if args.verbose:
+        print("\n".join(filter(None, [summary.reference_note(rows), decide.render(found, grid, picks, even, notes, plan)])))
+        print("\n".join(f"chart: {path}" for path in drawn.values()))
+        return 0
+    print(decide.brief(found, grid, picks, notes, plan, (verdict.reference_line(rows),), decide.BRIEF_LINES - 1))
+    print(f"charts: {out}/{{{','.join(drawn)}}}.html" if drawn else "charts: none (no option to draw)")
     return 0
 
 

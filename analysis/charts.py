@@ -9,8 +9,9 @@
     execution_time       mean epoch, test (eval) and total time per arm (seed 001's "Execution Time")
     throughput_vs_batch  training samples per second vs batch size
     cost_per_million     dollars per million training samples per price option, bars (analysis/cost.py)
-    sweep_cost           the whole sweep's cost per option, bars (analysis/decide.py)
-    pareto_front         the sweep's cost against its wall time per option, labelled, the front drawn
+    sweep_cost           the whole sweep's cost per option, bars, a predicted one's 90% interval as a rule (analysis/decide.py)
+    pareto_front         the sweep's cost against its wall time per option, labelled, the front drawn, the
+                         intervals of predicted options as rules across (time) and up (cost)
     break_even           cost a month against sweeps a month: each home box against the best of each class
 
 Reads rows only (pandas, altair, vl-convert); never imports torch or ray.
@@ -146,7 +147,9 @@ def cost_per_million(costs: pd.DataFrame):
 
 
 def _decision_data(options: pd.DataFrame) -> pd.DataFrame:
-    label = options["option"] + np.where(options["predicted"], " (predicted)", "")
+    share = options["predicted_share"] if "predicted_share" in options else options["predicted"].astype(float)
+    label = options["option"] + np.where(share >= 1 - 1e-9, " (predicted)",
+                                         np.where(share > 0, " (" + share.map("{:.0%}".format) + " predicted)", ""))
     return options.assign(label=label, front=pareto(options), predicted=options["predicted"].astype(bool),
                           usd_label=np.where(options["predicted"], "~", "") + options["usd"].map("${:,.2f}".format)
                           + " in " + options["wall_h"].map("{:.3g} h".format))
@@ -162,8 +165,10 @@ def sweep_cost(options: pd.DataFrame):
                                   opacity=alt.Opacity("predicted:N").scale(domain=[False, True], range=[1.0, 0.4]).legend(None),
                                   tooltip=["option:N", "model:N", "basis:N", alt.Tooltip("usd:Q", format="$,.2f"),
                                            alt.Tooltip("wall_h:Q", title="wall time, h", format=".3g")])
+    ranges = base.mark_rule(color="black").encode(x="usd_lo:Q", x2="usd_hi:Q").transform_filter(alt.datum.predicted)
     labels = base.mark_text(align="left", dx=3, fontSize=9).encode(text="usd_label:N")
-    return (bars + labels).properties(title="What the sweep costs on each option (paler: predicted)", width=480)
+    return (bars + ranges + labels).properties(
+        title="What the sweep costs on each option (paler: predicted; black rule: its 90% interval)", width=480)
 
 
 def pareto_front(options: pd.DataFrame):
@@ -177,9 +182,15 @@ def pareto_front(options: pd.DataFrame):
     measured = base.mark_point(filled=True, size=60).encode(tooltip=tips).transform_filter(~alt.datum.predicted)
     predicted = base.mark_point(filled=False, size=60).encode(tooltip=tips).transform_filter(alt.datum.predicted)
     front = base.mark_line(color="black", strokeDash=[4, 3], interpolate="step-after").encode(color=alt.value("black")).transform_filter(alt.datum.front)
+    # a predicted option's 90% interval: its wall time across, its cost up and down (one interval, both figures)
+    time_range = base.mark_rule(opacity=0.6).encode(x=alt.X("wall_lo_h:Q").scale(type="log"), x2="wall_hi_h:Q"
+                                                    ).transform_filter(alt.datum.predicted)
+    cost_range = base.mark_rule(opacity=0.6).encode(y=alt.Y("usd_lo:Q").scale(type="symlog", constant=0.01), y2="usd_hi:Q"
+                                                    ).transform_filter(alt.datum.predicted)
     labels = base.mark_text(align="left", dx=6, dy=-4, fontSize=9).encode(text="label:N")
-    return (front + measured + predicted + labels).properties(
-        title="The sweep: cost against time per option (hollow: predicted; dashed: the front)", width=560, height=360)
+    return (front + time_range + cost_range + measured + predicted + labels).properties(
+        title="The sweep: cost against time per option (hollow: predicted, its 90% interval as lines; dashed: the front)",
+        width=560, height=360)
 
 
 def break_even(lines: pd.DataFrame, points: pd.DataFrame):

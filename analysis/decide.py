@@ -8,22 +8,27 @@
 The sweep is the unit: a list of configurations, each run some number of trials (`sweep`): by default
 the measured grid (every configuration of the rows, as many trials as it has seeds), or N trials of a
 workload spread evenly over its measured sizes. The options (`table`): every instance of
-analysis/prices.yaml on demand and on spot, the user's own CPU (the CPU rows not under
-results/reference/), every home box. For each, the sweep's wall time and cost:
+analysis/prices.yaml on demand and on spot, your machine ("your CPU, 16 threads (measured here)",
+"your H100 (measured here)": the CPU and GPU rows not under results/reference/, `own_gpus`), every
+home box. For each, the sweep's wall time and cost, each with its 90% interval where it rests on a
+prediction, and its source (`source`): "measured on <host>, <date>" (the rows' hostname and newest
+finished_at), "predicted", or "62% predicted; measured on ..." (the predicted share of its GPU-time):
 
     trial_s     setup_s + h2d_s + warmup_s + eval_s + (epochs - warmup_epochs) x epoch_s_median: the
                 median over a configuration's measured rows of that GPU model (or CPU), at the sweep's
                 epochs. Where rows measured K trials packed on one GPU (device cuda/K), the K that gives
                 the most trials per GPU-second is used: a trial then holds 1/K of a GPU for its trial_s.
-                A GPU no row measured takes analysis/model.py's prediction of epoch_s_median, its fixed
-                costs from the measured GPUs' rows of the configuration, and every figure that rests on
-                a prediction is marked predicted ('~'); a measured row always wins.
+                A GPU's rows at a configuration always win, your machine's over the reference rows
+                (`_yours_first`); at a configuration no row of it measured, analysis/model.py's
+                epoch_s_median and its interval (epoch_s_lo, epoch_s_hi) over the sweep's epochs, plus
+                the fixed seconds of the measured GPUs' rows (measured: no interval). Every figure
+                that rests on a prediction is marked '~' and printed with its interval: ~4.8 min (3.9-6.1).
     makespan    on G GPUs: the trials, longest first, each to the GPU that frees first (by their GPU
                 share), and never less than the longest trial; on a CPU: one trial after another, each
                 with all the threads it was measured with.
     cloud       wall = provider's startup_s + makespan; cost = price x the billed time: wall rounded up
                 to the provider's billing step, at least its minimum. One instance, rented whole.
-    own CPU     wall = makespan; cost $0: the machine is already owned (its electricity not counted).
+    your CPU, GPU  wall = makespan; cost $0: the machine is already owned (its electricity not counted).
     home box    wall = makespan; cost = write-off (purchase over lifetime, spread over the hours the
                 box trains at its utilisation) + electricity: measured GPU energy where the rows of its
                 GPU have gpu_energy_j (their mean power over the timed epochs, train_s), else its nominal power_w.
@@ -45,6 +50,10 @@ GPU, the own CPU) costs its price per sweep. The box is cheaper beyond
 fixed_usd_per_month / (option's $ per sweep - box's electricity per sweep) sweeps a month, each at the
 box's own speed (measured, or predicted and marked): never an assumed equal speed.
 
+Output (`brief`, the default): at most BRIEF_LINES lines of at most WIDTH columns: the cost-versus-time
+front (fastest first), the fastest, the cheapest, the cheapest within --deadline, the stale prices in one
+line. `render` (--verbose, and the report) adds every option, the break-even, how each is costed, the notes.
+
 Rows of the eager engine at fp32 only (analysis/engines.py compares engines). Reads rows only (pandas);
 never imports torch or ray.
 """
@@ -53,6 +62,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,11 +77,15 @@ from analysis.schema import CONFIG_COLUMNS, SIZE_AXES
 # A sweep's configuration, for matching rows of any run length and seed to it.
 KEY = [c for c in CONFIG_COLUMNS if c not in ("device", "seed", "epochs", "warmup_epochs")]
 FIXED = ["setup_s", "h2d_s", "warmup_s", "eval_s"]  # a trial's time besides its timed epochs
-OWN_CPU, HOME_BOX = "own CPU", "home box"
+OWN_CPU, OWN_GPU, HOME_BOX = "own CPU", "own GPU", "home box"
+HERE = "measured here"  # your machine's options: your CPU, your GPUs (the rows not under results/reference/)
 # A configuration less its dataset size: what a fit along the dataset size holds fixed.
 SHAPE = [c for c in KEY if c != "dataset_size"]
 FULL_BATCH = "dataset_size"  # a shape's batch_size where its batch is the whole dataset (peaks): it grows with N
 NEAREST = 3  # measured sizes a line is fitted to past either end of the measured range
+BRIEF_LINES = 15  # lines of the default output at most (issue 24): the front, the picks, the stale prices
+WIDTH = 100  # columns of a line of the default output
+STALE = "stale prices:"  # the note on prices older than 12 months, the one note the default output keeps
 
 
 def _fmt(value) -> str:
@@ -138,37 +152,69 @@ def _power_w(group: pd.DataFrame) -> float:
     return float((group["gpu_energy_j"] / group["train_s"]).median())
 
 
+SPEED = ["config_key", "source", "trial_s", "trial_lo", "trial_hi", "k", "predicted", "hosts", "date", "power_w",
+         "threads", "own", "cpu"]
+
+
+def _yours_first(group: pd.DataFrame) -> pd.DataFrame:
+    """A GPU model's rows at one configuration: those of your machine (not under results/reference/)
+    where there are any, else all of them."""
+    own = group[~group["results_dir"].map(is_reference)] if "results_dir" in group else group
+    return own if len(own) else group
+
+
+def _measured(config_key: str, source: str, trial_s: float, group: pd.DataFrame) -> dict:
+    """A measured speed: no interval, and where and when its rows were measured (hosts, newest finished_at)."""
+    hosts = sorted(set(group["hostname"].dropna().astype(str))) if "hostname" in group else []
+    when = pd.to_datetime(group["finished_at"], utc=True).max() if "finished_at" in group else pd.NaT
+    return {"config_key": config_key, "source": source, "trial_s": trial_s, "trial_lo": trial_s, "trial_hi": trial_s,
+            "predicted": False, "hosts": ", ".join(hosts), "date": when}
+
+
+def _epochs(guess: pd.DataFrame) -> tuple[float, float, float]:
+    """analysis/model.py's epoch time and its interval (epoch_s_lo, epoch_s_hi; the median where absent)."""
+    mid = float(guess["epoch_s_median"].median())
+    ends = [float(guess[c].median()) if c in guess and guess[c].notna().any() else mid for c in ("epoch_s_lo", "epoch_s_hi")]
+    return mid, ends[0], ends[1]
+
+
+def _keyed(predicted: pd.DataFrame) -> pd.DataFrame:
+    return predicted.assign(config_key=keys(predicted)) if len(predicted) else predicted.assign(config_key=[])
+
+
 def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus: list[str]) -> pd.DataFrame:
-    """Per configuration of the sweep and GPU model or CPU arm: the trial's time, its packing K, whether
-    predicted, and the measured GPU power (null where not measured)."""
+    """Per configuration of the sweep and GPU model or CPU arm: the trial's time with its interval (a
+    prediction's; none where measured), its packing K, whether predicted, where and when it was measured,
+    and the measured GPU power (null where not measured). A GPU's own rows at a configuration always win
+    over a prediction, and your machine's rows over the reference rows (`_yours_first`)."""
     ok = eager_ok(rows)
     ok = ok[ok["config_key"].isin(grid["config_key"])]
-    pred = predicted.assign(config_key=keys(predicted)) if len(predicted) else predicted.assign(config_key=[])
+    pred = _keyed(predicted)
     lines = []
     for line in grid.itertuples():
         at = ok[ok["config_key"] == line.config_key]
         gpu_rows = at[at["device"].str.match(r"cuda(/\d+)?$")]
         for gpu in gpus:
-            mine = gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]]
+            mine = _yours_first(gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]])
             if len(mine):
                 packs = {int(d.split("/")[1]) if "/" in d else 1: g for d, g in mine.groupby("device")}
                 k, group = min(packs.items(), key=lambda kg: _trial_s(kg[1], line) / kg[0])
-                lines.append({"config_key": line.config_key, "source": gpu, "trial_s": _trial_s(group, line), "k": k,
-                              "predicted": False, "power_w": _power_w(group)})
+                lines.append(_measured(line.config_key, gpu, _trial_s(group, line), group)
+                             | {"k": k, "power_w": _power_w(group)})
                 continue
             guess = pred[(pred["config_key"] == line.config_key) & (pred["device_name"] == gpu)]
-            if len(guess):
+            if len(guess):  # the fixed seconds are measured (another GPU's, else the CPU's); the epochs predicted
                 fixed = (gpu_rows if len(gpu_rows) else at)[["setup_s", "h2d_s", "eval_s"]].sum(axis=1).median()
-                epoch = float(guess["epoch_s_median"].median())
-                trial = (0 if pd.isna(fixed) else fixed) + (max(line.epochs - line.warmup_epochs, 1) + line.warmup_epochs) * epoch
-                lines.append({"config_key": line.config_key, "source": gpu, "trial_s": trial, "k": 1, "predicted": True,
-                              "power_w": math.nan})
+                epochs = max(line.epochs - line.warmup_epochs, 1) + line.warmup_epochs
+                mid, lo, hi = ((0 if pd.isna(fixed) else fixed) + epochs * e for e in _epochs(guess))
+                lines.append({"config_key": line.config_key, "source": gpu, "trial_s": mid, "trial_lo": lo, "trial_hi": hi,
+                              "k": 1, "predicted": True, "hosts": "", "date": pd.NaT, "power_w": math.nan})
         for (cpu, threads), group in at[at["device"] == "cpu"].groupby(["device_name", "torch_threads"]):
-            name = f"{cpu}, {threads:.0f} threads"
-            lines.append({"config_key": line.config_key, "source": name, "trial_s": _trial_s(group, line), "k": 1,
-                          "predicted": False, "power_w": math.nan, "threads": int(group["torch_threads"].max()),
-                          "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
-    return pd.DataFrame(lines, columns=["config_key", "source", "trial_s", "k", "predicted", "power_w", "threads", "own", "cpu"])
+            group = _yours_first(group)
+            lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", _trial_s(group, line), group)
+                         | {"k": 1, "power_w": math.nan, "threads": int(threads), "cpu": "CPU",
+                            "own": not all(map(is_reference, group["results_dir"]))})
+    return pd.DataFrame(lines, columns=SPEED)
 
 
 @dataclass(frozen=True)
@@ -271,31 +317,38 @@ def plan_grid(rows: pd.DataFrame, plan: Plan) -> pd.DataFrame:
 
 
 def _points(group: pd.DataFrame) -> pd.DataFrame:
-    """Measured rows as one point per dataset size: median epoch time, and median fixed seconds of a run
-    besides its epochs (set-up, transfer, evaluation, and what the warm-up epochs took beyond steady ones)."""
+    """Measured rows as one point per dataset size: median epoch time (no interval: epoch_lo and epoch_hi
+    the same), and median fixed seconds of a run besides its epochs (set-up, transfer, evaluation, and
+    what the warm-up epochs took beyond steady ones)."""
     parts = group[["setup_s", "h2d_s", "eval_s"]].sum(axis=1)
     beyond = (group["warmup_s"] - group["warmup_epochs"] * group["epoch_s_median"]).fillna(0)
-    return (group.assign(epoch_s=group["epoch_s_median"], fixed_s=parts + beyond)
-            .groupby("dataset_size", as_index=False)[["epoch_s", "fixed_s"]].median().assign(modelled=False))
+    points = (group.assign(epoch_s=group["epoch_s_median"], fixed_s=parts + beyond)
+              .groupby("dataset_size", as_index=False)[["epoch_s", "fixed_s"]].median())
+    return points.assign(epoch_lo=points["epoch_s"], epoch_hi=points["epoch_s"], modelled=False)
 
 
 def _guessed(guess: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
-    """analysis/model.py's predictions as points: its epoch time, and the fixed seconds the measured rows
-    of the same configuration took (the warm-up counted as a steady epoch, as `speeds` does)."""
+    """analysis/model.py's predictions as points: its epoch time and interval, and the fixed seconds the
+    measured rows of the same configuration took (the warm-up counted as a steady epoch, as `speeds` does)."""
     fixed = measured.assign(f=measured[["setup_s", "h2d_s", "eval_s"]].sum(axis=1)).groupby("config_key")["f"].median()
-    return (guess.assign(epoch_s=guess["epoch_s_median"], fixed_s=guess["config_key"].map(fixed).fillna(0))
-            .groupby("dataset_size", as_index=False)[["epoch_s", "fixed_s"]].median().assign(modelled=True))
+    ends = {e: guess[c] if c in guess else guess["epoch_s_median"] for e, c in (("epoch_lo", "epoch_s_lo"), ("epoch_hi", "epoch_s_hi"))}
+    points = guess.assign(epoch_s=guess["epoch_s_median"], fixed_s=guess["config_key"].map(fixed).fillna(0), **ends)
+    points = points.assign(epoch_lo=points["epoch_lo"].fillna(points["epoch_s"]), epoch_hi=points["epoch_hi"].fillna(points["epoch_s"]))
+    return (points.groupby("dataset_size", as_index=False)[["epoch_s", "fixed_s", "epoch_lo", "epoch_hi"]].median()
+            .assign(modelled=True))
 
 
 def _planned(points: pd.DataFrame, plan: Plan) -> dict:
-    """The planned run's time from one source's points, and where plan.samples lies against them."""
+    """The planned run's time from one source's points, its interval (the model's, carried along the
+    same lines; the fixed seconds are measured), and where plan.samples lies against the points."""
     points = points.sort_values("dataset_size", ignore_index=True)
     sizes = points["dataset_size"].to_numpy(float)
-    epoch = along(sizes, points["epoch_s"].to_numpy(float), plan.samples)
-    fixed = along(sizes, points["fixed_s"].to_numpy(float), plan.samples)
+    epoch, lo, hi = (along(sizes, points[c].to_numpy(float), plan.samples) for c in ("epoch_s", "epoch_lo", "epoch_hi"))
+    fixed = max(along(sizes, points["fixed_s"].to_numpy(float), plan.samples).value, 0.0)
     modelled = bool(points["modelled"].to_numpy()[list(epoch.used)].any())
     outside = epoch.side in ("past", "below")
-    return {"trial_s": max(fixed.value, 0.0) + plan.epochs * epoch.value, "predicted": modelled or outside,
+    return {"trial_s": fixed + plan.epochs * epoch.value, "trial_lo": fixed + plan.epochs * min(lo.value, epoch.value),
+            "trial_hi": fixed + plan.epochs * max(hi.value, epoch.value), "predicted": modelled or outside,
             "modelled": modelled, "extrapolated": outside, "factor": epoch.factor, "spread": epoch.spread,
             "reach": epoch.reach}
 
@@ -303,9 +356,10 @@ def _planned(points: pd.DataFrame, plan: Plan) -> dict:
 def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus: list[str],
                 plan: Plan) -> pd.DataFrame:
     """`speeds` for the planned run: per shape and GPU model or CPU arm, the run's time at plan.samples
-    from the dataset sizes measured (a GPU's own rows, the model's predictions at the sizes they lack)."""
+    from the dataset sizes measured (a GPU's own rows, your machine's first; the model's predictions at
+    the sizes they lack)."""
     ok = _shaped(eager_ok(rows))
-    pred = predicted.assign(config_key=keys(predicted)) if len(predicted) else predicted.assign(config_key=[])
+    pred = _keyed(predicted)
     pred = pred.assign(shape=pred["config_key"].map(dict(zip(ok["config_key"], ok["shape"]))))
     lines = []
     for line in grid.itertuples():
@@ -313,20 +367,22 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
         gpu_rows = at[at["device"] == "cuda"]  # one run holds a whole GPU: packed rows (cuda/K) left aside
         for gpu in gpus:
             mine = gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]]
+            mine = pd.concat([_yours_first(g) for _, g in mine.groupby("config_key")]) if len(mine) else mine
             points = _points(mine) if len(mine) else pd.DataFrame()
             guess = pred[(pred["shape"] == line.config_key) & (pred["device_name"] == gpu)]
             guess = guess[~guess["dataset_size"].isin(points.get("dataset_size", []))]  # a measured size wins
             if len(guess):
                 points = pd.concat([points, _guessed(guess, gpu_rows if len(gpu_rows) else at)], ignore_index=True)
             if len(points):
-                lines.append({"config_key": line.config_key, "source": gpu, "k": 1, **_planned(points, plan),
-                              "power_w": _power_w(mine) if len(mine) else math.nan})
+                where = _measured(line.config_key, gpu, 0.0, mine) if len(mine) else {"hosts": "", "date": pd.NaT}
+                lines.append(where | {"config_key": line.config_key, "source": gpu, "k": 1, **_planned(points, plan),
+                                      "power_w": _power_w(mine) if len(mine) else math.nan})
         for (cpu, threads), group in at[at["device"] == "cpu"].groupby(["device_name", "torch_threads"]):
-            lines.append({"config_key": line.config_key, "source": f"{cpu}, {threads:.0f} threads", "k": 1,
-                          **_planned(_points(group), plan), "power_w": math.nan, "threads": int(threads),
-                          "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
-    return pd.DataFrame(lines, columns=["config_key", "source", "trial_s", "k", "predicted", "modelled", "extrapolated",
-                                        "factor", "spread", "reach", "power_w", "threads", "own", "cpu"])
+            group = pd.concat([_yours_first(g) for _, g in group.groupby("config_key")])
+            lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", 0.0, group)
+                         | {"k": 1, **_planned(_points(group), plan), "power_w": math.nan, "threads": int(threads),
+                            "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
+    return pd.DataFrame(lines, columns=SPEED + ["modelled", "extrapolated", "factor", "spread", "reach"])
 
 
 def makespan(trial_s: np.ndarray, share: np.ndarray, gpus: int) -> float:
@@ -340,16 +396,27 @@ def makespan(trial_s: np.ndarray, share: np.ndarray, gpus: int) -> float:
     return max(max(free), float(trial_s.max()))
 
 
+ENDS = (("", "run_s"), ("_lo", "run_lo"), ("_hi", "run_hi"))  # a figure, and either end of its interval
+
+
 def _run(grid: pd.DataFrame, speed: pd.DataFrame, gpus: int) -> dict | None:
-    """The sweep on one speed source: makespan, trials, packing, predicted; None where a configuration lacks a speed."""
+    """The sweep on one speed source: makespan and its interval (the makespan of the trials' low and
+    high times), packing, whether and what share of its GPU-time is predicted, where and when it was
+    measured; None where a configuration lacks a speed."""
     at = grid[["config_key", "trials"]].merge(speed, on="config_key", how="left")
     if at["trial_s"].isna().any():
         return None
-    trial_s = np.repeat(at["trial_s"].to_numpy(), at["trials"])
     share = np.repeat(1 / at["k"].to_numpy(), at["trials"])
-    run = {"run_s": makespan(trial_s, share, gpus), "packed": int(at["k"].max()), "predicted": bool(at["predicted"].any()),
-           "power_w": float(at["power_w"].mean()) if at["power_w"].notna().all() else math.nan,
-           "gpu_s": float((trial_s * share).sum())}
+    spans = {column: makespan(np.repeat(at[trial].to_numpy(float), at["trials"]), share, gpus)
+             for (_, column), trial in zip(ENDS, ("trial_s", "trial_lo", "trial_hi"))}
+    busy = at["trial_s"] * at["trials"] / at["k"]
+    guessed = at["modelled"] if "modelled" in at else at["predicted"]  # a planned run's extrapolation is said apart
+    hosts = sorted({h for named in at["hosts"].dropna() for h in named.split(", ") if h})
+    run = spans | {"packed": int(at["k"].max()), "predicted": bool(at["predicted"].any()),
+                   "predicted_share": float(busy[guessed.astype(bool)].sum() / busy.sum()) if busy.sum() > 0 else
+                   float(guessed.any()), "hosts": ", ".join(hosts), "measured_at": pd.to_datetime(at["date"], utc=True).max(),
+                   "power_w": float(at["power_w"].mean()) if at["power_w"].notna().all() else math.nan,
+                   "gpu_s": float(busy.sum())}
     if "reach" in at:  # a planned run: the shape furthest outside what was measured (the worst fit) speaks for all
         worst = at.sort_values(["factor", "spread"], na_position="first").iloc[-1]
         run |= {"reach": worst["reach"], "factor": float(worst["factor"]), "modelled": bool(at["modelled"].any()),
@@ -357,18 +424,55 @@ def _run(grid: pd.DataFrame, speed: pd.DataFrame, gpus: int) -> dict | None:
     return run
 
 
+def _figures(run: dict, priced) -> dict:
+    """wall_s and usd of a run, and either end of their interval: priced(run seconds) -> (wall_s, usd)."""
+    out = {}
+    for end, column in ENDS:
+        wall, usd = priced(run[column])
+        out |= {f"wall{end}_s": wall, f"wall{end}_h": wall / 3600, f"usd{end}": usd}
+    return out
+
+
+def own_gpus(rows: pd.DataFrame) -> dict[str, int]:
+    """The GPUs of your machine: per GPU model of your ok GPU rows (not under results/reference/), its
+    key of analysis/devices.yaml (else its device_name), and how many of them the rows ran on (gpu_ids)."""
+    ok = eager_ok(rows)
+    if ok.empty or "results_dir" not in ok:
+        return {}
+    mine = ok[ok["device"].str.match(r"cuda(/\d+)?$") & ~ok["results_dir"].map(is_reference)]
+    devices = model.load_devices()
+    out = {}
+    for name, group in mine.groupby("device_name"):
+        key = model.device_key(name, devices) or name
+        used = {(h, i) for h, ids in zip(group["hostname"], group["gpu_ids"]) if ids is not None for i in ids} \
+            if "gpu_ids" in group else set()
+        out[key] = max(out.get(key, 1), len(used))
+    return out
+
+
+def _yours(what: str, kind: str, model_name: str, gpus: int, run: dict, basis: str) -> dict:
+    return {"option": f"your {what} ({HERE})", "kind": kind, "model": model_name, "gpus": gpus,
+            **run, **_figures(run, lambda s: (s, 0.0)), "basis": f"already owned: {basis}; electricity not counted"}
+
+
 def table(grid: pd.DataFrame, speed: pd.DataFrame, options: list[Option], billing: dict[str, Billing],
-          boxes: list[HomeBox]) -> pd.DataFrame:
-    """Every option's wall time and cost for the sweep; options without a speed for every configuration left out."""
+          boxes: list[HomeBox], own: dict[str, int] | None = None) -> pd.DataFrame:
+    """Every option's wall time and cost for the sweep, each with its interval (the same figure where
+    measured): your CPU and your GPUs (`own`: own_gpus), the rented instances, the home boxes; options
+    without a speed for every configuration left out."""
     lines = []
     cpus = speed[speed["threads"].notna()].drop_duplicates("source")
     for cpu in cpus.itertuples():
         run = _run(grid, speed[speed["source"] == cpu.source], 0)
         if run and cpu.own:
-            lines.append({"option": f"{OWN_CPU}: {cpu.source}", "kind": OWN_CPU, "model": cpu.cpu, "gpus": 0,
-                          "wall_s": run["run_s"], "usd": 0.0, **run, "basis": "already owned; electricity not counted"})
+            lines.append(_yours(f"CPU, {cpu.threads:.0f} threads", OWN_CPU, cpu.cpu, 0, run, cpu.source))
         for o in _smallest_cpus(options, int(cpu.threads)):
             lines += _rented(o, billing[o.provider], run, f"{o.vcpus} vCPUs as fast as the measured {cpu.source}") if run else []
+    for gpu, count in (own or {}).items():
+        run = _run(grid, speed[speed["source"] == gpu], count)
+        if run:
+            lines.append(_yours(gpu if count == 1 else f"{count} x {gpu}", OWN_GPU, gpu, count, run,
+                                f"{count} x {gpu} on {run['hosts'] or 'your machine'}"))
     for o in (o for o in options if o.gpu):
         run = _run(grid, speed[speed["source"] == o.gpu], o.gpus)
         lines += _rented(o, billing[o.provider], run, f"{o.gpus} x {o.gpu}, rented whole") if run else []
@@ -379,7 +483,7 @@ def table(grid: pd.DataFrame, speed: pd.DataFrame, options: list[Option], billin
     out = pd.DataFrame(lines)
     if out.empty:
         return out
-    return out.assign(wall_h=out["wall_s"] / 3600).sort_values(["usd", "wall_s"], ignore_index=True)
+    return out.sort_values(["usd", "wall_s"], ignore_index=True)
 
 
 def _smallest_cpus(options: list[Option], threads: int) -> list[Option]:
@@ -391,22 +495,21 @@ def _smallest_cpus(options: list[Option], threads: int) -> list[Option]:
 
 
 def _rented(o: Option, bill: Billing, run: dict, basis: str) -> list[dict]:
-    wall = bill.startup_s + run["run_s"]
     return [{"option": o.name + (" (spot)" if kind == "spot" else ""), "kind": kind, "model": o.gpu or "CPU",
-             "gpus": o.gpus, "wall_s": wall, "usd": p.usd_per_h * bill.charged_s(wall) / 3600, **run,
+             "gpus": o.gpus, **run, **_figures(run, lambda s, p=p: (bill.startup_s + s, p.usd_per_h * bill.charged_s(bill.startup_s + s) / 3600)),
              "basis": f"{basis}; {bill.startup_s:.0f} s start-up; billed per {bill.step_s:g} s, at least {bill.minimum_s:g} s",
              "price_date": p.date} for kind, p in o.prices()]
 
 
 def _home(box: HomeBox, run: dict) -> dict:
-    hours = run["run_s"] / 3600
     measured = not math.isnan(run["power_w"])
     power = run["power_w"] if measured else box.power_w
-    energy = power / 1000 * hours * box.electricity_usd_per_kwh
-    write_off = box.fixed_usd_per_month / (box.utilisation * HOURS_PER_MONTH) * hours
+    per_h = box.fixed_usd_per_month / (box.utilisation * HOURS_PER_MONTH) + power / 1000 * box.electricity_usd_per_kwh
+    energy = power / 1000 * run["run_s"] / 3600 * box.electricity_usd_per_kwh
     what = (f"measured GPU power {power:.0f} W (gpu_energy_j)" if measured else f"nominal power {power:.0f} W (power_w)")
-    return {"option": box.name, "kind": HOME_BOX, "model": box.gpu, "gpus": 1, "wall_s": run["run_s"],
-            "usd": write_off + energy, "energy_usd": energy, "fixed_usd_per_month": box.fixed_usd_per_month, **run, "price_date": box.purchase_date,
+    return {"option": box.name, "kind": HOME_BOX, "model": box.gpu, "gpus": 1, **run,
+            **_figures(run, lambda s: (s, per_h * s / 3600)), "energy_usd": energy,
+            "fixed_usd_per_month": box.fixed_usd_per_month, "price_date": box.purchase_date,
             "basis": f"write-off at {box.utilisation:.0%} utilisation + electricity at {what}"}
 
 
@@ -468,19 +571,61 @@ def monthly(even: pd.DataFrame, points: int = 40) -> pd.DataFrame:
     return pd.concat(lines, ignore_index=True)
 
 
-def _money(line, column: str = "usd") -> str:
-    exact = line[column] == 0  # already owned: $0 however long it runs
-    return ("~" if line["predicted"] and not exact else "") + f"${line[column]:,.2f}"
+def _range(line, columns: tuple[str, str, str], figure, end) -> str:
+    """A predicted figure and its interval: '4.82 (3.9-6.1)'; the figure alone where both ends round alike."""
+    mid = figure(line[columns[0]])
+    lo, hi = (end(line[c]) if c in line and pd.notna(line[c]) else end(line[columns[0]]) for c in columns[1:])
+    return mid if lo == hi else f"{mid} ({lo}-{hi})"
 
 
-def _hours(line, column: str = "wall_h") -> str:
-    hours = line[column]
-    return ("~" if line["predicted"] else "") + (f"{hours * 60:.3g} min" if hours < 1 else f"{hours:,.3g} h")
+def _money(line) -> str:
+    """'$0.31', or where it rests on a prediction '~$0.31 (0.25-0.40)'; $0 (already owned) is exact."""
+    if line["usd"] == 0 or not line["predicted"]:
+        return f"${line['usd']:,.2f}"
+    cents = lambda v: f"{v:,.2f}"  # noqa: E731
+    return "~$" + _range(line, ("usd", "usd_lo", "usd_hi"), cents, cents)
+
+
+def _hours(line) -> str:
+    """'4.82 min', '1.5 h', or where it rests on a prediction '~4.82 min (3.9-6.1)'."""
+    scale, unit = (60, "min") if line["wall_h"] < 1 else (1, "h")
+    figure = lambda h: f"{h * scale:,.3g}"  # noqa: E731
+    if not line["predicted"]:
+        return f"{figure(line['wall_h'])} {unit}"
+    mid, _, interval = _range(line, ("wall_h", "wall_lo_h", "wall_hi_h"), figure,
+                              lambda h: f"{h * scale:,.2g}").partition(" ")
+    return f"~{mid} {unit}" + (f" {interval}" if interval else "")
+
+
+def source(line, short: bool = False) -> str:
+    """Where an option's figures come from: 'measured on vm, 2026-11-21'; 'predicted' where wholly the
+    model's; '62% predicted; measured on vm, 2026-11-21' where some configurations were measured (the
+    share of its GPU-time that is predicted). `short`: '62% predicted; vm, 2026-11-21'."""
+    share = line.get("predicted_share", float(line["predicted"]))
+    if share >= 1 - 1e-9:
+        return "predicted"
+    when = line.get("measured_at", pd.NaT)
+    where = ", ".join(filter(None, [line.get("hosts") or "", f"{when:%Y-%m-%d}" if pd.notna(when) else ""]))
+    said_where = ("" if short and share > 0 else "measured") + (" on " if where and not (short and share > 0) else "") + where
+    return f"{share:.0%} predicted; {said_where}".rstrip("; ") if share > 0 else said_where
 
 
 def said(line) -> str:
-    """An option in a few words: 'RTX 5090 box, ~0.147 min, ~$0.00' ('~': predicted)."""
+    """An option in a few words: 'RTX 5090 box, ~0.147 min (0.12-0.19), ~$0.01' ('~': predicted, 90% interval)."""
     return f"{line['option']}, {_hours(line)}, {_money(line)}"
+
+
+def _fit(text: str) -> str:
+    """One line of at most WIDTH columns, cut with '…' where longer."""
+    return text if len(text) <= WIDTH else text[:WIDTH - 1] + "…"
+
+
+def _header(grid: pd.DataFrame, plan: Plan | None) -> str:
+    if plan:
+        return _planned_header(grid, plan)
+    trials = int(grid["trials"].sum())
+    return (f"== the sweep: {trials:,} trials, {len(grid)} configurations: "
+            f"{', '.join(f'{w} {n:,}' for w, n in grid.groupby('workload')['trials'].sum().items())}")
 
 
 def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
@@ -494,28 +639,66 @@ def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
             f"{spread}{f' ({shapes})' if shapes else ''} ==")
 
 
+def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[str], plan: Plan | None = None,
+          head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
+    """The decision in at most `lines` lines of at most WIDTH columns (`python -m analysis decide`):
+    `head` (wrapped), the sweep, the cost-versus-time front (fastest first, as many as fit), the fastest,
+    the cheapest, the cheapest within the deadline, the stale prices in one line, what --verbose adds.
+    Every figure is marked: '~' and its 90% interval where it rests on a prediction, and its source."""
+    top = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")] + [_fit(_header(grid, plan))]
+    dated = [n.strip() for n in notes if n.strip().startswith(STALE)]
+    rest = len(notes) - len(dated)
+    if options.empty:
+        unit = "run" if plan else "sweep"
+        return "\n".join(top + [f"no option has a measured or predicted time for every configuration of the {unit}"]
+                         + [_fit(n.strip()) for n in notes][:max(lines - len(top) - 1, 0)])
+    more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
+            + (f", {rest} notes" if rest else ""))
+    tail = [_fit(f"{name}: " + ("none" if line is None else f"{said(line)}; {_mark(line, plan, picked=True)}"))
+            for name, line in picks.items()]
+    tail += [_fit(d) for d in dated] + [_fit(more)]
+    front = options[pareto(options)].sort_values(["wall_s", "usd"])
+    room = max(lines - len(top) - len(tail) - 1, 1)
+    shown = front.head(room)
+    said_front = ("the cost-versus-time front, fastest first" +
+                  (f" ({len(shown)} of {len(front)}; --verbose shows all):" if len(front) > room else ":"))
+    cells = [(o["option"], _hours(o), _money(o), _mark(o, plan)) for _, o in shown.iterrows()]
+    widths = [min(max(len(c[i]) for c in cells), 34) for i in range(3)]
+    body = [_fit("  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(3)) + "  " + c[3]) for c in cells]
+    return "\n".join(top + [said_front] + body + tail)
+
+
+def _mark(line, plan: Plan | None, short: bool = True, picked: bool = False) -> str:
+    """`source` (`short`; a pick's: 'measured', 'predicted', '62% predicted'), and for a planned run
+    where its size lies outside the sizes measured."""
+    said_source = source(line, short)
+    if picked:
+        said_source = said_source.split(";")[0] if "predicted" in said_source else "measured"
+    reach = line.get("reach", "measured") if plan else "measured"
+    return said_source + ("" if reach == "measured" or pd.isna(reach) else f"; {reach}")
+
+
 def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.DataFrame, notes: list[str],
            plan: Plan | None = None) -> str:
-    """The decision as text: the sweep (or the planned run), every option (predicted figures marked '~'),
-    the picks, the break-even."""
-    trials, unit = int(grid["trials"].sum()), "run" if plan else "sweep"
-    parts = [_planned_header(grid, plan) if plan else f"== the sweep: {trials:,} trials over {len(grid)} configurations "
-             f"({', '.join(f'{w} {n:,}' for w, n in grid.groupby('workload')['trials'].sum().items())}) =="]
+    """The whole decision as text (--verbose, the report): the sweep (or the planned run), every option
+    (predicted figures marked '~' with their interval, every option's source), the picks, the break-even,
+    how each option is costed, the notes."""
+    unit = "run" if plan else "sweep"
+    parts = [_header(grid, plan)]
     if options.empty:
         return "\n".join(parts + [f"no option has a measured or predicted time for every configuration of the {unit}"] + notes)
     shown = options.assign(wall=options.apply(_hours, axis=1), cost=options.apply(_money, axis=1),
-                           front=pareto(options).map({True: "*", False: ""}))
+                           source=options.apply(source, axis=1), front=pareto(options).map({True: "*", False: ""}))
     if plan:
         why = shown["modelled"].map({True: ["model"], False: []}) + shown["extrapolated"].map({True: ["extrapolated"], False: []})
         shown = shown.assign(predicted=why.map(", ".join), **{"dataset size": shown["reach"]})
-        columns = ["option", "kind", "model", "gpus", "wall", "cost", "predicted", "dataset size", "front"]
+        columns = ["option", "kind", "model", "gpus", "wall", "cost", "predicted", "dataset size", "source", "front"]
     else:
-        shown = shown.assign(predicted=options["predicted"].map({True: "predicted", False: ""}))
-        columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "predicted", "front"]
+        columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "source", "front"]
     parts.append(shown[columns].to_string(index=False))
-    parts.append("  ~: rests on analysis/model.py's prediction for a GPU no row measured" +
-                 (" (model) or on a time extrapolated outside the dataset sizes measured" if plan else "") +
-                 "; *: on the cost-versus-time front")
+    parts.append("  ~: rests on analysis/model.py's prediction for a GPU no row measured, its 90% interval in brackets" +
+                 (" (model), or on a time extrapolated outside the dataset sizes measured" if plan else "") +
+                 "; *: on the cost-versus-time front; source: where the rows were measured, and the share predicted")
     if plan:
         parts.append(f"  dataset size: where {plan.samples:,} lies against the sizes the option's rows measured: inside "
                      f"(a line between the two around it), or Kx past the largest / below the smallest (a least-squares "
@@ -549,36 +732,36 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
            boxes: list[HomeBox], asked: dict[str, int] | None = None, deadline_h: float | None = None,
            plan: Plan | None = None):
     """The sweep (or the planned run, where `plan` is given: `asked` is then unused), every option's time
-    and cost, the picks and the break-even; and the notes (models left out, stale prices). `predicted`
-    None: analysis/model.py's predictions (`predictions`)."""
+    and cost, your own GPUs among them (`own_gpus`), the picks and the break-even; and the notes (models
+    left out, stale prices). `predicted` None: analysis/model.py's predictions (`predictions`)."""
     grid = sweep(rows, None if plan else asked)
     if grid.empty:
         return grid.assign(trials=[]), pd.DataFrame(), {}, pd.DataFrame(), ["no ok row to decide on: every trial failed"]
     grid = plan_grid(rows, plan) if plan else grid
-    notes = []
+    notes, own = [], own_gpus(rows)
+    gpus = sorted({o.gpu for o in options if o.gpu} | {b.gpu for b in boxes} | set(own))
     if predicted is None:
-        predicted, note = predictions(rows, options, boxes)
+        predicted, note = predictions(rows, gpus)
         notes += [note] if note else []
-    gpus = sorted({o.gpu for o in options if o.gpu} | {b.gpu for b in boxes})
     speed = plan_speeds(rows, predicted, grid, gpus, plan) if plan else speeds(rows, predicted, grid, gpus)
-    found = table(grid, speed, options, billing, boxes)
+    found = table(grid, speed, options, billing, boxes, own)
     picks = pick(found, deadline_h) if len(found) else {}
     even = break_even(found) if len(found) else pd.DataFrame()
     old = stale(options)
-    dated = f"  stale prices: {len(old)} of {sum(len(o.prices()) for o in options)} are dated over 12 months ago " \
-            "(python -m analysis cost lists them with their sources): re-read them before deciding"
+    dated = f"  {STALE} {len(old)} of {sum(len(o.prices()) for o in options)} are over 12 months old: re-read them " \
+            "(python -m analysis cost lists them)"
     return grid, found, picks, even, notes + missing(grid, speed, gpus) + ([dated] if old else [])
 
 
-def predictions(rows: pd.DataFrame, options: list[Option], boxes: list[HomeBox]) -> tuple[pd.DataFrame, str]:
-    """analysis/model.py's predictions for the GPU models of the options and boxes, at every configuration
-    no row of theirs measured, and a note where it could make none (no GPU row of its device table to
-    calibrate on: CPU rows read with --no-reference)."""
-    gpus = sorted(({o.gpu for o in options if o.gpu} | {b.gpu for b in boxes}) & set(model.load_devices()))
-    none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median"])
-    if not gpus:
+def predictions(rows: pd.DataFrame, gpus: list[str]) -> tuple[pd.DataFrame, str]:
+    """analysis/model.py's predictions, with their interval, for the GPU models among `gpus` that its
+    device table knows, at every configuration no row of theirs measured, and a note where it could make
+    none (no GPU row of its device table to calibrate on: CPU rows read with --no-reference)."""
+    known = [g for g in gpus if g in model.load_devices()]
+    none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median", "epoch_s_lo", "epoch_s_hi"])
+    if not known:
         return none, ""
     try:
-        return model.predict(rows, gpus), ""
+        return model.predict(rows, known), ""
     except ValueError as exc:  # the model's own words: what to read alongside
-        return none, f"  not predicted ({', '.join(gpus)}): {exc}"
+        return none, f"  not predicted ({', '.join(known)}): {exc}"

@@ -226,7 +226,7 @@ def costs(v: Verdict) -> list[str]:
     out = [f"A run like this sweep ({trials:,} trials over {len(d.grid)} configurations) costs, on the best options:"]
     out += [f"  {name}: {decide.said(line) if line is not None else 'none'}" for name, line in d.picks.items()]
     if any(line is not None and line["predicted"] for line in d.picks.values()):
-        out.append("  ~: predicted by analysis/model.py, for a GPU no row measured")
+        out.append("  ~: rests on analysis/model.py's prediction for a GPU no row measured; (a-b): its 90% interval")
     return out
 
 

@@ -39,9 +39,12 @@ def planted(tmp_path):
         _timed(row("disc", "cuda", [2.0] * 3, gpus_requested=1.0), 1, 2, 1),  # 1 + 2 + 1 + 10 x 2 = 24 s a trial
         _timed(row("disc", "cuda/4", [4.0] * 3, gpus_requested=0.25), 1, 4, 1),  # 46 s, four on a GPU: 11.5 GPU-s a trial
         _timed(row("disc", "cpu", [10.0] * 3), 1, 10, 1),  # 112 s
-    ]).assign(results_dir="/home/me/results/mine")  # the user's own rows: the CPU is theirs
+    ])
+    # the user's own rows: the CPU is theirs; the H100's are the shipped reference rows, of another host
+    rows = rows.assign(results_dir=np.where(rows["device"] == "cpu", "/home/me/results/mine", str(decide.REFERENCE / "h100")))
     key = decide.eager_ok(rows)[decide.KEY].iloc[:1]
-    predicted = key.assign(device_name="RTX 4090", epoch_s_median=3.0, predicted=True)  # 2 s fixed + 11 x 3 = 35 s
+    # 2 s fixed + 11 x 3 = 35 s, within 2 + 11 x 2.5 = 29.5 s and 2 + 11 x 4 = 46 s
+    predicted = key.assign(device_name="RTX 4090", epoch_s_median=3.0, epoch_s_lo=2.5, epoch_s_hi=4.0, predicted=True)
     return rows, predicted, options, billing, [box]
 
 
@@ -87,7 +90,7 @@ def test_measured_gpu_energy_replaces_the_nominal_power(planted):
                                  gpu_energy_j=900.0 * 2, train_s=9.0), 1, 1, 0)])
     rows = pd.concat([rows, measured.assign(results_dir="/x")], ignore_index=True)
     _, found, *_ = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 10})
-    box = found.set_index("option").loc["4090 box"]
+    box = found[found["option"] == "4090 box"].iloc[0]
     assert not box["predicted"]  # the measured row wins over the prediction
     assert "measured GPU power 200 W" in box["basis"]  # 1,800 J over 9 s of timed epochs
 
@@ -212,7 +215,9 @@ def test_the_planned_run_says_whether_its_size_was_measured_or_how_far_outside(p
     assert past["predicted"].all() and past["extrapolated"].all() and not past["modelled"].any()
     own = past[past["kind"] == decide.OWN_CPU].index[0]
     line = next(t for t in text.split("\n") if t.strip().startswith(own))
-    assert line.split()[-9:] == ["~0.085", "min", "$0.00", "extrapolated", "10x", "past", "4,000", "±0.0%", "*"]
+    # off the front: your H100 is as cheap and faster
+    assert line.split()[-11:] == ["~0.085", "min", "$0.00", "extrapolated", "10x", "past", "4,000", "±0.0%", "measured",
+                                  "on", "box"]
     below, _ = _priced(planned, 10, 100)
     assert set(below["reach"]) == {"10x below 1,000 ±0.0%"}
 
@@ -252,3 +257,71 @@ def test_a_planned_run_without_workload_is_refused_naming_the_workloads_present(
     assert main(["decide", str(results), "--epochs", "5", "--samples", "9000", "--workload", "lenet",
                  "--no-reference"]) == 2
     assert "--workload lenet: no ok row of it in the results read (workloads there: peaks, tab)" in capsys.readouterr().err
+
+
+def _host_rows(workloads, device, epoch, host, when, **values) -> list[dict]:
+    return [_timed(row(w, device, [epoch] * 3, hostname=host, finished_at=pd.Timestamp(when, tz="UTC"),
+                       gpus_requested=1.0 if device == "cuda" else None, **values), 1, epoch, 1) for w in workloads]
+
+
+def test_a_measured_gpu_is_never_labelled_predicted_and_the_one_you_ran_on_is_an_option(planted, tmp_path):
+    from analysis.load import read
+    _, _, options, billing, boxes = planted
+    # your H100 host measured disc only (24 s a trial); its CPU measured disc and tabular (112 s each)
+    mine = write_rows(_host_rows(["disc"], "cuda", 2.0, "h100-host", "2026-11-24")
+                      + _host_rows(["disc", "tabular"], "cpu", 10.0, "h100-host", "2026-11-24"), tmp_path / "mine")
+    rows = read(mine)
+    tab = decide.eager_ok(rows).query("workload == 'tabular'")[decide.KEY].iloc[:1]
+    # the model's word for the H100 at tabular, the one configuration no H100 row measured: 2 s fixed + 11 x 6 s
+    predicted = tab.assign(device_name="H100", epoch_s_median=6.0, epoch_s_lo=5.0, epoch_s_hi=8.0, predicted=True)
+
+    _, found, *_ = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 4})
+    got = found.set_index("option")
+    yours = got.loc["your H100 (measured here)"]
+    assert yours["kind"] == decide.OWN_GPU and yours["usd"] == 0 and yours["wall_s"] == pytest.approx(4 * 24)
+    for option in ("your H100 (measured here)", "one H100", "eight H100"):
+        line = found[found["option"] == option].iloc[0]
+        assert not line["predicted"] and decide.source(line) == "measured on h100-host, 2026-11-24"
+        assert "~" not in decide.said(line) and "predicted" not in decide.source(line)
+
+    _, found, *_ = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 1, "tabular": 1})
+    got = found.set_index("option")
+    share = 68 / (24 + 68)  # the tabular trial's share of the GPU-time: predicted
+    for option in ("your H100 (measured here)", "one H100"):
+        assert got.loc[option, "predicted_share"] == pytest.approx(share)
+        assert decide.source(got.loc[option]) == f"{share:.0%} predicted; measured on h100-host, 2026-11-24"
+    # the H100 measured at disc is not predicted there: the prediction, made for tabular only, is used there only
+    assert got.loc["eight H100", "wall_s"] == pytest.approx(68) and got.loc["eight H100", "wall_lo_s"] == pytest.approx(57)
+
+
+def test_a_predicted_figure_prints_its_interval_and_the_chart_draws_it(planted):
+    _, found, *_ = decide.decide(*planted, asked={"disc": 10})
+    box = found[found["option"] == "4090 box"].iloc[0]
+    # 10 trials of 2 s fixed + 11 epochs at 3 s (2.5 s to 4 s): the fixed seconds are measured, not uncertain
+    assert (box["wall_lo_s"], box["wall_s"], box["wall_hi_s"]) == pytest.approx((295, 350, 460))
+    assert box["usd_lo"] == pytest.approx(295 / 3600 * 1.5) and box["usd_hi"] == pytest.approx(460 / 3600 * 1.5)
+    assert decide.said(box) == "4090 box, ~5.83 min (4.9-7.7), ~$0.15 (0.12-0.19)"
+    assert decide.source(box) == "predicted"
+    spec = str(charts.decision(found, pd.DataFrame())["sweep_front"].to_dict())
+    assert "wall_lo_h" in spec and "wall_hi_h" in spec and "usd_lo" in spec and "usd_hi" in spec
+    assert "usd_hi" in str(charts.decision(found, pd.DataFrame())["sweep_cost"].to_dict())
+
+
+def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp_path, monkeypatch, capsys):
+    """A realistic set: an H100 host's own disc and peaks rows (the shipped ones, copied as yours), the
+    reference rows set beside them, the shipped prices and home boxes."""
+    import shutil
+    for sweep in ("engines-gpu-eager", "engines-cpu"):
+        shutil.copytree(decide.REFERENCE / "h100-2026-11-21-engines" / sweep, tmp_path / "mine" / sweep)
+    monkeypatch.chdir(tmp_path)
+    assert main(["decide", "mine", "--deadline", "1", "--out", "charts"]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert len(lines) <= 15 and max(map(len, lines)) <= 100, text
+    assert "the cost-versus-time front" in text and "your H100 (measured here)" in text
+    assert next(t for t in lines if "your H100" in t).rstrip().endswith("measured on vm, 2026-11-21")
+    assert any(t.startswith("cheapest within 1 h: ") for t in lines) and any(t.startswith("fastest: ") for t in lines)
+    assert sum("stale prices" in t for t in lines) <= 1 and "against the cheapest" not in text
+    assert main(["decide", "mine", "--verbose", "--out", "charts"]) == 0
+    verbose = capsys.readouterr().out
+    assert "against the cheapest on-demand GPU" in verbose and "how each option is costed:" in verbose
