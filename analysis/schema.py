@@ -43,6 +43,11 @@ CROSSOVER_AXES = ("n_params",) + SIZE_AXES
 PHASES = ("setup", "h2d", "warmup", "train", "eval")
 COMPILE_PHASE = "compile"
 PHASE_COLUMNS = tuple(f"{phase}_s" for phase in PHASES)
+# The op classes a step's costs are split into (trainables/costs.py classifies each aten op; analysis/model.py
+# predicts each class's time from its roofline bound): the optimiser's step is its own class, whatever its ops.
+OP_CLASSES = ("matmul", "conv", "norm", "elementwise", "optimizer")
+OP_MEASURES = ("flops", "bytes", "launches")  # per class: the column <class>_<measure>_per_step
+OP_COLUMNS = tuple(f"{c}_{m}_per_step" for c in OP_CLASSES for m in OP_MEASURES)
 
 # (name, type, description). Order is the column order in the files.
 COLUMNS: list[tuple[str, pa.DataType, str]] = [
@@ -117,6 +122,11 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("launches_per_step", _I64, "GPU: kernel launches of one step (torch.profiler's CUDA launch events); CPU: aten "
                                 "ops dispatched that are not views; engine graph: 3 (two index copies, one replay); "
                                 "engine compile: null"),
+    *[(f"{c}_{m}_per_step", _I64, f"{m} of one step's {c} ops: " + {
+        "flops": "FlopCounterMode's FLOPs (matrix products and convolutions only: 0 for the other classes)",
+        "bytes": "bytes its aten ops read and write, as bytes_per_step estimates them",
+        "launches": "its aten ops dispatched that are not views (on a GPU in eager mode, about a kernel each)"}[m]
+      + "; null where not counted") for c in OP_CLASSES for m in OP_MEASURES],
     ("costs_note", _STR, "why flops/bytes/launches_per_step are null where they could not be counted (an op torch's "
                          "counters do not know); null where counted or not asked"),
     # energy over the timed epochs (trainables/energy.py)

@@ -6,7 +6,9 @@ import pandas as pd
 import pytest
 
 from analysis import model
+from analysis.schema import OP_CLASSES, OP_MEASURES
 from trainables.config import TrialConfig
+from trainables.costs import op_class
 from trainables.train import run_trial
 from trainables.trial import resolve
 
@@ -59,3 +61,29 @@ def test_analysis_model_computes_what_the_counter_counts(workload, kw):
     assert computed["flops_per_step"] == row["flops_per_step"]
     assert computed["launches_per_step"] == row["launches_per_step"]
     assert computed["bytes_per_step"] == pytest.approx(row["bytes_per_step"], rel=0.10)
+
+
+def test_a_steps_costs_split_by_op_class_add_up_to_its_totals():
+    # a conv net with batch norm and Adam: every class has ops, and the classes partition the step
+    row = _trial("mnist_cnn", dataset_size=100, batch_size=20, width=3, data="digits")
+    classes = {c: {m: row[f"{c}_{m}_per_step"] for m in OP_MEASURES} for c in OP_CLASSES}
+    assert sum(v["flops"] for v in classes.values()) == row["flops_per_step"]
+    assert sum(v["bytes"] for v in classes.values()) == row["bytes_per_step"]
+    assert sum(v["launches"] for v in classes.values()) == row["launches_per_step"]  # on the CPU: its aten ops
+    assert classes["conv"]["flops"] > 0 and classes["matmul"]["flops"] > 0  # convolutions, then the classifier
+    assert classes["optimizer"]["launches"] > 0 and classes["optimizer"]["flops"] == 0
+    assert classes["elementwise"]["bytes"] > 0
+
+
+def test_an_mlp_has_no_conv_or_norm_ops_and_its_optimiser_reads_every_weight():
+    row = _trial("tabular", depth=2, width=32, dataset_size=640)
+    assert row["conv_launches_per_step"] == row["norm_launches_per_step"] == 0
+    assert row["matmul_flops_per_step"] == row["flops_per_step"]
+    assert row["optimizer_bytes_per_step"] >= 3 * 4 * row["n_params"]  # weights, gradients read; weights written
+
+
+@pytest.mark.parametrize("name, cls", [("addmm", "matmul"), ("mm", "matmul"), ("convolution_backward", "conv"),
+                                       ("native_batch_norm", "norm"), ("native_layer_norm_backward", "norm"),
+                                       ("relu", "elementwise"), ("nll_loss_forward", "elementwise")])
+def test_op_class_names_the_class_of_an_aten_op(name, cls):
+    assert op_class(name) == cls

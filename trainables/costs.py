@@ -1,6 +1,7 @@
 """What one optimiser step costs: FLOPs, bytes moved and kernel launches, counted once per trial.
 
-    count(step, devices)       # {'flops_per_step': ..., 'bytes_per_step': ..., 'launches_per_step': ...}
+    count(step, on_gpu)        # {'flops_per_step': ..., 'bytes_per_step': ..., 'launches_per_step': ...,
+                               #  'matmul_flops_per_step': ..., ... one of each measure per op class}
 
 `trainables/train.py` calls it after the trial's timed epochs and evaluation, on copies of the model
 and optimiser (so the trial's own weights and random state are untouched), and after its row's timings
@@ -18,41 +19,91 @@ are taken: the counting's own time is in no timing column, total_s included. Wha
   cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel...); on the CPU, the aten ops dispatched that
   are not views (each pays the dispatcher's fixed cost). docs/model.md says how the model uses them.
 
+The same three are split by op class (analysis/schema.py OP_CLASSES), the per-layer model's input
+(analysis/model.py): every aten op dispatched while an optimiser's step() runs is `optimizer`, whatever
+it is; the others are classed by their aten name (`op_class`). FLOPs come from FlopCounterMode's per-op
+counts, bytes and launches (aten ops that are not views) from Traffic, on every device alike: a class's
+launches are its ops, about one kernel each on a GPU in eager mode.
+
 analysis/model.py computes the same three from a row's configuration for rows written before these
 columns existed; tests/test_costs.py checks that the two agree.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.flop_counter import FlopCounterMode
+
+from analysis.schema import OP_CLASSES
 
 # CUDA runtime and driver calls that launch a kernel or a captured graph (torch.profiler's names).
 LAUNCH_EVENTS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
                  "cudaLaunchCooperativeKernel", "cudaGraphLaunch")
 
 
+# aten names (overload packets) of the matrix products; a convolution's name holds "conv" (convolution,
+# convolution_backward, cudnn_convolution, conv_depthwise2d), a norm's "_norm" (native_batch_norm,
+# native_layer_norm_backward, cudnn_batch_norm, native_group_norm, _fused_rms_norm)
+MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "mv", "addmv", "dot",
+                     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+                     "_scaled_dot_product_cudnn_attention", "_efficient_attention_backward",
+                     "_scaled_dot_product_efficient_attention_backward",
+                     "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_cudnn_attention_backward",
+                     "_flash_attention_forward", "_flash_attention_backward"})
+
+
+def op_class(name: str) -> str:
+    """The class of an aten op that runs outside an optimiser's step, from its name: 'addmm' -> matmul,
+    'convolution_backward' -> conv, 'native_batch_norm' -> norm, anything else -> elementwise."""
+    if name in MATMULS:
+        return "matmul"
+    if "conv" in name:
+        return "conv"
+    return "norm" if "_norm" in name else "elementwise"
+
+
 class Traffic(TorchDispatchMode):
-    """Counts the aten ops dispatched that are not views, and the bytes they read and write
-    (each tensor input and output once; see the module's docstring)."""
+    """Counts the aten ops dispatched that are not views, and the bytes they read and write (each tensor
+    input and output once; see the module's docstring), in all and per op class (`ops`, `bytes` by class)."""
 
     def __init__(self):
         super().__init__()
-        self.ops = 0
-        self.bytes = 0
+        self.by_class = {"ops": Counter(), "bytes": Counter()}
+        self.in_optimizer = False  # set by the optimiser step hooks around every optimiser's step()
+
+    @property
+    def ops(self) -> int:
+        return sum(self.by_class["ops"].values())
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.by_class["bytes"].values())
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if not func.is_view:
-            self.ops += 1
+            cls = "optimizer" if self.in_optimizer else op_class(func.overloadpacket.__name__)
             tensors = [t for t in tree_leaves((args, kwargs, out)) if isinstance(t, torch.Tensor)]
-            self.bytes += sum(t.numel() * t.element_size() for t in tensors)
+            self.by_class["ops"][cls] += 1
+            self.by_class["bytes"][cls] += sum(t.numel() * t.element_size() for t in tensors)
         return out
+
+    def __enter__(self):
+        self._hooks = (register_optimizer_step_pre_hook(lambda *_: setattr(self, "in_optimizer", True)),
+                       register_optimizer_step_post_hook(lambda *_: setattr(self, "in_optimizer", False)))
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for hook in self._hooks:
+            hook.remove()
+        return super().__exit__(*exc)
 
 
 def cuda_launches(step: Callable[[], None]) -> int:
@@ -68,5 +119,10 @@ def count(step: Callable[[], None], on_gpu: bool) -> dict:
     so it must be safe to repeat (a copy of the model and optimiser)."""
     with FlopCounterMode(display=False) as flops, Traffic() as traffic:
         step()
+    per_op = flops.get_flop_counts().get("Global", {})  # FlopCounterMode counts no op of the optimiser's
+    by_class = {"flops": Counter(), "launches": traffic.by_class["ops"], "bytes": traffic.by_class["bytes"]}
+    for op, n in per_op.items():
+        by_class["flops"][op_class(op.__name__)] += n
     return {"flops_per_step": int(flops.get_total_flops()), "bytes_per_step": int(traffic.bytes),
-            "launches_per_step": cuda_launches(step) if on_gpu else traffic.ops}
+            "launches_per_step": cuda_launches(step) if on_gpu else traffic.ops,
+            **{f"{c}_{m}_per_step": int(by_class[m][c]) for c in OP_CLASSES for m in ("flops", "bytes", "launches")}}

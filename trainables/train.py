@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from analysis.schema import OP_CLASSES
 from trainables import costs, precision
 from trainables.data import Data, move, take
 from trainables.devices import Placement, placement
@@ -130,7 +131,8 @@ def step_costs(trial: Trial, loop: Loop) -> dict:
 
     Counted for single-process trials on one device; a data-parallel or pipeline trial's step is
     left null. Engine 'graph' launches GRAPH_LAUNCHES a step; engine 'compile' counts its FLOPs and
-    bytes on the model it compiled, and its launches are left null (counting them would compile again)."""
+    bytes on the model it compiled, and its launches are left null (counting them would compile again);
+    outside engine 'eager' the per-class launches are null too."""
     where = loop.where
     if where.world > 1 or len(where.devices) > 1:
         return {}
@@ -145,8 +147,9 @@ def step_costs(trial: Trial, loop: Loop) -> dict:
             counted = costs.count(lambda: twin._step(*batch), where.is_cuda)
         except Exception as exc:  # an op torch's counters do not know: the row stands, its costs null, and why
             return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
-    if trial.cfg.engine != "eager":
+    if trial.cfg.engine != "eager":  # the ops are counted eagerly: a graph or compiled step launches otherwise
         counted["launches_per_step"] = GRAPH_LAUNCHES if trial.cfg.engine == "graph" else None
+        counted.update({f"{c}_launches_per_step": None for c in OP_CLASSES})
     return counted
 
 
