@@ -34,7 +34,7 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
-from analysis.schema import CONFIG_COLUMNS
+from analysis.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS
 
 DEVICES = Path(__file__).with_name("devices.yaml")
 DEVICE_FIELDS = ("name", "fp32_flops", "tf32_flops", "bf16_flops", "memory_bytes_per_s", "launch_overhead_s",
@@ -56,12 +56,8 @@ CNNS = {"mnist_cnn": ((320_000, 640_000, 1_000), 288_000, (8_760, 844)),
         "lenet": ((180_672, 480_000, 21_840), 84_672, (7_880, 998))}
 PRECISION_PEAK = {"fp32": "fp32_flops", "tf32": "tf32_flops", "bf16": "bf16_flops", "fp16": "bf16_flops"}
 MATCH_KEY = "_device_key"
-try:
-    from analysis.schema import OP_CLASSES
-except ImportError:  # TODO remove once main's per-op-class columns are merged
-    OP_CLASSES = ("matmul", "conv", "norm", "elementwise", "optimizer")
 COMPUTE_CLASSES = ("matmul", "conv")  # the classes FlopCounterMode counts FLOPs of; the others are memory-bound
-CLASS_COLUMNS = tuple(f"{c}_{k}_per_step" for c in OP_CLASSES for k in ("flops", "bytes", "launches"))
+CLASS_COLUMNS = OP_COLUMNS  # {class}_{flops,bytes,launches}_per_step (trainables/costs.py)
 PER_CLASS, THREE_TERM = "per-class", "three-term"
 # The per-class model's parameters, fitted as logs, each pulled weakly (PRIOR_WEIGHT per unit of log) towards
 # the value here: shared by every GPU (a CPU has its own).
@@ -74,7 +70,7 @@ PARAMETERS = {
     "half_memory": 1e6,  # bytes per launch at which an op reaches half of that
     **{f"k_{c}": 1.0 for c in OP_CLASSES},  # cost of one launch of the class, in the device's launch overheads
 }
-PRIOR_WEIGHT = 0.3
+PRIOR_WEIGHT = 0.03
 # A CPU's nominal figures, which its own fit scales: FLOP/s per thread, bytes/s, seconds per aten op.
 CPU_NOMINAL = (1e10, 1e10, 1e-6)
 ALPHA = 0.1  # the intervals are (1 - ALPHA) = 90% conformal intervals
@@ -250,6 +246,11 @@ def gpu_rows(rows: pd.DataFrame, devices: dict[str, Device]) -> pd.DataFrame:
     usable = usable[usable["device"] == "cuda"]
     keyed = usable.assign(**{MATCH_KEY: usable["device_name"].map(lambda n: device_key(n, devices))})
     return keyed[keyed[MATCH_KEY].notna()]
+
+
+def _config_keys(rows: pd.DataFrame) -> list[str]:
+    extra = ["engine"] + (["precision"] if "precision" in rows else [])
+    return [c for c in CONFIG_COLUMNS if c != "device"] + extra
 
 
 def cpu_groups(rows: pd.DataFrame):
