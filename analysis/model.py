@@ -570,7 +570,8 @@ def render_validation(table: pd.DataFrame) -> str:
         shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else f"{v:.0%}")
     parts = []
     for split, title in (("device", "leave one GPU out"), ("workload", "leave one workload out")):
-        part = shown[shown["split"] == split].drop(columns="split")
+        same = "held_out" if split == "workload" else "device"  # a copy of another column in this split
+        part = shown[shown["split"] == split].drop(columns=["split", same])
         if len(part):
             parts += [f"== {title}: |predicted / measured - 1| of step time; coverage of the {1 - ALPHA:.0%} "
                       "conformal interval (drawn without the held-out rows) ==",
@@ -639,6 +640,14 @@ def render(rows: pd.DataFrame, path: Path = DEVICES) -> str:
     devices = load_devices(path)
     gpus = gpu_rows(rows, devices)
     lines = []
+    per_class = gpus[form_of(gpus) == PER_CLASS]
+    if len(per_class):
+        fitted = fit(per_class, devices)
+        lines.append(f"per-class model on {len(per_class)} rows of {', '.join(sorted(set(per_class[MATCH_KEY])))} "
+                     f"(rms log error {fitted.rms:.3f}): " +
+                     ", ".join(f"{k} {v:.3g}" for k, v in fitted.parameters().items()))
+    if len(gpus) > len(per_class):
+        lines.append(f"three-term model (the fallback) for {len(gpus) - len(per_class)} rows without per-class columns:")
     if not gpus.empty:
         counted = int(gpus["costs_counted"].sum())
         lines.append(f"GPU calibration on {len(gpus)} rows of {', '.join(sorted(set(gpus[MATCH_KEY])))} "

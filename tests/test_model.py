@@ -67,12 +67,14 @@ def test_the_held_out_error_is_the_left_out_devices_distance_from_its_prediction
     # so its error is |1/1.25 - 1| = 20% at every size; G1 and G2, left out in turn, are recovered
     # from the other and G3 together, within G3's pull on the fit
     rows = pd.concat([_rows("G1"), _rows("G2"), _rows("G3", slower=1.25)], ignore_index=True)
-    table_ = model.validate(rows, table).set_index("held_out")
+    checked = model.validate(rows, table)
+    table_ = checked[checked["split"] == "device"].set_index("held_out")
     assert table_.loc["G3", "median_error"] == pytest.approx(0.2, abs=0.01)
     assert table_.loc["G3", "worst_error"] == pytest.approx(0.2, abs=0.01)
     assert set(table_.index) == {"G1", "G2", "G3"}
     alone = model.validate(_rows("G1"), table)
-    assert alone.iloc[0]["note"] == "no other GPU to calibrate on"
+    assert alone.iloc[0]["note"] == "no other device to fit on"
+    assert set(checked["form"]) == {model.THREE_TERM}  # the planted rows have no per-class columns
 
 
 def test_bounds_say_launch_for_small_models_and_compute_for_large_ones(table):
