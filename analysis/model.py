@@ -1,24 +1,30 @@
-"""A model of time per epoch, calibrated on the measured devices, that predicts the GPUs nobody measured.
+"""A model of time per epoch, fitted on the measured devices, that predicts the GPUs nobody measured.
 
-    python -m analysis model results/reference/h200-2026-11-22/scaling results/reference/h100-2026-11-21-engines/engines-gpu-*
-    python -m analysis model RESULTS... --validate      # leave each measured device out in turn
+    python -m analysis model --validate            # the shipped reference rows: held-out error, coverage, targets
+    python -m analysis model RESULTS... [--validate]
 
-    predict(rows, ["A100", "L4"])    # what analysis/decide.py asks: one predicted row per configuration and GPU
+    predict(rows, ["A100", "L4"])    # what analysis/decide.py asks: one predicted row per configuration and GPU,
+                                     # epoch_s_median with a 90% conformal interval (epoch_s_lo, epoch_s_hi)
 
-A step costs FLOPs F, bytes B and launches N (trainables/costs.py counts them into each row; for rows
-written before those columns, `step_costs` computes them from the configuration). On a GPU of the
-device table (analysis/devices.yaml: peak FLOP/s, memory bandwidth, a per-launch overhead):
+THE model is per op class (matmul, conv, norm, elementwise, optimizer: analysis/schema.py's OP_CLASSES,
+counted by trainables/costs.py into each row as {class}_{flops,bytes,launches}_per_step). On a GPU of
+the device table (analysis/devices.yaml: peak FLOP/s, bandwidth, a per-launch overhead), a class with
+FLOPs F, bytes B and launches n costs
 
-    step_s = N x overhead x s_launch + max(F / (peak x e_compute), B / (bandwidth x e_memory))
-    epoch_s = steps_per_epoch x step_s x exp(bias of the workload)
+    t_c = n x overhead x k_c + max(F / (peak x u_c(F/n)), B / (bandwidth x m(B/n)))
+    u(s) = u_max s / (s + s_half)          (a saturating utilisation in the op's size, NeuSight-style)
+    step_s = sum over classes of t_c;      epoch_s = steps_per_epoch x step_s
 
-s_launch, e_compute and e_memory are shared by every GPU and fitted (least squares on log time) on
-the measured GPUs' rows; the workload's bias is its rows' median log residual, and the interval the
-10th to 90th percentile of its residuals. A CPU has no table entry: its three figures (overhead,
-FLOP/s, bytes/s) are fitted on its own rows only, so a CPU is never predicted, only explained. `form`
-"sum" adds the two terms instead of taking the larger; `fits` says which fits the rows better.
-docs/model.md says what the estimates assume and what the validation gave. Reads rows only: never
-imports torch or ray.
+u_c for matmul and conv, m for every class's bytes, k_c per class: shared by every GPU, fitted by least
+squares on log step time (each pulled weakly towards PARAMETERS). A CPU, which no table knows, gets its
+own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is only
+explained where measured, never predicted. Rows without the per-class columns (written before them)
+fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per
+workload); every prediction says which in `model_form`.
+
+Every prediction carries a 90% split-conformal interval from leave-one-device-out residuals (a
+workload the fit saw) or leave-one-workload-out residuals (a new one): `conformal_q`. docs/model.md
+gives the equations and the validation. Reads rows only: never imports torch or ray.
 """
 
 from __future__ import annotations
