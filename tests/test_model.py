@@ -21,14 +21,19 @@ PLANTED = {"G1": (20e12, 2e12, 4e-6), "G2": (60e12, 3e12, 6e-6), "G3": (10e12, 0
 LAUNCH_SCALE, E_COMPUTE, E_MEMORY = 3.0, 0.5, 0.4
 
 
-@pytest.fixture
-def table(tmp_path):
-    entries = {k: {"name": f"Planted {k}", "fp32_flops": f, "tf32_flops": None, "bf16_flops": None,
+def device_table(path: Path, planted: dict, tf32: bool = False) -> Path:
+    """A device table of planted GPUs {key: (FP32 FLOP/s, bytes/s, s per launch)} (TF32 at FP32's rate
+    where `tf32`), written to `path`."""
+    entries = {k: {"name": f"Planted {k}", "fp32_flops": f, "tf32_flops": f if tf32 else None, "bf16_flops": None,
                    "memory_bytes_per_s": b, "launch_overhead_s": o, "source": "planted", "date": "2026-11"}
-               for k, (f, b, o) in PLANTED.items()}
-    path = tmp_path / "devices.yaml"
+               for k, (f, b, o) in planted.items()}
     path.write_text(yaml.safe_dump(entries))
     return path
+
+
+@pytest.fixture
+def table(tmp_path):
+    return device_table(tmp_path / "devices.yaml", PLANTED)
 
 
 def _rows(key: str, slower: float = 1.0) -> pd.DataFrame:

@@ -5,10 +5,10 @@ draws, and rows without the per-class columns fall back to the three-term model 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from analysis import model
 from analysis.schema import CONFIG_COLUMNS, OP_CLASSES
+from tests.test_model import device_table
 
 # Planted GPUs: (peak FLOP/s, bytes/s, s per launch), and the parameters the rows' times follow.
 PLANTED = {"G1": (20e12, 2e12, 4e-6), "G2": (60e12, 3e12, 6e-6), "G3": (10e12, 0.5e12, 5e-6)}
@@ -18,12 +18,7 @@ TRUTH = {"u_matmul": 0.6, "half_matmul": 3e7, "u_conv": 0.4, "half_conv": 2e8, "
 
 @pytest.fixture
 def table(tmp_path):
-    entries = {k: {"name": f"Planted {k}", "fp32_flops": f, "tf32_flops": f, "bf16_flops": None,
-                   "memory_bytes_per_s": b, "launch_overhead_s": o, "source": "planted", "date": "2026-11"}
-               for k, (f, b, o) in PLANTED.items()}
-    path = tmp_path / "devices.yaml"
-    path.write_text(yaml.safe_dump(entries))
-    return path
+    return device_table(tmp_path / "devices.yaml", PLANTED, tf32=True)
 
 
 def _costs(workload: str, size: int) -> dict:
