@@ -343,7 +343,12 @@ def fit(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str = PER_
                                PRIOR_WEIGHT * (theta - prior)])
 
     launches = np.array([2.0 * n.startswith("k_") for n in PARAMETERS])  # a second start, launch-bound
-    fits = [least_squares(residual, prior + shift, bounds=(prior - 15, prior + 15)) for shift in (0 * launches, launches)]
+    # on a table GPU, a utilisation of peak FLOP/s is at most 1 (a CPU's nominal peak is no peak); the
+    # bandwidth's share is not capped: the bytes counted assume no cache reuse and overstate what small ops move
+    capped = devices is not None
+    upper = np.array([0.0 if capped and n.startswith("u_") else p + 15 for n, p in zip(PARAMETERS, prior)])
+    fits = [least_squares(residual, np.minimum(prior + shift, upper - 1e-9), bounds=(prior - 15, upper))
+            for shift in (0 * launches, launches)]
     best = min(fits, key=lambda r: r.cost)
     return Fit(PER_CLASS, tuple(best.x), None, float(np.sqrt(np.mean(best.fun[:len(frame)] ** 2))))
 
@@ -478,11 +483,15 @@ def _inner(rest: pd.DataFrame, devices, form: str, by: str) -> tuple[pd.Series, 
 
 
 def _cells(split: str, group: str, frame: pd.DataFrame, by: str, devices, form: str) -> list[dict]:
-    """Each value of `by` held out in turn: per (held-out value, workload, device) its rows, median and
-    worst |predicted/measured - 1|, and how many fell inside the 90% interval drawn from `rest` alone."""
-    out, device = [], frame[MATCH_KEY] if MATCH_KEY in frame else pd.Series(group, index=frame.index)
-    for value, held in frame.groupby(by):
-        rest = frame.drop(index=held.index)
+    """Each value of `by` held out in turn: per (held-out value, workload, device) of the rows of `form`,
+    their number, median and worst |predicted/measured - 1|, and how many fell inside the 90% interval
+    drawn from `rest` alone. The three-term model is fitted on every row (it needs only the totals),
+    the per-class model on the rows that have its columns."""
+    frame = frame[form_of(frame) == PER_CLASS] if form == PER_CLASS else frame
+    shown = form_of(frame) == form
+    out, device = [], frame[MATCH_KEY] if MATCH_KEY in frame else pd.Series(np.nan, index=frame.index)
+    for value, held in frame[shown].groupby(by):
+        rest = frame.drop(index=frame.index[frame[by] == value])
         if rest.empty:
             out.append({"split": split, "group": group, "held_out": value, "rows": len(held), "form": form,
                         "note": f"no other {split} to fit on"})
@@ -492,7 +501,7 @@ def _cells(split: str, group: str, frame: pd.DataFrame, by: str, devices, form: 
         q = conformal_q(inner)
         cells = pd.DataFrame({"error": np.abs(np.exp(-residual) - 1), "inside": np.abs(residual) <= q,
                               "workload": held["workload"].to_numpy(), "device": device[held.index].to_numpy()})
-        for (workload, dev), cell in cells.groupby(["workload", "device"]):
+        for (workload, dev), cell in cells.groupby(["workload", "device"], dropna=False):
             out.append({"split": split, "group": group, "held_out": value, "device": dev, "workload": workload,
                         "rows": len(cell), "median_error": cell["error"].median(), "worst_error": cell["error"].max(),
                         "inside": int(cell["inside"].sum()) if not math.isnan(q) else np.nan, "form": form,
@@ -508,12 +517,11 @@ def validate(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
     from the other rows' own held-out residuals (the held-out rows unseen)."""
     devices, out = load_devices(path), []
     gpus = gpu_rows(rows, devices)
-    for form, frame in gpus.groupby(form_of(gpus)):
-        out += _cells("device", "GPU", frame, MATCH_KEY, devices, form)
-        out += _cells("workload", "GPU", frame, "workload", devices, form)
+    for form in form_of(gpus).unique():
+        out += _cells("device", "GPU", gpus, MATCH_KEY, devices, form)
+        out += _cells("workload", "GPU", gpus, "workload", devices, form)
     for label, own in cpu_groups(rows):
-        for form, frame in own.groupby(form_of(own)):
-            out += _cells("workload", label, frame, "workload", None, form)
+        out += [cell for form in form_of(own).unique() for cell in _cells("workload", label, own, "workload", None, form)]
     columns = ["split", "group", "held_out", "device", "workload", "rows", "median_error", "worst_error", "inside",
                "form", "note"]
     return pd.DataFrame(out).reindex(columns=columns)
