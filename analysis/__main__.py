@@ -7,7 +7,7 @@
     python -m analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000   # your run on every option
     python -m analysis parallel results/parallel-*            # packed, DDP and pipeline figures
     python -m analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
-    python -m analysis model results/scaling [--validate]     # the model of unmeasured GPUs: bounds, leave-one-out error
+    python -m analysis model [DIRS] [--validate]              # the per-class model: bounds; held-out error, 90% coverage, targets (default: results/reference)
     python -m analysis migrate results/reference              # rewrite older row files to the schema's columns
 
 A folder of sweeps (results/, results/reference/) stands for every sweep under it, the shipped
@@ -23,7 +23,7 @@ from pathlib import Path
 from analysis import charts, cost, decide, engines, migrate, model, parallel, report, summary, verdict
 from analysis.cli import HelpFormatter
 from analysis.crossover import Bootstrap
-from analysis.load import read, representative
+from analysis.load import REFERENCE, read, representative
 
 
 def main(argv=None) -> int:
@@ -77,9 +77,11 @@ def main(argv=None) -> int:
     eng = sub.add_parser("engines", help="print the engines' speed-ups, fused throughput and crossovers")
     eng.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/engines.py")
     mod = sub.add_parser("model", help="print the model's calibration and what bounds each step (docs/model.md)")
-    mod.add_argument("dirs", nargs="+", type=Path, help="results directories")
+    mod.add_argument("dirs", nargs="*", type=Path,
+                     help="results directories (default: the shipped reference rows, results/reference)")
     mod.add_argument("--validate", action="store_true",
-                     help="also leave each measured device out in turn and print the error per workload")
+                     help="also leave each GPU, then each workload, out in turn: error, coverage of the 90%% "
+                          "conformal intervals, and the issue's targets")
     mod.add_argument("--devices", type=Path, default=model.DEVICES, help="device table YAML")
     mig = sub.add_parser("migrate", help="rewrite row files whose columns differ from analysis/schema.py's to exactly "
                                          "its columns (analysis/migrate.py)")
@@ -123,10 +125,9 @@ def _engines(args) -> int:
 
 
 def _model(args) -> int:
-    rows = read(*args.dirs)
+    rows = read(*(args.dirs or [REFERENCE]))
     print(model.render(rows, args.devices))
     if args.validate:
-        print("== leave-one-out: |predicted / measured - 1| of epoch time ==")
         print(model.render_validation(model.validate(rows, args.devices)))
     return 0
 

@@ -21,14 +21,19 @@ PLANTED = {"G1": (20e12, 2e12, 4e-6), "G2": (60e12, 3e12, 6e-6), "G3": (10e12, 0
 LAUNCH_SCALE, E_COMPUTE, E_MEMORY = 3.0, 0.5, 0.4
 
 
-@pytest.fixture
-def table(tmp_path):
-    entries = {k: {"name": f"Planted {k}", "fp32_flops": f, "tf32_flops": None, "bf16_flops": None,
+def device_table(path: Path, planted: dict, tf32: bool = False) -> Path:
+    """A device table of planted GPUs {key: (FP32 FLOP/s, bytes/s, s per launch)} (TF32 at FP32's rate
+    where `tf32`), written to `path`."""
+    entries = {k: {"name": f"Planted {k}", "fp32_flops": f, "tf32_flops": f if tf32 else None, "bf16_flops": None,
                    "memory_bytes_per_s": b, "launch_overhead_s": o, "source": "planted", "date": "2026-11"}
-               for k, (f, b, o) in PLANTED.items()}
-    path = tmp_path / "devices.yaml"
+               for k, (f, b, o) in planted.items()}
     path.write_text(yaml.safe_dump(entries))
     return path
+
+
+@pytest.fixture
+def table(tmp_path):
+    return device_table(tmp_path / "devices.yaml", PLANTED)
 
 
 def _rows(key: str, slower: float = 1.0) -> pd.DataFrame:
@@ -67,12 +72,14 @@ def test_the_held_out_error_is_the_left_out_devices_distance_from_its_prediction
     # so its error is |1/1.25 - 1| = 20% at every size; G1 and G2, left out in turn, are recovered
     # from the other and G3 together, within G3's pull on the fit
     rows = pd.concat([_rows("G1"), _rows("G2"), _rows("G3", slower=1.25)], ignore_index=True)
-    table_ = model.validate(rows, table).set_index("held_out")
+    checked = model.validate(rows, table)
+    table_ = checked[checked["split"] == "device"].set_index("held_out")
     assert table_.loc["G3", "median_error"] == pytest.approx(0.2, abs=0.01)
     assert table_.loc["G3", "worst_error"] == pytest.approx(0.2, abs=0.01)
     assert set(table_.index) == {"G1", "G2", "G3"}
     alone = model.validate(_rows("G1"), table)
-    assert alone.iloc[0]["note"] == "no other GPU to calibrate on"
+    assert alone.iloc[0]["note"] == "no other device to fit on"
+    assert set(checked["form"]) == {model.THREE_TERM}  # the planted rows have no per-class columns
 
 
 def test_bounds_say_launch_for_small_models_and_compute_for_large_ones(table):

@@ -1,0 +1,113 @@
+"""The per-class model and its conformal intervals (analysis/model.py): it recovers a GPU planted in
+synthetic rows with per-op-class costs, its conformal quantile covers at the nominal 90% over many
+draws, and rows without the per-class columns fall back to the three-term model and say so."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import model
+from analysis.schema import CONFIG_COLUMNS, OP_CLASSES
+from tests.test_model import device_table
+
+# Planted GPUs: (peak FLOP/s, bytes/s, s per launch), and the parameters the rows' times follow.
+PLANTED = {"G1": (20e12, 2e12, 4e-6), "G2": (60e12, 3e12, 6e-6), "G3": (10e12, 0.5e12, 5e-6)}
+TRUTH = {"u_matmul": 0.6, "half_matmul": 3e7, "u_conv": 0.4, "half_conv": 2e8, "m_memory": 0.5,
+         "half_memory": 4e5, "k_matmul": 3.0, "k_conv": 4.0, "k_norm": 2.0, "k_elementwise": 2.5, "k_optimizer": 1.5}
+
+
+@pytest.fixture
+def table(tmp_path):
+    return device_table(tmp_path / "devices.yaml", PLANTED, tf32=True)
+
+
+def _costs(workload: str, size: int) -> dict:
+    """Per-class (FLOPs, bytes, launches) of a step: an MLP-like or a CNN-like op mix, growing with size."""
+    s, n = 2.0 ** size, size % 4  # launches vary apart from the sizes, so each class's launch cost shows
+    mix = {"mlp": {"matmul": (6e5 * s * s, 4e3 * s * s, 6 + 3 * n), "conv": (0, 0, 0), "norm": (0, 0, 0),
+                   "elementwise": (0, 2e4 * s, 30 + 7 * (size % 3)), "optimizer": (0, 3e3 * s * s, 40 - 5 * n)},
+           "cnn": {"matmul": (2e5 * s, 1e4 * s, 6), "conv": (4e6 * s * s, 3e4 * s * s, 9 + 2 * n),
+                   "norm": (0, 6e4 * s, 8 + 4 * (size % 3)), "elementwise": (0, 9e4 * s, 45 - 3 * n),
+                   "optimizer": (0, 1e3 * s, 60 + 5 * (size % 2))}}[workload]
+    return {f"{c}_{m}_per_step": int(v) for c, values in mix.items() for m, v in zip(("flops", "bytes", "launches"), values)}
+
+
+def _truth_step(key: str, costs: dict) -> float:
+    peak, bandwidth, overhead = PLANTED[key]
+    counts = {c: tuple(np.array([float(costs[f"{c}_{m}_per_step"])]) for m in ("flops", "bytes", "launches"))
+              for c in OP_CLASSES}
+    figures = {"peak_matmul": np.array([peak]), "peak_conv": np.array([peak]), "bandwidth": np.array([bandwidth]),
+               "overhead": np.array([overhead])}
+    theta = np.log([TRUTH[p] for p in model.PARAMETERS])
+    return float(sum(model.class_times(theta, counts, figures).values())[0])
+
+
+def _rows(key: str, per_class: bool = True) -> pd.DataFrame:
+    rows = []
+    for workload in ("mlp", "cnn"):
+        for size in range(1, 13):
+            costs = _costs(workload, size)
+            totals = {f"{m}_per_step": sum(costs[f"{c}_{m}_per_step"] for c in OP_CLASSES)
+                      for m in ("flops", "bytes", "launches")}
+            config = dict.fromkeys(CONFIG_COLUMNS) | {"workload": workload, "depth": size, "batch_size": 100,
+                                                      "dataset_size": 1000, "epochs": 5, "seed": 0, "loop": "fast"}
+            rows.append(config | totals | (costs if per_class else dict.fromkeys(costs)) | {
+                "device": "cuda", "engine": "eager", "status": "ok", "device_name": f"NVIDIA Planted {key}",
+                "torch_threads": 1, "model": f"{workload} {size}", "n_params": 10 * size, "steps_per_epoch": 10,
+                "epoch_s_median": 10 * _truth_step(key, costs)})
+    return pd.DataFrame(rows)
+
+
+def test_the_per_class_model_recovers_a_planted_gpu_and_its_parameters(table):
+    measured = pd.concat([_rows("G1"), _rows("G2")], ignore_index=True)
+    fitted = model.fit(model.gpu_rows(measured, model.load_devices(table)), model.load_devices(table))
+    got = fitted.parameters()
+    for name in ("k_matmul", "k_elementwise", "k_optimizer", "u_matmul", "u_conv"):  # the terms that bound a step
+        assert got[name] == pytest.approx(TRUTH[name], rel=0.05), name
+    predicted = model.predict(measured, ["G3", "G1"], table)
+    assert set(predicted["device_name"]) == {"G3"}  # G1 was measured: the measurement wins
+    assert (predicted["model_form"] == model.PER_CLASS).all()
+    truth = _rows("G3").set_index(["workload", "depth"])["epoch_s_median"]
+    got = predicted.set_index(["workload", "depth"])["epoch_s_median"]
+    assert np.allclose(got, truth.loc[got.index], rtol=0.03)
+    assert ((predicted["epoch_s_lo"] <= got.to_numpy()) & (got.to_numpy() <= predicted["epoch_s_hi"])).all()
+    assert set(predicted["interval_from"]) == {"device"}  # a workload the fit saw: leave-one-device-out's
+
+
+def test_conformal_intervals_cover_at_their_nominal_rate_over_many_draws():
+    # 2,000 trials: 19 calibration residuals and one new one, exchangeable (heavy-tailed, skewed);
+    # the new one falls within the conformal quantile in 90% of trials (at least, and about: k/(n+1) = 18/20)
+    rng = np.random.default_rng(0)
+    draws = rng.standard_t(3, size=(2000, 20)) + 0.3
+    inside = [abs(d[-1]) <= model.conformal_q(d[:-1]) for d in draws]
+    assert np.mean(inside) == pytest.approx(0.9, abs=0.03)
+    assert model.conformal_q([0.1, 0.2]) == float("inf")  # too few scores for the level: unbounded
+    assert model.conformal_q(np.arange(1, 101) / 100) == pytest.approx(0.91)  # ceil(101 x 0.9) = 91st
+
+
+def test_rows_without_the_per_class_columns_fall_back_to_the_three_term_model_and_say_so(table):
+    measured = pd.concat([_rows("G1", per_class=False), _rows("G2", per_class=False)], ignore_index=True)
+    predicted = model.predict(measured, ["G3"], table)
+    assert (predicted["model_form"] == model.THREE_TERM).all() and predicted["epoch_s_median"].gt(0).all()
+    checked = model.validate(measured, table)
+    assert set(checked["form"]) == {model.THREE_TERM}
+    assert "three-term" in model.render_validation(checked)
+
+
+def test_validation_holds_out_each_gpu_and_each_workload_and_covers_the_planted_truth(table):
+    rows = pd.concat([_rows(k) for k in PLANTED], ignore_index=True)
+    checked = model.validate(rows, table)
+    device = checked[checked["split"] == "device"]
+    assert set(device["held_out"]) == set(PLANTED) and device["median_error"].max() < 0.03
+    assert set(checked.loc[checked["split"] == "workload", "held_out"]) == {"mlp", "cnn"}
+    text = model.render_validation(checked)
+    assert "leave one GPU out" in text and "median held-out error <= 20% for every GPU and workload: met" in text
+
+
+def test_model_validate_without_dirs_validates_the_shipped_reference_rows(capsys):
+    from analysis.__main__ import main
+
+    assert main(["model", "--validate"]) == 0
+    out = capsys.readouterr().out
+    assert "== leave one GPU out" in out and "== leave one workload out" in out
+    assert "== targets (GPU rows; printed, not asserted) ==" in out and "H200" in out
