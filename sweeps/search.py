@@ -122,18 +122,20 @@ class Point:
         return f"{'tie' if self.label == SAME else side} {r:.2g}x{ci}"
 
 
-# Intervals honest under sequential looks. A point is looked at after each of its runs counts in LOOKS, at
-# most len(LOOKS) times whatever the data, and each look's interval is built at 1 - ALPHA / len(LOOKS):
-# a Bonferroni split of ALPHA over the looks. By the union bound the chance that any of them misses is at
-# most ALPHA, so the interval at the look that stops the point, whichever it is, covers the true ratio with
-# probability at least 1 - ALPHA (the Bonferroni boundary of group sequential designs: Jennison & Turnbull,
-# "Group Sequential Methods with Applications to Clinical Trials", 2000, ch. 2 and 9; conservative beside
-# O'Brien-Fleming or alpha-spending boundaries, and valid for any stopping rule). Each look is a Welch
+# Intervals honest under sequential looks. A point's runs count takes only the values in LOOKS (the
+# bracket's and the bisection's 1 and 2 among them), at most len(LOOKS) of them whatever the data, and
+# each look's interval is built at 1 - ALPHA / len(LOOKS): a Bonferroni split of ALPHA over the looks. By
+# the union bound the chance that any of them misses is at most ALPHA, so the interval at the look that
+# stops the point, whichever it is, covers the true ratio with probability at least 1 - ALPHA (the
+# Bonferroni boundary of group sequential designs: Jennison & Turnbull, "Group Sequential Methods with
+# Applications to Clinical Trials", 2000, ch. 2 and 9; conservative beside O'Brien-Fleming or
+# alpha-spending boundaries, and valid for any stopping rule). Each look is a Welch
 # interval on log times: the difference of the mean logs, its variance s_cpu^2 / n_cpu + s_gpu^2 / n_gpu
 # with each side's variance pooled over the line's sizes (one-way ANOVA's within-size mean square: the
 # noise of a run, in log terms, taken as the same along one workload's line), and Welch-Satterthwaite's
-# degrees of freedom. The pooled variances change as other sizes gain runs, so tests/test_search.py
-# checks the coverage of the whole procedure, as run, on planted log-normal times.
+# degrees of freedom. The pooled variances change as other sizes gain runs, so a point is read again each
+# round at the same count with another variance: more looks than the union bound above counts. So
+# tests/test_search.py checks the coverage of the whole procedure, as run, on planted log-normal times.
 def _pooled(samples: list[np.ndarray]) -> tuple[float, int]:
     """Pooled variance of log run times over the sizes with two runs or more, and its degrees of freedom."""
     groups = [s for s in samples if len(s) >= 2]
@@ -630,14 +632,7 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     detail = log if detail is None else detail
     start = time.monotonic()
     p = plan(space, out)
-    for line in p.lines:
-        lacking = p.missing.get(line.workload, ())
-        if lacking == line.sizes:
-            log(f"{line.workload}: no GPU to compare with (no reference GPU rows of its sizes): the search times its "
-                f"{line.axis} bracket on the CPU alone")
-        elif lacking:
-            log(f"{line.workload}: no reference GPU rows at {line.axis} {', '.join(f'{s:,}' for s in lacking)}, so "
-                "the search leaves those sizes out (--grid full measures them)")
+    _say_missing(p, log)
     frozen = {line: set() for line in p.lines}
     rounds = ran = skipped = 0
     tuner_s = [TUNER_S]  # what each Tune run took beyond its trials
@@ -668,6 +663,18 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     log(f"search: {_count(ran)} in {rounds} round{'s' if rounds != 1 else ''}, {_s(result.seconds)}"
         + (f"; {_count(skipped)} skipped for --budget {_s(budget_s)}" if skipped else ""))
     return result
+
+
+def _say_missing(p: Plan, log) -> None:
+    """Says which lines, or which of their sizes, have no reference GPU rows to compare with."""
+    for line in p.lines:
+        lacking = p.missing.get(line.workload, ())
+        if lacking == line.sizes:
+            log(f"{line.workload}: no GPU to compare with (no reference GPU rows of its sizes): the search times its "
+                f"{line.axis} bracket on the CPU alone")
+        elif lacking:
+            log(f"{line.workload}: no reference GPU rows at {line.axis} {', '.join(f'{s:,}' for s in lacking)}, so "
+                "the search leaves those sizes out (--grid full measures them)")
 
 
 def _grids(group: list[Ask]) -> dict:
