@@ -219,11 +219,13 @@ def cluster_devices(types: list[dict]) -> tuple[str, ...]:
 
 def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=print, *,
         storage_path: str | None = None, max_failures: int = 2, cluster_config: Path | str | None = None,
-        progress: bool = False) -> Store:
+        progress: bool = False, head=None) -> Store:
     """Measure every config of `space` not yet in `out`/<name>; returns the store holding the rows.
 
     What it says goes through `log`: a line per trial as its row is written, or with `progress` one
     updating line on stderr instead (done of all, an ETA), `log` then saying only what is not a row.
+    Its first line (the trials, those measured already) goes to `head` where given (the search's rounds
+    send theirs to its --verbose detail: sweeps/search.py says what the whole search ran).
 
     Tune's own state goes to `storage_path` (a URI such as s3://bucket/crossover on a cluster), else
     to `out`/_tune/<name>/, beside the rows' directory (sweeps/store.py). A trial whose worker or node
@@ -253,7 +255,8 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     store = Store(Path(out) / space.name)
     with store.locked(log):
         try:
-            _run(space, trials, store, max_concurrent, log, storage_path, max_failures, budget, progress)
+            _run(space, trials, store, max_concurrent, log, storage_path, max_failures, budget, progress,
+                 log if head is None else head)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (stop_signals)
             log(f"interrupted: the {len(store.files())} rows in {store.dir} are kept; run the same command again to "
                 "measure the rest (configs with an 'ok' row are skipped)")
@@ -262,12 +265,12 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
 
 
 def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, log, storage_path: str | None,
-         max_failures: int, budget: FuseBudget, progress: bool = False) -> None:
-    """The sweep itself, in a directory this process holds."""
+         max_failures: int, budget: FuseBudget, progress: bool = False, head=print) -> None:
+    """The sweep itself, in a directory this process holds; its first line through `head`."""
     done = store.measured(log)
     todo = [t for t in trials if t.hash not in done]
-    log(f"sweep {space.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already measured "
-        f"in {store.dir}, {len(todo)} to run")
+    head(f"sweep {space.name!r}: {len(trials)} trials, {len(trials) - len(todo)} already measured "
+         f"in {store.dir}, {len(todo)} to run")
     if not todo:
         return
     batches = groups(todo, space.fuse, budget)

@@ -23,7 +23,8 @@ only the rest. The decisions are a pure function of the run times measured so fa
              more runs, at the looks LOOKS, up to CAP; it stops once the interval excludes 1 or is that
              narrow (torch.utils.benchmark's adaptive_autorange stops at IQR/median < 0.1; nvbench at a
              relative standard deviation below its target, or on a noise plateau);
-    bisect   between two measured sizes whose faster device differs, SPLIT more candidates a round,
+    bisect   between two measured sizes whose faster device differs (a size within noise counts as a
+             side of its own: the change may lie on either side of it), SPLIT more candidates a round,
              until the two are neighbours in the grid.
 
 Before a round, each trial's time is predicted (`predict_s`): this machine's rows of the workload at the
@@ -122,18 +123,20 @@ class Point:
         return f"{'tie' if self.label == SAME else side} {r:.2g}x{ci}"
 
 
-# Intervals honest under sequential looks. A point is looked at after each of its runs counts in LOOKS, at
-# most len(LOOKS) times whatever the data, and each look's interval is built at 1 - ALPHA / len(LOOKS):
-# a Bonferroni split of ALPHA over the looks. By the union bound the chance that any of them misses is at
-# most ALPHA, so the interval at the look that stops the point, whichever it is, covers the true ratio with
-# probability at least 1 - ALPHA (the Bonferroni boundary of group sequential designs: Jennison & Turnbull,
-# "Group Sequential Methods with Applications to Clinical Trials", 2000, ch. 2 and 9; conservative beside
-# O'Brien-Fleming or alpha-spending boundaries, and valid for any stopping rule). Each look is a Welch
+# Intervals honest under sequential looks. A point's runs count takes only the values in LOOKS (the
+# bracket's and the bisection's 1 and 2 among them), at most len(LOOKS) of them whatever the data, and
+# each look's interval is built at 1 - ALPHA / len(LOOKS): a Bonferroni split of ALPHA over the looks. By
+# the union bound the chance that any of them misses is at most ALPHA, so the interval at the look that
+# stops the point, whichever it is, covers the true ratio with probability at least 1 - ALPHA (the
+# Bonferroni boundary of group sequential designs: Jennison & Turnbull, "Group Sequential Methods with
+# Applications to Clinical Trials", 2000, ch. 2 and 9; conservative beside O'Brien-Fleming or
+# alpha-spending boundaries, and valid for any stopping rule). Each look is a Welch
 # interval on log times: the difference of the mean logs, its variance s_cpu^2 / n_cpu + s_gpu^2 / n_gpu
 # with each side's variance pooled over the line's sizes (one-way ANOVA's within-size mean square: the
 # noise of a run, in log terms, taken as the same along one workload's line), and Welch-Satterthwaite's
-# degrees of freedom. The pooled variances change as other sizes gain runs, so tests/test_search.py
-# checks the coverage of the whole procedure, as run, on planted log-normal times.
+# degrees of freedom. The pooled variances change as other sizes gain runs, so a point is read again each
+# round at the same count with another variance: more looks than the union bound above counts. So
+# tests/test_search.py checks the coverage of the whole procedure, as run, on planted log-normal times.
 def _pooled(samples: list[np.ndarray]) -> tuple[float, int]:
     """Pooled variance of log run times over the sizes with two runs or more, and its degrees of freedom."""
     groups = [s for s in samples if len(s) >= 2]
@@ -202,8 +205,8 @@ def _label(ratio: float, low: float, high: float, n: int, frozen: bool) -> tuple
 
 
 def _side(point: Point) -> str | None:
-    """A point's side for bracketing: its label, else where its ratio lies so far (the bisection goes on
-    while its repeats come in, and follows them if they move it)."""
+    """A point's side for bracketing: its label (SAME a side of its own), else where its ratio lies so far
+    (the bisection goes on while its repeats come in, and follows them if they move it)."""
     if point.label or not math.isfinite(point.ratio):
         return point.label
     return GPU if point.ratio > 1 else CPU
@@ -555,12 +558,17 @@ def _predict(p: Plan, s: State, line: Line, key: tuple) -> float | None:
     return predict_s(size, p.trials[line][key].cfg, s.costs[line][side], p.ref_epoch[line][side], s.factor[side])
 
 
+def _worst(ask: Ask) -> float:
+    """An ask's dearest trial, predicted seconds (0 where none is predicted)."""
+    return max((x or 0.0 for x in ask.predicted), default=0.0)
+
+
 def afford(found: list[Ask], left_s: float, budget_s: float) -> tuple[list[Ask], list[tuple[Ask, str]]]:
     """The asks that fit, cheapest first: each trial within MAX_SHARE of the budget, all of them within
     `left_s`; and the others, each with why it is skipped."""
     run, skip = [], []
     for ask in sorted(found, key=lambda a: a.cost):
-        worst = max((x for x in ask.predicted if x is not None), default=0.0)
+        worst = _worst(ask)
         if worst > MAX_SHARE * budget_s:
             skip.append((ask, f"predicted {_s(worst)}, more than {MAX_SHARE:.0%} of --budget {_s(budget_s)}"))
         elif ask.cost > left_s:
@@ -581,10 +589,10 @@ def _count(n: int) -> str:
     return f"{n} trial{'s' if n != 1 else ''}"
 
 
-def write_skipped(p: Plan, skipped: list[tuple[Ask, str]], budget_s: float, log) -> None:
+def write_skipped(p: Plan, skipped: list[tuple[Ask, str]], log, say) -> None:
     """An error row for each trial skipped ('skipped: ...'): the analysis reads it as not measured (status
-    not 'ok'), and a later run, with a larger --budget, measures it (sweeps/store.py `measured`). A trial
-    past MAX_SHARE of the budget is said on a line of its own; those past the budget left, on one line."""
+    not 'ok'), and a later run, with a larger --budget, measures it (sweeps/store.py `measured`). Each
+    skipped size is said through `say` (the search's --verbose detail; `skipped_lines` sums them up)."""
     if not skipped:
         return
     with p.store.locked(log):
@@ -593,16 +601,30 @@ def write_skipped(p: Plan, skipped: list[tuple[Ask, str]], budget_s: float, log)
                 p.store.write({**failed_row(trial, f"skipped: {why} (--budget)"), "sweep": p.space.name,
                                "schema_version": schema.SCHEMA_VERSION, "trial_id": None,  # no Tune trial ran
                                "finished_at": pd.Timestamp.now(tz="UTC").to_pydatetime()})
-    rest = []
     for ask, why in skipped:
-        if max((x or 0 for x in ask.predicted), default=0) > MAX_SHARE * budget_s:
-            log(f"skipped {ask.line.workload} {ask.line.axis}={ask.size:,} ({_count(len(ask.trials))}): {why}")
-        else:
-            rest.append(ask)
+        say(f"skipped {ask.line.workload} {ask.line.axis}={ask.size:,} ({_count(len(ask.trials))}): {why}")
+
+
+def skipped_lines(skipped: list[tuple[Ask, str]], budget_s: float, width: int = 100) -> list[str]:
+    """What the search skipped, in at most two lines of `width` columns: the sizes predicted past MAX_SHARE of
+    the budget, dearest first, as many as fit; and how many trials found too little of the budget left."""
+    dear = sorted((a for a, _ in skipped if _worst(a) > MAX_SHARE * budget_s), key=_worst, reverse=True)
+    rest = [a for a, _ in skipped if _worst(a) <= MAX_SHARE * budget_s]
+    said = []
+    if dear:
+        head, names = f"  predicted past {MAX_SHARE:.0%} of it: ", []
+        for i, a in enumerate(dear):
+            more = f" and {len(dear) - i - 1} more" if i < len(dear) - 1 else ""
+            name = f"{a.line.workload} {a.line.axis}={a.size:,} ({_s(_worst(a))})"
+            if names and len(head + ", ".join(names + [name]) + more) > width:
+                names[-1] += f" and {len(dear) - i} more"
+                break
+            names.append(name)
+        said.append(head + ", ".join(names))
     if rest:
-        names = ", ".join(f"{a.line.workload} {a.line.axis}={a.size:,}" for a in rest[:3])
-        log(f"skipped {_count(sum(len(a.trials) for a in rest))} past the budget left (--budget {_s(budget_s)}): "
-            f"{names}{f' and {len(rest) - 3} more sizes' if len(rest) > 3 else ''}")
+        said.append(f"  past what was left of it: {_count(sum(len(a.trials) for a in rest))} at {len(rest)} sizes "
+                    "(a larger --budget measures them)")
+    return said
 
 
 @dataclass
@@ -624,12 +646,51 @@ class Result:
 def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concurrent: int | None = None,
            log=print, detail=None, **run_kwargs) -> Result:
     """The search over `space` (the full grid's Space) into `out`/<space.name>, in rounds of sweeps/runner.run
-    until the rule wants nothing more, or the budget is spent. `log` says what is skipped and, at the end,
-    what the search spent; `detail` (default: `log`) a line per round and each line's verdict. `log` and
-    `run_kwargs` go to runner.run."""
+    until the rule wants nothing more, or the budget is spent. `log` says which sizes lack reference GPU rows
+    and, at the end, what the search spent and skipped, in at most 3 lines of 100 columns; `detail` (default: `log`) each round, its runner.run's first line, each
+    size skipped and why, and each line's verdict. `log` and `run_kwargs` go to runner.run."""
     detail = log if detail is None else detail
     start = time.monotonic()
     p = plan(space, out)
+    _say_missing(p, log)
+    frozen = {line: set() for line in p.lines}
+    rounds = ran = 0
+    skips = []  # (ask, why) of every size skipped for the budget
+    tuner_s = [TUNER_S]  # what each Tune run took beyond its trials
+    while found := asks(p, state(p), frozen):
+        rounds += 1
+        left = budget_s - (time.monotonic() - start) - float(np.mean(tuner_s)) * len({a.target for a in found})
+        run, skip = afford(found, left, budget_s)
+        write_skipped(p, skip, log, detail)
+        skips += skip
+        for ask, _ in skip:
+            frozen[ask.line].add(ask.size)
+        for target in sorted({a.target for a in run}):
+            group = [a for a in run if a.target == target]
+            began = time.monotonic()
+            store = runner.run(dataclasses.replace(space, grids=_grids(group), repeats=target), out, max_concurrent,
+                               log, head=detail, **run_kwargs)
+            ran += sum(len(a.trials) for a in group)
+            tuner_s.append(max(0.0, time.monotonic() - began - _trial_seconds(store, group)))
+        detail(f"search round {rounds}: {_count(sum(len(a.trials) for a in run))} at {len(run)} sizes, "
+               f"{len(skip)} sizes skipped; {_s(time.monotonic() - start)} of --budget {_s(budget_s)}")
+        if left <= 0:  # the budget is spent: what the rule wants next is not measured (rowed, and said at the end)
+            break
+    s = state(p)
+    verdicts = [verdict(line, s.measured[line], frozenset(frozen[line])) for line in p.lines]
+    skipped = sum(len(a.trials) for a, _ in skips)
+    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, time.monotonic() - start)
+    for text in result.lines():
+        detail(text)
+    log(f"search: {_count(ran)} in {rounds} round{'s' if rounds != 1 else ''}, {_s(result.seconds)}"
+        + (f"; {_count(skipped)} skipped for --budget {_s(budget_s)}:" if skipped else ""))
+    for text in skipped_lines(skips, budget_s):
+        log(text)
+    return result
+
+
+def _say_missing(p: Plan, log) -> None:
+    """Says which lines, or which of their sizes, have no reference GPU rows to compare with."""
     for line in p.lines:
         lacking = p.missing.get(line.workload, ())
         if lacking == line.sizes:
@@ -638,36 +699,6 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
         elif lacking:
             log(f"{line.workload}: no reference GPU rows at {line.axis} {', '.join(f'{s:,}' for s in lacking)}, so "
                 "the search leaves those sizes out (--grid full measures them)")
-    frozen = {line: set() for line in p.lines}
-    rounds = ran = skipped = 0
-    tuner_s = [TUNER_S]  # what each Tune run took beyond its trials
-    while found := asks(p, state(p), frozen):
-        rounds += 1
-        left = budget_s - (time.monotonic() - start) - float(np.mean(tuner_s)) * len({a.target for a in found})
-        run, skip = afford(found, left, budget_s)
-        write_skipped(p, skip, budget_s, log)
-        skipped += sum(len(a.trials) for a, _ in skip)
-        for ask, _ in skip:
-            frozen[ask.line].add(ask.size)
-        for target in sorted({a.target for a in run}):
-            group = [a for a in run if a.target == target]
-            began = time.monotonic()
-            store = runner.run(dataclasses.replace(space, grids=_grids(group), repeats=target), out, max_concurrent,
-                               log, **run_kwargs)
-            ran += sum(len(a.trials) for a in group)
-            tuner_s.append(max(0.0, time.monotonic() - began - _trial_seconds(store, group)))
-        detail(f"search round {rounds}: {_count(sum(len(a.trials) for a in run))} at {len(run)} sizes, "
-               f"{len(skip)} sizes skipped; {_s(time.monotonic() - start)} of --budget {_s(budget_s)}")
-        if left <= 0:  # the budget is spent: what the rule wants next is not measured (said above, and rowed)
-            break
-    s = state(p)
-    verdicts = [verdict(line, s.measured[line], frozenset(frozen[line])) for line in p.lines]
-    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, time.monotonic() - start)
-    for text in result.lines():
-        detail(text)
-    log(f"search: {_count(ran)} in {rounds} round{'s' if rounds != 1 else ''}, {_s(result.seconds)}"
-        + (f"; {_count(skipped)} skipped for --budget {_s(budget_s)}" if skipped else ""))
-    return result
 
 
 def _grids(group: list[Ask]) -> dict:

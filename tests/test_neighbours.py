@@ -153,21 +153,33 @@ def test_a_trial_beside_a_busy_process_is_flagged_outside_load(registry):
     assert loaded["other_cpu_s"] > 0.6 * loaded["train_s"]
 
 
+def proc_cpu_s(pid: int) -> float:
+    """CPU seconds of process `pid` itself (utime + stime), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * (1 / os.sysconf("SC_CLK_TCK"))
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
 def test_a_trials_own_child_processes_count_as_its_own_cpu_time():
     # torch.compile's compile workers are the trial's descendants: their CPU time is the trial's, not load
-    # from outside; here a grandchild spins while this process sleeps
-    spin = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'while True: pass'])"
-    child = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
+    # from outside; here a grandchild spins while this process sleeps. Whatever CPU share a loaded host
+    # gives it, every second it spins between the two readings is in this process's own CPU time (a
+    # fixed wall-time window asked for half a core: a CPU burner beside it on 2 cores gave it less)
+    spin = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'while True: pass']); "
+            "print(p.pid, flush=True); p.wait()")
+    child = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True, stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.5)  # the grandchild spinning
-        before = neighbours.own_cpu_s()
-        time.sleep(0.5)
+        grandchild = int(child.stdout.readline())
+        before, spun = neighbours.own_cpu_s(), proc_cpu_s(grandchild)
+        while proc_cpu_s(grandchild) - spun < 0.3:  # however long the host's load makes that take
+            time.sleep(0.05)
+        spun = proc_cpu_s(grandchild) - spun
         spent = neighbours.own_cpu_s() - before
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
-    assert spent > 0.25
+    assert spent >= spun - 1e-9 and spun >= 0.3, (spent, spun)  # 1e-9: float sums of whole ticks
 
 
 def test_the_same_trial_alone_is_not_flagged(registry):

@@ -3,6 +3,9 @@ found to the grid's resolution, a planted tie called within noise, the stopping 
 planted ratio at their nominal rate), its budget, and one real search through Ray, resumed."""
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -120,6 +123,18 @@ def test_a_trial_predicted_past_the_budget_is_skipped_saying_why():
     assert reasons[12] == f"predicted 40 s, more than {MAX_SHARE:.0%} of --budget 100 s"
 
 
+def test_what_the_search_skipped_is_said_in_two_lines_of_100_columns_dearest_first():
+    # what `make run` prints of it by default (each size and its reason: --verbose); 2 trials an ask
+    line = Line("disc", "depth", DEPTHS)
+    dear = [(Ask(line, k, 0, 2, (k * 10.0, k * 10.0), ("t", "t")), "why") for k in range(3, 12)]  # 30-110 s
+    cheap = [(Ask(line, k, 0, 2, (1.0, 1.0), ("t", "t")), "why") for k in (2, 12)]
+    said = search.skipped_lines(dear + cheap, budget_s=100.0)
+    assert len(said) == 2 and all(len(text) <= 100 for text in said), said
+    assert said == ["  predicted past 15% of it: disc depth=11 (110 s), disc depth=10 (100 s) and 7 more",
+                    "  past what was left of it: 4 trials at 2 sizes (a larger --budget measures them)"]
+    assert search.skipped_lines(dear[:1], budget_s=100.0) == ["  predicted past 15% of it: disc depth=3 (30 s)"]
+
+
 def test_a_trials_time_is_predicted_from_the_nearest_measured_size_scaled_as_the_reference_scales():
     cfg = Space("p", {"disc": {"depth": [8], "epochs": [6]}}).expand()[0].cfg  # 6 epochs, 1 of warm-up
     own = {4: (0.5, 0.2)}  # at depth 4: 0.5 s besides the epochs, 0.2 s an epoch
@@ -181,3 +196,19 @@ def test_a_real_search_runs_through_ray_skips_past_its_budget_and_resumes_with_a
     v, = found.verdicts
     assert v.kind in (CROSSOVER, A_EVERYWHERE, B_EVERYWHERE, WITHIN_NOISE)
     assert found.gpu_name[v.line] == "the NVIDIA H200 (reference)"  # 3 runs a size there (the H100's: 1)
+
+
+@pytest.mark.slow
+def test_the_default_search_ends_within_25_lines_of_100_columns_with_what_it_skipped_and_the_answer(tmp_path):
+    # `make run`'s default path (the search, not --smoke) on two workloads; the progress line is on stderr.
+    # --budget 20 s: some sizes are skipped, and what the search skipped must fit the screen too
+    cmd = [sys.executable, str(Path(__file__).parents[1] / "sweeps" / "scaling.py"), "--workloads", "disc,peaks",
+           "--devices", "cpu", "--budget", "20", "--out", ".", "--no-report"]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) <= 25 and max(map(len, lines)) <= 100, done.stdout
+    assert lines[0].startswith("search: ") and "sweep 'scaling'" not in done.stdout, done.stdout  # rounds: --verbose
+    answer = next(i for i, text in enumerate(lines) if text.startswith("Where the GPU trains faster than the CPU"))
+    assert all(text.startswith("  ") for text in lines[1:answer]), done.stdout  # only what it skipped before it
+    assert lines[answer + 1].startswith("  disc ") and lines[-1].startswith("report: not written")
