@@ -71,7 +71,7 @@ import pandas as pd
 
 from analysis import model
 from analysis.cost import HOURS_PER_MONTH, Billing, HomeBox, Option, measures, stale
-from analysis.load import REFERENCE, sizes_label
+from analysis.load import REFERENCE, read, sizes_label
 from analysis.schema import CONFIG_COLUMNS, SIZE_AXES
 
 # A sweep's configuration, for matching rows of any run length and seed to it.
@@ -753,6 +753,17 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     return grid, found, picks, even, notes + missing(grid, speed, gpus) + ([dated] if old else [])
 
 
+def calibration(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows analysis/model.py is fitted on: `rows`, and, where reference rows are set beside them (not
+    --no-reference), every other shipped reference row too. So a user's model, new to the model, is predicted
+    from every workload and GPU measured, with the leave-one-workload-out interval, not from its own rows
+    alone (one GPU and one workload: no interval)."""
+    if not rows["results_dir"].map(is_reference).any():
+        return rows
+    shipped = read(REFERENCE)
+    return pd.concat([rows, shipped[~shipped["results_dir"].isin(set(rows["results_dir"]))]], ignore_index=True)
+
+
 def predictions(rows: pd.DataFrame, gpus: list[str]) -> tuple[pd.DataFrame, str]:
     """analysis/model.py's predictions, with their interval, for the GPU models among `gpus` that its
     device table knows, at every configuration no row of theirs measured, and a note where it could make
@@ -762,6 +773,6 @@ def predictions(rows: pd.DataFrame, gpus: list[str]) -> tuple[pd.DataFrame, str]
     if not known:
         return none, ""
     try:
-        return model.predict(rows, known), ""
+        return model.predict(calibration(rows), known), ""
     except ValueError as exc:  # the model's own words: what to read alongside
         return none, f"  not predicted ({', '.join(known)}): {exc}"

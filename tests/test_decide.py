@@ -325,3 +325,16 @@ def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp
     assert main(["decide", "mine", "--verbose", "--out", "charts"]) == 0
     verbose = capsys.readouterr().out
     assert "against the cheapest on-demand GPU" in verbose and "how each option is costed:" in verbose
+
+
+def test_a_user_model_measured_on_one_gpu_is_predicted_elsewhere_with_an_interval():
+    # the ResNet-18 example's shipped rows (one GPU, one workload) are fitted beside every other shipped
+    # reference row: an unmeasured GPU gets a finite 90% interval around its prediction, never none
+    from analysis.load import REFERENCE, read
+    rows = read(REFERENCE / "h100-2026-11-25" / "resnet18")
+    fitted = decide.calibration(rows)
+    assert fitted["workload"].nunique() > 1 and len(fitted) > len(rows)
+    guess, note = decide.predictions(rows, ["A100"])
+    mine = guess[guess["workload"] == "resnet18_cifar"]
+    assert not note and len(mine) and np.isfinite(mine[["epoch_s_lo", "epoch_s_hi"]].to_numpy(float)).all()
+    assert (mine["epoch_s_lo"] < mine["epoch_s_median"]).all() and (mine["epoch_s_median"] < mine["epoch_s_hi"]).all()
