@@ -83,6 +83,7 @@ def test_a_pipeline_of_micro_batches_trains_as_the_whole_model():
     assert piped["micro_batches"] == 4 and piped["n_params"] == whole["n_params"]
 
 
+@pytest.mark.slow
 def test_ddp_over_gloo_through_ray_train_matches_one_process(local_ray, tmp_path):
     # one Ray Train worker: two (2 x 1 CPU, and the trial's own 0.25) never fit 2 cores, and are refused
     # (tests/test_reliability.py); two workers against one process: ddp:2 on a GPU machine (tests/test_gpu.py)

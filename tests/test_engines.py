@@ -181,6 +181,7 @@ def gpuless_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_the_study_runs_its_cpu_part_without_a_gpu_and_a_dead_worker_stops_no_later_sweep(gpuless_ray, tmp_path,
                                                                                            capsys):
     # issue 12: a worker's death reached the driver as an error message, Ray's tqdm then replaced

@@ -88,6 +88,7 @@ def test_failed_trials_are_refused():
         overhead.figures(rows, sweep)
 
 
+@pytest.mark.slow
 def test_smoke_run_prints_figures_the_rows_give_again(local_ray, tmp_path, capsys):
     assert benchmark.main(["--smoke", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out.splitlines()

@@ -239,6 +239,7 @@ def test_a_workload_in_a_file_is_swept_through_ray_and_its_rows_name_its_module_
     assert len(swept) == 2 + len(FAILURES) and swept["config_hash"].is_unique
 
 
+@pytest.mark.slow
 def test_editing_the_file_changes_its_fingerprint_and_the_resumed_sweep_measures_it_again(user_ray, tmp_path):
     path = Path(user_ray.uw_edited)
     space = Space("edited", {f"{path}:workload": {}}, fixed=TINY)

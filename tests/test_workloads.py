@@ -145,6 +145,7 @@ def test_a_diverging_trial_raises_a_clear_error():
         run_trial(resolve(TrialConfig("peaks", dataset_size=100, epochs=30, lr=1e30)))
 
 
+@pytest.mark.slow
 def test_the_compiled_model_trains_as_the_eager_one():
     kw = dict(dataset_size=400, epochs=3, min_timed_s=0)
     eager = run_trial(resolve(TrialConfig("peaks", **kw)))
