@@ -9,6 +9,7 @@
     python -m analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
     python -m analysis model [DIRS] [--validate]              # the per-class model: bounds; held-out error, 90% coverage, targets (default: results/reference)
     python -m analysis migrate results/reference              # rewrite older row files to the schema's columns
+    python -m analysis migrate --copy-counts FROM TO...       # per-class step costs from FROM's GPU rows into TO's
 
 A folder of sweeps (results/, results/reference/) stands for every sweep under it, the shipped
 results/reference/ only where named (analysis/load.py, sweep_dirs).
@@ -86,6 +87,9 @@ def main(argv=None) -> int:
     mig = sub.add_parser("migrate", help="rewrite row files whose columns differ from analysis/schema.py's to exactly "
                                          "its columns (analysis/migrate.py)")
     mig.add_argument("dirs", nargs="+", type=Path, help="directories searched for *.parquet rows, recursively")
+    mig.add_argument("--copy-counts", metavar="FROM", type=Path, action="append", default=None,
+                     help="instead: fill the per-class step costs of DIRS' GPU rows from FROM's GPU rows of the "
+                          "same configuration and torch (repeatable; analysis/migrate.py copy_counts)")
     args = p.parse_args(argv)
     try:
         return {"report": _report, "summary": _summary, "cost": _cost, "decide": _decide, "parallel": _parallel,
@@ -133,6 +137,11 @@ def _model(args) -> int:
 
 
 def _migrate(args) -> int:
+    if args.copy_counts:
+        filled, left = migrate.copy_counts(args.copy_counts, *args.dirs)
+        print(f"{filled} GPU rows took per-class counts from {', '.join(map(str, args.copy_counts))}; "
+              f"{left} GPU rows without counts left as they were (no single counted configuration matches)")
+        return 0
     rewritten, current = migrate.migrate(*args.dirs)
     print(f"{rewritten} row files rewritten to analysis/schema.py's columns (schema version kept), "
           f"{current} already current")

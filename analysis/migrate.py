@@ -1,6 +1,7 @@
 """Rewriting row files to the current schema: one schema version, one set of columns.
 
     python -m analysis migrate results/reference          # every row file below, recursively
+    python -m analysis migrate --copy-counts FROM_DIR TO_DIR...   # per-class step costs from FROM's GPU rows
 
 A row file whose columns differ from analysis/schema.py's SCHEMA (written before a column was added,
 or with a column of nulls alone stored typeless) is rewritten as exactly SCHEMA: the columns it lacks
@@ -14,6 +15,14 @@ file is checked before any is written, so a refusal leaves every file as it was.
 temporary name in its own directory, flushed to disk and renamed over the old one (`write_atomic`,
 with which sweeps/store.py writes every row): a crash leaves the old file or the new, never half of
 one. Reads rows only (pyarrow); never imports torch or ray.
+
+`--copy-counts` (`copy_counts`) fills a GPU row's per-op-class step costs (analysis/schema.py's
+OP_COLUMNS, and flops/bytes/launches_per_step where the row has none) from the rows below FROM_DIR
+that counted them: a step's costs are a property of the configuration on a CUDA device with the same
+torch (same workload, grid axes, batch, precision, engine, loop: `COUNT_KEY`), not of its timing or
+its GPU model. A row takes them where its key matches counted CUDA rows of exactly one set of counts,
+and says so in `costs_note` (`COPIED`). CPU rows, rows that already have counts, and rows whose
+configuration was counted nowhere or with differing counts are left as they were.
 """
 
 from __future__ import annotations
@@ -25,7 +34,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.schema import SCHEMA, SCHEMA_VERSION
+from analysis.schema import CONFIG_COLUMNS, OP_COLUMNS, SCHEMA, SCHEMA_VERSION, to_table
+
+# What makes two GPU rows' step costs equal: the configuration less its device and seed, how it ran
+# (precision, null in rows written before the column: fp32; engine) and the torch that counted them.
+COUNT_KEY = [c for c in CONFIG_COLUMNS if c not in ("device", "seed")] + ["precision", "engine", "torch_version"]
+TOTALS = ("flops_per_step", "bytes_per_step", "launches_per_step")
+COPIED = "per-class counts copied from the {name} row of the same configuration, same torch"
 
 
 def row_files(*dirs: str | Path) -> list[Path]:
@@ -140,3 +155,65 @@ def migrate(*dirs: str | Path) -> tuple[int, int]:
     for path, table in stale.items():
         write_atomic(path, table)
     return len(stale), len(files) - len(stale)
+
+
+def _current(path: Path) -> pa.Table:
+    """The rows of `path` as exactly SCHEMA (migrated in memory where its columns are older)."""
+    table = to_schema(path)
+    return pq.read_table(path) if table is None else table
+
+
+def _count_key(row: dict) -> tuple:
+    return tuple("fp32" if c == "precision" and row[c] is None else row[c] for c in COUNT_KEY)
+
+
+def _counted(*dirs: str | Path) -> dict[tuple, dict]:
+    """COUNT_KEY -> {counts: (name, value)... of OP_COLUMNS and TOTALS -> GPU names} of the ok
+    single-GPU rows below `dirs` that have every per-class column."""
+    found: dict[tuple, dict] = {}
+    for path in row_files(*dirs):
+        for row in _current(path).to_pylist():
+            if row["device"] == "cuda" and row["status"] == "ok" and all(row[c] is not None for c in OP_COLUMNS):
+                counts = tuple((c, row[c]) for c in (*OP_COLUMNS, *TOTALS))
+                found.setdefault(_count_key(row), {}).setdefault(counts, set()).add(row["device_name"])
+    return found
+
+
+def _filled(row: dict, counted: dict[tuple, dict]) -> dict | None:
+    """`row` with the counts of its configuration copied in, or None where it takes none: not a
+    single-GPU row, already counted, or its configuration counted nowhere or with differing counts."""
+    if row["device"] != "cuda" or any(row[c] is not None for c in OP_COLUMNS):
+        return None
+    sets = counted.get(_count_key(row), {})
+    if len(sets) != 1:
+        return None
+    (counts, names), = sets.items()
+    new = {c: v for c, v in counts if c in OP_COLUMNS or row[c] is None}
+    note = COPIED.format(name=" / ".join(sorted(names)))
+    return row | new | {"costs_note": "; ".join(filter(None, [row["costs_note"], note]))}
+
+
+def copy_counts(sources: list[str | Path], *dirs: str | Path) -> tuple[int, int]:
+    """Fills the GPU rows below `dirs` that lack per-class counts from the rows below `sources` of the
+    same configuration (module docstring); (rows filled, GPU rows left without counts). Every file is
+    read before any is written; each changed file is written atomically, as exactly SCHEMA."""
+    counted = _counted(*sources)
+    if not counted:
+        raise ValueError(f"no ok cuda rows with per-class counts below {', '.join(map(str, sources))}: pass a "
+                         "folder of rows counted on a GPU (e.g. results/reference/h100-2026-11-25/scaling)")
+    files = row_files(*dirs)
+    if not files:
+        raise ValueError(f"no *.parquet row files below {', '.join(map(str, dirs))}: pass the results "
+                         "directories that hold them")
+    changed, filled, left = {}, 0, 0
+    for path in files:
+        rows = _current(path).to_pylist()
+        new = [_filled(row, counted) for row in rows]
+        filled += sum(n is not None for n in new)
+        left += sum(n is None and r["device"] == "cuda" and r["matmul_flops_per_step"] is None
+                    for r, n in zip(rows, new))
+        if any(n is not None for n in new):
+            changed[path] = to_table([n or r for r, n in zip(rows, new)])
+    for path, table in changed.items():
+        write_atomic(path, table)
+    return filled, left

@@ -524,7 +524,9 @@ def validate(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
         out += [cell for form in form_of(own).unique() for cell in _cells("workload", label, own, "workload", None, form)]
     columns = ["split", "group", "held_out", "device", "workload", "rows", "median_error", "worst_error", "inside",
                "form", "note"]
-    return pd.DataFrame(out).reindex(columns=columns)
+    table = pd.DataFrame(out).reindex(columns=columns)
+    table.attrs["host_launch_us"] = host_launch_us(gpus)  # for the targets' note (`_host_note`)
+    return table
 
 
 def _coverage(cells: pd.DataFrame) -> tuple[float, int]:
@@ -533,45 +535,82 @@ def _coverage(cells: pd.DataFrame) -> tuple[float, int]:
     return (has["inside"].sum() / has["rows"].sum(), int(has["rows"].sum())) if len(has) else (float("nan"), 0)
 
 
+def host_launch_us(gpus: pd.DataFrame) -> dict[str, float]:
+    """Per GPU key, the median measured step time per op dispatched (us), over the workloads every GPU
+    measured: on launch-bound steps, what one op costs that GPU's host."""
+    per_class = gpus[form_of(gpus) == PER_CLASS]
+    shared = set.intersection(*[set(g["workload"]) for _, g in per_class.groupby(MATCH_KEY)]) if len(per_class) else set()
+    rows = per_class[per_class["workload"].isin(shared)]
+    ops = rows[[f"{c}_launches_per_step" for c in OP_CLASSES]].sum(axis=1)
+    return (1e6 * rows["step_s"] / ops).groupby(rows[MATCH_KEY]).median().to_dict()
+
+
 def _why(cell, table: pd.DataFrame) -> str:
     """Why a held-out GPU cell missed, and what data would fix it."""
     gpu = table[(table["group"] == "GPU") & (table["split"] == "device")]
     others = sorted(set(gpu["held_out"]) - {cell["held_out"]})
     seen = set(gpu[gpu["held_out"].isin(others)]["workload"])
     if cell["workload"] not in seen:
-        return (f"{cell['workload']} was measured on no other GPU, so the fit never saw it: measure it on "
+        return (f"measured on {cell['held_out']} only, so the fit never saw it on another GPU: measure it on "
                 f"{' or '.join(others) or 'a second GPU'}")
-    if len(others) == 1:
-        return (f"one GPU model only: leave-one-device-out predicts {cell['held_out']} from {others[0]} alone; rows "
-                "of a third GPU (an A100, an L4) on the same workloads would separate the GPU from its host")
-    return "its launches cost more or less than the other GPUs' (host CPU, driver): measure more of its workloads"
+    return "the host's launch cost (below)"
+
+
+def _host_note(table: pd.DataFrame) -> list[str]:
+    """Why leave-one-device-out misses with the GPUs at hand: their hosts' cost per op, and the fix."""
+    us = table.attrs.get("host_launch_us", {})
+    if len(us) < 2:
+        return []
+    slow, fast = max(us, key=us.get), min(us, key=us.get)
+    return [f"    why: {len(us)} GPU models only ({', '.join(sorted(us))}), on {len(us)} hosts. Their steps are launch-bound, "
+            f"and an op cost the {slow} host {us[slow]:.0f} us against {us[fast]:.0f} us on the {fast} host "
+            f"({us[slow] / us[fast]:.1f}x, median over the workloads both measured): the host CPU's time, which "
+            "no figure of the GPU's table entry predicts (both have the same 5 us launch overhead and FP32 peak). "
+            "Predicting one from the other misses by about that factor. Rows of more GPUs on more hosts (an A100, "
+            "an L4, a consumer card) would give the fit and the intervals that spread; a host-speed figure in the "
+            "rows would separate host from GPU."]
 
 
 def targets(table: pd.DataFrame) -> list[str]:
-    """The issue's targets on the GPUs' held-out cells, each met or missed, and why where missed."""
+    """The issue's targets on the GPUs' held-out cells of the per-class model (the three-term fallback's
+    only where no row has the per-class columns), each met or missed, and why where missed."""
     gpu = table[(table["group"] == "GPU") & table["median_error"].notna()]
+    form = PER_CLASS if (gpu["form"] == PER_CLASS).any() else THREE_TERM
+    gpu = gpu[gpu["form"] == form]
     device, workload = gpu[gpu["split"] == "device"], gpu[gpu["split"] == "workload"]
-    lines = ["== targets (GPU rows; printed, not asserted) =="]
+    lines = [f"== targets ({form} model, GPU rows; printed, not asserted"
+             + ("; the three-term fallback's cells above are not held to them" if form == PER_CLASS and
+                (table["form"] == THREE_TERM).any() else "") + ") =="]
     for column, limit, what in (("median_error", TARGETS["median"], "median"), ("worst_error", TARGETS["worst"], "worst")):
         missed = device[device[column] > limit]
-        lines.append(f"  {what} held-out error <= {limit:.0%} for every GPU and workload: "
-                     + ("met" if missed.empty and len(device) else f"missed in {len(missed)} of {len(device)} cells"))
-        lines += [f"    {c['held_out']} {c['workload']}: {c[column]:.0%}: {_why(c, table)}" for _, c in missed.iterrows()]
+        lines.append(f"  {what} leave-one-GPU-out error <= {limit:.0%} for every GPU and workload: "
+                     + ("met" if missed.empty and len(device) else f"missed in {len(missed)} of {len(device)} cells: "
+                        + ", ".join(f"{c['held_out']} {c['workload']} {c[column]:.0%}" for _, c in missed.iterrows())))
+        lines += sorted({f"    {c['held_out']} {c['workload']}: {_why(c, table)}" for _, c in missed.iterrows()
+                         if _why(c, table) != "the host's launch cost (below)"})
+    if (device["median_error"] > TARGETS["median"]).any() or (device["worst_error"] > TARGETS["worst"]).any():
+        lines += _host_note(table)
     for split, cells in (("leave-one-device-out", device), ("leave-one-workload-out", workload)):
         share, n = _coverage(cells)
         ok = abs(share - (1 - ALPHA)) <= TARGETS["coverage"] if n else False
         lines.append(f"  {split} coverage of the {1 - ALPHA:.0%} intervals within {TARGETS['coverage']:.0%} points: "
                      + (f"{share:.0%} over {n} rows, " if n else "no interval, ") + ("met" if ok else "missed"))
         if n and not ok:
-            lines.append("    the guarantee holds for exchangeable held-out errors; with " +
-                         f"{gpu['device'].nunique()} GPU model(s) the residuals the interval is drawn from are a "
-                         "different kind of novelty than the one held out: rows of more GPUs would make them alike")
+            lines.append("    why: the guarantee holds for exchangeable held-out errors; " + (
+                f"with {gpu['device'].nunique()} GPU models, a held-out GPU's interval is drawn from the other GPU's "
+                "leave-one-workload-out residuals, which do not hold the host-to-host gap: rows of a third GPU would "
+                "give leave-one-device-out residuals to draw it from" if split.endswith("device-out") else
+                f"with {workload['workload'].nunique()} workloads, one whose op mix is unlike the rest (disc's deep "
+                "MLPs) errs past the others' residuals: more workloads would make them exchangeable"))
     missed = workload[workload["median_error"] > TARGETS["workload"]]
     lines.append(f"  median leave-one-workload-out error <= {TARGETS['workload']:.0%}: "
-                 + ("met" if missed.empty and len(workload) else f"missed in {len(missed)} of {len(workload)} cells"))
-    lines += [f"    {c['workload']} on {c['device']}: {c['median_error']:.0%}: its op mix is not among the other "
-              "workloads'; a workload of the same kind measured on the GPUs (the user examples) would teach the fit"
-              for _, c in missed.iterrows()]
+                 + ("met" if missed.empty and len(workload) else f"missed in {len(missed)} of {len(workload)} cells: "
+                    + ", ".join(f"{c['workload']} on {c['device']} {c['median_error']:.0%}" for _, c in missed.iterrows())))
+    if len(missed):
+        lines.append("    why: a held-out workload's op mix (a ResNet's 178 ops a step, a deep MLP's matmuls) is fitted "
+                     "from the others' alone, and the eleven shared parameters (docs/model.md) move with what is left "
+                     "out; the user examples were measured on the H100 only. Rows of more workloads of each kind "
+                     "(CNNs, MLPs, transformers at several sizes) on both GPUs would pin the per-class utilisations")
     return lines
 
 

@@ -7,12 +7,12 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from analysis_rows import row
+from analysis_rows import row, write
 
 from analysis import schema
 from analysis.__main__ import main
 from analysis.load import read
-from analysis.migrate import migrate
+from analysis.migrate import STORED, copy_counts, migrate
 
 FINISHED = dt.datetime(2026, 11, 21, 12, 30, 5, tzinfo=dt.timezone.utc)
 
@@ -92,3 +92,45 @@ def test_a_changed_column_type_on_reading_points_at_the_migration(tmp_path):
         read(tmp_path)
     assert migrate(tmp_path) == (1, 0)
     assert read(tmp_path)["depth"].tolist() == [3]
+
+
+COUNTS = {c: 10 * (i + 1) for i, c in enumerate(schema.OP_COLUMNS)}
+TOTALS = {"flops_per_step": 700, "bytes_per_step": 900, "launches_per_step": 60}
+
+
+def test_copy_counts_fills_gpu_rows_of_the_same_configuration_and_torch_and_nothing_else(tmp_path, capsys):
+    counted = {**COUNTS, **TOTALS, "precision": "fp32", "engine": "eager", "torch_version": "2.11.0+cu130"}
+    src = write([row("disc", "cuda", [0.01] * 3, depth=3, seed=s, **counted) for s in (0, 1)]
+                + [row("disc", "cpu", [0.01] * 3, depth=4, **counted),  # a CPU's counts are no GPU's
+                   row("peaks", "cuda", [0.01] * 3, depth=3, **counted),  # two sets of counts for one
+                   row("peaks", "cuda", [0.01] * 3, depth=3, **{**counted, "matmul_flops_per_step": 1})],
+                tmp_path / "h100")
+    h200 = {"engine": "eager", "torch_version": "2.11.0+cu130", "device_name": "NVIDIA H200",
+            "launches_per_step": 64, "costs_note": "earlier note"}  # precision null: written before the column
+    dst = write([row("disc", "cuda", [0.02] * 3, depth=3, seed=5, **h200),  # matches (seed and timing differ)
+                 row("disc", "cpu", [0.02] * 3, depth=3, **h200),  # never a CPU row
+                 row("disc", "cuda", [0.02] * 3, depth=3, **{**h200, "torch_version": "2.9.0"}),  # other torch
+                 row("disc", "cuda", [0.02] * 3, depth=3, **{**h200, "precision": "bf16"}),  # other precision
+                 row("disc", "cuda", [0.02] * 3, depth=4, **h200),  # counted on the CPU only
+                 row("peaks", "cuda", [0.02] * 3, depth=3, **h200)],  # counted twice, differently
+                tmp_path / "h200")
+    untouched = {p.name: p.read_bytes() for p in dst.iterdir() if p.name != "0.parquet"}
+
+    assert main(["migrate", "--copy-counts", str(src), str(dst)]) == 0
+    assert capsys.readouterr().out.startswith("1 GPU rows took per-class counts from ")
+    got = pq.read_table(dst / "0.parquet")
+    assert got.schema.equals(STORED, check_metadata=False) and got.num_rows == 1  # exactly the schema
+    r = got.to_pylist()[0]
+    assert {c: r[c] for c in COUNTS} == COUNTS
+    assert (r["flops_per_step"], r["launches_per_step"]) == (700, 64)  # a total the row had is its own
+    assert r["costs_note"] == ("earlier note; per-class counts copied from the NVIDIA H100 80GB HBM3 row of the "
+                               "same configuration, same torch")
+    assert r["epoch_s_median"] == 0.02 and r["seed"] == 5 and r["precision"] is None
+    assert {p.name: p.read_bytes() for p in dst.iterdir() if p.name != "0.parquet"} == untouched
+    assert copy_counts([src], dst) == (0, 4)  # filled once; the four other GPU rows stay without counts
+
+
+def test_copy_counts_from_rows_without_counts_is_refused_by_name(tmp_path):
+    src = write([row("disc", "cuda", [0.01] * 3)], tmp_path / "old")
+    with pytest.raises(ValueError, match=f"no ok cuda rows with per-class counts below {tmp_path / 'old'}"):
+        copy_counts([src], src)
