@@ -90,6 +90,8 @@ def main(argv=None) -> int:
     mig.add_argument("--copy-counts", metavar="FROM", type=Path, action="append", default=None,
                      help="instead: fill the per-class step costs of DIRS' GPU rows from FROM's GPU rows of the "
                           "same configuration and torch (repeatable; analysis/migrate.py copy_counts)")
+    mig.add_argument("--compact", action="store_true",
+                     help="instead: each sweep's folder of row files below DIRS as one file (analysis/migrate.py compact)")
     args = p.parse_args(argv)
     try:
         return {"report": _report, "summary": _summary, "cost": _cost, "decide": _decide, "parallel": _parallel,
@@ -137,6 +139,10 @@ def _model(args) -> int:
 
 
 def _migrate(args) -> int:
+    if args.compact:
+        folders, removed = migrate.compact(*args.dirs)
+        print(f"{folders} sweep folders compacted to one row file each ({removed} row files folded in)")
+        return 0
     if args.copy_counts:
         filled, left = migrate.copy_counts(args.copy_counts, *args.dirs)
         print(f"{filled} GPU rows took per-class counts from {', '.join(map(str, args.copy_counts))}; "

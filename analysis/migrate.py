@@ -2,6 +2,7 @@
 
     python -m analysis migrate results/reference          # every row file below, recursively
     python -m analysis migrate --copy-counts FROM_DIR TO_DIR...   # per-class step costs from FROM's GPU rows
+    python -m analysis migrate --compact results/reference          # each sweep's rows as one file
 
 A row file whose columns differ from analysis/schema.py's SCHEMA (written before a column was added,
 or with a column of nulls alone stored typeless) is rewritten as exactly SCHEMA: the columns it lacks
@@ -23,6 +24,15 @@ torch (same workload, grid axes, batch, precision, engine, loop: `COUNT_KEY`), n
 its GPU model. A row takes them where its key matches counted CUDA rows of exactly one set of counts,
 and says so in `costs_note` (`COPIED`). CPU rows, rows that already have counts, and rows whose
 configuration was counted nowhere or with differing counts are left as they were.
+
+`--compact` (`compact`) turns each sweep's folder of row files (one a trial, as sweeps/store.py writes
+them) into one file named after the folder, the rows in the order of their files, each config_hash
+once: the shipped reference rows are an archive, read whole by every reader, and a file a trial
+stored the schema's metadata (about 21 KB) once a row: 1,800 rows took about 38 MB, past what a lent
+GPU machine's call carries beside Ray. A sweep run again into a compacted folder resumes as before
+(sweeps/store.py reads the config hashes inside every file) and adds its files beside; `--compact`
+again folds them in. The combined file is written first, then the others removed: a crash between
+leaves each row twice, which the next `--compact` folds back to once.
 """
 
 from __future__ import annotations
@@ -217,3 +227,30 @@ def copy_counts(sources: list[str | Path], *dirs: str | Path) -> tuple[int, int]
     for path, table in changed.items():
         write_atomic(path, table)
     return filled, left
+
+
+def compact(*dirs: str | Path) -> tuple[int, int]:
+    """Each folder below `dirs` holding more than one row file, as one file `<folder>.parquet` of exactly
+    SCHEMA (module docstring); (folders compacted, row files removed)."""
+    by_folder: dict[Path, list[Path]] = {}
+    for path in row_files(*dirs):
+        by_folder.setdefault(path.parent, []).append(path)
+    if not by_folder:
+        raise ValueError(f"no *.parquet row files below {', '.join(map(str, dirs))}: pass the results "
+                         "directories that hold them (e.g. results/reference)")
+    tables = {folder: [_current(p) for p in files] for folder, files in by_folder.items() if len(files) > 1}
+    removed = 0
+    for folder, parts in tables.items():
+        rows = pa.concat_tables([t.cast(SCHEMA) for t in parts])
+        first, seen = [], set()
+        for i, h in enumerate(rows["config_hash"].to_pylist()):
+            if h not in seen:
+                seen.add(h)
+                first.append(i)
+        target = folder / f"{folder.name}.parquet"
+        write_atomic(target, rows.take(first))
+        for path in by_folder[folder]:
+            if path != target:
+                path.unlink()
+                removed += 1
+    return len(tables), removed

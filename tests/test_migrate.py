@@ -134,3 +134,26 @@ def test_copy_counts_from_rows_without_counts_is_refused_by_name(tmp_path):
     src = write([row("disc", "cuda", [0.01] * 3)], tmp_path / "old")
     with pytest.raises(ValueError, match=f"no ok cuda rows with per-class counts below {tmp_path / 'old'}"):
         copy_counts([src], src)
+
+
+def test_compacting_a_sweep_folder_keeps_every_row_once_and_a_sweep_still_resumes_on_it(tmp_path, capsys):
+    from sweeps.store import Store
+    rows = [{**row("disc", "cpu", [0.01 * (k + 1)] * 3, depth=k), "finished_at": FINISHED} for k in range(2, 6)]
+    sweep = write(rows, tmp_path / "ref" / "scaling")
+    other = write(rows[:1], tmp_path / "ref" / "alone")  # one file: nothing to fold
+    before = read(sweep).sort_values("config_hash", ignore_index=True)
+    assert main(["migrate", "--compact", str(tmp_path / "ref")]) == 0
+    assert "1 sweep folders compacted to one row file each (4 row files folded in)" in capsys.readouterr().out
+    assert [p.name for p in sweep.glob("*.parquet")] == ["scaling.parquet"] and len(list(other.glob("*.parquet"))) == 1
+    after = read(sweep).sort_values("config_hash", ignore_index=True)
+    assert pq.read_schema(sweep / "scaling.parquet").equals(STORED, check_metadata=False)
+    pd_columns = [c for c in before.columns if c != "epoch_s"]
+    assert after[pd_columns].equals(before[pd_columns]) and after["epoch_s"].map(list).equals(before["epoch_s"].map(list))
+    assert Store(sweep).measured(log=lambda *_: None) == set(before["config_hash"])  # resume reads inside the file
+    # a crash after the combined file was written, before the others were removed: each row twice; again: once
+    write(rows[:2], tmp_path / "again")
+    for i, path in enumerate(sorted((tmp_path / "again").glob("*.parquet"))):
+        path.rename(sweep / f"left-{i}.parquet")
+    assert read(sweep)["config_hash"].duplicated().sum() == 2
+    main(["migrate", "--compact", str(sweep)])
+    assert len(read(sweep)) == 4 and read(sweep)["config_hash"].is_unique
