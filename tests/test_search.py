@@ -112,6 +112,27 @@ def test_the_stopping_rules_interval_covers_a_planted_ratio_at_its_nominal_rate(
     assert rate >= 1 - ALPHA - 3 * se, f"{covered} of {total} intervals covered the planted ratio ({rate:.3f})"
 
 
+def test_the_search_reads_busy_rows_by_the_verdicts_rule_and_replaces_one_left_out_by_a_new_seed(tmp_path):
+    # analysis/crossover.py `timed`, for the search as for the verdict: a row flagged outside_load is left out
+    # where its configuration has a quiet row, used where it has none (a loaded VM flags every CPU row)
+    space = Space("busy", {"disc": {"depth": list(DEPTHS), "epochs": [6]}}, ("cpu",), cpu_threads=2)
+    p = search.plan(space, tmp_path)
+    line, = p.lines
+
+    def planted(size, seed, busy, epoch=0.01):
+        trial = p.trials[line][(size, seed, "cpu")]
+        return {**row("disc", "cpu", [epoch] * 5), **config_row(trial), "sweep": "busy", "seed": seed,
+                "outside_load": busy}
+
+    rows = [planted(2, 0, True, epoch=1.0), planted(2, 1, False), planted(7, 0, True), planted(7, 1, True)]
+    s = search.state(p, frame(rows))
+    assert s.measured[line][2].cpu == (0.01,) and s.measured[line][7].cpu == (0.01, 0.01)
+    assert {k[:2] for k in s.own[line]} == {(2, 0), (2, 1), (7, 0), (7, 1)}  # measured: never run again
+    assert search.runs(frame(rows), "depth")[2].cpu == (0.01,)
+    asked = {a.size: a for a in search.asks(p, s, {line: set()})}
+    assert [t.cfg.seed for t in asked[2].trials] == [2] and asked[2].upto == 3  # a new seed, beside 0 and 1
+
+
 def test_a_trial_predicted_past_the_budget_is_skipped_saying_why():
     line = Line("disc", "depth", DEPTHS)
     cheap, dear, pricey = (Ask(line, x, 0, 2, cost, ()) for x, cost in ((2, (1.0, 1.0)), (7, (8.0, 8.0)),
@@ -191,7 +212,7 @@ def test_a_real_search_runs_through_ray_skips_past_its_budget_and_resumes_with_a
     ok = rows[rows["status"] == "ok"]
     assert found.trials == len(ok) >= 2 and rows["config_hash"].is_unique
     assert set(skipped["config_hash"]) <= set(ok["config_hash"])  # the skipped trials measured now, in their place
-    full = {t.hash for t in Space("found", space.grids, ("cpu",), cpu_threads=CPUS, repeats=CAP).expand()}
+    full = {t.hash for t in Space("found", space.grids, ("cpu",), cpu_threads=CPUS, repeats=search.SEEDS).expand()}
     assert set(ok["config_hash"]) <= full  # the full grid's configurations: a later --grid full resumes on them
     v, = found.verdicts
     assert v.kind in (CROSSOVER, A_EVERYWHERE, B_EVERYWHERE, WITHIN_NOISE)
