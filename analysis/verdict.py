@@ -227,12 +227,15 @@ def answer(v: Verdict) -> list[str]:
 
 
 def costs(v: Verdict) -> list[str]:
-    """What a run like the sweep costs on the fastest and the cheapest option (analysis/decide.py)."""
+    """What a run like the sweep costs on the fastest and the cheapest option (analysis/decide.py): the
+    configurations your rows measured, each as many times as they ran it (decide.sweep)."""
     d = v.decision
     if d is None or d.options.empty:
         return []
-    trials = int(d.grid["trials"].sum())
-    out = [f"A run like this sweep ({trials:,} trials over {len(d.grid)} configurations) costs, on the best options:"]
+    trials, runs = int(d.grid["trials"].sum()), d.grid["trials"]
+    each = f"{runs.min()}" if runs.min() == runs.max() else f"{runs.min()}-{runs.max()}"
+    out = [f"A run like this sweep ({trials:,} trials: {len(d.grid)} configurations, {each} run"
+           f"{'s' if runs.max() > 1 else ''} each) costs, on the best options:"]
     out += [f"  {name}: {decide.said(line) if line is not None else 'none'}" for name, line in d.picks.items()]
     if any(line is not None and line["predicted"] for line in d.picks.values()):
         out.append("  ~: rests on analysis/model.py's prediction for a GPU no row measured; (a-b): its 90% interval")

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import summary, verdict
+from analysis import decide, summary, verdict
 from analysis.crossover import Bootstrap
 from analysis_rows import plant
 
@@ -85,3 +85,16 @@ def test_a_workload_timed_on_a_busy_machine_gets_its_answer_saying_so():
     quiet = plant(SIZES, CPU, GPU, noise=0.05, seed=1).assign(outside_load=False)
     both = pd.concat([rows, quiet[quiet["device"] == "cpu"].assign(seed=1)], ignore_index=True)
     assert "busy" not in finding(both).words
+
+
+def test_the_cost_line_counts_the_trials_your_rows_ran_not_the_reference_rows_beside_them():
+    # the search ran the CPU once at most sizes, twice at two; the reference GPU rows beside them have 3 runs
+    # a size: "a run like this sweep" is what ran (2 + 7 x 1 = 11 trials over 9 configurations), not 27
+    cpu = plant(SIZES, CPU, GPU, noise=0.05, runs=3)
+    mine = cpu[(cpu["device"] == "cpu") & ((cpu["seed"] == 0) | ((cpu["seed"] == 1) & (cpu["depth"] <= 2)))]
+    ref = cpu[cpu["device"] != "cpu"].assign(results_dir=str(decide.REFERENCE / "h100-planted"),
+                                             finished_at=pd.Timestamp("2026-11-25", tz="UTC"))
+    rows = pd.concat([mine.assign(results_dir="/home/me/results/scaling"), ref], ignore_index=True)
+    said = verdict.reach(rows, BOOT, decision=True)
+    assert said.decision.grid["trials"].sum() == 11 and len(said.decision.grid) == 9
+    assert "A run like this sweep (11 trials: 9 configurations, 1-2 runs each) costs" in verdict.render(said)
