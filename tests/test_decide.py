@@ -325,3 +325,18 @@ def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp
     assert main(["decide", "mine", "--verbose", "--out", "charts"]) == 0
     verbose = capsys.readouterr().out
     assert "against the cheapest on-demand GPU" in verbose and "how each option is costed:" in verbose
+
+
+def test_the_decision_is_printed_even_where_its_charts_cannot_be_written(tmp_path, monkeypatch, capsys):
+    # --out under a file: the charts' folder cannot be made (a real OSError), and the answer stays, exit 0
+    import shutil
+    shutil.copytree(decide.REFERENCE / "h100-2026-11-21-engines" / "engines-cpu", tmp_path / "mine" / "engines-cpu")
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.chdir(tmp_path)
+    assert main(["decide", "mine", "--out", "file/charts"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert "the cost-versus-time front" in out and any(t.startswith("fastest: ") for t in lines), out
+    assert lines[-1] == ("charts: not written (cannot write file/charts: Not a directory; give --out a folder you "
+                         "can write)")
+    assert "Traceback" not in out + err
