@@ -30,7 +30,11 @@ only the rest. The decisions are a pure function of the run times measured so fa
 Before a round, each trial's time is predicted (`predict_s`): this machine's rows of the workload at the
 nearest measured size, scaled by the reference rows' ratio between the two sizes. A trial predicted past
 the budget left, or past MAX_SHARE of the whole budget, is skipped: the reason is printed and written as
-an error row ('skipped: ...'), which the analysis reads as not measured and a later run measures.
+an error row ('skipped: ...'), which the analysis reads as not measured and a later run measures. A
+prediction can be wrong, so each trial also has a hard limit (`trial_limit`): MAX_SHARE of the budget,
+never more than --trial-timeout. A trial past it is stopped (trainables/trainable.py Deadline) and
+becomes an error row whose error says it was cut for the budget; its size gets no more runs in this
+search (`cut`), which goes on with the others (a later run with a larger budget measures it).
 """
 
 from __future__ import annotations
@@ -442,6 +446,8 @@ def _reference(found: list, trials: dict, store: Store) -> tuple[dict, pd.DataFr
         ref[line.workload][size] = key
     both = summary.with_reference(probe.drop(columns="config_key"))
     rows = both[both["results_dir"].map(is_reference)]
+    if rows.empty:  # no reference row of any size (a user's workload, an lr of one's own): the rows' columns still
+        rows = pd.DataFrame(columns=[*schema.NAMES, "results_dir", "arm"])
     return ref, rows.assign(config_key=keys(rows))
 
 
@@ -473,7 +479,8 @@ def _reference_epochs(gpu_rows: pd.DataFrame) -> dict:
     """config_key -> median epoch time of the reference, for the CPU and the GPU: the GPU rows given, and
     the CPU rows of the folders they come from (read once a process)."""
     dirs = sorted(gpu_rows["results_dir"].unique())
-    cpu = pd.concat([_folder(d) for d in dirs]) if dirs else pd.DataFrame(columns=["device", "config_key"])
+    none = pd.DataFrame(columns=["device", "config_key", "epoch_s_median"])  # no reference row of the line's sizes
+    cpu = pd.concat([_folder(d) for d in dirs]) if dirs else none
     cpu = cpu[cpu["device"] == "cpu"]
     return {side: rows.groupby("config_key")["epoch_s_median"].median().to_dict()
             for side, rows in ((CPU, cpu), (GPU, gpu_rows))}
@@ -594,6 +601,25 @@ def afford(found: list[Ask], left_s: float, budget_s: float) -> tuple[list[Ask],
     return run, skip
 
 
+CUT = "cut for the budget"  # in the error of a trial stopped at trial_limit's share of the budget
+
+
+def trial_limit(budget_s: float, timeout_s: float) -> tuple[float, str]:
+    """Each trial's hard limit in the search, s, and what set it (the row's error names it): MAX_SHARE of
+    the budget, never longer than `timeout_s` (--trial-timeout)."""
+    share = MAX_SHARE * budget_s
+    if share < timeout_s:
+        return share, f"{CUT}: {MAX_SHARE:.0%} of --budget {_s(budget_s)}"
+    return timeout_s, "--trial-timeout"
+
+
+def cut(rows: pd.DataFrame, group: list[Ask]) -> list[Ask]:
+    """The asks of `group` with a trial cut for the budget (its row's error says so): their sizes are frozen."""
+    failed = rows[(rows["status"] != "ok") & rows["error"].fillna("").str.contains(CUT, regex=False)]
+    hit = set(failed["config_hash"])
+    return [a for a in group if any(t.hash in hit for t in a.trials)]
+
+
 def _s(seconds: float) -> str:
     """'283 s', '1,200 s', '0.42 s'."""
     return f"{seconds:,.0f} s" if seconds >= 10 else f"{seconds:.2g} s"
@@ -652,6 +678,7 @@ class Result:
     trials: int  # trials it ran (Tune trials' rows written)
     skipped: int  # trials it skipped for the budget (rows 'skipped: ...')
     seconds: float  # its wall time, from its plan to its verdicts
+    cut: tuple = ()  # (line, size) of each size with a trial stopped at trial_limit (error rows, CUT)
 
     def lines(self) -> list[str]:
         return [v.text(self.gpu_name[v.line]) for v in self.verdicts]
@@ -667,7 +694,10 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     start = time.monotonic()
     p = plan(space, out)
     _say_missing(p, log)
+    limit_s, why = trial_limit(budget_s, space.timeout_s)
+    limited = dataclasses.replace(space, timeout_s=limit_s, timeout_why=why)
     frozen = {line: set() for line in p.lines}
+    stopped = []  # (line, size) of each size with a trial cut at limit_s
     rounds = ran = 0
     skips = []  # (ask, why) of every size skipped for the budget
     tuner_s = [TUNER_S]  # what each Tune run took beyond its trials
@@ -682,10 +712,15 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
         for upto in sorted({a.upto for a in run}):
             group = [a for a in run if a.upto == upto]
             began = time.monotonic()
-            store = runner.run(dataclasses.replace(space, grids=_grids(group), repeats=upto), out, max_concurrent,
+            store = runner.run(dataclasses.replace(limited, grids=_grids(group), repeats=upto), out, max_concurrent,
                                log, head=detail, **run_kwargs)
             ran += sum(len(a.trials) for a in group)
-            tuner_s.append(max(0.0, time.monotonic() - began - _trial_seconds(store, group)))
+            rows = read(store.dir)
+            tuner_s.append(max(0.0, time.monotonic() - began - _trial_seconds(rows, group)))
+            for a in cut(rows, group):  # no more runs of a size that ran past its share of the budget
+                frozen[a.line].add(a.size)
+                stopped.append((a.line, a.size))
+                detail(f"cut {a.line.workload} {a.line.axis}={a.size:,}: a trial ran past {_s(limit_s)} ({why})")
         detail(f"search round {rounds}: {_count(sum(len(a.trials) for a in run))} at {len(run)} sizes, "
                f"{len(skip)} sizes skipped; {_s(time.monotonic() - start)} of --budget {_s(budget_s)}")
         if left <= 0:  # the budget is spent: what the rule wants next is not measured (rowed, and said at the end)
@@ -693,10 +728,11 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     s = state(p)
     verdicts = [verdict(line, s.measured[line], frozenset(frozen[line])) for line in p.lines]
     skipped = sum(len(a.trials) for a, _ in skips)
-    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, time.monotonic() - start)
+    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, time.monotonic() - start, tuple(stopped))
     for text in result.lines():
         detail(text)
     log(f"search: {_count(ran)} in {rounds} round{'s' if rounds != 1 else ''}, {_s(result.seconds)}"
+        + (f"; {len(stopped)} size{'s' if len(stopped) != 1 else ''} cut at {_s(limit_s)} a trial" if stopped else "")
         + (f"; {_count(skipped)} skipped for --budget {_s(budget_s)}:" if skipped else ""))
     for text in skipped_lines(skips, budget_s):
         log(text)
@@ -723,10 +759,9 @@ def _grids(group: list[Ask]) -> dict:
     return grids
 
 
-def _trial_seconds(store: Store, group: list[Ask]) -> float:
+def _trial_seconds(rows: pd.DataFrame, group: list[Ask]) -> float:
     """The trials' own seconds (total_s) of `group`, from their rows: what a Tune run took beyond is its own."""
     wanted = {t.hash for a in group for t in a.trials}
-    rows = read(store.dir)
     return float(rows.loc[rows["config_hash"].isin(wanted), "total_s"].fillna(0).sum())
 
 

@@ -219,6 +219,28 @@ def test_a_real_search_runs_through_ray_skips_past_its_budget_and_resumes_with_a
     assert found.gpu_name[v.line] == "the NVIDIA H200 (reference)"  # 3 runs a size there (the H100's: 1)
 
 
+def test_each_trial_gets_at_most_its_share_of_the_budget_never_more_than_the_trial_timeout():
+    assert search.trial_limit(150.0, 3600) == (MAX_SHARE * 150.0, "cut for the budget: 15% of --budget 150 s")
+    assert search.trial_limit(150.0, 10) == (10, "--trial-timeout")
+
+
+def test_a_trial_past_its_share_of_the_budget_is_cut_its_size_frozen_and_the_search_goes_on(local_ray, tmp_path):
+    # peaks at an lr no reference row has: nothing predicts its trials (run unpredicted, as a user's first
+    # are), and 100,000 epochs that no host ends within 15% of a 20 s budget (3 s): each is stopped there
+    space = Space("cut", {"peaks": {"dataset_size": [100, 400], "epochs": [100_000], "lr": [0.0123]}}, ("cpu",),
+                  cpu_threads=CPUS, repeats=3)
+    said = []
+    found = search.search(space, tmp_path, budget_s=20, log=said.append)
+    rows = read(tmp_path / "cut")
+    assert (rows["status"] == "error").all() and rows["config_hash"].is_unique  # none asked again once cut
+    assert rows["error"].str.startswith(
+        "TrialTimeout: the trial ran past its limit of 3 s (cut for the budget: 15% of --budget 20 s)").all()
+    cut_sizes = {size for _, size in found.cut}
+    assert cut_sizes == set(rows["dataset_size"]) and 100 in cut_sizes  # the first size cut, the search went on
+    assert found.trials == len(rows) and found.verdicts[0].kind == "not measured"
+    assert said[-1].startswith("search: ") and f"{len(cut_sizes)} size" in said[-1] and "cut at 3 s a trial" in said[-1]
+
+
 @pytest.mark.slow
 def test_the_default_search_ends_within_25_lines_of_100_columns_with_what_it_skipped_and_the_answer(tmp_path):
     # `make run`'s default path (the search, not --smoke) on two workloads; the progress line is on stderr.
