@@ -160,7 +160,8 @@ def _cost(args) -> int:
     shown = costs[costs["config_hash"].isin(representative(rows)["config_hash"])]
     print(cost.render(costs, representative(rows), options))
     out = args.out or report.default_out(args.dirs)
-    print(f"chart: {charts.save(charts.cost_per_million(shown), out / 'cost_per_million')[0]}")
+    drawn, why = charts.save_all({"cost_per_million": charts.cost_per_million(shown)}, out)
+    print(why or f"chart: {drawn['cost_per_million']}")
     return 0
 
 
@@ -196,14 +197,19 @@ def _decide(args) -> int:
     boxes = [cost.load_home_box(p) for p in (args.home_box or cost.home_boxes())]
     grid, found, picks, even, notes = decide.decide(rows, None, options, billing, boxes,
                                                     None if plan else _trials(args), args.deadline, plan)
-    out = args.out or report.default_out(args.dirs)
-    drawn = {name: charts.save(chart, out / name)[0] for name, chart in charts.decision(found, even).items()}
     if args.verbose:
         print("\n".join(filter(None, [summary.reference_note(rows), decide.render(found, grid, picks, even, notes, plan)])))
+    else:
+        print(decide.brief(found, grid, picks, notes, plan, (verdict.reference_line(rows),), decide.BRIEF_LINES - 1))
+    out = args.out or report.default_out(args.dirs)
+    named = charts.decision(found, even)
+    drawn, why = charts.save_all(named, out)  # after the answer: charts that cannot be written never lose it
+    if why or not named:
+        print(why or "charts: none (no option to draw)")
+    elif args.verbose:
         print("\n".join(f"chart: {path}" for path in drawn.values()))
-        return 0
-    print(decide.brief(found, grid, picks, notes, plan, (verdict.reference_line(rows),), decide.BRIEF_LINES - 1))
-    print(f"charts: {out}/{{{','.join(drawn)}}}.html" if drawn else "charts: none (no option to draw)")
+    else:
+        print(f"charts: {out}/{{{','.join(drawn)}}}.html")
     return 0
 
 

@@ -87,9 +87,13 @@ context, allocator growth: `cold_start`, and analysis.load.cold_starts for rows 
 Where a size's runs hold warm ones, their fixed costs are the warm runs' alone (drawn among them);
 where every run is cold they are kept, and the line's note names the sizes and arms.
 
-Rows flagged `outside_load` (another job used the host's CPUs while they were timed) are left out
-unless `include_loaded`; rows where it is null (written before the column existed, or on a host
-without /proc/stat) are kept. `left_out` says how many were left out and why.
+Rows flagged `outside_load` (another job used the host's CPUs while they were timed): one rule
+(`timed`), which the crossovers and the search (sweeps/search.py) both read rows through. A flagged row
+is left out where the same configuration (seed and run length aside) on the same arm has an unflagged
+row; where it has flagged rows only, they are used, and `busy_kept` names them (the verdict says so in
+words). `include_loaded` keeps every row. Rows where the flag is null (written before the column
+existed, or on a host without /proc/stat) count as unflagged. `left_out` says what was left out, what
+was kept though busy, and why.
 
 Reads rows only (numpy, pandas); never imports torch or ray.
 """
@@ -174,8 +178,40 @@ def loaded(rows: pd.DataFrame) -> pd.Series:
     return rows["outside_load"].eq(True)
 
 
+def _point(rows: pd.DataFrame) -> list[str]:
+    """The columns of one measured point: its configuration (seed and run length aside) and its arm."""
+    extra = [c for c in ("workload_params", "arm") if c in rows]
+    return [c for c in CONFIG_COLUMNS if c not in RUN_LENGTH | {"seed"}] + extra
+
+
+def set_aside(rows: pd.DataFrame) -> pd.Series:
+    """The rows `timed` leaves out: flagged outside_load, where an unflagged ok row of the same point
+    (configuration and arm, any seed) exists."""
+    flagged = loaded(rows)
+    if not flagged.any():
+        return flagged
+    points = rows[_point(rows)].assign(_quiet=(rows["status"] == "ok") & ~flagged)
+    return flagged & points.groupby(_point(rows), sort=False, dropna=False)["_quiet"].transform("max").astype(bool)
+
+
+def busy_kept(rows: pd.DataFrame, include_loaded: bool = False) -> pd.Series:
+    """The ok rows `timed` keeps though flagged outside_load: their point has no unflagged row (or
+    `include_loaded`). Their times may be slow: the verdict says so."""
+    return loaded(rows) & (rows["status"] == "ok") & (include_loaded | ~set_aside(rows))
+
+
+def timed(rows: pd.DataFrame, include_loaded: bool = False) -> pd.DataFrame:
+    """The rows the crossovers and the search read: every row with `include_loaded`, else all but those
+    flagged outside_load whose point (configuration and arm) has an unflagged row (`set_aside`)."""
+    return rows if include_loaded else rows[~set_aside(rows)]
+
+
+BUSY = "timed while your machine was busy"  # the verdict's words for a line resting on busy_kept rows
+
+
 def left_out(rows: pd.DataFrame, include_loaded: bool = False) -> str:
-    """What `find` leaves out of `rows` and why, in words ('' where it leaves nothing out)."""
+    """What `find` leaves out of `rows`, and keeps though busy, and why, in words ('' where no ok row
+    is flagged)."""
     flagged = loaded(rows) & (rows["status"] == "ok")
     if not flagged.any():
         return ""
@@ -183,15 +219,16 @@ def left_out(rows: pd.DataFrame, include_loaded: bool = False) -> str:
             "beyond the trial, the crossover trials beside it and Ray (outside_load)")
     if include_loaded:
         return f"{what}: kept, as asked (--include-loaded)"
-    return f"{what}: left out of the crossovers; --include-loaded keeps them"
+    dropped, kept = set_aside(rows).sum(), busy_kept(rows).sum()
+    said = ([f"{dropped} left out of the crossovers (the same configuration has quiet rows)"] if dropped else []) + \
+        ([f"{kept} kept where the configuration has no quiet row (the answer says so)"] if kept else [])
+    return f"{what}: {'; '.join(said)}" + ("; --include-loaded keeps them all" if dropped else "")
 
 
 def find(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(), include_loaded: bool = False) -> pd.DataFrame:
     """The tidy crossover table: one line per workload, axis, slice, pair of arms and metric; rows
-    flagged `outside_load` left out unless `include_loaded` (`left_out` says how many)."""
-    rows = rows.assign(_cold=cold_starts(rows))  # over all rows: the fallback ranks a directory's trials
-    if not include_loaded:
-        rows = rows[~loaded(rows)]
+    flagged `outside_load` read through `timed` (`left_out` says what it left out and kept)."""
+    rows = timed(rows.assign(_cold=cold_starts(rows)), include_loaded)  # cold: over all rows (a directory's trials)
     lines = []
     for axis in CROSSOVER_AXES:
         for workload, label, group in slices(rows, axis):
@@ -493,7 +530,7 @@ def render(table: pd.DataFrame, rows: pd.DataFrame | None = None, include_loaded
     `python -m analysis report` prints."""
     dropped = left_out(rows, include_loaded) if rows is not None else ""
     if table.empty:
-        kept = rows if rows is None or include_loaded else rows[~loaded(rows)]
+        kept = rows if rows is None else timed(rows, include_loaded)
         arms = sorted(kept.loc[kept["status"] == "ok", "arm"].unique()) if kept is not None else []
         nothing = (f"no crossover to compute: no two arms measured at the same sizes "
                    f"(arms: {', '.join(arms) or 'none'}); sweep a second device, or read a second results "

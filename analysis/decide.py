@@ -6,7 +6,8 @@
     python -m analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000   # your run
 
 The sweep is the unit: a list of configurations, each run some number of trials (`sweep`): by default
-the measured grid (every configuration of the rows, as many trials as it has seeds), or N trials of a
+the measured grid (every configuration your rows measured, as many trials as the seeds they ran of
+it; the reference rows beside them add none), or N trials of a
 workload spread evenly over its measured sizes. The options (`table`): every instance of
 analysis/prices.yaml on demand and on spot, your machine ("your CPU, 16 threads (measured here)",
 "your H100 (measured here)": the CPU and GPU rows not under results/reference/, `own_gpus`), every
@@ -111,9 +112,13 @@ def eager_ok(rows: pd.DataFrame) -> pd.DataFrame:
 def sweep(rows: pd.DataFrame, asked: dict[str, int] | None = None) -> pd.DataFrame:
     """The sweep: one line per configuration and its number of trials.
 
-    Without `asked`, the measured grid: every configuration of the rows, as many trials as seeds were
-    measured of it. With {workload: N}: N trials of each, spread evenly over its measured configurations."""
+    Without `asked`, the measured grid: every configuration your rows measured, as many trials as seeds
+    they ran of it (what ran: the reference rows set beside yours add neither configurations nor
+    repeats; rows read from results/reference/ alone are the grid themselves). With {workload: N}: N
+    trials of each, spread evenly over its measured configurations."""
     ok = eager_ok(rows)
+    yours = ~ok["results_dir"].map(is_reference) if "results_dir" in ok else pd.Series(True, index=ok.index)
+    ok = ok[yours] if yours.any() else ok
     grid = (ok.groupby("config_key", sort=True)
             .agg(workload=("workload", "first"), epochs=("epochs", "max"), warmup_epochs=("warmup_epochs", "max"),
                  trials=("seed", "nunique"), **{a: (a, "first") for a in SIZE_AXES})

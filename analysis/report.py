@@ -32,9 +32,9 @@ from analysis.crossover import (
     Bootstrap,
     baseline_first,
     left_out,
-    loaded,
     render,
     slices,
+    timed,
     write,
 )
 from analysis.load import environment, read
@@ -128,8 +128,9 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
     """Write the report for `dirs`; returns the page's path and the verdict in full as text (the answer,
     the crossover table and, with `reference`, the decision: analysis/verdict.py).
 
-    Rows flagged outside_load are left out of the crossovers and the charts unless `include_loaded`
-    (analysis/crossover.py); the page and the text say how many. The devices and the failed trials
+    Rows flagged outside_load are left out of the crossovers and the charts where their configuration has
+    quiet rows, and used where it has none, unless `include_loaded` keeps them all (analysis/crossover.py
+    `timed`); the page and the text say how many. The devices and the failed trials
     list every row. With `reference`, the reference GPU rows of the same configurations are read
     alongside, and the page and the text end with the decision."""
     dirs = [Path(d) for d in dirs]
@@ -146,7 +147,7 @@ def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None =
     rows, table, boot, include_loaded = said.rows, said.crossovers, said.boot, said.include_loaded
     out = Path(out) if out else default_out(dirs)
     write(table, out / "crossover.parquet")
-    drawn = figures(rows if include_loaded else rows[~loaded(rows)], table)
+    drawn = figures(timed(rows, include_loaded), table)
     dropped = left_out(rows, include_loaded)
     for name, chart in drawn.items():
         charts.save(chart, out / name)

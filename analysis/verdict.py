@@ -30,14 +30,15 @@ from analysis import cost, decide
 from analysis.crossover import (
     A_EVERYWHERE,
     B_EVERYWHERE,
+    BUSY,
     CROSSOVER,
     NOT_COMPUTABLE,
     SEVERAL,
     WITHIN_NOISE,
     Bootstrap,
+    busy_kept,
     find,
     left_out,
-    loaded,
     render as render_crossovers,
 )
 
@@ -105,22 +106,30 @@ def _candidates(table: pd.DataFrame) -> pd.DataFrame:
 def _finding(workload: str, candidates: pd.DataFrame, rows: pd.DataFrame, include_loaded: bool) -> Finding:
     mine = candidates[candidates["workload"] == workload]
     if mine.empty:
-        return Finding(workload, NOT_COMPARED, _why_not(rows[rows["workload"] == workload], include_loaded))
+        return Finding(workload, NOT_COMPARED, _why_not(rows[rows["workload"] == workload]))
     line = mine.sort_values(["_axis", "_gpus", "device_b", "_points"], kind="stable").iloc[0]
     others = ((mine["axis"] == line["axis"]) & (mine["device_b"] == line["device_b"])).sum() - 1
-    return Finding(workload, line["verdict"], words(line), line, int(others))
+    return Finding(workload, line["verdict"], words(line) + _busy(line, rows, include_loaded), line, int(others))
 
 
-def _why_not(rows: pd.DataFrame, include_loaded: bool) -> str:
+def _busy(line: pd.Series, rows: pd.DataFrame, include_loaded: bool) -> str:
+    """'; timed while your machine was busy: the CPU times may be slow', where the line rests on rows
+    flagged outside_load (crossover.busy_kept: no quiet row of their configuration, or --include-loaded)."""
+    arms = rows["arm"].isin([line["device_a"], line["device_b"]]) & (rows["workload"] == line["workload"])
+    busy = rows.loc[arms & busy_kept(rows, include_loaded), "arm"]
+    if busy.empty:
+        return ""
+    sides = " and ".join(sorted({"CPU" if str(a).startswith("cpu") else "GPU" for a in busy}))
+    return f"; {BUSY}: the {sides} times may be slow"
+
+
+def _why_not(rows: pd.DataFrame) -> str:
     ok = rows[rows["status"] == "ok"]
     cpu = ok["arm"].str.startswith("cpu")
     if cpu.all():
         return f"{NOT_COMPARED}: no GPU rows at its sizes (run on a GPU, or leave out --no-reference)"
     if not cpu.any():
         return f"{NOT_COMPARED}: no CPU rows at its sizes"
-    busy = cpu & loaded(ok) & (not include_loaded)
-    if busy.any():  # the line saying how many rows were left out overall (crossover.left_out) gives the fix
-        return f"{NOT_COMPARED}: {busy.sum()} of its {cpu.sum()} CPU rows were timed on a busy host (outside_load)"
     return f"{NOT_COMPARED}: the CPU and the GPU share fewer than two sizes"
 
 
@@ -218,12 +227,15 @@ def answer(v: Verdict) -> list[str]:
 
 
 def costs(v: Verdict) -> list[str]:
-    """What a run like the sweep costs on the fastest and the cheapest option (analysis/decide.py)."""
+    """What a run like the sweep costs on the fastest and the cheapest option (analysis/decide.py): the
+    configurations your rows measured, each as many times as they ran it (decide.sweep)."""
     d = v.decision
     if d is None or d.options.empty:
         return []
-    trials = int(d.grid["trials"].sum())
-    out = [f"A run like this sweep ({trials:,} trials over {len(d.grid)} configurations) costs, on the best options:"]
+    trials, runs = int(d.grid["trials"].sum()), d.grid["trials"]
+    each = f"{runs.min()}" if runs.min() == runs.max() else f"{runs.min()}-{runs.max()}"
+    out = [f"A run like this sweep ({trials:,} trials: {len(d.grid)} configurations, {each} run"
+           f"{'s' if runs.max() > 1 else ''} each) costs, on the best options:"]
     out += [f"  {name}: {decide.said(line) if line is not None else 'none'}" for name, line in d.picks.items()]
     if any(line is not None and line["predicted"] for line in d.picks.values()):
         out.append("  ~: rests on analysis/model.py's prediction for a GPU no row measured; (a-b): its 90% interval")

@@ -64,7 +64,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--budget", type=_seconds, default=search.BUDGET_S, metavar="SECONDS",
                    help="the search's seconds, from its first round: a trial predicted past what is left, or "
                         f"past {search.MAX_SHARE * 100:.0f}%% of it, is skipped and said (a row 'skipped: ...'; a "
-                        "larger budget measures it later); the default fits `make run` in 3 minutes on a 2-core VM")
+                        "larger budget measures it later), and one that runs past that share is stopped (a row "
+                        "'cut for the budget'); the default fits `make run` in 3 minutes on a 2-core VM")
     p.add_argument("--compare", nargs="?", const=True, default=None, metavar="FULL_DIR",
                    help="a benchmark: the search into OUT/NAME-search and the full grid into OUT/NAME-full (or read "
                         "from FULL_DIR, a full grid's folder), then per workload the crossover each finds, and the "

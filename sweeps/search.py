@@ -30,7 +30,11 @@ only the rest. The decisions are a pure function of the run times measured so fa
 Before a round, each trial's time is predicted (`predict_s`): this machine's rows of the workload at the
 nearest measured size, scaled by the reference rows' ratio between the two sizes. A trial predicted past
 the budget left, or past MAX_SHARE of the whole budget, is skipped: the reason is printed and written as
-an error row ('skipped: ...'), which the analysis reads as not measured and a later run measures.
+an error row ('skipped: ...'), which the analysis reads as not measured and a later run measures. A
+prediction can be wrong, so each trial also has a hard limit (`trial_limit`): MAX_SHARE of the budget,
+never more than --trial-timeout. A trial past it is stopped (trainables/trainable.py Deadline) and
+becomes an error row whose error says it was cut for the budget; its size gets no more runs in this
+search (`cut`), which goes on with the others (a later run with a larger budget measures it).
 """
 
 from __future__ import annotations
@@ -48,7 +52,8 @@ import pandas as pd
 from scipy import stats
 
 from analysis import schema, summary
-from analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE, find
+from analysis.crossover import (A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE, find,
+                                timed)
 from analysis.decide import eager_ok, is_reference, keys
 from analysis.load import read
 from analysis.schema import GRID_AXES, SIZE_AXES
@@ -64,6 +69,7 @@ from trainables.timing import EXTEND_AT_MOST, MIN_TIMED_EPOCHS
 BRACKET_RUNS = 2  # runs at each bracketing size: with fewer, the line has no variance to build an interval on
 LOOKS = (1, 2, 3, 5)  # runs at which a point's interval is looked at; it never gets more than CAP
 CAP = LOOKS[-1]
+SEEDS = 2 * CAP  # seeds a point may use: CAP runs, and as many again to replace runs timed on a busy host
 SPLIT = 2  # candidates measured between two sizes with different winners, per round (a gap shrinks ~3x a round)
 ALPHA = 0.05  # the intervals are at 1 - ALPHA, whichever look stops the point (below)
 TIE = 1.10  # a point stops as a tie once its interval lies within this factor of its ratio either way
@@ -161,7 +167,9 @@ def _interval(c: np.ndarray, g: np.ndarray, cpu_var: tuple, gpu_var: tuple) -> t
 
 def runs(rows: pd.DataFrame, axis: str, gpu: str | None = None) -> dict:
     """One line's ok rows as the rule reads them: size -> Runs, the 'cpu' rows' and the `gpu` device's (any
-    other device where None) median epoch times, in seed order."""
+    other device where None) median epoch times, in seed order. Rows flagged outside_load are read as the
+    verdict reads them (analysis/crossover.py `timed`)."""
+    rows = timed(rows)
     ok = rows[rows["status"] == "ok"].sort_values("seed")
     is_gpu = ok["device"] != "cpu" if gpu is None else ok["device"] == gpu
     cpu, other = ok[ok["device"] == "cpu"], ok[is_gpu]
@@ -372,7 +380,7 @@ class Plan:
     space: Space
     store: Store
     lines: list
-    trials: dict  # line -> {(size, seed, device): Trial}, seeds up to CAP (and the space's repeats)
+    trials: dict  # line -> {(size, seed, device): Trial}, seeds up to SEEDS (and the space's repeats)
     gpu: str | None  # the space's GPU device (its rows are the GPU side), or None: the reference rows are
     gpu_runs: dict  # line -> {size: reference GPU epoch times}, where gpu is None
     gpu_name: dict  # line -> what the GPU side is, in words
@@ -421,7 +429,7 @@ def plan(space: Space, out: Path | str) -> Plan:
 def _trials(space: Space, line: Line) -> dict:
     """Every trial of the line the search may run: (size, seed, device) -> Trial, as the full grid's."""
     sub = dataclasses.replace(space, grids={line.key: {line.axis: list(line.sizes), **line.held}},
-                              repeats=max(CAP, space.repeats))
+                              repeats=max(SEEDS, space.repeats))
     return {(_value(t.cfg, line.axis), t.cfg.seed, t.cfg.device): t for t in sub.expand()}
 
 
@@ -438,6 +446,8 @@ def _reference(found: list, trials: dict, store: Store) -> tuple[dict, pd.DataFr
         ref[line.workload][size] = key
     both = summary.with_reference(probe.drop(columns="config_key"))
     rows = both[both["results_dir"].map(is_reference)]
+    if rows.empty:  # no reference row of any size (a user's workload, an lr of one's own): the rows' columns still
+        rows = pd.DataFrame(columns=[*schema.NAMES, "results_dir", "arm"])
     return ref, rows.assign(config_key=keys(rows))
 
 
@@ -469,7 +479,8 @@ def _reference_epochs(gpu_rows: pd.DataFrame) -> dict:
     """config_key -> median epoch time of the reference, for the CPU and the GPU: the GPU rows given, and
     the CPU rows of the folders they come from (read once a process)."""
     dirs = sorted(gpu_rows["results_dir"].unique())
-    cpu = pd.concat([_folder(d) for d in dirs]) if dirs else pd.DataFrame(columns=["device", "config_key"])
+    none = pd.DataFrame(columns=["device", "config_key", "epoch_s_median"])  # no reference row of the line's sizes
+    cpu = pd.concat([_folder(d) for d in dirs]) if dirs else none
     cpu = cpu[cpu["device"] == "cpu"]
     return {side: rows.groupby("config_key")["epoch_s_median"].median().to_dict()
             for side, rows in ((CPU, cpu), (GPU, gpu_rows))}
@@ -494,14 +505,15 @@ class State:
 def state(p: Plan, rows: pd.DataFrame | None = None) -> State:
     """`rows` (default: the results folder's) read into the search's State."""
     if rows is None:
-        rows = read(p.store.dir) if p.store.files() else pd.DataFrame(columns=schema.NAMES)
+        rows = read(p.store.dir) if p.store.files() else pd.DataFrame(columns=schema.NAMES + ["arm"])
     ok = rows[rows["status"] == "ok"]
+    used = timed(ok)  # rows flagged outside_load: as the verdict reads them (analysis/crossover.py)
     measured, own, costs, ratios = {}, {}, {}, {CPU: [], GPU: []}
     for line in p.lines:
         index = p.hashes(line)
-        mine = ok[ok["config_hash"].isin(index)]
+        own[line] = {index[h] for h in ok.loc[ok["config_hash"].isin(index), "config_hash"]}  # measured: not again
+        mine = used[used["config_hash"].isin(index)]
         found = [(index[h], r) for h, r in zip(mine["config_hash"], mine.itertuples())]
-        own[line] = {k for k, _ in found}
         side = {"cpu": CPU, p.gpu: GPU}
         per = {CPU: {}, GPU: {}}
         for (size, seed, device), r in sorted(found, key=lambda f: f[0][1]):
@@ -524,7 +536,7 @@ def state(p: Plan, rows: pd.DataFrame | None = None) -> State:
 
 @dataclass(frozen=True)
 class Ask:
-    """One point's runs for the next round: its trials (seeds `have`..`target`-1, every device) and their
+    """One point's runs for the next round: its trials (target - have new seeds, every device) and their
     predicted seconds (None: nothing predicts one)."""
 
     line: Line
@@ -538,17 +550,26 @@ class Ask:
     def cost(self) -> float:
         return sum(p or 0.0 for p in self.predicted)
 
+    @property
+    def upto(self) -> int:
+        """The seeds runner.run must cover (0..upto-1) to run the trials: the lower ones are measured."""
+        return max((t.cfg.seed for t in self.trials), default=-1) + 1
+
 
 def asks(p: Plan, s: State, frozen: dict) -> list[Ask]:
-    """Every point the rule wants measured next, with its trials and their predicted seconds."""
+    """Every point the rule wants measured next, with its trials and their predicted seconds: the next
+    seeds without an ok CPU row (a row left out for load, analysis/crossover.py `timed`, is replaced by a
+    new seed, not run again); a point whose seeds are all spent is not asked."""
     found = []
     for line in p.lines:
         for size, target in next_runs(line, s.measured[line], frozenset(frozen[line])).items():
             have = len(s.measured[line][size].cpu) if size in s.measured[line] else 0
-            keys_ = [(size, seed, d) for seed in range(have, target) for d in p.space.devices
+            seeds = sorted({k[1] for k in p.trials[line] if k[0] == size and (size, k[1], "cpu") not in s.own[line]})
+            keys_ = [(size, seed, d) for seed in seeds[:target - have] for d in p.space.devices
                      if (size, seed, d) not in s.own[line]]
-            predicted = tuple(_predict(p, s, line, k) for k in keys_)
-            found.append(Ask(line, size, have, target, predicted, tuple(p.trials[line][k] for k in keys_)))
+            if keys_:
+                predicted = tuple(_predict(p, s, line, k) for k in keys_)
+                found.append(Ask(line, size, have, target, predicted, tuple(p.trials[line][k] for k in keys_)))
     return found
 
 
@@ -578,6 +599,25 @@ def afford(found: list[Ask], left_s: float, budget_s: float) -> tuple[list[Ask],
             run.append(ask)
             left_s -= ask.cost
     return run, skip
+
+
+CUT = "cut for the budget"  # in the error of a trial stopped at trial_limit's share of the budget
+
+
+def trial_limit(budget_s: float, timeout_s: float) -> tuple[float, str]:
+    """Each trial's hard limit in the search, s, and what set it (the row's error names it): MAX_SHARE of
+    the budget, never longer than `timeout_s` (--trial-timeout)."""
+    share = MAX_SHARE * budget_s
+    if share < timeout_s:
+        return share, f"{CUT}: {MAX_SHARE:.0%} of --budget {_s(budget_s)}"
+    return timeout_s, "--trial-timeout"
+
+
+def cut(rows: pd.DataFrame, group: list[Ask]) -> list[Ask]:
+    """The asks of `group` with a trial cut for the budget (its row's error says so): their sizes are frozen."""
+    failed = rows[(rows["status"] != "ok") & rows["error"].fillna("").str.contains(CUT, regex=False)]
+    hit = set(failed["config_hash"])
+    return [a for a in group if any(t.hash in hit for t in a.trials)]
 
 
 def _s(seconds: float) -> str:
@@ -638,6 +678,7 @@ class Result:
     trials: int  # trials it ran (Tune trials' rows written)
     skipped: int  # trials it skipped for the budget (rows 'skipped: ...')
     seconds: float  # its wall time, from its plan to its verdicts
+    cut: tuple = ()  # (line, size) of each size with a trial stopped at trial_limit (error rows, CUT)
 
     def lines(self) -> list[str]:
         return [v.text(self.gpu_name[v.line]) for v in self.verdicts]
@@ -653,25 +694,33 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     start = time.monotonic()
     p = plan(space, out)
     _say_missing(p, log)
+    limit_s, why = trial_limit(budget_s, space.timeout_s)
+    limited = dataclasses.replace(space, timeout_s=limit_s, timeout_why=why)
     frozen = {line: set() for line in p.lines}
+    stopped = []  # (line, size) of each size with a trial cut at limit_s
     rounds = ran = 0
     skips = []  # (ask, why) of every size skipped for the budget
     tuner_s = [TUNER_S]  # what each Tune run took beyond its trials
     while found := asks(p, state(p), frozen):
         rounds += 1
-        left = budget_s - (time.monotonic() - start) - float(np.mean(tuner_s)) * len({a.target for a in found})
+        left = budget_s - (time.monotonic() - start) - float(np.mean(tuner_s)) * len({a.upto for a in found})
         run, skip = afford(found, left, budget_s)
         write_skipped(p, skip, log, detail)
         skips += skip
         for ask, _ in skip:
             frozen[ask.line].add(ask.size)
-        for target in sorted({a.target for a in run}):
-            group = [a for a in run if a.target == target]
+        for upto in sorted({a.upto for a in run}):
+            group = [a for a in run if a.upto == upto]
             began = time.monotonic()
-            store = runner.run(dataclasses.replace(space, grids=_grids(group), repeats=target), out, max_concurrent,
+            store = runner.run(dataclasses.replace(limited, grids=_grids(group), repeats=upto), out, max_concurrent,
                                log, head=detail, **run_kwargs)
             ran += sum(len(a.trials) for a in group)
-            tuner_s.append(max(0.0, time.monotonic() - began - _trial_seconds(store, group)))
+            rows = read(store.dir)
+            tuner_s.append(max(0.0, time.monotonic() - began - _trial_seconds(rows, group)))
+            for a in cut(rows, group):  # no more runs of a size that ran past its share of the budget
+                frozen[a.line].add(a.size)
+                stopped.append((a.line, a.size))
+                detail(f"cut {a.line.workload} {a.line.axis}={a.size:,}: a trial ran past {_s(limit_s)} ({why})")
         detail(f"search round {rounds}: {_count(sum(len(a.trials) for a in run))} at {len(run)} sizes, "
                f"{len(skip)} sizes skipped; {_s(time.monotonic() - start)} of --budget {_s(budget_s)}")
         if left <= 0:  # the budget is spent: what the rule wants next is not measured (rowed, and said at the end)
@@ -679,10 +728,11 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     s = state(p)
     verdicts = [verdict(line, s.measured[line], frozenset(frozen[line])) for line in p.lines]
     skipped = sum(len(a.trials) for a, _ in skips)
-    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, time.monotonic() - start)
+    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, time.monotonic() - start, tuple(stopped))
     for text in result.lines():
         detail(text)
     log(f"search: {_count(ran)} in {rounds} round{'s' if rounds != 1 else ''}, {_s(result.seconds)}"
+        + (f"; {len(stopped)} size{'s' if len(stopped) != 1 else ''} cut at {_s(limit_s)} a trial" if stopped else "")
         + (f"; {_count(skipped)} skipped for --budget {_s(budget_s)}:" if skipped else ""))
     for text in skipped_lines(skips, budget_s):
         log(text)
@@ -709,10 +759,9 @@ def _grids(group: list[Ask]) -> dict:
     return grids
 
 
-def _trial_seconds(store: Store, group: list[Ask]) -> float:
+def _trial_seconds(rows: pd.DataFrame, group: list[Ask]) -> float:
     """The trials' own seconds (total_s) of `group`, from their rows: what a Tune run took beyond is its own."""
     wanted = {t.hash for a in group for t in a.trials}
-    rows = read(store.dir)
     return float(rows.loc[rows["config_hash"].isin(wanted), "total_s"].fillna(0).sum())
 
 
@@ -743,13 +792,14 @@ def _said(kind: str, faster_above: str | None, axis: str, x: float = math.nan) -
 
 
 def _full(p: Plan, line: Line, rows: pd.DataFrame) -> tuple[str, str | None, float]:
-    """The full grid's answer on the line: analysis/crossover.py `find` on its rows (every one kept, loaded
-    or not, as the search keeps them) beside the same GPU rows as the search's. (kind, faster above, x)."""
+    """The full grid's answer on the line: analysis/crossover.py `find` on its rows (those flagged
+    outside_load read by its one rule, as the search reads them) beside the same GPU rows as the search's.
+    (kind, faster above, x)."""
     mine = rows[rows["config_hash"].isin(p.hashes(line)) & (rows["status"] == "ok")]
     both = pd.concat([mine, p.ref_gpu.get(line, mine.iloc[:0])], ignore_index=True)
     if both.empty or line.axis not in schema.CROSSOVER_AXES:
         return "not compared", None, math.nan
-    table = find(both.assign(arm=both["device"]), include_loaded=True)
+    table = find(both.assign(arm=both["device"]))
     table = table[(table["axis"] == line.axis) & (table["metric"] == "epoch_s") & (table["device_a"] == "cpu")]
     if table.empty:
         return "not compared", None, math.nan

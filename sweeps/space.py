@@ -47,6 +47,7 @@ class Space:
     cpu_nodes_only: bool = False  # CPU trials ask for CPU_NODE too: kept off GPU nodes (resources_for)
     params: dict = field(default_factory=dict)  # workloads' own axes held fixed (--param, over a grid's values)
     timeout_s: float = 3600  # s a Tune trial may run before it is stopped and rowed as timed out (--trial-timeout)
+    timeout_why: str = "--trial-timeout"  # what set timeout_s, in the timed-out row's error (the search: its budget)
 
     def _where(self, workload: str | None = None, axis: str | None = None) -> str:
         parts = [f"sweep {self.name!r}"] + ([f"workload {workload!r}"] if workload else [])
@@ -122,6 +123,7 @@ class Space:
 
         # a fused group's members share their device, so the first one's request is the group's
         return {"group": tune.grid_search([{"trials": [t.cfg.to_dict() for t in group], "timeout_s": self.timeout_s,
+                                            "timeout_why": self.timeout_why,
                                             "resources": self.request(group[0])} for group in groups])}
 
     def request(self, trial: Trial) -> dict:

@@ -149,21 +149,25 @@ def test_a_sweep_whose_every_trial_failed_still_reports(swept, tmp_path, capsys)
     assert "Failed trials" in text and "CUDA not available on node" in text
 
 
-def test_the_report_says_how_many_loaded_rows_it_left_out(tmp_path, capsys):
+def test_the_report_says_how_many_loaded_rows_it_left_out_and_kept(tmp_path, capsys):
     from analysis_rows import planted_rows
 
-    rows = planted_rows([1e2, 1e3, 1e4, 1e5], lambda x: 1e-7 * x, lambda x: 1e-4 * (x / 1e4) ** 0.5)
-    rows[0]["outside_load"] = True  # another job used the host while this CPU row was timed
+    rows = planted_rows([1e2, 1e3, 1e4, 1e5], lambda x: 1e-7 * x, lambda x: 1e-4 * (x / 1e4) ** 0.5, runs=2)
+    rows[0]["outside_load"] = True  # another job used the host while CPU 1e2 seed 0 was timed (seed 1: quiet)
+    for r in rows[6:8]:
+        r["outside_load"] = True  # both CPU rows at 1e5: no quiet one, so they are used, and said
     directory = write(rows, tmp_path / "loaded")
     reported = tmp_path / "_reports" / "loaded"
     assert main(["report", str(directory), "--draws", "20"]) == 0
-    printed = capsys.readouterr().out
-    assert "1 of 8 ok rows were timed while the host was busy" in printed and "left out of the crossovers" in printed
-    assert "<b>Left out:</b> 1 of 8 ok rows" in (reported / "index.html").read_text()
-    assert pd.read_parquet(reported / "crossover.parquet").query("metric == 'epoch_s'")["n_points"].max() == 3
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "3 of 16 ok rows were timed while the host was busy" in printed
+    assert "1 left out of the crossovers (the same configuration has quiet rows)" in printed
+    assert "2 kept where the configuration has no quiet row" in printed
+    assert "timed while your machine was busy: the CPU times may be slow" in printed
+    assert "<b>Left out:</b> 3 of 16 ok rows" in (reported / "index.html").read_text()
+    assert pd.read_parquet(reported / "crossover.parquet").query("metric == 'epoch_s'")["n_points"].max() == 4
     assert main(["report", str(directory), "--draws", "20", "--include-loaded"]) == 0
     assert "kept, as asked (--include-loaded)" in capsys.readouterr().out
-    assert pd.read_parquet(reported / "crossover.parquet").query("metric == 'epoch_s'")["n_points"].max() == 4
 
 
 def test_energy_per_epoch_where_a_counter_was_read_and_nothing_where_none_was():

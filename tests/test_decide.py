@@ -338,3 +338,18 @@ def test_a_user_model_measured_on_one_gpu_is_predicted_elsewhere_with_an_interva
     mine = guess[guess["workload"] == "resnet18_cifar"]
     assert not note and len(mine) and np.isfinite(mine[["epoch_s_lo", "epoch_s_hi"]].to_numpy(float)).all()
     assert (mine["epoch_s_lo"] < mine["epoch_s_median"]).all() and (mine["epoch_s_median"] < mine["epoch_s_hi"]).all()
+
+
+def test_the_decision_is_printed_even_where_its_charts_cannot_be_written(tmp_path, monkeypatch, capsys):
+    # --out under a file: the charts' folder cannot be made (a real OSError), and the answer stays, exit 0
+    import shutil
+    shutil.copytree(decide.REFERENCE / "h100-2026-11-21-engines" / "engines-cpu", tmp_path / "mine" / "engines-cpu")
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.chdir(tmp_path)
+    assert main(["decide", "mine", "--out", "file/charts"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert "the cost-versus-time front" in out and any(t.startswith("fastest: ") for t in lines), out
+    assert lines[-1] == ("charts: not written (cannot write file/charts: Not a directory; give --out a folder you "
+                         "can write)")
+    assert "Traceback" not in out + err

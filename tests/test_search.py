@@ -112,6 +112,27 @@ def test_the_stopping_rules_interval_covers_a_planted_ratio_at_its_nominal_rate(
     assert rate >= 1 - ALPHA - 3 * se, f"{covered} of {total} intervals covered the planted ratio ({rate:.3f})"
 
 
+def test_the_search_reads_busy_rows_by_the_verdicts_rule_and_replaces_one_left_out_by_a_new_seed(tmp_path):
+    # analysis/crossover.py `timed`, for the search as for the verdict: a row flagged outside_load is left out
+    # where its configuration has a quiet row, used where it has none (a loaded VM flags every CPU row)
+    space = Space("busy", {"disc": {"depth": list(DEPTHS), "epochs": [6]}}, ("cpu",), cpu_threads=2)
+    p = search.plan(space, tmp_path)
+    line, = p.lines
+
+    def planted(size, seed, busy, epoch=0.01):
+        trial = p.trials[line][(size, seed, "cpu")]
+        return {**row("disc", "cpu", [epoch] * 5), **config_row(trial), "sweep": "busy", "seed": seed,
+                "outside_load": busy}
+
+    rows = [planted(2, 0, True, epoch=1.0), planted(2, 1, False), planted(7, 0, True), planted(7, 1, True)]
+    s = search.state(p, frame(rows))
+    assert s.measured[line][2].cpu == (0.01,) and s.measured[line][7].cpu == (0.01, 0.01)
+    assert {k[:2] for k in s.own[line]} == {(2, 0), (2, 1), (7, 0), (7, 1)}  # measured: never run again
+    assert search.runs(frame(rows), "depth")[2].cpu == (0.01,)
+    asked = {a.size: a for a in search.asks(p, s, {line: set()})}
+    assert [t.cfg.seed for t in asked[2].trials] == [2] and asked[2].upto == 3  # a new seed, beside 0 and 1
+
+
 def test_a_trial_predicted_past_the_budget_is_skipped_saying_why():
     line = Line("disc", "depth", DEPTHS)
     cheap, dear, pricey = (Ask(line, x, 0, 2, cost, ()) for x, cost in ((2, (1.0, 1.0)), (7, (8.0, 8.0)),
@@ -192,7 +213,7 @@ def test_a_real_search_runs_through_ray_skips_past_its_budget_and_resumes_with_a
     ok = rows[rows["status"] == "ok"]
     assert found.trials == len(ok) >= 2 and rows["config_hash"].is_unique
     assert set(skipped["config_hash"]) <= set(ok["config_hash"])  # the skipped trials measured now, in their place
-    full = {t.hash for t in Space("found", space.grids, ("cpu",), cpu_threads=CPUS, repeats=CAP).expand()}
+    full = {t.hash for t in Space("found", space.grids, ("cpu",), cpu_threads=CPUS, repeats=search.SEEDS).expand()}
     assert set(ok["config_hash"]) <= full  # the full grid's configurations: a later --grid full resumes on them
     v, = found.verdicts
     assert v.kind in (CROSSOVER, A_EVERYWHERE, B_EVERYWHERE, WITHIN_NOISE)
@@ -203,6 +224,29 @@ def test_a_real_search_runs_through_ray_skips_past_its_budget_and_resumes_with_a
     gpu = shipped[(shipped["device_name"] == model) & (shipped["workload"] == "peaks") & (shipped["status"] == "ok")]
     runs = gpu[gpu["epochs"] == 200].groupby("dataset_size").size()
     assert all(runs.get(size, 0) >= 2 for size in (100, 400, 2500)), (model, runs)
+
+
+def test_each_trial_gets_at_most_its_share_of_the_budget_never_more_than_the_trial_timeout():
+    assert search.trial_limit(150.0, 3600) == (MAX_SHARE * 150.0, "cut for the budget: 15% of --budget 150 s")
+    assert search.trial_limit(150.0, 10) == (10, "--trial-timeout")
+
+
+@pytest.mark.slow
+def test_a_trial_past_its_share_of_the_budget_is_cut_its_size_frozen_and_the_search_goes_on(local_ray, tmp_path):
+    # peaks at an lr no reference row has: nothing predicts its trials (run unpredicted, as a user's first
+    # are), and 100,000 epochs that no host ends within 15% of a 20 s budget (3 s): each is stopped there
+    space = Space("cut", {"peaks": {"dataset_size": [100, 400], "epochs": [100_000], "lr": [0.0123]}}, ("cpu",),
+                  cpu_threads=CPUS, repeats=3)
+    said = []
+    found = search.search(space, tmp_path, budget_s=20, log=said.append)
+    rows = read(tmp_path / "cut")
+    assert (rows["status"] == "error").all() and rows["config_hash"].is_unique  # none asked again once cut
+    assert rows["error"].str.startswith(
+        "TrialTimeout: the trial ran past its limit of 3 s (cut for the budget: 15% of --budget 20 s)").all()
+    cut_sizes = {size for _, size in found.cut}
+    assert cut_sizes == set(rows["dataset_size"]) and 100 in cut_sizes  # the first size cut, the search went on
+    assert found.trials == len(rows) and found.verdicts[0].kind == "not measured"
+    assert said[-1].startswith("search: ") and f"{len(cut_sizes)} size" in said[-1] and "cut at 3 s a trial" in said[-1]
 
 
 @pytest.mark.slow

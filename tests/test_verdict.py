@@ -3,9 +3,10 @@ says "within noise" for a planted tie, says which side wins everywhere and by ho
 lines of at most 100 columns with the answer first, and the summary under each table says the same."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from analysis import summary, verdict
+from analysis import decide, summary, verdict
 from analysis.crossover import Bootstrap
 from analysis_rows import plant
 
@@ -62,7 +63,7 @@ def test_a_workload_without_a_gpu_to_compare_with_says_so():
 def test_the_answer_comes_first_in_lines_of_at_most_100_columns():
     rows = plant(SIZES, CPU, GPU, noise=0.05, workload="a_workload_with_a_rather_long_name").assign(
         outside_load=False)
-    rows.loc[0, "outside_load"] = True  # a row left out: its long line is wrapped, not cut
+    rows.loc[0, "outside_load"] = True  # a busy row, used (no quiet one beside it): its long lines are wrapped
     text = verdict.render(verdict.reach(rows, BOOT))
     lines = text.splitlines()
     assert lines[0].startswith("Where the GPU trains faster than the CPU") and "GPU faster past" in lines[1]
@@ -70,3 +71,30 @@ def test_the_answer_comes_first_in_lines_of_at_most_100_columns():
     assert "1 of 18 ok rows were timed while the host was busy" in " ".join(text.split())
     full = verdict.render(verdict.reach(rows, BOOT), verbose=True)
     assert full.startswith(lines[0]) and "== a_workload_with_a_rather_long_name ==" in full  # the crossover table
+
+
+def test_a_workload_timed_on_a_busy_machine_gets_its_answer_saying_so():
+    # a loaded 2-core VM flags every CPU row: the answer is still given, and says the CPU times may be slow
+    rows = plant(SIZES, CPU, GPU, noise=0.05).assign(outside_load=lambda r: r["device"] == "cpu")
+    found = finding(rows)
+    assert found.kind == "crossover" and found.line["crossover"] == pytest.approx(1e4, rel=0.15)
+    assert found.words.endswith("; timed while your machine was busy: the CPU times may be slow"), found.words
+    text = " ".join(verdict.render(verdict.reach(rows, BOOT)).split())
+    assert verdict.NOT_COMPARED not in text and "kept where the configuration has no quiet row" in text
+    # where the same configuration has a quiet row too, the busy one is left out and the answer is plain
+    quiet = plant(SIZES, CPU, GPU, noise=0.05, seed=1).assign(outside_load=False)
+    both = pd.concat([rows, quiet[quiet["device"] == "cpu"].assign(seed=1)], ignore_index=True)
+    assert "busy" not in finding(both).words
+
+
+def test_the_cost_line_counts_the_trials_your_rows_ran_not_the_reference_rows_beside_them():
+    # the search ran the CPU once at most sizes, twice at two; the reference GPU rows beside them have 3 runs
+    # a size: "a run like this sweep" is what ran (2 + 7 x 1 = 11 trials over 9 configurations), not 27
+    cpu = plant(SIZES, CPU, GPU, noise=0.05, runs=3)
+    mine = cpu[(cpu["device"] == "cpu") & ((cpu["seed"] == 0) | ((cpu["seed"] == 1) & (cpu["depth"] <= 2)))]
+    ref = cpu[cpu["device"] != "cpu"].assign(results_dir=str(decide.REFERENCE / "h100-planted"),
+                                             finished_at=pd.Timestamp("2026-11-25", tz="UTC"))
+    rows = pd.concat([mine.assign(results_dir="/home/me/results/scaling"), ref], ignore_index=True)
+    said = verdict.reach(rows, BOOT, decision=True)
+    assert said.decision.grid["trials"].sum() == 11 and len(said.decision.grid) == 9
+    assert "A run like this sweep (11 trials: 9 configurations, 1-2 runs each) costs" in verdict.render(said)

@@ -56,8 +56,9 @@ class Deadline:
     its worker runs the next one. Python delivers it at the thread's next bytecode, so a hang inside one
     long C call (a kernel, a blocking read) ends when that call returns."""
 
-    def __init__(self, seconds: float | None):
+    def __init__(self, seconds: float | None, why: str | None = None):
         self.seconds, self.lock, self.done = seconds, threading.Lock(), False
+        self.why = why or "--trial-timeout"  # what set the limit, in the row's error: the flag, or the search's budget
 
     def __enter__(self):
         if self.seconds:
@@ -70,7 +71,7 @@ class Deadline:
     def _expire(self, thread: int) -> None:
         with self.lock:
             if not self.done:
-                message = f"the trial ran past its limit of {self.seconds:g} s (--trial-timeout) and was stopped"
+                message = f"the trial ran past its limit of {self.seconds:g} s ({self.why}) and was stopped"
                 error = type("TrialTimeout", (TrialTimeout,), {"__init__": lambda e: TrialTimeout.__init__(e, message)})
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(error))
 
@@ -90,7 +91,7 @@ def trainable(config: dict) -> None:
     _trials_started += 1
     subjects: list[Trial | TrialConfig] = [TrialConfig.from_dict(c) for c in config["group"]["trials"]]
     try:
-        with Deadline(config["group"].get("timeout_s")):
+        with Deadline(config["group"].get("timeout_s"), config["group"].get("timeout_why")):
             subjects = [resolve(cfg) for cfg in subjects]
             # the cores it asked Ray for, claimed for the whole trial: beside trials' windows count its
             # set-up, warm-up and evaluation as crossover's own, not as another job's (outside_load)
