@@ -230,6 +230,9 @@ def save(chart, stem: Path) -> list[Path]:
     return paths
 
 
+NO_VL_CONVERT = "altair needs vl-convert-python, missing or too old here; pip install vl-convert-python"
+
+
 def save_all(named: dict[str, object], out: Path) -> tuple[dict[str, Path], str]:
     """Each chart of `named` saved as `save` does, in `out`: their HTML paths by name, and ''; or, where
     they cannot be written, none and the line that says why and the fix ('charts: not written (...)').
@@ -237,7 +240,7 @@ def save_all(named: dict[str, object], out: Path) -> tuple[dict[str, Path], str]
     try:
         return {name: save(chart, out / name)[0] for name, chart in named.items()}, ""
     except ImportError:  # altair saves through vl-convert: an install without it, or with an old one
-        why = "altair needs vl-convert-python, missing or too old here; pip install vl-convert-python"
+        why = NO_VL_CONVERT
     except OSError as exc:  # a folder that cannot be written, a full disk
         why = f"cannot write {exc.filename or out}: {exc.strerror or exc}; give --out a folder you can write"
     return {}, f"charts: not written ({why})"

@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from analysis import report, summary, verdict
+from analysis import charts, report, summary, verdict
 from analysis.load import read
 from sweeps import cli, runner, search
 from sweeps.space import Space
@@ -216,6 +216,8 @@ def finish(args, directory: Path, start: float) -> int:
     except OSError as exc:  # the rows are all written: only the report is missing
         print(f"error: {report.cannot_write(exc)} (python -m analysis report {directory})", file=sys.stderr)
         return runner.WRITE_FAILED
+    except ImportError:  # altair draws through vl-convert: an install without it (the answer above stands)
+        print(f"report: not written ({charts.NO_VL_CONVERT}); python -m analysis report {directory} writes it then")
     return 0
 
 
