@@ -169,6 +169,12 @@ def words(line) -> str:
             return (f"GPU faster past {_at(axis, line['crossover'])} (CI {ci}), "
                     f"{speedup.format(largest)}{agree}")
         return f"GPU faster below {_at(axis, line['crossover'])} (CI {ci}), CPU above{agree}"
+    tied = line["speedup_low"] <= 1 <= line["speedup_high"]  # at the largest size, within noise
+    if kind in (B_EVERYWHERE, A_EVERYWHERE) and tied:
+        side = "GPU" if kind == B_EVERYWHERE else "the CPU"
+        return (f"{side} faster where the noise lets a size tell; at {_at(axis, line['x_max'])} within noise "
+                f"(the GPU takes {times(1 / line['speedup_high'])}-{times(1 / line['speedup_low'])} as long)"
+                f"{noisy}{agree}")
     if kind == B_EVERYWHERE:
         return f"GPU faster at every size measured: {speedup.format(_at(axis, line['x_max']))}{noisy}{agree}"
     if kind == A_EVERYWHERE:

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from analysis import decide, summary, verdict
-from analysis.crossover import Bootstrap
+from analysis.crossover import A_EVERYWHERE, Bootstrap
 from analysis_rows import plant
 
 SIZES = np.geomspace(1e2, 1e6, 9)
@@ -52,6 +52,15 @@ def test_a_planted_tie_is_within_noise_and_the_summary_says_so_too():
 ])
 def test_one_side_faster_everywhere_says_by_how_much(cpu, gpu, words):
     assert finding(plant(SIZES, cpu, gpu, noise=0.02)).words.startswith(words)
+
+
+def test_a_side_faster_everywhere_but_tied_at_the_largest_size_says_the_tie_not_a_speed_up():
+    # the GPU takes twice the CPU's time at the smallest size, the same at the largest (a planted tie
+    # there): the answer must not read "the CPU is faster ... the GPU takes 1x as long"
+    found = finding(plant(SIZES, CPU, lambda x: CPU(x) * (2 - np.log(x / 1e2) / np.log(1e4)), noise=0.05, runs=3))
+    assert found.kind == A_EVERYWHERE, found.words
+    assert found.words.startswith("the CPU faster where the noise lets a size tell; at 1M parameters within noise "
+                                  "(the GPU takes "), found.words
 
 
 def test_a_workload_without_a_gpu_to_compare_with_says_so():
