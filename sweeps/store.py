@@ -33,6 +33,7 @@ import os
 import shutil
 import socket
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -57,6 +58,7 @@ WAIT_NOTE_S = 30.0  # while every trial waits for resources, the progress line s
 BAR = "{desc}: {n_fmt}/{total_fmt} trials done |{bar:16}| {elapsed}, ETA {remaining}{postfix}"  # RowWriter's line
 BAR_REFRESH_S = 1.0  # how often the progress line's clock and counts are redrawn between rows
 FAILED_SHOWN = 3  # failed trials said in a line each under the progress line; the rest only counted on it
+SAID_WIDTH = 100  # columns of such a line: the end of a sweep fits 25 lines of 100 (analysis/verdict.py)
 DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # no space, past the file-size limit, past the quota
 
 
@@ -269,10 +271,10 @@ class RowWriter(tune.Callback):
             return
         line.set_postfix_str(self._counts(trials, trial), refresh=False)
         line.update(1)
-        if row["status"] != "ok" and self.failed <= FAILED_SHOWN:  # a failure is said, the first few in full
-            last = self.failed == FAILED_SHOWN
-            more = "; more failures: their rows say why (the report's 'Failed trials')" if last else ""
-            self._say(f"{_headline(row)}{more}")
+        if row["status"] != "ok" and self.failed <= FAILED_SHOWN:  # a failure is said, the first few, a line each
+            self._say(textwrap.shorten(_headline(row), SAID_WIDTH, placeholder=" ..."))
+            if self.failed == FAILED_SHOWN:
+                self._say("more failures: their rows say why (the report's 'Failed trials')")
 
     def _write_failed(self, trial, error: str, trials) -> None:
         """Error rows, written by the driver, for every member of a Tune trial whose worker died."""
