@@ -114,13 +114,19 @@ def _finding(workload: str, candidates: pd.DataFrame, rows: pd.DataFrame, includ
 
 def _busy(line: pd.Series, rows: pd.DataFrame, include_loaded: bool) -> str:
     """'; timed while your machine was busy: the CPU times may be slow', where the line rests on rows
-    flagged outside_load (crossover.busy_kept: no quiet row of their configuration, or --include-loaded)."""
+    flagged outside_load (crossover.busy_kept: no quiet row of their configuration, or --include-loaded);
+    the shipped reference rows' host is another machine, and is named so."""
     arms = rows["arm"].isin([line["device_a"], line["device_b"]]) & (rows["workload"] == line["workload"])
-    busy = rows.loc[arms & busy_kept(rows, include_loaded), "arm"]
-    if busy.empty:
-        return ""
-    sides = " and ".join(sorted({"CPU" if str(a).startswith("cpu") else "GPU" for a in busy}))
-    return f"; {BUSY}: the {sides} times may be slow"
+    busy = rows[arms & busy_kept(rows, include_loaded)]
+    shipped = busy["results_dir"].map(decide.is_reference)
+    said = [f"{BUSY}: the {_sides(busy.loc[~shipped, 'arm'])} times may be slow"] if (~shipped).any() else []
+    if shipped.any():  # the reference rows beside yours: another host, busy when they were measured
+        said.append(f"the reference {_sides(busy.loc[shipped, 'arm'])} rows were timed while their host was busy")
+    return "".join(f"; {s}" for s in said)
+
+
+def _sides(arms: pd.Series) -> str:
+    return " and ".join(sorted({"CPU" if str(a).startswith("cpu") else "GPU" for a in arms}))
 
 
 def _why_not(rows: pd.DataFrame) -> str:

@@ -94,6 +94,10 @@ def test_a_workload_timed_on_a_busy_machine_gets_its_answer_saying_so():
     quiet = plant(SIZES, CPU, GPU, noise=0.05, seed=1).assign(outside_load=False)
     both = pd.concat([rows, quiet[quiet["device"] == "cpu"].assign(seed=1)], ignore_index=True)
     assert "busy" not in finding(both).words
+    # busy reference GPU rows (another host's) are named as such, never as "your machine"
+    shipped = rows.assign(outside_load=rows["device"] != "cpu",
+                          results_dir=np.where(rows["device"] == "cpu", "mine", str(decide.REFERENCE / "h" / "s")))
+    assert finding(shipped).words.endswith("; the reference GPU rows were timed while their host was busy")
 
 
 def test_the_cost_line_counts_the_trials_your_rows_ran_not_the_reference_rows_beside_them():
