@@ -113,20 +113,19 @@ def _finding(workload: str, candidates: pd.DataFrame, rows: pd.DataFrame, includ
 
 
 def _busy(line: pd.Series, rows: pd.DataFrame, include_loaded: bool) -> str:
-    """'; timed while your machine was busy: the CPU times may be slow', where the line rests on rows
-    flagged outside_load (crossover.busy_kept: no quiet row of their configuration, or --include-loaded);
-    the shipped reference rows' host is another machine, and is named so."""
+    """' [busy]' where the line rests on your rows flagged outside_load (crossover.busy_kept: no quiet row
+    of their configuration, or --include-loaded), ' [busy ref]' on the shipped reference rows' (another
+    host's): a mark each, explained once under the answer (BUSY_MARKS), so that a loaded machine's six
+    answers still fit the screen."""
     arms = rows["arm"].isin([line["device_a"], line["device_b"]]) & (rows["workload"] == line["workload"])
     busy = rows[arms & busy_kept(rows, include_loaded)]
-    shipped = busy["results_dir"].map(decide.is_reference)
-    said = [f"{BUSY}: the {_sides(busy.loc[~shipped, 'arm'])} times may be slow"] if (~shipped).any() else []
-    if shipped.any():  # the reference rows beside yours: another host, busy when they were measured
-        said.append(f"the reference {_sides(busy.loc[shipped, 'arm'])} rows were timed while their host was busy")
-    return "".join(f"; {s}" for s in said)
+    shipped = busy["results_dir"].map(decide.is_reference)  # the reference rows beside yours: another host
+    return "".join(f" {mark}" for mark, some in zip(BUSY_MARKS, ((~shipped).any(), shipped.any())) if some)
 
 
-def _sides(arms: pd.Series) -> str:
-    return " and ".join(sorted({"CPU" if str(a).startswith("cpu") else "GPU" for a in arms}))
+# A line resting on rows timed on a busy host ends with its mark; the answer explains each mark used, once.
+BUSY_MARKS = {"[busy]": f"{BUSY} (other processes on its CPUs): those times may be slow",
+              "[busy ref]": "the reference rows beside yours were timed while their host was busy"}
 
 
 def _why_not(rows: pd.DataFrame) -> str:
@@ -235,7 +234,7 @@ def answer(v: Verdict) -> list[str]:
     for f in v.findings:
         more = f" (1 of {f.others + 1} settings)" if f.others else ""
         out.append(f"  {f.workload:<{pad}}  {f.words}{more}")
-    return out
+    return out + [f"  {mark}: {why}" for mark, why in BUSY_MARKS.items() if any(mark in f.words for f in v.findings)]
 
 
 def costs(v: Verdict) -> list[str]:

@@ -163,7 +163,7 @@ def test_the_report_says_how_many_loaded_rows_it_left_out_and_kept(tmp_path, cap
     assert "3 of 16 ok rows were timed while the host was busy" in printed
     assert "1 left out of the crossovers (the same configuration has quiet rows)" in printed
     assert "2 kept where the configuration has no quiet row" in printed
-    assert "timed while your machine was busy: the CPU times may be slow" in printed
+    assert "[busy]: timed while your machine was busy (other processes on its CPUs)" in printed
     assert "<b>Left out:</b> 3 of 16 ok rows" in (reported / "index.html").read_text()
     assert pd.read_parquet(reported / "crossover.parquet").query("metric == 'epoch_s'")["n_points"].max() == 4
     assert main(["report", str(directory), "--draws", "20", "--include-loaded"]) == 0

@@ -87,8 +87,10 @@ def test_a_workload_timed_on_a_busy_machine_gets_its_answer_saying_so():
     rows = plant(SIZES, CPU, GPU, noise=0.05).assign(outside_load=lambda r: r["device"] == "cpu")
     found = finding(rows)
     assert found.kind == "crossover" and found.line["crossover"] == pytest.approx(1e4, rel=0.15)
-    assert found.words.endswith("; timed while your machine was busy: the CPU times may be slow"), found.words
+    assert found.words.endswith(" [busy]"), found.words
     text = " ".join(verdict.render(verdict.reach(rows, BOOT)).split())
+    assert "[busy]: timed while your machine was busy (other processes on its CPUs): those times may be slow" in text
+    assert "[busy ref]" not in text
     assert verdict.NOT_COMPARED not in text and "kept where the configuration has no quiet row" in text
     # where the same configuration has a quiet row too, the busy one is left out and the answer is plain
     quiet = plant(SIZES, CPU, GPU, noise=0.05, seed=1).assign(outside_load=False)
@@ -97,7 +99,7 @@ def test_a_workload_timed_on_a_busy_machine_gets_its_answer_saying_so():
     # busy reference GPU rows (another host's) are named as such, never as "your machine"
     shipped = rows.assign(outside_load=rows["device"] != "cpu",
                           results_dir=np.where(rows["device"] == "cpu", "mine", str(decide.REFERENCE / "h" / "s")))
-    assert finding(shipped).words.endswith("; the reference GPU rows were timed while their host was busy")
+    assert finding(shipped).words.endswith(" [busy ref]") and "[busy]" not in finding(shipped).words
 
 
 def test_the_cost_line_counts_the_trials_your_rows_ran_not_the_reference_rows_beside_them():
@@ -111,3 +113,13 @@ def test_the_cost_line_counts_the_trials_your_rows_ran_not_the_reference_rows_be
     said = verdict.reach(rows, BOOT, decision=True)
     assert said.decision.grid["trials"].sum() == 11 and len(said.decision.grid) == 9
     assert "A run like this sweep (11 trials: 9 configurations, 1-2 runs each) costs" in verdict.render(said)
+
+
+def test_six_answers_on_a_busy_machine_fit_the_screen():
+    # every CPU row flagged (a CPU burner beside make run): each answer carries a mark, explained once
+    names = ["disc", "lenet", "mnist_cnn", "peaks", "tabular", "transformer"]
+    rows = pd.concat([plant(SIZES, CPU, GPU, noise=0.05, workload=w) for w in names], ignore_index=True)
+    text = verdict.render(verdict.reach(rows.assign(outside_load=rows["device"] == "cpu"), BOOT))
+    lines = text.splitlines()
+    assert len(lines) <= 25 and max(map(len, lines)) <= 100, text
+    assert sum(line.endswith("[busy]") for line in lines) == len(names) and text.count("[busy]: timed while") == 1
