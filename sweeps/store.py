@@ -58,7 +58,7 @@ WAIT_NOTE_S = 30.0  # while every trial waits for resources, the progress line s
 BAR = "{desc}: {n_fmt}/{total_fmt} trials done |{bar:16}| {elapsed}, ETA {remaining}{postfix}"  # RowWriter's line
 BAR_REFRESH_S = 1.0  # how often the progress line's clock and counts are redrawn between rows
 FAILED_SHOWN = 3  # failed trials said in a line each under the progress line; the rest only counted on it
-SAID_WIDTH = 100  # columns of such a line: the end of a sweep fits 25 lines of 100 (analysis/verdict.py)
+SAID_WIDTH, SAID_LINES = 100, 2  # each in at most 2 lines of 100 columns: the end of a sweep fits 25 lines of 100
 DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # no space, past the file-size limit, past the quota
 
 
@@ -272,7 +272,9 @@ class RowWriter(tune.Callback):
         line.set_postfix_str(self._counts(trials, trial), refresh=False)
         line.update(1)
         if row["status"] != "ok" and self.failed <= FAILED_SHOWN:  # a failure is said, the first few, a line each
-            self._say(textwrap.shorten(_headline(row), SAID_WIDTH, placeholder=" ..."))
+            for part in textwrap.wrap(_headline(row), SAID_WIDTH, subsequent_indent="    ", max_lines=SAID_LINES,
+                                      placeholder=" ..."):
+                self._say(part)
             if self.failed == FAILED_SHOWN:
                 self._say("more failures: their rows say why (the report's 'Failed trials')")
 

@@ -195,7 +195,8 @@ def test_a_trial_killed_by_rays_memory_monitor_is_an_error_row_headed_by_the_rea
     assert sorted(rows["dataset_size"]) == [100, 400]  # the sizes, in the row
     headline = rows["error"].str.split("\n").str[0]
     assert headline.str.contains("killed due to the node running low on memory").all(), headline.tolist()
-    assert "FAILED Failure #" not in done.stdout and "killed due to the node running low on memory" in done.stdout
+    said = " ".join(done.stdout.split())  # a failure's line is wrapped at 100 columns (sweeps/store.py SAID_WIDTH)
+    assert "FAILED Failure #" not in said and "FAILED 1 worker(s) were killed due to the node running low on memory" in said
 
 
 # A sweep of three tabular trials, one at a time: the second trains for about 12 s on 2 cores.
@@ -259,7 +260,8 @@ def test_a_trial_killed_by_rays_memory_monitor_mid_training_is_an_error_row_and_
     killed = rows.loc[100000]
     assert killed["status"] == "error" and killed["workload"] == "tabular"  # its sizes in the row
     assert killed["error"].startswith("1 worker(s) were killed due to the node running low on memory")
-    assert "dataset_size=100000: FAILED 1 worker(s) were killed due to the node running low on memory" in stdout
+    said = " ".join(stdout.split())  # a failure's line is wrapped at 100 columns (sweeps/store.py SAID_WIDTH)
+    assert "dataset_size=100000: FAILED 1 worker(s) were killed due to the node running low on memory" in said
 
 
 # The disc grid one trial at a time: 11 rows, about 30 s on 2 cores.
