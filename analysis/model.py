@@ -40,7 +40,7 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
-from analysis.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS
+from analysis.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
 
 DEVICES = Path(__file__).with_name("devices.yaml")
 DEVICE_FIELDS = ("name", "fp32_flops", "tf32_flops", "bf16_flops", "memory_bytes_per_s", "launch_overhead_s",
@@ -271,7 +271,7 @@ def cpu_groups(rows: pd.DataFrame):
 
 def _counts(frame: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per op class, its (FLOPs, bytes, launches) per step of each row."""
-    return {c: tuple(frame[f"{c}_{k}_per_step"].to_numpy(float) for k in ("flops", "bytes", "launches"))
+    return {c: tuple(frame[f"{c}_{k}_per_step"].to_numpy(float) for k in OP_MEASURES)
             for c in OP_CLASSES}
 
 

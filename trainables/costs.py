@@ -41,7 +41,7 @@ from torch.utils._pytree import tree_leaves
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.flop_counter import FlopCounterMode
 
-from analysis.schema import OP_CLASSES
+from analysis.schema import OP_CLASSES, OP_MEASURES
 
 # CUDA runtime and driver calls that launch a kernel or a captured graph (torch.profiler's names).
 LAUNCH_EVENTS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -125,4 +125,4 @@ def count(step: Callable[[], None], on_gpu: bool) -> dict:
         by_class["flops"][op_class(op.__name__)] += n
     return {"flops_per_step": int(flops.get_total_flops()), "bytes_per_step": int(traffic.bytes),
             "launches_per_step": cuda_launches(step) if on_gpu else traffic.ops,
-            **{f"{c}_{m}_per_step": int(by_class[m][c]) for c in OP_CLASSES for m in ("flops", "bytes", "launches")}}
+            **{f"{c}_{m}_per_step": int(by_class[m][c]) for c in OP_CLASSES for m in OP_MEASURES}}
