@@ -1,0 +1,61 @@
+"""A user's workload: any of several torchvision classifiers of different families on CIFAR-shaped images.
+
+    python sweeps/scaling.py --workload examples/zoo.py:workload --param arch=mobilenet_v3_small --devices cpu
+    python sweeps/parity.py --workload examples/zoo.py:workload --param arch=vgg11_bn --batch-sizes 32,128
+
+One job file, one axis (`arch`) naming the network: a plain convolution stack (VGG), depthwise and
+inverted-residual blocks (MobileNet, ShuffleNet, EfficientNet), dense connections (DenseNet), grouped
+convolutions (RegNet, ResNeXt) and fire modules (SqueezeNet). Each is torchvision's own (weights=None,
+10 classes), trained on random images of `image_size` pixels a side (3 channels) with random labels,
+seeded by the trial's seed: timing only, no test split, and every row's data_source says so.
+The images are random because nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import torch
+import torchvision
+from torch import nn
+
+from trainables.config import ConfigError, TrialConfig
+from trainables.data import Data
+from trainables.workload import Param, Workload
+
+ARCHS = ("resnet18", "vgg11_bn", "mobilenet_v3_small", "mobilenet_v2", "shufflenet_v2_x1_0", "efficientnet_b0",
+         "densenet121", "regnet_y_400mf", "resnext50_32x4d", "squeezenet1_1")
+
+
+def make_data(cfg: TrialConfig) -> Data:
+    size = cfg.params["image_size"]
+    g = torch.Generator().manual_seed(cfg.seed)
+    x = torch.randn(cfg.dataset_size, 3, size, size, generator=g)
+    y = torch.randint(0, 10, (cfg.dataset_size,), generator=g)
+    return Data(x, y, None, None, "random images (timing only)")
+
+
+def make_model(cfg: TrialConfig) -> nn.Module:
+    return torchvision.models.get_model(cfg.params["arch"], weights=None, num_classes=10)
+
+
+def check(cfg: TrialConfig) -> None:
+    """Refuses a last batch of one image: BatchNorm cannot normalise one value in training."""
+    if (cfg.dataset_size - 1) % cfg.batch_size == 0:
+        raise ConfigError("dataset_size", f"dataset_size {cfg.dataset_size:,} in batches of {cfg.batch_size} leaves a "
+                                          "batch of one image, which BatchNorm cannot normalise in training: change "
+                                          "dataset_size or batch_size")
+
+
+workload = Workload(
+    "zoo",
+    make_data=make_data,
+    make_model=make_model,
+    make_loss=nn.CrossEntropyLoss,
+    make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr, momentum=0.9),
+    defaults={"batch_size": 128, "dataset_size": 4096, "epochs": 3, "lr": 0.01},
+    params={"arch": Param("mobilenet_v3_small", choices=ARCHS, help="the torchvision classifier's name"),
+            "image_size": Param(32, low=32, high=256, help="pixels a side of the random images")},
+    check=check,
+    sample=lambda cfg: torch.empty(3, cfg.params["image_size"], cfg.params["image_size"]),
+    grids={"default": {"dataset_size": [512, 2048, 8192], "epochs": [2]},
+           "smoke": {"dataset_size": [256], "epochs": [2]}},
+)
