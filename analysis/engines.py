@@ -135,9 +135,9 @@ def member_epochs(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
 
 def precisions(rows: pd.DataFrame) -> pd.DataFrame:
     """Per configuration, device, engine and precision (trials alone): the median time per epoch, final
-    training loss, test loss and test accuracy over its runs; for configurations measured at fp32 and
-    another precision, `speedup` (fp32's epoch time over this one's) and `loss_ratio` (this training
-    loss over fp32's: above 1, it learnt less in the same epochs)."""
+    training loss, test loss and test accuracy over its runs; for configurations measured at PyTorch's
+    default precision and another, `speedup` (the default's epoch time over this one's) and `loss_ratio`
+    (this training loss over the default's: above 1, it learnt less in the same epochs)."""
     ok = _ok(rows)
     ok = ok[ok["fused_members"].fillna(1) == 1].assign(precision=ok["precision"].fillna("fp32"))
     if ok["precision"].nunique() < 2:
@@ -148,10 +148,10 @@ def precisions(rows: pd.DataFrame) -> pd.DataFrame:
              .agg(runs=("ms", "size"), ms=("ms", "median"), train_loss=("train_loss", "median"),
                   test_loss=("test_loss", "median"), test_accuracy=("test_accuracy", "median"))
              .reset_index())
-    fp32 = table[table["precision"] == "fp32"][keys + ["ms", "train_loss"]]
-    table = table.merge(fp32, on=keys, how="left", suffixes=("", "_fp32"))
-    table = table.assign(speedup=table["ms_fp32"] / table["ms"], loss_ratio=table["train_loss"] / table["train_loss_fp32"])
-    return table.drop(columns=["ms_fp32", "train_loss_fp32"]).set_index(keys + ["precision"])
+    base = table[table["precision"] == "default"][keys + ["ms", "train_loss"]]
+    table = table.merge(base, on=keys, how="left", suffixes=("", "_base"))
+    table = table.assign(speedup=table["ms_base"] / table["ms"], loss_ratio=table["train_loss"] / table["train_loss_base"])
+    return table.drop(columns=["ms_base", "train_loss_base"]).set_index(keys + ["precision"])
 
 
 def crossovers(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(draws=200)) -> pd.DataFrame:
@@ -170,7 +170,7 @@ def render(rows: pd.DataFrame) -> str:
                          ("one member's epoch (µs) by engine and members per trial, against its FLOPs at the "
                           "GPU's fp32 peak", member_epochs(rows)),
                          ("crossover against the CPU, per engine", crossovers(rows)),
-                         ("per precision: time per epoch (ms) beside what it learnt, against fp32", precisions(rows))):
+                         ("per precision: time per epoch (ms) beside what it learnt, against PyTorch's default", precisions(rows))):
         if not table.empty:
             parts += [f"== {title} ==", table.to_string(float_format=lambda v: f"{v:,.3f}")]
     return "\n".join(parts) if parts else "no rows of sweeps/engines.py or sweeps/precision.py"

@@ -159,12 +159,13 @@ def _check_versions(versions: dict[int, Path]) -> None:
 
 
 def arm_labels(rows: pd.DataFrame) -> pd.Series:
-    """'cuda', 'cuda graph bf16' (an engine other than eager, a precision other than fp32: each part of the
-    arm, so rows of two precisions are never pooled), or 'cpu (Intel Xeon, 2 threads)' where one device
-    string covers several machines or thread counts."""
+    """'cuda', 'cuda graph bf16' (an engine other than eager, a precision other than PyTorch's default: each
+    part of the arm, so rows of two precisions are never pooled; a row written before the precision column
+    reads as fp32), or 'cpu (Intel Xeon, 2 threads)' where one device string covers several machines or
+    thread counts."""
     labels = rows["device"].astype(str)
-    for column, default in (("engine", "eager"), ("precision", "fp32")):
-        labels += rows[column].map(lambda v, d=default: "" if pd.isna(v) or v == d else f" {v}")
+    labels += rows["engine"].map(lambda v: "" if pd.isna(v) or v == "eager" else f" {v}")
+    labels += rows["precision"].fillna("fp32").map(lambda v: "" if v == "default" else f" {v}")
     for device, group in rows.groupby("device", sort=False):
         # a failed trial's row names the CPU it failed on, not the device it asked for: it tells no arm apart
         ok = group[group["status"] == "ok"]

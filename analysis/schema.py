@@ -78,8 +78,9 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("lr", _F64, "learning rate"),
     ("loop", _STR, "'fast' (no host sync per step) or 'seed' (the seeds' own loop: .item() per step)"),
     ("engine", _STR, "eager, graph (whole step in one CUDA graph) or compile (torch.compile)"),
-    ("precision", _STR, "fp32, tf32, bf16 (autocast) or fp16 (autocast, GradScaler): trainables/precision.py; "
-                        "null in rows written before the column existed (fp32)"),
+    ("precision", _STR, "default (PyTorch's: TF32 in cuDNN convolutions only), fp32 (strict: no TF32), tf32, bf16 "
+                        "(autocast) or fp16 (autocast, GradScaler): trainables/precision.py; null in rows written "
+                        "before the column existed (fp32)"),
     ("seed", _I64, "random seed of data, init and shuffling"),
     ("micro_batches", _I64, "pipe:N only: micro-batches per batch, else null"),
     ("exclusive", pa.bool_(), "timing grade: the sweep ran this trial with no other trial beside it (--exclusive)"),

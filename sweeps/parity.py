@@ -1,14 +1,15 @@
-"""Parity: the sweep's time per epoch against a plain PyTorch loop's, on the seeds' configurations or
-on your own workload (a benchmark, not a test).
+"""Parity: the sweep's default path against a careful user's plain PyTorch loop, per epoch, on the
+seeds' configurations or on your own workload (a benchmark, not a test).
 
-    python sweeps/parity.py                      # the seeds' configurations, cpu (+ cuda where torch sees one), 3 repeats
-    python sweeps/parity.py --smoke              # two small configurations, once: checks the path in about a minute
-    python sweeps/parity.py --cpu-threads 2 --workloads peaks,disc --repeats 5
     python sweeps/parity.py --workload examples/resnet_cifar.py:workload --batch-sizes 32,128
+    python sweeps/parity.py --workload examples/zoo.py:workload --param arch=vgg11_bn --batch-sizes 32,128
     python sweeps/parity.py --workload examples/tabular_csv.py:workload --param csv=data.csv
+    python sweeps/parity.py                      # the seeds' configurations, cpu (+ cuda where torch sees one)
+    python sweeps/parity.py --smoke              # two small configurations, once: checks the path in about a minute
 
-The target (issue 22): the harness on a user's model stays within 1.10x of the same model trained
-by a plain PyTorch loop, per epoch, on the CPU and on a GPU. The configurations:
+The target: the harness's default path (`python sweeps/scaling.py`: loop 'fast', engine 'eager',
+PyTorch's default precision) stays within TARGET (1.10x) of the same model trained by a careful user's
+plain loop, per epoch, on the CPU and on a GPU. The configurations:
 
     built-ins   each seed's configuration (Workload.grid("seeds"), trainables/workloads.py), its epochs
                 cut to EPOCHS; with --smoke, SMOKE (or the workload's own 'smoke' grid)
@@ -17,44 +18,50 @@ by a plain PyTorch loop, per epoch, on the CPU and on a GPU. The configurations:
     --batch-sizes, --dataset-size, --epochs  replace every configuration's batch size (one configuration
                 each), dataset size and epochs
 
-Each configuration, on each device here, runs three ways on the same work: the Trial the sweep
-resolves (data, model, optimiser and loss from the workload's own factories, its thread count and
-seed), each timing exactly the epochs after the warm-up (min_timed_s 0: a trial times no more epochs
-than the plain loop):
+Each configuration, on each device here, runs three ways on the same work (the Trial the sweep
+resolves: data, model, optimiser and loss from the workload's own factories, its seed), each timing
+exactly the epochs after the one warm-up epoch (min_timed_s 0):
 
-    plain   a plain PyTorch loop written below in the seeds' shape: for each epoch, for each batch:
-            forward and loss (the workload's `step`, where its batch is not one tensor), zero_grad,
-            backward, step, `.item()` summed on the host, and the correct predictions (or the
-            workload's metric) counted on the device as seeds 000 and 002 count theirs; each epoch
-            timed with perf_counter, the device synchronised at both ends, the warm-up epoch left out
+    plain   the loop a careful user writes, in this process: data on the device, PyTorch's defaults
+            (precision; threads: torch's own on a GPU, the trial's on the CPU, so both sides of the CPU
+            comparison have the same cores); per batch zero_grad(set_to_none=True), forward and loss
+            (the workload's `step`, where its batch is not one tensor), backward, step; no host sync
+            inside an epoch; each epoch timed with perf_counter between two device synchronisations
     direct  run_trial (trainables/train.py) called in this process: our loop without Ray
-    sweep   all of the device's configurations as one sweep (sweeps/runner.run, loop 'seed', one
-            trial at a time), as `python sweeps/scaling.py --grid seeds --loop seed` runs them but for
-            min_timed_s: Tune, the trainable on a reused Ray worker; each median read back from its row
+    sweep   all of the device's configurations as one sweep (sweeps/runner.run, one trial at a time),
+            as `python sweeps/scaling.py` runs them: Tune, the trainable on a reused Ray worker; each
+            median read back from its row
+
+With --loops fast,seed (the default for the seeds' configurations) each configuration is measured a
+second time in the seeds' own loop, labelled 'seed': the plain loop then reads `.item()` every step and
+counts correct predictions as seeds 000 and 002 do, and the trials run loop 'seed'. That host sync
+every step hides whatever the default path adds, so it is a comparison with the seeds, not the target.
 
 Per repeat and device, the three ways run one after another over all configurations, in the order
 plain, direct, sweep, then reversed on the next repeat, so a change in the machine's load falls on
 all three. Each cell of the table is the median over repeats of that way's median ms/epoch, with
 its min-max; each ratio is the median (min-max) over repeats of the two ways' ratio within a
-repeat: sweep/plain (the target: at most 1.10), direct/plain (our loop's own cost) and
-sweep/direct (the Ray worker's). `load` is the 1-minute load average around the configuration's
-runs. The header says how this process and a Ray worker are set up (niceness, threads, cores).
+repeat: sweep/plain (the target), direct/plain (our loop's own cost) and sweep/direct (the Ray
+worker's). `load` is the 1-minute load average around the configuration's runs. The header says how
+this process and a Ray worker are set up (niceness, threads, cores). CPU trials take every core but one
+where the node has four or more (sweeps/runner.py node_cpus), which leaves Ray's own processes room.
 
 Epochs are cut from the seeds' (EPOCHS: per-epoch times settle within a few), and the CPU runs of
-the image workloads train on CPU_IMAGES of MNIST's 60,000 images (synthetic either way), so that
-the whole run ends in under 7 minutes on 16 cores and an H200. The trials' rows stay in
-OUT/NAME-<stamp>-r<k>-<device>/ like any sweep's; the plain and direct times are printed only.
-The plain and direct ways run in this process: with --address, give a Ray on this machine.
+the image workloads train on CPU_IMAGES of MNIST's 60,000 images (synthetic either way). The trials'
+rows stay in OUT/NAME-<stamp>-r<k>-<device>-<loop>/ like any sweep's; the plain and direct times are
+printed only. The plain and direct ways run in this process: with --address, give a Ray on this machine.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import datetime as dt
 import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -62,6 +69,7 @@ from analysis.load import read
 from analysis.schema import SIZE_AXES
 from sweeps import cli, runner
 from sweeps.space import Space
+from trainables.config import LOOPS
 from trainables.data import move, take
 from trainables.train import run_trial
 from trainables.trial import Trial
@@ -78,12 +86,12 @@ SMOKE = {"disc": {"depth": [6], "epochs": [4]}, "peaks": {"dataset_size": [2500]
 WAYS = ("plain", "direct", "sweep")
 
 
-def grids(args: argparse.Namespace, device: str) -> dict:
+def grids(flags: "Flags", device: str) -> dict:
     """The configurations measured on `device`: workload (a built-in's name, or your --workload's
     reference) -> its grid, as the module's docstring says."""
     out = {}
-    for name in args.workloads:
-        if args.smoke:
+    for name in flags.workloads:
+        if flags.smoke:
             out[name] = dict(SMOKE.get(name) or WORKLOADS[name].grid("smoke"))
             continue
         out[name] = dict(WORKLOADS[name].grid("seeds"))
@@ -91,20 +99,21 @@ def grids(args: argparse.Namespace, device: str) -> dict:
             out[name]["epochs"] = [EPOCHS[device][name]]
         if device == "cpu" and WORKLOADS[name].images:
             out[name]["dataset_size"] = [CPU_IMAGES]
-    for ref, grid in cli.user_grids(args, "smoke" if args.smoke else "default").items():
-        out[ref] = grid if args.smoke else {axis: values[:1] for axis, values in grid.items()}
+    for ref, grid in cli.user_grids(flags, "smoke" if flags.smoke else "default").items():
+        out[ref] = grid if flags.smoke else {axis: values[:1] for axis, values in grid.items()}
     for name, grid in out.items():
-        out[name] = {**grid, **({"batch_size": args.batch_sizes} if args.batch_sizes else {}),
-                     **({"dataset_size": [args.dataset_size]} if args.dataset_size else {}),
-                     **({"epochs": [args.epochs]} if args.epochs else {})}
+        out[name] = {**grid, **({"batch_size": flags.batch_sizes} if flags.batch_sizes else {}),
+                     **({"dataset_size": [flags.dataset_size]} if flags.dataset_size else {}),
+                     **({"epochs": [flags.epochs]} if flags.epochs else {})}
     return out
 
 
-def space(args: argparse.Namespace, name: str, device: str, cpu_threads: int) -> Space:
-    """One device's configurations as one sweep of the seeds' loop, timed one trial at a time, each
-    trial timing exactly its epochs after the warm-up (min_timed_s 0), as the plain loop does."""
-    return Space(name, grids(args, device), (device,), cpu_threads, params=dict(args.param),
-                 fixed={"loop": "seed", "exclusive": True, "min_timed_s": 0}, timeout_s=args.trial_timeout)
+def space(flags: "Flags", name: str, device: str, loop: str, cpu_threads: int) -> Space:
+    """One device's configurations as one sweep in `loop` ('fast', the default path, or 'seed'), timed one
+    trial at a time, each trial timing exactly its epochs after the warm-up (min_timed_s 0), as the plain
+    loop does."""
+    return Space(name, grids(flags, device), (device,), cpu_threads, params=dict(flags.param),
+                 fixed={"loop": loop, "exclusive": True, "min_timed_s": 0}, timeout_s=flags.trial_timeout)
 
 
 def _sync(device: torch.device) -> None:
@@ -112,13 +121,19 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def plain(trial: Trial) -> tuple[list[float], float]:
-    """A plain PyTorch loop on the trial's work, in the seeds' shape: the seconds of each timed epoch,
-    and the last epoch's loss per sample (run_trial's train_loss on the same work). The workload's own
-    factories make everything; its `step` (Workload.run_step) takes a batch that is not one tensor."""
+def plain(trial: Trial, default_threads: int | None = None) -> dict:
+    """The plain PyTorch loop on the trial's work (the module's docstring says how it is written), in the
+    trial's loop: 'fast' a careful user's, 'seed' the seeds' (`.item()` and correct counts every step).
+
+    Returns {'seconds': each timed epoch's, 'last_loss': the last step's loss, read after the timing,
+    'epoch_loss': the seeds' loop's last epoch's loss per sample (run_trial's train_loss), else None}.
+    `default_threads` is torch's own thread count, which a GPU loop keeps as a user's would."""
     cfg, wl = trial.cfg, trial.wl
     device = torch.device("cuda" if trial.spec.uses_gpu else "cpu")
-    torch.set_num_threads(cfg.threads)
+    seed_loop = cfg.loop == "seed"
+    torch.set_num_threads(cfg.threads if device.type == "cpu" else default_threads or torch.get_num_threads())
+    # PyTorch's defaults, as a fresh process has them: another way's trial in this process may have set others
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True
     torch.manual_seed(cfg.seed)
     data = wl.make_data(cfg)
     model = wl.make_model(cfg).to(device)
@@ -127,7 +142,7 @@ def plain(trial: Trial) -> tuple[list[float], float]:
     criterion = wl.make_loss()
     summed = criterion.reduction == "sum"
     shuffler = torch.Generator().manual_seed(cfg.seed)  # the order run_trial draws
-    seconds = []
+    seconds, running_loss = [], 0.0
     for _ in range(cfg.epochs):
         _sync(device)
         start = time.perf_counter()
@@ -138,23 +153,25 @@ def plain(trial: Trial) -> tuple[list[float], float]:
         for first in range(0, data.n, cfg.batch_size):
             index = slice(first, first + cfg.batch_size) if order is None else order[first:first + cfg.batch_size]
             inputs, target = take(x, index), y[index]
+            optimizer.zero_grad(set_to_none=True)
             loss, output = wl.run_step(model, inputs, target, criterion)
-            optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            running_loss += loss.item() * (1 if summed else len(target))
-            if wl.metric != "loss":
-                correct += (output.argmax(1) == target).sum() if wl.classifies else wl.metric(output, target)
+            if seed_loop:
+                running_loss += loss.item() * (1 if summed else len(target))
+                if wl.metric != "loss":
+                    correct += (output.argmax(1) == target).sum() if wl.classifies else wl.metric(output, target)
         _sync(device)
         seconds.append(time.perf_counter() - start)
-    return seconds[cfg.warmup_epochs:], running_loss / data.n
+    return {"seconds": seconds[cfg.warmup_epochs:], "last_loss": loss.item(),
+            "epoch_loss": running_loss / data.n if seed_loop else None}
 
 
 def _ms(epoch_s) -> float:
     return statistics.median(epoch_s) * 1e3
 
 
-def measure(sp: Space, ways: tuple, out, log) -> dict:
+def measure(sp: Space, ways: tuple, out, log, default_threads: int) -> dict:
     """Each way's median ms/epoch for every trial of `sp`, in the order `ways`: {hash: {way: ms}},
     with the load average after each ('load')."""
     trials = sp.expand()
@@ -171,7 +188,8 @@ def measure(sp: Space, ways: tuple, out, log) -> dict:
                 got[t.hash]["load"].append(row["load_avg_1m"])
         else:
             for t in trials:
-                got[t.hash][way] = _ms(plain(t)[0]) if way == "plain" else run_trial(t)["epoch_s_median"] * 1e3
+                got[t.hash][way] = (_ms(plain(t, default_threads)["seconds"]) if way == "plain"
+                                    else run_trial(t)["epoch_s_median"] * 1e3)
                 got[t.hash]["load"].append(os.getloadavg()[0])
     return got
 
@@ -185,7 +203,7 @@ def _ratio(runs: list[dict], a: str, b: str) -> tuple[float, str]:
     return statistics.median(r), f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
 
 
-TARGET = 1.10  # sweep/plain, at most
+TARGET = 1.10  # sweep/plain in the default path (loop 'fast'), at most
 
 
 def config(trial: Trial) -> str:
@@ -195,18 +213,20 @@ def config(trial: Trial) -> str:
 
 
 def table(results: list[tuple[Trial, list[dict]]]) -> list[str]:
-    """One line per configuration and device: its ways' times and ratios over repeats."""
-    heads = ("config", "device", "plain ms/epoch", "direct ms/epoch", "sweep ms/epoch",
+    """One line per configuration, device and loop: its ways' times and ratios over repeats; a default-path
+    line past TARGET is starred."""
+    heads = ("config", "device", "loop", "plain ms/epoch", "direct ms/epoch", "sweep ms/epoch",
              "sweep/plain", "direct/plain (our loop)", "sweep/direct (Ray worker)", "load")
     lines = []
     for trial, runs in results:
         ratio, sweep_plain = _ratio(runs, "sweep", "plain")
         loads = [x for run in runs for x in run["load"] if x is not None and x == x]  # NaN: not readable
-        lines.append((config(trial), trial.cfg.device,
-                       *(_cell([run[w] for run in runs]) for w in WAYS),
-                       sweep_plain + (" *" if ratio > TARGET else ""),
-                       _ratio(runs, "direct", "plain")[1], _ratio(runs, "sweep", "direct")[1],
-                       f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-"))
+        past = trial.cfg.loop == "fast" and ratio > TARGET
+        lines.append((config(trial), trial.cfg.device, "default" if trial.cfg.loop == "fast" else "seed",
+                      *(_cell([run[w] for run in runs]) for w in WAYS),
+                      sweep_plain + (" *" if past else ""),
+                      _ratio(runs, "direct", "plain")[1], _ratio(runs, "sweep", "direct")[1],
+                      f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-"))
     widths = [max(len(str(x)) for x in column) for column in zip(heads, *lines)]
     return ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [heads, *lines]]
 
@@ -234,12 +254,13 @@ def _worker_setup(cpus: int) -> dict:
     return ray.get(facts.remote())
 
 
-def header(args, default_threads: int) -> str:
-    worker = _worker_setup(args.cpu_threads)
-    return (f"parity: ms per epoch, the median of {args.repeats} runs each way [min-max]; the seeds' loop; "
-            f"CPU trials on {args.cpu_threads} threads, GPU trials on 1; load average {os.getloadavg()[0]:.2f}\n"
+def header(flags: "Flags", default_threads: int) -> str:
+    worker = _worker_setup(flags.cpu_threads)
+    return (f"parity: ms per epoch, the median of {flags.repeats} runs each way [min-max]; loops {', '.join(flags.loops)}; "
+            f"CPU trials and the CPU plain loop on {flags.cpu_threads} threads, GPU trials on 1, the GPU plain loop on "
+            f"torch's default; load average {os.getloadavg()[0]:.2f}\n"
             f"this process: nice {os.nice(0)}, {os.cpu_count()} logical CPUs, {_physical_cores() or '?'} cores, "
-            f"torch's default {default_threads} threads; a Ray worker of {args.cpu_threads} CPUs: nice "
+            f"torch's default {default_threads} threads; a Ray worker of {flags.cpu_threads} CPUs: nice "
             f"{worker['nice']}, OMP_NUM_THREADS={worker['omp']}, {worker['cores']} CPUs it may run on")
 
 
@@ -248,13 +269,38 @@ def _sizes(text: str) -> list[int]:
     return [cli.at_least(1)(word) for word in text.split(",") if word.strip()]
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = cli.parser(__doc__, "parity", "prefix of the sweeps' names: OUT/NAME-<stamp>-r<k>-<device>/")
+@dataclass(frozen=True)
+class Flags:
+    """The command line, parsed and checked once (`parse_args`); named as the shared flags are (sweeps/cli.py)."""
+
+    out: Path  # results root: the sweeps' rows go to OUT/NAME-<stamp>-r<k>-<device>-<loop>/
+    name: str  # prefix of the sweeps' names
+    workloads: list  # the built-ins measured, by name
+    workload: list  # your workloads' references (path/to/job.py:ATTR)
+    param: list  # (axis, value) of your workloads' own axes
+    devices: tuple  # of cpu, cuda
+    loops: tuple  # of fast (the default path: the target), seed (the seeds' loop: a comparison)
+    repeats: int  # runs of each way per configuration, interleaved
+    cpu_threads: int | None  # threads of the CPU trials and the CPU plain loop; None: node_cpus, once Ray is up
+    batch_sizes: list | None  # every configuration at each of these, or its own
+    dataset_size: int | None  # every configuration's dataset size, or its own
+    epochs: int | None  # epochs of every run, the warm-up included, or its own
+    smoke: bool
+    address: str | None  # a Ray on this machine, or None: a local one
+    trial_timeout: float | None  # s: a trial's limit in the sweep
+    verbose: bool  # the runner's line per trial
+
+
+def parse_args(argv=None) -> Flags:
+    p = cli.parser(__doc__, "parity", "prefix of the sweeps' names: OUT/NAME-<stamp>-r<k>-<device>-<loop>/")
     p.add_argument("--workloads", default=None,
                    help=f"comma-separated built-in workloads of {list(WORKLOADS)}; default: the seeds' "
                         f"{list(EPOCHS['cpu'])} (with --smoke: {list(SMOKE)}), or none where --workload names your own")
     p.add_argument("--devices", default=None,
                    help="comma-separated devices of cpu, cuda; default: cpu, and cuda where torch sees a GPU")
+    p.add_argument("--loops", default=None,
+                   help="comma-separated loops of fast (the default path, the target) and seed (the seeds' own loop, "
+                        "a labelled comparison); default: fast,seed for the seeds' configurations, fast for yours")
     p.add_argument("--dataset-size", type=cli.at_least(1), default=None, metavar="N",
                    help="every configuration's dataset size; default: its own")
     p.add_argument("--batch-sizes", type=_sizes, default=None, metavar="B,B,...",
@@ -263,56 +309,66 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="epochs of every run, its warm-up included; default: EPOCHS for the seeds' configurations, "
                         "the grid's or the workload's own for the rest")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
-                   help="threads (and Ray CPUs) of the CPU trials and the CPU plain loop; default: all cores of "
-                        "this node, as sweeps/scaling.py; GPU trials have one, as in a sweep")
-    p.add_argument("--repeats", type=cli.at_least(1), default=3, help="runs of each way per configuration, interleaved")
+                   help="threads (and Ray CPUs) of the CPU trials and the CPU plain loop; default: those a sweep's CPU "
+                        "trials take (every core but one from four cores up, sweeps/runner.py node_cpus); GPU trials "
+                        "have one, as in a sweep")
+    p.add_argument("--repeats", type=cli.at_least(1), default=3,
+                   help="runs of each way per configuration, interleaved (1 with --smoke)")
     p.add_argument("--verbose", action="store_true", help="print the runner's line per trial")
     args = p.parse_args(argv)
-    if args.smoke:
-        args.repeats = 1
     try:
-        args.workloads = cli.builtins(args, WORKLOADS, SMOKE if args.smoke else EPOCHS["cpu"])
+        workloads = cli.builtins(args, WORKLOADS, SMOKE if args.smoke else EPOCHS["cpu"])
     except ValueError as exc:
         p.error(str(exc))
-    if not args.workloads and not args.workload:
+    if not workloads and not args.workload:
         p.error("nothing to measure: give --workloads, --workload path/to/job.py:ATTR, or neither (the seeds')")
-    args.devices = ([d.strip() for d in args.devices.split(",")] if args.devices
-                    else ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
-    if unknown := [d for d in args.devices if d not in ("cpu", "cuda")]:
+    devices = tuple(d.strip() for d in args.devices.split(",")) if args.devices else \
+        ("cpu",) + (("cuda",) if torch.cuda.is_available() else ())
+    if unknown := [d for d in devices if d not in ("cpu", "cuda")]:
         p.error(f"--devices: unknown {unknown}; choose from cpu, cuda")
-    return args
+    loops = tuple(w.strip() for w in args.loops.split(",")) if args.loops else \
+        (("fast", "seed") if workloads else ("fast",))
+    if unknown := [w for w in loops if w not in LOOPS]:
+        p.error(f"--loops: unknown {unknown}; choose from {', '.join(LOOPS)}")
+    return Flags(args.out, args.name, workloads, args.workload, args.param, devices, loops,
+                 1 if args.smoke else args.repeats, args.cpu_threads, args.batch_sizes, args.dataset_size, args.epochs,
+                 args.smoke, args.address, args.trial_timeout, args.verbose)
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    return runner.exit_status(lambda: study(args))
+    flags = parse_args(argv)
+    return runner.exit_status(lambda: study(flags))
 
 
-def study(args) -> int:
+def study(flags: Flags) -> int:
     default_threads = torch.get_num_threads()  # before any loop sets it
     start = time.perf_counter()
-    for device in args.devices:  # every configuration checked, and your workload's module imported, before Ray starts
-        space(args, args.name, device, args.cpu_threads or 1).expand()
-    runner.connect(args.address)
-    args.cpu_threads = args.cpu_threads or runner.node_cpus(runner.node_types())
-    print(header(args, default_threads), flush=True)
+    for device in flags.devices:  # every configuration checked, and your workload's module imported, before Ray starts
+        space(flags, flags.name, device, "fast", flags.cpu_threads or 1).expand()
+    runner.connect(flags.address)
+    flags = dataclasses.replace(flags, cpu_threads=flags.cpu_threads or runner.node_cpus(runner.node_types()))
+    print(header(flags, default_threads), flush=True)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    log = print if args.verbose else (lambda line: None)
+    log = print if flags.verbose else (lambda line: None)
     results: dict[str, tuple[Trial, list[dict]]] = {}
-    for repeat in range(args.repeats):
+    for repeat in range(flags.repeats):
         ways = WAYS if repeat % 2 == 0 else WAYS[::-1]
-        for device in args.devices:
-            sp = space(args, f"{args.name}-{stamp}-r{repeat}-{device}", device, args.cpu_threads)
-            trials = {t.hash: t for t in sp.expand()}
-            for h, got in measure(sp, ways, args.out, log).items():
-                results.setdefault(h, (trials[h], []))[1].append(got)
-        print(f"repeat {repeat + 1} of {args.repeats} done ({time.perf_counter() - start:.0f} s)", flush=True)
+        for device in flags.devices:
+            for loop in flags.loops:
+                sp = space(flags, f"{flags.name}-{stamp}-r{repeat}-{device}-{loop}", device, loop, flags.cpu_threads)
+                trials = {t.hash: t for t in sp.expand()}
+                for h, got in measure(sp, ways, flags.out, log, default_threads).items():
+                    results.setdefault(h, (trials[h], []))[1].append(got)
+        print(f"repeat {repeat + 1} of {flags.repeats} done ({time.perf_counter() - start:.0f} s)", flush=True)
     print("\n".join(table(list(results.values()))))
-    worst = max(_ratio(runs, "sweep", "plain")[0] for _, runs in results.values())
-    print(f"worst sweep/plain {worst:.2f}: {'within' if worst <= TARGET else 'past'} the target {TARGET:.2f} "
-          f"(* marks a configuration past it). plain: a plain PyTorch loop in this process; direct: run_trial in "
-          f"this process; sweep: the trial through Tune on a Ray worker. Rows in {args.out}/{args.name}-{stamp}-r*/ "
-          f"({time.perf_counter() - start:.0f} s)")
+    default = [_ratio(runs, "sweep", "plain")[0] for trial, runs in results.values() if trial.cfg.loop == "fast"]
+    if default:
+        worst = max(default)
+        print(f"worst sweep/plain of the default path {worst:.2f}: {'within' if worst <= TARGET else 'past'} the "
+              f"target {TARGET:.2f} (* marks a configuration past it).")
+    print(f"plain: a careful user's PyTorch loop in this process (loop seed: the seeds' loop, .item() every step); "
+          f"direct: run_trial in this process; sweep: the trial through Tune on a Ray worker. Rows in "
+          f"{flags.out}/{flags.name}-{stamp}-r*/ ({time.perf_counter() - start:.0f} s)")
     return 0
 
 

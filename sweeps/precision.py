@@ -6,13 +6,13 @@
     python sweeps/precision.py --workload path/to/job.py:workload    # your workload, its 'default' grid
 
 One sweep per device and precision, one after another, rows in OUT/<name>-<device>-<precision>/:
-the CPU at fp32 and bf16 (autocast), a GPU (where the cluster has one) at fp32, tf32, bf16 and fp16
-(trainables/precision.py). Your workload (--workload, beside or instead of --workloads) joins every
+the CPU at PyTorch's default and bf16 (autocast), a GPU (where the cluster has one) at the default,
+fp32 (strict), tf32, bf16 and fp16 (trainables/precision.py). Your workload (--workload, beside or instead of --workloads) joins every
 one of them with its own grid (Workload.grid: 'default', or 'smoke' with --smoke). Every trial runs
 exactly its epochs (min_timed_s 0: a faster one is not timed for longer), so the loss it ends at
 compares. At the end it prints (analysis/engines.py `precisions`), per workload, size and device,
-each precision's median time per epoch, final loss and test accuracy, its speed-up over fp32 and its
-loss against fp32's: a faster epoch that learns worse shows as a speed-up above 1 beside a loss
+each precision's median time per epoch, final loss and test accuracy, its speed-up over the default
+and its loss against the default's: a faster epoch that learns worse shows as a speed-up above 1 beside a loss
 ratio above 1.
 """
 
@@ -25,7 +25,7 @@ from sweeps import cli, runner
 from sweeps.space import Space
 
 # Per device kind, the precisions it takes (trainables/precision.py refuses the rest by name).
-PRECISIONS = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "tf32", "bf16", "fp16")}
+PRECISIONS = {"cpu": ("default", "bf16"), "cuda": ("default", "fp32", "tf32", "bf16", "fp16")}
 GRIDS = {
     "default": {
         "disc": {"depth": [6, 10], "epochs": [20]},

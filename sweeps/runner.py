@@ -207,10 +207,17 @@ def cpu_nodes_only(types: list[dict]) -> bool:
     return any(CPU_NODE in t for t in types)
 
 
+RAY_ROOM_FROM = 4  # CPUs of a node from which a CPU trial leaves one to Ray (node_cpus)
+
+
 def node_cpus(types: list[dict]) -> int:
-    """CPUs of the largest node a CPU trial may run on: what a CPU trial may own."""
+    """What a CPU trial may own: the CPUs of the largest node it may run on, less one for Ray's own processes
+    where that node has RAY_ROOM_FROM or more. A trial's threads on every core of a 16-core node starved
+    Ray's GCS until the driver lost it ("Failed to connect to GCS within 60 seconds"); on a laptop's two
+    cores the CPU arm keeps both, as the laptop's owner would train on both."""
     marked = cpu_nodes_only(types)
-    return int(max(t.get("CPU", 0) for t in types if not marked or CPU_NODE in t))
+    cpus = int(max(t.get("CPU", 0) for t in types if not marked or CPU_NODE in t))
+    return cpus - 1 if cpus >= RAY_ROOM_FROM else cpus
 
 
 def cluster_devices(types: list[dict]) -> tuple[str, ...]:

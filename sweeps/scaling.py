@@ -99,8 +99,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="independent runs (seeds) per grid point: the crossover's interval is over them (the "
                         f"search gives each point 1 to {search.CAP} by its rule instead)")
     p.add_argument("--loop", default="fast", choices=LOOPS, help="'seed' reproduces the seeds' own loop")
-    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
-                   help="every trial's precision (trainables/precision.py); the CPU takes fp32 and bf16")
+    p.add_argument("--precision", default="default", choices=PRECISIONS,
+                   help="every trial's precision (trainables/precision.py): default is PyTorch's own, as a plain "
+                        "loop gets it (TF32 in cuDNN convolutions, not in matmuls); fp32 turns TF32 off; the CPU "
+                        "takes default, fp32 and bf16")
     p.add_argument("--data", default="auto", choices=DATA_SOURCES, help="image data source (trainables/data.py)")
     p.add_argument("--data-dir", default=None, type=_absolute,
                    help="directory with MNIST/raw/*-ubyte (torchvision layout)")

@@ -8,6 +8,7 @@ import re
 
 import pandas as pd
 import pytest
+import torch
 
 from analysis.schema import SIZE_AXES
 from sweeps import parity
@@ -69,24 +70,46 @@ def job(tmp_path, monkeypatch):
     dict(workload="tabular", dataset_size=640, epochs=3),  # shuffled every epoch, Adam
     dict(workload="lenet", dataset_size=300, epochs=2, data="synthetic"),  # a loss summed over the batch
 ])
-def test_the_plain_loop_does_the_work_of_run_trial(kw):
-    trial = resolve(TrialConfig(loop="seed", min_timed_s=0, **kw))
-    seconds, loss = parity.plain(trial)
-    assert len(seconds) == trial.cfg.epochs - trial.cfg.warmup_epochs
-    assert loss == pytest.approx(run_trial(trial)["train_loss"], rel=1e-6)
+def test_the_plain_loop_does_the_work_of_run_trial_in_either_loop(kw):
+    seed = resolve(TrialConfig(loop="seed", min_timed_s=0, **kw))
+    run = parity.plain(seed)
+    assert len(run["seconds"]) == seed.cfg.epochs - seed.cfg.warmup_epochs
+    assert run["epoch_loss"] == pytest.approx(run_trial(seed)["train_loss"], rel=1e-6)
+    # the careful user's loop syncs nowhere and sums nothing, and trains the same model on the same batches
+    fast = parity.plain(resolve(TrialConfig(min_timed_s=0, **kw)))
+    assert fast["epoch_loss"] is None and fast["last_loss"] == pytest.approx(run["last_loss"], rel=1e-6)
+
+
+def test_the_plain_loop_runs_at_pytorchs_defaults_whatever_a_trial_left():
+    saved = torch.get_num_threads(), torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        run_trial(resolve(TrialConfig("disc", depth=2, epochs=2, min_timed_s=0, precision="fp32")))  # TF32 off
+        parity.plain(resolve(TrialConfig("disc", depth=2, epochs=2, min_timed_s=0, threads=1)))
+        assert not torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        assert torch.get_num_threads() == 1  # on the CPU, the trial's threads: both sides own the same cores
+    finally:
+        torch.set_num_threads(saved[0])
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[1:]
 
 
 def test_a_users_workload_runs_at_each_batch_size_and_its_plain_loop_takes_its_dict_batches(job):
-    args = parity.parse_args(["--smoke", "--workload", job, "--batch-sizes", "32,128", "--epochs", "3"])
-    trials = parity.space(args, "p", "cpu", 1).expand()
-    assert [(t.cfg.workload, t.cfg.module, t.cfg.batch_size) for t in trials] == [
-        ("pairs", "parity_job:workload", 32), ("pairs", "parity_job:workload", 128)]  # no built-in beside it
+    flags = parity.parse_args(["--smoke", "--workload", job, "--batch-sizes", "32,128", "--epochs", "3"])
+    assert flags.loops == ("fast",) and flags.repeats == 1  # yours alone: the default path, once with --smoke
+    trials = parity.space(flags, "p", "cpu", "fast", 1).expand()
+    assert [(t.cfg.workload, t.cfg.module, t.cfg.batch_size, t.cfg.loop, t.cfg.precision) for t in trials] == [
+        ("pairs", "parity_job:workload", 32, "fast", "default"),
+        ("pairs", "parity_job:workload", 128, "fast", "default")]  # no built-in beside it
     assert parity.config(trials[0]) == "pairs width=32 batch_size=32 dataset_size=128 n_features=8"
-    seconds, loss = parity.plain(trials[0])
-    assert len(seconds) == 2  # 3 epochs, the warm-up left out
-    assert loss == pytest.approx(run_trial(trials[0])["train_loss"], rel=1e-6)
+    run = parity.plain(trials[0])
+    assert len(run["seconds"]) == 2  # 3 epochs, the warm-up left out
+    seed = parity.space(flags, "p", "cpu", "seed", 1).expand()[0]
+    assert parity.plain(seed)["epoch_loss"] == pytest.approx(run_trial(seed)["train_loss"], rel=1e-6)
     # without --smoke: its default grid cut to one configuration, the first value of each axis
     assert parity.grids(parity.parse_args(["--workload", job]), "cpu") == {job: {"dataset_size": [128]}}
+    # the seeds' configurations: both loops, the seeds' as a comparison
+    assert parity.parse_args([]).loops == ("fast", "seed")
+    with pytest.raises(SystemExit):
+        parity.parse_args(["--loops", "fast,slow"])
 
 
 @pytest.fixture(scope="module")
@@ -107,27 +130,31 @@ def test_smoke_run_prints_what_its_rows_give_again_from_trials_at_the_drivers_pr
     assert runner.workers_reniced()
     assert parity.main(["--smoke", "--devices", "cpu", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    cpus = int(sweep_ray.cluster_resources()["CPU"])
+    cpus = runner.node_cpus(runner.node_types())  # a sweep's CPU trial's: every core, but one from four up
     assert f"a Ray worker of {cpus} CPUs: nice {os.nice(0)}, OMP_NUM_THREADS={cpus}," in out[1]
 
     # Ray starts its workers at nice 15; the sweep's trials ran at this process's niceness, on the
-    # threads they asked Ray for (all of the machine's CPUs, as sweeps/scaling.py gives them)
-    rows = pd.read_parquet(next(tmp_path.glob("parity-*-r0-cpu")))
-    assert len(rows) == 2 and set(rows["status"]) == {"ok"}
-    assert (rows["nice"] == os.nice(0)).all()
-    assert (rows["torch_threads"] == cpus).all() and (rows["cpus_requested"] == cpus).all()
-
+    # threads they asked Ray for (as sweeps/scaling.py gives them), in the default path and the seeds' loop
     header = out.index(next(line for line in out if line.startswith("config")))
-    lines = [re.split(r"\s{2,}", line) for line in out[header + 1:header + 3]]
-    by_config = rows.set_index(rows.apply(
-        lambda r: " ".join([r["workload"], *(f"{a}={int(r[a])}" for a in SIZE_AXES if pd.notna(r[a]))]), axis=1))
-    for config, device, plain, direct, sweep, sweep_plain, direct_plain, sweep_direct, load in lines:
-        row = by_config.loc[config]
-        assert device == "cpu"
-        ms = {k: float(cell.split()[0]) for k, cell in (("plain", plain), ("direct", direct), ("sweep", sweep))}
-        assert ms["sweep"] == pytest.approx(row["epoch_s_median"] * 1e3, abs=0.006)
-        # one repeat: each ratio is the two cells' (rounded to 2 decimals each)
-        for printed, a, b in ((sweep_plain, "sweep", "plain"), (direct_plain, "direct", "plain"),
-                              (sweep_direct, "sweep", "direct")):
-            assert float(printed.split()[0]) == pytest.approx(ms[a] / ms[b], abs=0.01 + 0.01 * ms[a] / ms[b])
-    assert out[-1].startswith("worst sweep/plain ")
+    lines = [re.split(r"\s{2,}", line) for line in out[header + 1:header + 5]]
+    assert sorted(line[2] for line in lines) == ["default", "default", "seed", "seed"]
+    for loop in ("fast", "seed"):
+        rows = pd.read_parquet(next(tmp_path.glob(f"parity-*-r0-cpu-{loop}")))
+        assert len(rows) == 2 and set(rows["status"]) == {"ok"} and set(rows["loop"]) == {loop}
+        assert set(rows["precision"]) == {"default"}
+        assert (rows["nice"] == os.nice(0)).all()
+        assert (rows["torch_threads"] == cpus).all() and (rows["cpus_requested"] == cpus).all()
+        by_config = rows.set_index(rows.apply(
+            lambda r: " ".join([r["workload"], *(f"{a}={int(r[a])}" for a in SIZE_AXES if pd.notna(r[a]))]), axis=1))
+        label = "default" if loop == "fast" else "seed"
+        for config, device, _, plain, direct, sweep, sweep_plain, direct_plain, sweep_direct, load in (
+                line for line in lines if line[2] == label):
+            row = by_config.loc[config]
+            assert device == "cpu"
+            ms = {k: float(cell.split()[0]) for k, cell in (("plain", plain), ("direct", direct), ("sweep", sweep))}
+            assert ms["sweep"] == pytest.approx(row["epoch_s_median"] * 1e3, abs=0.006)
+            # one repeat: each ratio is the two cells' (rounded to 2 decimals each)
+            for printed, a, b in ((sweep_plain, "sweep", "plain"), (direct_plain, "direct", "plain"),
+                                  (sweep_direct, "sweep", "direct")):
+                assert float(printed.split()[0]) == pytest.approx(ms[a] / ms[b], abs=0.01 + 0.01 * ms[a] / ms[b])
+    assert any(line.startswith("worst sweep/plain of the default path ") for line in out)

@@ -30,7 +30,7 @@ def test_bf16_on_the_cpu_trains_as_fp32_within_its_rounding(workload, kw):
     fp32 = run_trial(resolve(TrialConfig(workload, epochs=3, min_timed_s=0, **kw)))
     bf16 = run_trial(resolve(TrialConfig(workload, epochs=3, min_timed_s=0, precision="bf16", **kw)))
     print(f"{workload}: fp32 {fp32['loss_curve']}, bf16 {bf16['loss_curve']}")
-    assert bf16["precision"] == "bf16" and fp32["precision"] == "fp32"
+    assert bf16["precision"] == "bf16" and fp32["precision"] == "default"
     assert bf16["loss_curve"] == pytest.approx(fp32["loss_curve"], rel=BF16_RTOL)
     assert bf16["loss_curve"] != fp32["loss_curve"]  # it did run in bfloat16: the rounding differs
     if fp32["test_loss"] is not None:
@@ -39,13 +39,13 @@ def test_bf16_on_the_cpu_trains_as_fp32_within_its_rounding(workload, kw):
 
 @pytest.mark.parametrize("precision, device", [("tf32", "cpu"), ("fp16", "cpu"), ("fp16", "ddp-cpu:2")])
 def test_what_the_cpu_cannot_run_is_refused_by_name(precision, device):
-    with pytest.raises(ConfigError, match=f"precision '{precision}' needs a GPU.*use 'fp32' or 'bf16'") as info:
+    with pytest.raises(ConfigError, match=f"precision '{precision}' needs a GPU.*use 'default', 'fp32' or 'bf16'") as info:
         resolve(TrialConfig("disc", device=device, precision=precision))
     assert info.value.field == "precision"
 
 
 def test_an_unknown_precision_and_fp16_in_a_cuda_graph_are_refused_by_name():
-    with pytest.raises(ConfigError, match=r"precision must be one of \['fp32', 'tf32', 'bf16', 'fp16'\], got 'fp8'"):
+    with pytest.raises(ConfigError, match=r"precision must be one of \['default', 'fp32', 'tf32', 'bf16', 'fp16'\], got 'fp8'"):
         resolve(TrialConfig("disc", precision="fp8"))
     with pytest.raises(ConfigError, match="GradScaler.*use engine 'eager' or 'compile' with fp16") as info:
         resolve(TrialConfig("disc", device="cuda", engine="graph", precision="fp16"))
@@ -56,16 +56,19 @@ def test_a_trial_sets_tf32_from_its_own_precision_whatever_the_last_one_left():
     saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     try:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # as a tf32 trial leaves it
-        run_trial(resolve(TrialConfig("disc", depth=3, epochs=2, min_timed_s=0)))
+        run_trial(resolve(TrialConfig("disc", depth=3, epochs=2, min_timed_s=0, precision="fp32")))
         assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        run_trial(resolve(TrialConfig("disc", depth=3, epochs=2, min_timed_s=0)))  # PyTorch's defaults again
+        assert not torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-def test_the_default_precision_leaves_every_recorded_hash_as_it_was():
-    # the hash of TrialConfig('disc') before precision and context were fields: results directories
-    # resume, and the reference rows keep their hashes
-    assert TrialConfig("disc").config_hash() == "85bd4815017842c2"
+def test_rows_recorded_at_fp32_keep_their_hashes_and_the_default_precision_is_measured_afresh():
+    # the hash of TrialConfig('disc') before precision and context were fields, when every trial ran at fp32:
+    # such results directories resume, and rows of PyTorch's default precision are never taken for them
+    assert TrialConfig("disc", precision="fp32").config_hash() == "85bd4815017842c2"
+    assert TrialConfig("disc").config_hash() != "85bd4815017842c2"
     assert TrialConfig("disc", precision="bf16").config_hash() != "85bd4815017842c2"
 
 
@@ -112,12 +115,13 @@ def test_a_users_workload_joins_every_device_and_precision(tmp_path, monkeypatch
 
 def test_precisions_are_arms_of_their_own():
     rows = schema.to_table([
+        {"device": "cpu", "engine": "eager", "precision": "default", "status": "ok"},
         {"device": "cpu", "engine": "eager", "precision": "fp32", "status": "ok"},
         {"device": "cpu", "engine": "eager", "precision": "bf16", "status": "ok"},
         {"device": "cuda", "engine": "graph", "precision": "bf16", "status": "ok"},
-        {"device": "cuda", "engine": "eager", "precision": None, "status": "ok"},  # written before the column
+        {"device": "cuda", "engine": "eager", "precision": None, "status": "ok"},  # written before the column: fp32
     ]).to_pandas()
-    assert list(arm_labels(rows)) == ["cpu", "cpu bf16", "cuda graph bf16", "cuda"]
+    assert list(arm_labels(rows)) == ["cpu", "cpu fp32", "cpu bf16", "cuda graph bf16", "cuda fp32"]
 
 
 @pytest.mark.slow
@@ -138,9 +142,9 @@ def test_the_precision_study_runs_on_the_cpu_and_sets_loss_beside_time(tmp_path,
     finally:
         ray.shutdown()
     swept = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("_"))  # _tune: Tune's state
-    assert swept == ["p-cpu-bf16", "p-cpu-fp32"]
-    rows = read(tmp_path / "p-cpu-bf16", tmp_path / "p-cpu-fp32")
-    assert set(rows["status"]) == {"ok"} and len(rows) == 6  # disc, mnist_cnn, transformer; fp32 and bf16
+    assert swept == ["p-cpu-bf16", "p-cpu-default"]
+    rows = read(tmp_path / "p-cpu-bf16", tmp_path / "p-cpu-default")
+    assert set(rows["status"]) == {"ok"} and len(rows) == 6  # disc, mnist_cnn, transformer; default and bf16
     table = engines.precisions(rows).reset_index()
     bf16 = table[table["precision"] == "bf16"]
     assert len(bf16) == 3 and bf16["speedup"].notna().all()

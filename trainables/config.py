@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 LOOPS = ("fast", "seed")
 ENGINES = ("eager", "graph", "compile", "triton")
-# fp32; tf32 (fp32 with TF32 matmuls and convolutions: a GPU); bf16 (autocast); fp16 (autocast and a
-# GradScaler: a GPU). trainables/precision.py says what each does and where it runs.
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+# default (PyTorch's own: what a plain loop gets); fp32 (strict: no TF32 anywhere); tf32 (TF32 matmuls and
+# convolutions: a GPU); bf16 (autocast); fp16 (autocast and a GradScaler: a GPU). trainables/precision.py
+# says what each does and where it runs.
+PRECISIONS = ("default", "fp32", "tf32", "bf16", "fp16")
 
 
 class ConfigError(ValueError):
@@ -66,7 +67,7 @@ class TrialConfig:
     loop: str = "fast"  # 'fast': no host sync per step; 'seed': the seeds' loop, .item() per step
     engine: str = "eager"  # eager, graph (the whole step in a CUDA graph), compile (torch.compile) or triton
     # (peaks: forward, loss and backward in one Triton kernel, trainables/mlp_kernel.py, the step captured as graph's)
-    precision: str = "fp32"  # fp32, tf32, bf16 or fp16 (PRECISIONS)
+    precision: str = "default"  # default (PyTorch's), fp32 (strict), tf32, bf16 or fp16 (PRECISIONS)
     seed: int = 0  # seeds data, initialisation and shuffling
     data: str = "auto"  # image workloads: auto, mnist, digits or synthetic
     data_dir: str | None = None  # directory holding torchvision's MNIST/raw IDX files

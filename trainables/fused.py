@@ -43,7 +43,8 @@ from trainables.trial import Trial
 from trainables.workloads import n_params
 
 FUSABLE = ("seed", "lr")  # what members may differ in
-FUSED_ENGINES = ("eager", "graph", "triton")  # 'compile' would compile the vmapped step: not tried
+FUSED_ENGINES = ("eager", "graph", "triton")
+FUSED_PRECISIONS = ("default", "fp32")  # float32 weights: the batched optimiser is written for them  # 'compile' would compile the vmapped step: not tried
 # The random functions a fused forward may call, each an input times a mask of its own draws; any other
 # random op inside the vmapped forward would draw once for all members, and is refused (vmap randomness 'error').
 DROPOUTS = (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d)
@@ -51,11 +52,11 @@ DROPOUTS = (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d)
 
 def fusion_key(trial: Trial) -> str | None:
     """Trials with equal keys can fuse; None where this one cannot (a workload not `fusable`, a multi-GPU or
-    packed device, engine 'compile', the seeds' loop, a precision other than fp32)."""
+    packed device, engine 'compile', the seeds' loop, a precision other than default or fp32)."""
     cfg, spec = trial.cfg, trial.spec
     if not trial.wl.fusable or spec.kind not in ("cpu", "cuda") or spec.count != 1:
         return None
-    if cfg.engine not in FUSED_ENGINES or cfg.loop != "fast" or cfg.precision != "fp32":
+    if cfg.engine not in FUSED_ENGINES or cfg.loop != "fast" or cfg.precision not in FUSED_PRECISIONS:
         return None
     shared = dataclasses.replace(cfg, **{axis: None for axis in FUSABLE})
     return shared.config_hash()
@@ -362,7 +363,7 @@ def run_fused(trials: list[Trial]) -> list[dict]:
     where = placement(trials[0].spec)
     device = where.input_device
     torch.set_num_threads(first.threads)
-    precision.set_tf32(first.precision)  # fp32: fusion_key admits no other
+    precision.set_tf32(first.precision)  # default or fp32: fusion_key admits no other
     group = hashlib.sha256("".join(t.hash for t in trials).encode()).hexdigest()[:16]
     timer = Timer(Clock(where.devices))
     if device.type == "cuda":

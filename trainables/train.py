@@ -69,7 +69,7 @@ class Loop:
         self.correct = torch.zeros((), device=where.output_device, dtype=_score_type(trial.wl))
         self.host_sum = 0.0  # loop 'seed': the epoch's loss, summed on the host
         self.graph = None
-        # the precision (trainables/precision.py): for fp32 and tf32 a null context and a GradScaler that steps as is
+        # the precision (trainables/precision.py): for default, fp32 and tf32 a null context and a GradScaler that steps as is
         self.autocast = precision.autocast(trial.cfg.precision, where.input_device.type)
         self.scaler = precision.scaler(trial.cfg.precision)
 
