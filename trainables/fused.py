@@ -25,6 +25,7 @@ import copy
 import dataclasses
 import hashlib
 import inspect
+
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state, vmap
