@@ -109,13 +109,15 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("steps_per_epoch", _I64, "optimiser steps per epoch"),
     ("samples_per_s", _F64, "training samples per second over the timed epochs (all workers together)"),
     ("world_size", _I64, "processes training together: data-parallel workers, else 1"),
-    ("fused_members", _I64, "trials trained together as one batched model (trainables/fused.py), else 1; "
-                            "the timings are the group's, samples_per_s this member's share"),
+    ("fused_members", _I64, "trials trained together as one batched model (trainables/fused.py), else 1; the "
+                            "timings are the group's; samples_per_s, the energy and the step costs this "
+                            "member's share"),
     ("fused_group", _STR, "id shared by the members of one fused trial, else null"),
     ("per_rank_samples_per_s", pa.list_(_F64), "samples per second of each data-parallel rank, in rank order"),
     # what one optimiser step costs, counted once after the timed epochs on copies of the model and optimiser
-    # (trainables/costs.py; docs/model.md); null for data-parallel and pipeline trials, fused trials and
-    # rows written before the columns existed (analysis/model.py computes them from the config there)
+    # (trainables/costs.py; docs/model.md); a fused member's: the group's step over its members; null for
+    # data-parallel and pipeline trials and rows written before the columns existed (analysis/model.py
+    # computes them from the config there)
     ("flops_per_step", _I64, "FLOPs of one forward, backward and optimiser step on a full batch: matrix products "
                              "and convolutions (torch.utils.flop_counter.FlopCounterMode), 2 a multiply-add"),
     ("bytes_per_step", _I64, "bytes one step moves, an estimate: every aten op that is not a view reads each tensor "

@@ -34,6 +34,24 @@ def test_a_fused_member_reproduces_the_trial_run_alone(workload, kw, lrs):
     assert len({tuple(r["loss_curve"]) for r in fused}) == 3  # the members did differ
 
 
+# Columns only a fused row fills: the id its group shares (a trial alone has no group).
+FUSED_ONLY = {"fused_group"}
+
+
+@pytest.mark.parametrize("workload, kw", [
+    ("peaks", dict(dataset_size=400, epochs=3)),  # no test split, metric 'loss'
+    ("tabular", dict(dataset_size=512, epochs=2)),  # a test split, accuracy, shuffled
+])
+def test_a_fused_row_has_the_non_null_columns_of_a_single_row(workload, kw):
+    members = [resolve(TrialConfig(workload, seed=seed, min_timed_s=0, **kw)) for seed in range(2)]
+    alone = run_trial(members[0])
+    filled = lambda row: {column for column, value in row.items() if value is not None}  # noqa: E731
+    for row in run_fused(members):
+        assert row["status"] == "ok" and row["fused_members"] == 2
+        assert filled(row) - FUSED_ONLY == filled(alone), (filled(row) ^ filled(alone)) - FUSED_ONLY
+        assert row["flops_per_step"] == alone["flops_per_step"]  # a member's share of the group's step: its own
+
+
 def test_only_configs_that_differ_in_seed_and_lr_fuse():
     base = resolve(TrialConfig("peaks", dataset_size=400, epochs=3))
     assert fusion_key(base) == fusion_key(resolve(TrialConfig("peaks", dataset_size=400, epochs=3, seed=4, lr=0.5)))

@@ -3,7 +3,7 @@
     count(step, on_gpu)        # {'flops_per_step': ..., 'bytes_per_step': ..., 'launches_per_step': ...,
                                #  'matmul_flops_per_step': ..., ... one of each measure per op class}
 
-`trainables/train.py` calls it after the trial's timed epochs and evaluation, on copies of the model
+A trial's loop calls it (trainables/measure.py, after the timed epochs and evaluation), on copies of the model
 and optimiser (so the trial's own weights and random state are untouched), and after its row's timings
 are taken: the counting's own time is in no timing column, total_s included. What is counted:
 

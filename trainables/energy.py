@@ -1,6 +1,6 @@
 """Energy over a trial's timed epochs: its GPUs' from NVML, the CPU packages' from RAPL, where readable.
 
-    with Meter(where.devices) as energy:       # around the timed epochs (trainables/train.py)
+    with Meter(where.devices) as energy:       # around the timed epochs (trainables/measure.py)
         ...
     energy.columns()   # {'gpu_energy_j': ..., 'cpu_energy_j': ..., 'energy_note': ...}
 

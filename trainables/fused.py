@@ -11,8 +11,9 @@ backward of every member are one Triton kernel (trainables/mlp_kernel.py) inside
 keeps its own data (drawn from its seed), its own initial weights, its own shuffling order, its own
 dropout masks (`MemberNoise`) and its own learning rate, applied exactly by a batched SGD (with
 momentum) or Adam written to torch.optim's formulas; so a member's loss curve is the one it would have
-had alone (tests/test_fused.py, tests/test_gpu.py). The fused trial reports one row per member, its timings
-those of the whole group (`fused_members` says how many shared them).
+had alone (tests/test_fused.py, tests/test_gpu.py). The fused trial reports one row per member
+(trainables/measure.py, as a single trial's), its timings those of the whole group (`fused_members`
+says how many shared them), its energy and step costs the member's share of the group's.
 
     run_fused([resolve(TrialConfig("peaks", dataset_size=2500, seed=s)) for s in range(8)])
 """
@@ -24,8 +25,6 @@ import copy
 import dataclasses
 import hashlib
 import inspect
-import math
-import time
 
 import torch
 import torch.nn.functional as F
@@ -33,12 +32,12 @@ from torch.func import functional_call, stack_module_state, vmap
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from trainables import precision
-from trainables.devices import placement
-from trainables.graph import StepGraph, warm_up
-from trainables.neighbours import Window
-from trainables.rows import failed_row, measured_row, quality
-from trainables.timing import Clock, Timer
+from analysis.schema import OP_CLASSES
+from trainables import costs
+from trainables.devices import Placement, placement
+from trainables.graph import StepGraph
+from trainables.measure import measure
+from trainables.timing import Timer
 from trainables.trial import Trial
 from trainables.workloads import n_params
 
@@ -264,11 +263,18 @@ class FusedLoop:
     """The fused step, and epochs of it, by engine: 'eager' kernel by kernel, 'graph', the whole
     step captured once after the warm-up (trainables/graph.py) and replayed, or 'triton', as 'graph'
     with the forward, loss and backward in one kernel (trainables/mlp_kernel.py). Loss sums and correct
-    counts accumulate per member in device tensors; nothing here waits on the host."""
+    counts accumulate per member in device tensors; nothing here waits on the host. A fused group's
+    loop for trainables/measure.py (`TrialLoop`): `build` makes one."""
 
-    def __init__(self, members: Members, opt: FusedOptimizer, crit: torch.nn.Module):
+    def __init__(self, members: Members, opt: FusedOptimizer, crit: torch.nn.Module, model: torch.nn.Module):
         self.m, self.opt, self.crit, self.wl, self.cfg = members, opt, crit, members.trials[0].wl, members.trials[0].cfg
         k, device = len(members.trials), members.x.device
+        self.trials, self.model, self.samples = members.trials, model, members.x.shape[1]
+        self.key = hashlib.sha256("".join(t.hash for t in members.trials).encode()).hexdigest()[:16]
+        self.label = f"fused x{k} " + members.trials[0].label("workload", "device", "depth", "width")
+        self.group = {"fused_members": k, "fused_group": self.key}
+        self.columns = {"data_on_device": True, "data_source": members.source,
+                        "n_test": 0 if members.test_x is None else members.test_x.shape[1]}
         self.losses_of = vmap(crit)
         self.streams = MemberStreams(device, [t.cfg.seed for t in members.trials], members.rng_states)
         self.members_index = torch.arange(k, device=device)
@@ -287,6 +293,19 @@ class FusedLoop:
                 raise ValueError(f"engine 'triton' runs an MLP 2 -> H1 -> H2 -> 1 with ReLU and a mean squared "
                                  f"error (peaks at depth 2), not {members.base} with {crit}")
             self.kernel = mlp_kernel.FusedMLP(members.params, self.cfg.batch_size)
+
+    @classmethod
+    def build(cls, trials: list[Trial], where: Placement, timer: Timer) -> FusedLoop:
+        """The members' data and weights made and stacked (phase 'setup') and moved to the device (phase
+        'h2d'): the loop that trains them, each with its own learning rate."""
+        wl, first = trials[0].wl, trials[0].cfg
+        with timer.phase("setup"):
+            members, model = stack_members(trials)
+            reference = wl.make_optimizer(model.parameters(), first.lr)
+        with timer.phase("h2d"):
+            members = members.to(where.input_device)
+        return cls(members, FusedOptimizer(reference, members.params, [t.cfg.lr for t in trials]), wl.make_loss(),
+                   model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Every member's output on its own inputs (K x batch x ...), its dropout its own (MemberNoise)."""
@@ -330,12 +349,16 @@ class FusedLoop:
                 self.graph.replay(idx)
         return self.loss_sum
 
+    def _first_batch(self) -> torch.Tensor:
+        """Every member's first batch in the data's own order (K x batch sample indices)."""
+        batch = min(self.cfg.batch_size, self.samples)
+        return torch.arange(batch, device=self.m.x.device).expand(len(self.m.trials), -1)
+
     def capture(self) -> None:
         """Record the fused step in a CUDA graph (engines 'graph' and 'triton'); with dropout, the members'
         streams are registered with it (each replay then sets every member's seed and offset: 2 x K small
         copies)."""
-        first = torch.arange(self.cfg.batch_size, device=self.m.x.device).expand(len(self.m.trials), -1)
-        self.graph = StepGraph(self.step, first, generators=self.streams.generators if self.noisy else ())
+        self.graph = StepGraph(self.step, self._first_batch(), generators=self.streams.generators if self.noisy else ())
 
     @torch.no_grad()
     def evaluate(self) -> tuple[list, list]:
@@ -350,53 +373,47 @@ class FusedLoop:
             else [None] * k
         return per_sample.tolist(), accuracy
 
+    def step_costs(self) -> dict:
+        """FLOPs, bytes and launches of one fused step of the whole group (trainables/costs.py; measure.py
+        gives each member's row its share), taken on copies of the weights and the optimiser under a forked
+        random state, on the first batch: the group's own are left as they were.
+
+        The step is counted eagerly: in engine 'triton' too, whose kernel's work no counter sees inside it
+        (the eager step does the same arithmetic). Engines 'graph' and 'triton' launch what their graph's
+        replay does (StepGraph.launches), their per-class launches null."""
+        params, buffers, opt = copy.deepcopy((self.m.params, self.m.buffers, self.opt))
+        twin = FusedLoop(dataclasses.replace(self.m, params=params, buffers=buffers), _Counted(opt), self.crit,
+                         self.model)
+        twin.kernel = None
+        with torch.random.fork_rng(devices=[self.m.x.device] if self.streams.cuda else []):
+            try:
+                counted = costs.count(lambda: twin.step(self._first_batch()), self.streams.cuda)
+            except Exception as exc:  # an op torch's counters do not know: the rows stand, their costs null, and why
+                return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
+        if self.graph is not None:  # the ops are counted eagerly: a graph's step launches otherwise
+            counted["launches_per_step"] = self.graph.launches
+            counted.update({f"{c}_launches_per_step": None for c in OP_CLASSES})
+        return counted
+
+
+class _Counted(torch.optim.Optimizer):
+    """A FusedOptimizer's step as a torch.optim step, for counting: torch.optim's step hooks then run around
+    it, and costs.Traffic classes its ops as 'optimizer', as it does a single trial's optimiser's."""
+
+    def __init__(self, fused: FusedOptimizer):
+        super().__init__([torch.zeros(())], {})  # torch.optim refuses no parameters; this one is never stepped
+        self.fused = fused
+
+    def step(self, grads: dict) -> None:
+        self.fused.step(grads)
+
 
 def run_fused(trials: list[Trial]) -> list[dict]:
-    """Train the members together; one row per member (analysis/schema.py)."""
-    started = time.perf_counter()
+    """Train the members together (trainables/measure.py); one row per member (analysis/schema.py)."""
     keys = {fusion_key(t) for t in trials}
     if len(keys) != 1 or None in keys:
         raise ValueError(f"members of a fused trial must differ only in {FUSABLE} and be fusable (a workload with "
                          f"Workload.fusable, cpu or cuda, engine one of {FUSED_ENGINES}, loop fast, fp32): use "
                          "trainables.fused.fusion_key to group them")
-    first, wl, k = trials[0].cfg, trials[0].wl, len(trials)
     where = placement(trials[0].spec)
-    device = where.input_device
-    torch.set_num_threads(first.threads)
-    precision.set_tf32(first.precision)  # default or fp32: fusion_key admits no other
-    group = hashlib.sha256("".join(t.hash for t in trials).encode()).hexdigest()[:16]
-    timer = Timer(Clock(where.devices))
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    with timer.phase("setup"):
-        members, model = stack_members(trials)
-        reference = wl.make_optimizer(model.parameters(), first.lr)
-    with timer.phase("h2d"):
-        members = members.to(device)
-    loop = FusedLoop(members, FusedOptimizer(reference, members.params, [t.cfg.lr for t in trials]), wl.make_loss())
-    warm_up(timer, first, device, loop.epoch, loop.capture)
-    with Window(f"fused x{k} " + trials[0].label("workload", "device", "depth", "width"), group, first.threads) as window:
-        epoch_s, curve = timer.epochs(first.epochs - first.warmup_epochs, loop.epoch, first.min_timed_s)
-    n = members.x.shape[1]
-    curves = (torch.stack(curve) / n).T.tolist()  # members x epochs
-    accuracy = (loop.correct / n).tolist() if wl.classifies else [None] * k
-    test_loss = test_accuracy = [None] * k
-    if members.test_x is not None:
-        with timer.phase("eval"):
-            test_loss, test_accuracy = loop.evaluate()
-
-    fused = {"fused_members": k, "fused_group": group}
-    rows = []
-    for i, t in enumerate(trials):
-        final = curves[i][-1]
-        if not math.isfinite(final):
-            error = f"FloatingPointError: training loss became {final} (lr {t.cfg.lr} may be too high)"
-            rows.append({**failed_row(t, error), **fused})
-            continue
-        # each member's samples_per_s is its share of the group's throughput: its samples in the group's time
-        rows.append(measured_row(
-            t, model, timer, epoch_s, n, where.devices, started, window, **fused, data_on_device=True,
-            train_loss=final, loss_curve=curves[i], test_loss=test_loss[i], **quality(wl, accuracy[i], test_accuracy[i]),
-            data_source=members.source,
-            n_test=0 if members.test_x is None else members.test_x.shape[1]))
-    return rows
+    return measure(trials, where, lambda timer: FusedLoop.build(trials, where, timer))

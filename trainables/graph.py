@@ -32,6 +32,9 @@ class StepGraph:
 
     def __init__(self, step: Callable[..., None], *indices: torch.Tensor, generators: tuple = ()):
         self.static = [i.clone(memory_format=torch.contiguous_format) for i in indices]
+        # a replay's launches: each index copy, each named generator's seed and offset, and the graph (the
+        # default generator's seed and offset, set at every graph's replay, are not counted)
+        self.launches = len(self.static) + 2 * len(generators) + 1
         self.graph = torch.cuda.CUDAGraph()
         for generator in generators:
             self.graph.register_generator_state(generator)

@@ -1,7 +1,7 @@
 """A trial's row: its config's columns, what was measured, and the environment (analysis/schema.py).
 
     config_row(trial)                    # the config's columns, with the seed's defaults filled in
-    measured_row(trial, ...)             # a finished trial's whole row: run_trial and run_fused build theirs here
+    measured_row(trial, ...)             # a finished trial's whole row: trainables/measure.py builds every one here
     failed_row(cfg_or_trial, error)      # a failed trial's row, from whatever was resolved before it failed
 
 Every TrialConfig field that is a schema column is copied by name; the rest are named in NOT_COLUMNS

@@ -13,7 +13,6 @@ point around it is trainables/trainable.py.
 from __future__ import annotations
 
 import copy
-import time
 
 import torch
 
@@ -21,12 +20,10 @@ from analysis.schema import OP_CLASSES
 from trainables import costs, precision
 from trainables.data import Data, move, take
 from trainables.devices import Placement, placement
-from trainables.energy import Meter
 from trainables.fused import run_fused
-from trainables.graph import StepGraph, warm_up
-from trainables.neighbours import Window
-from trainables.rows import measured_row, quality
-from trainables.timing import Clock, Timer
+from trainables.graph import StepGraph
+from trainables.measure import measure
+from trainables.timing import Timer
 from trainables.trial import Trial
 
 def _batches(n: int, batch_size: int, order, rank: int, world: int):
@@ -59,19 +56,50 @@ class Loop:
              captured once in a CUDA graph after the warm-up, then replayed with only the batch's
              indices copied in: one launch a step instead of hundreds.
     Loss and correct counts accumulate in device tensors; nothing here waits on the host, except
-    `loop="seed"`, which reproduces the seeds' `.item()` every step.
+    `loop="seed"`, which reproduces the seeds' `.item()` every step. A single trial's loop for
+    trainables/measure.py (`TrialLoop`): `build` makes one.
     """
 
     def __init__(self, trial: Trial, model, opt, crit, data: Data, where: Placement):
         self.cfg, self.wl, self.model, self.opt, self.crit, self.data, self.where = \
             trial.cfg, trial.wl, model, opt, crit, data, where
+        self.trials, self.samples, self.label, self.key, self.group = [trial], data.n, trial.label(), trial.hash, {}
+        self.columns = {"data_on_device": data.device == where.input_device, "data_source": data.source,
+                        "n_test": data.n_test}
         self.loss_sum = torch.zeros((), device=where.output_device)
         self.correct = torch.zeros((), device=where.output_device, dtype=_score_type(trial.wl))
         self.host_sum = 0.0  # loop 'seed': the epoch's loss, summed on the host
         self.graph = None
+        self.shuffler = torch.Generator().manual_seed(trial.cfg.seed)  # on the CPU, so every device sees one order
         # the precision (trainables/precision.py): for default, fp32 and tf32 a null context and a GradScaler that steps as is
         self.autocast = precision.autocast(trial.cfg.precision, where.input_device.type)
         self.scaler = precision.scaler(trial.cfg.precision)
+
+    @classmethod
+    def build(cls, trial: Trial, where: Placement, timer: Timer) -> Loop:
+        """The trial's data and model made (phase 'setup') and placed (phase 'h2d'), the model compiled
+        (engine 'compile') and its optimiser made: the loop that trains them."""
+        cfg, wl = trial.cfg, trial.wl
+        with timer.phase("setup"):
+            torch.manual_seed(cfg.seed)  # same initial weights on every device: built on the CPU
+            data = wl.make_data(cfg)
+            model = wl.make_model(cfg)
+        with timer.phase("h2d"):
+            # the data stays on the device for the whole trial where it fits (seed 003: per-batch copies
+            # erased the GPU's lead); otherwise it waits in pinned host memory and each batch is copied
+            data = data.to(where.input_device, where.output_device) if where.holds(data.nbytes) else data.pin()
+            model = where.prepare(model)
+        if cfg.engine == "graph" and data.device != where.input_device:
+            raise RuntimeError(f"engine 'graph' needs the data on the GPU, and these {data.nbytes / 2**30:.1f} GiB "
+                               "do not fit beside the model: use engine 'eager' or 'compile', or a smaller dataset_size")
+        if cfg.engine == "compile":
+            model = torch.compile(model, mode="reduce-overhead" if where.is_cuda else "default")
+        opt = wl.make_optimizer(model.parameters(), cfg.lr)
+        if cfg.engine == "graph":
+            for group in opt.param_groups:
+                if "capturable" in group:  # Adam: its step count lives on the device from the first step on
+                    group["capturable"] = True
+        return cls(trial, model, opt, wl.make_loss(), data, where)
 
     def _step(self, ix, iy) -> None:
         data, where, crit = self.data, self.where, self.crit
@@ -96,13 +124,21 @@ class Loop:
         if self.wl.metric != "loss":
             self.correct += _score(self.wl, out.detach(), yb)
 
-    def epoch(self, order) -> torch.Tensor:
-        """One epoch; `order` is a permutation on the inputs' and the targets' devices, or None.
-        Returns the epoch's loss sum (a device tensor: no host sync)."""
+    def _order(self):
+        """The epoch's permutation on the inputs' and on the targets' devices, or None (no shuffling)."""
+        if not self.wl.shuffle:
+            return None
+        data = self.data
+        perm = torch.randperm(data.n, generator=self.shuffler).to(data.device)
+        return perm, perm if data.y.device == data.device else perm.to(data.y.device)
+
+    def epoch(self) -> torch.Tensor:
+        """One epoch, in the trial's next order. Returns the epoch's loss sum (a device tensor: no host sync)."""
         self.model.train()
         self.loss_sum.zero_()
         self.host_sum = 0.0
         self.correct.zero_()
+        order = self._order()
         if self.graph is not None and order is None:
             order = self.positions
         for ix, iy in _batches(self.data.n, self.cfg.batch_size, order, self.where.rank, self.where.world):
@@ -120,55 +156,50 @@ class Loop:
         self.positions = (torch.arange(n, device=self.data.device), torch.arange(n, device=self.data.y.device))
         self.graph = StepGraph(self._step, *(p[: self.cfg.batch_size] for p in self.positions))
 
+    @torch.no_grad()
+    def evaluate(self) -> tuple[list, list]:
+        """Mean loss per sample and score on the test split, whole, in every process, in the trial's
+        precision (as the training step); each in a list of one (a member's, as a fused loop's)."""
+        wl, data, where = self.wl, self.data, self.where
+        self.model.eval()
+        loss_sum = torch.zeros((), device=where.output_device)
+        correct = torch.zeros((), device=where.output_device, dtype=_score_type(wl))
+        for ix, iy in _batches(data.n_test, wl.test_batch_size or self.cfg.batch_size, None, 0, 1):
+            yb = data.test_y[iy]
+            with self.autocast:
+                loss, out = wl.run_step(self.model, take(data.test_x, ix), yb, self.crit)
+                loss_sum += _per_sample_sum(loss, self.crit, len(yb))
+            if wl.metric != "loss":
+                correct += _score(wl, out, yb)
+        score = correct.item() / data.n_test if wl.metric != "loss" else None
+        return [loss_sum.item() / data.n_test], [score]
 
-# Launches a step of engine 'graph' makes: the two index copies into the static batch, and the replay.
-GRAPH_LAUNCHES = 3
+    def step_costs(self) -> dict:
+        """FLOPs, bytes and launches of one step (trainables/costs.py), taken on copies of the model and
+        the optimiser under a forked random state: the trial's own are left as they were.
 
-
-def step_costs(trial: Trial, loop: Loop) -> dict:
-    """FLOPs, bytes and launches of one step (trainables/costs.py), taken on copies of the model and the
-    optimiser under a forked random state: the trial's own are left as they were.
-
-    Counted for single-process trials on one device; a data-parallel or pipeline trial's step is
-    left null. Engine 'graph' launches GRAPH_LAUNCHES a step; engine 'compile' counts its FLOPs and
-    bytes on the model it compiled, and its launches are left null (counting them would compile again);
-    outside engine 'eager' the per-class launches are null too."""
-    where = loop.where
-    if where.world > 1 or len(where.devices) > 1:
-        return {}
-    model = getattr(loop.model, "_orig_mod", loop.model)  # torch.compile's wrapper holds the model
-    twin = Loop(trial, *copy.deepcopy((model, loop.opt)), loop.crit, loop.data, where)
-    order = None
-    if trial.wl.shuffle:  # a gathered batch, as the shuffled epochs take
-        order = (torch.arange(loop.data.n, device=loop.data.device),) * 2
-    batch = next(_batches(loop.data.n, trial.cfg.batch_size, order, 0, 1))
-    with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
-        try:
-            counted = costs.count(lambda: twin._step(*batch), where.is_cuda)
-        except Exception as exc:  # an op torch's counters do not know: the row stands, its costs null, and why
-            return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
-    if trial.cfg.engine != "eager":  # the ops are counted eagerly: a graph or compiled step launches otherwise
-        counted["launches_per_step"] = GRAPH_LAUNCHES if trial.cfg.engine == "graph" else None
-        counted.update({f"{c}_launches_per_step": None for c in OP_CLASSES})
-    return counted
-
-
-@torch.no_grad()
-def evaluate(wl, model, crit, data: Data, batch_size: int, where: Placement, autocast):
-    """Mean loss per sample and accuracy on the test split, whole, in every process, in the trial's
-    precision (`autocast`, as the training step)."""
-    model.eval()
-    loss_sum = torch.zeros((), device=where.output_device)
-    correct = torch.zeros((), device=where.output_device, dtype=_score_type(wl))
-    for ix, iy in _batches(data.n_test, batch_size, None, 0, 1):
-        yb = data.test_y[iy]
-        with autocast:
-            loss, out = wl.run_step(model, take(data.test_x, ix), yb, crit)
-            loss_sum += _per_sample_sum(loss, crit, len(yb))
-        if wl.metric != "loss":
-            correct += _score(wl, out, yb)
-    score = correct.item() / data.n_test if wl.metric != "loss" else None
-    return loss_sum.item() / data.n_test, score
+        Counted for single-process trials on one device; a data-parallel or pipeline trial's step is
+        left null. Engine 'graph' launches what its graph's replay does (StepGraph.launches); engine
+        'compile' counts its FLOPs and bytes on the model it compiled, and its launches are left null
+        (counting them would compile again); outside engine 'eager' the per-class launches are null too."""
+        where, trial = self.where, self.trials[0]
+        if where.world > 1 or len(where.devices) > 1:
+            return {}
+        model = getattr(self.model, "_orig_mod", self.model)  # torch.compile's wrapper holds the model
+        twin = Loop(trial, *copy.deepcopy((model, self.opt)), self.crit, self.data, where)
+        order = None
+        if self.wl.shuffle:  # a gathered batch, as the shuffled epochs take
+            order = (torch.arange(self.data.n, device=self.data.device),) * 2
+        batch = next(_batches(self.data.n, self.cfg.batch_size, order, 0, 1))
+        with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
+            try:
+                counted = costs.count(lambda: twin._step(*batch), where.is_cuda)
+            except Exception as exc:  # an op torch's counters do not know: the row stands, its costs null, and why
+                return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
+        if self.cfg.engine != "eager":  # the ops are counted eagerly: a graph or compiled step launches otherwise
+            counted["launches_per_step"] = self.graph.launches if self.graph is not None else None
+            counted.update({f"{c}_launches_per_step": None for c in OP_CLASSES})
+        return counted
 
 
 def _score_type(wl) -> torch.dtype:
@@ -181,72 +212,12 @@ def _score(wl, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def run_trial(trial: Trial, where: Placement | None = None) -> dict:
-    """Train one configuration and return its row (analysis/schema.py).
+    """Train one configuration and return its row (analysis/schema.py), through trainables/measure.py.
 
     `where` is given by a data-parallel worker (trainables/ddp.py); otherwise the trial's device decides it.
     Engine 'triton' runs its step in the fused loop's kernel: a trial alone there is a fused trial of one.
     """
     if trial.cfg.engine == "triton":
         return run_fused([trial])[0]
-    started = time.perf_counter()
-    cfg, wl = trial.cfg, trial.wl
-    where = where or placement(trial.spec, cfg.micro_batches)
-    torch.set_num_threads(cfg.threads)
-    precision.set_tf32(cfg.precision)
-    timer = Timer(Clock(where.devices))
-    for device in where.devices:
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-
-    with timer.phase("setup"):
-        torch.manual_seed(cfg.seed)  # same initial weights on every device: built on the CPU
-        data = wl.make_data(cfg)
-        model = wl.make_model(cfg)
-    with timer.phase("h2d"):
-        # the data stays on the device for the whole trial where it fits (seed 003: per-batch copies
-        # erased the GPU's lead); otherwise it waits in pinned host memory and each batch is copied
-        data = data.to(where.input_device, where.output_device) if where.holds(data.nbytes) else data.pin()
-        model = where.prepare(model)
-    if cfg.engine == "graph" and data.device != where.input_device:
-        raise RuntimeError(f"engine 'graph' needs the data on the GPU, and these {data.nbytes / 2**30:.1f} GiB "
-                           "do not fit beside the model: use engine 'eager' or 'compile', or a smaller dataset_size")
-    if cfg.engine == "compile":
-        model = torch.compile(model, mode="reduce-overhead" if where.is_cuda else "default")
-    opt = wl.make_optimizer(model.parameters(), cfg.lr)
-    if cfg.engine == "graph":
-        for group in opt.param_groups:
-            if "capturable" in group:  # Adam: its step count lives on the device from the first step on
-                group["capturable"] = True
-    loop = Loop(trial, model, opt, wl.make_loss(), data, where)
-    shuffler = torch.Generator().manual_seed(cfg.seed)  # on the CPU, so every device sees one order
-
-    def order():
-        if not wl.shuffle:
-            return None
-        perm = torch.randperm(data.n, generator=shuffler).to(data.device)
-        return perm, perm if data.y.device == data.device else perm.to(data.y.device)
-
-    warm_up(timer, cfg, where.input_device, lambda: loop.epoch(order()), loop.capture)
-    with Window(trial.label(), trial.hash, cfg.threads) as window, Meter(where.devices) as energy:
-        epoch_s, curve = timer.epochs(cfg.epochs - cfg.warmup_epochs, lambda: loop.epoch(order()), cfg.min_timed_s,
-                                      where.largest)
-
-    n = data.n
-    train_loss = where.all_reduce(loop.loss_sum).item() / n
-    if not torch.isfinite(torch.tensor(train_loss)):
-        raise FloatingPointError(f"training loss became {train_loss} (lr {cfg.lr} may be too high)")
-    train_score = where.all_reduce(loop.correct).item() / n if wl.metric != "loss" else None
-    test_loss = test_score = None
-    if data.n_test:
-        with timer.phase("eval"):
-            test_loss, test_score = evaluate(wl, model, loop.crit, data, wl.test_batch_size or cfg.batch_size, where,
-                                             loop.autocast)
-
-    row = measured_row(
-        trial, model, timer, epoch_s, n, where.devices, started, window,
-        world_size=where.world, data_on_device=data.device == where.input_device,
-        train_loss=train_loss, loss_curve=[c / n for c in where.all_reduce(torch.stack(curve)).tolist()],
-        test_loss=test_loss, **quality(wl, train_score, test_score),
-        data_source=data.source, n_test=data.n_test, **energy.columns())
-    # after the row's timings (total_s included): the counting's time is in none of them
-    return {**row, **step_costs(trial, loop), "per_rank_samples_per_s": [row["samples_per_s"] / where.world]}
+    where = where or placement(trial.spec, trial.cfg.micro_batches)
+    return measure([trial], where, lambda timer: Loop.build(trial, where, timer))[0]
