@@ -42,8 +42,8 @@ from trainables.trial import Trial
 from trainables.workloads import n_params
 
 FUSABLE = ("seed", "lr")  # what members may differ in
-FUSED_ENGINES = ("eager", "graph", "triton")
-FUSED_PRECISIONS = ("default", "fp32")  # float32 weights: the batched optimiser is written for them  # 'compile' would compile the vmapped step: not tried
+FUSED_ENGINES = ("eager", "graph", "triton")  # 'compile' would compile the vmapped step: not tried
+FUSED_PRECISIONS = ("default", "fp32")  # float32 weights: the batched optimiser is written for them
 # The random functions a fused forward may call, each an input times a mask of its own draws; any other
 # random op inside the vmapped forward would draw once for all members, and is refused (vmap randomness 'error').
 DROPOUTS = (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d)
@@ -413,7 +413,7 @@ def run_fused(trials: list[Trial]) -> list[dict]:
     keys = {fusion_key(t) for t in trials}
     if len(keys) != 1 or None in keys:
         raise ValueError(f"members of a fused trial must differ only in {FUSABLE} and be fusable (a workload with "
-                         f"Workload.fusable, cpu or cuda, engine one of {FUSED_ENGINES}, loop fast, fp32): use "
+                         f"Workload.fusable, cpu or cuda, engine one of {FUSED_ENGINES}, loop fast, precision default or fp32): use "
                          "trainables.fused.fusion_key to group them")
     where = placement(trials[0].spec)
     return measure(trials, where, lambda timer: FusedLoop.build(trials, where, timer))
