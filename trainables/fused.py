@@ -34,7 +34,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves, tree_map
 
 from trainables import precision
-from trainables.devices import placement
+from trainables.placement import placement
 from trainables.graph import StepGraph, warm_up
 from trainables.neighbours import Window
 from trainables.rows import failed_row, measured_row, quality
@@ -53,7 +53,7 @@ def fusion_key(trial: Trial) -> str | None:
     """Trials with equal keys can fuse; None where this one cannot (a workload not `fusable`, a multi-GPU or
     packed device, engine 'compile', the seeds' loop, a precision other than fp32)."""
     cfg, spec = trial.cfg, trial.spec
-    if not trial.wl.fusable or spec.kind not in ("cpu", "cuda") or spec.count != 1:
+    if not trial.wl.fusable or not (spec.is_cpu or spec.whole_gpu):
         return None
     if cfg.engine not in FUSED_ENGINES or cfg.loop != "fast" or cfg.precision != "fp32":
         return None

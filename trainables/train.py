@@ -20,7 +20,7 @@ import torch
 from analysis.schema import OP_CLASSES
 from trainables import costs, precision
 from trainables.data import Data, move, take
-from trainables.devices import Placement, placement
+from trainables.placement import Placement, placement
 from trainables.energy import Meter
 from trainables.fused import run_fused
 from trainables.graph import StepGraph, warm_up
