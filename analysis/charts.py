@@ -80,7 +80,7 @@ def speedup_heatmap(rows: pd.DataFrame, workload: str, x: str = "depth", y: str 
                     a: str | None = None, b: str | None = None):
     """tA / tB (median epoch time) over two axes for one workload; > 1 where B is faster."""
     ok = rows[(rows["status"] == "ok") & (rows["workload"] == workload)]
-    arms = baseline_first(ok["arm"].unique())
+    arms = baseline_first(ok)
     if len(arms) < 2:
         raise ValueError(f"speedup_heatmap: workload {workload!r} was measured on {arms or 'no arm'}; "
                          "it needs two arms (sweep a second device or read a second results directory)")

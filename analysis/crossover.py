@@ -166,9 +166,11 @@ def _size(value) -> str:
     return value if isinstance(value, str) else f"{value:,.0f}"
 
 
-def baseline_first(arms) -> list[str]:
-    """Arms in comparison order: the CPU ones first, so that A is the CPU and B the accelerator."""
-    return sorted(arms, key=lambda arm: (not str(arm).startswith("cpu"), str(arm)))
+def baseline_first(rows: pd.DataFrame) -> list[str]:
+    """The arms of `rows` in comparison order: the CPU ones (`is_cpu`) first, so that A is the CPU and B
+    the accelerator."""
+    cpu = rows.groupby("arm", sort=False)["is_cpu"].first()
+    return sorted(cpu.index, key=lambda arm: (not cpu[arm], str(arm)))
 
 
 def loaded(rows: pd.DataFrame) -> pd.Series:
@@ -234,19 +236,23 @@ def find(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(), include_loaded: bool
         for workload, label, group in slices(rows, axis):
             rng = np.random.default_rng([boot.seed, zlib.crc32(f"{workload}|{axis}|{label}".encode())])
             points = {arm: _points(arm, g, axis, rng, boot.draws) for arm, g in group.groupby("arm")}
-            for a, b in itertools.combinations(baseline_first(points), 2):
+            cpu = group.groupby("arm")["is_cpu"].first()
+            for a, b in itertools.combinations(baseline_first(group), 2):
                 for metric in METRICS:
                     line = _compare(points[a], points[b], metric, boot)
                     if line:
                         lines.append({"workload": workload, "axis": axis, "held_fixed": label,
-                                      "device_a": a, "device_b": b, "metric": metric, **line})
+                                      "device_a": a, "device_b": b, "is_cpu_a": cpu[a], "is_cpu_b": cpu[b],
+                                      "metric": metric, **line})
     table = pd.DataFrame(lines, columns=COLUMNS)
     return table.assign(answer=[answer(line) for line in table.itertuples()])
 
 
-COLUMNS = ["workload", "axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "x_min", "x_max",
-           "verdict", "faster_below", "faster_above", "crossover", "ci_low", "ci_high", "speedup", "speedup_low",
-           "speedup_high", "draws_agree",
+# device_a / device_b: the arms (analysis/load.py); is_cpu_a / is_cpu_b: whether each is a 'cpu' arm, the
+# CPU-against-GPU lines the verdict and the search read.
+COLUMNS = ["workload", "axis", "held_fixed", "device_a", "device_b", "is_cpu_a", "is_cpu_b", "metric", "n_points",
+           "x_min", "x_max", "verdict", "faster_below", "faster_above", "crossover", "ci_low", "ci_high", "speedup",
+           "speedup_low", "speedup_high", "draws_agree",
            "verdict_shares", "n_within_noise", "crossings", "note"]
 
 

@@ -198,7 +198,7 @@ def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus
     lines = []
     for line in grid.itertuples():
         at = ok[ok["config_key"] == line.config_key]
-        gpu_rows = at[at["device"].str.match(r"cuda(/\d+)?$")]
+        gpu_rows = at[at["whole_gpu"] | at["packed"]]
         for gpu in gpus:
             mine = _yours_first(gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]])
             if len(mine):
@@ -214,7 +214,7 @@ def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus
                 mid, lo, hi = ((0 if pd.isna(fixed) else fixed) + epochs * e for e in _epochs(guess))
                 lines.append({"config_key": line.config_key, "source": gpu, "trial_s": mid, "trial_lo": lo, "trial_hi": hi,
                               "k": 1, "predicted": True, "hosts": "", "date": pd.NaT, "power_w": math.nan})
-        for (cpu, threads), group in at[at["device"] == "cpu"].groupby(["device_name", "torch_threads"]):
+        for (cpu, threads), group in at[at["is_cpu"]].groupby(["device_name", "torch_threads"]):
             group = _yours_first(group)
             lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", _trial_s(group, line), group)
                          | {"k": 1, "power_w": math.nan, "threads": int(threads), "cpu": "CPU",
@@ -369,7 +369,7 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
     lines = []
     for line in grid.itertuples():
         at = ok[ok["shape"] == line.config_key]
-        gpu_rows = at[at["device"] == "cuda"]  # one run holds a whole GPU: packed rows (cuda/K) left aside
+        gpu_rows = at[at["whole_gpu"]]  # one run holds a whole GPU: packed rows (cuda/K) left aside
         for gpu in gpus:
             mine = gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]]
             mine = pd.concat([_yours_first(g) for _, g in mine.groupby("config_key")]) if len(mine) else mine
@@ -382,7 +382,7 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
                 where = _measured(line.config_key, gpu, 0.0, mine) if len(mine) else {"hosts": "", "date": pd.NaT}
                 lines.append(where | {"config_key": line.config_key, "source": gpu, "k": 1, **_planned(points, plan),
                                       "power_w": _power_w(mine) if len(mine) else math.nan})
-        for (cpu, threads), group in at[at["device"] == "cpu"].groupby(["device_name", "torch_threads"]):
+        for (cpu, threads), group in at[at["is_cpu"]].groupby(["device_name", "torch_threads"]):
             group = pd.concat([_yours_first(g) for _, g in group.groupby("config_key")])
             lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", 0.0, group)
                          | {"k": 1, **_planned(_points(group), plan), "power_w": math.nan, "threads": int(threads),
@@ -444,7 +444,7 @@ def own_gpus(rows: pd.DataFrame) -> dict[str, int]:
     ok = eager_ok(rows)
     if ok.empty or "results_dir" not in ok:
         return {}
-    mine = ok[ok["device"].str.match(r"cuda(/\d+)?$") & ~ok["results_dir"].map(is_reference)]
+    mine = ok[(ok["whole_gpu"] | ok["packed"]) & ~ok["results_dir"].map(is_reference)]
     devices = model.load_devices()
     out = {}
     for name, group in mine.groupby("device_name"):

@@ -111,7 +111,7 @@ def member_epochs(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
     The floor counts no memory traffic: a step that keeps its activations on chip (engine 'triton') reads
     each sample once, a few bytes, so on these models FLOPs are the bound that cannot be beaten."""
     ok = _ok(rows)
-    ok = ok[ok["device"] == "cuda"]
+    ok = ok[ok["whole_gpu"]]
     devices = load_devices(path)
     keys = ok["device_name"].map(lambda name: device_key(name, devices))
     ok = ok[keys.notna()].assign(gpu=keys[keys.notna()])
@@ -157,8 +157,7 @@ def precisions(rows: pd.DataFrame) -> pd.DataFrame:
 def crossovers(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(draws=200)) -> pd.DataFrame:
     """Per workload and axis: where each GPU engine overtakes the CPU, per epoch (trials alone)."""
     table = find(rows[rows["fused_members"] == 1], boot)
-    table = table[(table["metric"] == "epoch_s") & table["device_a"].str.startswith("cpu")
-                  & ~table["device_b"].str.startswith("cpu")]
+    table = table[(table["metric"] == "epoch_s") & table["is_cpu_a"] & ~table["is_cpu_b"]]
     return table.assign(answer=[answer(line) for line in table.itertuples()])[
         ["workload", "axis", "held_fixed", "device_a", "device_b", "crossover", "answer"]]
 

@@ -6,9 +6,11 @@
 
 Every file is read on its own, so a directory whose rows were written by two versions of
 analysis/schema.py is named and refused instead of being silently merged. Each row gains `results_dir`
-(where it came from) and `arm` (what it ran on: the device string, plus the device name and thread
+(where it came from), `arm` (what it ran on: the device string, plus the device name and thread
 count where the rows hold more than one of those for the same device, as when a laptop's CPU and a
-cloud host's CPU are read together). Reads rows only (pyarrow, pandas); never imports torch or ray.
+cloud host's CPU are read together) and its device's fields (DEVICE_FIELDS: `is_cpu`, `whole_gpu`, ...,
+parsed once here by trainables/devices.py, so that no reader tests the device string). Reads rows only
+(pyarrow, pandas); never imports torch or ray.
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.schema import CONFIG_COLUMNS, NAMES, SCHEMA, SCHEMA_VERSION, SIZE_AXES
+from trainables.devices import parse
 
 # What tells two arms of the same device string apart, in the order they appear in the label.
 ARM_PARTS = ("device_name", "torch_threads")
+# The DeviceSpec properties each row gains when read: what the readers select rows by (all bool but gpus).
+DEVICE_FIELDS = ("is_cpu", "whole_gpu", "packed", "pipelined", "distributed", "uses_gpu", "gpus")
 # The shipped reference rows, measured on other hosts (results/reference/*/README.md); set beside yours by
 # default (analysis/summary.py), so a folder of your sweeps is read without them (`sweep_dirs`).
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
@@ -32,7 +37,7 @@ REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 
 def read(*dirs: str | Path) -> pd.DataFrame:
     """All rows of `dirs` (each a results/<sweep>/ directory, or a folder of them: `sweep_dirs`), with
-    `results_dir` (the sweep's directory) and `arm` added."""
+    `results_dir` (the sweep's directory), `arm` and the device's fields added (`labelled`)."""
     if not dirs:
         raise ValueError("no results directory given: pass one or more, e.g. results/scaling")
     tables, versions = [], {}
@@ -52,7 +57,28 @@ def read(*dirs: str | Path) -> pd.DataFrame:
     _check_times(rows)
     # a column added to the schema after these rows were written (context, precision) reads as null
     rows = rows.assign(**{name: None for name in NAMES if name not in rows})
-    return rows.assign(arm=arm_labels(rows))
+    return labelled(rows)
+
+
+def labelled(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with what `read` adds to the stored columns besides `results_dir`: `arm` and the fields
+    of each row's parsed device (DEVICE_FIELDS)."""
+    return rows.assign(arm=arm_labels(rows), **device_fields(rows))
+
+
+def device_fields(rows: pd.DataFrame) -> dict[str, pd.Series]:
+    """Column -> each row's DeviceSpec property (DEVICE_FIELDS), the device string parsed once per value."""
+    specs = {}
+    for device in rows["device"].unique():
+        try:
+            specs[device] = parse(device)
+        except ValueError as exc:  # ConfigError
+            where = rows.loc[rows["device"] == device, "results_dir"].iloc[0] if "results_dir" in rows else "the rows"
+            raise ValueError(f"{where}: a row's device column is {device!r}, which is not a device string ({exc}); "
+                             "move its file out of the directory, or rewrite the column") from None
+    # astype: an empty frame's column would be object, not bool or int
+    return {name: rows["device"].map(lambda d, n=name: getattr(specs[d], n)).astype(int if name == "gpus" else bool)
+            for name in DEVICE_FIELDS}
 
 
 def sweep_dirs(directory: str | Path) -> list[Path]:

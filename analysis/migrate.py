@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.schema import CONFIG_COLUMNS, OP_COLUMNS, SCHEMA, SCHEMA_VERSION, to_table
+from trainables.devices import parse
 
 # What makes two GPU rows' step costs equal: the configuration less its device and seed, how it ran
 # (precision, null in rows written before the column: fp32; engine) and the torch that counted them.
@@ -183,7 +184,7 @@ def _counted(*dirs: str | Path) -> dict[tuple, dict]:
     found: dict[tuple, dict] = {}
     for path in row_files(*dirs):
         for row in _current(path).to_pylist():
-            if row["device"] == "cuda" and row["status"] == "ok" and all(row[c] is not None for c in OP_COLUMNS):
+            if parse(row["device"]).whole_gpu and row["status"] == "ok" and all(row[c] is not None for c in OP_COLUMNS):
                 counts = tuple((c, row[c]) for c in (*OP_COLUMNS, *TOTALS))
                 found.setdefault(_count_key(row), {}).setdefault(counts, set()).add(row["device_name"])
     return found
@@ -192,7 +193,7 @@ def _counted(*dirs: str | Path) -> dict[tuple, dict]:
 def _filled(row: dict, counted: dict[tuple, dict]) -> dict | None:
     """`row` with the counts of its configuration copied in, or None where it takes none: not a
     single-GPU row, already counted, or its configuration counted nowhere or with differing counts."""
-    if row["device"] != "cuda" or any(row[c] is not None for c in OP_COLUMNS):
+    if not parse(row["device"]).whole_gpu or any(row[c] is not None for c in OP_COLUMNS):
         return None
     sets = counted.get(_count_key(row), {})
     if len(sets) != 1:
@@ -220,7 +221,7 @@ def copy_counts(sources: list[str | Path], *dirs: str | Path) -> tuple[int, int]
         rows = _current(path).to_pylist()
         new = [_filled(row, counted) for row in rows]
         filled += sum(n is not None for n in new)
-        left += sum(n is None and r["device"] == "cuda" and r["matmul_flops_per_step"] is None
+        left += sum(n is None and parse(r["device"]).whole_gpu and r["matmul_flops_per_step"] is None
                     for r, n in zip(rows, new))
         if any(n is not None for n in new):
             changed[path] = to_table([n or r for r, n in zip(rows, new)])

@@ -183,7 +183,7 @@ def _usable(rows: pd.DataFrame) -> pd.DataFrame:
     every kernel of it, a cost per kernel on the GPU this model has no term for. Fused trials are left
     out too: their epoch is the whole group's. The per-class columns are added, null, where absent."""
     fused = rows["fused_members"].fillna(1).gt(1) if "fused_members" in rows else False
-    ok = rows[(rows["status"] == "ok") & rows["device"].isin(["cpu", "cuda"]) & rows["engine"].eq("eager") & ~fused]
+    ok = rows[(rows["status"] == "ok") & (rows["is_cpu"] | rows["whole_gpu"]) & rows["engine"].eq("eager") & ~fused]
     ok = ok.reindex(columns=list(dict.fromkeys([*ok.columns, *CLASS_COLUMNS])))
     ok = ok.drop(columns=list(COST_COLUMNS), errors="ignore").join(step_costs(ok))
     ok = ok.dropna(subset=list(COST_COLUMNS) + ["epoch_s_median", "steps_per_epoch"])
@@ -249,7 +249,7 @@ def calibrate(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str 
 def gpu_rows(rows: pd.DataFrame, devices: dict[str, Device]) -> pd.DataFrame:
     """Usable single-GPU rows whose device the table knows, with its key in MATCH_KEY."""
     usable = _usable(rows)
-    usable = usable[usable["device"] == "cuda"]
+    usable = usable[usable["whole_gpu"]]
     keyed = usable.assign(**{MATCH_KEY: usable["device_name"].map(lambda n: device_key(n, devices))})
     return keyed[keyed[MATCH_KEY].notna()]
 
@@ -262,7 +262,7 @@ def _config_keys(rows: pd.DataFrame) -> list[str]:
 def cpu_groups(rows: pd.DataFrame):
     """Usable CPU rows, one group per CPU model and thread count: (label, rows)."""
     cpus = _usable(rows)
-    cpus = cpus[cpus["device"] == "cpu"]
+    cpus = cpus[cpus["is_cpu"]]
     for (name, threads), own in cpus.groupby(["device_name", cpus["torch_threads"].fillna(0)]):
         yield f"{name} ({threads:.0f} threads)", own
 
@@ -451,7 +451,7 @@ def predict(rows: pd.DataFrame, gpus: list[str], path: Path = DEVICES) -> pd.Dat
     if measured.empty:
         raise ValueError("no rows of a GPU in the device table to calibrate the model on: read a GPU's results "
                          "alongside, e.g. results/reference/h200-2026-11-22/scaling")
-    usable = _usable(rows).sort_values("device", key=lambda d: d != "cuda", kind="stable")
+    usable = _usable(rows).sort_values("whole_gpu", key=lambda whole: ~whole, kind="stable")
     keys = _config_keys(usable)
     configs = usable.drop_duplicates(keys)
     per_class = measured[form_of(measured) == PER_CLASS]
@@ -644,7 +644,7 @@ def bounds(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
         terms = _terms(gpus, devices) * [np.exp(cal.theta[0]), 1, 1]
         parts.append((gpus, terms))
     cpus = _usable(rows)
-    for _, own in cpus[cpus["device"] == "cpu"].groupby(["device_name", "torch_threads"]):
+    for _, own in cpus[cpus["is_cpu"]].groupby(["device_name", "torch_threads"]):
         cal = calibrate(own, None)
         parts.append((own, _terms(own, None) * [np.exp(cal.theta[0]), np.exp(-cal.theta[1]), np.exp(-cal.theta[2])]))
     frames = []

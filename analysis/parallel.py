@@ -12,8 +12,9 @@
   over the runs;
 - crossover: where ddp:N beats one GPU per epoch as the model grows (analysis/crossover.py on the
   rows of `cuda` and one `ddp:N` at the same batch).
-Rows are found by their columns (device, gpus_requested, world_size, micro_batches), never by a
-sweep's name. Reads rows only (pandas, altair); never imports torch or ray.
+Rows are found by their columns (the device's fields analysis/load.py adds: whole_gpu, packed,
+distributed, gpus; gpus_requested, world_size, micro_batches), never by a sweep's name.
+Reads rows only (pandas, altair); never imports torch or ray.
 """
 
 from __future__ import annotations
@@ -33,17 +34,12 @@ def _ok(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["status"] == "ok"]
 
 
-def _count(device: str) -> int:
-    """GPUs of a ddp:N or pipe:N device string; 1 for cuda."""
-    return int(device.split(":")[1]) if ":" in device else 1
-
-
 def packed(rows: pd.DataFrame) -> pd.DataFrame:
     """Per K trials per GPU: trials, their median samples/s, each GPU's total and its ratio to K = 1,
     and the fewest and most trials Ray put on one GPU."""
     ok = _ok(rows)
-    whole = ok[(ok["device"] == "cuda") & (ok["fused_members"] == 1)]
-    shared = ok[ok["device"].str.fullmatch(r"cuda/\d+") & (ok["fused_members"] == 1)]
+    whole = ok[ok["whole_gpu"] & (ok["fused_members"] == 1)]
+    shared = ok[ok["packed"] & (ok["fused_members"] == 1)]
     if shared.empty:
         return pd.DataFrame()
     model = [*_MODEL, "epochs"]  # K = 1: the whole-GPU rows of the packed trial's own model and length
@@ -74,19 +70,22 @@ def ddp(rows: pd.DataFrame) -> pd.DataFrame:
     """Per workload, model, device and global batch: runs, median samples/s, and each ddp:N's strong and
     weak scaling efficiency against ddp:1 (median, lo, hi over the runs)."""
     ok = _ok(rows)
-    sel = ok[ok["device"].str.startswith("ddp:") | (ok["device"] == "cuda")]
+    ddp_gpu = ok["distributed"] & ok["uses_gpu"]  # ddp:N, not ddp-cpu:N
+    sel = ok[ddp_gpu | ok["whole_gpu"]]
     keys = [c for c in _MODEL if c != "batch_size"]
     lines = []
     for model, group in sel.groupby(keys, dropna=False):
-        if not group["device"].str.startswith("ddp:").any():
+        if not group["distributed"].any():
             continue
-        runs = {k: g["samples_per_s"].to_numpy() for k, g in group.groupby(["device", "batch_size"])}
-        for (device, batch), sps in sorted(runs.items(), key=lambda kv: (_count(kv[0][0]), kv[0])):
-            n = _count(device)
+        one = group[group["distributed"] & (group["gpus"] == 1)]  # ddp:1, the baseline
+        base_runs = {batch: g["samples_per_s"].to_numpy() for batch, g in one.groupby("batch_size")}
+        arms = sorted(group.groupby(["device", "batch_size"]), key=lambda kv: (kv[1]["gpus"].iloc[0], kv[0]))
+        for (device, batch), runs in arms:
+            sps, n = runs["samples_per_s"].to_numpy(), int(runs["gpus"].iloc[0])
             line = {**dict(zip(keys, model)), "device": device, "gpus": n, "batch_size": batch,
                     "runs": len(sps), "samples_per_s": float(np.median(sps))}
-            if device.startswith("ddp:"):  # ddp:1 against itself: 1, with the spread of its own runs
-                for kind, base in (("strong", runs.get(("ddp:1", batch))), ("weak", runs.get(("ddp:1", batch // n)))):
+            if runs["distributed"].iloc[0]:  # ddp:1 against itself: 1, with the spread of its own runs
+                for kind, base in (("strong", base_runs.get(batch)), ("weak", base_runs.get(batch // n))):
                     if base is not None and (kind == "strong" or batch % n == 0):
                         line[kind], line[f"{kind}_lo"], line[f"{kind}_hi"] = _ratio(sps, base, n)
             lines.append(line)
@@ -96,8 +95,8 @@ def ddp(rows: pd.DataFrame) -> pd.DataFrame:
 def pipe(rows: pd.DataFrame) -> pd.DataFrame:
     """Each pipe:N per micro-batches against one GPU on the same model and batch (median, lo, hi)."""
     ok = _ok(rows)
-    piped = ok[ok["device"].str.startswith("pipe:")]
-    one = ok[ok["device"] == "cuda"]  # of the same model: the merge below picks them
+    piped = ok[ok["pipelined"]]
+    one = ok[ok["whole_gpu"]]  # of the same model: the merge below picks them
     lines = []
     for key, group in piped.groupby([*_MODEL, "device", "micro_batches"], dropna=False):
         base = one.merge(group[_MODEL].drop_duplicates(), on=_MODEL)["samples_per_s"].to_numpy()
@@ -108,7 +107,9 @@ def pipe(rows: pd.DataFrame) -> pd.DataFrame:
             line["vs_one_gpu"], line["lo"], line["hi"] = _ratio(sps, base, 1)
         lines.append(line)
     out = pd.DataFrame(lines).dropna(axis=1, how="all")  # axes no workload here has (context)
-    return out.sort_values(["workload", "device", "micro_batches"], key=lambda c: c.map(_count) if c.name == "device" else c,
+    stages = dict(zip(piped["device"], piped["gpus"]))
+    by_stages = lambda c: c.map(stages) if c.name == "device" else c  # noqa: E731
+    return out.sort_values(["workload", "device", "micro_batches"], key=by_stages,
                            ignore_index=True) if len(out) else out
 
 
@@ -116,10 +117,10 @@ def crossover(rows: pd.DataFrame) -> pd.DataFrame:
     """The crossover table of one GPU against each ddp:N along the model's size, where the rows measured
     both at two sizes or more (the same global batch)."""
     ok = _ok(rows)
-    ddps = sorted(ok.loc[ok["device"].str.startswith("ddp:") & (ok["world_size"] > 1), "device"].unique())
+    ddps = sorted(ok.loc[ok["distributed"] & ok["uses_gpu"] & (ok["world_size"] > 1), "device"].unique())
     tables = []
     for device in ddps:
-        sel = ok[ok["device"].isin(["cuda", device])]
+        sel = ok[ok["whole_gpu"] | ok["device"].eq(device)]
         sel = sel.assign(arm=sel["device"])
         table = find(sel)
         tables.append(table[(table["axis"] == "n_params") & (table["metric"] == "epoch_s")])

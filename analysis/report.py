@@ -152,7 +152,7 @@ def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None =
     for name, chart in drawn.items():
         charts.save(chart, out / name)
     failed = rows[rows["status"] != "ok"]
-    arms = ", ".join(baseline_first(rows["arm"].unique()))
+    arms = ", ".join(baseline_first(rows))
     note = verdict.reference_note(rows)
     sections = [
         f"<h1>crossover report: {html.escape(' + '.join(str(d) for d in dirs))}</h1>",

@@ -34,7 +34,7 @@ def _reference_gpu_rows(root: Path) -> pd.DataFrame:
     for folder in sorted({p.parent for p in root.rglob("*.parquet")}):
         ref = eager_ok(read(folder))
         alone = ref["fused_members"].fillna(1).eq(1) if "fused_members" in ref else True
-        found.append(ref[(ref["device"] == "cuda") & alone])
+        found.append(ref[ref["whole_gpu"] & alone])
     return pd.concat(found, ignore_index=True) if found else pd.DataFrame()
 
 

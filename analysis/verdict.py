@@ -97,7 +97,7 @@ def _decision(rows: pd.DataFrame) -> Decision:
 
 def _candidates(table: pd.DataFrame) -> pd.DataFrame:
     """The lines a workload's answer may rest on: time per epoch, a CPU against a GPU, ranked."""
-    cpu = table["device_a"].str.startswith("cpu") & ~table["device_b"].str.startswith("cpu")
+    cpu = table["is_cpu_a"] & ~table["is_cpu_b"]
     lines = table[cpu & (table["metric"] == "epoch_s") & (table["verdict"] != NOT_COMPUTABLE)]
     workloads = lines.groupby("device_b")["workload"].transform("nunique")  # the GPU most workloads compare with
     return lines.assign(_axis=lines["axis"].map(HEADLINE_AXES.index), _gpus=-workloads, _points=-lines["n_points"])
@@ -130,7 +130,7 @@ BUSY_MARKS = {"[busy]": f"{BUSY} (other processes on its CPUs): those times may 
 
 def _why_not(rows: pd.DataFrame) -> str:
     ok = rows[rows["status"] == "ok"]
-    cpu = ok["arm"].str.startswith("cpu")
+    cpu = ok["is_cpu"]
     if cpu.all():
         return f"{NOT_COMPARED}: no GPU rows at its sizes (run on a GPU, or leave out --no-reference)"
     if not cpu.any():

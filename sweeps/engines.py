@@ -29,6 +29,7 @@ from analysis.engines import render
 from sweeps import cli, runner
 from sweeps.space import Space
 from trainables.config import ENGINES
+from trainables.devices import parse
 from trainables.fused import FUSED_ENGINES
 from trainables.workload import register
 
@@ -118,7 +119,7 @@ def study(args) -> int:
     runner.connect(args.address)
     types = runner.node_types()
     args.cpu_threads = args.cpu_threads or runner.node_cpus(types)
-    gpu = "cuda" in runner.cluster_devices(types)
+    gpu = any(parse(d).uses_gpu for d in runner.cluster_devices(types))
     if not gpu:
         print("no GPU in the Ray cluster: the CPU baseline only (the GPU engines and fused trials need one)")
     return runner.run_studies(lambda: spaces(args, grid, gpu), args.out, render)

@@ -166,13 +166,13 @@ def _interval(c: np.ndarray, g: np.ndarray, cpu_var: tuple, gpu_var: tuple) -> t
 
 
 def runs(rows: pd.DataFrame, axis: str, gpu: str | None = None) -> dict:
-    """One line's ok rows as the rule reads them: size -> Runs, the 'cpu' rows' and the `gpu` device's (any
-    other device where None) median epoch times, in seed order. Rows flagged outside_load are read as the
-    verdict reads them (analysis/crossover.py `timed`)."""
+    """One line's ok rows as the rule reads them: size -> Runs, the 'cpu' rows' (`is_cpu`) and the `gpu`
+    device's (any other device where None) median epoch times, in seed order. Rows flagged outside_load
+    are read as the verdict reads them (analysis/crossover.py `timed`)."""
     rows = timed(rows)
     ok = rows[rows["status"] == "ok"].sort_values("seed")
-    is_gpu = ok["device"] != "cpu" if gpu is None else ok["device"] == gpu
-    cpu, other = ok[ok["device"] == "cpu"], ok[is_gpu]
+    is_gpu = ~ok["is_cpu"] if gpu is None else ok["device"].eq(gpu)
+    cpu, other = ok[ok["is_cpu"]], ok[is_gpu]
     return {size: Runs(tuple(group["epoch_s_median"]), tuple(other.loc[other[axis] == size, "epoch_s_median"]))
             for size, group in cpu.groupby(axis)}
 
@@ -381,6 +381,7 @@ class Plan:
     store: Store
     lines: list
     trials: dict  # line -> {(size, seed, device): Trial}, seeds up to SEEDS (and the space's repeats)
+    cpu: str  # the space's CPU device (its rows are the CPU side)
     gpu: str | None  # the space's GPU device (its rows are the GPU side), or None: the reference rows are
     gpu_runs: dict  # line -> {size: reference GPU epoch times}, where gpu is None
     gpu_name: dict  # line -> what the GPU side is, in words
@@ -396,7 +397,8 @@ class Plan:
 def plan(space: Space, out: Path | str) -> Plan:
     """The search's plan for `space` (the full grid's Space) in `out`/<space.name>. Raises ValueError where
     the space has no 'cpu' device: the search compares the CPU with a GPU."""
-    if "cpu" not in space.devices:
+    cpu = next((d for d in space.devices if parse(d).is_cpu), None)
+    if cpu is None:
         raise ValueError(f"the search compares the CPU with a GPU, and --devices {','.join(space.devices)} has no "
                          "cpu: add it, or run --grid full")
     gpu = next((d for d in space.devices if parse(d).uses_gpu), None)
@@ -421,7 +423,7 @@ def plan(space: Space, out: Path | str) -> Plan:
         ref_epoch[line] = {side: {s: medians[k] for s, k in ref[line.workload].items() if k in medians}
                            for side, medians in epochs.items()}
     threads = _reference_threads(ref_rows)
-    return Plan(space, store, kept, {line: trials[line.workload] for line in kept}, gpu,
+    return Plan(space, store, kept, {line: trials[line.workload] for line in kept}, cpu, gpu,
                 gpu_runs if gpu is None else {}, gpu_name, ref_epoch,
                 max(1.0, threads / space.cpu_threads) if threads else 1.0, missing, ref_gpu)
 
@@ -436,8 +438,8 @@ def _trials(space: Space, line: Line) -> dict:
 def _reference(found: list, trials: dict, store: Store) -> tuple[dict, pd.DataFrame]:
     """Per workload, size -> config_key of its configuration; and the reference GPU rows of those configurations
     (analysis/summary.py's `with_reference`, the summary's own choice of folder per GPU model)."""
-    planned = [(line, size, t) for line in found for (size, seed, device), t in trials[line.workload].items()
-               if seed == 0 and device == "cpu"]
+    planned = [(line, size, t) for line in found for (size, seed, _), t in trials[line.workload].items()
+               if seed == 0 and t.spec.is_cpu]
     probe = pd.DataFrame([{**config_row(t), "status": "ok"} for _, _, t in planned])
     probe = probe.assign(results_dir=str(store.dir), arm="cpu", device_name=None, torch_threads=None)
     probe["config_key"] = keys(probe)
@@ -479,16 +481,16 @@ def _reference_epochs(gpu_rows: pd.DataFrame) -> dict:
     """config_key -> median epoch time of the reference, for the CPU and the GPU: the GPU rows given, and
     the CPU rows of the folders they come from (read once a process)."""
     dirs = sorted(gpu_rows["results_dir"].unique())
-    none = pd.DataFrame(columns=["device", "config_key", "epoch_s_median"])  # no reference row of the line's sizes
+    none = pd.DataFrame(columns=["is_cpu", "config_key", "epoch_s_median"])  # no reference row of the line's sizes
     cpu = pd.concat([_folder(d) for d in dirs]) if dirs else none
-    cpu = cpu[cpu["device"] == "cpu"]
+    cpu = cpu[cpu["is_cpu"].astype(bool)]  # astype: `none`'s column is object
     return {side: rows.groupby("config_key")["epoch_s_median"].median().to_dict()
             for side, rows in ((CPU, cpu), (GPU, gpu_rows))}
 
 
 def _reference_threads(gpu_rows: pd.DataFrame) -> int | None:
     dirs = sorted(gpu_rows["results_dir"].unique())
-    threads = [t for d in dirs for t in _folder(d).loc[lambda r: r["device"] == "cpu", "torch_threads"].dropna()]
+    threads = [t for d in dirs for t in _folder(d).loc[lambda r: r["is_cpu"], "torch_threads"].dropna()]
     return int(np.median(threads)) if threads else None
 
 
@@ -514,7 +516,7 @@ def state(p: Plan, rows: pd.DataFrame | None = None) -> State:
         own[line] = {index[h] for h in ok.loc[ok["config_hash"].isin(index), "config_hash"]}  # measured: not again
         mine = used[used["config_hash"].isin(index)]
         found = [(index[h], r) for h, r in zip(mine["config_hash"], mine.itertuples())]
-        side = {"cpu": CPU, p.gpu: GPU}
+        side = {p.cpu: CPU, p.gpu: GPU}
         per = {CPU: {}, GPU: {}}
         for (size, seed, device), r in sorted(found, key=lambda f: f[0][1]):
             if device in side:
@@ -564,7 +566,7 @@ def asks(p: Plan, s: State, frozen: dict) -> list[Ask]:
     for line in p.lines:
         for size, target in next_runs(line, s.measured[line], frozenset(frozen[line])).items():
             have = len(s.measured[line][size].cpu) if size in s.measured[line] else 0
-            seeds = sorted({k[1] for k in p.trials[line] if k[0] == size and (size, k[1], "cpu") not in s.own[line]})
+            seeds = sorted({k[1] for k in p.trials[line] if k[0] == size and (size, k[1], p.cpu) not in s.own[line]})
             keys_ = [(size, seed, d) for seed in seeds[:target - have] for d in p.space.devices
                      if (size, seed, d) not in s.own[line]]
             if keys_:
@@ -800,7 +802,7 @@ def _full(p: Plan, line: Line, rows: pd.DataFrame) -> tuple[str, str | None, flo
     if both.empty or line.axis not in schema.CROSSOVER_AXES:
         return "not compared", None, math.nan
     table = find(both.assign(arm=both["device"]))
-    table = table[(table["axis"] == line.axis) & (table["metric"] == "epoch_s") & (table["device_a"] == "cpu")]
+    table = table[(table["axis"] == line.axis) & (table["metric"] == "epoch_s") & table["is_cpu_a"]]
     if table.empty:
         return "not compared", None, math.nan
     t = table.iloc[0]

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from analysis.load import arm_labels
+from analysis.load import labelled
 from analysis import schema
 
 
@@ -62,6 +62,5 @@ def write(rows, directory):
 
 
 def frame(rows) -> pd.DataFrame:
-    """Rows as load.read() returns them: the exact schema's table as pandas, with an arm."""
-    table = schema.to_table(rows).to_pandas()
-    return table.assign(results_dir="synthetic", arm=arm_labels(table))
+    """Rows as load.read() returns them: the exact schema's table as pandas, with an arm and the device's fields."""
+    return labelled(schema.to_table(rows).to_pandas().assign(results_dir="synthetic"))

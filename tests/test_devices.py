@@ -1,20 +1,28 @@
-"""Device strings: the resources each asks of Ray, the placement it gets, and the variants' equivalence
-on the CPU (a two-stage pipeline, and DDP over gloo with two Ray Train workers)."""
+"""Device strings: parsed in trainables/devices.py alone, the resources each asks of Ray, the placement it
+gets, and the variants' equivalence on the CPU (a two-stage pipeline, and DDP over gloo with two Ray Train
+workers)."""
 
+import ast
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
+from analysis_rows import frame, row
 from sweeps.space import Space
 from trainables.config import ConfigError, TrialConfig
-from trainables.devices import Placement, kernels_for, parse, placement, resources, threads_for
+from trainables.devices import parse, resources, threads_for
+from trainables.placement import Placement, kernels_for, placement
 from trainables.pipeline import balanced_stages
 from trainables.train import run_trial
 from trainables.trial import resolve
 from trainables.workloads import mlp
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("device, threads, expected", [
@@ -28,6 +36,108 @@ from trainables.workloads import mlp
 ])
 def test_each_device_asks_ray_for_what_it_uses(device, threads, expected):
     assert resources(parse(device), threads) == expected
+
+
+@pytest.mark.parametrize("device, fields", [
+    # is_cpu, whole_gpu, packed, single_process, pipelined, distributed, uses_gpu, gpus
+    ("cpu", (True, False, False, True, False, False, False, 0)),
+    ("cuda", (False, True, False, True, False, False, True, 1)),
+    ("cuda/1", (False, True, False, True, False, False, True, 1)),  # one trial per GPU: a whole one
+    ("cuda/4", (False, False, True, True, False, False, True, 1)),
+    ("ddp:1", (False, False, False, False, False, True, True, 1)),
+    ("ddp:4", (False, False, False, False, False, True, True, 4)),
+    ("ddp-cpu:2", (False, False, False, False, False, True, False, 0)),
+    ("pipe:2", (False, False, False, False, True, False, True, 2)),
+])
+def test_the_spec_answers_what_its_readers_ask(device, fields):
+    spec = parse(device)
+    names = ("is_cpu", "whole_gpu", "packed", "single_process", "pipelined", "distributed", "uses_gpu", "gpus")
+    assert tuple(getattr(spec, n) for n in names) == fields
+
+
+def test_rows_read_carry_their_devices_fields():
+    from analysis.load import DEVICE_FIELDS
+
+    devices = ["cpu", "cuda", "cuda/4", "ddp:2", "ddp-cpu:2", "pipe:2"]
+    rows = frame([row("disc", d, [0.1, 0.1]) for d in devices]).set_index("device")
+    for device in devices:
+        assert rows.loc[device, list(DEVICE_FIELDS)].tolist() == [getattr(parse(device), f) for f in DEVICE_FIELDS]
+
+
+def test_the_device_vocabulary_imports_no_torch():
+    check = "import trainables.devices, sys; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# What parsing a device string looks like: a device string (cpu, cuda, cuda/K, ddp:N, ddp-cpu:N, pipe:N, or
+# a prefix of one: 'ddp:', 'cuda/') compared, matched or split on; or a regex naming one.
+_DEVICE = re.compile(r"^(cpu|cuda|ddp|ddp-cpu|pipe)([:/]\d*)?$")
+_PATTERN = re.compile(r"\b(cpu|cuda|ddp|pipe)\b")
+_TESTS = {"startswith", "endswith", "split", "rsplit", "partition", "rpartition", "removeprefix", "removesuffix",
+          "isin", "eq", "ne"}
+_REGEX = {"match", "fullmatch", "search", "findall", "contains", "compile", "sub"}
+# What the check lets pass, and why: file -> the source of each such test
+_NOT_DEVICES = {
+    "trainables/neighbours.py": {'name != "cpu"'},  # /proc/stat's first line is named 'cpu': the CPUs' total
+    "sweeps/parallel.py": {'study == "ddp"', 'study == "pipe"'},  # the studies' names (packed, ddp, pipe)
+    # being rewritten on its own branch (issue 28), which is to ask parse(); then these two go
+    "sweeps/parity.py": {'device == "cpu"', 'd not in ("cpu", "cuda")'},
+}
+
+
+def _literals(node) -> list[str]:
+    """The string constants of `node`, or of the tuple, list or set it is."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+
+
+def device_tests(source: str) -> list[tuple[int, str]]:
+    """(line, source) of each place `source` tests a device string, outside trainables/devices.py's parse.
+    A torch device's `.type == "cuda"` is torch's vocabulary, not ours, and is not counted."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(isinstance(o, ast.Attribute) and o.attr == "type" for o in operands):
+                continue
+            hit = any(_DEVICE.match(s) for o in operands for s in _literals(o))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            args = [*node.args, *(k.value for k in node.keywords)]
+            strings = [s for a in args for s in _literals(a)]
+            hit = (node.func.attr in _TESTS and any(_DEVICE.match(s) for s in strings)
+                   or node.func.attr in _REGEX and any(_PATTERN.search(s) for s in strings))
+        elif isinstance(node, ast.MatchValue):
+            hit = any(_DEVICE.match(s) for s in _literals(node.value))
+        else:
+            continue
+        if hit:
+            found.append((node.lineno, ast.get_source_segment(source, node)))
+    return found
+
+
+def test_no_module_but_devices_parses_a_device_string():
+    found = []
+    for path in sorted(p for package in ("trainables", "sweeps", "analysis") for p in (ROOT / package).glob("*.py")):
+        name = str(path.relative_to(ROOT))
+        if name == "trainables/devices.py":
+            continue
+        found += [f"{name}:{line}: {text}" for line, text in device_tests(path.read_text())
+                  if text not in _NOT_DEVICES.get(name, set())]
+    assert found == [], ("device strings tested outside trainables/devices.py: ask the parsed DeviceSpec (a "
+                         "trial's .spec, parse(), or the fields analysis/load.py adds to rows) instead\n"
+                         + "\n".join(found))
+
+
+def test_the_check_sees_each_way_of_parsing():
+    planted = ['d == "cpu"', 'rows["device"] != "cuda"', 'd in ("cpu", "cuda")', '"cuda" in devices',
+               'd.startswith("ddp:")', 'rows["device"].str.startswith("pipe:")', 'rows["device"].isin(["cpu", "cuda"])',
+               'int(d.split("ddp:")[1])', 'rows["device"].str.fullmatch(r"cuda/\\d+")', 're.match(r"ddp:(\\d+)", d)',
+               'sorted(xs, key=lambda d: d != "cuda/4")', 'rows.loc[rows["device"].eq("cpu")]']
+    assert [source for source in planted if not device_tests(source)] == []
+    not_parsing = ['device.type == "cuda"', 'torch.device("cuda", 0)', 'x = "cpu"', 'asked["cpu"]', 'd == gpu',
+                   'f"ddp:{n}"', 'args.devices.split(",")']
+    assert [source for source in not_parsing if device_tests(source)] == []
 
 
 def test_threads_follow_the_device():

@@ -10,6 +10,7 @@ import pytest
 from analysis_rows import write
 
 from analysis import engines, schema
+from analysis.load import labelled
 from sweeps.engines import GRIDS, spaces
 from sweeps.space import groups
 from trainables import workload
@@ -105,9 +106,7 @@ def test_the_figures_from_rows_with_known_times(names):
         + [row(fused, "cuda", "graph", 4, 3, total_s=2.0, seed=s, epochs=200, fused_members=8, fused_group="h",
                batch_size=50) for s in range(8)]
     ).to_pandas()
-    from analysis.load import arm_labels
-
-    rows["arm"] = arm_labels(rows)
+    rows = labelled(rows)
     speed = engines.speedup(rows)
     assert speed["graph_speedup"].to_numpy() == pytest.approx(4, rel=0.05)
     fused = engines.fused(rows).set_index(["engine", "how"])
@@ -132,7 +131,8 @@ def test_a_member_epoch_per_engine_and_k_against_the_flops_floor():
         + [peaks("graph", 64, 4.0 + g, group=f"g{g}", seed=64 * g + s) for g in range(3) for s in range(64)]
         + [peaks("triton", 64, 0.64, group="t", seed=s) for s in range(64)]
         + [peaks("eager", 1, 9.0, gpu="a GPU the table lacks")]
-        + [{**peaks("graph", 1, 0.2), "dataset_size": 2500, "batch_size": 2500}]).to_pandas()  # never fused: left out
+        + [{**peaks("graph", 1, 0.2), "dataset_size": 2500, "batch_size": 2500}]  # never fused: left out
+    ).to_pandas().pipe(labelled)
     table = engines.member_epochs(rows).reset_index().set_index(["engine", "k"])
     assert list(table.index) == [("eager", 1), ("graph", 64), ("triton", 64)]  # the unknown GPU left out
     floor = 40000 * 2 * (3 * (40 + 100 + 5) - 40) / 66.9e12 * 1e6  # the H200's fp32 peak, devices.yaml

@@ -13,7 +13,8 @@ import torch
 
 from sweeps.space import Space
 from trainables.config import TrialConfig
-from trainables.devices import parse, placement
+from trainables.devices import parse
+from trainables.placement import placement
 from trainables.fused import run_fused
 from trainables.train import run_trial
 from trainables.trial import resolve

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from analysis import model
+from analysis.load import device_fields
 from analysis.schema import CONFIG_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +53,8 @@ def _rows(key: str, slower: float = 1.0) -> pd.DataFrame:
                               "model": "fc " + "-".join(map(str, sizes)), "n_params": params, "steps_per_epoch": 10,
                               "epoch_s_median": 10 * step * slower, "flops_per_step": flops,
                               "bytes_per_step": nbytes, "launches_per_step": launches})
-    return pd.DataFrame(rows)
+    rows = pd.DataFrame(rows)
+    return rows.assign(**device_fields(rows))  # what the model reads of load.read()'s additions
 
 
 def test_the_model_recovers_a_planted_gpu_from_the_others_rows(table):

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from analysis import model
+from analysis.load import device_fields
 from analysis.schema import CONFIG_COLUMNS, OP_CLASSES
 from tests.test_model import device_table
 
@@ -55,7 +56,8 @@ def _rows(key: str, per_class: bool = True) -> pd.DataFrame:
                 "device": "cuda", "engine": "eager", "status": "ok", "device_name": f"NVIDIA Planted {key}",
                 "torch_threads": 1, "model": f"{workload} {size}", "n_params": 10 * size, "steps_per_epoch": 10,
                 "epoch_s_median": 10 * _truth_step(key, costs)})
-    return pd.DataFrame(rows)
+    rows = pd.DataFrame(rows)
+    return rows.assign(**device_fields(rows))  # what the model reads of load.read()'s additions
 
 
 def test_the_per_class_model_recovers_a_planted_gpu_and_its_parameters(table):

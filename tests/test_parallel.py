@@ -7,6 +7,7 @@ import pytest
 
 from analysis import parallel
 from analysis import schema
+from analysis.load import labelled
 from sweeps.parallel import MICRO_BATCHES, gpu_counts, spaces
 from trainables import workload
 
@@ -24,7 +25,7 @@ def rows(*specs, depth=8, width=64, workload="tabular"):
         {"sweep": "any", "device": device, "batch_size": batch, "samples_per_s": sps, "status": "ok",
          "gpu_ids": ids, "micro_batches": micro, "workload": workload, "depth": depth, "width": width,
          "dataset_size": 65536, "epochs": 3, "fused_members": 1, "peak_gpu_bytes": 1, **asked(device, micro)}
-        for device, batch, sps, ids, micro in specs]).to_pandas()
+        for device, batch, sps, ids, micro in specs]).to_pandas().pipe(labelled)
 
 
 def test_packed_throughput_per_gpu_and_placement():
@@ -74,6 +75,7 @@ def test_the_data_parallel_crossover_is_found_along_the_model_size():
     table = schema.to_table([{"sweep": "any", "status": "ok", "workload": "tabular", "depth": 8, "batch_size": 4096,
                               "dataset_size": 32768, "epochs": 4, "warmup_epochs": 1, "world_size": 4 if s["device"] != "cuda" else 1,
                               "fused_members": 1, "samples_per_s": 32768 / s["epoch_s_median"], **s} for s in specs]).to_pandas()
+    table = labelled(table)
     cross = parallel.crossover(table)
     assert len(cross) == 1 and "ddp:4 faster past n_params" in cross["answer"].iloc[0]
     assert 1024**2 * 8 < cross["crossover"].iloc[0] < 4096**2 * 8

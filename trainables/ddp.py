@@ -20,7 +20,8 @@ import torch.distributed as dist
 from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchConfig, TorchTrainer
 
-from trainables.devices import Placement, ddp_worker_resources
+from trainables.devices import ddp_worker_resources
+from trainables.placement import Placement
 from trainables.train import run_trial
 from trainables.trial import Trial
 
@@ -42,7 +43,7 @@ def _worker(config: dict) -> None:
 
 
 def run_ddp(trial: Trial) -> dict:
-    gpu = trial.spec.kind == "ddp"
+    gpu = trial.spec.uses_gpu
     trainer = TorchTrainer(
         _worker,
         train_loop_config={"trial": trial},

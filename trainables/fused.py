@@ -34,9 +34,9 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from analysis.schema import OP_CLASSES
 from trainables import costs
-from trainables.devices import Placement, placement
 from trainables.graph import StepGraph
 from trainables.measure import measure
+from trainables.placement import Placement, placement
 from trainables.timing import Timer
 from trainables.trial import Trial
 from trainables.workloads import n_params
@@ -53,7 +53,7 @@ def fusion_key(trial: Trial) -> str | None:
     """Trials with equal keys can fuse; None where this one cannot (a workload not `fusable`, a multi-GPU or
     packed device, engine 'compile', the seeds' loop, a precision other than default or fp32)."""
     cfg, spec = trial.cfg, trial.spec
-    if not trial.wl.fusable or spec.kind not in ("cpu", "cuda") or spec.count != 1:
+    if not trial.wl.fusable or not (spec.is_cpu or spec.whole_gpu):
         return None
     if cfg.engine not in FUSED_ENGINES or cfg.loop != "fast" or cfg.precision not in FUSED_PRECISIONS:
         return None

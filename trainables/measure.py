@@ -18,10 +18,10 @@ from typing import Callable, Protocol
 import torch
 
 from trainables import precision
-from trainables.devices import Placement
 from trainables.energy import Meter
 from trainables.graph import warm_up
 from trainables.neighbours import Window
+from trainables.placement import Placement
 from trainables.rows import failed_row, measured_row, quality
 from trainables.timing import Clock, Timer
 from trainables.trial import Trial

@@ -5,7 +5,7 @@ Kernel launches are asynchronous, so while stage i+1 works on micro-batch m, the
 queued micro-batch m+1 on stage i: the GPUs overlap. The training loop does not know: it calls the
 model, and autograd carries the backward pass back across the devices.
 
-    Placement(devices=(cuda:0, cuda:1), micro_batches=4).prepare(model)   # see trainables/devices.py
+    Placement(devices=(cuda:0, cuda:1), micro_batches=4).prepare(model)   # see trainables/placement.py
 """
 
 from __future__ import annotations

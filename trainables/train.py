@@ -19,10 +19,10 @@ import torch
 from analysis.schema import OP_CLASSES
 from trainables import costs, precision
 from trainables.data import Data, move, take
-from trainables.devices import Placement, placement
 from trainables.fused import run_fused
 from trainables.graph import StepGraph
 from trainables.measure import measure
+from trainables.placement import Placement, placement
 from trainables.timing import Timer
 from trainables.trial import Trial
 

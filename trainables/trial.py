@@ -62,7 +62,7 @@ def resolve(cfg: TrialConfig) -> Trial:
     """
     wl = workload_of(cfg)
     spec = parse(cfg.device)
-    if spec.kind == "pipe" and not wl.pipeline:
+    if spec.pipelined and not wl.pipeline:
         raise ConfigError("device", f"device {cfg.device!r}: a pipeline splits workloads whose model is an "
                                     f"nn.Sequential (Workload.pipeline: disc, peaks, tabular), not {wl.name}")
     for axis in ("depth", "width", "context"):
@@ -73,7 +73,7 @@ def resolve(cfg: TrialConfig) -> Trial:
     if filled["batch_size"] is None:  # full batch (peaks)
         filled["batch_size"] = filled["dataset_size"]
     # only a pipeline cuts batches: elsewhere the axis is dropped, so a grid over it adds no trials
-    filled["micro_batches"] = (cfg.micro_batches or 4) if spec.kind == "pipe" else None
+    filled["micro_batches"] = (cfg.micro_batches or 4) if spec.pipelined else None
     filled["params"] = _params(wl, cfg.params)
     cfg = dataclasses.replace(cfg, **filled)
 
@@ -146,7 +146,7 @@ def _check_engine(cfg: TrialConfig, spec: DeviceSpec, wl: Workload) -> None:
         raise ConfigError("engine", f"engine must be one of {list(ENGINES)}, got {cfg.engine!r}")
     if cfg.engine == "eager":
         return
-    if spec.kind not in ("cpu", "cuda"):
+    if not spec.single_process:
         raise ConfigError("engine", f"engine {cfg.engine!r} runs single-process trials (cpu, cuda, cuda/K), "
                                     f"not {cfg.device!r}: use engine 'eager' there")
     if cfg.warmup_epochs < 1:
@@ -157,7 +157,7 @@ def _check_engine(cfg: TrialConfig, spec: DeviceSpec, wl: Workload) -> None:
                                     "kernel (trainables/mlp_kernel.py), not "
                                     f"{cfg.workload} at depth {cfg.depth} in {cfg.precision}: use engine 'graph'")
     if cfg.engine in CAPTURED:
-        if spec.kind != "cuda":
+        if not (spec.whole_gpu or spec.packed):
             raise ConfigError("engine", f"engine {cfg.engine!r} captures a CUDA graph: it needs device cuda or cuda/K")
         if cfg.loop == "seed":
             raise ConfigError("loop", "loop 'seed' syncs with the host every step, which a CUDA graph cannot "
