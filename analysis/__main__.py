@@ -4,7 +4,8 @@
     python -m analysis summary results/scaling                # median time per epoch per device and size
     python -m analysis cost results/scaling                   # cost per epoch, trial and million samples per row
     python -m analysis decide results/scaling --trials 1000 --workload peaks --deadline 2   # the sweep on every option
-    python -m analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000   # your run on every option
+    python -m analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
+    python -m analysis decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json -   # as JSON
     python -m analysis parallel results/parallel-*            # packed, DDP and pipeline figures
     python -m analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
     python -m analysis model [DIRS] [--validate]              # the per-class model: bounds; held-out error, 90% coverage, targets (default: results/reference)
@@ -18,6 +19,7 @@ results/reference/ only where named (analysis/load.py, sweep_dirs).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -52,8 +54,8 @@ def main(argv=None) -> int:
                      help="home box YAML, repeatable (default: every box in analysis/home_boxes/)")
     dec.add_argument("--trials", type=int, action="append", default=None,
                      help="trials of the --workload of the same position (default: the measured grid as the sweep); "
-                          "with --epochs: runs of the planned run, spread over its workload's measured shapes "
-                          "(default: one at each)")
+                          "with --epochs: runs of the planned run, side by side where an option has the GPUs "
+                          "(default: one)")
     dec.add_argument("--workload", action="append", default=None,
                      help="workload of the --trials of the same position; with --epochs: the workload whose rows "
                           "price the planned run (needed where the rows hold several)")
@@ -63,6 +65,23 @@ def main(argv=None) -> int:
     dec.add_argument("--dataset-size", "--samples", dest="dataset_size", type=int, default=None, metavar="N",
                      help="your planned run's samples an epoch (with --epochs); its time per epoch is fitted along "
                           "the dataset sizes measured, and each option says how far outside them N lies")
+    for axis, flag in decide.AXIS_FLAGS.items():
+        dec.add_argument(flag, dest=axis, default=None, metavar="N",
+                         help=f"your planned run's {decide.AXIS_NAMES[axis][:-1]} (with --epochs): needed where the "
+                              f"rows hold several")
+    dec.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
+                     help="your planned run's value of any other axis (with --epochs): a workload's own "
+                          "(--param image_size=32) or a column of the configuration (--param lr=0.1); repeatable")
+    dec.add_argument("--json", type=Path, default=None, metavar="PATH",
+                     help="also write every option's figures as a JSON list to PATH ('-': stdout alone, the text "
+                          "answer then to stderr): option, gpu, batch_size, dataset_size, epoch_s and its interval, "
+                          "run_s, usd, fits, basis and more (analysis/decide.py, records)")
+    dec.add_argument("--usd-per-kwh", type=float, default=cost.USD_PER_KWH,
+                     help="your electricity's price: costs your own CPU and GPUs' runs (US dollars per kWh)")
+    dec.add_argument("--cpu-watts", type=float, default=cost.CPU_W,
+                     help="watts your CPU draws training, where no row read RAPL (cpu_energy_j); docs/cost.md")
+    dec.add_argument("--gpu-watts", type=float, default=cost.GPU_W,
+                     help="watts each of your GPUs draws training, where no row read NVML (gpu_energy_j); docs/cost.md")
     dec.add_argument("--deadline", type=float, default=None, help="hours: also name the cheapest option that ends within it")
     dec.add_argument("--prices", type=Path, default=cost.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
     dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
@@ -174,9 +193,25 @@ def _trials(args) -> dict[str, int] | None:
     return dict(zip(args.workload, args.trials))
 
 
+def _axes(args) -> tuple[tuple[str, str], ...]:
+    """The planned run's named axes: --batch-size, --width, --depth, --context and every --param NAME=VALUE."""
+    named = [(axis, getattr(args, axis)) for axis in decide.AXIS_FLAGS if getattr(args, axis) is not None]
+    for text in args.param or []:
+        name, sep, value = text.partition("=")
+        if not sep:
+            raise ValueError(f"--param {text}: write NAME=VALUE, e.g. --param image_size=32")
+        named.append((name.strip().replace("-", "_"), value.strip()))
+    return tuple(named)
+
+
 def _plan(args) -> decide.Plan | None:
-    """The planned run of --epochs and --dataset-size, with at most one --workload and one --trials."""
+    """The planned run of --epochs and --dataset-size, with at most one --workload and one --trials, and
+    the axes that name its configuration."""
     if args.epochs is None and args.dataset_size is None:
+        if _axes(args):
+            raise ValueError(f"{(args.param and '--param') or decide.AXIS_FLAGS[_axes(args)[0][0]]} names your "
+                             "planned run's configuration: give --epochs and --dataset-size too "
+                             "(--epochs 30 --dataset-size 50000 --batch-size 128)")
         return None
     if args.epochs is None or args.dataset_size is None:
         given, lacking = ("--epochs", "--dataset-size") if args.dataset_size is None else ("--dataset-size", "--epochs")
@@ -186,30 +221,43 @@ def _plan(args) -> decide.Plan | None:
         if len(values or []) > 1:
             raise ValueError(f"{flag} given {len(values)} times: with --epochs and --dataset-size, the planned run "
                              f"is one workload's; give {flag} once")
-    return decide.Plan(args.epochs, args.dataset_size, (args.workload or [None])[0], (args.trials or [None])[0])
+    return decide.Plan(args.epochs, args.dataset_size, (args.workload or [None])[0], (args.trials or [None])[0],
+                       _axes(args))
 
 
 def _decide(args) -> int:
     plan = _plan(args)  # before reading: a bad flag is refused at once
+    power = cost.Electricity(args.usd_per_kwh, args.cpu_watts, args.gpu_watts)
     rows = read(*args.dirs)
     rows = rows if args.no_reference else summary.with_reference(rows)
     options, billing = cost.load_prices(args.prices)
     boxes = [cost.load_home_box(p) for p in (args.home_box or cost.home_boxes())]
     grid, found, picks, even, notes = decide.decide(rows, None, options, billing, boxes,
-                                                    None if plan else _trials(args), args.deadline, plan)
+                                                    None if plan else _trials(args), args.deadline, plan, power)
+    text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
+    if args.json is not None:
+        listed = json.dumps(decide.records(found, grid, plan), indent=1)
+        if str(args.json) == "-":
+            print(listed)
+        else:
+            args.json.write_text(listed + "\n")
     if args.verbose:
-        print("\n".join(filter(None, [summary.reference_note(rows), decide.render(found, grid, picks, even, notes, plan)])))
+        print("\n".join(filter(None, [summary.reference_note(rows), decide.render(found, grid, picks, even, notes, plan)])),
+              file=text)
     else:
-        print(decide.brief(found, grid, picks, notes, plan, (verdict.reference_line(rows),), decide.BRIEF_LINES - 1))
+        print(decide.brief(found, grid, picks, notes, plan, (verdict.reference_line(rows),), decide.BRIEF_LINES - 1),
+              file=text)
+    if args.json is not None and str(args.json) != "-":
+        print(f"json: {args.json} ({len(found)} options)", file=text)
     out = args.out or report.default_out(args.dirs)
     named = charts.decision(found, even)
     drawn, why = charts.save_all(named, out)  # after the answer: charts that cannot be written never lose it
     if why or not named:
-        print(why or "charts: none (no option to draw)")
+        print(why or "charts: none (no option to draw)", file=text)
     elif args.verbose:
-        print("\n".join(f"chart: {path}" for path in drawn.values()))
+        print("\n".join(f"chart: {path}" for path in drawn.values()), file=text)
     else:
-        print(f"charts: {out}/{{{','.join(drawn)}}}.html")
+        print(f"charts: {out}/{{{','.join(drawn)}}}.html", file=text)
     return 0
 
 

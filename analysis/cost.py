@@ -57,9 +57,10 @@ SKYPILOT_PROVIDER = "SkyPilot"
 SKYPILOT_BILLING = {"step_s": 60, "minimum_s": 60, "startup_s": 300}
 
 
-def _number(unit: str, low: float, strict: bool = True, high: float | None = None, integer: bool = False):
+def _number(unit: str, low: float, strict: bool = True, high: float | None = None, integer: bool = False,
+            default=MISSING):
     """A numeric field: its unit (for the messages) and its valid range, low < value (<= high)."""
-    return field(metadata={"unit": unit, "low": low, "strict": strict, "high": high, "integer": integer})
+    return field(default=default, metadata={"unit": unit, "low": low, "strict": strict, "high": high, "integer": integer})
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,8 @@ class HomeBox:
     electricity_usd_per_kwh: float = _number("US dollars per kWh", 0, strict=False)
     matches: str | None = None  # regex on device_name for rows measured on this box; default: the gpu as a word
     source: str = ""  # where the other figures come from
+    # GB of the box's card where it differs from analysis/devices.yaml's for its gpu (a 4 GB GTX 960); None: the table's
+    memory_gb: float | None = _number("GB (10^9 bytes)", 0, default=None)
 
     @property
     def fixed_usd_per_month(self) -> float:
@@ -131,6 +134,32 @@ class HomeBox:
     def usd_per_h(self) -> float:
         """Cost per hour of use at the box's utilisation: write-off spread over the hours it trains, plus power."""
         return self.fixed_usd_per_month / (self.utilisation * HOURS_PER_MONTH) + self.energy_usd_per_h
+
+
+# Your own machine's electricity (analysis/decide.py's "your CPU", "your GPU"), costed as a home box's:
+# the power its rows measured, else these nominal watts; docs/cost.md gives the sources.
+CPU_W = 65.0  # a desktop CPU's package power under load: the TDP of AMD's and Intel's mainstream desktop parts
+GPU_W = 300.0  # a data-centre PCIe card's board power (NVIDIA's A100 PCIe datasheet: 300 W; H100 PCIe: 350 W)
+USD_PER_KWH = 0.17  # as analysis/home_boxes/*.yaml: a typical US residential price (EIA, 2025)
+
+
+@dataclass(frozen=True)
+class Electricity:
+    """What your own machine's electricity costs: its price, and the watts assumed where no row measured
+    the power (`decide --usd-per-kwh`, `--cpu-watts`, `--gpu-watts`)."""
+    usd_per_kwh: float = USD_PER_KWH  # US dollars per kWh
+    cpu_w: float = CPU_W  # watts your CPU draws training, where no row read RAPL (cpu_energy_j)
+    gpu_w: float = GPU_W  # watts one of your GPUs draws training, where no row read NVML (gpu_energy_j)
+
+    def __post_init__(self):
+        for flag, value, low in (("--usd-per-kwh", self.usd_per_kwh, 0), ("--cpu-watts", self.cpu_w, 1e-9),
+                                 ("--gpu-watts", self.gpu_w, 1e-9)):
+            if not math.isfinite(value) or value < low:
+                raise ValueError(f"{flag} must be a number {'>= 0' if low == 0 else '> 0'}, got {value:g} "
+                                 f"(your machine's electricity; default {getattr(Electricity, _FIELD[flag]):g})")
+
+
+_FIELD = {"--usd-per-kwh": "usd_per_kwh", "--cpu-watts": "cpu_w", "--gpu-watts": "gpu_w"}
 
 
 class _Located(dict):

@@ -3,7 +3,8 @@
     python -m analysis decide results/scaling                      # the measured grid as the sweep
     python -m analysis decide results/scaling --trials 1000 --workload peaks --deadline 2
     python -m analysis decide results/scaling --home-box analysis/home_boxes/rtx4090.yaml
-    python -m analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000   # your run
+    python -m analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
+    python -m analysis decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json run.json
 
 The sweep is the unit: a list of configurations, each run some number of trials (`sweep`): by default
 the measured grid (every configuration your rows measured, as many trials as the seeds they ran of
@@ -29,15 +30,19 @@ finished_at), "predicted", or "62% predicted; measured on ..." (the predicted sh
                 with all the threads it was measured with.
     cloud       wall = provider's startup_s + makespan; cost = price x the billed time: wall rounded up
                 to the provider's billing step, at least its minimum. One instance, rented whole.
-    your CPU, GPU  wall = makespan; cost $0: the machine is already owned (its electricity not counted).
+    your CPU, GPU  wall = makespan; cost = its electricity (already owned): the power its rows measured
+                (RAPL cpu_energy_j, NVML gpu_energy_j, over train_s), else cost.Electricity's nominal
+                watts (--cpu-watts, --gpu-watts), x wall (x GPUs) x --usd-per-kwh; its source says which.
     home box    wall = makespan; cost = write-off (purchase over lifetime, spread over the hours the
                 box trains at its utilisation) + electricity: measured GPU energy where the rows of its
                 GPU have gpu_energy_j (their mean power over the timed epochs, train_s), else its nominal power_w.
 
-Your planned run (`Plan`, `plan_grid`, `plan_speeds`; --epochs E --dataset-size N [--workload W]): E
-epochs of N samples of one workload, priced instead of the measured grid; one run at each of the
-workload's measured shapes (its configurations less the dataset size: tabular's three widths), or
---trials runs spread evenly over them. Each option's time per epoch and fixed costs at N come from the
+Your planned run (`Plan`, `planned_rows`, `plan_grid`, `plan_speeds`; --epochs E --dataset-size N
+[--workload W] [--batch-size B, --width, --depth, --context, --param k=v]): E epochs of N samples of
+exactly one configuration, priced instead of the measured grid, once (or --trials runs of it). Where
+the workload's rows hold several shapes (its configurations less the dataset size) and the flags name
+none, it is refused in one line listing them: shapes are never summed. Each option's time per epoch
+(`per_epoch`) and fixed costs at N come from the
 dataset sizes its rows measured (`along`): at a measured size, the measurement; between two, the
 straight line through them; outside, a least-squares line a + b x N over the NEAREST sizes at that
 end, its spread the RMS of its relative residuals (one size measured: its time per sample x N). The
@@ -51,9 +56,14 @@ GPU, the own CPU) costs its price per sweep. The box is cheaper beyond
 fixed_usd_per_month / (option's $ per sweep - box's electricity per sweep) sweeps a month, each at the
 box's own speed (measured, or predicted and marked): never an assumed equal speed.
 
-Output (`brief`, the default): at most BRIEF_LINES lines of at most WIDTH columns: the cost-versus-time
-front (fastest first), the fastest, the cheapest, the cheapest within --deadline, the stale prices in one
-line. `render` (--verbose, and the report) adds every option, the break-even, how each is costed, the notes.
+Fits in memory (`_needs`, `memory`): each GPU option says whether the run fits its card (devices.yaml's
+memory_gb, a home box's own): the GPU rows' measured peak_gpu_bytes, else an estimate from n_params and
+bytes_per_step, + CONTEXT_BYTES (docs/cost.md). One that does not fit is never picked nor on the front.
+
+Output (`brief`, the default): at most BRIEF_LINES lines of at most WIDTH columns: the GPU memory the run
+needs and the cards it does not fit, the cost-versus-time front (fastest first), the fastest, the cheapest,
+the cheapest within --deadline, the stale prices in one line. `render` (--verbose, and the report) adds
+every option, the break-even, how each is costed, the notes. `records` (--json): every option's figures.
 
 Rows of the eager engine at fp32 only (analysis/engines.py compares engines). Reads rows only (pandas);
 never imports torch or ray.
@@ -62,6 +72,7 @@ never imports torch or ray.
 from __future__ import annotations
 
 import heapq
+import json
 import math
 import textwrap
 from dataclasses import dataclass
@@ -71,7 +82,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import model
-from analysis.cost import HOURS_PER_MONTH, Billing, HomeBox, Option, measures, stale
+from analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option, measures, stale
 from analysis.load import REFERENCE, read, sizes_label
 from analysis.schema import CONFIG_COLUMNS, SIZE_AXES
 
@@ -150,15 +161,59 @@ def _trial_s(group: pd.DataFrame, line) -> float:
     return float((group[FIXED].sum(axis=1, min_count=1) + timed * group["epoch_s_median"]).median())
 
 
-def _power_w(group: pd.DataFrame) -> float:
-    """The GPU's mean power over the timed epochs (gpu_energy_j is measured over them), null where not measured."""
-    if "gpu_energy_j" not in group or group["gpu_energy_j"].isna().all():
+def _power_w(group: pd.DataFrame, column: str = "gpu_energy_j") -> float:
+    """Mean power over the timed epochs (energy is measured over them: gpu_energy_j by NVML, cpu_energy_j
+    by RAPL), null where not measured."""
+    if column not in group or group[column].isna().all():
         return math.nan
-    return float((group["gpu_energy_j"] / group["train_s"]).median())
+    return float((group[column] / group["train_s"]).median())
+
+
+# What a run needs of a GPU's memory beyond the peak torch allocated (peak_gpu_bytes counts only its
+# allocations): the CUDA context and the cuDNN and cuBLAS handles, about 0.3-0.6 GB (docs/cost.md).
+CONTEXT_BYTES = 0.5e9
+# The estimate where no GPU row measured the peak (docs/cost.md, "Fits in memory"): per parameter, 4-byte
+# weights, gradients and Adam's two moments; a step moves each saved activation about ACTIVATION_MOVES times
+# (written and read in the forward, read and its gradient written in the backward); and what every measured
+# peak holds besides them (index tensors, cuBLAS workspace: the smallest reference peak).
+BYTES_PER_PARAM = 16
+ACTIVATION_MOVES = 4
+FLOOR_BYTES = 70e6
+
+
+def _needs(at: pd.DataFrame, samples: int, full_batch: bool) -> dict:
+    """GPU memory a run of one configuration needs at `samples` (needs_bytes, CONTEXT_BYTES included) and
+    how it was found (needs_how). Measured: the GPU rows' peak_gpu_bytes (the same on every card); with the
+    data kept on the GPU and two sizes or more, the line through the peaks at one batch's size, for a run
+    whose data does not fit moves it to the host (trainables/devices.py, `holds`); a whole-dataset batch
+    along the sizes to `samples`. Else estimated from n_params and the step's bytes (BYTES_PER_PARAM,
+    ACTIVATION_MOVES, FLOOR_BYTES); null where the rows lack bytes_per_step."""
+    gpu = at[at["device"].eq("cuda") & at["peak_gpu_bytes"].notna()] if "peak_gpu_bytes" in at else at.iloc[:0]
+    if len(gpu):
+        per_size = gpu.groupby("dataset_size")["peak_gpu_bytes"].median()
+        sizes, peaks = per_size.index.to_numpy(float), per_size.to_numpy(float)
+        on_gpu = gpu["data_on_device"].fillna(False).astype(bool).any() if "data_on_device" in gpu else False
+        if full_batch:
+            peak = along(sizes, peaks, samples).value
+        elif on_gpu and len(sizes) > 1:
+            peak = max(along(sizes, peaks, float(gpu["batch_size"].iloc[0])).value, FLOOR_BYTES)
+        else:
+            peak = float(np.median(peaks))
+        names = sorted({model.device_key(n, model.load_devices()) or n for n in gpu["device_name"]})
+        return {"needs_bytes": peak + CONTEXT_BYTES, "needs_how": f"peak measured on {', '.join(names)}"}
+    if "bytes_per_step" not in at or at["bytes_per_step"].isna().all():
+        return {"needs_bytes": math.nan, "needs_how": "not known: no GPU peak and no bytes_per_step in the rows"}
+    steps = at[at["bytes_per_step"].notna()]
+    moved = steps["bytes_per_step"] - steps.get("optimizer_bytes_per_step", pd.Series(0, index=steps.index)).fillna(0)
+    each = BYTES_PER_PARAM * steps["n_params"] + moved.clip(lower=0) / ACTIVATION_MOVES + FLOOR_BYTES
+    per_size = each.groupby(steps["dataset_size"]).median()
+    peak = (along(per_size.index.to_numpy(float), per_size.to_numpy(float), samples).value if full_batch
+            else float(per_size.median()))
+    return {"needs_bytes": peak + CONTEXT_BYTES, "needs_how": "estimated from n_params and bytes_per_step"}
 
 
 SPEED = ["config_key", "source", "trial_s", "trial_lo", "trial_hi", "k", "predicted", "hosts", "date", "power_w",
-         "threads", "own", "cpu"]
+         "threads", "own", "cpu", "needs_bytes", "needs_how"]
 
 
 def _yours_first(group: pd.DataFrame) -> pd.DataFrame:
@@ -198,6 +253,7 @@ def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus
     lines = []
     for line in grid.itertuples():
         at = ok[ok["config_key"] == line.config_key]
+        needs = _needs(at, line.dataset_size, False)
         gpu_rows = at[at["whole_gpu"] | at["packed"]]
         for gpu in gpus:
             mine = _yours_first(gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]])
@@ -205,7 +261,7 @@ def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus
                 packs = {int(d.split("/")[1]) if "/" in d else 1: g for d, g in mine.groupby("device")}
                 k, group = min(packs.items(), key=lambda kg: _trial_s(kg[1], line) / kg[0])
                 lines.append(_measured(line.config_key, gpu, _trial_s(group, line), group)
-                             | {"k": k, "power_w": _power_w(group)})
+                             | {"k": k, "power_w": _power_w(group), **needs})
                 continue
             guess = pred[(pred["config_key"] == line.config_key) & (pred["device_name"] == gpu)]
             if len(guess):  # the fixed seconds are measured (another GPU's, else the CPU's); the epochs predicted
@@ -213,27 +269,121 @@ def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus
                 epochs = max(line.epochs - line.warmup_epochs, 1) + line.warmup_epochs
                 mid, lo, hi = ((0 if pd.isna(fixed) else fixed) + epochs * e for e in _epochs(guess))
                 lines.append({"config_key": line.config_key, "source": gpu, "trial_s": mid, "trial_lo": lo, "trial_hi": hi,
-                              "k": 1, "predicted": True, "hosts": "", "date": pd.NaT, "power_w": math.nan})
+                              "k": 1, "predicted": True, "hosts": "", "date": pd.NaT, "power_w": math.nan, **needs})
         for (cpu, threads), group in at[at["is_cpu"]].groupby(["device_name", "torch_threads"]):
             group = _yours_first(group)
             lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", _trial_s(group, line), group)
-                         | {"k": 1, "power_w": math.nan, "threads": int(threads), "cpu": "CPU",
+                         | {"k": 1, "power_w": _power_w(group, "cpu_energy_j"), "threads": int(threads), "cpu": "CPU",
                             "own": not all(map(is_reference, group["results_dir"]))})
     return pd.DataFrame(lines, columns=SPEED)
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The run the user plans (--epochs, --dataset-size), priced instead of the measured grid."""
+    """The run the user plans (--epochs, --dataset-size), priced instead of the measured grid: one
+    configuration of one workload, the axes that pick it among the rows' named in `axes`."""
     epochs: int  # epochs of the run, its warm-up epochs among them
     samples: int  # samples an epoch: the dataset's size
     workload: str | None = None  # whose rows price it; None: the rows' only workload
-    trials: int | None = None  # runs of it, spread evenly over the workload's shapes; None: one at each
+    trials: int | None = None  # runs of it (seeds), side by side where an option has the GPUs; None: one
+    # (axis, value as given): a column of the configuration (batch_size, width, depth, context: their own
+    # flags; lr, loop, ...: --param) or one of the workload's own axes (workload_params, --param k=v)
+    axes: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         for flag, value in (("--epochs", self.epochs), ("--dataset-size", self.samples), ("--trials", self.trials)):
             if value is not None and value < 1:
                 raise ValueError(f"{flag} must be >= 1, got {value} (the planned run)")
+        for axis, value in self.axes:
+            if not axis:
+                raise ValueError(f"--param ={value}: the axis's name is empty; write --param NAME=VALUE, e.g. "
+                                 "--param image_size=32")
+            if axis in AXIS_FLAGS and not (str(value).isdigit() and int(value) >= 1):
+                raise ValueError(f"{AXIS_FLAGS[axis]} must be a whole number >= 1, got {value!r} (the planned run)")
+
+    @property
+    def named(self) -> dict[str, str]:
+        return dict(self.axes)
+
+
+# The axes a planned run names with a flag of their own; any other (lr, loop, a workload's own) with --param.
+AXIS_FLAGS = {"batch_size": "--batch-size", "width": "--width", "depth": "--depth", "context": "--context"}
+AXIS_NAMES = {"batch_size": "batch sizes", "width": "widths", "depth": "depths", "context": "context lengths"}
+
+
+def _text(value) -> str:
+    """A value as the rows and the flags both write it: 128, 0.1, fast, true ('128.0' and '128' alike)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float, np.number)):
+        return "-" if pd.isna(value) else f"{float(value):g}"
+    try:
+        return f"{float(value):g}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _params(text) -> dict:
+    """A row's workload_params (JSON) as a dict; {} where null."""
+    return json.loads(text) if isinstance(text, str) and text else {}
+
+
+def _axis_values(rows: pd.DataFrame, axis: str, samples: int) -> pd.Series:
+    """Each row's value of `axis` as text: a column of the configuration, or a workload's own axis (null
+    where the row lacks it); a whole-dataset batch (`_shaped`'s full_batch) is the planned size's."""
+    if axis == "batch_size":
+        return rows["batch_size"].map(_text).where(~rows["full_batch"], _text(samples))
+    if axis in SHAPE:
+        return rows[axis].map(_text)
+    params = rows["workload_params"].map(_params) if "workload_params" in rows else pd.Series([{}] * len(rows), index=rows.index)
+    return params.map(lambda p: _text(p[axis]) if axis in p else "-")
+
+
+def _flag(axis: str, value: str) -> str:
+    return f"{AXIS_FLAGS[axis]} {value}" if axis in AXIS_FLAGS else f"--param {axis}={value}"
+
+
+def _listed(values: list[str], word: str) -> str:
+    """'32 and 128', '16, 32 and 128' (word 'and'), or with 'or'."""
+    return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} {word} {values[-1]}"
+
+
+def _sorted(values) -> list[str]:
+    numbers = all(v.replace(".", "", 1).replace("e", "", 1).replace("-", "").isdigit() for v in values)
+    return sorted(values, key=float) if numbers else sorted(values)
+
+
+def planned_rows(rows: pd.DataFrame, plan: Plan) -> pd.DataFrame:
+    """The ok rows (`_shaped`) of the planned run's one configuration: its workload's rows at every value
+    it names. Where they still hold several configurations, refused in one line that lists them and the
+    flags that pick one; a shape is never priced as the sum of several."""
+    ok = _shaped(eager_ok(rows))
+    present = sorted(ok["workload"].unique())
+    workload = plan.workload or present[0]
+    if plan.workload is None and len(present) > 1:
+        raise ValueError(f"--workload is needed with --epochs/--dataset-size: the rows hold {len(present)} "
+                         f"workloads ({', '.join(present)}); name the one your run trains, e.g. --workload {present[0]}")
+    if workload not in present:
+        raise ValueError(f"--workload {workload}: no ok row of it in the results read (workloads there: "
+                         f"{', '.join(present)}); sweep it first or pick one of those")
+    mine = ok[ok["workload"] == workload]
+    params = sorted({k for p in mine.get("workload_params", pd.Series(dtype=object)).map(_params) for k in p})
+    for axis, value in plan.axes:
+        if axis not in SHAPE and axis not in params:
+            raise ValueError(f"{_flag(axis, value)}: {workload}'s rows have no axis {axis!r}; its axes are "
+                             f"{', '.join(a for a in SHAPE if a != 'workload')}{', ' if params else ''}{', '.join(params)}")
+        held = _axis_values(mine, axis, plan.samples)
+        if not held.eq(_text(value)).any():
+            raise ValueError(f"{_flag(axis, value)}: the rows of {workload} hold {AXIS_NAMES.get(axis, axis)} "
+                             f"{_listed(_sorted(held.unique()), 'and')} only; give one of those, or sweep that one first")
+        mine = mine[held.eq(_text(value))]
+    varied = {a: _sorted(v.unique()) for a in [c for c in SHAPE if c != "workload"] + params
+              if (v := _axis_values(mine, a, plan.samples)).nunique() > 1}
+    if varied:
+        held = ", and ".join(f"{AXIS_NAMES.get(a, a + ' values')} {_listed(v, 'and')}" for a, v in varied.items())
+        give = ", and ".join(_listed([_flag(a, x) for x in v], "or") for a, v in varied.items())
+        raise ValueError(f"the rows hold {held}: give {give} (the planned run is one configuration of {workload})")
+    return mine
 
 
 @dataclass(frozen=True)
@@ -299,26 +449,17 @@ def _shaped(ok: pd.DataFrame) -> pd.DataFrame:
 
 
 def plan_grid(rows: pd.DataFrame, plan: Plan) -> pd.DataFrame:
-    """The planned run as a sweep: one line per shape of its workload (config_key: the shape), at the
-    plan's epochs and dataset size, one run at each or plan.trials spread evenly over them."""
-    ok = eager_ok(rows)
-    present = sorted(ok["workload"].unique())
-    workload = plan.workload or present[0]
-    if plan.workload is None and len(present) > 1:
-        raise ValueError(f"--workload is needed with --epochs/--dataset-size: the rows hold {len(present)} "
-                         f"workloads ({', '.join(present)}); name the one your run trains, e.g. --workload {present[0]}")
-    if workload not in present:
-        raise ValueError(f"--workload {workload}: no ok row of it in the results read (workloads there: "
-                         f"{', '.join(present)}); sweep it first or pick one of those")
-    mine = _shaped(ok[ok["workload"] == workload])
+    """The planned run as a sweep of one line (config_key: its shape, `planned_rows`), at the plan's
+    epochs and dataset size, run once or plan.trials times."""
+    mine = planned_rows(rows, plan)
     grid = (mine.groupby("shape", sort=True)
             .agg(workload=("workload", "first"), warmup_epochs=("warmup_epochs", "max"), full_batch=("full_batch", "first"),
                  **{a: (a, "first") for a in SIZE_AXES})
             .reset_index().rename(columns={"shape": "config_key"}))
     grid = grid.assign(epochs=plan.epochs, dataset_size=plan.samples,
                        batch_size=grid["batch_size"].where(~grid["full_batch"], plan.samples),
-                       trials=1 if plan.trials is None else _spread(plan.trials, len(grid)))
-    return grid.assign(config=sizes_label(grid))[lambda g: g["trials"] > 0].reset_index(drop=True)
+                       trials=plan.trials or 1)
+    return grid.assign(config=sizes_label(grid))
 
 
 def _points(group: pd.DataFrame) -> pd.DataFrame:
@@ -353,7 +494,8 @@ def _planned(points: pd.DataFrame, plan: Plan) -> dict:
     modelled = bool(points["modelled"].to_numpy()[list(epoch.used)].any())
     outside = epoch.side in ("past", "below")
     return {"trial_s": fixed + plan.epochs * epoch.value, "trial_lo": fixed + plan.epochs * min(lo.value, epoch.value),
-            "trial_hi": fixed + plan.epochs * max(hi.value, epoch.value), "predicted": modelled or outside,
+            "trial_hi": fixed + plan.epochs * max(hi.value, epoch.value), "epoch_s": epoch.value,
+            "epoch_lo": min(lo.value, epoch.value), "epoch_hi": max(hi.value, epoch.value), "predicted": modelled or outside,
             "modelled": modelled, "extrapolated": outside, "factor": epoch.factor, "spread": epoch.spread,
             "reach": epoch.reach}
 
@@ -363,12 +505,13 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
     """`speeds` for the planned run: per shape and GPU model or CPU arm, the run's time at plan.samples
     from the dataset sizes measured (a GPU's own rows, your machine's first; the model's predictions at
     the sizes they lack)."""
-    ok = _shaped(eager_ok(rows))
+    ok = planned_rows(rows, plan)
     pred = _keyed(predicted)
     pred = pred.assign(shape=pred["config_key"].map(dict(zip(ok["config_key"], ok["shape"]))))
     lines = []
     for line in grid.itertuples():
         at = ok[ok["shape"] == line.config_key]
+        needs = _needs(at, plan.samples, line.full_batch)
         gpu_rows = at[at["whole_gpu"]]  # one run holds a whole GPU: packed rows (cuda/K) left aside
         for gpu in gpus:
             mine = gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]]
@@ -381,13 +524,14 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
             if len(points):
                 where = _measured(line.config_key, gpu, 0.0, mine) if len(mine) else {"hosts": "", "date": pd.NaT}
                 lines.append(where | {"config_key": line.config_key, "source": gpu, "k": 1, **_planned(points, plan),
-                                      "power_w": _power_w(mine) if len(mine) else math.nan})
+                                      "power_w": _power_w(mine) if len(mine) else math.nan, **needs})
         for (cpu, threads), group in at[at["is_cpu"]].groupby(["device_name", "torch_threads"]):
             group = pd.concat([_yours_first(g) for _, g in group.groupby("config_key")])
             lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", 0.0, group)
-                         | {"k": 1, **_planned(_points(group), plan), "power_w": math.nan, "threads": int(threads),
-                            "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
-    return pd.DataFrame(lines, columns=SPEED + ["modelled", "extrapolated", "factor", "spread", "reach"])
+                         | {"k": 1, **_planned(_points(group), plan), "power_w": _power_w(group, "cpu_energy_j"),
+                            "threads": int(threads), "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
+    return pd.DataFrame(lines, columns=SPEED + ["modelled", "extrapolated", "factor", "spread", "reach", "epoch_s",
+                                                "epoch_lo", "epoch_hi"])
 
 
 def makespan(trial_s: np.ndarray, share: np.ndarray, gpus: int) -> float:
@@ -422,10 +566,16 @@ def _run(grid: pd.DataFrame, speed: pd.DataFrame, gpus: int) -> dict | None:
                    float(guessed.any()), "hosts": ", ".join(hosts), "measured_at": pd.to_datetime(at["date"], utc=True).max(),
                    "power_w": float(at["power_w"].mean()) if at["power_w"].notna().all() else math.nan,
                    "gpu_s": float(busy.sum())}
-    if "reach" in at:  # a planned run: the shape furthest outside what was measured (the worst fit) speaks for all
+    if "reach" in at:  # a planned run: one configuration, whose figures are the run's
         worst = at.sort_values(["factor", "spread"], na_position="first").iloc[-1]
         run |= {"reach": worst["reach"], "factor": float(worst["factor"]), "modelled": bool(at["modelled"].any()),
-                "extrapolated": bool(at["extrapolated"].any())}
+                "extrapolated": bool(at["extrapolated"].any()), "epoch_s": float(worst["epoch_s"]),
+                "epoch_lo": float(worst["epoch_lo"]), "epoch_hi": float(worst["epoch_hi"])}
+    if "needs_bytes" in at and at["needs_bytes"].notna().any():  # the sweep's largest configuration decides
+        largest = at.loc[at["needs_bytes"].idxmax()]
+        run |= {"needs_bytes": float(largest["needs_bytes"]), "needs_how": largest["needs_how"]}
+    elif "needs_how" in at and at["needs_how"].notna().any():
+        run |= {"needs_bytes": math.nan, "needs_how": at["needs_how"].dropna().iloc[0]}
     return run
 
 
@@ -455,40 +605,69 @@ def own_gpus(rows: pd.DataFrame) -> dict[str, int]:
     return out
 
 
-def _yours(what: str, kind: str, model_name: str, gpus: int, run: dict, basis: str) -> dict:
+def _yours(what: str, kind: str, model_name: str, gpus: int, run: dict, basis: str, watts: float,
+           power: Electricity) -> dict:
+    """Your own machine: already owned, so its electricity alone: the power its rows measured (RAPL for a
+    CPU, NVML for a GPU: run['power_w'], per GPU), else the nominal watts, x the wall time, x every GPU used."""
+    measured = not math.isnan(run["power_w"])
+    per_device = run["power_w"] if measured else watts
+    said = (f"{'NVML' if gpus else 'RAPL'} {per_device:.0f} W" if measured else
+            f"nominal {per_device:.0f} W ({'--gpu-watts' if gpus else '--cpu-watts'})")
+    usd_per_s = per_device * max(gpus, 1) / 1000 * power.usd_per_kwh / 3600
     return {"option": f"your {what} ({HERE})", "kind": kind, "model": model_name, "gpus": gpus,
-            **run, **_figures(run, lambda s: (s, 0.0)), "basis": f"already owned: {basis}; electricity not counted"}
+            **run, **_figures(run, lambda s: (s, usd_per_s * s)), "electricity": said,
+            "basis": f"already owned: {basis}; electricity at {said}{f' a GPU x {gpus}' if gpus > 1 else ''}, "
+                     f"${power.usd_per_kwh:g}/kWh"}
+
+
+def _card(line: dict, memory_gb: float | None) -> dict:
+    """Whether the run fits a GPU option's card: what it needs (`_needs`) against the card's memory."""
+    needs = line.get("needs_bytes", math.nan)
+    if memory_gb is None or pd.isna(needs):
+        return {"memory_gb": memory_gb, "needs_gb": needs / 1e9, "fits": None}
+    return {"memory_gb": memory_gb, "needs_gb": needs / 1e9, "fits": bool(needs <= memory_gb * 1e9)}
 
 
 def table(grid: pd.DataFrame, speed: pd.DataFrame, options: list[Option], billing: dict[str, Billing],
-          boxes: list[HomeBox], own: dict[str, int] | None = None) -> pd.DataFrame:
+          boxes: list[HomeBox], own: dict[str, int] | None = None, power: Electricity = Electricity()) -> pd.DataFrame:
     """Every option's wall time and cost for the sweep, each with its interval (the same figure where
-    measured): your CPU and your GPUs (`own`: own_gpus), the rented instances, the home boxes; options
-    without a speed for every configuration left out."""
+    measured): your CPU and your GPUs (`own`: own_gpus; their electricity, `power`), the rented instances,
+    the home boxes; options without a speed for every configuration left out. A GPU option says whether
+    the run fits its card (fits; null where its memory or the run's need is not known)."""
     lines = []
+    cards = {k: d.memory_gb for k, d in model.load_devices().items()}
     cpus = speed[speed["threads"].notna()].drop_duplicates("source")
     for cpu in cpus.itertuples():
         run = _run(grid, speed[speed["source"] == cpu.source], 0)
         if run and cpu.own:
-            lines.append(_yours(f"CPU, {cpu.threads:.0f} threads", OWN_CPU, cpu.cpu, 0, run, cpu.source))
+            lines.append(_yours(f"CPU, {cpu.threads:.0f} threads", OWN_CPU, cpu.cpu, 0, run, cpu.source, power.cpu_w, power))
         for o in _smallest_cpus(options, int(cpu.threads)):
             lines += _rented(o, billing[o.provider], run, f"{o.vcpus} vCPUs as fast as the measured {cpu.source}") if run else []
     for gpu, count in (own or {}).items():
         run = _run(grid, speed[speed["source"] == gpu], count)
         if run:
             lines.append(_yours(gpu if count == 1 else f"{count} x {gpu}", OWN_GPU, gpu, count, run,
-                                f"{count} x {gpu} on {run['hosts'] or 'your machine'}"))
+                                f"{count} x {gpu} on {run['hosts'] or 'your machine'}", power.gpu_w, power)
+                         | _card(run, cards.get(gpu)))
     for o in (o for o in options if o.gpu):
         run = _run(grid, speed[speed["source"] == o.gpu], o.gpus)
-        lines += _rented(o, billing[o.provider], run, f"{o.gpus} x {o.gpu}, rented whole") if run else []
+        lines += [line | _card(run, cards.get(o.gpu)) for line in
+                  (_rented(o, billing[o.provider], run, f"{o.gpus} x {o.gpu}, rented whole") if run else [])]
     for box in boxes:
         run = _run(grid, speed[speed["source"] == box.gpu], 1)
         if run:
-            lines.append(_home(box, run))
+            lines.append(_home(box, run) | _card(run, box.memory_gb or cards.get(box.gpu)))
     out = pd.DataFrame(lines)
     if out.empty:
         return out
+    if "fits" not in out:
+        out = out.assign(fits=None)
     return out.sort_values(["usd", "wall_s"], ignore_index=True)
+
+
+def fitting(options: pd.DataFrame) -> pd.Series:
+    """Whether each option may run it: every CPU, and every GPU but those whose card it does not fit."""
+    return ~options["fits"].eq(False) if "fits" in options else pd.Series(True, index=options.index)
 
 
 def _smallest_cpus(options: list[Option], threads: int) -> list[Option]:
@@ -519,10 +698,12 @@ def _home(box: HomeBox, run: dict) -> dict:
 
 
 def pick(options: pd.DataFrame, deadline_h: float | None = None) -> dict[str, pd.Series | None]:
-    """The fastest, the cheapest (the faster of equals) and the cheapest within the deadline."""
+    """The fastest, the cheapest (the faster of equals) and the cheapest within the deadline, among the
+    options the run fits (`fitting`)."""
+    options = options[fitting(options)]
     by_time = options.sort_values(["wall_s", "usd"])
     by_cost = options.sort_values(["usd", "wall_s"])
-    out = {"fastest": by_time.iloc[0], "cheapest": by_cost.iloc[0]}
+    out = {"fastest": by_time.iloc[0] if len(options) else None, "cheapest": by_cost.iloc[0] if len(options) else None}
     if deadline_h is not None:
         within = by_cost[by_cost["wall_h"] <= deadline_h]
         out[f"cheapest within {deadline_h:g} h"] = within.iloc[0] if len(within) else None
@@ -530,8 +711,9 @@ def pick(options: pd.DataFrame, deadline_h: float | None = None) -> dict[str, pd
 
 
 def pareto(options: pd.DataFrame) -> pd.Series:
-    """Whether each option is on the cost-versus-time front: no other is both as fast and cheaper, or faster and as cheap."""
-    ordered = options.sort_values(["wall_s", "usd"])
+    """Whether each option is on the cost-versus-time front: no other is both as fast and cheaper, or faster
+    and as cheap; one whose card the run does not fit never is (`fitting`)."""
+    ordered = options[fitting(options)].sort_values(["wall_s", "usd"])
     best, front = math.inf, pd.Series(False, index=options.index)
     for i, usd in ordered["usd"].items():
         if usd < best:
@@ -541,7 +723,8 @@ def pareto(options: pd.DataFrame) -> pd.Series:
 
 def break_even(options: pd.DataFrame) -> pd.DataFrame:
     """Per home box and class (cheapest on-demand GPU, cheapest spot GPU, own CPU): the sweeps a month
-    beyond which the box costs less, and the box's hours of use that takes."""
+    beyond which the box costs less, and the box's hours of use that takes (options the run fits only)."""
+    options = options[fitting(options)]
     classes = {"cheapest on-demand GPU": (options["kind"] == "on-demand") & (options["gpus"] > 0),
                "cheapest spot GPU": (options["kind"] == "spot") & (options["gpus"] > 0),
                "own CPU": options["kind"] == OWN_CPU}
@@ -584,11 +767,21 @@ def _range(line, columns: tuple[str, str, str], figure, end) -> str:
 
 
 def _money(line) -> str:
-    """'$0.31', or where it rests on a prediction '~$0.31 (0.25-0.40)'; $0 (already owned) is exact."""
+    """'$0.31', or where it rests on a prediction '~$0.31 (0.25-0.40)'; $0 is exact."""
+    cents = _cents
     if line["usd"] == 0 or not line["predicted"]:
-        return f"${line['usd']:,.2f}"
-    cents = lambda v: f"{v:,.2f}"  # noqa: E731
+        return f"${cents(line['usd'])}"
     return "~$" + _range(line, ("usd", "usd_lo", "usd_hi"), cents, cents)
+
+
+def _cents(v: float) -> str:
+    """Dollars to the cent, or to two figures below a cent (a CPU's electricity: 0.0024)."""
+    return f"{v:,.2f}" if v == 0 or abs(v) >= 0.01 else np.format_float_positional(v, precision=2, fractional=False)
+
+
+def _two(v: float) -> str:
+    """An interval's end to two figures, without an exponent: 0.91, 13, 430."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2g}"
 
 
 def _hours(line) -> str:
@@ -597,27 +790,51 @@ def _hours(line) -> str:
     figure = lambda h: f"{h * scale:,.3g}"  # noqa: E731
     if not line["predicted"]:
         return f"{figure(line['wall_h'])} {unit}"
-    mid, _, interval = _range(line, ("wall_h", "wall_lo_h", "wall_hi_h"), figure,
-                              lambda h: f"{h * scale:,.2g}").partition(" ")
+    mid, _, interval = _range(line, ("wall_h", "wall_lo_h", "wall_hi_h"), figure, lambda h: _two(h * scale)).partition(" ")
     return f"~{mid} {unit}" + (f" {interval}" if interval else "")
 
 
 def source(line, short: bool = False) -> str:
     """Where an option's figures come from: 'measured on vm, 2026-11-21'; 'predicted' where wholly the
     model's; '62% predicted; measured on vm, 2026-11-21' where some configurations were measured (the
-    share of its GPU-time that is predicted). `short`: '62% predicted; vm, 2026-11-21'."""
+    share of its GPU-time that is predicted). `short`: '62% predicted; vm, 2026-11-21'. Your own machine's
+    adds what its electricity is costed at: '...; electricity: RAPL 41 W' (measured), or 'nominal 65 W'."""
+    power = line.get("electricity")
+    power = f"; electricity: {power}" if isinstance(power, str) and power else ""
     share = line.get("predicted_share", float(line["predicted"]))
     if share >= 1 - 1e-9:
-        return "predicted"
+        return "predicted" + power
     when = line.get("measured_at", pd.NaT)
     where = ", ".join(filter(None, [line.get("hosts") or "", f"{when:%Y-%m-%d}" if pd.notna(when) else ""]))
     said_where = ("" if short and share > 0 else "measured") + (" on " if where and not (short and share > 0) else "") + where
-    return f"{share:.0%} predicted; {said_where}".rstrip("; ") if share > 0 else said_where
+    return (f"{share:.0%} predicted; {said_where}".rstrip("; ") if share > 0 else said_where) + power
+
+
+def per_epoch(line) -> str:
+    """A planned run's time per epoch: '9.41 s/epoch', or where it rests on a prediction '~9.41 s/epoch (4.7-19)'."""
+    figure = lambda v: f"{v:,.3g}"  # noqa: E731
+    if not line["predicted"]:
+        return f"{figure(line['epoch_s'])} s/epoch"
+    mid, _, interval = _range(line, ("epoch_s", "epoch_lo", "epoch_hi"), figure, _two).partition(" ")
+    return f"~{mid} s/epoch" + (f" {interval}" if interval else "")
+
+
+def memory(line) -> str:
+    """Whether the run fits a GPU option's card: 'fits: ~0.87 GB of 80', 'does not fit: needs ~31 GB of 16',
+    'not known'; '' for a CPU."""
+    if not line.get("gpus", 0) or "fits" not in line:
+        return ""
+    if line["fits"] is None or pd.isna(line["fits"]):
+        return "not known" + ("" if pd.isna(line.get("memory_gb")) else f": ? of {line['memory_gb']:g} GB")
+    said = f"~{line['needs_gb']:,.2g} GB of {line['memory_gb']:g}"
+    return f"fits: {said}" if line["fits"] else f"does not fit: needs {said}"
 
 
 def said(line) -> str:
-    """An option in a few words: 'RTX 5090 box, ~0.147 min (0.12-0.19), ~$0.01' ('~': predicted, 90% interval)."""
-    return f"{line['option']}, {_hours(line)}, {_money(line)}"
+    """An option in a few words: 'RTX 5090 box, ~0.147 min (0.12-0.19), ~$0.01' ('~': predicted, 90% interval);
+    a planned run's with its time per epoch first: 'RTX 5090 box, ~9.5 s/epoch (4.8-19), ~4.78 min ...'."""
+    epoch = f"{per_epoch(line)}, " if pd.notna(line.get("epoch_s", math.nan)) else ""
+    return f"{line['option']}, {epoch}{_hours(line)}, {_money(line)}"
 
 
 def _fit(text: str) -> str:
@@ -634,22 +851,36 @@ def _header(grid: pd.DataFrame, plan: Plan | None) -> str:
 
 
 def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
-    """'20 epochs of 1,000,000 samples of tabular, one run at each of its 3 measured shapes (width 64, 256, 1,024)'."""
-    varied = [a for a in SIZE_AXES if a != "dataset_size" and grid[a].nunique() > 1]
-    shapes = "; ".join(f"{a} {', '.join(f'{v:,.0f}' for v in sorted(grid[a].dropna().unique()))}" for a in varied)
-    spread = (f", {plan.trials:,} runs spread over {len(grid)} measured shapes" if plan.trials and plan.trials > 1 else
-              f", one run at each of its {len(grid)} measured shapes" if plan.trials is None and len(grid) > 1 else "")
-    full = " (one batch: the whole dataset)" if grid["full_batch"].any() else ""
-    return (f"== the planned run: {plan.epochs:,} epochs of {plan.samples:,} samples of {grid['workload'].iloc[0]}{full}"
-            f"{spread}{f' ({shapes})' if shapes else ''} ==")
+    """'30 epochs of 50,000 samples of resnet18_cifar, batch 128', and its other sizes and named axes."""
+    line = grid.iloc[0]
+    sizes = [f"{'batch' if a == 'batch_size' else a} {line[a]:,.0f}" for a in SIZE_AXES
+             if a != "dataset_size" and pd.notna(line[a])]
+    sizes += [f"{a} {v}" for a, v in plan.axes if a not in SIZE_AXES]
+    full = " (one batch: the whole dataset)" if line["full_batch"] else ""
+    runs = f", {plan.trials:,} runs of it" if plan.trials and plan.trials > 1 else ""
+    return (f"== the planned run: {plan.epochs:,} epochs of {plan.samples:,} samples of {line['workload']}{full}, "
+            f"{', '.join(sizes)}{runs} ==")
+
+
+def _cards(options: pd.DataFrame) -> str:
+    """One line: what the run needs of a GPU's memory, how that was found, and the cards it does not fit."""
+    gpu = options[(options["gpus"] > 0) & options["needs_gb"].notna()] if "needs_gb" in options else options.iloc[:0]
+    if gpu.empty:
+        return ""
+    need = gpu.loc[gpu["needs_gb"].idxmax()]
+    small = gpu[gpu["fits"].eq(False)].drop_duplicates(["model", "memory_gb"])
+    said = ", ".join(f"{o.model} ({o.memory_gb:g} GB)" for o in small.itertuples())
+    return (f"GPU memory: needs ~{need['needs_gb']:,.2g} GB ({need['needs_how']}, + {CONTEXT_BYTES / 1e9:g} GB CUDA "
+            f"context): " + (f"does not fit {said}, left out of the picks" if said else "fits every card offered"))
 
 
 def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[str], plan: Plan | None = None,
           head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
     """The decision in at most `lines` lines of at most WIDTH columns (`python -m analysis decide`):
-    `head` (wrapped), the sweep, the cost-versus-time front (fastest first, as many as fit), the fastest,
-    the cheapest, the cheapest within the deadline, the stale prices in one line, what --verbose adds.
-    Every figure is marked: '~' and its 90% interval where it rests on a prediction, and its source."""
+    `head` (wrapped), the sweep, what it needs of a GPU's memory and the cards it does not fit, the
+    cost-versus-time front (fastest first, as many as fit; a planned run's time per epoch first), the
+    fastest, the cheapest, the cheapest within the deadline, the stale prices in one line, what --verbose
+    adds. Every figure is marked: '~' and its 90% interval where it rests on a prediction, and its source."""
     top = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")] + [_fit(_header(grid, plan))]
     dated = [n.strip() for n in notes if n.strip().startswith(STALE)]
     rest = len(notes) - len(dated)
@@ -657,6 +888,7 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
         unit = "run" if plan else "sweep"
         return "\n".join(top + [f"no option has a measured or predicted time for every configuration of the {unit}"]
                          + [_fit(n.strip()) for n in notes][:max(lines - len(top) - 1, 0)])
+    top += [w for w in textwrap.wrap(_cards(options), WIDTH, subsequent_indent="    ")]
     more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
             + (f", {rest} notes" if rest else ""))
     tail = [_fit(f"{name}: " + ("none" if line is None else f"{said(line)}; {_mark(line, plan, picked=True)}"))
@@ -667,9 +899,11 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     shown = front.head(room)
     said_front = ("the cost-versus-time front, fastest first" +
                   (f" ({len(shown)} of {len(front)}; --verbose shows all):" if len(front) > room else ":"))
-    cells = [(o["option"], _hours(o), _money(o), _mark(o, plan)) for _, o in shown.iterrows()]
-    widths = [min(max(len(c[i]) for c in cells), 34) for i in range(3)]
-    body = [_fit("  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(3)) + "  " + c[3]) for c in cells]
+    cells = [(o["option"],) + ((per_epoch(o),) if plan else ()) + (_hours(o), _money(o), _mark(o, plan))
+             for _, o in shown.iterrows()]
+    n = len(cells[0]) - 1 if cells else 0
+    widths = [min(max(len(c[i]) for c in cells), 34) for i in range(n)]
+    body = [_fit("  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(n)) + "  " + c[n]) for c in cells]
     return "\n".join(top + [said_front] + body + tail)
 
 
@@ -693,17 +927,22 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
     if options.empty:
         return "\n".join(parts + [f"no option has a measured or predicted time for every configuration of the {unit}"] + notes)
     shown = options.assign(wall=options.apply(_hours, axis=1), cost=options.apply(_money, axis=1),
-                           source=options.apply(source, axis=1), front=pareto(options).map({True: "*", False: ""}))
+                           memory=options.apply(memory, axis=1), source=options.apply(source, axis=1),
+                           front=pareto(options).map({True: "*", False: ""}))
     if plan:
         why = shown["modelled"].map({True: ["model"], False: []}) + shown["extrapolated"].map({True: ["extrapolated"], False: []})
-        shown = shown.assign(predicted=why.map(", ".join), **{"dataset size": shown["reach"]})
-        columns = ["option", "kind", "model", "gpus", "wall", "cost", "predicted", "dataset size", "source", "front"]
+        shown = shown.assign(predicted=why.map(", ".join), **{"dataset size": shown["reach"]},
+                             epoch=options.apply(per_epoch, axis=1))
+        columns = ["option", "kind", "model", "gpus", "epoch", "wall", "cost", "memory", "predicted", "dataset size",
+                   "source", "front"]
     else:
-        columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "source", "front"]
+        columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "source", "front"]
     parts.append(shown[columns].to_string(index=False))
     parts.append("  ~: rests on analysis/model.py's prediction for a GPU no row measured, its 90% interval in brackets" +
                  (" (model), or on a time extrapolated outside the dataset sizes measured" if plan else "") +
-                 "; *: on the cost-versus-time front; source: where the rows were measured, and the share predicted")
+                 "; *: on the cost-versus-time front; source: where the rows were measured, and the share predicted"
+                 "; memory: what the run needs of the card (peak measured or estimated, docs/cost.md) of its GB")
+    parts += [f"  {line}" for line in [_cards(options)] if line]
     if plan:
         parts.append(f"  dataset size: where {plan.samples:,} lies against the sizes the option's rows measured: inside "
                      f"(a line between the two around it), or Kx past the largest / below the smallest (a least-squares "
@@ -714,10 +953,44 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
         when = (f"never: its electricity per {unit} costs more" if math.isinf(e.sweeps_per_month) else
                 f"beyond {'~' if e.predicted else ''}{e.sweeps_per_month:,.2f} {unit}s a month "
                 f"({e.box_hours_per_month:,.1f} h of use)")
-        parts.append(f"{e.box} against the {e.versus} ({e.against}, ${e.against_usd:,.2f} a {unit}): cheaper {when}")
+        parts.append(f"{e.box} against the {e.versus} ({e.against}, ${_cents(e.against_usd)} a {unit}): cheaper {when}")
     parts.append("how each option is costed:")
     parts += [f"  {basis}: {', '.join(group['option'])}" for basis, group in options.groupby("basis")]
     return "\n".join(parts + notes)
+
+
+def _plain(value):
+    """A figure as JSON holds it: None where null, a Python number or bool."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None) -> list[dict]:
+    """Every option's figures as plain values, one object each, in the table's order (`decide --json`, and
+    any command that prices a run): option; kind; gpu (the GPU model, e.g. "H100"; None for a CPU) and gpus;
+    the run's workload, epochs, batch_size and dataset_size (None where the sweep holds several); epoch_s
+    and its 90% interval epoch_s_low, epoch_s_high (a planned run only; the same figure where measured);
+    run_s (wall time, a cloud's start-up included), usd, each with _low and _high; fits (None for a CPU
+    or where not known), needs_gb, memory_gb; basis ("measured" or "predicted"), source, costed (how)."""
+    one = grid.iloc[0] if len(grid) == 1 else None
+    size = lambda axis: None if one is None or pd.isna(one[axis]) else int(one[axis])  # noqa: E731
+    out = []
+    for _, o in options.iterrows():
+        gpu = o["gpus"] > 0
+        out.append({
+            "option": o["option"], "kind": o["kind"], "gpu": o["model"] if gpu else None, "gpus": int(o["gpus"]),
+            "workload": one["workload"] if one is not None else None, "epochs": plan.epochs if plan else None,
+            "batch_size": size("batch_size"), "dataset_size": size("dataset_size"),
+            **{name: _plain(o.get(column, math.nan)) for name, column in
+               (("epoch_s", "epoch_s"), ("epoch_s_low", "epoch_lo"), ("epoch_s_high", "epoch_hi"),
+                ("run_s", "wall_s"), ("run_s_low", "wall_lo_s"), ("run_s_high", "wall_hi_s"),
+                ("usd", "usd"), ("usd_low", "usd_lo"), ("usd_high", "usd_hi"))},
+            "fits": _plain(o.get("fits")) if gpu else None,
+            "needs_gb": _plain(o.get("needs_gb", math.nan)) if gpu else None,
+            "memory_gb": _plain(o.get("memory_gb")) if gpu else None,
+            "basis": "predicted" if o["predicted"] else "measured", "source": source(o), "costed": o["basis"]})
+    return out
 
 
 def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[str]:
@@ -735,10 +1008,11 @@ def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[
 
 def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Option], billing: dict[str, Billing],
            boxes: list[HomeBox], asked: dict[str, int] | None = None, deadline_h: float | None = None,
-           plan: Plan | None = None):
+           plan: Plan | None = None, power: Electricity = Electricity()):
     """The sweep (or the planned run, where `plan` is given: `asked` is then unused), every option's time
-    and cost, your own GPUs among them (`own_gpus`), the picks and the break-even; and the notes (models
-    left out, stale prices). `predicted` None: analysis/model.py's predictions (`predictions`)."""
+    and cost, your own CPU and GPUs among them (`own_gpus`; their electricity, `power`), the picks and the
+    break-even; and the notes (models left out, stale prices). `predicted` None: analysis/model.py's
+    predictions (`predictions`)."""
     grid = sweep(rows, None if plan else asked)
     if grid.empty:
         return grid.assign(trials=[]), pd.DataFrame(), {}, pd.DataFrame(), ["no ok row to decide on: every trial failed"]
@@ -749,7 +1023,7 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
         predicted, note = predictions(rows, gpus)
         notes += [note] if note else []
     speed = plan_speeds(rows, predicted, grid, gpus, plan) if plan else speeds(rows, predicted, grid, gpus)
-    found = table(grid, speed, options, billing, boxes, own)
+    found = table(grid, speed, options, billing, boxes, own, power)
     picks = pick(found, deadline_h) if len(found) else {}
     even = break_even(found) if len(found) else pd.DataFrame()
     old = stale(options)

@@ -96,6 +96,7 @@ class Device:
     launch_overhead_s: float  # s per eager op, before the fitted scale
     source: str
     date: str
+    memory_gb: float | None = None  # the card's memory, GB (10^9 bytes); None: not known
 
     def peak(self, precision: str) -> float:
         """FLOP/s at `precision`, falling back to FP32 where the GPU lacks the unit."""
@@ -120,8 +121,13 @@ def load_devices(path: Path = DEVICES) -> dict[str, Device]:
             except (TypeError, ValueError):
                 raise ValueError(f"{path}: device {key!r}: {f} must be a number (e.g. 66.9e12), "
                                  f"got {entry[f]!r}") from None
+        memory = entry.get("memory_gb")
+        if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory <= 0):
+            raise ValueError(f"{path}: device {key!r}: memory_gb must be a number of GB above 0 (e.g. 80), "
+                             f"got {memory!r}; leave it out where not known")
         devices[str(key)] = Device(key=str(key), name=str(entry["name"]), **figures,
-                                   source=str(entry["source"]), date=str(entry["date"]))
+                                   source=str(entry["source"]), date=str(entry["date"]),
+                                   memory_gb=None if memory is None else float(memory))
     return devices
 
 

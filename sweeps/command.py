@@ -1,7 +1,7 @@
 """The `crossover` command: the sweep, the decision and the report under one name.
 
     crossover sweep --smoke                  # = python sweeps/scaling.py --smoke
-    crossover decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000
+    crossover decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256
                                              # = python -m analysis decide ...: your run on every option
     crossover report results/scaling         # = python -m analysis report results/scaling
     crossover sweep --help                   # each command's own flags, each with its help
@@ -33,8 +33,8 @@ COMMANDS = {
     "sweep": Command("sweeps.scaling", (), "python sweeps/scaling.py",
                      "time training on every device across model and data sizes; rows to results/NAME/"),
     "decide": Command("analysis.__main__", ("decide",), "python -m analysis decide",
-                      "your planned run (--epochs, --dataset-size) or the sweep: wall time and cost on every "
-                      "option, fastest, cheapest, the home boxes' break-even"),
+                      "your planned run (--epochs, --dataset-size, --batch-size) or the sweep: time per epoch, "
+                      "wall time, cost and memory fit on every option, fastest, cheapest, the home boxes' break-even"),
     "report": Command("analysis.__main__", ("report",), "python -m analysis report",
                       "write the HTML report and the crossover table of results directories"),
 }

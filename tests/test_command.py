@@ -45,7 +45,7 @@ def test_decide_prices_a_planned_run_from_a_results_folder(tmp_path):
     done = crossover("decide", str(results), "--workload", "tab", "--epochs", "10", "--samples", "40000",
                      "--no-reference", "--out", str(tmp_path / "charts"), "--verbose")
     assert done.returncode == 0, done.stderr
-    assert "== the planned run: 10 epochs of 40,000 samples of tab ==" in done.stdout
+    assert "== the planned run: 10 epochs of 40,000 samples of tab, depth 4, batch 100 ==" in done.stdout
     own = next(line for line in done.stdout.splitlines() if line.strip().startswith("your CPU"))
     assert "~0.085 min" in own and "10x past 4,000" in own  # 1 s + 10 x (0.01 + 1e-5 x 40,000) s, extrapolated
     assert (tmp_path / "charts" / "sweep_front.html").exists()

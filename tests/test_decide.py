@@ -2,6 +2,8 @@
 the fastest, the cheapest and the cheapest within a deadline, a predicted GPU marked, and every chart;
 the user's planned run (--epochs, --dataset-size) priced from a line planted along the dataset size."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -61,9 +63,9 @@ def test_the_sweep_costs_what_the_hand_figures_say(planted):
     # eight H100: the longest trial (46 s) bounds the makespan; billed per second with a minute's minimum
     assert got.loc["eight H100", "wall_s"] == pytest.approx(46)
     assert got.loc["eight H100", "usd"] == pytest.approx(16.0 * 60 / 3600)
-    # own CPU: one trial after another, already owned
+    # own CPU: one trial after another, already owned: its electricity alone, at the nominal 65 W (no RAPL row)
     own = got[got["kind"] == decide.OWN_CPU].iloc[0]
-    assert own["wall_s"] == pytest.approx(10 * 112) and own["usd"] == 0
+    assert own["wall_s"] == pytest.approx(10 * 112) and own["usd"] == pytest.approx(1120 / 3600 * 0.065 * 0.17)
     # the box at its own, predicted, speed: 10 x 35 s at $1/h write-off + 1 kW x $0.5/kWh
     assert got.loc["4090 box", "wall_s"] == pytest.approx(350)
     assert got.loc["4090 box", "usd"] == pytest.approx(350 / 3600 * 1.5)
@@ -207,7 +209,7 @@ def test_the_planned_run_takes_the_fitted_time_per_epoch_times_its_epochs(planne
 def test_the_planned_run_says_whether_its_size_was_measured_or_how_far_outside(planned):
     inside, text = _priced(planned, 10, 3_000)
     assert set(inside["reach"]) == {"inside 1,000-4,000"} and not inside["predicted"].any()
-    assert "~" not in text.split("\n")[2] and "planned run: 10 epochs of 3,000 samples of tab ==" in text
+    assert "~" not in text.split("\n")[2] and "planned run: 10 epochs of 3,000 samples of tab, depth 4, batch 100 ==" in text
     measured, _ = _priced(planned, 10, 2_000)
     assert set(measured["reach"]) == {"measured"} and not measured["predicted"].any()
     past, text = _priced(planned, 10, 40_000)
@@ -215,24 +217,26 @@ def test_the_planned_run_says_whether_its_size_was_measured_or_how_far_outside(p
     assert past["predicted"].all() and past["extrapolated"].all() and not past["modelled"].any()
     own = past[past["kind"] == decide.OWN_CPU].index[0]
     line = next(t for t in text.split("\n") if t.strip().startswith(own))
-    # off the front: your H100 is as cheap and faster
-    assert line.split()[-11:] == ["~0.085", "min", "$0.00", "extrapolated", "10x", "past", "4,000", "±0.0%", "measured",
-                                  "on", "box"]
+    # its time per epoch and the run's (1 + 10 x 0.41 s), extrapolated, and its electricity at the nominal 65 W
+    assert " ".join(line.split()).endswith("0.41 s/epoch ~0.085 min ~$0.000016 extrapolated 10x past 4,000 ±0.0% "
+                                           "measured on box; electricity: nominal 65 W (--cpu-watts) *")
     below, _ = _priced(planned, 10, 100)
     assert set(below["reach"]) == {"10x below 1,000 ±0.0%"}
 
 
-def test_each_measured_shape_runs_once_and_a_whole_dataset_batch_grows_with_it(planted):
+def test_a_planned_run_is_one_named_shape_never_a_sum_and_a_whole_dataset_batch_grows_with_it(planted):
     _, _, options, billing, _ = planted
     two = frame(planned_rows(width=64) + planned_rows(width=128, slower=2.0)).assign(results_dir="/home/me/r")
     none = pd.DataFrame(columns=decide.KEY + ["device_name", "epoch_s_median"])
-    plan = decide.Plan(10, 8_000)
-    grid, found, *_ = decide.decide(two, none, options, billing, [], plan=plan)
-    assert sorted(grid["width"]) == [64, 128] and grid["trials"].tolist() == [1, 1]
+    with pytest.raises(ValueError, match=r"the rows hold widths 64 and 128: give --width 64 or --width 128"):
+        decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000))
+    grid, found, *_ = decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000, axes=(("width", "128"),)))
+    assert grid["width"].tolist() == [128] and grid["trials"].tolist() == [1]
     own = found[found["kind"] == decide.OWN_CPU].iloc[0]
-    assert own["wall_s"] == pytest.approx(2 + 10 * 3 * (0.01 + 1e-5 * 8_000))  # one run after the other
-    assert "one run at each of its 2 measured shapes (width 64, 128)" in decide.render(found, grid, {}, pd.DataFrame(), [], plan)
+    assert own["wall_s"] == pytest.approx(1 + 10 * 2 * (0.01 + 1e-5 * 8_000))  # the wide shape alone
+    assert own["epoch_s"] == pytest.approx(2 * (0.01 + 1e-5 * 8_000))
     full = frame(planned_rows(batch_size="N")).assign(results_dir="/home/me/r")  # peaks: one batch, the whole set
+    plan = decide.Plan(10, 8_000)
     grid, found, *_ = decide.decide(full, none, options, billing, [], plan=plan)
     assert grid["batch_size"].tolist() == [8_000] and len(grid) == 1
     assert found[found["kind"] == decide.OWN_CPU].iloc[0]["wall_s"] == pytest.approx(1 + 10 * (0.01 + 1e-5 * 8_000))
@@ -278,10 +282,12 @@ def test_a_measured_gpu_is_never_labelled_predicted_and_the_one_you_ran_on_is_an
     _, found, *_ = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 4})
     got = found.set_index("option")
     yours = got.loc["your H100 (measured here)"]
-    assert yours["kind"] == decide.OWN_GPU and yours["usd"] == 0 and yours["wall_s"] == pytest.approx(4 * 24)
+    # already owned: its electricity alone, at the nominal 300 W (no gpu_energy_j in these rows)
+    assert yours["kind"] == decide.OWN_GPU and yours["wall_s"] == pytest.approx(4 * 24)
+    assert yours["usd"] == pytest.approx(4 * 24 / 3600 * 0.3 * 0.17) and "nominal 300 W" in yours["electricity"]
     for option in ("your H100 (measured here)", "one H100", "eight H100"):
         line = found[found["option"] == option].iloc[0]
-        assert not line["predicted"] and decide.source(line) == "measured on h100-host, 2026-11-24"
+        assert not line["predicted"] and decide.source(line).startswith("measured on h100-host, 2026-11-24")
         assert "~" not in decide.said(line) and "predicted" not in decide.source(line)
 
     _, found, *_ = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 1, "tabular": 1})
@@ -289,7 +295,7 @@ def test_a_measured_gpu_is_never_labelled_predicted_and_the_one_you_ran_on_is_an
     share = 68 / (24 + 68)  # the tabular trial's share of the GPU-time: predicted
     for option in ("your H100 (measured here)", "one H100"):
         assert got.loc[option, "predicted_share"] == pytest.approx(share)
-        assert decide.source(got.loc[option]) == f"{share:.0%} predicted; measured on h100-host, 2026-11-24"
+        assert decide.source(got.loc[option]).startswith(f"{share:.0%} predicted; measured on h100-host, 2026-11-24")
     # the H100 measured at disc is not predicted there: the prediction, made for tabular only, is used there only
     assert got.loc["eight H100", "wall_s"] == pytest.approx(68) and got.loc["eight H100", "wall_lo_s"] == pytest.approx(57)
 
@@ -319,7 +325,7 @@ def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp
     lines = text.splitlines()
     assert len(lines) <= 15 and max(map(len, lines)) <= 100, text
     assert "the cost-versus-time front" in text and "your H100 (measured here)" in text
-    assert next(t for t in lines if "your H100" in t).rstrip().endswith("measured on vm, 2026-11-21")
+    assert "measured on vm, 2026-11-21; electricit" in next(t for t in lines if "your H100" in t)
     assert any(t.startswith("cheapest within 1 h: ") for t in lines) and any(t.startswith("fastest: ") for t in lines)
     assert sum("stale prices" in t for t in lines) <= 1 and "against the cheapest" not in text
     assert main(["decide", "mine", "--verbose", "--out", "charts"]) == 0
@@ -353,3 +359,101 @@ def test_the_decision_is_printed_even_where_its_charts_cannot_be_written(tmp_pat
     assert lines[-1] == ("charts: not written (cannot write file/charts: Not a directory; give --out a folder you "
                          "can write)")
     assert "Traceback" not in out + err
+
+
+# One planned run (issue 29): one configuration, whether it fits each card, your own machine's electricity.
+T4_PRICES = {"providers": PROVIDERS, "options": OPTIONS + [
+    {"name": "one T4", "provider": "Second", "region": "r", "gpu": "T4", "gpus": 1, "vcpus": 4,
+     "on_demand": {"usd_per_h": 0.1, **PRICE}, "spot": None}]}
+
+
+def test_a_folder_of_two_batch_sizes_asks_which_and_prices_the_one_named_never_their_sum(tmp_path, capsys):
+    results = write_rows(planned_rows(batch_size=32) + planned_rows(batch_size=128, slower=0.5), tmp_path / "mine")
+    run = ["decide", str(results), "--epochs", "10", "--dataset-size", "4000", "--no-reference", "--out", str(tmp_path / "c")]
+    assert main(run) == 2
+    assert ("the rows hold batch sizes 32 and 128: give --batch-size 32 or --batch-size 128"
+            in capsys.readouterr().err)
+    assert main(run + ["--batch-size", "64"]) == 2
+    assert "--batch-size 64: the rows of tab hold batch sizes 32 and 128 only" in capsys.readouterr().err
+    assert main(run + ["--batch-size", "128", "--json", str(tmp_path / "run.json")]) == 0
+    out = capsys.readouterr().out
+    assert "== the planned run: 10 epochs of 4,000 samples of tab, depth 4, batch 128 ==" in out
+    listed = json.loads((tmp_path / "run.json").read_text())
+    own = next(r for r in listed if r["option"].startswith("your CPU"))
+    epoch = 0.5 * (0.01 + 1e-5 * 4000)  # batch 128's line alone: batch 32's (twice as slow) is not added
+    assert own["epoch_s"] == pytest.approx(epoch) and own["run_s"] == pytest.approx(1 + 10 * epoch)
+    assert (own["batch_size"], own["dataset_size"], own["gpu"], own["basis"]) == (128, 4000, None, "measured")
+    # the line says the time per epoch, the run's time and its cost
+    assert f"your CPU, 2 threads (measured here), {epoch:.3g} s/epoch, " in out
+
+
+def test_json_lists_every_option_with_its_figures_on_stdout(tmp_path, capsys):
+    results = write_rows(planned_rows(), tmp_path / "mine")
+    assert main(["decide", str(results), "--epochs", "10", "--dataset-size", "3000", "--no-reference",
+                 "--out", str(tmp_path / "c"), "--json", "-"]) == 0
+    out, err = capsys.readouterr()
+    listed = json.loads(out)  # stdout holds the JSON alone; the answer went to stderr
+    assert "the planned run" in err and len(listed) > 3
+    fields = {"option", "gpu", "batch_size", "dataset_size", "epoch_s", "epoch_s_low", "epoch_s_high", "run_s", "usd",
+              "fits", "basis"}
+    assert all(fields <= set(r) for r in listed)
+    h100 = next(r for r in listed if r["option"] == "Lambda 1x H100 SXM")
+    assert h100["gpu"] == "H100" and h100["basis"] == "measured" and h100["epoch_s"] == pytest.approx(0.02 + 2e-6 * 3000)
+    assert h100["epoch_s_low"] == h100["epoch_s"] == h100["epoch_s_high"] and h100["fits"] is None  # no peak, no bytes
+    assert decide.records(pd.DataFrame(), pd.DataFrame()) == []
+
+
+def _big(rows, peak=None):
+    """Rows of a model too large for a 16 GB card: 1.5e9 parameters, 4 GB moved a step (activations ~1 GB)."""
+    for r in rows:
+        r.update(n_params=1_500_000_000, bytes_per_step=4_000_000_000, optimizer_bytes_per_step=0)
+        if peak and r["device"] == "cuda":
+            r.update(peak_gpu_bytes=peak, data_on_device=True)
+    return rows
+
+
+@pytest.mark.parametrize("measured", [True, False])
+def test_a_model_too_large_for_a_16_gb_card_does_not_fit_the_t4_and_is_never_picked(tmp_path, measured):
+    from analysis.load import read
+    options, billing = cost.load_prices(write(tmp_path, "p.yaml", T4_PRICES))
+    rows = planned_rows() if measured else [r for r in planned_rows() if r["device"] == "cpu"]
+    rows = read(write_rows(_big(rows, 30e9 if measured else None), tmp_path / "mine"))
+    key = decide.eager_ok(rows)[decide.KEY].drop_duplicates()
+    # the T4 predicted far faster than anything: only its memory keeps it out of the picks
+    guess = [key.assign(device_name=gpu, epoch_s_median=1e-4, epoch_s_lo=1e-4, epoch_s_hi=2e-4) for gpu in ["T4"] +
+             ([] if measured else ["H100"])]
+    plan = decide.Plan(10, 3000)
+    grid, found, picks, even, notes = decide.decide(rows, pd.concat(guess), options, billing, [], plan=plan)
+    t4 = found[found["option"] == "one T4"].iloc[0]
+    needs = 30e9 + decide.CONTEXT_BYTES if measured else 16 * 1.5e9 + 4e9 / 4 + decide.FLOOR_BYTES + decide.CONTEXT_BYTES
+    assert t4["fits"] is False and t4["needs_gb"] == pytest.approx(needs / 1e9)
+    assert found.loc[found["model"] == "H100", "fits"].eq(True).all()
+    text = decide.render(found, grid, picks, even, notes, plan)
+    t4_line = next(t for t in text.splitlines() if t.strip().startswith("one T4 "))
+    assert f"does not fit: needs ~{needs / 1e9:.2g} GB of 16" in t4_line
+    assert "peak measured on H100" in text if measured else "estimated from n_params and bytes_per_step" in text
+    assert picks["fastest"]["option"] != "one T4" and picks["cheapest"]["option"] != "one T4"
+    assert not decide.pareto(found)[found["option"] == "one T4"].any()
+    assert "does not fit T4 (16 GB), left out of the picks" in " ".join(decide.brief(found, grid, picks, notes, plan).split())
+
+
+def test_your_cpu_costs_its_electricity_measured_by_rapl_else_at_nominal_watts(planted):
+    _, _, options, billing, _ = planted
+    none = pd.DataFrame(columns=decide.KEY + ["device_name", "epoch_s_median"])
+    rows = planned_rows()
+    plan = decide.Plan(10, 3000)
+    wall = 1 + 10 * (0.01 + 1e-5 * 3000)
+    _, found, *_ = decide.decide(frame(rows).assign(results_dir="/home/me/r"), none, options, billing, [], plan=plan,
+                                 power=cost.Electricity(usd_per_kwh=0.2, cpu_w=30))
+    own = found[found["kind"] == decide.OWN_CPU].iloc[0]
+    assert own["usd"] > 0 and own["usd"] == pytest.approx(wall / 3600 * 0.030 * 0.2)
+    assert decide.source(own).endswith("electricity: nominal 30 W (--cpu-watts)") and "30 W" in own["basis"]
+    for r in rows:  # RAPL read 40 W over the timed epochs
+        r["cpu_energy_j"] = 40.0 * r["train_s"] if r["device"] == "cpu" else None
+    _, found, *_ = decide.decide(frame(rows).assign(results_dir="/home/me/r"), none, options, billing, [], plan=plan,
+                                 power=cost.Electricity(usd_per_kwh=0.2, cpu_w=30))
+    own = found[found["kind"] == decide.OWN_CPU].iloc[0]
+    assert own["usd"] == pytest.approx(wall / 3600 * 0.040 * 0.2)
+    assert decide.source(own).endswith("electricity: RAPL 40 W")
+    with pytest.raises(ValueError, match="--cpu-watts must be a number > 0, got -5"):
+        cost.Electricity(cpu_w=-5)
