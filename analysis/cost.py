@@ -74,6 +74,10 @@ class Price:
     def age_days(self, today: dt.date) -> int:
         return (today - _day(self.date)).days
 
+    def is_stale(self, today: dt.date) -> bool:
+        """Older than STALE_DAYS on `today`: the figure may have moved; re-read its source."""
+        return self.age_days(today) > STALE_DAYS
+
 
 @dataclass(frozen=True)
 class Billing:
@@ -410,7 +414,7 @@ def stale(options: list[Option], today: dt.date | None = None) -> list[str]:
     """A line for every price older than STALE_DAYS: the figure and where to re-read it."""
     today = today or dt.date.today()
     return [f"{o.name} {kind}: ${p.usd_per_h:g}/h is of {p.date}, over 12 months before {today}: re-read {p.source}"
-            for o in options for kind, p in o.prices() if p.age_days(today) > STALE_DAYS]
+            for o in options for kind, p in o.prices() if p.is_stale(today)]
 
 
 def secondary(options: list[Option]) -> list[str]:
@@ -440,7 +444,8 @@ def rates(row, options: list[Option]) -> list[dict]:
 
 
 def _priced(o: Option, share: float, why: str) -> list[dict]:
-    return [{"option": o.name, "pricing": kind, "usd_per_h": p.usd_per_h * share, "assumption": why} for kind, p in o.prices()]
+    return [{"option": o.name, "pricing": kind, "usd_per_h": p.usd_per_h * share, "price_date": p.date, "assumption": why}
+            for kind, p in o.prices()]
 
 
 def table(rows: pd.DataFrame, options: list[Option]) -> pd.DataFrame:
@@ -449,7 +454,7 @@ def table(rows: pd.DataFrame, options: list[Option]) -> pd.DataFrame:
     measured = ["config_hash", "workload", "config", "arm", "device_name", "epoch_s_median", "total_s", "samples_per_s"]
     lines = [{**{k: r[k] for k in measured}, **rate}
              for _, r in ok.assign(config=sizes_label(ok)).iterrows() for rate in rates(r, options)]
-    out = pd.DataFrame(lines, columns=measured + ["option", "pricing", "usd_per_h", "assumption"])
+    out = pd.DataFrame(lines, columns=measured + ["option", "pricing", "usd_per_h", "price_date", "assumption"])
     return out.assign(
         option=out["option"] + np.where(out["pricing"] == "spot", " (spot)", ""),
         usd_per_epoch=out["usd_per_h"] * out["epoch_s_median"] / 3600,
@@ -458,9 +463,14 @@ def table(rows: pd.DataFrame, options: list[Option]) -> pd.DataFrame:
     )
 
 
-def render(costs: pd.DataFrame, shown: pd.DataFrame, options: list[Option]) -> str:
-    """The cost table for one configuration per workload (`shown`), its assumptions and the stale prices."""
+def render(costs: pd.DataFrame, shown: pd.DataFrame, options: list[Option], today: dt.date | None = None) -> str:
+    """The cost table for one configuration per workload (`shown`), its assumptions and the stale prices:
+    an option priced over STALE_DAYS before `today` says so where it is listed ('AWS g4dn.xlarge (stale
+    price of 2025-06)'), and its line under the table names the source to re-read."""
+    today = today or dt.date.today()
     keep = costs[costs["config_hash"].isin(shown["config_hash"])]
+    old = keep["price_date"].map(lambda d: (today - _day(d)).days > STALE_DAYS)
+    keep = keep.assign(option=keep["option"] + np.where(old, " (stale price of " + keep["price_date"].astype(str) + ")", ""))
     parts = []
     for (workload, config), group in keep.groupby(["workload", "config"], sort=True):
         parts.append(f"== {workload} ({config}) ==")
@@ -471,7 +481,7 @@ def render(costs: pd.DataFrame, shown: pd.DataFrame, options: list[Option]) -> s
         parts.append(f"no price applies to any measured row: the price file's GPU models are {models}, and CPU "
                      "rows need a CPU instance with at least their thread count")
     parts += [f"  assumption: {text}" for text in sorted(set(costs["assumption"]))]
-    parts += [f"  stale price: {line}" for line in stale(options)]
+    parts += [f"  stale price: {line}" for line in stale(options, today)]
     parts += [f"  secondary source: {line}" for line in secondary(options)]
     parts.append("  the whole sweep's time and cost on each option, and the home boxes: python -m analysis decide")
     return "\n".join(parts)

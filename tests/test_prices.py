@@ -21,6 +21,9 @@ LINES = [
 ]
 
 
+AS_OF = dt.date(2026, 11, 26)  # the day the shipped prices were last checked (issue 29): fixed, so no test rots
+
+
 def catalog(tmp_path, lines=LINES, header=HEADER, cloud="aws"):
     path = tmp_path / cloud / "vms.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,20 +45,39 @@ def test_every_shipped_price_and_billing_has_a_date_and_a_source():
     assert any("RunPod H200 community on-demand: $3.59/h of 2026-09-25 was read on" in line for line in cost.secondary(options))
 
 
+def test_a_price_is_stale_from_the_366th_day_after_its_date():
+    price = cost.Price(1.0, "2025-11-26", "https://example.com/pricing")
+    assert not price.is_stale(dt.date(2026, 11, 26)) and price.is_stale(dt.date(2026, 11, 27))
+    assert cost.Price(1.0, "2025-11", "https://example.com/pricing").is_stale(AS_OF)  # a month is its first day
+
+
+def test_every_shipped_price_older_than_12_months_is_flagged_and_says_why_it_was_not_re_read():
+    options, _ = cost.load_prices()
+    old = [(o, kind, p) for o in options for kind, p in o.prices() if p.is_stale(AS_OF)]
+    assert len(cost.stale(options, AS_OF)) == len(old)  # each one listed, with its source to re-read
+    assert all(f"re-read {p.source}" in line for (_, _, p), line in zip(old, cost.stale(options, AS_OF)))
+    assert all("not re-read" in p.note for _, _, p in old), [o.name for o, _, p in old if "not re-read" not in p.note]
+    recent = [p for o in options for _, p in o.prices() if not p.is_stale(AS_OF)]
+    assert recent and not any("not re-read" in p.note for p in recent)  # a re-read price does not claim otherwise
+
+
 def test_a_price_older_than_12_months_is_flagged_in_the_output(tmp_path, capsys):
     stamp = {"source": "https://example.com/pricing"}
+    recent = dt.date.today().isoformat()  # `cost` judges by today's clock: a price of today is never stale
     data = {"providers": {"P": {"step_s": 1, "minimum_s": 60, "startup_s": 0, "date": "2026-11", **stamp}},
             "options": [{"name": "cpu2", "provider": "P", "region": "r", "gpu": None, "gpus": 0, "vcpus": 2,
                          "on_demand": {"usd_per_h": 0.05, "date": "2025-06", **stamp},
-                         "spot": {"usd_per_h": 0.02, "date": "2026-10", "via": "https://a.list", **stamp}}]}
+                         "spot": {"usd_per_h": 0.02, "date": recent, "via": "https://a.list", **stamp}}]}
     prices = tmp_path / "old.yaml"
     prices.write_text(yaml.safe_dump(data, sort_keys=False))
     results = write_rows([row("disc", "cpu", [1.0, 1.0], torch_threads=2, gpus_requested=0.0)], tmp_path / "mine")
     assert main(["cost", str(results), "--prices", str(prices), "--out", str(tmp_path / "charts")]) == 0
     out = capsys.readouterr().out
     assert "stale price: cpu2 on-demand: $0.05/h is of 2025-06, over 12 months before" in out
-    assert "cpu2 spot" not in out.split("stale price:")[1].split("\n")[0]  # 2026-10 is recent
-    assert "secondary source: cpu2 spot: $0.02/h of 2026-10 was read on https://a.list" in out
+    assert "cpu2 (stale price of 2025-06)" in out.split("assumption:")[0]  # flagged where it is listed
+    assert "cpu2 (spot) (stale" not in out
+    assert "cpu2 spot" not in out.split("stale price:")[1].split("\n")[0]  # today's is recent
+    assert f"secondary source: cpu2 spot: $0.02/h of {recent} was read on https://a.list" in out
 
 
 def test_a_skypilot_catalog_loads_as_options(tmp_path):
