@@ -188,7 +188,7 @@ def _needs(at: pd.DataFrame, samples: int, full_batch: bool) -> dict:
     whose data does not fit moves it to the host (trainables/devices.py, `holds`); a whole-dataset batch
     along the sizes to `samples`. Else estimated from n_params and the step's bytes (BYTES_PER_PARAM,
     ACTIVATION_MOVES, FLOOR_BYTES); null where the rows lack bytes_per_step."""
-    gpu = at[at["device"].eq("cuda") & at["peak_gpu_bytes"].notna()] if "peak_gpu_bytes" in at else at.iloc[:0]
+    gpu = at[at["whole_gpu"] & at["peak_gpu_bytes"].notna()] if "peak_gpu_bytes" in at else at.iloc[:0]
     if len(gpu):
         per_size = gpu.groupby("dataset_size")["peak_gpu_bytes"].median()
         sizes, peaks = per_size.index.to_numpy(float), per_size.to_numpy(float)
