@@ -114,9 +114,9 @@ def is_reference(results_dir) -> bool:
 
 
 def eager_ok(rows: pd.DataFrame) -> pd.DataFrame:
-    """The ok rows of the eager engine at fp32 (null: written before the column), each with its config_key."""
-    precision = rows["precision"].fillna("fp32") if "precision" in rows else pd.Series("fp32", index=rows.index)
-    ok = rows[(rows["status"] == "ok") & rows["engine"].fillna("eager").eq("eager") & precision.eq("fp32")]
+    """The ok rows of the eager engine at PyTorch's default precision (what a user's plain run gets; a CPU
+    row at fp32 reads as it, analysis/load.py `compared_precision`), each with its config_key."""
+    ok = rows[(rows["status"] == "ok") & rows["engine"].fillna("eager").eq("eager") & rows["precision"].eq("default")]
     return ok.assign(config_key=keys(ok))
 
 

@@ -61,9 +61,20 @@ def read(*dirs: str | Path) -> pd.DataFrame:
 
 
 def labelled(rows: pd.DataFrame) -> pd.DataFrame:
-    """`rows` with what `read` adds to the stored columns besides `results_dir`: `arm` and the fields
-    of each row's parsed device (DEVICE_FIELDS)."""
-    return rows.assign(arm=arm_labels(rows), **device_fields(rows))
+    """`rows` with what `read` adds to the stored columns besides `results_dir`: the fields of each row's
+    parsed device (DEVICE_FIELDS), `precision` as compared (`compared_precision`), and `arm`."""
+    rows = rows.assign(**device_fields(rows))
+    rows = rows.assign(precision=compared_precision(rows))
+    return rows.assign(arm=arm_labels(rows))
+
+
+def compared_precision(rows: pd.DataFrame) -> pd.Series:
+    """Each row's precision as the analysis compares it: a row written before the column ran at fp32, and on
+    a CPU, where TF32 does not exist, strict fp32 and PyTorch's default are one computation: such CPU rows
+    read as 'default', so they stand beside the GPUs' default rows. On a GPU the two stay apart (fp32 turns
+    off the TF32 that cuDNN's convolutions use by default)."""
+    precision = rows["precision"].fillna("fp32") if "precision" in rows else pd.Series("fp32", index=rows.index)
+    return precision.mask(rows["is_cpu"] & precision.eq("fp32"), "default")
 
 
 def device_fields(rows: pd.DataFrame) -> dict[str, pd.Series]:

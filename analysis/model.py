@@ -172,10 +172,12 @@ def step_costs(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _precision(rows: pd.DataFrame) -> pd.Series:
-    """fp32, except that convolutions run TF32 on a GPU by default (cudnn.allow_tf32), and a row's own
-    `precision` where it has one."""
-    default = rows["workload"].isin(list(CNNS)).map({True: "tf32", False: "fp32"})
-    return rows["precision"].fillna(default) if "precision" in rows else default
+    """The precision whose peak a row's step runs at in the three-term model: the row's own, where PyTorch's
+    default counts as TF32 for the convolution workloads (cuDNN's default allows it) and FP32 for the rest;
+    a row written before the column, fp32."""
+    precision = rows["precision"].fillna("fp32") if "precision" in rows else pd.Series("fp32", index=rows.index)
+    cnn = rows["workload"].isin(list(CNNS)).map({True: "tf32", False: "fp32"})
+    return precision.mask(precision.eq("default"), cnn)
 
 
 def _combine(compute, memory, form: str):
@@ -283,8 +285,8 @@ def _counts(frame: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray, np.n
 
 def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str, np.ndarray]:
     """Per row, the device's peak FLOP/s for matmuls and for convolutions, bandwidth and launch overhead:
-    a table GPU's (matmuls at the row's precision, FP32 unless given; convolutions at TF32 unless the row
-    asks BF16/FP16, cuDNN's default), or a CPU's nominal figures (CPU_NOMINAL x its thread count), which
+    a table GPU's (matmuls at the row's precision, FP32 for PyTorch's default; convolutions at TF32, cuDNN's
+    default, unless the row asks BF16, FP16 or strict FP32), or a CPU's nominal figures (CPU_NOMINAL x its thread count), which
     its own fit scales."""
     if devices is None:
         threads = frame["torch_threads"].fillna(1).to_numpy(float)
@@ -293,7 +295,7 @@ def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str
                 "bandwidth": np.full(len(frame), bandwidth), "overhead": np.full(len(frame), overhead)}
     table = [devices[k] for k in frame[MATCH_KEY]]
     precision = frame["precision"].fillna("fp32") if "precision" in frame else pd.Series("fp32", index=frame.index)
-    conv = precision.where(precision.isin(["bf16", "fp16"]), "tf32")
+    conv = precision.where(precision.isin(["bf16", "fp16", "fp32"]), "tf32")
     return {"peak_matmul": np.array([d.peak(p) for d, p in zip(table, precision)]),
             "peak_conv": np.array([d.peak(p) for d, p in zip(table, conv)]),
             "bandwidth": np.array([d.memory_bytes_per_s for d in table]),

@@ -38,7 +38,8 @@ def row(workload, device, epoch_s, **values) -> dict:
     e = np.asarray(epoch_s)
     base = {"schema_version": schema.SCHEMA_VERSION, "sweep": "synthetic", "status": "ok", "workload": workload,
             "device": device, "batch_size": 100, "dataset_size": 1000, "epochs": len(e) + 1, "warmup_epochs": 1,
-            "lr": 0.1, "loop": "fast", "seed": 0, "data_requested": "auto", "n_params": 1000, "depth": 4,
+            "lr": 0.1, "loop": "fast", "precision": "default", "seed": 0, "data_requested": "auto", "n_params": 1000,
+            "depth": 4,
             "h2d_s": 0.001, "warmup_s": float(e[0]), "train_s": float(e.sum()), "eval_s": float(e.mean() / 4),
             "setup_s": 0.01, "epoch_s": e.tolist(), "epoch_s_median": float(np.median(e)),
             "epoch_s_iqr": float(np.subtract(*np.percentile(e, [75, 25]))), "epoch_s_min": float(e.min()),
