@@ -211,7 +211,7 @@ def copy_counts(sources: list[str | Path], *dirs: str | Path) -> tuple[int, int]
     counted = _counted(*sources)
     if not counted:
         raise ValueError(f"no ok cuda rows with per-class counts below {', '.join(map(str, sources))}: pass a "
-                         "folder of rows counted on a GPU (e.g. results/reference/h100-2026-11-25/scaling)")
+                         "folder of rows counted on a GPU (e.g. results/reference/h100-2026-11-26/scaling)")
     files = row_files(*dirs)
     if not files:
         raise ValueError(f"no *.parquet row files below {', '.join(map(str, dirs))}: pass the results "

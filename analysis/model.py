@@ -458,7 +458,7 @@ def predict(rows: pd.DataFrame, gpus: list[str], path: Path = DEVICES) -> pd.Dat
     measured = gpu_rows(rows, devices)
     if measured.empty:
         raise ValueError("no rows of a GPU in the device table to calibrate the model on: read a GPU's results "
-                         "alongside, e.g. results/reference/h200-2026-11-22/scaling")
+                         "alongside, e.g. results/reference/h200-2026-11-26/scaling")
     usable = _usable(rows).sort_values("whole_gpu", key=lambda whole: ~whole, kind="stable")
     keys = _config_keys(usable)
     configs = usable.drop_duplicates(keys)

@@ -125,7 +125,7 @@ def test_your_cpu_rows_are_set_beside_the_reference_gpu_rows_of_the_same_configu
     assert set(gpus["depth"]) == {2, 3, 4} and gpus["results_dir"].map(decide.is_reference).all()
     assert "cuda (NVIDIA H200)" in set(both["arm"])
     note = summary.reference_note(both)
-    assert note.startswith("your cpu (Intel(R) Xeon(R) Processor) against") and "NVIDIA H200 measured on 2026-11-22" in note
+    assert note.startswith("your cpu (Intel(R) Xeon(R) Processor) against") and "NVIDIA H200 measured on 2026-11-26" in note
     assert "another host" in note
 
 
@@ -314,18 +314,17 @@ def test_a_predicted_figure_prints_its_interval_and_the_chart_draws_it(planted):
 
 
 def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp_path, monkeypatch, capsys):
-    """A realistic set: an H100 host's own disc and peaks rows (the shipped ones, copied as yours), the
+    """A realistic set: an H100 host's own rows of every built-in (the shipped ones, copied as yours), the
     reference rows set beside them, the shipped prices and home boxes."""
     import shutil
-    for sweep in ("engines-gpu-eager", "engines-cpu"):
-        shutil.copytree(decide.REFERENCE / "h100-2026-11-21-engines" / sweep, tmp_path / "mine" / sweep)
+    shutil.copytree(decide.REFERENCE / "h100-2026-11-26" / "scaling", tmp_path / "mine" / "scaling")
     monkeypatch.chdir(tmp_path)
     assert main(["decide", "mine", "--deadline", "1", "--out", "charts"]) == 0
     text = capsys.readouterr().out
     lines = text.splitlines()
     assert len(lines) <= 15 and max(map(len, lines)) <= 100, text
     assert "the cost-versus-time front" in text and "your H100 (measured here)" in text
-    assert "measured on vm, 2026-11-21; electricit" in next(t for t in lines if "your H100" in t)
+    assert "measured on vm, 2026-11-26; electricit" in next(t for t in lines if "your H100" in t)
     assert any(t.startswith("cheapest within 1 h: ") for t in lines) and any(t.startswith("fastest: ") for t in lines)
     assert sum("stale prices" in t for t in lines) <= 1 and "against the cheapest" not in text
     assert main(["decide", "mine", "--verbose", "--out", "charts"]) == 0
@@ -337,7 +336,7 @@ def test_a_user_model_measured_on_one_gpu_is_predicted_elsewhere_with_an_interva
     # the ResNet-18 example's shipped rows (one GPU, one workload) are fitted beside every other shipped
     # reference row: an unmeasured GPU gets a finite 90% interval around its prediction, never none
     from analysis.load import REFERENCE, read
-    rows = read(REFERENCE / "h100-2026-11-25" / "resnet18")
+    rows = read(REFERENCE / "h100-2026-11-26" / "resnet18")
     fitted = decide.calibration(rows)
     assert fitted["workload"].nunique() > 1 and len(fitted) > len(rows)
     guess, note = decide.predictions(rows, ["A100"])

@@ -82,7 +82,8 @@ def test_every_engine_space_resolves_and_graph_gets_full_batches():
 def row(sweep, device, engine, depth, ms, **kw):
     rng = np.random.default_rng(depth)
     times = list(ms / 1e3 * (1 + 0.01 * rng.standard_normal(5)))
-    return {"sweep": sweep, "status": "ok", "gpus_requested": 0.0 if device == "cpu" else 1.0, "workload": "disc", "device": device, "engine": engine, "depth": depth,
+    return {"sweep": sweep, "status": "ok", "gpus_requested": 0.0 if device == "cpu" else 1.0, "workload": "disc",
+            "device": device, "engine": engine, "precision": "default", "depth": depth,
             "batch_size": 100, "dataset_size": 1000, "epochs": 6, "warmup_epochs": 1, "lr": 0.1, "loop": "fast",
             "seed": 0, "data_requested": "generated", "n_params": 4 ** depth, "epoch_s": times,
             "epoch_s_median": float(np.median(times)), "train_loss": 0.1, "total_s": 2.0, "fused_members": 1,

@@ -110,7 +110,7 @@ def test_the_shipped_table_names_every_gpu_by_its_short_key():
 
 
 def test_the_reference_rows_predict_unmeasured_gpus_and_model_imports_neither_torch_nor_ray():
-    rows = __import__("analysis.load", fromlist=["read"]).read(ROOT / "results/reference/h200-2026-11-22/scaling")
+    rows = __import__("analysis.load", fromlist=["read"]).read(ROOT / "results/reference/h200-2026-11-26/scaling")
     predicted = model.predict(rows, ["A100", "H200"])
     assert set(predicted["device_name"]) == {"A100"} and predicted["epoch_s_median"].gt(0).all()
     check = "import analysis.model, sys; print(sorted({'torch', 'ray'} & set(sys.modules)))"

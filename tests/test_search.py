@@ -195,7 +195,7 @@ def test_the_benchmark_sets_the_search_beside_the_full_grid_and_finds_them_withi
 
 @pytest.mark.slow
 def test_a_real_search_runs_through_ray_skips_past_its_budget_and_resumes_with_a_larger_one(local_ray, tmp_path):
-    # peaks at sizes with reference GPU rows (results/reference/h200-2026-11-22/scaling, 3 runs each; their
+    # peaks at sizes with reference GPU rows (results/reference/h200-2026-11-26/scaling, 3 runs each; their
     # 200 epochs compare per epoch with these 20), on the CPU alone: the GPU side is the reference's
     space = Space("found", {"peaks": {"dataset_size": [100, 400, 2500], "epochs": [20]}}, ("cpu",), cpu_threads=CPUS,
                   repeats=3)
