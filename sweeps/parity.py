@@ -14,7 +14,8 @@ plain loop, per epoch, on the CPU and on a GPU. The configurations:
     built-ins   each seed's configuration (Workload.grid("seeds"), trainables/workloads.py), its epochs
                 cut to EPOCHS; with --smoke, SMOKE (or the workload's own 'smoke' grid)
     --workload  your workload's 'default' grid (Workload.grid) cut to one configuration: the first value
-                of each of its axes (the grids list sizes smallest first); with --smoke, its 'smoke' grid
+                of each of its axes (the grids list sizes smallest first), at least 1 + MIN_TIMED_EPOCHS
+                epochs (trainables/timing.py: 3 timed); with --smoke, its 'smoke' grid
     --batch-sizes, --dataset-size, --epochs  replace every configuration's batch size (one configuration
                 each), dataset size and epochs
 
@@ -71,6 +72,8 @@ from sweeps import cli, runner
 from sweeps.space import Space
 from trainables.config import LOOPS
 from trainables.data import move, take
+from trainables.devices import parse
+from trainables.timing import MIN_TIMED_EPOCHS
 from trainables.train import run_trial
 from trainables.trial import Trial
 from trainables.workloads import WORKLOADS
@@ -84,6 +87,7 @@ EPOCHS = {"cpu": {"disc": 6, "mnist_cnn": 4, "lenet": 4, "peaks": 100, "tabular"
 CPU_IMAGES = 10_000  # images of mnist_cnn's and lenet's CPU runs (all 60,000: seconds an epoch on 16 cores)
 SMOKE = {"disc": {"depth": [6], "epochs": [4]}, "peaks": {"dataset_size": [2500], "epochs": [40]}}
 WAYS = ("plain", "direct", "sweep")
+DEVICES = ("cpu", "cuda")  # the devices a plain loop runs on: a CPU's threads, or one whole GPU
 
 
 def grids(flags: "Flags", device: str) -> dict:
@@ -97,10 +101,12 @@ def grids(flags: "Flags", device: str) -> dict:
         out[name] = dict(WORKLOADS[name].grid("seeds"))
         if name in EPOCHS[device]:
             out[name]["epochs"] = [EPOCHS[device][name]]
-        if device == "cpu" and WORKLOADS[name].images:
+        if parse(device).is_cpu and WORKLOADS[name].images:
             out[name]["dataset_size"] = [CPU_IMAGES]
     for ref, grid in cli.user_grids(flags, "smoke" if flags.smoke else "default").items():
         out[ref] = grid if flags.smoke else {axis: values[:1] for axis, values in grid.items()}
+        if not flags.smoke:  # a median of MIN_TIMED_EPOCHS epochs at least, after the warm-up, as a sweep's
+            out[ref]["epochs"] = [max(out[ref].get("epochs", [0])[0], 1 + MIN_TIMED_EPOCHS)]
     for name, grid in out.items():
         out[name] = {**grid, **({"batch_size": flags.batch_sizes} if flags.batch_sizes else {}),
                      **({"dataset_size": [flags.dataset_size]} if flags.dataset_size else {}),
@@ -324,8 +330,8 @@ def parse_args(argv=None) -> Flags:
         p.error("nothing to measure: give --workloads, --workload path/to/job.py:ATTR, or neither (the seeds')")
     devices = tuple(d.strip() for d in args.devices.split(",")) if args.devices else \
         ("cpu",) + (("cuda",) if torch.cuda.is_available() else ())
-    if unknown := [d for d in devices if d not in ("cpu", "cuda")]:
-        p.error(f"--devices: unknown {unknown}; choose from cpu, cuda")
+    if unknown := [d for d in devices if d not in DEVICES]:
+        p.error(f"--devices: unknown {unknown}; choose from {', '.join(DEVICES)}")
     loops = tuple(w.strip() for w in args.loops.split(",")) if args.loops else \
         (("fast", "seed") if workloads else ("fast",))
     if unknown := [w for w in loops if w not in LOOPS]:

@@ -81,8 +81,6 @@ _REGEX = {"match", "fullmatch", "search", "findall", "contains", "compile", "sub
 _NOT_DEVICES = {
     "trainables/neighbours.py": {'name != "cpu"'},  # /proc/stat's first line is named 'cpu': the CPUs' total
     "sweeps/parallel.py": {'study == "ddp"', 'study == "pipe"'},  # the studies' names (packed, ddp, pipe)
-    # being rewritten on its own branch (issue 28), which is to ask parse(); then these two go
-    "sweeps/parity.py": {'device == "cpu"', 'd not in ("cpu", "cuda")'},
 }
 
 

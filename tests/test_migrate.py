@@ -105,7 +105,7 @@ def test_copy_counts_fills_gpu_rows_of_the_same_configuration_and_torch_and_noth
                    row("peaks", "cuda", [0.01] * 3, depth=3, **counted),  # two sets of counts for one
                    row("peaks", "cuda", [0.01] * 3, depth=3, **{**counted, "matmul_flops_per_step": 1})],
                 tmp_path / "h100")
-    h200 = {"engine": "eager", "torch_version": "2.11.0+cu130", "device_name": "NVIDIA H200",
+    h200 = {"engine": "eager", "torch_version": "2.11.0+cu130", "device_name": "NVIDIA H200", "precision": None,
             "launches_per_step": 64, "costs_note": "earlier note"}  # precision null: written before the column
     dst = write([row("disc", "cuda", [0.02] * 3, depth=3, seed=5, **h200),  # matches (seed and timing differ)
                  row("disc", "cpu", [0.02] * 3, depth=3, **h200),  # never a CPU row

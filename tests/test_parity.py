@@ -105,7 +105,8 @@ def test_a_users_workload_runs_at_each_batch_size_and_its_plain_loop_takes_its_d
     seed = parity.space(flags, "p", "cpu", "seed", 1).expand()[0]
     assert parity.plain(seed)["epoch_loss"] == pytest.approx(run_trial(seed)["train_loss"], rel=1e-6)
     # without --smoke: its default grid cut to one configuration, the first value of each axis
-    assert parity.grids(parity.parse_args(["--workload", job]), "cpu") == {job: {"dataset_size": [128]}}
+    # and at least 4 epochs (3 timed after the warm-up), as a sweep's median takes
+    assert parity.grids(parity.parse_args(["--workload", job]), "cpu") == {job: {"dataset_size": [128], "epochs": [4]}}
     # the seeds' configurations: both loops, the seeds' as a comparison
     assert parity.parse_args([]).loops == ("fast", "seed")
     with pytest.raises(SystemExit):
