@@ -22,8 +22,10 @@ finished_at), "predicted", or "62% predicted; measured on ..." (the predicted sh
                 the most trials per GPU-second is used: a trial then holds 1/K of a GPU for its trial_s.
                 A GPU's rows at a configuration always win, your machine's over the reference rows
                 (`_yours_first`); at a configuration no row of it measured, analysis/model.py's
-                epoch_s_median and its interval (epoch_s_lo, epoch_s_hi) over the sweep's epochs, plus
-                the fixed seconds of the measured GPUs' rows (measured: no interval). Every figure
+                epoch_s_median and its interval (epoch_s_lo, epoch_s_hi) over the sweep's epochs (fitted
+                on the shipped reference rows alone, applied to the configuration's counted step costs:
+                `predictions`), plus the fixed seconds of the measured GPUs' rows, else of the CPU's
+                (measured: no interval). Every figure
                 that rests on a prediction is marked '~' and printed with its interval: ~4.8 min (3.9-6.1).
     makespan    on G GPUs: the trials, longest first, each to the GPU that frees first (by their GPU
                 share), and never less than the longest trial; on a CPU: one trial after another, each
@@ -83,7 +85,7 @@ import pandas as pd
 
 from analysis import model
 from analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option, measures, stale
-from analysis.load import REFERENCE, read, sizes_label
+from analysis.load import REFERENCE, sizes_label
 from analysis.schema import CONFIG_COLUMNS, SIZE_AXES
 
 # A sweep's configuration, for matching rows of any run length and seed to it.
@@ -1002,7 +1004,8 @@ def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[
             names = grid.loc[grid["config_key"].isin(lacking), "workload"].value_counts()
             notes.append(f"  left out: {gpu}, with no measured or predicted time at {len(lacking)} of {len(grid)} "
                          f"configurations ({', '.join(f'{w} {n}' for w, n in names.items())}); analysis/model.py predicts "
-                         "only configurations some row measured")
+                         "a configuration from its rows' counted step costs (trainables/costs.py), which these lack: "
+                         "sweep it again with this version, which counts them")
     return notes
 
 
@@ -1032,26 +1035,18 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     return grid, found, picks, even, notes + missing(grid, speed, gpus) + ([dated] if old else [])
 
 
-def calibration(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows analysis/model.py is fitted on: `rows`, and, where reference rows are set beside them (not
-    --no-reference), every other shipped reference row too. So a user's model, new to the model, is predicted
-    from every workload and GPU measured, with the leave-one-workload-out interval, not from its own rows
-    alone (one GPU and one workload: no interval)."""
-    if not rows["results_dir"].map(is_reference).any():
-        return rows
-    shipped = read(REFERENCE)
-    return pd.concat([rows, shipped[~shipped["results_dir"].isin(set(rows["results_dir"]))]], ignore_index=True)
-
-
 def predictions(rows: pd.DataFrame, gpus: list[str]) -> tuple[pd.DataFrame, str]:
     """analysis/model.py's predictions, with their interval, for the GPU models among `gpus` that its
     device table knows, at every configuration no row of theirs measured, and a note where it could make
-    none (no GPU row of its device table to calibrate on: CPU rows read with --no-reference)."""
+    none. The model is fitted on the shipped reference rows alone (model.shipped), and each configuration
+    is predicted from its own rows' counted step costs: a user's model measured on the CPU alone is
+    predicted on every GPU, and no figure moves with what else the folder holds (the built-ins' rows, the
+    reference rows set beside them, --no-reference)."""
     known = [g for g in gpus if g in model.load_devices()]
     none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median", "epoch_s_lo", "epoch_s_hi"])
     if not known:
         return none, ""
     try:
-        return model.predict(calibration(rows), known), ""
+        return model.predict(rows, known, fitted=model.shipped), ""
     except ValueError as exc:  # the model's own words: what to read alongside
         return none, f"  not predicted ({', '.join(known)}): {exc}"
