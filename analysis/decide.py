@@ -22,8 +22,10 @@ finished_at), "predicted", or "62% predicted; measured on ..." (the predicted sh
                 the most trials per GPU-second is used: a trial then holds 1/K of a GPU for its trial_s.
                 A GPU's rows at a configuration always win, your machine's over the reference rows
                 (`_yours_first`); at a configuration no row of it measured, analysis/model.py's
-                epoch_s_median and its interval (epoch_s_lo, epoch_s_hi) over the sweep's epochs, plus
-                the fixed seconds of the measured GPUs' rows (measured: no interval). Every figure
+                epoch_s_median and its interval (epoch_s_lo, epoch_s_hi) over the sweep's epochs (fitted
+                on the shipped reference rows alone, applied to the configuration's counted step costs:
+                `predictions`), plus the fixed seconds of the measured GPUs' rows, else of the CPU's
+                (measured: no interval). Every figure
                 that rests on a prediction is marked '~' and printed with its interval: ~4.8 min (3.9-6.1).
     makespan    on G GPUs: the trials, longest first, each to the GPU that frees first (by their GPU
                 share), and never less than the longest trial; on a CPU: one trial after another, each
@@ -56,7 +58,7 @@ GPU, the own CPU) costs its price per sweep. The box is cheaper beyond
 fixed_usd_per_month / (option's $ per sweep - box's electricity per sweep) sweeps a month, each at the
 box's own speed (measured, or predicted and marked): never an assumed equal speed.
 
-Fits in memory (`_needs`, `memory`): each GPU option says whether the run fits its card (devices.yaml's
+Fits in memory (`memory_needed`, `memory`): each GPU option says whether the run fits its card (devices.yaml's
 memory_gb, a home box's own): the GPU rows' measured peak_gpu_bytes, else an estimate from n_params and
 bytes_per_step, + CONTEXT_BYTES (docs/cost.md). One that does not fit is never picked nor on the front.
 
@@ -83,7 +85,7 @@ import pandas as pd
 
 from analysis import model
 from analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option, measures, stale
-from analysis.load import REFERENCE, read, sizes_label
+from analysis.load import REFERENCE, sizes_label
 from analysis.schema import CONFIG_COLUMNS, SIZE_AXES
 
 # A sweep's configuration, for matching rows of any run length and seed to it.
@@ -181,7 +183,7 @@ ACTIVATION_MOVES = 4
 FLOOR_BYTES = 70e6
 
 
-def _needs(at: pd.DataFrame, samples: int, full_batch: bool) -> dict:
+def memory_needed(at: pd.DataFrame, samples: int, full_batch: bool) -> dict:
     """GPU memory a run of one configuration needs at `samples` (needs_bytes, CONTEXT_BYTES included) and
     how it was found (needs_how). Measured: the GPU rows' peak_gpu_bytes (the same on every card); with the
     data kept on the GPU and two sizes or more, the line through the peaks at one batch's size, for a run
@@ -253,7 +255,7 @@ def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus
     lines = []
     for line in grid.itertuples():
         at = ok[ok["config_key"] == line.config_key]
-        needs = _needs(at, line.dataset_size, False)
+        needs = memory_needed(at, line.dataset_size, False)
         gpu_rows = at[at["whole_gpu"] | at["packed"]]
         for gpu in gpus:
             mine = _yours_first(gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]])
@@ -511,7 +513,7 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
     lines = []
     for line in grid.itertuples():
         at = ok[ok["shape"] == line.config_key]
-        needs = _needs(at, plan.samples, line.full_batch)
+        needs = memory_needed(at, plan.samples, line.full_batch)
         gpu_rows = at[at["whole_gpu"]]  # one run holds a whole GPU: packed rows (cuda/K) left aside
         for gpu in gpus:
             mine = gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]]
@@ -620,8 +622,8 @@ def _yours(what: str, kind: str, model_name: str, gpus: int, run: dict, basis: s
                      f"${power.usd_per_kwh:g}/kWh"}
 
 
-def _card(line: dict, memory_gb: float | None) -> dict:
-    """Whether the run fits a GPU option's card: what it needs (`_needs`) against the card's memory."""
+def card_fits(line: dict, memory_gb: float | None) -> dict:
+    """Whether the run fits a GPU option's card: what it needs (`memory_needed`) against the card's memory."""
     needs = line.get("needs_bytes", math.nan)
     if memory_gb is None or pd.isna(needs):
         return {"memory_gb": memory_gb, "needs_gb": needs / 1e9, "fits": None}
@@ -648,15 +650,15 @@ def table(grid: pd.DataFrame, speed: pd.DataFrame, options: list[Option], billin
         if run:
             lines.append(_yours(gpu if count == 1 else f"{count} x {gpu}", OWN_GPU, gpu, count, run,
                                 f"{count} x {gpu} on {run['hosts'] or 'your machine'}", power.gpu_w, power)
-                         | _card(run, cards.get(gpu)))
+                         | card_fits(run, cards.get(gpu)))
     for o in (o for o in options if o.gpu):
         run = _run(grid, speed[speed["source"] == o.gpu], o.gpus)
-        lines += [line | _card(run, cards.get(o.gpu)) for line in
+        lines += [line | card_fits(run, cards.get(o.gpu)) for line in
                   (_rented(o, billing[o.provider], run, f"{o.gpus} x {o.gpu}, rented whole") if run else [])]
     for box in boxes:
         run = _run(grid, speed[speed["source"] == box.gpu], 1)
         if run:
-            lines.append(_home(box, run) | _card(run, box.memory_gb or cards.get(box.gpu)))
+            lines.append(_home(box, run) | card_fits(run, box.memory_gb or cards.get(box.gpu)))
     out = pd.DataFrame(lines)
     if out.empty:
         return out
@@ -766,7 +768,7 @@ def _range(line, columns: tuple[str, str, str], figure, end) -> str:
     return mid if lo == hi else f"{mid} ({lo}-{hi})"
 
 
-def _money(line) -> str:
+def money(line) -> str:
     """'$0.31', or where it rests on a prediction '~$0.31 (0.25-0.40)'; $0 is exact."""
     cents = _cents
     if line["usd"] == 0 or not line["predicted"]:
@@ -784,7 +786,7 @@ def _two(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2g}"
 
 
-def _hours(line) -> str:
+def run_time(line) -> str:
     """'4.82 min', '1.5 h', or where it rests on a prediction '~4.82 min (3.9-6.1)'."""
     scale, unit = (60, "min") if line["wall_h"] < 1 else (1, "h")
     figure = lambda h: f"{h * scale:,.3g}"  # noqa: E731
@@ -834,7 +836,7 @@ def said(line) -> str:
     """An option in a few words: 'RTX 5090 box, ~0.147 min (0.12-0.19), ~$0.01' ('~': predicted, 90% interval);
     a planned run's with its time per epoch first: 'RTX 5090 box, ~9.5 s/epoch (4.8-19), ~4.78 min ...'."""
     epoch = f"{per_epoch(line)}, " if pd.notna(line.get("epoch_s", math.nan)) else ""
-    return f"{line['option']}, {epoch}{_hours(line)}, {_money(line)}"
+    return f"{line['option']}, {epoch}{run_time(line)}, {money(line)}"
 
 
 def _fit(text: str) -> str:
@@ -899,7 +901,7 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     shown = front.head(room)
     said_front = ("the cost-versus-time front, fastest first" +
                   (f" ({len(shown)} of {len(front)}; --verbose shows all):" if len(front) > room else ":"))
-    cells = [(o["option"],) + ((per_epoch(o),) if plan else ()) + (_hours(o), _money(o), _mark(o, plan))
+    cells = [(o["option"],) + ((per_epoch(o),) if plan else ()) + (run_time(o), money(o), _mark(o, plan))
              for _, o in shown.iterrows()]
     n = len(cells[0]) - 1 if cells else 0
     widths = [min(max(len(c[i]) for c in cells), 34) for i in range(n)]
@@ -926,7 +928,7 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
     parts = [_header(grid, plan)]
     if options.empty:
         return "\n".join(parts + [f"no option has a measured or predicted time for every configuration of the {unit}"] + notes)
-    shown = options.assign(wall=options.apply(_hours, axis=1), cost=options.apply(_money, axis=1),
+    shown = options.assign(wall=options.apply(run_time, axis=1), cost=options.apply(money, axis=1),
                            memory=options.apply(memory, axis=1), source=options.apply(source, axis=1),
                            front=pareto(options).map({True: "*", False: ""}))
     if plan:
@@ -1002,7 +1004,8 @@ def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[
             names = grid.loc[grid["config_key"].isin(lacking), "workload"].value_counts()
             notes.append(f"  left out: {gpu}, with no measured or predicted time at {len(lacking)} of {len(grid)} "
                          f"configurations ({', '.join(f'{w} {n}' for w, n in names.items())}); analysis/model.py predicts "
-                         "only configurations some row measured")
+                         "a configuration from its rows' counted step costs (trainables/costs.py), which these lack: "
+                         "sweep it again with this version, which counts them")
     return notes
 
 
@@ -1032,26 +1035,18 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     return grid, found, picks, even, notes + missing(grid, speed, gpus) + ([dated] if old else [])
 
 
-def calibration(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows analysis/model.py is fitted on: `rows`, and, where reference rows are set beside them (not
-    --no-reference), every other shipped reference row too. So a user's model, new to the model, is predicted
-    from every workload and GPU measured, with the leave-one-workload-out interval, not from its own rows
-    alone (one GPU and one workload: no interval)."""
-    if not rows["results_dir"].map(is_reference).any():
-        return rows
-    shipped = read(REFERENCE)
-    return pd.concat([rows, shipped[~shipped["results_dir"].isin(set(rows["results_dir"]))]], ignore_index=True)
-
-
 def predictions(rows: pd.DataFrame, gpus: list[str]) -> tuple[pd.DataFrame, str]:
     """analysis/model.py's predictions, with their interval, for the GPU models among `gpus` that its
     device table knows, at every configuration no row of theirs measured, and a note where it could make
-    none (no GPU row of its device table to calibrate on: CPU rows read with --no-reference)."""
+    none. The model is fitted on the shipped reference rows alone (model.shipped), and each configuration
+    is predicted from its own rows' counted step costs: a user's model measured on the CPU alone is
+    predicted on every GPU, and no figure moves with what else the folder holds (the built-ins' rows, the
+    reference rows set beside them, --no-reference)."""
     known = [g for g in gpus if g in model.load_devices()]
     none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median", "epoch_s_lo", "epoch_s_hi"])
     if not known:
         return none, ""
     try:
-        return model.predict(calibration(rows), known), ""
+        return model.predict(rows, known, fitted=model.shipped), ""
     except ValueError as exc:  # the model's own words: what to read alongside
         return none, f"  not predicted ({', '.join(known)}): {exc}"

@@ -3,8 +3,10 @@
     python -m analysis model --validate            # the shipped reference rows: held-out error, coverage, targets
     python -m analysis model RESULTS... [--validate]
 
-    predict(rows, ["A100", "L4"])    # what analysis/decide.py asks: one predicted row per configuration and GPU,
-                                     # epoch_s_median with a 90% conformal interval (epoch_s_lo, epoch_s_hi)
+    predict(rows, ["A100", "L4"], fitted=shipped)   # what analysis/decide.py asks: one predicted row per
+                                     # configuration and GPU, epoch_s_median with a 90% conformal interval
+                                     # (epoch_s_lo, epoch_s_hi), from the fit on the shipped reference rows
+    predict_counted(configs, ["A100"])   # the same for a step counted, never timed (crossover predict)
 
 THE model is per op class (matmul, conv, norm, elementwise, optimizer: analysis/schema.py's OP_CLASSES,
 counted by trainables/costs.py into each row as {class}_{flops,bytes,launches}_per_step). On a GPU of
@@ -32,7 +34,9 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +44,7 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
+from analysis.load import REFERENCE, read
 from analysis.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
 
 DEVICES = Path(__file__).with_name("devices.yaml")
@@ -432,7 +437,7 @@ def _predicted(configs: pd.DataFrame, model: Predictor, devices: dict[str, Devic
     """The model's epoch times of `configs` (usable rows, one per configuration) on the GPU `key`, with
     their conformal interval."""
     on = configs.assign(**{MATCH_KEY: key})
-    epoch = on["steps_per_epoch"].to_numpy(float) * model.fit.step_s(on, devices)
+    epoch = on["steps_per_epoch"].to_numpy(float) * model.fit.step_s(on, devices) if len(on) else np.zeros(0)
     q, source = zip(*[model.interval(w) for w in on["workload"]]) if len(on) else ((), ())
     q = np.array(q, float)
     out = on[_config_keys(on) + ["n_params", "steps_per_epoch"]].assign(
@@ -441,41 +446,93 @@ def _predicted(configs: pd.DataFrame, model: Predictor, devices: dict[str, Devic
     return out.assign(samples_per_s=on["dataset_size"] / out["epoch_s_median"])
 
 
-def predict(rows: pd.DataFrame, gpus: list[str], path: Path = DEVICES) -> pd.DataFrame:
+def predict(rows: pd.DataFrame, gpus: list[str], path: Path = DEVICES,
+            fitted: Callable[[str], Predictor] | None = None) -> pd.DataFrame:
     """For each configuration measured in `rows` and each GPU key in `gpus` that no row measured at that
     configuration: its predicted epoch_s_median with a 90% conformal interval (epoch_s_lo, epoch_s_hi),
     samples_per_s, predicted=True, model_form (PER_CLASS, or THREE_TERM for a configuration whose rows
     lack the per-class columns) and interval_from (whose held-out residuals gave the interval).
 
-    The step costs of a configuration come from one of its rows (a GPU row first: its launches are
-    the GPU's). Where a row of the GPU measured the configuration, it is not predicted: the
+    `fitted(form)` gives the model of each form: `shipped` (what analysis/decide.py passes: the shipped
+    reference rows' fit, so a prediction never moves with what else `rows` holds); None, a fit on `rows`'
+    own GPU rows. The step costs of a configuration come from one of its rows (a GPU row first: its
+    launches are the GPU's). Where a row of the GPU measured the configuration, it is not predicted: the
     measurement wins; a GPU measured at some configurations (the H100 reference rows: disc and peaks
-    only) is predicted at the others, fitted on its own rows among the rest."""
-    devices = load_devices(path)
-    unknown = [g for g in gpus if g not in devices]
-    if unknown:
-        raise ValueError(f"GPUs {unknown} are not in {path}: use its keys {sorted(devices)}, or add an entry")
+    only) is predicted at the others."""
+    devices = _known(gpus, path)
     measured = gpu_rows(rows, devices)
-    if measured.empty:
-        raise ValueError("no rows of a GPU in the device table to calibrate the model on: read a GPU's results "
-                         "alongside, e.g. results/reference/h200-2026-11-26/scaling")
+    per_class = measured[form_of(measured) == PER_CLASS]
+    if fitted is None:
+        if measured.empty:
+            raise ValueError("no rows of a GPU in the device table to calibrate the model on: read a GPU's results "
+                             "alongside, e.g. results/reference/h200-2026-11-26/scaling")
+        models = {}
+
+        def fitted(form: str) -> Predictor:
+            if form not in models:
+                models[form] = predictor(per_class if form == PER_CLASS else measured, devices, form)
+            return models[form]
+        per_class_known = len(per_class) > 0
+    else:
+        per_class_known = True  # the shipped reference rows have the per-class columns
     usable = _usable(rows).sort_values("whole_gpu", key=lambda whole: ~whole, kind="stable")
     keys = _config_keys(usable)
     configs = usable.drop_duplicates(keys)
-    per_class = measured[form_of(measured) == PER_CLASS]
-    forms = form_of(configs) if len(per_class) else pd.Series(THREE_TERM, index=configs.index)
-    models = {form: predictor(per_class if form == PER_CLASS else measured, devices, form) for form in set(forms)}
+    forms = form_of(configs) if per_class_known else pd.Series(THREE_TERM, index=configs.index)
     frames = []
     for key in gpus:
         done = measured.loc[measured[MATCH_KEY] == key, keys].drop_duplicates()
         todo = configs.assign(_form=forms).merge(done, on=keys, how="left", indicator=True)
         todo = todo[todo["_merge"] == "left_only"].drop(columns="_merge")
-        frames += [_predicted(part.drop(columns="_form"), models[form], devices, key)
+        frames += [_predicted(part.drop(columns="_form"), fitted(form), devices, key)
                    for form, part in todo.groupby("_form")]
     if frames:
         return pd.concat(frames, ignore_index=True)
     empty = configs.iloc[:0]
     return _predicted(empty, Predictor(Fit(THREE_TERM, (), None, 0.0), frozenset(), {}), devices, "")
+
+
+def predict_counted(configs: pd.DataFrame, gpus: list[str], path: Path = DEVICES) -> pd.DataFrame:
+    """`predict` for configurations nobody timed (sweeps/predict.py: a step counted on the CPU, not
+    trained): one line each with the configuration's columns, workload, precision, steps_per_epoch and
+    the step's counted costs (every per-class column), predicted on each GPU of `gpus` by the `shipped`
+    per-class model."""
+    devices = _known(gpus, path)
+    lacking = [c for c in CLASS_COLUMNS if c not in configs or configs[c].isna().any()]
+    if lacking:
+        raise ValueError(f"the step's counted costs lack {lacking[:3]}{'...' if len(lacking) > 3 else ''}: the "
+                         "per-class model predicts from every op class's FLOPs, bytes and launches")
+    on = configs.reindex(columns=list(dict.fromkeys([*_config_keys(configs), *configs.columns])))
+    return pd.concat([_predicted(on, shipped(PER_CLASS, path), devices, key) for key in gpus], ignore_index=True)
+
+
+def _known(gpus: list[str], path: Path) -> dict[str, Device]:
+    """The device table, where it knows every GPU of `gpus`; else refused naming the unknown ones."""
+    devices = load_devices(path)
+    unknown = [g for g in gpus if g not in devices]
+    if unknown:
+        raise ValueError(f"GPUs {unknown} are not in {path}: use its keys {sorted(devices)}, or add an entry")
+    return devices
+
+
+@cache
+def reference_rows() -> pd.DataFrame:
+    """Every row of the shipped results/reference/ (analysis/load.py REFERENCE), read once a process: what
+    `shipped` fits on. The folders do not change while a process runs; callers filter, never modify."""
+    return read(REFERENCE)
+
+
+@cache
+def shipped(form: str, path: Path = DEVICES) -> Predictor:
+    """The model of `form` fitted on the shipped reference rows' GPU rows (`reference_rows`), with its
+    conformal quantiles: what analysis/decide.py, the verdict and sweeps/predict.py predict with, so that a
+    prediction rests on the reference GPUs alone, never on what else the user's folder holds. Fitted once a
+    process (about 1.5 s on a 2-core VM)."""
+    devices = load_devices(path)
+    measured = gpu_rows(reference_rows(), devices)
+    if form == PER_CLASS:
+        measured = measured[form_of(measured) == PER_CLASS]
+    return predictor(measured, devices, form)
 
 
 # ---- validation: held-out error and the out-of-sample coverage of the intervals ----

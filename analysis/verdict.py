@@ -18,6 +18,7 @@ Reads rows only (numpy, pandas); never imports torch or ray.
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import cost, decide
+from analysis import cost, decide, model
 from analysis.crossover import (
     A_EVERYWHERE,
     B_EVERYWHERE,
@@ -45,7 +46,8 @@ from analysis.crossover import (
 # A size a student reads first: the model's parameters, then the data's, then the rest.
 HEADLINE_AXES = ("n_params", "dataset_size", "batch_size", "depth", "width", "context")
 UNITS = {"n_params": "parameters", "dataset_size": "samples"}  # "past 555k parameters"; else "past batch size 64"
-NOT_COMPARED = "not compared"  # a workload without a line of the CPU against a GPU
+NOT_COMPARED = "not compared"  # a workload without a line of the CPU against a GPU, and none predicted
+PREDICTED = "predicted"  # a workload measured on the CPU alone: each GPU of analysis/devices.yaml predicted
 WIDTH = 100  # columns of the default output (issue 23): longer lines wrap, indented
 
 
@@ -57,6 +59,7 @@ class Finding:
     words: str  # "GPU faster past 555k parameters (95% CI 323k-770k); 14x faster at 1.2M"
     line: pd.Series | None = None
     others: int = 0  # further slices along the same axis (other sizes held fixed): in the crossover table
+    gpus: tuple[str, ...] = ()  # PREDICTED: one line per GPU model, fastest first (`predicted`)
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,10 +85,12 @@ class Verdict:
 def reach(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(), include_loaded: bool = False,
           decision: bool = False) -> Verdict:
     """The verdict of `rows`: the crossover table, each workload's answer and, with `decision`, what the
-    measured grid costs on every option of analysis/prices.yaml and every home box."""
+    measured grid costs on every option of analysis/prices.yaml and every home box, and for a workload
+    measured on the CPU alone its predicted answer on every GPU model (`predicted`)."""
     table = find(rows, boot, include_loaded)
     ok = rows[rows["status"] == "ok"]
-    findings = tuple(_finding(w, _candidates(table), rows, include_loaded) for w in sorted(ok["workload"].unique()))
+    findings = tuple(_finding(w, _candidates(table), rows, include_loaded, decision)
+                     for w in sorted(ok["workload"].unique()))
     return Verdict(findings, table, rows, boot, include_loaded, _decision(rows) if decision else None)
 
 
@@ -103,10 +108,13 @@ def _candidates(table: pd.DataFrame) -> pd.DataFrame:
     return lines.assign(_axis=lines["axis"].map(HEADLINE_AXES.index), _gpus=-workloads, _points=-lines["n_points"])
 
 
-def _finding(workload: str, candidates: pd.DataFrame, rows: pd.DataFrame, include_loaded: bool) -> Finding:
+def _finding(workload: str, candidates: pd.DataFrame, rows: pd.DataFrame, include_loaded: bool,
+             predict: bool = False) -> Finding:
     mine = candidates[candidates["workload"] == workload]
     if mine.empty:
-        return Finding(workload, NOT_COMPARED, _why_not(rows[rows["workload"] == workload]))
+        own = rows[rows["workload"] == workload]
+        cpu_only = own.loc[own["status"] == "ok", "is_cpu"].all()
+        return predicted(workload, own) if predict and cpu_only else Finding(workload, NOT_COMPARED, _why_not(own))
     line = mine.sort_values(["_axis", "_gpus", "device_b", "_points"], kind="stable").iloc[0]
     others = ((mine["axis"] == line["axis"]) & (mine["device_b"] == line["device_b"])).sum() - 1
     return Finding(workload, line["verdict"], words(line) + _busy(line, rows, include_loaded), line, int(others))
@@ -136,6 +144,94 @@ def _why_not(rows: pd.DataFrame) -> str:
     if not cpu.any():
         return f"{NOT_COMPARED}: no CPU rows at its sizes"
     return f"{NOT_COMPARED}: the CPU and the GPU share fewer than two sizes"
+
+
+def predicted(workload: str, rows: pd.DataFrame) -> Finding:
+    """A workload measured on the CPU alone, answered per GPU model of analysis/devices.yaml from
+    analysis/model.py's prediction (fitted on the shipped reference rows, applied to its rows' counted
+    step costs: decide.predictions): along the first axis of HEADLINE_AXES its CPU rows vary (the slice
+    with most sizes), each GPU's time per epoch at the largest size with its 90% interval, and where it
+    overtakes the CPU (`_against`). NOT_COMPARED, saying why, where nothing can be predicted."""
+    cpu = decide.eager_ok(rows[rows["is_cpu"]])
+    guess, note = decide.predictions(rows, list(model.load_devices()))
+    guess = guess.assign(config_key=decide.keys(guess)) if len(guess) else guess.assign(config_key=[])
+    guess = guess[guess["config_key"].isin(set(cpu["config_key"]))]
+    if cpu.empty or guess.empty:
+        return Finding(workload, NOT_COMPARED, _unpredicted(rows, note))
+    arm = cpu.groupby(["device_name", "torch_threads"]).size().idxmax()  # the CPU arm with most rows
+    cpu = cpu[(cpu["device_name"] == arm[0]) & (cpu["torch_threads"] == arm[1])]
+    points = cpu.groupby("config_key").agg(cpu_s=("epoch_s_median", "median"),
+                                           **{a: (a, "first") for a in HEADLINE_AXES})
+    axis = next((a for a in HEADLINE_AXES if points[a].nunique() > 1), "dataset_size")
+    rest = [a for a in HEADLINE_AXES if a != axis]
+    slices = points.groupby([points[a].fillna(-1) for a in rest], sort=False)
+    points = max((g for _, g in slices), key=len).sort_values(axis)
+    lines = []
+    for gpu, mine in guess.groupby("device_name"):
+        at = points.join(mine.set_index("config_key")[["epoch_s_median", "epoch_s_lo", "epoch_s_hi"]], how="inner")
+        if len(at):
+            last = at.iloc[-1]
+            lines.append((last["epoch_s_median"], f"{gpu}: predicted ~{_seconds(last['epoch_s_median'])} s/epoch "
+                          f"({_seconds(last['epoch_s_lo'])}-{_seconds(last['epoch_s_hi'])}); {_against(at, axis)}"))
+    words = (f"no GPU row: predicted per GPU from its step's counted costs (analysis/model.py, fitted on the "
+             f"reference GPUs; 90% intervals), time per epoch at {_at(axis, points[axis].iloc[-1])}:")
+    return Finding(workload, PREDICTED, words, gpus=tuple(text for _, text in sorted(lines)))
+
+
+def _seconds(x: float) -> str:
+    """Seconds to two or three figures, without an exponent: 0.0042, 0.66, 12, 340."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.2g}" if x < 1 else f"{x:.3g}"
+
+
+def _against(at: pd.DataFrame, axis: str) -> str:
+    """A predicted GPU against the measured CPU along `axis`: 'GPU faster at every size, ~6.6x (3.6-12)'
+    (at the largest size, the interval from the prediction's), 'CPU faster at every size: the GPU takes
+    ~2.1x as long (1.2-3.9)', or 'GPU faster past ~2,050 samples (CI 512->8,190)' where the median
+    prediction crosses the CPU, the interval where its ends do (log-log between the sizes around)."""
+    x = at[axis].to_numpy(float)
+    mid, low, high = (at["cpu_s"].to_numpy(float) / at[c].to_numpy(float)
+                      for c in ("epoch_s_median", "epoch_s_hi", "epoch_s_lo"))
+    if (mid > 1).all():
+        return f"GPU faster at every size, ~{times(mid[-1])} ({times(low[-1])}-{times(high[-1])})"
+    if (mid < 1).all():
+        return (f"CPU faster at every size: the GPU takes ~{times(1 / mid[-1])} as long "
+                f"({times(1 / high[-1])}-{times(1 / low[-1])})")
+    side = "past" if mid[-1] > 1 else "below"
+    at_mid = _crossing(x, mid)
+    ends = []
+    for ratio in (high, low):  # either end of the interval: where its optimistic and its pessimistic end cross
+        found = _crossing(x, ratio)
+        if found is None:  # that end never crosses: before the smallest size or after the largest
+            early = (ratio > 1).all() == (side == "past")
+            found = -math.inf if early else math.inf
+        ends.append(found)
+    said = [f"<{amount(x[0])}" if e == -math.inf else f">{amount(x[-1])}" if e == math.inf else amount(e)
+            for e in sorted(ends)]
+    where = _at(axis, at_mid) if at_mid is not None else f"{axis.replace('_', ' ')} within the sizes measured"
+    return f"GPU faster {side} ~{where} (between {said[0]} and {said[1]})"
+
+
+def _crossing(x: np.ndarray, ratio: np.ndarray) -> float | None:
+    """Where `ratio` (CPU time over GPU time) first crosses 1 along x, log-log between the two sizes around."""
+    for i in range(len(x) - 1):
+        a, b = np.log(ratio[i]), np.log(ratio[i + 1])
+        if (a < 0) != (b < 0):
+            return float(np.exp(np.interp(0.0, sorted([a, b]), np.log(x[[i, i + 1]])[::1 if a < b else -1])))
+    return None
+
+
+def _unpredicted(rows: pd.DataFrame, note: str) -> str:
+    """Why a workload measured on the CPU alone has no prediction either, in its user's words."""
+    ok = rows[rows["status"] == "ok"]
+    said = ok["costs_note"].dropna() if "costs_note" in ok else pd.Series(dtype=str)
+    if note:
+        why = note.strip().split(": ", 1)[-1]
+    elif len(said):
+        why = f"its step's costs could not be counted ({said.iloc[0]})"
+    else:
+        why = ("its rows lack the step's counted costs (FLOPs, bytes and launches a step), which the prediction "
+               "needs: they were written before crossover counted them; sweep it again")
+    return f"{NOT_COMPARED}: no GPU rows at its sizes, and no GPU predicted: {why}"
 
 
 def amount(x: float) -> str:
@@ -234,6 +330,7 @@ def answer(v: Verdict) -> list[str]:
     for f in v.findings:
         more = f" (1 of {f.others + 1} settings)" if f.others else ""
         out.append(f"  {f.workload:<{pad}}  {f.words}{more}")
+        out += [f"  {'':<{pad}}    {line}" for line in f.gpus]
     return out + [f"  {mark}: {why}" for mark, why in BUSY_MARKS.items() if any(mark in f.words for f in v.findings)]
 
 

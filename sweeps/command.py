@@ -4,6 +4,8 @@
     crossover decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256
                                              # = python -m analysis decide ...: your run on every option
     crossover report results/scaling         # = python -m analysis report results/scaling
+    crossover predict --workload job.py:workload --batch-size 128 --dataset-size 50000 --epochs 30
+                                             # = python -m sweeps.predict ...: every GPU, predicted, no sweep
     crossover sweep --help                   # each command's own flags, each with its help
 
 `pip install -e .` puts it on the PATH (pyproject.toml, [project.scripts]); `python -m sweeps.command`
@@ -37,6 +39,9 @@ COMMANDS = {
                       "wall time, cost and memory fit on every option, fastest, cheapest, the home boxes' break-even"),
     "report": Command("analysis.__main__", ("report",), "python -m analysis report",
                       "write the HTML report and the crossover table of results directories"),
+    "predict": Command("sweeps.predict", (), "python -m sweeps.predict",
+                       "your workload's time per epoch, run time, cost and memory fit on every GPU model, predicted "
+                       "from one step counted on the CPU: no sweep"),
 }
 
 

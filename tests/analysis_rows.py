@@ -65,3 +65,18 @@ def write(rows, directory):
 def frame(rows) -> pd.DataFrame:
     """Rows as load.read() returns them: the exact schema's table as pandas, with an arm and the device's fields."""
     return labelled(schema.to_table(rows).to_pandas().assign(results_dir="synthetic"))
+
+
+def user_cpu_rows(directory, workload="my_cnn"):
+    """A user's own model measured on the CPU alone, as a results directory: the ResNet-18 example's CPU rows
+    as measured (results/reference/h100-2026-11-26/resnet18), renamed `workload`, which no GPU row measured."""
+    import pyarrow as pa
+
+    from analysis.load import REFERENCE
+    table = pq.read_table(REFERENCE / "h100-2026-11-26" / "resnet18" / "resnet18-cpu.parquet")
+    for name, value in (("workload", workload), ("workload_module", f"{workload}:workload")):
+        column = pa.array([value] * len(table), table.schema.field(name).type)
+        table = table.set_column(table.schema.get_field_index(name), name, column)
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, directory / "rows.parquet")
+    return directory

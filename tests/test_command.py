@@ -24,6 +24,7 @@ def crossover(*args: str) -> subprocess.CompletedProcess:
     ("decide", "usage: python -m analysis decide", ["--epochs", "--dataset-size N", "your planned run's samples",
                                                     "--workload", "--deadline"]),
     ("report", "usage: python -m analysis report", ["--draws", "bootstrap draws per crossover", "--include-loaded"]),
+    ("predict", "usage: crossover predict", ["--workload", "--epochs", "--timeout", "--json", "--param"]),
 ])
 def test_each_subcommand_shows_the_flags_of_the_command_it_stands_for(command, usage, flags):
     done = crossover(command, "--help")
@@ -36,7 +37,8 @@ def test_each_subcommand_shows_the_flags_of_the_command_it_stands_for(command, u
 def test_the_top_level_help_names_every_subcommand_and_what_it_stands_for():
     done = crossover("--help")
     assert done.returncode == 0, done.stderr
-    for same_as in ("python sweeps/scaling.py", "python -m analysis decide", "python -m analysis report"):
+    for same_as in ("python sweeps/scaling.py", "python -m analysis decide", "python -m analysis report",
+                    "python -m sweeps.predict"):
         assert same_as in " ".join(done.stdout.split())  # argparse wraps the lines
 
 
@@ -54,4 +56,4 @@ def test_decide_prices_a_planned_run_from_a_results_folder(tmp_path):
 def test_an_unknown_subcommand_exits_2_naming_the_choices():
     done = crossover("sweeps", "--smoke")
     assert done.returncode == 2
-    assert "invalid choice: 'sweeps' (choose from 'sweep', 'decide', 'report')" in done.stderr
+    assert "invalid choice: 'sweeps' (choose from 'sweep', 'decide', 'report', 'predict')" in done.stderr

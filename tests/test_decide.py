@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_rows import frame, row
+from analysis_rows import frame, row, user_cpu_rows
 from analysis_rows import write as write_rows
 from test_analysis_cost import write
 
@@ -333,16 +333,38 @@ def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp
 
 
 def test_a_user_model_measured_on_one_gpu_is_predicted_elsewhere_with_an_interval():
-    # the ResNet-18 example's shipped rows (one GPU, one workload) are fitted beside every other shipped
+    # the ResNet-18 example's shipped rows (one GPU, one workload) are predicted from the fit on every shipped
     # reference row: an unmeasured GPU gets a finite 90% interval around its prediction, never none
     from analysis.load import REFERENCE, read
     rows = read(REFERENCE / "h100-2026-11-26" / "resnet18")
-    fitted = decide.calibration(rows)
-    assert fitted["workload"].nunique() > 1 and len(fitted) > len(rows)
     guess, note = decide.predictions(rows, ["A100"])
     mine = guess[guess["workload"] == "resnet18_cifar"]
     assert not note and len(mine) and np.isfinite(mine[["epoch_s_lo", "epoch_s_hi"]].to_numpy(float)).all()
     assert (mine["epoch_s_lo"] < mine["epoch_s_median"]).all() and (mine["epoch_s_median"] < mine["epoch_s_hi"]).all()
+
+
+def test_a_user_workload_in_a_folder_of_its_own_gets_gpu_options_and_the_same_beside_the_builtins(tmp_path):
+    """A user's model measured on the CPU alone, in a folder of its own: every GPU of analysis/devices.yaml
+    is an option, predicted with its interval; with the built-ins' CPU rows in the same folder (and the
+    reference GPU rows they bring beside them) every figure is the same to the last digit."""
+    import shutil
+
+    from analysis import model
+    from analysis.load import REFERENCE
+    user_cpu_rows(tmp_path / "alone" / "my_cnn")
+    user_cpu_rows(tmp_path / "shared" / "my_cnn")
+    shutil.copytree(REFERENCE / "h100-2026-11-26" / "scaling", tmp_path / "shared" / "scaling",
+                    ignore=shutil.ignore_patterns("*gpu*"))
+    run = ["--epochs", "30", "--dataset-size", "50000", "--out", str(tmp_path / "charts"), "--json"]
+    assert main(["decide", str(tmp_path / "alone"), *run, str(tmp_path / "alone.json")]) == 0
+    assert main(["decide", str(tmp_path / "shared"), "--workload", "my_cnn", *run, str(tmp_path / "shared.json")]) == 0
+    alone, shared = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("alone", "shared"))
+    gpus = [r for r in alone if r["gpu"]]
+    assert {r["gpu"] for r in gpus} == set(model.load_devices())
+    assert all(r["basis"] == "predicted" and r["epoch_s_low"] < r["epoch_s"] < r["epoch_s_high"] for r in gpus)
+    assert all(r["fits"] is True for r in gpus)  # an 11M-parameter CNN fits every card, the 2 GB GTX 960 too
+    figures = ("epoch_s", "epoch_s_low", "epoch_s_high", "run_s", "usd", "basis")
+    assert ({r["option"]: [r[f] for f in figures] for r in alone} == {r["option"]: [r[f] for f in figures] for r in shared})
 
 
 def test_the_decision_is_printed_even_where_its_charts_cannot_be_written(tmp_path, monkeypatch, capsys):

@@ -8,7 +8,7 @@ import pytest
 
 from analysis import decide, summary, verdict
 from analysis.crossover import A_EVERYWHERE, Bootstrap
-from analysis_rows import plant
+from analysis_rows import plant, user_cpu_rows
 
 SIZES = np.geomspace(1e2, 1e6, 9)
 CPU = lambda x: 1e-3 * x / 1e4  # noqa: E731  linear in size on the CPU
@@ -67,6 +67,39 @@ def test_a_workload_without_a_gpu_to_compare_with_says_so():
     rows = plant(SIZES, CPU, GPU, noise=0.05)
     found = finding(rows[rows["device"] == "cpu"])
     assert found.kind == verdict.NOT_COMPARED and "no GPU rows" in found.words
+
+
+def test_a_workload_measured_on_the_cpu_alone_is_answered_on_every_gpu_each_figure_predicted(tmp_path):
+    from analysis import model
+    from analysis.load import read
+    rows = read(user_cpu_rows(tmp_path / "my_cnn"))
+    said = verdict.reach(rows, BOOT, decision=True)
+    (found,) = said.findings
+    assert found.kind == verdict.PREDICTED and "no GPU row: predicted per GPU" in found.words
+    assert sorted(line.split(":")[0] for line in found.gpus) == sorted(model.load_devices())
+    # an 11M-parameter CNN, 4.4 s an epoch of 8,192 images on the CPU: every GPU predicted faster, with its interval
+    assert all(": predicted ~" in line and "; GPU faster at every size, ~" in line for line in found.gpus), found.gpus
+    text = verdict.render(said)
+    assert "not compared" not in text and max(map(len, text.splitlines())) <= 100
+    assert all(line in " ".join(text.split()) for line in found.gpus)
+
+
+def test_a_predicted_gpu_overtakes_the_cpu_where_the_prediction_crosses_it_with_the_ends_interval():
+    # the CPU 1, 10 and 100 s an epoch; the GPU predicted 10 s (5-20): equal at 10,000 samples; the optimistic end
+    # crosses at 5,000, the pessimistic at 20,000 (log-log between the sizes around)
+    at = pd.DataFrame({"dataset_size": [1e3, 1e4, 1e5], "cpu_s": [1.0, 10.0, 100.0], "epoch_s_median": 10.0,
+                       "epoch_s_lo": 5.0, "epoch_s_hi": 20.0})
+    assert verdict._against(at, "dataset_size") == "GPU faster past ~10k samples (between 5,000 and 20k)"
+    assert verdict._against(at.assign(cpu_s=[20.0, 40.0, 80.0]), "dataset_size") == \
+        "GPU faster at every size, ~8x (4x-16x)"
+
+
+def test_a_cpu_only_workload_whose_step_was_not_counted_is_not_compared_and_says_why():
+    rows = plant(SIZES, CPU, GPU, noise=0.05, workload="mine")  # a user's workload: no counted step costs
+    found = verdict.predicted("mine", rows[rows["device"] == "cpu"])
+    assert found.kind == verdict.NOT_COMPARED and not found.gpus
+    assert found.words.startswith("not compared: no GPU rows at its sizes, and no GPU predicted: its rows lack the "
+                                  "step's counted costs"), found.words
 
 
 def test_the_answer_comes_first_in_lines_of_at_most_100_columns():

@@ -1,0 +1,241 @@
+"""`crossover predict`: a workload's time per epoch on every GPU of analysis/devices.yaml, without a sweep.
+
+    crossover predict --workload examples/zoo.py:workload --param arch=mobilenet_v2 --batch-size 128 \\
+        --dataset-size 50000 --epochs 30
+    crossover predict --workload job.py:workload --epochs 10 --json -      # the figures as JSON on stdout
+
+One step of the workload is counted (trainables/count_step.py: FLOPs, bytes and launches per op class, as
+a CPU trial's row counts them) in a process of its own, with a time limit (--timeout): the user's code is
+imported and run there, never here, and a hang or a crash ends this command with one line naming the
+workload, what happened and the fix (exit status 2). Meanwhile this process fits analysis/model.py on the
+shipped reference rows (model.shipped), the same fit `decide` and the end of a sweep predict with.
+
+Per GPU model, fastest first: the time per epoch with its 90% interval; the run's time, --epochs epochs
+of it (no set-up, evaluation or transfer: nothing was timed), plus the start-up of the option it is
+priced at; its cost at the cheapest one-GPU on-demand option of analysis/prices.yaml, billed as that
+provider bills (analysis/decide.py `table`), where one exists; and whether the run fits the card's
+memory (decide.memory_needed: estimated from the parameters and the step's bytes). Every figure is
+predicted, never measured. Reads no rows of the user's; imports neither torch nor ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import cost, decide, model
+from analysis.cli import HelpFormatter
+from analysis.schema import SIZE_AXES
+from sweeps.cli import at_least, param
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout the counting process imports trainables from
+TIMEOUT_S = 120  # s: counting one step may take this long; a make_data, make_model or step that hangs stops there
+AXES = ("depth", "width", "context")  # the shared axes a workload may declare, each with a flag of its own
+
+
+class PredictError(Exception):
+    """Why no prediction: one line naming the workload, what happened and the fix."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What `crossover predict` was asked: the flags, frozen where they enter."""
+
+    workload: str  # path/to/job.py:ATTR, package.module:ATTR, or a built-in's name
+    epochs: int  # epochs of the planned run
+    batch_size: int | None = None  # samples a step; None: the workload's default
+    dataset_size: int | None = None  # samples an epoch; None: the workload's default
+    axes: tuple[tuple[str, int], ...] = ()  # (depth | width | context, value) given
+    params: tuple[tuple[str, object], ...] = ()  # the workload's own axes (--param NAME=VALUE)
+    timeout_s: float = TIMEOUT_S  # s the counting process may run
+
+    def command(self) -> list[str]:
+        """The counting process's command line (trainables/count_step.py)."""
+        flags = [("--batch-size", self.batch_size), ("--dataset-size", self.dataset_size),
+                 *((f"--{a}", v) for a, v in self.axes)]
+        return [sys.executable, "-m", "trainables.count_step", "--workload", self.workload,
+                *(str(x) for flag, v in flags if v is not None for x in (flag, v)),
+                *(x for name, v in self.params for x in ("--param", f"{name}={v}"))]
+
+
+def start(request: Request) -> subprocess.Popen:
+    """The counting process, started: it imports the user's code, so it runs apart, with this checkout first
+    on its path (the code that counts is the code that predicts)."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return subprocess.Popen(request.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": path}, start_new_session=True)
+
+
+def finish(process: subprocess.Popen, request: Request, started: float) -> dict:
+    """The counted step (the JSON object on the process's last line of output), once the process ends
+    within request.timeout_s of `started`; else PredictError in one line."""
+    where = f"--workload {request.workload}"
+    alone = " ".join(request.command()[1:])
+    try:
+        out, err = process.communicate(timeout=max(request.timeout_s - (time.monotonic() - started), 0.1))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise PredictError(f"{where}: counting one step did not finish within {request.timeout_s:g} s and was "
+                           "stopped (a make_data, make_model or step that hangs or waits for input, or a model too "
+                           f"large to step here); fix the job, or give --timeout more seconds") from None
+    said = [line for line in err.splitlines() if line.strip()]
+    if process.returncode != 0:
+        how = (f"was killed by signal {-process.returncode}" if process.returncode < 0 else
+               f"exited with status {process.returncode}")
+        why = said[-1].removeprefix("error: ") if said else "it printed no error"
+        raise PredictError(f"{where}: the process counting one step {how} before it printed its counts: {why}; "
+                           f"fix the job (python -m {alone[3:]} runs it alone and shows the traceback)")
+    try:
+        return json.loads(out.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise PredictError(f"{where}: the process counting one step printed no counts (its last line of output: "
+                           f"{(out.strip().splitlines() or ['none'])[-1][:200]!r}); a print in the job's code at exit "
+                           "hides them: remove it") from None
+
+
+def predicted(counted: dict, epochs: int, options: list[cost.Option],
+              billing: dict[str, cost.Billing]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One line per GPU model of analysis/devices.yaml, fastest first, with decide's columns (`table`'s:
+    epoch_s and its interval, wall_s, usd, fits, ...): priced at its cheapest one-GPU on-demand option,
+    else with no price; and the run as decide's grid of one line (for decide.records)."""
+    configs = pd.DataFrame([counted])
+    gpus = list(model.load_devices())
+    guess = model.predict_counted(configs, gpus)
+    grid = pd.DataFrame([{"config_key": "run", "workload": counted["workload"], "epochs": epochs, "warmup_epochs": 0,
+                          "trials": 1, "full_batch": False, **{a: counted.get(a) for a in SIZE_AXES}}])
+    needs = decide.memory_needed(configs, counted["dataset_size"], False)
+    speed = pd.DataFrame([{
+        "config_key": "run", "source": g.device_name, "trial_s": epochs * g.epoch_s_median,
+        "trial_lo": epochs * g.epoch_s_lo, "trial_hi": epochs * g.epoch_s_hi, "k": 1, "predicted": True, "hosts": "",
+        "date": pd.NaT, "power_w": math.nan, "threads": math.nan, **needs, "modelled": True, "extrapolated": False,
+        "factor": 1.0, "spread": math.nan, "reach": "predicted", "epoch_s": g.epoch_s_median,
+        "epoch_lo": g.epoch_s_lo, "epoch_hi": g.epoch_s_hi} for g in guess.itertuples()])
+    rented = decide.table(grid, speed, options, billing, [])
+    cards = {k: d.memory_gb for k, d in model.load_devices().items()}
+    lines = []
+    for gpu in gpus:
+        one = rented[(rented["model"] == gpu) & (rented["gpus"] == 1) & (rented["kind"] == "on-demand")] \
+            if len(rented) else rented
+        run = speed[speed["source"] == gpu].iloc[0]
+        # the run's time on the GPU alone, priced or not; a price's bill adds its provider's start-up
+        wall = {f"wall{end}_s": run[column] for end, column in (("", "trial_s"), ("_lo", "trial_lo"), ("_hi", "trial_hi"))}
+        wall |= {k.replace("_s", "_h"): v / 3600 for k, v in wall.items()}
+        if len(one):
+            lines.append(one.sort_values(["usd", "wall_s"]).iloc[0].to_dict() | wall)
+            continue
+        lines.append({"option": f"{gpu} (no price)", "kind": "no price", "model": gpu, "gpus": 1,
+                      **run[["epoch_s", "epoch_lo", "epoch_hi", "predicted", "reach"]].to_dict(), **wall,
+                      "predicted_share": 1.0, "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan,
+                      "basis": "no option of analysis/prices.yaml has it: the GPU's time alone"}
+                     | decide.card_fits(run.to_dict(), cards.get(gpu)))
+    return pd.DataFrame(lines).sort_values(["epoch_s", "usd"], ignore_index=True), grid
+
+
+def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> str:
+    """The table as text, in lines of at most decide.WIDTH columns: a heading naming the run and how its
+    step was counted, one line per GPU model (time per epoch, the run's time, its cost and where, whether
+    it fits), and how each figure is found."""
+    params = json.loads(counted["workload_params"]) if counted.get("workload_params") else {}
+    shape = ", ".join([f"{a} {counted[a]}" for a in AXES if counted.get(a) is not None]
+                      + [f"{k} {v}" for k, v in params.items()])
+    where = "the meta device (shapes only)" if counted.get("counted_on") == "meta" else "the CPU"
+    head = (f"== {counted['workload']}{f' ({shape})' if shape else ''}: {epochs:,} epochs of "
+            f"{counted['dataset_size']:,} samples, batch {counted['batch_size']:,}; one step counted on {where}: "
+            f"{counted['n_params']:,} parameters, {counted['steps_per_epoch']:,} steps an epoch ==")
+    cells = [("GPU", "s/epoch", f"run, {epochs:,} epochs", "cost", "priced at", "fits")]
+    for _, line in lines.iterrows():
+        priced = line["kind"] != "no price"
+        fits = "?" if line["fits"] is None or pd.isna(line["fits"]) else "yes" if line["fits"] else "no"
+        # the run's interval is the epoch's times the epochs: said once, below, to keep the line to WIDTH
+        cells.append((line["model"], decide.per_epoch(line).replace(" s/epoch", ""), decide.run_time(line).split(" (")[0],
+                      decide.money(line) if priced else "-", line["option"] if priced else "no price",
+                      fits))
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
+    body = ["  " + "  ".join(c[i].ljust(widths[i]) for i in range(len(c))).rstrip() for c in cells]
+    gpu = lines[lines["needs_gb"].notna()] if "needs_gb" in lines else lines.iloc[:0]
+    memory = (f"whether the card's memory (analysis/devices.yaml) holds the ~{gpu['needs_gb'].iloc[0]:,.2g} GB the "
+              f"run needs ({gpu['needs_how'].iloc[0]}, + {decide.CONTEXT_BYTES / 1e9:g} GB CUDA context)" if len(gpu)
+              else "not known: the step's bytes were not counted")
+    notes = [
+        "predicted by analysis/model.py from the step's counted costs, fitted on the shipped reference GPUs' rows "
+        "(results/reference); '~': predicted, its 90% interval in brackets. Nothing here was timed.",
+        f"run: {epochs:,} epochs at the time per epoch (its interval {epochs:,} times the epoch's), on the GPU alone "
+        "(no set-up, evaluation or transfer); cost: "
+        "the cheapest one-GPU on-demand option of analysis/prices.yaml, billed as it bills, its start-up included; "
+        f"fits: {memory}",
+    ]
+    notes += [f"{decide.STALE} {len(old)} of the prices used are over 12 months old (python -m analysis cost "
+              "lists them)"] if old else []
+    def wrap(text: str) -> list[str]:
+        return textwrap.wrap(text, decide.WIDTH, subsequent_indent="    ", break_on_hyphens=False)
+    return "\n".join([*wrap(head), *body, *(w for n in notes for w in wrap(n))])
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="crossover predict", description=__doc__.split("\n\n")[0],
+                                formatter_class=HelpFormatter)
+    p.add_argument("--workload", required=True, metavar="REF",
+                   help="your workload, path/to/job.py:ATTR or package.module:ATTR (or a built-in's name)")
+    p.add_argument("--epochs", type=at_least(1), required=True, help="epochs of your planned run")
+    p.add_argument("--batch-size", type=at_least(1), default=None, metavar="N",
+                   help="samples a step (default: the workload's)")
+    p.add_argument("--dataset-size", type=at_least(1), default=None, metavar="N",
+                   help="samples an epoch (default: the workload's)")
+    for axis in AXES:
+        p.add_argument(f"--{axis}", type=at_least(1), default=None, metavar="N",
+                       help=f"the workload's {axis}, where it declares that axis (default: its own)")
+    p.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
+                   help="a value of your workload's own axis (Workload.params), e.g. --param arch=mobilenet_v2; "
+                        "repeatable")
+    p.add_argument("--timeout", type=at_least(1), default=TIMEOUT_S, metavar="S",
+                   help="seconds the process that imports your job and counts one step may run before it is stopped")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH",
+                   help="also write every GPU's figures as a JSON list to PATH ('-': stdout alone, the table then to "
+                        "stderr): option, gpu, batch_size, dataset_size, epoch_s and its interval, run_s, usd, fits, "
+                        "basis and more (analysis/decide.py, records)")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    request = Request(args.workload, args.epochs, args.batch_size, args.dataset_size,
+                      tuple((a, getattr(args, a)) for a in AXES if getattr(args, a) is not None),
+                      tuple(args.param), args.timeout)
+    started = time.monotonic()
+    process = start(request)
+    try:
+        model.shipped(model.PER_CLASS)  # fitted while the step is counted: two cores, two jobs
+        options, billing = cost.load_prices()
+        counted = finish(process, request, started)
+        lines, grid = predicted(counted, request.epochs, options, billing)
+    except (PredictError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if process.poll() is None:  # this process failed first: the counting one is not left behind
+            process.kill()
+            process.wait()
+    used = {o for o in lines["option"]}
+    old = [line for line in cost.stale([o for o in options if o.name in used])]
+    text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
+    if args.json is not None:
+        listed = json.dumps(decide.records(lines, grid, decide.Plan(request.epochs, int(counted["dataset_size"]))),
+                            indent=1)
+        print(listed) if str(args.json) == "-" else args.json.write_text(listed + "\n")
+    print(render(lines, counted, request.epochs, old), file=text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""`crossover predict` run as a process on a job file written here: a line per GPU model with its interval and
+whether the run fits, the same figures as JSON; a job that hangs is stopped by the time limit, one that
+exits is named with its status, each in one line and exit status 2; and a step counted on the meta device
+counts what the CPU counts."""
+
+import dataclasses
+import json
+
+import pytest
+import torch
+from test_command import crossover
+
+from analysis import model
+from analysis.schema import OP_COLUMNS
+from trainables.config import TrialConfig
+from trainables.count_step import counted
+from trainables.timing import Clock, Timer
+from trainables.train import Loop
+from trainables.trial import resolve
+from trainables.workload import register
+
+JOB = """
+import torch
+from torch import nn
+from trainables.data import Data
+from trainables.workload import Param, Workload
+
+def data(cfg):
+    g = torch.Generator().manual_seed(cfg.seed)
+    x = torch.randn(cfg.dataset_size, cfg.params["n_features"], generator=g)
+    return Data(x, (x.sum(1) > 0).long(), None, None, source="random")
+
+def mlp(cfg):
+    {hook}
+    return nn.Sequential(nn.Linear(cfg.params["n_features"], cfg.width), nn.ReLU(), nn.Linear(cfg.width, 2))
+
+workload = Workload("pred_mlp", make_data=data, make_model=mlp, make_loss=nn.CrossEntropyLoss,
+                    make_optimizer=lambda params, lr: torch.optim.Adam(params, lr=lr),
+                    defaults={"width": 64, "batch_size": 64, "dataset_size": 4096, "epochs": 3, "lr": 1e-3},
+                    axes={"width"}, params={"n_features": Param(16, low=1, high=100_000)})
+"""
+
+
+def job(tmp_path, name: str, hook: str = "pass") -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(JOB.replace("{hook}", hook))
+    return f"{path}:workload"
+
+
+def test_predict_prints_every_gpu_with_its_interval_and_fit_and_the_same_as_json(tmp_path):
+    ref = job(tmp_path, "pred_job")
+    run = ["predict", "--workload", ref, "--batch-size", "256", "--dataset-size", "60000", "--epochs", "20",
+           "--width", "512", "--param", "n_features=100"]
+    done = crossover(*run)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("== pred_mlp (width 512, n_features 100): 20 epochs of 60,000 samples, batch 256;")
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["GPU", "s/epoch"])
+    assert lines[header].split()[-1] == "fits"
+    table = lines[header + 1:header + 1 + len(model.load_devices())]
+    assert sorted(line[:10].strip() for line in table) == sorted(model.load_devices())
+    for line in table:  # '~14.6 (8.5-25)': predicted, with its 90% interval; a small MLP fits every card
+        cells = line.split()
+        assert cells[-1] == "yes" and any(c.startswith("~") for c in cells) and "-" in line.split("(")[1], line
+    assert max(map(len, lines)) <= 100 and "Nothing here was timed" in done.stdout
+
+    done = crossover(*run, "--json", "-")
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)  # stdout holds the JSON alone; the table went to stderr
+    assert "s/epoch" in done.stderr and len(listed) == len(model.load_devices())
+    fields = {"option", "gpu", "batch_size", "dataset_size", "epoch_s", "epoch_s_low", "epoch_s_high", "run_s", "usd",
+              "fits", "basis"}
+    assert all(fields <= set(r) for r in listed)
+    assert {r["gpu"] for r in listed} == set(model.load_devices())
+    for r in listed:
+        assert (r["batch_size"], r["dataset_size"], r["basis"], r["fits"]) == (256, 60000, "predicted", True)
+        assert r["epoch_s_low"] < r["epoch_s"] < r["epoch_s_high"] and r["run_s"] == pytest.approx(20 * r["epoch_s"])
+    assert any(r["usd"] is None for r in listed) and any(r["usd"] > 0 for r in listed if r["usd"] is not None)
+
+
+def test_a_job_whose_make_model_hangs_is_stopped_by_the_time_limit_in_one_line(tmp_path):
+    ref = job(tmp_path, "pred_hang", "import time; time.sleep(600)")
+    done = crossover("predict", "--workload", ref, "--epochs", "1", "--timeout", "5")
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"error: --workload {ref}: counting one step did not finish within 5 s and was stopped")
+    assert "give --timeout more seconds" in line
+
+
+def test_a_job_that_exits_is_named_with_its_exit_status_in_one_line(tmp_path):
+    ref = job(tmp_path, "pred_exit", "import os; os._exit(3)")
+    done = crossover("predict", "--workload", ref, "--epochs", "1")
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"error: --workload {ref}: the process counting one step exited with status 3 before "
+                           "it printed its counts"), line
+    assert "python -m trainables.count_step --workload" in line
+
+
+def test_a_step_counted_on_the_meta_device_counts_what_the_cpu_counts(tmp_path):
+    ref = job(tmp_path, "pred_meta")
+    on_meta = counted(ref, 32, 1000, {"width": 128}, {})
+    assert on_meta["counted_on"] == "meta" and on_meta["steps_per_epoch"] == 32  # 1,000 samples in batches of 32
+    wl = register(ref)
+    trial = resolve(TrialConfig(wl.name, batch_size=32, dataset_size=32, width=128, module=wl.ref))
+    cpu = torch.device("cpu")
+    from trainables.placement import Placement
+    on_cpu = Loop.build(trial, Placement((cpu,)), Timer(Clock((cpu,)))).step_costs()
+    measures = ["flops_per_step", "bytes_per_step", "launches_per_step", *OP_COLUMNS]
+    assert {m: on_meta[m] for m in measures} == {m: on_cpu[m] for m in measures}
+    assert on_meta["n_params"] == 16 * 128 + 128 + 128 * 2 + 2
+    assert dataclasses.asdict(trial.cfg)["dataset_size"] == 32

@@ -1,0 +1,99 @@
+"""One training step of a workload counted on the CPU, never timed: what `crossover predict` needs of a job.
+
+    python -m trainables.count_step --workload job.py:workload [--batch-size 128] [--dataset-size 50000] [--param k=v]
+
+sweeps/predict.py runs this in a process of its own, with a time limit, so that the user's code (imported
+and run here: make_data, make_model, one step) never runs in the command's own process. It prints one
+JSON object on stdout: the configuration's columns as a trial's row has them (workload, batch_size,
+dataset_size, the workload's own axes as workload_params, precision 'default', engine 'eager'),
+n_params, model, steps_per_epoch at the run's dataset size, and the step's costs (trainables/costs.py),
+counted as a CPU trial's row counts them (trainables/train.py, Loop.step_costs: a copy of the model and
+optimiser, one batch), and where (`counted_on`). The step runs on the meta device first: shapes alone, no
+arithmetic, the same counts as the CPU's (tests/test_predict.py checks) in a fraction of the time; on the CPU where the workload's code needs real
+values (an .item(), a shape that depends on the data). The data is made one batch large: a step's costs do
+not depend on the dataset's size, and 50,000 images need not be made to count one batch of them.
+
+A config it cannot run (a bad reference, axis or value) is one line on stderr and exit status 2; an
+error raised by the workload's own code is one line and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from sweeps.cli import at_least, param
+
+
+def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict, params: dict) -> dict:
+    """The configuration's columns and one step's counted costs (module docstring); None: the workload's
+    default; `axes`: depth, width, context where given; `params`: the workload's own axes. Raises ConfigError, WorkloadError (a bad
+    config or reference) or whatever the workload's code raises."""
+    import torch
+
+    from trainables.config import TrialConfig
+    from trainables.placement import Placement, placement
+    from trainables.timing import Clock, Timer
+    from trainables.train import Loop
+    from trainables.trial import resolve
+    from trainables.workload import is_reference, register
+    from trainables.workloads import WORKLOADS, describe, n_params
+
+    wl = register(ref) if is_reference(ref) else WORKLOADS.get(ref)
+    if wl is None:
+        raise ValueError(f"--workload {ref!r}: no built-in of that name ({', '.join(sorted(WORKLOADS))}); give "
+                         "your own as path/to/job.py:ATTR")
+    cfg = TrialConfig(wl.name, device="cpu", batch_size=batch_size, dataset_size=dataset_size, module=wl.ref,
+                      params=params or None, **axes)
+    trial = resolve(cfg)  # checked at the run's dataset size, as its trials would be
+    one = dataclasses.replace(trial, cfg=dataclasses.replace(trial.cfg, dataset_size=trial.cfg.batch_size))
+    for where in (Placement((torch.device("meta"),)), placement(one.spec)):
+        torch.manual_seed(one.cfg.seed)
+        try:
+            loop = Loop.build(one, where, Timer(Clock(where.devices)))
+            costs = loop.step_costs()
+        except Exception:
+            if where.input_device.type != "meta":
+                raise
+            continue  # the workload's code needs real values (an .item(), a data-dependent shape): on the CPU
+        if "costs_note" not in costs or where.input_device.type != "meta":
+            break
+    c = trial.cfg
+    return {"workload": c.workload, "workload_module": c.module, "device": "cpu", "batch_size": c.batch_size,
+            "dataset_size": c.dataset_size, "depth": c.depth, "width": c.width, "context": c.context, "lr": c.lr,
+            "loop": c.loop, "engine": c.engine, "precision": c.precision, "seed": c.seed,
+            "workload_params": json.dumps(c.params, sort_keys=True) if c.params else None,
+            "n_params": n_params(loop.model), "model": describe(loop.model),
+            "steps_per_epoch": -(-c.dataset_size // c.batch_size), "counted_on": where.input_device.type, **costs}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m trainables.count_step", description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", required=True, help="path/to/job.py:ATTR, package.module:ATTR or a built-in's name")
+    p.add_argument("--batch-size", type=at_least(1), default=None, help="samples a step (default: the workload's)")
+    p.add_argument("--dataset-size", type=at_least(1), default=None, help="samples an epoch (default: the workload's)")
+    for axis in ("depth", "width", "context"):
+        p.add_argument(f"--{axis}", type=at_least(1), default=None, help=f"the workload's {axis} (None: its default)")
+    p.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
+                   help="a value of the workload's own axis; repeatable")
+    args = p.parse_args(argv)
+    from trainables.config import ConfigError
+    from trainables.workload import WorkloadError
+
+    axes = {a: getattr(args, a) for a in ("depth", "width", "context") if getattr(args, a) is not None}
+    try:
+        row = counted(args.workload, args.batch_size, args.dataset_size, axes, dict(args.param))
+    except (ConfigError, WorkloadError, ValueError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the workload's own code: one line, its type and words
+        print(f"error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
+    print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
