@@ -132,3 +132,9 @@ def test_a_skypilot_accelerator_name_maps_to_a_device_key():
     assert [cost.gpu_model(n, keys) for n in ("A100-80GB", "H100-MEGA", "RTX4090", "A10G", "A10", "L40S", "V100")] == \
         ["A100", "H100", "RTX 4090", "A10G", "A10", "L40S", "V100"]
     assert cost.provider_of(cost.Path("catalogs/v8/gcp/vms.csv")) == "GCP"
+    # decide says it on the option that uses the price, in its source, and not on today's
+    assert main(["decide", str(results), "--prices", str(prices), "--verbose", "--out", str(tmp_path / "charts")]) == 0
+    decided = capsys.readouterr().out
+    lines = [line for line in decided.splitlines() if "cpu2" in line and "billed per" in line]
+    assert any("stale price of 2025-06: cpu2" in line for line in lines), decided
+    assert not any("stale price of 2025-06: cpu2 (spot)" in line for line in lines)
