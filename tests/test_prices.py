@@ -78,6 +78,12 @@ def test_a_price_older_than_12_months_is_flagged_in_the_output(tmp_path, capsys)
     assert "cpu2 (spot) (stale" not in out
     assert "cpu2 spot" not in out.split("stale price:")[1].split("\n")[0]  # today's is recent
     assert f"secondary source: cpu2 spot: $0.02/h of {recent} was read on https://a.list" in out
+    # decide says it on the option that uses the price, in its source, and not on today's
+    assert main(["decide", str(results), "--prices", str(prices), "--verbose", "--out", str(tmp_path / "charts")]) == 0
+    decided = capsys.readouterr().out
+    lines = [line for line in decided.splitlines() if "cpu2" in line and "billed per" in line]
+    assert any("stale price of 2025-06: cpu2" in line for line in lines), decided
+    assert not any("stale price of 2025-06: cpu2 (spot)" in line for line in lines)
 
 
 def test_a_skypilot_catalog_loads_as_options(tmp_path):
@@ -132,9 +138,3 @@ def test_a_skypilot_accelerator_name_maps_to_a_device_key():
     assert [cost.gpu_model(n, keys) for n in ("A100-80GB", "H100-MEGA", "RTX4090", "A10G", "A10", "L40S", "V100")] == \
         ["A100", "H100", "RTX 4090", "A10G", "A10", "L40S", "V100"]
     assert cost.provider_of(cost.Path("catalogs/v8/gcp/vms.csv")) == "GCP"
-    # decide says it on the option that uses the price, in its source, and not on today's
-    assert main(["decide", str(results), "--prices", str(prices), "--verbose", "--out", str(tmp_path / "charts")]) == 0
-    decided = capsys.readouterr().out
-    lines = [line for line in decided.splitlines() if "cpu2" in line and "billed per" in line]
-    assert any("stale price of 2025-06: cpu2" in line for line in lines), decided
-    assert not any("stale price of 2025-06: cpu2 (spot)" in line for line in lines)
