@@ -13,7 +13,8 @@ By default it runs the adaptive crossover search (sweeps/search.py): per workloa
 default grid varies, it brackets where the faster device changes, bisects to the grid's resolution and
 spends repeats only where they decide, within --budget seconds; a trial predicted past the budget is
 skipped, said, and written as a row. `--grid full` measures every size of that grid instead. Both are the
-same configurations in the same folder (results/scaling), so each resumes the other.
+same configurations in the same folder (results/scaling; your own workload's results/<its name>, e.g.
+results/zoo, where --workload gives it alone), so each resumes the other.
 
 Rows go to results/<name>/ as Parquet, one file per trial, as each trial ends; running the same
 command again resumes. While it runs, one line shows the trials done of all and an ETA (--verbose: a
@@ -41,6 +42,7 @@ from sweeps.space import Space
 from sweeps.store import Store
 from trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from trainables.devices import DEVICES
+from trainables.workload import register
 from trainables.workloads import WORKLOADS
 
 # --grid: 'search' explores each workload's 'default' grid (sweeps/search.py), 'full' measures all of it;
@@ -50,7 +52,8 @@ WORKLOAD_GRID = {"search": "default", "full": "default"}  # --grid -> the Worklo
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = cli.parser(__doc__, None, "sweep name (default: 'scaling' for the search and the full grid, which share "
+    p = cli.parser(__doc__, None, "sweep name (default: your workload's own name where --workload gives it alone, "
+                                  "e.g. results/zoo; else 'scaling' for the search and the full grid, which share "
                                   "it, or the grid's name for another grid)")
     p.add_argument("--workloads", default=None,
                    help=f"comma-separated built-in workloads of {list(WORKLOADS)} (default: all of them, "
@@ -134,12 +137,25 @@ def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_
     """The full grid's Space: the one --grid full runs, and the one the search explores."""
     grid = "smoke" if args.smoke else args.grid
     own = WORKLOAD_GRID.get(grid, grid)
-    grids = {**{w: WORKLOADS[w].grid(own) for w in cli.builtins(args, WORKLOADS)}, **cli.user_grids(args, own)}
-    return Space(args.name or ("scaling" if own == "default" else grid), grids,
+    builtin = {w: WORKLOADS[w].grid(own) for w in cli.builtins(args, WORKLOADS)}
+    users = cli.user_grids(args, own)
+    return Space(args.name or sweep_name(builtin, users, grid), {**builtin, **users},
                  devices, cpu_threads, args.repeats,
                  fixed={"loop": args.loop, "exclusive": args.exclusive, "precision": args.precision},
                  image_data={"data": args.data, "data_dir": args.data_dir}, fuse=args.fuse,
                  cpu_nodes_only=cpu_nodes_only, params=dict(args.param), timeout_s=args.trial_timeout)
+
+def sweep_name(builtin: dict, users: dict, grid: str) -> str:
+    """The sweep's folder under --out, where --name gives none: users' workloads alone sweep into their own
+    names' ('zoo', 'zoo+lstm'; '-smoke' or another grid's name after them), so that the end of the sweep,
+    which reads the whole folder, speaks of them alone; the built-ins into 'scaling' (the search and the full
+    grid share it) or the grid's name."""
+    own = WORKLOAD_GRID.get(grid, grid)
+    if users and not builtin:
+        names = "+".join(register(ref).name for ref in users)  # registered already: cli.user_grids
+        return names if own == "default" else f"{names}-{grid}"
+    return "scaling" if own == "default" else grid
+
 
 def main(argv=None) -> int:
     args = parse_args(argv)

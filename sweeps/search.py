@@ -28,13 +28,19 @@ only the rest. The decisions are a pure function of the run times measured so fa
              until the two are neighbours in the grid.
 
 Before a round, each trial's time is predicted (`predict_s`): this machine's rows of the workload at the
-nearest measured size, scaled by the reference rows' ratio between the two sizes. A trial predicted past
-the budget left, or past MAX_SHARE of the whole budget, is skipped: the reason is printed and written as
-an error row ('skipped: ...'), which the analysis reads as not measured and a later run measures. A
-prediction can be wrong, so each trial also has a hard limit (`trial_limit`): MAX_SHARE of the budget,
+nearest measured size, scaled by the reference rows' ratio between the two sizes. A line with neither
+(a user's workload, before its first trial) is probed first (sweeps/probe.py: a few of its steps timed in
+this process), and the probe stands in for the first size's row. A trial predicted past the budget left,
+or past MAX_SHARE of the whole budget, is skipped: the reason is printed and written as an error row
+('skipped: ...'), which the analysis reads as not measured and a later run measures. Where no trial of
+the first round fits, one line says the budget the cheapest needs (`needs`), before any trial starts.
+A prediction can be wrong, so each trial also has a hard limit (`trial_limit`): MAX_SHARE of the budget,
 never more than --trial-timeout. A trial past it is stopped (trainables/trainable.py Deadline) and
 becomes an error row whose error says it was cut for the budget; its size gets no more runs in this
-search (`cut`), which goes on with the others (a later run with a larger budget measures it).
+search (`cut`), which goes on with the others (a later run with a larger budget measures it). A line's
+first CPU point is the exception to the share, in `afford` and in `trial_limit`: it may take what is
+left of the budget, since its row is what predicts the rest, and a model slower than the share would
+otherwise land no row at all.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from analysis.decide import eager_ok, is_reference, keys
 from analysis.load import read
 from analysis.schema import GRID_AXES, SIZE_AXES
 from sweeps import runner
+from sweeps.probe import probe
 from sweeps.space import Space
 from sweeps.store import Store
 from trainables.devices import parse
@@ -389,6 +396,7 @@ class Plan:
     factor_cpu: float  # this machine's CPU epoch over the reference's, until a row says better
     missing: dict  # workload -> its grid's sizes without reference GPU rows (not searched), where gpu is None
     ref_gpu: dict  # line -> the reference GPU rows of its sizes (the GPU it is compared with, where gpu is None)
+    probed: dict = field(default_factory=dict)  # line -> its Probe (sweeps/probe.py), where nothing else predicted it
 
     def hashes(self, line: Line) -> dict:
         return {t.hash: k for k, t in self.trials[line].items()}
@@ -528,6 +536,10 @@ def state(p: Plan, rows: pd.DataFrame | None = None) -> State:
         costs[line] = {k: {s: (float(np.median([r.total_s - r.train_s - r.warmup_s for r in runs])),
                                float(np.median([r.epoch_s_median for r in runs]))) for s, runs in v.items()}
                        for k, v in per.items()}
+        if not costs[line][CPU] and line in p.probed:  # no row of the line yet: its probe predicts the first size
+            first = line.sizes[0]
+            probed, cfg = p.probed[line], p.trials[line][first, 0, p.cpu].cfg
+            costs[line][CPU] = {first: (probed.fixed_s, probed.epoch_s(cfg))}
         for k in (CPU, GPU):
             ratios[k] += [e / p.ref_epoch[line][k][s] for s, (_, e) in costs[line][k].items()
                           if s in p.ref_epoch[line][k]]
@@ -586,13 +598,16 @@ def _worst(ask: Ask) -> float:
     return max((x or 0.0 for x in ask.predicted), default=0.0)
 
 
-def afford(found: list[Ask], left_s: float, budget_s: float) -> tuple[list[Ask], list[tuple[Ask, str]]]:
+def afford(found: list[Ask], left_s: float, budget_s: float, fresh: frozenset = frozenset()
+           ) -> tuple[list[Ask], list[tuple[Ask, str]]]:
     """The asks that fit, cheapest first: each trial within MAX_SHARE of the budget, all of them within
-    `left_s`; and the others, each with why it is skipped."""
+    `left_s`; and the others, each with why it is skipped. An ask of a `fresh` line (none of its sizes
+    measured on this CPU yet) needs only to fit `left_s`: its row is what predicts the line's other trials,
+    and a model slower than the share would otherwise land no row at all (issue 29)."""
     run, skip = [], []
     for ask in sorted(found, key=lambda a: a.cost):
         worst = _worst(ask)
-        if worst > MAX_SHARE * budget_s:
+        if worst > MAX_SHARE * budget_s and ask.line not in fresh:
             skip.append((ask, f"predicted {_s(worst)}, more than {MAX_SHARE:.0%} of --budget {_s(budget_s)}"))
         elif ask.cost > left_s:
             skip.append((ask, f"predicted {_s(ask.cost)}, past the {_s(max(left_s, 0))} left of --budget "
@@ -606,13 +621,28 @@ def afford(found: list[Ask], left_s: float, budget_s: float) -> tuple[list[Ask],
 CUT = "cut for the budget"  # in the error of a trial stopped at trial_limit's share of the budget
 
 
-def trial_limit(budget_s: float, timeout_s: float) -> tuple[float, str]:
+def trial_limit(budget_s: float, timeout_s: float, left_s: float | None = None) -> tuple[float, str]:
     """Each trial's hard limit in the search, s, and what set it (the row's error names it): MAX_SHARE of
-    the budget, never longer than `timeout_s` (--trial-timeout)."""
+    the budget, never longer than `timeout_s` (--trial-timeout). A fresh line's first trial (`left_s` given:
+    the budget left) may take all that is left instead, where that is more: the share is there to catch a
+    wrong prediction, and cutting the one row that predicts the rest would leave the line with none."""
     share = MAX_SHARE * budget_s
+    if left_s is not None and left_s > share:
+        if left_s < timeout_s:
+            return left_s, f"{CUT}: the {_s(left_s)} left of --budget {_s(budget_s)}"
+        return timeout_s, "--trial-timeout"
     if share < timeout_s:
         return share, f"{CUT}: {MAX_SHARE:.0%} of --budget {_s(budget_s)}"
     return timeout_s, "--trial-timeout"
+
+
+def needs(skipped: list[tuple[Ask, str]], budget_s: float) -> str:
+    """One line where no trial of the first round fits --budget: the cheapest skipped size, its predicted
+    time, and the budget under which it is an ordinary trial (within MAX_SHARE of it), rounded up to 10 s."""
+    ask = min((a for a, _ in skipped), key=lambda a: a.cost)
+    need = math.ceil(ask.cost / MAX_SHARE / 10) * 10
+    return (f"{ask.line.workload}: a trial at {ask.line.axis}={ask.size:,} is predicted to take {_s(ask.cost)} here, "
+            f"past what --budget {_s(budget_s)} leaves: give --budget {need:,} or more")
 
 
 def cut(rows: pd.DataFrame, group: list[Ask]) -> list[Ask]:
@@ -691,37 +721,43 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     """The search over `space` (the full grid's Space) into `out`/<space.name>, in rounds of sweeps/runner.run
     until the rule wants nothing more, or the budget is spent. `log` says which sizes lack reference GPU rows
     and, at the end, what the search spent and skipped, in at most 3 lines of 100 columns; `detail` (default: `log`) each round, its runner.run's first line, each
-    size skipped and why, and each line's verdict. `log` and `run_kwargs` go to runner.run."""
+    size skipped and why, and each line's verdict. `log` and `run_kwargs` go to runner.run. A line nothing
+    predicts is probed first (sweeps/probe.py; said through `detail`); where no trial of the first round
+    fits, `log` says the budget the cheapest needs (`needs`) before any trial runs."""
     detail = log if detail is None else detail
     start = time.monotonic()
     p = plan(space, out)
     _say_missing(p, log)
-    limit_s, why = trial_limit(budget_s, space.timeout_s)
-    limited = dataclasses.replace(space, timeout_s=limit_s, timeout_why=why)
+    p = dataclasses.replace(p, probed=_probe(p, detail))
     frozen = {line: set() for line in p.lines}
-    stopped = []  # (line, size) of each size with a trial cut at limit_s
+    stopped, limits = [], set()  # (line, size) of each size with a trial cut at its limit; those limits, s
     rounds = ran = 0
     skips = []  # (ask, why) of every size skipped for the budget
     tuner_s = [TUNER_S]  # what each Tune run took beyond its trials
-    while found := asks(p, state(p), frozen):
+    while found := asks(p, s := state(p), frozen):
         rounds += 1
         left = budget_s - (time.monotonic() - start) - float(np.mean(tuner_s)) * len({a.upto for a in found})
-        run, skip = afford(found, left, budget_s)
+        fresh = frozenset(line for line in p.lines if not any(d == p.cpu for _, _, d in s.own[line]))
+        run, skip = afford(found, left, budget_s, fresh)
+        if skip and not run and not ran:  # nothing can land: said before any trial starts, in one line
+            log(needs(skip, budget_s))
         write_skipped(p, skip, log, detail)
         skips += skip
         for ask, _ in skip:
             frozen[ask.line].add(ask.size)
-        for upto in sorted({a.upto for a in run}):
-            group = [a for a in run if a.upto == upto]
+        for upto, first in sorted({(a.upto, a.line in fresh) for a in run}):
+            group = [a for a in run if a.upto == upto and (a.line in fresh) == first]
             began = time.monotonic()
-            store = runner.run(dataclasses.replace(limited, grids=_grids(group), repeats=upto), out, max_concurrent,
-                               log, head=detail, **run_kwargs)
+            limit_s, why = trial_limit(budget_s, space.timeout_s, budget_s - (began - start) if first else None)
+            part = dataclasses.replace(space, grids=_grids(group), repeats=upto, timeout_s=limit_s, timeout_why=why)
+            store = runner.run(part, out, max_concurrent, log, head=detail, **run_kwargs)
             ran += sum(len(a.trials) for a in group)
             rows = read(store.dir)
             tuner_s.append(max(0.0, time.monotonic() - began - _trial_seconds(rows, group)))
             for a in cut(rows, group):  # no more runs of a size that ran past its share of the budget
                 frozen[a.line].add(a.size)
                 stopped.append((a.line, a.size))
+                limits.add(limit_s)
                 detail(f"cut {a.line.workload} {a.line.axis}={a.size:,}: a trial ran past {_s(limit_s)} ({why})")
         detail(f"search round {rounds}: {_count(sum(len(a.trials) for a in run))} at {len(run)} sizes, "
                f"{len(skip)} sizes skipped; {_s(time.monotonic() - start)} of --budget {_s(budget_s)}")
@@ -734,11 +770,28 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     for text in result.lines():
         detail(text)
     log(f"search: {_count(ran)} in {rounds} round{'s' if rounds != 1 else ''}, {_s(result.seconds)}"
-        + (f"; {len(stopped)} size{'s' if len(stopped) != 1 else ''} cut at {_s(limit_s)} a trial" if stopped else "")
+        + (f"; {len(stopped)} size{'s' if len(stopped) != 1 else ''} cut at {' or '.join(map(_s, sorted(limits)))} "
+           "a trial" if stopped else "")
         + (f"; {_count(skipped)} skipped for --budget {_s(budget_s)}:" if skipped else ""))
     for text in skipped_lines(skips, budget_s):
         log(text)
     return result
+
+
+def _probe(p: Plan, say) -> dict:
+    """line -> its Probe (sweeps/probe.py), for each line nothing predicts yet: no ok row of it on this CPU
+    and no reference CPU time at its first size (a user's workload, before its first trial). Each said."""
+    s, found = state(p), {}
+    for line in p.lines:
+        first = line.sizes[0]
+        if s.costs[line][CPU] or first in p.ref_epoch[line][CPU]:
+            continue
+        began = time.monotonic()
+        if (got := probe(p.trials[line][first, 0, p.cpu])) is not None:
+            found[line] = got
+            say(f"probe {line.workload}: a step takes {_s(got.step_s)} on this CPU, a trial {_s(got.fixed_s)} "
+                f"besides its steps ({_s(time.monotonic() - began)} to find out)")
+    return found
 
 
 def _say_missing(p: Plan, log) -> None:

@@ -205,7 +205,10 @@ def test_a_real_search_runs_through_ray_skips_past_its_budget_and_resumes_with_a
     # the first round's one trial (the first size, once) refused, and the budget spent: the search ends there
     assert none.trials == 0 and none.skipped == len(skipped) == 1 and set(skipped["dataset_size"]) == {100}
     assert (skipped["status"] == "error").all() and skipped["error"].str.startswith("skipped: predicted").all()
-    assert "more than 15% of --budget 0.5 s (--budget)" in skipped["error"].iloc[0]
+    # the line's first point is held to the budget left, not to 15% of it (its row predicts the rest), and
+    # where nothing fits, the budget it needs is said
+    assert "s left of --budget 0.5 s (--budget)" in skipped["error"].iloc[0]
+    assert any(line.startswith("peaks: a trial at dataset_size=100 is predicted to take") for line in said)
     assert any(line.startswith("skipped peaks dataset_size=100 (1 trial): predicted") for line in said)
 
     found = search.search(space, tmp_path, budget_s=45, log=said.append)  # bounds the test's time; nothing timed
@@ -229,24 +232,24 @@ def test_a_real_search_runs_through_ray_skips_past_its_budget_and_resumes_with_a
 def test_each_trial_gets_at_most_its_share_of_the_budget_never_more_than_the_trial_timeout():
     assert search.trial_limit(150.0, 3600) == (MAX_SHARE * 150.0, "cut for the budget: 15% of --budget 150 s")
     assert search.trial_limit(150.0, 10) == (10, "--trial-timeout")
+    # a line's first trial may take what is left of the budget, where that is more: its row predicts the rest
+    share = (MAX_SHARE * 150.0, "cut for the budget: 15% of --budget 150 s")
+    left = (100.0, "cut for the budget: the 100 s left of --budget 150 s")
+    assert search.trial_limit(150.0, 3600, left_s=100.0) == left
+    assert search.trial_limit(150.0, 3600, left_s=10.0) == share
+    assert search.trial_limit(150.0, 60, left_s=100.0) == (60, "--trial-timeout")
+    # (the cut itself, on a real Ray: tests/test_user_workload.py, a model whose larger size is slower than predicted)
 
 
-@pytest.mark.slow
-def test_a_trial_past_its_share_of_the_budget_is_cut_its_size_frozen_and_the_search_goes_on(local_ray, tmp_path):
-    # peaks at an lr no reference row has: nothing predicts its trials (run unpredicted, as a user's first
-    # are), and 100,000 epochs that no host ends within 15% of a 20 s budget (3 s): each is stopped there
-    space = Space("cut", {"peaks": {"dataset_size": [100, 400], "epochs": [100_000], "lr": [0.0123]}}, ("cpu",),
-                  cpu_threads=CPUS, repeats=3)
-    said = []
-    found = search.search(space, tmp_path, budget_s=20, log=said.append)
-    rows = read(tmp_path / "cut")
-    assert (rows["status"] == "error").all() and rows["config_hash"].is_unique  # none asked again once cut
-    assert rows["error"].str.startswith(
-        "TrialTimeout: the trial ran past its limit of 3 s (cut for the budget: 15% of --budget 20 s)").all()
-    cut_sizes = {size for _, size in found.cut}
-    assert cut_sizes == set(rows["dataset_size"]) and 100 in cut_sizes  # the first size cut, the search went on
-    assert found.trials == len(rows) and found.verdicts[0].kind == "not measured"
-    assert said[-1].startswith("search: ") and f"{len(cut_sizes)} size" in said[-1] and "cut at 3 s a trial" in said[-1]
+def test_a_fresh_lines_first_point_needs_only_the_budget_left_and_where_none_fits_the_budget_it_needs_is_said():
+    line = Line("disc", "depth", (2, 4))
+    first = Ask(line, 2, 0, 1, (40.0,), ())
+    assert search.afford([first], left_s=100.0, budget_s=100.0)[0] == []  # past 15% of the budget: skipped ...
+    assert search.afford([first], left_s=100.0, budget_s=100.0, fresh=frozenset({line}))[0] == [first]  # ... unless
+    run, skip = search.afford([first], left_s=30.0, budget_s=100.0, fresh=frozenset({line}))
+    assert run == [] and skip[0][1] == "predicted 40 s, past the 30 s left of --budget 100 s"
+    assert search.needs(skip, 100.0) == ("disc: a trial at depth=2 is predicted to take 40 s here, past what --budget "
+                                         "100 s leaves: give --budget 270 or more")
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ import pytest
 import ray
 import torch
 
-from sweeps import runner
+from sweeps import runner, search
 from sweeps.space import Space, groups
 from trainables import workload
 from trainables.fused import member_bytes
@@ -384,3 +384,101 @@ def test_on_a_two_node_cluster_the_worker_node_runs_the_module_it_got_only_throu
     assert len(rows) == 2 and (rows["status"] == "ok").all(), rows["error"].tolist()
     assert set(rows["node_id"]) == {worker.node_id}
     assert set(rows["workload_module"]) == {"uw_remote:workload"}
+
+
+# --- a slow model within the search's budget (issue 29) -------------------------------------------
+
+# A model whose every forward pass sleeps `slow` s where the dataset holds `from_size` samples or more: its
+# step is as slow on any host, so what the search does with it depends on the budget alone.
+SLOW = HEADER + """
+class Slow(nn.Module):
+    def __init__(self, sleep_s):
+        super().__init__()
+        self.fc, self.sleep_s = nn.Linear(4, 2), sleep_s
+
+    def forward(self, x):
+        time.sleep(self.sleep_s)
+        return self.fc(x)
+
+def model(cfg):
+    return Slow({slow} if cfg.dataset_size >= {from_size} else 0)
+
+workload = Workload("{name}", make_data=features, make_model=model, make_loss=nn.CrossEntropyLoss, make_optimizer=adam,
+                    defaults={"batch_size": 16, "dataset_size": 32, "epochs": {epochs}},
+                    grids={"default": {"dataset_size": {sizes}, "epochs": [{epochs}]}})
+"""
+
+
+def slow_job(folder: Path, name: str, slow: float, sizes: list, epochs: int = 2, from_size: int = 0) -> str:
+    """A job file of SLOW's model in `folder`, named `name` (its module too), and its reference."""
+    text = SLOW
+    for key, value in {"name": name, "slow": slow, "sizes": sizes, "epochs": epochs, "from_size": from_size}.items():
+        text = text.replace("{" + key + "}", str(value))
+    (folder / f"{name}.py").write_text(text)
+    return f"{folder / name}.py:workload"
+
+
+def test_a_users_workload_sweeps_into_a_folder_of_its_own_by_default(jobs):
+    from sweeps import scaling
+
+    def name(*flags):
+        args = scaling.parse_args(["--workload", f"{jobs.uw_job}:workload", *flags])
+        return scaling.build_space(args, ("cpu",), 1, False).name
+
+    assert name() == name("--grid", "full") == "uw_mlp"  # the workload's own name, not the built-ins' 'scaling'
+    assert name("--smoke") == "uw_mlp-smoke"
+    assert name("--name", "mine") == "mine"
+    assert name("--workloads", "disc") == "scaling"  # beside the built-ins: their folder, as before
+
+
+@pytest.mark.slow
+def test_a_model_too_slow_for_a_trials_share_of_the_budget_still_lands_a_cpu_row_in_its_own_folder(tmp_path):
+    # 0.8 s a forward pass: a trial at 32 samples (2 batches, 1 warm-up and 3 timed epochs, and a step counted)
+    # takes about 8 s, past 15% of a 30 s budget (4.5 s); before issue 29 every trial was cut there: no row
+    ref = slow_job(tmp_path, "uw_slow", 0.8, [32, 64])
+    done = subprocess.run([sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workload", ref, "--devices", "cpu",
+                           "--budget", "30", "--out", str(tmp_path / "out"), "--no-report"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if not p.name.startswith("_")) == ["uw_slow"]
+    rows = pd.read_parquet(tmp_path / "out" / "uw_slow")
+    ok = rows[(rows["status"] == "ok") & (rows["device"] == "cpu")]
+    assert len(ok) >= 1 and 32 in set(ok["dataset_size"]), rows[["dataset_size", "status", "error"]].to_string()
+    assert f"rows in {tmp_path / 'out' / 'uw_slow'}" in done.stdout  # the end of the sweep reads its folder alone
+
+
+@pytest.mark.slow
+def test_a_model_no_trial_of_which_fits_the_budget_is_told_the_budget_it_needs_before_any_trial_runs(jobs, tmp_path):
+    # 20 epochs of 0.8 s steps: 16 s a trial of sleep alone, past all a 10 s budget can leave. Nothing reaches
+    # Ray: the probe times the model in this process, and every trial is skipped
+    ref = slow_job(tmp_path, "uw_toolong", 0.8, [16, 32], epochs=20)
+    said = []
+    space = Space("toolong", {ref: register(ref).grid("default")}, ("cpu",), cpu_threads=1)
+    found = search.search(space, tmp_path, budget_s=10, log=said.append)
+    need = [text for text in said if text.startswith("uw_toolong: a trial at dataset_size=16 is predicted to take ")]
+    assert len(need) == 1 and need[0].endswith(" or more"), said
+    budget = int(need[0].rsplit("give --budget ", 1)[1].split()[0].replace(",", ""))
+    assert budget * search.MAX_SHARE >= 20 * 0.8  # its share holds the sleeps at least
+    assert said.index(need[0]) < min(i for i, text in enumerate(said) if text.startswith("skipped "))
+    rows = pd.read_parquet(tmp_path / "toolong")
+    assert found.trials == 0 and rows["error"].str.startswith("skipped: predicted").all()
+
+
+@pytest.mark.slow
+def test_a_trial_past_its_share_of_the_budget_is_cut_its_size_frozen_and_the_search_goes_on(jobs, tmp_path):
+    # fast at 32 samples, 0.8 s a forward pass from 64: the first size's rows predict 64 far below its time,
+    # and its trials (16 slow steps or more) run past 15% of a 20 s budget (3 s), where they are stopped
+    ref = slow_job(tmp_path, "uw_jump", 0.8, [32, 64], from_size=64)
+    space = Space("jump", {ref: register(ref).grid("default")}, ("cpu",), cpu_threads=CPUS)
+    start_ray()  # its module shipped to the workers
+    said = []
+    found = search.search(space, tmp_path, budget_s=20, log=said.append)
+    rows = pd.read_parquet(tmp_path / "jump")
+    small, large = rows[rows["dataset_size"] == 32], rows[rows["dataset_size"] == 64]
+    # the first size's first row stands (its later runs may be skipped or cut on a busy host)
+    assert small.loc[small["seed"] == 0, "status"].tolist() == ["ok"], small[["seed", "status", "error"]]
+    assert (large["status"] == "error").all() and rows["config_hash"].is_unique  # none asked again once cut
+    assert large["error"].str.startswith(
+        "TrialTimeout: the trial ran past its limit of 3 s (cut for the budget: 15% of --budget 20 s)").any()
+    assert 64 in {size for _, size in found.cut}  # frozen, and the search went on to its end
+    assert said[-1].startswith("search: ") and "cut at 3 s a trial" in said[-1]

@@ -1,0 +1,60 @@
+"""A benchmark: the wall time from a user's sweep command to its answer, on this machine.
+
+    python sweeps/bench_answer.py          # examples/zoo.py's shufflenet_v2_x1_0 (1.3M parameters), on the CPU
+    python sweeps/bench_answer.py --workload job.py:workload --param channels=64
+
+It runs `python sweeps/scaling.py --workload REF --devices cpu` with every other flag at its default (the
+search within the default --budget, the answer, the report) into a fresh temporary --out, as a new user's
+first sweep would, then prints what it said, the rows it landed and its wall time beside issue 29's
+target (3 minutes on a 2-core VM without a GPU, for a model of about 1.5M parameters). The target is
+printed, never asserted: on a machine others share, their work slows it, so the load average before and
+after is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from analysis.load import read
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_S = 180.0  # issue 29: command to answer, the install aside
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", default="examples/zoo.py:workload", help="the job to sweep, path/to/job.py:ATTR")
+    p.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
+                   help="its own axes' values (default: arch=shufflenet_v2_x1_0, for examples/zoo.py)")
+    args = p.parse_args(argv)
+    params = args.param if args.param is not None else (
+        ["arch=shufflenet_v2_x1_0"] if args.workload == "examples/zoo.py:workload" else [])
+    with tempfile.TemporaryDirectory(prefix="bench-answer-") as out:
+        cmd = [sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workload", args.workload,
+               *(x for v in params for x in ("--param", v)), "--devices", "cpu", "--out", out]
+        load = os.getloadavg()[0]
+        began = time.monotonic()
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        wall = time.monotonic() - began
+        print(done.stdout, end="")
+        if done.returncode:
+            print(done.stderr[-2000:], file=sys.stderr)
+        folders = [d for d in Path(out).iterdir() if d.is_dir() and not d.name.startswith("_")]
+        rows = read(*folders) if folders else None
+    ok = 0 if rows is None else int(((rows["status"] == "ok") & rows["is_cpu"]).sum())
+    print(f"bench: {' '.join(cmd[1:]).replace(out, 'OUT')}")
+    print(f"bench: answer in {wall:.0f} s (target {TARGET_S:.0f} s: {'met' if wall <= TARGET_S else 'missed'}); "
+          f"exit {done.returncode}; {ok} ok CPU row{'s' if ok != 1 else ''} of {0 if rows is None else len(rows)} in "
+          f"{', '.join(d.name for d in folders) or 'no folder'}; load average {load:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores")
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
