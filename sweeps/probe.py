@@ -6,25 +6,32 @@
 The search (sweeps/search.py) predicts a trial's time from this machine's rows of the workload, else from
 the shipped reference rows. A user's model has neither before its first trial, so that trial ran
 unpredicted, under the per-trial cap, and on a slow or busy 2-core machine every one of them was cut: no
-row at all (issue 29). The probe trains the line's first configuration cut to PROBE_BATCHES batches, in
-this process, through the one path every trial takes (trainables/train.py `run_trial`, so its timing is
-trainables/timing.py's: warm-up excluded, median epoch), and writes no row: it is a prediction's input,
-not a measurement of the grid.
+row at all. The probe trains the line's first configuration cut to PROBE_BATCHES batches through the one
+path every trial takes (trainables/train.py `run_trial`, so its timing is trainables/timing.py's: warm-up
+excluded, median epoch), and writes no row: it is a prediction's input, not a measurement of the grid.
+It runs the user's code, so it runs in a process of its own (`python -m sweeps.probe`), with a time limit
+(PROBE_TIMEOUT_S) and its output thrown away: the driver's process, and its Ray, are never touched by it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-import torch
-
-from trainables.train import run_trial
-from trainables.trial import Trial, resolve
+from trainables.config import TrialConfig
+from trainables.trial import Trial
+from trainables.workload import shipped
 
 PROBE_BATCHES = 2  # batches an epoch of the probe: a step's time, not an epoch's, is what it is after
+PROBE_TIMEOUT_S = 120  # s the probe's process may run: past it, the trial runs unpredicted, as with no probe
 
 
 @dataclass(frozen=True)
@@ -40,24 +47,44 @@ class Probe:
         return self.step_s * math.ceil(cfg.dataset_size / cfg.batch_size)
 
 
-def probe(trial: Trial) -> Probe | None:
+def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S) -> Probe | None:
     """The probe of `trial` (a CPU trial): its configuration at PROBE_BATCHES batches (fewer where the trial
-    has fewer), one warm-up epoch and the fewest timed ones trainables/timing.py allows. None where that
-    configuration is refused by the workload (its `check`) or fails: the trial then runs unpredicted, and
-    its own row says what went wrong."""
+    has fewer), one warm-up epoch and the fewest timed ones trainables/timing.py allows, in a child process.
+    None where that configuration is refused by the workload (its `check`), fails, or outruns `timeout_s`:
+    the trial then runs unpredicted, and its own row says what went wrong."""
     cfg = trial.cfg
     small = dataclasses.replace(cfg, dataset_size=min(cfg.dataset_size, PROBE_BATCHES * cfg.batch_size),
                                 epochs=cfg.warmup_epochs + 1, min_timed_s=0)
-    threads = torch.get_num_threads()  # run_trial sets the trial's own; this process's are given back
-    began = time.perf_counter()
-    try:
-        row = run_trial(resolve(small))
-    except (Exception, SystemExit):  # a refused size, or a user's model that fails: its trial rows it
-        return None
-    finally:
-        torch.set_num_threads(threads)
-    wall = time.perf_counter() - began
+    # the user's modules import in the child by name, as in a Ray worker: their folders on its path
+    folders = [str(Path(p).parent) for p in shipped()]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(folders + [os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "probe.json"
+        try:
+            subprocess.run([sys.executable, "-m", "sweeps.probe", json.dumps(small.to_dict()), str(out)], env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=timeout_s, check=True)
+            got = json.loads(out.read_text())
+        except (subprocess.SubprocessError, OSError, ValueError):  # failed, killed at the limit, or wrote nothing
+            return None
     steps = math.ceil(small.dataset_size / small.batch_size)
-    step_s = row["epoch_s_median"] / steps
-    epochs = small.warmup_epochs + row["timed_epochs"]
-    return Probe(step_s, max(wall - step_s * steps * epochs, 0.0))
+    step_s = got["epoch_s_median"] / steps
+    epochs = small.warmup_epochs + got["timed_epochs"]
+    return Probe(step_s, max(got["wall_s"] - step_s * steps * epochs, 0.0))
+
+
+def main(argv: list[str]) -> int:
+    """The child: run the probe's configuration (argv[0], a TrialConfig as JSON) and write its figures to argv[1]."""
+    from trainables.train import run_trial
+    from trainables.trial import resolve
+
+    trial = resolve(TrialConfig.from_dict(json.loads(argv[0])))
+    began = time.perf_counter()
+    row = run_trial(trial)
+    Path(argv[1]).write_text(json.dumps({"epoch_s_median": row["epoch_s_median"], "timed_epochs": row["timed_epochs"],
+                                         "wall_s": time.perf_counter() - began}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

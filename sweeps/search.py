@@ -30,7 +30,7 @@ only the rest. The decisions are a pure function of the run times measured so fa
 Before a round, each trial's time is predicted (`predict_s`): this machine's rows of the workload at the
 nearest measured size, scaled by the reference rows' ratio between the two sizes. A line with neither
 (a user's workload, before its first trial) is probed first (sweeps/probe.py: a few of its steps timed in
-this process), and the probe stands in for the first size's row. A trial predicted past the budget left,
+a process of its own, with a time limit), and the probe stands in for the first size's row. A trial predicted past the budget left,
 or past MAX_SHARE of the whole budget, is skipped: the reason is printed and written as an error row
 ('skipped: ...'), which the analysis reads as not measured and a later run measures. Where no trial of
 the first round fits, one line says the budget the cheapest needs (`needs`), before any trial starts.
@@ -64,7 +64,7 @@ from analysis.decide import eager_ok, is_reference, keys
 from analysis.load import read
 from analysis.schema import GRID_AXES, SIZE_AXES
 from sweeps import runner
-from sweeps.probe import probe
+from sweeps.probe import PROBE_TIMEOUT_S, probe
 from sweeps.space import Space
 from sweeps.store import Store
 from trainables.devices import parse
@@ -88,6 +88,7 @@ CPU, GPU, SAME = "cpu", "gpu", "="  # a point's label: which side is faster beyo
 # target is 3 minutes of sweep on a 2-core VM; Ray's start (about 10 s idle) and the summary and report
 # at the end (about 15 s) come on top.
 BUDGET_S = 150.0
+PROBE_FLOOR_S = 30.0  # s a probe may take whatever the budget: its process's imports alone can take seconds
 MAX_SHARE = 0.15  # no trial predicted to take more than this share of the budget runs (issue 23: 15%)
 TUNER_S = 3.0  # a Tune run's own cost until measured: a fresh worker imports ray.tune and torch (2.5-4.3 s
 # on 2 idle cores, sweeps/runner.py); the search then uses what its runs took beyond their trials
@@ -728,7 +729,7 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     start = time.monotonic()
     p = plan(space, out)
     _say_missing(p, log)
-    p = dataclasses.replace(p, probed=_probe(p, detail))
+    p = dataclasses.replace(p, probed=_probe(p, detail, budget_s))
     frozen = {line: set() for line in p.lines}
     stopped, limits = [], set()  # (line, size) of each size with a trial cut at its limit; those limits, s
     rounds = ran = 0
@@ -778,16 +779,18 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     return result
 
 
-def _probe(p: Plan, say) -> dict:
+def _probe(p: Plan, say, budget_s: float) -> dict:
     """line -> its Probe (sweeps/probe.py), for each line nothing predicts yet: no ok row of it on this CPU
-    and no reference CPU time at its first size (a user's workload, before its first trial). Each said."""
+    and no reference CPU time at its first size (a user's workload, before its first trial). Each said; each
+    probe may take the budget, or PROBE_FLOOR_S where that is less (its process imports torch and the
+    model first), and never past sweeps/probe.py's own limit."""
     s, found = state(p), {}
     for line in p.lines:
         first = line.sizes[0]
         if s.costs[line][CPU] or first in p.ref_epoch[line][CPU]:
             continue
         began = time.monotonic()
-        if (got := probe(p.trials[line][first, 0, p.cpu])) is not None:
+        if (got := probe(p.trials[line][first, 0, p.cpu], min(PROBE_TIMEOUT_S, max(budget_s, PROBE_FLOOR_S)))) is not None:
             found[line] = got
             say(f"probe {line.workload}: a step takes {_s(got.step_s)} on this CPU, a trial {_s(got.fixed_s)} "
                 f"besides its steps ({_s(time.monotonic() - began)} to find out)")

@@ -450,7 +450,7 @@ def test_a_model_too_slow_for_a_trials_share_of_the_budget_still_lands_a_cpu_row
 @pytest.mark.slow
 def test_a_model_no_trial_of_which_fits_the_budget_is_told_the_budget_it_needs_before_any_trial_runs(jobs, tmp_path):
     # 20 epochs of 0.8 s steps: 16 s a trial of sleep alone, past all a 10 s budget can leave. Nothing reaches
-    # Ray: the probe times the model in this process, and every trial is skipped
+    # Ray: the probe times the model in a process of its own, and every trial is skipped
     ref = slow_job(tmp_path, "uw_toolong", 0.8, [16, 32], epochs=20)
     said = []
     space = Space("toolong", {ref: register(ref).grid("default")}, ("cpu",), cpu_threads=1)
@@ -482,3 +482,47 @@ def test_a_trial_past_its_share_of_the_budget_is_cut_its_size_frozen_and_the_sea
         "TrialTimeout: the trial ran past its limit of 3 s (cut for the budget: 15% of --budget 20 s)").any()
     assert 64 in {size for _, size in found.cut}  # frozen, and the search went on to its end
     assert said[-1].startswith("search: ") and "cut at 3 s a trial" in said[-1]
+
+
+PROBED = """
+import os, time
+import torch
+from torch import nn
+from trainables.data import Data
+from trainables.workload import Workload
+
+def features(cfg):
+    x = torch.randn(cfg.dataset_size, 4, generator=torch.Generator().manual_seed(cfg.seed))
+    return Data(x, (x.sum(1) > 0).long(), None, None, source="random")
+
+def model(cfg):
+    with open({marker!r}, "a") as f:
+        f.write(f"{{os.getpid()}}\\n")
+    time.sleep({hang})
+    return nn.Linear(4, 2)
+
+workload = Workload("{name}", make_data=features, make_model=model, make_loss=nn.CrossEntropyLoss,
+                    make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+                    defaults={{"batch_size": 8, "dataset_size": 64, "epochs": 2}})
+"""
+
+
+@pytest.mark.parametrize("hang", [0, 60])
+def test_the_probe_runs_the_users_code_in_a_process_of_its_own_within_its_time_limit(tmp_path, monkeypatch, hang):
+    from sweeps.probe import probe
+    from trainables.config import TrialConfig
+    from trainables.trial import resolve
+
+    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    name, marker = f"uw_probed_{hang}", tmp_path / "pids"
+    (tmp_path / f"{name}.py").write_text(PROBED.format(marker=str(marker), hang=hang, name=name))
+    wl = register(f"{tmp_path / name}.py:workload")
+    assert not marker.exists()  # registering and resolving run none of the model's code
+    trial = resolve(TrialConfig(wl.name, module=wl.ref, min_timed_s=0))
+    found = probe(trial, timeout_s=20)
+    pids = {int(p) for p in marker.read_text().split()}
+    assert pids and os.getpid() not in pids  # the model was made, and never in this process
+    if hang:
+        assert found is None  # stopped at its limit: the trial then runs unpredicted
+    else:
+        assert found is not None and found.step_s > 0
