@@ -4,7 +4,7 @@
         --dataset-size 50000 --epochs 30
     crossover predict --workload job.py:workload --epochs 10 --json -      # the figures as JSON on stdout
 
-One step of the workload is counted (trainables/count_step.py: FLOPs, bytes and launches per op class, as
+One step of the workload is counted (sweeps/count_step.py: FLOPs, bytes and launches per op class, as
 a CPU trial's row counts them) in a process of its own, with a time limit (--timeout): the user's code is
 imported and run there, never here, and a hang or a crash ends this command with one line naming the
 workload, what happened and the fix (exit status 2). Meanwhile this process fits analysis/model.py on the
@@ -60,10 +60,10 @@ class Request:
     timeout_s: float = TIMEOUT_S  # s the counting process may run
 
     def command(self) -> list[str]:
-        """The counting process's command line (trainables/count_step.py)."""
+        """The counting process's command line (sweeps/count_step.py)."""
         flags = [("--batch-size", self.batch_size), ("--dataset-size", self.dataset_size),
                  *((f"--{a}", v) for a, v in self.axes)]
-        return [sys.executable, "-m", "trainables.count_step", "--workload", self.workload,
+        return [sys.executable, "-m", "sweeps.count_step", "--workload", self.workload,
                 *(str(x) for flag, v in flags if v is not None for x in (flag, v)),
                 *(x for name, v in self.params for x in ("--param", f"{name}={v}"))]
 

@@ -13,7 +13,7 @@ from test_command import crossover
 from analysis import model
 from analysis.schema import OP_COLUMNS
 from trainables.config import TrialConfig
-from trainables.count_step import counted
+from sweeps.count_step import counted
 from trainables.timing import Clock, Timer
 from trainables.train import Loop
 from trainables.trial import resolve
@@ -94,7 +94,7 @@ def test_a_job_that_exits_is_named_with_its_exit_status_in_one_line(tmp_path):
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"error: --workload {ref}: the process counting one step exited with status 3 before "
                            "it printed its counts"), line
-    assert "python -m trainables.count_step --workload" in line
+    assert "python -m sweeps.count_step --workload" in line
 
 
 def test_a_step_counted_on_the_meta_device_counts_what_the_cpu_counts(tmp_path):

@@ -1,6 +1,6 @@
 """One training step of a workload counted on the CPU, never timed: what `crossover predict` needs of a job.
 
-    python -m trainables.count_step --workload job.py:workload [--batch-size 128] [--dataset-size 50000] [--param k=v]
+    python -m sweeps.count_step --workload job.py:workload [--batch-size 128] [--dataset-size 50000] [--param k=v]
 
 sweeps/predict.py runs this in a process of its own, with a time limit, so that the user's code (imported
 and run here: make_data, make_model, one step) never runs in the command's own process. It prints one
@@ -70,7 +70,7 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m trainables.count_step", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m sweeps.count_step", description=__doc__.split("\n\n")[0])
     p.add_argument("--workload", required=True, help="path/to/job.py:ATTR, package.module:ATTR or a built-in's name")
     p.add_argument("--batch-size", type=at_least(1), default=None, help="samples a step (default: the workload's)")
     p.add_argument("--dataset-size", type=at_least(1), default=None, help="samples an epoch (default: the workload's)")
