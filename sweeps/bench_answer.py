@@ -1,4 +1,4 @@
-"""A benchmark: the wall time from a user's sweep command to its answer, on this machine.
+"""A benchmark: the wall time from a user's sweep command to its answer, and `crossover predict`'s, on this machine.
 
     python sweeps/bench_answer.py          # examples/zoo.py's shufflenet_v2_x1_0 (1.3M parameters), on the CPU
     python sweeps/bench_answer.py --workload job.py:workload --param channels=64
@@ -8,7 +8,8 @@ search within the default --budget, the answer, the report) into a fresh tempora
 first sweep would, then prints what it said, the rows it landed and its wall time beside issue 29's
 target (3 minutes on a 2-core VM without a GPU, for a model of about 1.5M parameters). The target is
 printed, never asserted: on a machine others share, their work slows it, so the load average before and
-after is printed too.
+after is printed too. Then it times `crossover predict` for the same workload (the run of 30 epochs of
+50,000 samples at batch 128) against its target, PREDICT_TARGET_S.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from analysis.load import read
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_S = 180.0  # issue 29: command to answer, the install aside
+PREDICT_TARGET_S = 15.0  # issue 29: crossover predict's answer
 
 
 def main(argv=None) -> int:
@@ -53,7 +55,15 @@ def main(argv=None) -> int:
           f"exit {done.returncode}; {ok} ok CPU row{'s' if ok != 1 else ''} of {0 if rows is None else len(rows)} in "
           f"{', '.join(d.name for d in folders) or 'no folder'}; load average {load:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores")
-    return done.returncode
+    predict = [sys.executable, "-m", "sweeps.command", "predict", "--workload", args.workload,
+               *(x for v in params for x in ("--param", v)), "--batch-size", "128", "--dataset-size", "50000",
+               "--epochs", "30"]
+    began = time.monotonic()
+    said = subprocess.run(predict, cwd=ROOT, capture_output=True, text=True)
+    took = time.monotonic() - began
+    print(f"bench: {' '.join(predict[1:])}: answer in {took:.1f} s (target {PREDICT_TARGET_S:.0f} s: "
+          f"{'met' if took <= PREDICT_TARGET_S else 'missed'}); exit {said.returncode}")
+    return done.returncode or said.returncode
 
 
 if __name__ == "__main__":
