@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from analysis.cli import HelpFormatter
@@ -78,3 +79,14 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
     shared.add_argument("--trial-timeout", type=at_least(1), default=TRIAL_TIMEOUT_S, metavar="S",
                         help="seconds a trial may run before it is stopped and rowed as timed out")
     return argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=HelpFormatter, parents=[shared])
+
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout a child process imports crossover's code from
+
+
+def child_env(*folders: str) -> dict:
+    """The environment of a child process that runs a user's code for a command (sweeps/count_step.py,
+    sweeps/probe.py): this checkout first on its path (the code that runs there is the code that reads its
+    answer), then `folders` (where the user's modules import from by name), then the caller's PYTHONPATH."""
+    path = os.pathsep.join(filter(None, [str(ROOT), *folders, os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 import textwrap
@@ -36,9 +35,8 @@ import pandas as pd
 from analysis import cost, decide, model
 from analysis.cli import HelpFormatter
 from analysis.schema import SIZE_AXES
-from sweeps.cli import at_least, param
+from sweeps.cli import at_least, child_env, param
 
-ROOT = Path(__file__).resolve().parent.parent  # the checkout the counting process imports trainables from
 TIMEOUT_S = 120  # s: counting one step may take this long; a make_data, make_model or step that hangs stops there
 AXES = ("depth", "width", "context")  # the shared axes a workload may declare, each with a flag of its own
 
@@ -70,10 +68,9 @@ class Request:
 
 def start(request: Request) -> subprocess.Popen:
     """The counting process, started: it imports the user's code, so it runs apart, with this checkout first
-    on its path (the code that counts is the code that predicts)."""
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    on its path (the code that counts is the code that predicts: cli.child_env)."""
     return subprocess.Popen(request.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": path}, start_new_session=True)
+                            env=child_env(), start_new_session=True)
 
 
 def finish(process: subprocess.Popen, request: Request, started: float) -> dict:

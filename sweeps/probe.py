@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweeps.cli import child_env
 from trainables.config import TrialConfig
 from trainables.trial import Trial
 from trainables.workload import shipped
@@ -56,8 +56,7 @@ def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S) -> Probe | None:
     small = dataclasses.replace(cfg, dataset_size=min(cfg.dataset_size, PROBE_BATCHES * cfg.batch_size),
                                 epochs=cfg.warmup_epochs + 1, min_timed_s=0)
     # the user's modules import in the child by name, as in a Ray worker: their folders on its path
-    folders = [str(Path(p).parent) for p in shipped()]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(folders + [os.environ.get("PYTHONPATH", "")]).strip(os.pathsep)}
+    env = child_env(*(str(Path(p).parent) for p in shipped()))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "probe.json"
         try:
