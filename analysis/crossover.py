@@ -484,10 +484,10 @@ def _at_change(logx: np.ndarray, logr: np.ndarray, labels: np.ndarray, last: np.
     # d at j has the old winner's sign and at k the new one's, so a turn lies in [j, k)
     turns = (sign[:, :-1] == -to) & (sign[:, 1:] == to) & (m >= j) & (m < k[:, None])
     with np.errstate(divide="ignore", invalid="ignore"):  # curves without an event: their value is dropped
-        return np.where(event.any(axis=1), _interpolate(logx, logr, turns.argmax(axis=1)), np.nan)
+        return np.where(event.any(axis=1), interpolate(logx, logr, turns.argmax(axis=1)), np.nan)
 
 
-def _interpolate(logx: np.ndarray, logr: np.ndarray, i: np.ndarray) -> np.ndarray:
+def interpolate(logx: np.ndarray, logr: np.ndarray, i: np.ndarray) -> np.ndarray:
     """log x where the line through (logx[i], logr[:, i]) and (logx[i+1], logr[:, i+1]) meets zero, per row."""
     rows = np.arange(len(i))
     lo, hi = logr[rows, i], logr[rows, i + 1]

@@ -39,6 +39,7 @@ from analysis.crossover import (
     Bootstrap,
     busy_kept,
     find,
+    interpolate,
     left_out,
     render as render_crossovers,
 )
@@ -212,12 +213,13 @@ def _against(at: pd.DataFrame, axis: str) -> str:
 
 
 def _crossing(x: np.ndarray, ratio: np.ndarray) -> float | None:
-    """Where `ratio` (CPU time over GPU time) first crosses 1 along x, log-log between the two sizes around."""
-    for i in range(len(x) - 1):
-        a, b = np.log(ratio[i]), np.log(ratio[i + 1])
-        if (a < 0) != (b < 0):
-            return float(np.exp(np.interp(0.0, sorted([a, b]), np.log(x[[i, i + 1]])[::1 if a < b else -1])))
-    return None
+    """Where `ratio` (CPU time over GPU time) first crosses 1 along x, log-log between the two sizes around
+    (the crossover finder's interpolation, analysis/crossover.py)."""
+    logr = np.log(ratio)
+    turns = np.flatnonzero((logr[:-1] < 0) != (logr[1:] < 0))
+    if not len(turns):
+        return None
+    return float(np.exp(interpolate(np.log(x), logr[None, :], turns[:1])[0]))
 
 
 def _unpredicted(rows: pd.DataFrame, note: str) -> str:
