@@ -31,6 +31,7 @@ columns existed; tests/test_costs.py checks that the two agree.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable
 
@@ -107,7 +108,13 @@ class Traffic(TorchDispatchMode):
 
 
 def cuda_launches(step: Callable[[], None]) -> int:
-    """Kernel launches of one call of `step`, from torch.profiler's CUDA runtime events."""
+    """Kernel launches of one call of `step`, from torch.profiler's CUDA runtime events.
+
+    The profiler leaves CUPTI attached to the process after it stops unless Kineto is told to tear it
+    down (TEARDOWN_CUPTI=1; PyTorch sets it to 0 itself once CUDA graphs were captured), and every
+    later kernel launch pays for it: a worker reused for trial after trial timed all but its first
+    trial slower (docs/parity.md). Set here, where a user's own choice still wins."""
+    os.environ.setdefault("TEARDOWN_CUPTI", "1")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         step()
         torch.cuda.synchronize()
