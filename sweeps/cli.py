@@ -28,6 +28,7 @@ def at_least(low: int):
 
 
 TRIAL_TIMEOUT_S = 3600  # a trial that runs longer is stopped (trainables/trainable.py): a hang is a row, not a stall
+PLAN_TIMEOUT_S = 60  # s the process that plans a sweep of your workload may run (sweeps/plan.py): a hang stops there
 
 
 def param(text: str) -> tuple[str, object]:
@@ -43,6 +44,16 @@ def param(text: str) -> tuple[str, object]:
     return name.strip(), value
 
 
+def sweep_name(text: str) -> str:
+    """--name: one folder's name under --out (sweeps/store.py check_name), else the flag is refused (exit 2)."""
+    from sweeps.store import check_name  # imports Ray: only once a flag is parsed
+
+    try:
+        return check_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def builtins(args: argparse.Namespace, known, default=None) -> list[str]:
     """The built-in workloads a script sweeps: --workloads, else `default` (all it `known`s), or none where
     --workload names your own. Refuses a name it does not know, naming the choices."""
@@ -55,18 +66,11 @@ def builtins(args: argparse.Namespace, known, default=None) -> list[str]:
     return names
 
 
-def user_grids(args: argparse.Namespace, grid: str) -> dict:
-    """The --workload references, each with its Workload's grid of that name (Workload.grid)."""
-    from trainables.workload import register  # imports the user's module: after the flags are parsed
-
-    return {ref: register(ref).grid(grid) for ref in args.workload}
-
-
 def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to OUT/NAME/") -> argparse.ArgumentParser:
     """A script's parser: its docstring's first paragraph as description, and the shared flags."""
     shared = argparse.ArgumentParser(add_help=False)
     shared.add_argument("--out", default="results", type=Path, help="results root: rows go to OUT/NAME/")
-    shared.add_argument("--name", default=name, help=name_help)
+    shared.add_argument("--name", default=name, type=sweep_name, help=name_help)
     shared.add_argument("--smoke", action="store_true",
                         help="the whole study cut to tiny sizes: checks the path end to end in about a minute")
     shared.add_argument("--address", default=None, help="address of a running Ray cluster (default: start a local one)")
@@ -78,6 +82,9 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
                              "may be given several times")
     shared.add_argument("--trial-timeout", type=at_least(1), default=TRIAL_TIMEOUT_S, metavar="S",
                         help="seconds a trial may run before it is stopped and rowed as timed out")
+    shared.add_argument("--plan-timeout", type=at_least(1), default=PLAN_TIMEOUT_S, metavar="S",
+                        help="seconds the process that imports your workload and plans its trials (its model's "
+                             "shapes, its memory) may run before it is stopped (sweeps/plan.py)")
     return argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=HelpFormatter, parents=[shared])
 
 
