@@ -44,16 +44,6 @@ def param(text: str) -> tuple[str, object]:
     return name.strip(), value
 
 
-def sweep_name(text: str) -> str:
-    """--name: one folder's name under --out (sweeps/store.py check_name), else the flag is refused (exit 2)."""
-    from sweeps.store import check_name  # imports Ray: only once a flag is parsed
-
-    try:
-        return check_name(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def builtins(args: argparse.Namespace, known, default=None) -> list[str]:
     """The built-in workloads a script sweeps: --workloads, else `default` (all it `known`s), or none where
     --workload names your own. Refuses a name it does not know, naming the choices."""
@@ -70,7 +60,7 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
     """A script's parser: its docstring's first paragraph as description, and the shared flags."""
     shared = argparse.ArgumentParser(add_help=False)
     shared.add_argument("--out", default="results", type=Path, help="results root: rows go to OUT/NAME/")
-    shared.add_argument("--name", default=name, type=sweep_name, help=name_help)
+    shared.add_argument("--name", default=name, help=name_help)
     shared.add_argument("--smoke", action="store_true",
                         help="the whole study cut to tiny sizes: checks the path end to end in about a minute")
     shared.add_argument("--address", default=None, help="address of a running Ray cluster (default: start a local one)")
