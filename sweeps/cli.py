@@ -28,6 +28,7 @@ def at_least(low: int):
 
 
 TRIAL_TIMEOUT_S = 3600  # a trial that runs longer is stopped (trainables/trainable.py): a hang is a row, not a stall
+PLAN_TIMEOUT_S = 60  # s the process that plans a sweep of your workload may run (sweeps/plan.py): a hang stops there
 
 
 def param(text: str) -> tuple[str, object]:
@@ -55,13 +56,6 @@ def builtins(args: argparse.Namespace, known, default=None) -> list[str]:
     return names
 
 
-def user_grids(args: argparse.Namespace, grid: str) -> dict:
-    """The --workload references, each with its Workload's grid of that name (Workload.grid)."""
-    from trainables.workload import register  # imports the user's module: after the flags are parsed
-
-    return {ref: register(ref).grid(grid) for ref in args.workload}
-
-
 def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to OUT/NAME/") -> argparse.ArgumentParser:
     """A script's parser: its docstring's first paragraph as description, and the shared flags."""
     shared = argparse.ArgumentParser(add_help=False)
@@ -78,6 +72,9 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
                              "may be given several times")
     shared.add_argument("--trial-timeout", type=at_least(1), default=TRIAL_TIMEOUT_S, metavar="S",
                         help="seconds a trial may run before it is stopped and rowed as timed out")
+    shared.add_argument("--plan-timeout", type=at_least(1), default=PLAN_TIMEOUT_S, metavar="S",
+                        help="seconds the process that imports your workload and plans its trials (its model's "
+                             "shapes, its memory) may run before it is stopped (sweeps/plan.py)")
     return argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=HelpFormatter, parents=[shared])
 
 

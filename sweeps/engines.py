@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 
 from analysis.engines import render
-from sweeps import cli, runner
+from sweeps import cli, plan, runner
 from sweeps.space import Space
 from trainables.config import ENGINES
 from trainables.devices import parse
@@ -58,7 +58,7 @@ def spaces(args, grid: str, gpu: bool = True, log=print) -> list[Space]:
     """The study's sweeps in order; without a `gpu`, the CPU baseline alone. Your --workload joins every
     part but the fused one, where its engine can run its grid (`runnable`)."""
     grids = {w: GRIDS[grid][w] for w in cli.builtins(args, GRIDS[grid])}
-    users = cli.user_grids(args, grid)
+    users = plan.user_grids(args, grid)
     engines = args.engines.split(",")
     unknown = [e for e in engines if e not in ENGINES]
     if unknown or not (grids or users):
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
 
 def study(args) -> int:
     grid = "smoke" if args.smoke else "default"
-    cli.user_grids(args, grid)  # your workload's module imported before Ray starts, so Ray ships it to its workers
+    plan.user_grids(args, grid)  # your workload's module imported before Ray starts, so Ray ships it to its workers
     runner.connect(args.address)
     types = runner.node_types()
     args.cpu_threads = args.cpu_threads or runner.node_cpus(types)

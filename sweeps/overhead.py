@@ -35,7 +35,7 @@ from pathlib import Path
 
 from analysis.overhead import SWEEP_FILE, figures, header, line, measurement, summary
 from analysis.schema import SIZE_AXES
-from sweeps import cli, runner
+from sweeps import cli, plan, runner
 from sweeps.space import Space
 from trainables.train import run_trial
 
@@ -49,7 +49,7 @@ def measured(args: argparse.Namespace) -> Space:
     if len(args.workload) > 1:
         raise ValueError(f"--workload: overhead repeats one trial, so give one workload, got {len(args.workload)}")
     if args.workload:
-        ref, grid = next(iter(cli.user_grids(args, "smoke").items()))
+        ref, grid = next(iter(plan.user_grids(args, "smoke").items()))
         grids = {ref: {axis: values[:1] for axis, values in grid.items() if axis != "epochs"}}
     else:
         grids = {"disc": {"depth": [DEPTH]}}

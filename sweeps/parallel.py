@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 
 from analysis.parallel import render
-from sweeps import cli, runner
+from sweeps import cli, plan, runner
 from sweeps.space import Space
 from trainables.workload import register
 
@@ -60,7 +60,7 @@ def gpu_counts(gpus: int) -> list[int]:
 
 def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int, users: dict | None = None,
            params: dict | None = None, timeout_s: float = cli.TRIAL_TIMEOUT_S, log=print) -> list[Space]:
-    """A study's sweeps; `users` ({reference: grid}, cli.user_grids) join ddp, and pipe where they can be
+    """A study's sweeps; `users` ({reference: grid}, plan.user_grids) join ddp, and pipe where they can be
     piped, with `params` (--param) and every trial's `timeout_s` (--trial-timeout)."""
     big = SMOKE_BIG if smoke else BIG
     batch = 256 if smoke else 4096
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
 
 def study(args) -> int:
     # your workload's module imported before Ray starts, so Ray ships it to its workers
-    users = cli.user_grids(args, "smoke" if args.smoke else "default")
+    users = plan.user_grids(args, "smoke" if args.smoke else "default")
     unknown = sorted(set(dict(args.param)) - {name for ref in users for name in register(ref).params})
     if unknown:  # refused here, not left unused: packed takes no workload of yours, pipe only some
         raise ValueError(f"--param {unknown[0]} is an axis of none of your workloads (--workload {args.workload}): "

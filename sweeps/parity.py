@@ -68,7 +68,7 @@ import torch
 
 from analysis.load import read
 from analysis.schema import SIZE_AXES
-from sweeps import cli, runner
+from sweeps import cli, plan, runner
 from sweeps.space import Space
 from trainables.config import LOOPS
 from trainables.data import move, take
@@ -103,7 +103,7 @@ def grids(flags: "Flags", device: str) -> dict:
             out[name]["epochs"] = [EPOCHS[device][name]]
         if parse(device).is_cpu and WORKLOADS[name].images:
             out[name]["dataset_size"] = [CPU_IMAGES]
-    for ref, grid in cli.user_grids(flags, "smoke" if flags.smoke else "default").items():
+    for ref, grid in plan.user_grids(flags, "smoke" if flags.smoke else "default").items():
         out[ref] = grid if flags.smoke else {axis: values[:1] for axis, values in grid.items()}
         if not flags.smoke:  # a median of MIN_TIMED_EPOCHS epochs at least, after the warm-up, as a sweep's
             out[ref]["epochs"] = [max(out[ref].get("epochs", [0])[0], 1 + MIN_TIMED_EPOCHS)]
@@ -119,7 +119,8 @@ def space(flags: "Flags", name: str, device: str, loop: str, cpu_threads: int) -
     trial at a time, each trial timing exactly its epochs after the warm-up (min_timed_s 0), as the plain
     loop does."""
     return Space(name, grids(flags, device), (device,), cpu_threads, params=dict(flags.param),
-                 fixed={"loop": loop, "exclusive": True, "min_timed_s": 0}, timeout_s=flags.trial_timeout)
+                 fixed={"loop": loop, "exclusive": True, "min_timed_s": 0}, timeout_s=flags.trial_timeout,
+                 plan_timeout_s=flags.plan_timeout)
 
 
 def _sync(device: torch.device) -> None:
@@ -294,6 +295,7 @@ class Flags:
     smoke: bool
     address: str | None  # a Ray on this machine, or None: a local one
     trial_timeout: float | None  # s: a trial's limit in the sweep
+    plan_timeout: float  # s: the limit of the process that plans your workload (sweeps/plan.py)
     verbose: bool  # the runner's line per trial
 
 
@@ -338,7 +340,7 @@ def parse_args(argv=None) -> Flags:
         p.error(f"--loops: unknown {unknown}; choose from {', '.join(LOOPS)}")
     return Flags(args.out, args.name, workloads, args.workload, args.param, devices, loops,
                  1 if args.smoke else args.repeats, args.cpu_threads, args.batch_sizes, args.dataset_size, args.epochs,
-                 args.smoke, args.address, args.trial_timeout, args.verbose)
+                 args.smoke, args.address, args.trial_timeout, args.plan_timeout, args.verbose)
 
 
 def main(argv=None) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 
 from analysis.engines import render
-from sweeps import cli, runner
+from sweeps import cli, plan, runner
 from sweeps.space import Space
 
 # Per device kind, the precisions it takes (trainables/precision.py refuses the rest by name).
@@ -43,7 +43,7 @@ GRIDS = {
 def spaces(args, grid: str, devices: tuple) -> list[Space]:
     """A sweep per device and precision that device takes, of the built-ins asked for and your --workload."""
     names = cli.builtins(args, GRIDS[grid])
-    grids = {**{w: GRIDS[grid][w] for w in names}, **cli.user_grids(args, grid)}
+    grids = {**{w: GRIDS[grid][w] for w in names}, **plan.user_grids(args, grid)}
     return [Space(f"{args.name}-{device}-{precision}", grids, (device,), cpu_threads=args.cpu_threads,
                   repeats=args.repeats, fixed={"precision": precision, "min_timed_s": 0}, params=dict(args.param),
                   timeout_s=args.trial_timeout)
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
 
 def study(args) -> int:
     grid = "smoke" if args.smoke else "default"
-    cli.user_grids(args, grid)  # your workload's module imported before Ray starts, so Ray ships it to its workers
+    plan.user_grids(args, grid)  # your workload's module imported before Ray starts, so Ray ships it to its workers
     runner.connect(args.address)
     types = runner.node_types()
     args.cpu_threads = args.cpu_threads or runner.node_cpus(types)

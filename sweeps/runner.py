@@ -7,6 +7,7 @@ only if the caller has not connected yet (`connect`), so tests and scripts share
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import math
 import os
@@ -42,10 +43,12 @@ from ray import tune  # noqa: E402
 from ray.exceptions import RayError  # noqa: E402
 
 from analysis.load import read  # noqa: E402
+from analysis.schema import SCHEMA_VERSION  # noqa: E402
+from sweeps import plan  # noqa: E402
 from sweeps.space import CPU_NODE, FIXED_BUDGET, FuseBudget, Space, fuse_budget, groups, resources_for  # noqa: E402
 from sweeps.store import DISK_FULL, RowWriter, Store, WriteFailed  # noqa: E402
 from trainables.devices import ddp_worker_resources  # noqa: E402
-from trainables.fused import member_bytes  # noqa: E402
+from trainables.rows import failed_row  # noqa: E402
 from trainables.trainable import trainable  # noqa: E402
 from trainables.workload import shipped, shipped_sources  # noqa: E402
 
@@ -54,6 +57,7 @@ logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERRO
 
 INTERRUPTED = 128 + signal.SIGINT  # exit status of a sweep stopped by Ctrl-C (130), as a shell reports it
 WRITE_FAILED = 1  # exit status of a sweep stopped by a row it could not write (a full disk: WriteFailed)
+PLAN_FAILED = 2  # exit status of a sweep with a workload whose planning failed (sweeps/plan.py), the rest measured
 
 # Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
 BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
@@ -107,6 +111,10 @@ def runtime_env() -> dict:
     _sent.update(shipped_sources())
     env = {"env_vars": WORKER_ENV}
     return {**env, "py_modules": modules, "excludes": SHIP_EXCLUDES} if modules else env
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP in a sweep that has said which rows it kept and how to resume (`run`)."""
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # a scheduler's kill, a closed terminal: each stops a sweep as Ctrl-C does
@@ -235,14 +243,19 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     send theirs to its --verbose detail: sweeps/search.py says what the whole search ran).
 
     Tune's own state goes to `storage_path` (a URI such as s3://bucket/crossover on a cluster), else
-    to `out`/_tune/<name>/, beside the rows' directory (sweeps/store.py). A trial whose worker or node
-    dies is run again up to `max_failures` times; any other failure is already a row
+    to `out`/_tune/<name>/, beside the rows' directory (sweeps/store.py), and what Tune logs to
+    `out`/_logs/<name>.log (`tune_log`). The users' trials are planned in a process of their own first
+    (sweeps/plan.py); those of a workload whose planning failed are written as error rows, never run. A
+    trial whose worker or node dies is run again up to `max_failures` times; any other failure is already a row
     (trainables/trainable.py), so only lost workers reach Tune's retry. A worker Ray's memory monitor
     kills mid-training is an error row at once (`_fit`). Raises WriteFailed where a row, or Tune's
     state, cannot be written (a full disk): the rows written stay.
     """
     trials = space.expand()  # refuses a bad space before anything runs
     check_shipped(trials)
+    plan.member_sizes(trials, space.plan_timeout_s)  # users' trials estimated in one process of their own
+    # a workload whose planning failed (sweeps/plan.py said how, once) is rowed without running
+    faulted, trials = [t for t in trials if plan.fault(t.wl)], [t for t in trials if not plan.fault(t.wl)]
     budget = fuse_budget() if space.fuse == "auto" else FIXED_BUDGET  # read once, before any trial holds the GPU
     check_placeable(space, groups(trials, space.fuse, budget), node_types(cluster_config))
     if not workers_reniced():
@@ -261,14 +274,40 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
                              "write, a URI such as s3://bucket/crossover, or leave it out (OUT/_tune)")
     store = Store(Path(out) / space.name)
     with store.locked(log):
+        for trial in faulted:
+            store.write({**failed_row(trial, plan.fault(trial.wl)), "sweep": space.name, "trial_id": None,
+                         "schema_version": SCHEMA_VERSION, "finished_at": dt.datetime.now(dt.timezone.utc)})
+        if faulted:
+            log(f"{len(faulted)} trials of {sorted({t.wl.name for t in faulted})} written as error rows, not run: "
+                "their planning failed (said above)")
         try:
-            _run(space, trials, store, max_concurrent, log, storage_path, max_failures, budget, progress,
-                 log if head is None else head)
+            with tune_log(store.log_path):
+                _run(space, trials, store, max_concurrent, log, storage_path, max_failures, budget, progress,
+                     log if head is None else head)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (stop_signals)
             log(f"interrupted: the {len(store.files())} rows in {store.dir} are kept; run the same command again to "
                 "measure the rest (configs with an 'ok' row are skipped)")
-            raise
+            raise Interrupted from None
     return store
+
+
+@contextlib.contextmanager
+def tune_log(path: Path):
+    """Within it, what Tune logs goes to `path` and not to the terminal: a trial whose worker died was 30 lines
+    of Ray's traceback there, each time Tune ran it again. The sweep says a line per failed trial itself
+    (RowWriter), and the trial's row holds its error."""
+    tune_logger = logging.getLogger("ray.tune")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    tune_logger.addHandler(handler)
+    tune_logger.propagate = False
+    try:
+        yield
+    finally:
+        tune_logger.removeHandler(handler)
+        tune_logger.propagate = True
+        handler.close()
 
 
 def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, log, storage_path: str | None,
@@ -391,7 +430,7 @@ def placement_problem(space: Space, group: list, nodes: list[dict]) -> tuple[str
     """Why the Tune trial of `group` can never be placed on `nodes` (every node the cluster has or may
     add), and the fix; None where it can: a bundle no node holds, more in all than the nodes have
     together, or an estimate of its memory past the memory of every node it fits on. The estimate is
-    trainables/fused.py's member_bytes: weights, gradients and two optimiser moments (4 x 4 bytes a
+    trainables/fused.py's member_bytes (a user's found in a process of its own: sweeps/plan.py): weights, gradients and two optimiser moments (4 x 4 bytes a
     parameter), the data, and every new tensor a batch's forward makes (activations, feature maps),
     forward and backward; no allocator rounding or workspaces in it, so what it refuses cannot fit."""
     def fits(bundle, node):
@@ -408,13 +447,12 @@ def placement_problem(space: Space, group: list, nodes: list[dict]) -> tuple[str
         return (f"needs {need} at once ({len(held) - 1} Ray Train workers of {held[-1]} beside the trial's own "
                 f"{held[0]}; Ray Train's controller asks for none), and the cluster has {total} in all"), resource_fix
     try:
-        estimate = len(group) * member_bytes(group[0])
+        # a user's, from the process that planned it (sweeps/plan.py); None where its model failed on the meta
+        # device: not estimated, it runs, and its row says what failed (an OOM, its own error)
+        one = plan.member_bytes(group[0], space.plan_timeout_s)
+        estimate = None if one is None else len(group) * one
     except (RuntimeError, OverflowError, ValueError):  # a built-in's shape past int64: no machine holds it
-        # a user's model may fail on the meta device for reasons of its own: not estimated, it runs, and its
-        # row says what failed (an OOM, its own error)
-        estimate = math.inf if group[0].wl.ref is None else None
-    except (Exception, SystemExit):  # a user's factory that fails (or exits) in the driver: likewise, its row says why
-        estimate = None
+        estimate = math.inf
     memory = [n.get("memory", 0) + n.get("object_store_memory", 0) for n in nodes if fits(held[0], n)]
     if estimate is not None and memory and all(memory) and estimate > max(memory):  # 0: a node type whose memory is not known
         size = "more than 2^63 bytes" if estimate == math.inf else f"at least {estimate / 2**30:,.1f} GiB"
@@ -442,18 +480,24 @@ def exit_status(body) -> int:
     """`body()`, a sweep script's work, and its exit status; what ends a sweep early becomes a message
     and a status instead of a traceback: a bad space or flag 2, a row (or Tune's state) that could not
     be written WRITE_FAILED, Ctrl-C INTERRUPTED, SIGTERM or SIGHUP 128 + the signal, as a shell reports
-    it (143, 129; `run` has said how to resume). The rows written stay."""
+    it (143, 129; said here where `run` has not said how to resume: while a workload was imported or
+    planned). The rows written stay. A sweep that ends with a workload whose planning failed (sweeps/plan.py:
+    its trials error rows) is PLAN_FAILED."""
     with stop_signals() as received:
         try:
-            return body()
+            status = body()
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except WriteFailed as exc:  # a full disk: the message says which rows are kept and how to go on
             print(f"error: {exc}", file=sys.stderr)
             return WRITE_FAILED
-        except KeyboardInterrupt:  # no report of a part
+        except KeyboardInterrupt as exc:  # no report of a part
+            if not isinstance(exc, Interrupted):
+                print("interrupted: the rows written so far are kept; run the same command again to measure the "
+                      "rest", file=sys.stderr)
             return 128 + received[0] if received else INTERRUPTED
+        return status or (PLAN_FAILED if plan.faulted() else 0)
 
 
 def run_studies(make_spaces, out: Path | str, render) -> int:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from analysis import charts, report, summary, verdict
 from analysis.load import read
-from sweeps import cli, runner, search
+from sweeps import cli, plan, runner, search
 from sweeps.space import Space
 from sweeps.store import Store
 from trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
@@ -138,12 +138,13 @@ def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_
     grid = "smoke" if args.smoke else args.grid
     own = WORKLOAD_GRID.get(grid, grid)
     builtin = {w: WORKLOADS[w].grid(own) for w in cli.builtins(args, WORKLOADS)}
-    users = cli.user_grids(args, own)
+    users = plan.user_grids(args, own)
     return Space(args.name or sweep_name(builtin, users, grid), {**builtin, **users},
                  devices, cpu_threads, args.repeats,
                  fixed={"loop": args.loop, "exclusive": args.exclusive, "precision": args.precision},
                  image_data={"data": args.data, "data_dir": args.data_dir}, fuse=args.fuse,
-                 cpu_nodes_only=cpu_nodes_only, params=dict(args.param), timeout_s=args.trial_timeout)
+                 cpu_nodes_only=cpu_nodes_only, params=dict(args.param), timeout_s=args.trial_timeout,
+                 plan_timeout_s=args.plan_timeout)
 
 def sweep_name(builtin: dict, users: dict, grid: str) -> str:
     """The sweep's folder under --out, where --name gives none: users' workloads alone sweep into their own
@@ -152,7 +153,7 @@ def sweep_name(builtin: dict, users: dict, grid: str) -> str:
     grid share it) or the grid's name."""
     own = WORKLOAD_GRID.get(grid, grid)
     if users and not builtin:
-        names = "+".join(register(ref).name for ref in users)  # registered already: cli.user_grids
+        names = "+".join(register(ref).name for ref in users)  # registered already: plan.user_grids
         return names if own == "default" else f"{names}-{grid}"
     return "scaling" if own == "default" else grid
 

@@ -23,11 +23,14 @@ from dataclasses import dataclass, field
 import torch
 
 from analysis.schema import GRID_AXES
+from sweeps import plan
+from sweeps.cli import PLAN_TIMEOUT_S
+from sweeps.store import check_name
 from trainables.config import ConfigError, TrialConfig
 from trainables.devices import parse, threads_for
-from trainables.fused import fusion_key, member_bytes
+from trainables.fused import fusion_key
 from trainables.trial import Trial, resolve
-from trainables.workload import Workload, fingerprint, from_object, is_reference, register
+from trainables.workload import Workload, fingerprint, from_object, is_reference
 from trainables.workloads import WORKLOADS
 # Custom resources that mark node types (cluster.yaml, tests/test_cluster.py): 1 on each such node.
 CPU_NODE = "cpu_node"
@@ -48,6 +51,10 @@ class Space:
     params: dict = field(default_factory=dict)  # workloads' own axes held fixed (--param, over a grid's values)
     timeout_s: float = 3600  # s a Tune trial may run before it is stopped and rowed as timed out (--trial-timeout)
     timeout_why: str = "--trial-timeout"  # what set timeout_s, in the timed-out row's error (the search: its budget)
+    plan_timeout_s: float = PLAN_TIMEOUT_S  # s the process that plans a user's workload may run (--plan-timeout)
+
+    def __post_init__(self):
+        check_name(self.name)  # a folder under --out: never a path out of it
 
     def _where(self, workload: str | None = None, axis: str | None = None) -> str:
         parts = [f"sweep {self.name!r}"] + ([f"workload {workload!r}"] if workload else [])
@@ -93,14 +100,15 @@ class Space:
         return _unique(trials)
 
     def workloads(self) -> list[Workload]:
-        """The grids' workloads, in order: built-ins by name, a user's imported here (`register`). Raises
+        """The grids' workloads, in order: built-ins by name, a user's imported in a process of its own, then here
+        (sweeps/plan.py). Raises
         ValueError naming a workload that is none of them, a name given twice, or a --param no workload has."""
         found = []
-        for key in self.grids:
+        for key in self.grids:  # a user's planned in a process of its own (sweeps/plan.py), then imported here
             if isinstance(key, Workload):
-                found.append(from_object(key))
+                found.append(plan.planned(from_object(key), self.plan_timeout_s))
             elif isinstance(key, str) and is_reference(key):
-                found.append(register(key))
+                found.append(plan.register(key, self.plan_timeout_s))
             elif key in WORKLOADS:
                 found.append(WORKLOADS[key])
             else:
@@ -113,7 +121,9 @@ class Space:
                                  "so give the user's Workload another name")
         unknown = sorted(set(self.params) - {p for wl in found for p in wl.params})
         if unknown:
-            raise ValueError(f"--param {unknown[0]} is an axis of none of the workloads {names} {self._where()}")
+            axes = "; ".join(f"{wl.name}: {', '.join(sorted(wl.params)) or 'none'}" for wl in found)
+            raise ValueError(f"--param {unknown[0]} is an axis of none of the workloads {names} {self._where()}; "
+                             f"their own axes are {axes}")
         return found
 
     def param_space(self, groups: list[list[Trial]]) -> dict:
@@ -187,7 +197,7 @@ def fuse_budget() -> FuseBudget:
 def groups(trials: list[Trial], fuse: str, budget: FuseBudget = FIXED_BUDGET) -> list[list[Trial]]:
     """The Tune trials: one per trial, or with `fuse`, trials that differ only in seed and learning
     rate (trainables/fused.py) in groups of up to `fuse` members ('auto': as many as `budget` holds
-    by member_bytes, at most FUSE_MAX; sweeps/runner.py gives it fuse_budget())."""
+    by member_bytes, at most FUSE_MAX, alone where it has none; sweeps/runner.py gives it fuse_budget())."""
     if fuse == "off":
         return [[t] for t in trials]
     if fuse != "auto" and not (fuse.isdigit() and int(fuse) >= 1):
@@ -201,6 +211,7 @@ def groups(trials: list[Trial], fuse: str, budget: FuseBudget = FIXED_BUDGET) ->
         else:
             buckets.setdefault(key, []).append(trial)
     for members in buckets.values():
-        size = int(fuse) if fuse != "auto" else max(1, min(FUSE_MAX, budget.bytes // member_bytes(members[0])))
+        one = plan.member_bytes(members[0]) if fuse == "auto" else None
+        size = int(fuse) if fuse != "auto" else 1 if one is None else max(1, min(FUSE_MAX, budget.bytes // one))
         out += [members[i:i + size] for i in range(0, len(members), size)]
     return out

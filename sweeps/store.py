@@ -4,13 +4,14 @@
     results/_locks/<sweep>                   held while a sweep writes results/<sweep>/: who holds it
     results/_runs/<sweep>.jsonl              each run's wall time (analysis/schema.py: runs_file)
     results/_tune/<sweep>/                   Tune's own state (sweeps/runner.py), unless --storage-path
+    results/_logs/<sweep>.log                what Tune logged while the sweep ran (a failed trial's traceback)
     results/_aside/<sweep>/                  files found in results/<sweep>/ that are not rows, moved aside
     results/_reports/<sweep>/                the report (analysis/report.py)
 
 A results directory holds its rows alone: pandas, pyarrow, DuckDB and polars read it whole (`DIR`, or
 `DIR/*.parquet`). The rest sits beside the results directories under names starting with '_', which
 pandas and pyarrow skip when they read `results/` as one dataset; so a sweep's name may not start
-with '_' or '.'. A row is written under a
+with '_' or '.', and is one folder's name (`check_name`: letters, digits, '_', '-', '.', '+'). A row is written under a
 hidden temporary name, flushed to disk and renamed into place (analysis/migrate.py: write_atomic), so a
 crash, a kill or a power loss leaves either the whole row or none; a row that cannot be written (a full
 disk, a quota) stops the sweep (WriteFailed: the directory, the error, the fix), the rows before it kept. Re-running a sweep skips the
@@ -30,6 +31,7 @@ import fcntl
 import itertools
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -54,12 +56,29 @@ LOCKS = "_locks"  # results/_locks/<sweep>
 OLD_FILES = ("_lock", "_runs.jsonl")  # where earlier versions kept them, in the results directory
 ASIDE = "_aside"  # results/_aside/<sweep>/
 TUNE = "_tune"  # results/_tune/<sweep>/
+LOGS = "_logs"  # results/_logs/<sweep>.log
 WAIT_NOTE_S = 30.0  # while every trial waits for resources, the progress line says so this often
 BAR = "{desc}: {n_fmt}/{total_fmt} trials done |{bar:16}| {elapsed}, ETA {remaining}{postfix}"  # RowWriter's line
 BAR_REFRESH_S = 1.0  # how often the progress line's clock and counts are redrawn between rows
 FAILED_SHOWN = 3  # failed trials said in a line each under the progress line; the rest only counted on it
 SAID_WIDTH, SAID_LINES = 100, 2  # each in at most 2 lines of 100 columns: the end of a sweep fits 25 lines of 100
 DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # no space, past the file-size limit, past the quota
+# A sweep's name is a folder under --out (and under _tune, _locks, _runs, _reports), Tune's experiment name and
+# text in the report: one path component, never '..', '/', markup, or a name readers skip ('_', '.'). '+' joins
+# several workloads' names (sweeps/scaling.py: sweep_name).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}")
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # a terminal's colour and cursor codes
+
+
+def check_name(name: str) -> str:
+    """`name` if it may name a sweep (NAME), else ValueError naming it, the rule and the fix."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ValueError(f"sweep name {name!r} must be letters, digits, '_', '-', '.' or '+', starting with "
+                         "a letter or digit, at most 100 characters: it becomes a folder under --out; give --name "
+                         "another name")
+    return name
 
 
 class WriteFailed(Exception):
@@ -79,6 +98,11 @@ class Store:
     def aside(self) -> Path:
         """Where files found in the directory that are not rows go: beside it, never in it."""
         return self.dir.parent / ASIDE / self.dir.name
+
+    @property
+    def log_path(self) -> Path:
+        """What Tune logs while the sweep runs goes here, not to the terminal (sweeps/runner.py tune_log)."""
+        return self.dir.parent / LOGS / f"{self.dir.name}.log"
 
     @property
     def tune_storage(self) -> Path:
@@ -122,7 +146,8 @@ class Store:
         readers skip, a file, a folder of sweeps, a place this user cannot write."""
         if self.dir.name.startswith(("_", ".")):
             raise ValueError(f"sweep name {self.dir.name!r} starts with '_' or '.', which readers of {self.dir.parent} "
-                             f"skip (and {TUNE}, {ASIDE}, {schema.REPORTS}, {LOCKS} and {schema.RUNS} are taken there): give --name another name")
+                             f"skip (and {TUNE}, {ASIDE}, {LOGS}, {schema.REPORTS}, {LOCKS} and {schema.RUNS} are taken there): give --name another name")
+        check_name(self.dir.name)
         if self.dir.exists() and not self.dir.is_dir():
             raise ValueError(f"results directory {self.dir} is a file: give --out a directory (or another --name)")
         if self.dir.is_dir() and (nested := next((p for p in self.dir.iterdir() if p.is_dir() and not p.name.startswith(".")
@@ -386,7 +411,7 @@ def _trial_error(trial) -> str:
     path = trial.error_file
     if not (path and os.path.exists(path)):
         return f"trial {trial.trial_id} failed on its worker without an error file"
-    text = Path(path).read_text()
+    text = ANSI.sub("", Path(path).read_text())  # Ray colours a remote traceback's frames for a terminal
     return f"{_reason(text)}\n{text[-4000:]}"
 
 

@@ -1,5 +1,6 @@
 """Data sources: MNIST from local IDX files (written here, in torchvision's layout), digits, synthetic."""
 
+import re
 import struct
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 from trainables.config import TrialConfig
-from trainables.data import DIGITS_TRAIN, MNIST_MEAN, MNIST_STD, images
+from trainables.data import DIGITS_TRAIN, MNIST_MEAN, MNIST_STD, Data, images
 from trainables.train import run_trial
 from trainables.trial import resolve
 
@@ -84,3 +85,15 @@ def test_images_and_labels_of_different_counts_fail_the_trial_naming_the_pair(mn
     with pytest.raises(ValueError, match=r"holds 50 t10k images but 49 labels") as info:
         run([resolve(TrialConfig("lenet", dataset_size=100, epochs=2, data_dir=str(mnist_dir)))])
     assert str(mnist_dir) in str(info.value)
+
+
+@pytest.mark.parametrize("x, y, words", [
+    (torch.zeros(64, 3), torch.zeros(57), "x and y must hold as many samples, got x 64, y 57"),
+    ({"a": torch.zeros(8, 3), "b": torch.zeros(7, 5)}, torch.zeros(8), "got a 8, b 7, y 8"),
+    ([[0.0, 1.0]], torch.zeros(1), "x must be a tensor whose first dimension is the samples"),
+])
+def test_data_whose_inputs_and_targets_do_not_pair_up_is_refused_when_made_naming_both(x, y, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        Data(x, y, None, None, "random")
+    with pytest.raises(ValueError, match="test_x and test_y must both be given or both be None"):
+        Data(torch.zeros(4, 3), torch.zeros(4), torch.zeros(2, 3), None, "random")

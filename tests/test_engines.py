@@ -19,7 +19,7 @@ from trainables import workload
 def args(**kw):
     return argparse.Namespace(**{"workloads": ",".join(GRIDS["default"]), "engines": "eager,graph,compile",
                                  "name": "e", "cpu_threads": 2, "workload": [], "param": [], "trial_timeout": 60,
-                                 **kw})
+                                 "plan_timeout": 60, **kw})
 
 
 # A user's workload file: its default grid (Workload.grid) is dataset_size 64, 250 and 1000 at batch 64.

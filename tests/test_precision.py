@@ -101,7 +101,7 @@ def test_a_users_workload_joins_every_device_and_precision(tmp_path, monkeypatch
     (tmp_path / "precision_job.py").write_text(JOB)
     ref = f"{tmp_path / 'precision_job.py'}:workload"
     args = argparse.Namespace(workloads="disc", workload=[ref], param=[("n_features", 8)], name="p", cpu_threads=1,
-                              repeats=1, trial_timeout=60)
+                              repeats=1, trial_timeout=60, plan_timeout=60)
     swept = {s.name: {(t.cfg.workload, t.cfg.precision, t.cfg.dataset_size, str(t.cfg.params)) for t in s.expand()}
              for s in study.spaces(args, "smoke", ("cpu", "cuda"))}
     assert set(swept) == {f"p-{d}-{p}" for d, ps in study.PRECISIONS.items() for p in ps}

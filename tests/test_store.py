@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -168,3 +169,23 @@ def test_writing_a_row_pulls_in_neither_the_charts_nor_the_statistics():
     code = "import sweeps.store, sys; print('altair' in sys.modules, 'scipy' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("name", ["../../x", "/abs", "a/b", "<script>alert(1)</script>", "x" * 200, "..", "_tune"])
+def test_a_sweep_name_that_is_no_single_folder_name_is_refused(name):
+    from sweeps.space import Space
+
+    with pytest.raises(ValueError, match=r"sweep name .* must be letters, digits, '_', '-', '\.' or '\+'"):
+        Space(name, {"disc": {}})
+
+
+def test_the_sweep_script_refuses_a_name_out_of_its_folder_in_one_line_and_writes_nothing(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "sweeps" / "scaling.py"), "--name", "../../x", "--out",
+                           str(tmp_path / "o" / "a"), "--smoke", "--devices", "cpu", "--workloads", "disc", "--no-report"],
+                          cwd=root, capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: sweep name '../../x' must be letters, digits, '_', '-', '.' or '+', starting with a letter or digit, "
+        "at most 100 characters: it becomes a folder under --out; give --name another name"]
+    assert list(tmp_path.rglob("*")) == []

@@ -118,9 +118,10 @@ resnet = Workload("uw_resnet", make_data=images, make_model=residual, **common)
 pair = Workload("uw_pair", make_data=pairs, make_model=lambda cfg: Pair(), step=pair_step, **common)
 """
 
-# Each fails in its own way on the worker. The driver builds every model on the meta device as it plans (the
-# fingerprint, member_bytes): the one that ends its process does so only where the model is built for real,
-# since no driver outlives os._exit; likewise the hang is in the optimiser's factory, which the worker alone runs.
+# Each fails in its own way on the worker. The sweep's planning builds every model on the meta device, in a
+# process of its own (sweeps/plan.py: tests/test_plan.py has its faults): the one that ends its process does so
+# only where the model is built for real, so that the worker's trial is what fails; likewise the hang is in the
+# optimiser's factory, which the worker alone runs.
 FAILING = HEADER + """
 def real(model):
     return next(model.parameters()).device.type != "meta"
@@ -144,7 +145,7 @@ class Inf(nn.Module):
     def forward(self, x):
         return self.fc(x) * float("inf")
 
-def exits(cfg):  # in the driver's planning too: it goes on, and the worker's trial is the row
+def exits(cfg):  # in the planning process too: SystemExit there is a model not built, and the worker's trial the row
     sys.exit(3)
 
 def dies(cfg):
@@ -338,7 +339,7 @@ def test_a_name_that_would_be_a_path_or_markup_is_refused(jobs, tmp_path):
     ("uw_mismatch", "RuntimeError: Expected target size [16, 3], got [16]"),
     ("uw_nan", "FloatingPointError: training loss became nan"),
     ("uw_exits", "SystemExit: 3"),
-    ("uw_dies", "The actor died unexpectedly before finishing this task"),
+    ("uw_dies", "WorkerExit: the workload's code called os._exit(1), which would end its Ray worker"),
     ("uw_hangs", "the trial ran past its limit of 3 s (--trial-timeout) and was stopped"),
 ])
 @pytest.mark.slow

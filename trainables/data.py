@@ -38,6 +38,25 @@ class Data:
     test_y: torch.Tensor | None
     source: str  # what the row's data_source says: where the data came from, 'random' where it is made up
 
+    def __post_init__(self):
+        """Refused when made, in the workload's make_data, so that the trial's error row names the mismatch:
+        the loop takes input i and target i by one index, and a shorter y was read as the dataset's size."""
+        for inputs, targets, split in ((self.x, self.y, ""), (self.test_x, self.test_y, "test_")):
+            if (inputs is None) != (targets is None):
+                raise ValueError(f"Data: {split}x and {split}y must both be given or both be None, got "
+                                 f"{type(inputs).__name__} and {type(targets).__name__}")
+            if inputs is None:
+                continue
+            named = {**(inputs if isinstance(inputs, dict) else {f"{split}x": inputs}), f"{split}y": targets}
+            for name, t in named.items():
+                if not isinstance(t, torch.Tensor) or t.dim() == 0:
+                    raise ValueError(f"Data: {name} must be a tensor whose first dimension is the samples (x may be "
+                                     f"a dict of them), got {type(t).__name__} {getattr(t, 'shape', '')}".rstrip())
+            if len({len(t) for t in named.values()}) > 1:
+                said = ", ".join(f"{name} {len(t):,}" for name, t in named.items())
+                raise ValueError(f"Data: {split}x and {split}y must hold as many samples, got {said}: give one "
+                                 "target per input sample")
+
     def to(self, inputs: torch.device, targets: torch.device) -> "Data":
         """Inputs on the model's first device, targets on its last (the same but for a pipeline)."""
         return Data(move(self.x, inputs), move(self.y, targets), move(self.test_x, inputs),

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
+import sysconfig
 import time
 import traceback
+from pathlib import Path
 
 from analysis.schema import NAMES
 from trainables import env
@@ -72,10 +75,22 @@ def quality(wl, train: float | None, test: float | None) -> dict:
             "train_metric": None if accuracy else train, "test_metric": None if accuracy else test}
 
 
+OURS = Path(__file__).resolve().parent.parent  # crossover's checkout: frames under it are not the workload's own
+LIBRARIES = tuple({sys.prefix, sys.base_prefix, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["stdlib"]})
+ERROR_FRAMES = 3  # frames of a failed trial's traceback its row keeps: the innermost
+
+
 def error_text(exc: BaseException) -> str:
-    """The exception's type and message, then the innermost frames: enough to act on."""
-    frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    return f"{type(exc).__name__}: {exc}\n" + "".join(frames[-3:])
+    """The exception's type and message on one line, with where in the workload's own code it was raised
+    ('in make_data, job.py:9'); then the innermost frames of that code (of any code, where none is the
+    workload's): enough to act on, in plain text."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if not f.filename.startswith("<") and not Path(f.filename).resolve().is_relative_to(OURS)
+           and not f.filename.startswith(LIBRARIES)]
+    where = f" (in {own[-1].name}, {Path(own[-1].filename).name}:{own[-1].lineno})" if own else ""
+    said = " ".join(str(exc).split())
+    shown = traceback.format_list((own or frames)[-ERROR_FRAMES:])
+    return f"{type(exc).__name__}{': ' if said else ''}{said}{where}\n" + "".join(shown)
 
 
 def measured_row(trial: Trial, model, timer: Timer, epoch_s: list[float], samples: int, devices: tuple,

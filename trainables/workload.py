@@ -27,10 +27,11 @@ interface and nothing else; a user's own job is one more `Workload` in a file of
 
 A workload is named on the command line as `path/to/file.py:attr` or `package.module:attr`; the
 attribute is a Workload, or a function of no arguments that returns one. `register` imports it once in
-the driver; the sweep ships its module to every Ray worker through `runtime_env` (`py_modules`), and a
-worker imports it by module name (`load`), never by the driver's path. Its `fingerprint` (the module's
-source and the model's parameter shapes) is part of every trial's config hash, so editing the model
-measures again instead of returning the old rows.
+the driver (a sweep has imported it in a process of its own first: sweeps/plan.py); the sweep ships its
+module to every Ray worker through `runtime_env` (`py_modules`), and a worker imports it by module name
+(`load`), never by the driver's path. Its `fingerprint` (the module's source and the model's parameter
+shapes) is part of every trial's config hash, so editing the model measures again instead of returning
+the old rows.
 """
 
 from __future__ import annotations
@@ -190,27 +191,36 @@ def is_reference(text: str) -> bool:
     return ":" in text
 
 
-def register(text: str) -> Workload:
-    """The Workload `text` names ('path/file.py:attr' or 'package.module:attr'), imported here; its module
-    is then shipped to the Ray workers by `runtime_env` (`shipped`). Raises WorkloadError naming what is wrong."""
+def locate(text: str) -> tuple[str, str, Path | None]:
+    """(module, attribute, file) of a reference, without importing it: the file where `text` names one
+    ('path/file.py:attr'), else None ('package.module:attr'). Raises WorkloadError naming what is wrong."""
     match = _REF.fullmatch(text.strip())
     if not match:
         raise WorkloadError(f"--workload {text!r}: give MODULE:ATTR or path/to/file.py:ATTR (the attribute a "
                             "Workload, or a function that returns one)")
     module, attr = match["module"], match["attr"]
-    if module.endswith(".py") or "/" in module or module.startswith("."):
-        path = Path(module).expanduser().resolve()
-        if not path.is_file():
-            raise WorkloadError(f"--workload {text!r}: no file {path}; give the path of a .py file that defines {attr}")
-        module = path.stem
-        if not module.isidentifier():
-            raise WorkloadError(f"--workload {text!r}: the file's name {path.name} is no Python module name; rename it "
-                                "to letters, digits and '_'")
+    if not (module.endswith(".py") or "/" in module or module.startswith(".")):
+        return module, attr, None
+    path = Path(module).expanduser().resolve()
+    if not path.is_file():
+        raise WorkloadError(f"--workload {text!r}: no file {path}; give the path of a .py file that defines {attr}")
+    if not path.stem.isidentifier():
+        raise WorkloadError(f"--workload {text!r}: the file's name {path.name} is no Python module name; rename it "
+                            "to letters, digits and '_'")
+    return path.stem, attr, path
+
+
+def register(text: str) -> Workload:
+    """The Workload `text` names ('path/file.py:attr' or 'package.module:attr'), imported here; its module
+    is then shipped to the Ray workers by `runtime_env` (`shipped`). Raises WorkloadError naming what is wrong.
+    A sweep imports it in a process of its own first (sweeps/plan.py), and here only once that did."""
+    module, attr, path = locate(text)
+    if path is not None:
         shipped = _SHIPPED.get(module)
         if shipped is not None and shipped != path:
             raise WorkloadError(f"--workload {text!r}: module {module!r} is already {shipped}; two files of one name "
                                 "cannot both reach the workers: rename one")
-        source = _digest(path)
+        source = digest(path)
         # imported again where the file changed since (an edit in a notebook): its new code, its new fingerprint
         if (module not in sys.modules or getattr(sys.modules[module], "__file__", None) != str(path)
                 or _SOURCES.get(module) != source):
@@ -256,29 +266,48 @@ def shipped_sources(modules=None) -> dict[str, str | None]:
     return {str(p): _SOURCES.get(module) for module, p in _SHIPPED.items() if modules is None or module in modules}
 
 
+def source(ref: str) -> str | None:
+    """The sha256 of the file module of `ref` ('module:attr') as imported here; None for a package's, or one not
+    registered."""
+    return _SOURCES.get(ref.split(":")[0])
+
+
 def fingerprint(workload: Workload) -> str:
     """16 hex digits of the workload module's source and of its model's parameter shapes at its defaults
-    (built on the meta device: no memory, no time). What changes either measures again."""
+    (built on the meta device: no memory, no time; in this process, unless a planning process found them:
+    `planned`). What changes either measures again."""
     key = workload.ref or workload.name
     if key not in _FINGERPRINTS:
-        module = sys.modules[(workload.ref or "trainables.workloads:").split(":")[0]]
-        # the file's bytes, as the worker's copy from runtime_env has them (not linecache's, which may be stale)
-        digest = hashlib.sha256(Path(module.__file__).read_bytes())
-        digest.update(repr(_shapes(workload)).encode())
-        _FINGERPRINTS[key] = digest.hexdigest()[:16]
+        _FINGERPRINTS[key] = _fingerprint(workload, shapes(workload))
     return _FINGERPRINTS[key]
 
 
-def _shapes(workload: Workload) -> list | str:
+def planned(workload: Workload, found: str) -> None:
+    """The fingerprint of `workload` from its model's shapes as another process found them (`shapes` there:
+    sweeps/plan.py), so that this one never builds the model to plan."""
+    _FINGERPRINTS[workload.ref or workload.name] = _fingerprint(workload, found)
+
+
+def _fingerprint(workload: Workload, found: str) -> str:
+    module = sys.modules[(workload.ref or "trainables.workloads:").split(":")[0]]
+    # the file's bytes, as the worker's copy from runtime_env has them (not linecache's, which may be stale)
+    hashed = hashlib.sha256(Path(module.__file__).read_bytes())
+    hashed.update(found.encode())
+    return hashed.hexdigest()[:16]
+
+
+def shapes(workload: Workload) -> str:
+    """The model's parameter shapes at its defaults, built on the meta device, as text (the fingerprint's part):
+    where it cannot be built there, what it raised."""
     cfg = TrialConfig(workload.name, **{k: v for k, v in workload.defaults.items()},
                       params={n: p.default for n, p in workload.params.items()} or None)
     try:
         with torch.device("meta"):
             model = workload.make_model(cfg)
-        return [(n, tuple(p.shape)) for n, p in model.named_parameters()]
+        return repr([(n, tuple(p.shape)) for n, p in model.named_parameters()])
     except (Exception, SystemExit) as exc:  # a model that needs its data to be built: the source alone identifies
-        # it; a sys.exit in the user's factory is its trial's to report (a row), not the driver's to obey
-        return f"not built at its defaults: {type(exc).__name__}"
+        # it; a sys.exit in the user's factory is its trial's to report (a row), not the planner's to obey
+        return repr(f"not built at its defaults: {type(exc).__name__}")
 
 
 def _import_file(module: str, path: Path, text: str) -> None:
@@ -289,6 +318,9 @@ def _import_file(module: str, path: Path, text: str) -> None:
     sys.modules[module] = loaded
     try:
         spec.loader.exec_module(loaded)
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM: sweeps/runner.py stop_signals) while it imports: an interruption
+        del sys.modules[module]
+        raise
     except BaseException as exc:  # SystemExit too: a user's module is not ours to end the sweep
         del sys.modules[module]
         raise WorkloadError(f"--workload {text!r}: {path} does not import: {type(exc).__name__}: {exc}; "
@@ -298,12 +330,15 @@ def _import_file(module: str, path: Path, text: str) -> None:
 def _import(module: str, text: str) -> None:
     try:
         importlib.import_module(module)
+    except KeyboardInterrupt:
+        raise
     except BaseException as exc:
         raise WorkloadError(f"workload {text!r}: module {module!r} does not import: {type(exc).__name__}: {exc}; "
                             "give a module on the Python path, or the path of its file (path/to/job.py:ATTR)") from None
 
 
-def _digest(path: Path) -> str:
+def digest(path: Path) -> str:
+    """The sha256 of a file's bytes: what tells an edited module from the one imported."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -326,6 +361,8 @@ def _resolve_attr(module: str, attr: str, text: str) -> Workload:
     if callable(found) and not isinstance(found, Workload):
         try:
             found = found()
+        except KeyboardInterrupt:
+            raise
         except BaseException as exc:
             raise WorkloadError(f"workload {text!r}: {module}.{attr}() raised {type(exc).__name__}: {exc}") from None
     if not isinstance(found, Workload):
