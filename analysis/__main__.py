@@ -1,6 +1,7 @@
 """The analysis command line: reports, summaries and costs from results directories.
 
     python -m analysis report results/scaling [more dirs]     # HTML page + crossover table (prints both paths)
+    python -m analysis report results/zoo --epochs 30 --dataset-size 50000 --batch-size 128   # opening with your run
     python -m analysis summary results/scaling                # median time per epoch per device and size
     python -m analysis cost results/scaling                   # cost per epoch, trial and million samples per row
     python -m analysis decide results/scaling --trials 1000 --workload peaks --deadline 2   # the sweep on every option
@@ -41,6 +42,12 @@ def main(argv=None) -> int:
     rep.add_argument("--include-loaded", action="store_true",
                      help="keep rows flagged outside_load (another job used the host while they were timed) "
                           "in the crossovers and charts; by default they are left out, and counted")
+    rep.add_argument("--workload", action="append", default=None,
+                     help="with --epochs: the workload of your planned run (needed where the rows hold several)")
+    rep.add_argument("--trials", type=int, action="append", default=None,
+                     help="with --epochs: runs of the planned run, side by side where an option has the GPUs "
+                          "(default: one)")
+    _plan_arguments(rep, "the page opens with that run on every option (as decide prices it)")
     summ = sub.add_parser("summary", help="print median time per epoch per device and size")
     summ.add_argument("dirs", nargs="+", type=Path, help="results directories")
     cst = sub.add_parser("cost", help="print and draw cost per epoch, trial and million samples of each row")
@@ -59,19 +66,7 @@ def main(argv=None) -> int:
     dec.add_argument("--workload", action="append", default=None,
                      help="workload of the --trials of the same position; with --epochs: the workload whose rows "
                           "price the planned run (needed where the rows hold several)")
-    dec.add_argument("--epochs", type=int, default=None,
-                     help="your planned run's epochs (with --dataset-size): price that run on every option instead "
-                          "of the measured grid")
-    dec.add_argument("--dataset-size", "--samples", dest="dataset_size", type=int, default=None, metavar="N",
-                     help="your planned run's samples an epoch (with --epochs); its time per epoch is fitted along "
-                          "the dataset sizes measured, and each option says how far outside them N lies")
-    for axis, flag in decide.AXIS_FLAGS.items():
-        dec.add_argument(flag, dest=axis, default=None, metavar="N",
-                         help=f"your planned run's {decide.AXIS_NAMES[axis][:-1]} (with --epochs): needed where the "
-                              f"rows hold several")
-    dec.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
-                     help="your planned run's value of any other axis (with --epochs): a workload's own "
-                          "(--param image_size=32) or a column of the configuration (--param lr=0.1); repeatable")
+    _plan_arguments(dec, "price that run on every option instead of the measured grid")
     dec.add_argument("--json", type=Path, default=None, metavar="PATH",
                      help="also write every option's figures as a JSON list to PATH ('-': stdout alone, the text "
                           "answer then to stderr): option, gpu, batch_size, dataset_size, epoch_s and its interval, "
@@ -123,9 +118,29 @@ def main(argv=None) -> int:
         return 1
 
 
+def _plan_arguments(command: argparse.ArgumentParser, what: str) -> None:
+    """The flags of a planned run: --epochs and --dataset-size, and the axes that name its configuration."""
+    command.add_argument("--epochs", type=int, default=None,
+                         help=f"your planned run's epochs (with --dataset-size): {what}")
+    command.add_argument("--dataset-size", "--samples", dest="dataset_size", type=int, default=None, metavar="N",
+                         help="your planned run's samples an epoch (with --epochs); its time per epoch is fitted along "
+                              "the dataset sizes measured, and each option says how far outside them N lies")
+    for axis, flag in decide.AXIS_FLAGS.items():
+        command.add_argument(flag, dest=axis, default=None, metavar="N",
+                             help=f"your planned run's {decide.AXIS_NAMES[axis][:-1]} (with --epochs): needed where the "
+                                  f"rows hold several")
+    command.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
+                         help="your planned run's value of any other axis (with --epochs): a workload's own "
+                              "(--param image_size=32) or a column of the configuration (--param lr=0.1); repeatable")
+
+
 def _report(args) -> int:
+    plan = _plan(args)  # before reading: a bad flag is refused at once
+    if plan is None and (args.workload or args.trials):
+        raise ValueError(f"{'--workload' if args.workload else '--trials'} names your planned run: give --epochs and "
+                         "--dataset-size too (--epochs 30 --dataset-size 50000)")
     page, text = report.build(args.dirs, args.out, Bootstrap(draws=args.draws, seed=args.seed), args.include_loaded,
-                              reference=not args.no_reference)
+                              reference=not args.no_reference, plan=plan)
     print(text)
     print(f"crossover table: {page.parent / 'crossover.parquet'}")
     print(f"report: {page}")
@@ -250,7 +265,8 @@ def _decide(args) -> int:
     if args.json is not None and str(args.json) != "-":
         print(f"json: {args.json} ({len(found)} options)", file=text)
     out = args.out or report.default_out(args.dirs)
-    named = charts.decision(found, even)
+    priced = verdict.Decision(grid, found, picks, even, notes, plan).priced
+    named = charts.decision(found, even, picks, priced, "decide")  # its own names: the report's never overwrite them
     drawn, why = charts.save_all(named, out)  # after the answer: charts that cannot be written never lose it
     if why or not named:
         print(why or "charts: none (no option to draw)", file=text)

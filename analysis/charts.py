@@ -9,16 +9,19 @@
     execution_time       mean epoch, test (eval) and total time per arm (seed 001's "Execution Time")
     throughput_vs_batch  training samples per second vs batch size
     cost_per_million     dollars per million training samples per price option, bars (analysis/cost.py)
-    sweep_cost           the whole sweep's cost per option, bars, a predicted one's 90% interval as a rule (analysis/decide.py)
-    pareto_front         the sweep's cost against its wall time per option, labelled, the front drawn, the
-                         intervals of predicted options as rules across (time) and up (cost)
-    break_even           cost a month against sweeps a month: each home box against the best of each class
+    sweep_cost           what was priced (the sweep, or a planned run) per option: a point on a log dollar axis,
+                         a predicted one's 90% interval as a rule (analysis/decide.py)
+    pareto_front         its cost against its wall time per option, log axes ticked in dollars and in s, min,
+                         h; the front and the picks labelled, no two labels meeting (`placed`), the rest by
+                         tooltip; the intervals of predicted options as rules across (time) and up (cost)
+    break_even           cost a month against runs a month: each home box against the best of each class
 
 Reads rows only (pandas, altair, vl-convert); never imports torch or ray.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import altair as alt
@@ -26,10 +29,17 @@ import numpy as np
 import pandas as pd
 
 from analysis.crossover import baseline_first, slices
-from analysis.decide import monthly, pareto
+from analysis.decide import money, monthly, pareto, run_time
 from analysis.load import config_label, representative
 
 alt.data_transformers.disable_max_rows()  # a results directory is small; charts embed their rows
+
+
+@alt.theme.register("crossover", enable=True)
+def _theme() -> alt.theme.ThemeConfig:
+    """Every chart's axes drop a tick label that would come within 4 px of another: a log axis's default
+    labels (200, 300, 400) otherwise run together into one unreadable number."""
+    return {"config": {"axis": {"labelOverlap": "greedy", "labelSeparation": 4}}}
 LOG = alt.Scale(type="log")
 ARM = alt.Color("arm:N").title("device")
 
@@ -93,7 +103,9 @@ def speedup_heatmap(rows: pd.DataFrame, workload: str, x: str = "depth", y: str 
         color=alt.Color("speedup:Q").scale(type="log", scheme="blueorange", domainMid=1).title(f"{a} / {b} time"),
         tooltip=[f"{x}:O", f"{y}:O", alt.Tooltip("speedup:Q", format=".3g")])
     text = base.mark_text().encode(text=alt.Text("speedup:Q", format=".2g"))
-    return (rect + text).properties(title=f"{workload}: speedup of {b} over {a} per epoch (> 1: {b} faster)")
+    # a cell as wide as its figure ('0.81') at the text's font, so that neighbours' figures never meet
+    return (rect + text).properties(title=f"{workload}: speedup of {b} over {a} per epoch (> 1: {b} faster)",
+                                    width=alt.Step(40))
 
 
 def epoch_times(rows: pd.DataFrame):
@@ -146,79 +158,187 @@ def cost_per_million(costs: pd.DataFrame):
             .resolve_scale(y="independent", x="independent").properties(title="Cost per million training samples"))
 
 
-def _decision_data(options: pd.DataFrame) -> pd.DataFrame:
+def _decision_data(options: pd.DataFrame, picks: dict) -> pd.DataFrame:
+    """The options as the decision's charts draw them: each labelled with its option, what share is
+    predicted, its figures (`said`: cost and wall time), whether it is on the front and whether it is named
+    (on the front, or one of `picks`: decide.pick's)."""
     share = options["predicted_share"] if "predicted_share" in options else options["predicted"].astype(float)
     label = options["option"] + np.where(share >= 1 - 1e-9, " (predicted)",
                                          np.where(share > 0, " (" + share.map("{:.0%}".format) + " predicted)", ""))
-    return options.assign(label=label, front=pareto(options), predicted=options["predicted"].astype(bool),
-                          usd_label=np.where(options["predicted"], "~", "") + options["usd"].map("${:,.2f}".format)
-                          + " in " + options["wall_h"].map("{:.3g} h".format))
+    front = pareto(options)
+    picked = {line["option"] for line in picks.values() if line is not None}
+    said = options.apply(lambda o: f"{money(o)}, {run_time(o)}", axis=1)
+    return options.assign(label=label, said=said, front=front, named=front | options["option"].isin(picked),
+                          predicted=options["predicted"].astype(bool))
 
 
-def sweep_cost(options: pd.DataFrame):
-    """The sweep's cost per option (decide.table's rows) as bars, each labelled with its cost and wall time;
-    predicted options paler."""
-    data = _decision_data(options)
-    base = alt.Chart(data).encode(y=alt.Y("label:N").sort(alt.EncodingSortField("usd")).title(None),
-                                  x=alt.X("usd:Q").title("cost of the whole sweep, US dollars"))
-    bars = base.mark_bar().encode(color=alt.Color("kind:N").title("option"),
-                                  opacity=alt.Opacity("predicted:N").scale(domain=[False, True], range=[1.0, 0.4]).legend(None),
-                                  tooltip=["option:N", "model:N", "basis:N", alt.Tooltip("usd:Q", format="$,.2f"),
-                                           alt.Tooltip("wall_h:Q", title="wall time, h", format=".3g")])
+def _decades(low: float, high: float, steps=(1, 2, 5)) -> list[float]:
+    """Tick values from `steps` x 10^k within [low, high]: $0.001, $0.002, $0.005, $0.01, ..."""
+    ks = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    return [s * 10.0 ** k for k in ks for s in steps if low <= s * 10.0 ** k <= high]
+
+
+def _log_domain(values: pd.Series) -> tuple[float, float]:
+    """A log axis's ends around the positive `values`, a fifth of a decade beyond either (a zero, an owned
+    option's cost where its electricity rounds to nothing, is drawn at the lower end)."""
+    positive = values[values > 0]
+    low, high = (float(positive.min()), float(positive.max())) if len(positive) else (0.01, 1.0)
+    return low / 10 ** 0.2, max(high, low * 10) * 10 ** 0.2
+
+
+def dollars(values: pd.Series, title: str, room: int) -> tuple[alt.Scale, alt.Axis]:
+    """A log scale over the dollars `values` span, with ticks at 1, 2 and 5 of every decade, else 1 and 3,
+    else 1, else every other decade: as many as `room` ticks (what the axis's length holds), each written in
+    full: '$0.002', '$0.05', '$1', '$20': readable where nearly every option costs under a dollar, which a
+    symlog axis leaves without a tick."""
+    low, high = _log_domain(values)
+    ticks = next((t for t in (_decades(low, high, steps) for steps in ((1, 2, 5), (1, 3), (1,))) if len(t) <= room),
+                 _decades(low, high, (1,))[::2])
+    return (alt.Scale(type="log", domain=[low, high], nice=False),
+            alt.Axis(values=ticks, title=title, labelExpr="'$' + format(datum.value, ',.3~r')"))
+
+
+# Wall times' ticks, in hours: seconds, minutes, hours and days a reader counts in.
+TIMES_H = [s / 3600 for s in (1, 2, 5, 10, 20, 30)] + [m / 60 for m in (1, 2, 5, 10, 20, 30)] + \
+          [1, 2, 5, 10, 24, 48, 120, 240, 720, 2400, 7200]
+
+
+def hours(values: pd.Series, title: str, room: int) -> tuple[alt.Scale, alt.Axis]:
+    """A log scale over the hours `values` span, ticked in seconds, minutes or hours as each reads best, as
+    many as `room` ticks."""
+    low, high = _log_domain(values)
+    ticks = [t for t in TIMES_H if low <= t <= high]
+    ticks = ticks[::math.ceil(len(ticks) / room)] if ticks else ticks
+    said = ("datum.value < 1 / 60 ? format(datum.value * 3600, '~r') + ' s' : datum.value < 1 ? "
+            "format(datum.value * 60, '~r') + ' min' : format(datum.value, ',~r') + ' h'")
+    return alt.Scale(type="log", domain=[low, high], nice=False), alt.Axis(values=ticks, title=title, labelExpr=said)
+
+
+def sweep_cost(options: pd.DataFrame, picks: dict, priced: str):
+    """What `priced` costs on each option (decide.table's rows), cheapest first: a point per option on a log
+    dollar axis, a predicted one's 90% interval as a rule; each option's cost and wall time in its axis
+    label, so no two labels can meet."""
+    data = _decision_data(options, picks)
+    data = data.assign(row=data["label"] + "  " + data["said"])
+    scale, axis = dollars(pd.concat([data["usd"], data["usd_lo"], data["usd_hi"]]), "cost, US dollars (log)", 420 // 45)
+    base = alt.Chart(data).encode(y=alt.Y("row:N").sort(alt.EncodingSortField("usd")).title(None).axis(labelLimit=520),
+                                  x=alt.X("usd:Q").scale(scale).axis(axis))
+    tips = ["option:N", "model:N", "basis:N", alt.Tooltip("said:N", title="cost, wall time")]
     ranges = base.mark_rule(color="black").encode(x="usd_lo:Q", x2="usd_hi:Q").transform_filter(alt.datum.predicted)
-    labels = base.mark_text(align="left", dx=3, fontSize=9).encode(text="usd_label:N")
-    return (bars + ranges + labels).properties(
-        title="What the sweep costs on each option (paler: predicted; black rule: its 90% interval)", width=480)
+    points = base.mark_point(filled=True, size=50).encode(
+        color=alt.Color("kind:N").title("option").legend(orient="bottom"),
+        opacity=alt.Opacity("predicted:N").scale(domain=[False, True], range=[1.0, 0.4]).legend(None), tooltip=tips)
+    return (ranges + points).properties(
+        title=alt.Title(f"What {priced} costs on each option", subtitle="paler: predicted, its 90% interval as a black rule"),
+        width=420)
 
 
-def pareto_front(options: pd.DataFrame):
-    """Cost against wall time of the sweep, one point per option labelled directly (hollow: predicted), the
-    cost-versus-time front as a line."""
-    data = _decision_data(options)
-    base = alt.Chart(data).encode(x=alt.X("wall_h:Q").scale(type="log").title("wall time of the sweep, hours (log)"),
-                                  y=alt.Y("usd:Q").scale(type="symlog", constant=0.01).title("cost of the sweep, US dollars (symlog)"),
-                                  color=alt.Color("kind:N").title("option"))
-    tips = ["option:N", "model:N", "basis:N", alt.Tooltip("usd:Q", format="$,.2f"), alt.Tooltip("wall_h:Q", format=".3g")]
+PLOT = (560, 360)  # the front chart's plot, in pixels: where its labels go is worked out in them
+FONT = 10  # its labels' font size, pixels
+CHAR_PX, LINE_PX = 6.2, 13  # a label's width per character and its height at FONT, with a margin
+
+
+def _px(value: float, ends: tuple[float, float], size: float) -> float:
+    """Where `value` lies along a log axis of `size` pixels from ends[0] to ends[1]."""
+    return size * (math.log(value) - math.log(ends[0])) / (math.log(ends[1]) - math.log(ends[0]))
+
+
+def _meeting(boxes: list[tuple], left: float, top: float, width: float) -> list[tuple]:
+    """The boxes (left, top, right, bottom) that a label of `width` at (left, top) would cover."""
+    return [b for b in boxes if b[0] < left + width and left < b[2] and b[1] < top + LINE_PX and top < b[3]]
+
+
+def placed(data: pd.DataFrame, x: tuple[float, float], y: tuple[float, float], plot: tuple[int, int] = PLOT) -> pd.DataFrame:
+    """A label for each named option (data's `named`) where no two meet: each starts beside its point, on
+    the right (on the left where it would leave the plot), and moves down, or else up, past the labels
+    already placed that it would cover. Returns label_y (in the data's units), side ('right', 'left') and
+    the label's box in pixels (left, top, right, bottom), by the option's index."""
+    width, height = plot
+    boxes, out = [], []
+    named = data[data["named"]].assign(_x=lambda d: d["wall_h"].clip(lower=x[0]), _y=lambda d: d["usd"].clip(lower=y[0]))
+    for i, o in named.sort_values("_y", ascending=False).iterrows():
+        at, top = _px(o["_x"], x, width), height - _px(o["_y"], y, height) - LINE_PX / 2
+        w = CHAR_PX * len(o["label"])
+        side = "right" if at + 8 + w <= width or at - 8 - w < 0 else "left"
+        left = at + 8 if side == "right" else at - 8 - w
+        down = up = top
+        while meets := _meeting(boxes, left, down, w):
+            down = max(b[3] for b in meets)
+        while meets := _meeting(boxes, left, up, w):
+            up = min(b[1] for b in meets) - LINE_PX
+        top = down if down + LINE_PX <= height or up < 0 else up
+        boxes.append((left, top, left + w, top + LINE_PX))
+        level = 1 - (top + LINE_PX / 2) / height  # the label's middle, as a share of the axis from the bottom
+        out.append({"index": i, "label_y": math.exp(math.log(y[0]) + level * (math.log(y[1]) - math.log(y[0]))),
+                    "side": side, "box": boxes[-1]})
+    return pd.DataFrame(out, columns=["index", "label_y", "side", "box"]).set_index("index")
+
+
+def pareto_front(options: pd.DataFrame, picks: dict, priced: str):
+    """Cost against wall time of `priced` on log axes, a point per option (hollow: predicted, its 90% interval
+    as lines across and up), the cost-versus-time front dashed. Only the front and the picks are labelled,
+    each label moved off the others (`placed`) with a thin line back to its point where it moved; every
+    option's figures are in its tooltip."""
+    data = _decision_data(options, picks)
+    x_scale, x_axis = hours(pd.concat([data["wall_h"], data["wall_lo_h"], data["wall_hi_h"]]), "wall time (log)", PLOT[0] // 50)
+    y_scale, y_axis = dollars(pd.concat([data["usd"], data["usd_lo"], data["usd_hi"]]), "cost, US dollars (log)",
+                              PLOT[1] // 20)
+    labels = placed(data, x_scale.domain, y_scale.domain)
+    data = data.join(labels[["label_y", "side"]]).assign(usd_shown=data["usd"].clip(lower=y_scale.domain[0]))
+    x, y = alt.X("wall_h:Q").scale(x_scale).axis(x_axis), alt.Y("usd_shown:Q").scale(y_scale).axis(y_axis)
+    base = alt.Chart(data).encode(x=x, y=y, color=alt.Color("kind:N").title("option"))
+    tips = ["option:N", "model:N", "basis:N", alt.Tooltip("said:N", title="cost, wall time"), "front:N"]
     measured = base.mark_point(filled=True, size=60).encode(tooltip=tips).transform_filter(~alt.datum.predicted)
     predicted = base.mark_point(filled=False, size=60).encode(tooltip=tips).transform_filter(alt.datum.predicted)
     front = base.mark_line(color="black", strokeDash=[4, 3], interpolate="step-after").encode(color=alt.value("black")).transform_filter(alt.datum.front)
     # a predicted option's 90% interval: its wall time across, its cost up and down (one interval, both figures)
-    time_range = base.mark_rule(opacity=0.6).encode(x=alt.X("wall_lo_h:Q").scale(type="log"), x2="wall_hi_h:Q"
-                                                    ).transform_filter(alt.datum.predicted)
-    cost_range = base.mark_rule(opacity=0.6).encode(y=alt.Y("usd_lo:Q").scale(type="symlog", constant=0.01), y2="usd_hi:Q"
-                                                    ).transform_filter(alt.datum.predicted)
-    labels = base.mark_text(align="left", dx=6, dy=-4, fontSize=9).encode(text="label:N")
-    return (front + time_range + cost_range + measured + predicted + labels).properties(
-        title="The sweep: cost against time per option (hollow: predicted, its 90% interval as lines; dashed: the front)",
-        width=560, height=360)
+    time_range = base.mark_rule(opacity=0.6).encode(x="wall_lo_h:Q", x2="wall_hi_h:Q").transform_filter(alt.datum.predicted)
+    cost_range = base.mark_rule(opacity=0.6).encode(y="usd_lo:Q", y2="usd_hi:Q").transform_filter(alt.datum.predicted)
+    leader = base.mark_rule(color="gray", strokeWidth=0.5).encode(y2="label_y:Q", color=alt.value("gray")).transform_filter(alt.datum.named)
+    text = [base.mark_text(align=align, dx=dx, fontSize=FONT, baseline="middle")  # a label right of its point starts there
+            .encode(y=alt.Y("label_y:Q"), text="label:N", color=alt.value("black"))
+            .transform_filter((alt.datum.side == side) & alt.datum.named)
+            for side, align, dx in (("right", "left", 8), ("left", "right", -8))]
+    return alt.layer(front, time_range, cost_range, leader, measured, predicted, *text).properties(
+        title=alt.Title(f"{priced[0].upper()}{priced[1:]}: cost against wall time per option",
+                        subtitle="hollow: predicted, its 90% interval as lines; dashed: the front; labelled: the front "
+                                 "and the picks (the rest: hover a point)"),
+        width=PLOT[0], height=PLOT[1])
 
 
-def break_even(lines: pd.DataFrame, points: pd.DataFrame):
-    """Monthly cost against sweeps a month (decide.monthly's lines): each home box against the best option of
-    each class, every line labelled at its end, the break-even as a rule; one panel per box."""
-    ends = lines.groupby(["box", "option"], sort=False).tail(1)
+def break_even(lines: pd.DataFrame, points: pd.DataFrame, priced: str):
+    """Monthly cost against runs like `priced` a month (decide.monthly's lines): each home box against the
+    best option of each class, the break-even as a rule; one panel per box, the lines named in the legend."""
+    ends = (float(lines["sweeps"].min()), float(lines["sweeps"].max()))
+    unit = "sweeps" if priced == "the sweep" else "runs"
+    x = (alt.X("sweeps:Q").scale(type="log", domain=list(ends), nice=False).title(f"{unit} a month (log)")
+         .axis(values=_decades(*ends, (1,)), format=",~r"))
+    scale, axis = dollars(lines["usd_per_month"], "cost a month, US dollars (log)", 260 // 20)
+    y = alt.Y("usd_per_month:Q").scale(scale).axis(axis)
     rules = points[np.isfinite(points["sweeps_per_month"])].assign(option=lambda d: d["against"] + " (" + d["versus"] + ")")
-    x = alt.X("sweeps:Q").scale(type="log").title("sweeps a month (log)")
-    y = alt.Y("usd_per_month:Q").scale(type="symlog").title("cost a month, US dollars (symlog)")
-    line = alt.Chart().mark_line().encode(x=x, y=y, color=alt.Color("option:N").legend(None),
+    option = alt.Color("option:N").title(None).legend(orient="bottom", columns=2, labelLimit=480)
+    line = alt.Chart().mark_line().encode(x=x, y=y, color=option,
                                           tooltip=["option:N", alt.Tooltip("sweeps:Q", format=".3g"),
                                                    alt.Tooltip("usd_per_month:Q", format="$,.2f")])
-    label = alt.Chart().mark_text(align="left", dx=4, fontSize=9).encode(x=x, y=y, text="option:N", color="option:N")
     rule = alt.Chart().mark_rule(strokeDash=[4, 3]).encode(x="sweeps_per_month:Q", color="option:N",
                                                           tooltip=["option:N", alt.Tooltip("sweeps_per_month:Q", format=".3g")])
-    data = pd.concat([lines.assign(layer="line"), ends.assign(layer="end"),
-                      rules[["box", "option", "sweeps_per_month"]].assign(layer="rule")], ignore_index=True)
-    return (alt.layer(line.transform_filter(alt.datum.layer == "line"), label.transform_filter(alt.datum.layer == "end"),
-                      rule.transform_filter(alt.datum.layer == "rule"), data=data)
+    data = pd.concat([lines.assign(layer="line"), rules[["box", "option", "sweeps_per_month"]].assign(layer="rule")],
+                     ignore_index=True)
+    return (alt.layer(line.transform_filter(alt.datum.layer == "line"), rule.transform_filter(alt.datum.layer == "rule"),
+                      data=data)
             .properties(width=420, height=260)
             .facet(facet=alt.Facet("box:N").title(None), columns=2)
-            .properties(title="Home box against the best option of each class: cost a month (dashed: break-even)"))
+            .properties(title=alt.Title(f"Home box against the best option of each class: cost a month of {priced}",
+                                        subtitle="dashed: where the box becomes the cheaper")))
 
 
-def decision(options: pd.DataFrame, even: pd.DataFrame) -> dict[str, object]:
-    """The decision's charts by file name (analysis/decide.py's table and break-even)."""
-    drawn = {"sweep_cost": sweep_cost(options), "sweep_front": pareto_front(options)} if len(options) else {}
-    return drawn | ({"break_even": break_even(monthly(even), even)} if len(even) else {})
+def decision(options: pd.DataFrame, even: pd.DataFrame, picks: dict, priced: str, prefix: str) -> dict[str, object]:
+    """The decision's charts (analysis/decide.py's table, picks and break-even) by file name, each name
+    starting with `prefix` so that each command writes its own files ('sweep' for the report's sweep, 'run'
+    for its planned run, 'decide' for `decide`'s); `priced` names what was priced in every title."""
+    drawn = ({f"{prefix}_cost": sweep_cost(options, picks, priced), f"{prefix}_front": pareto_front(options, picks, priced)}
+             if len(options) else {})
+    return drawn | ({f"{prefix}_break_even": break_even(monthly(even), even, priced)} if len(even) else {})
 
 
 def save(chart, stem: Path) -> list[Path]:

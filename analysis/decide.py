@@ -85,6 +85,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import model
+from analysis.crossover import BUSY, loaded, timed
 from analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option, measures, stale
 from analysis.load import REFERENCE, sizes_label
 from analysis.schema import CONFIG_COLUMNS, SIZE_AXES
@@ -114,6 +115,26 @@ def keys(frame: pd.DataFrame, columns: list[str] = KEY) -> pd.Series:
 
 def is_reference(results_dir) -> bool:
     return Path(str(results_dir)).resolve().is_relative_to(REFERENCE)
+
+
+# A figure resting on rows timed on a busy host ends with its mark; an answer explains each mark it uses, once.
+BUSY_MARKS = {"[busy]": f"{BUSY} (other processes on its CPUs): those times may be slow",
+              "[busy ref]": "the reference rows beside yours were timed while their host was busy"}
+
+
+def busy(rows: pd.DataFrame) -> str:
+    """' [busy]' where `rows` hold your rows flagged outside_load, ' [busy ref]' where they hold the shipped
+    reference rows' (another host's), both where both: the marks of the verdict and of the decision alike."""
+    flagged = rows[loaded(rows)]
+    shipped = flagged["results_dir"].map(is_reference).astype(bool) if "results_dir" in flagged else \
+        pd.Series(False, index=flagged.index)
+    return "".join(f" {mark}" for mark, some in zip(BUSY_MARKS, ((~shipped).any(), shipped.any())) if some)
+
+
+def busy_notes(options: pd.DataFrame) -> list[str]:
+    """What each busy mark among `options` means, a line each ('[busy]: timed while ...')."""
+    used = "".join(options["busy"].fillna("")) if "busy" in options else ""  # '[busy]' is not in '[busy ref]'
+    return [f"{mark}: {why}" for mark, why in BUSY_MARKS.items() if mark in used]
 
 
 def eager_ok(rows: pd.DataFrame) -> pd.DataFrame:
@@ -215,7 +236,7 @@ def memory_needed(at: pd.DataFrame, samples: int, full_batch: bool) -> dict:
     return {"needs_bytes": peak + CONTEXT_BYTES, "needs_how": "estimated from n_params and bytes_per_step"}
 
 
-SPEED = ["config_key", "source", "trial_s", "trial_lo", "trial_hi", "k", "predicted", "hosts", "date", "power_w",
+SPEED = ["config_key", "source", "trial_s", "trial_lo", "trial_hi", "k", "predicted", "hosts", "date", "busy", "power_w",
          "threads", "own", "cpu", "needs_bytes", "needs_how"]
 
 
@@ -227,11 +248,12 @@ def _yours_first(group: pd.DataFrame) -> pd.DataFrame:
 
 
 def _measured(config_key: str, source: str, trial_s: float, group: pd.DataFrame) -> dict:
-    """A measured speed: no interval, and where and when its rows were measured (hosts, newest finished_at)."""
+    """A measured speed: no interval, where and when its rows were measured (hosts, newest finished_at), and
+    whether they were timed on a busy host (`busy`)."""
     hosts = sorted(set(group["hostname"].dropna().astype(str))) if "hostname" in group else []
     when = pd.to_datetime(group["finished_at"], utc=True).max() if "finished_at" in group else pd.NaT
     return {"config_key": config_key, "source": source, "trial_s": trial_s, "trial_lo": trial_s, "trial_hi": trial_s,
-            "predicted": False, "hosts": ", ".join(hosts), "date": when}
+            "predicted": False, "hosts": ", ".join(hosts), "date": when, "busy": busy(group)}
 
 
 def _epochs(guess: pd.DataFrame) -> tuple[float, float, float]:
@@ -272,7 +294,8 @@ def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus
                 epochs = max(line.epochs - line.warmup_epochs, 1) + line.warmup_epochs
                 mid, lo, hi = ((0 if pd.isna(fixed) else fixed) + epochs * e for e in _epochs(guess))
                 lines.append({"config_key": line.config_key, "source": gpu, "trial_s": mid, "trial_lo": lo, "trial_hi": hi,
-                              "k": 1, "predicted": True, "hosts": "", "date": pd.NaT, "power_w": math.nan, **needs})
+                              "k": 1, "predicted": True, "hosts": "", "date": pd.NaT, "busy": "", "power_w": math.nan,
+                              **needs})
         for (cpu, threads), group in at[at["is_cpu"]].groupby(["device_name", "torch_threads"]):
             group = _yours_first(group)
             lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", _trial_s(group, line), group)
@@ -402,15 +425,25 @@ class Along:
     spread: float = math.nan  # the line's RMS relative residual over its sizes (nan: two sizes or fewer)
 
     @property
+    def unreliable(self) -> bool:
+        """Extrapolated along a line whose error (its RMS relative residual) exceeds the figure itself."""
+        return self.side in ("past", "below") and math.isfinite(self.spread) and self.spread > 1
+
+    @property
     def reach(self) -> str:
-        """Where N lies against the measured sizes, in a few words: 'inside 1,000-100,000', '10x past 100,000 ±2.0%'."""
+        """Where N lies against the measured sizes, in a few words: 'inside 1,000-100,000', '10x past 100,000 ±2.0%';
+        where the line's error exceeds its figure, 'unreliable: measure nearer 50,000 (6.1x past 8,192 ±410%)'."""
         if self.side == "measured":
             return "measured"
         if self.side == "inside":
             return f"inside {self.low:,.0f}-{self.high:,.0f}"
         how = (" per sample" if self.how == "per sample" else
                f" ±{self.spread:.1%}" if math.isfinite(self.spread) else "")
-        return f"{self.factor:,.3g}x {self.side} {self.high if self.side == 'past' else self.low:,.0f}{how}"
+        said = f"{self.factor:,.3g}x {self.side} {self.high if self.side == 'past' else self.low:,.0f}{how}"
+        if self.unreliable:
+            n = self.high * self.factor if self.side == "past" else self.low / self.factor
+            return f"unreliable: measure nearer {n:,.0f} ({said})"
+        return said
 
 
 def along(sizes: np.ndarray, values: np.ndarray, n: float) -> Along:
@@ -499,7 +532,8 @@ def _planned(points: pd.DataFrame, plan: Plan) -> dict:
     return {"trial_s": fixed + plan.epochs * epoch.value, "trial_lo": fixed + plan.epochs * min(lo.value, epoch.value),
             "trial_hi": fixed + plan.epochs * max(hi.value, epoch.value), "epoch_s": epoch.value,
             "epoch_lo": min(lo.value, epoch.value), "epoch_hi": max(hi.value, epoch.value), "predicted": modelled or outside,
-            "modelled": modelled, "extrapolated": outside, "factor": epoch.factor, "spread": epoch.spread,
+            "modelled": modelled, "extrapolated": outside, "unreliable": epoch.unreliable, "factor": epoch.factor,
+            "spread": epoch.spread,
             "reach": epoch.reach}
 
 
@@ -525,7 +559,8 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
             if len(guess):
                 points = pd.concat([points, _guessed(guess, gpu_rows if len(gpu_rows) else at)], ignore_index=True)
             if len(points):
-                where = _measured(line.config_key, gpu, 0.0, mine) if len(mine) else {"hosts": "", "date": pd.NaT}
+                where = (_measured(line.config_key, gpu, 0.0, mine) if len(mine) else
+                         {"hosts": "", "date": pd.NaT, "busy": ""})
                 lines.append(where | {"config_key": line.config_key, "source": gpu, "k": 1, **_planned(points, plan),
                                       "power_w": _power_w(mine) if len(mine) else math.nan, **needs})
         for (cpu, threads), group in at[at["is_cpu"]].groupby(["device_name", "torch_threads"]):
@@ -533,7 +568,7 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
             lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", 0.0, group)
                          | {"k": 1, **_planned(_points(group), plan), "power_w": _power_w(group, "cpu_energy_j"),
                             "threads": int(threads), "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
-    return pd.DataFrame(lines, columns=SPEED + ["modelled", "extrapolated", "factor", "spread", "reach", "epoch_s",
+    return pd.DataFrame(lines, columns=SPEED + ["modelled", "extrapolated", "unreliable", "factor", "spread", "reach", "epoch_s",
                                                 "epoch_lo", "epoch_hi"])
 
 
@@ -543,8 +578,8 @@ def makespan(trial_s: np.ndarray, share: np.ndarray, gpus: int) -> float:
     if gpus == 0:
         return float(trial_s.sum())
     free = [0.0] * gpus
-    for busy in np.sort(trial_s * share)[::-1]:
-        heapq.heappush(free, heapq.heappop(free) + busy)
+    for held in np.sort(trial_s * share)[::-1]:
+        heapq.heappush(free, heapq.heappop(free) + held)
     return max(max(free), float(trial_s.max()))
 
 
@@ -561,17 +596,18 @@ def _run(grid: pd.DataFrame, speed: pd.DataFrame, gpus: int) -> dict | None:
     share = np.repeat(1 / at["k"].to_numpy(), at["trials"])
     spans = {column: makespan(np.repeat(at[trial].to_numpy(float), at["trials"]), share, gpus)
              for (_, column), trial in zip(ENDS, ("trial_s", "trial_lo", "trial_hi"))}
-    busy = at["trial_s"] * at["trials"] / at["k"]
+    held = at["trial_s"] * at["trials"] / at["k"]  # GPU-seconds
     guessed = at["modelled"] if "modelled" in at else at["predicted"]  # a planned run's extrapolation is said apart
     hosts = sorted({h for named in at["hosts"].dropna() for h in named.split(", ") if h})
     run = spans | {"packed": int(at["k"].max()), "predicted": bool(at["predicted"].any()),
-                   "predicted_share": float(busy[guessed.astype(bool)].sum() / busy.sum()) if busy.sum() > 0 else
+                   "predicted_share": float(held[guessed.astype(bool)].sum() / held.sum()) if held.sum() > 0 else
                    float(guessed.any()), "hosts": ", ".join(hosts), "measured_at": pd.to_datetime(at["date"], utc=True).max(),
                    "power_w": float(at["power_w"].mean()) if at["power_w"].notna().all() else math.nan,
-                   "gpu_s": float(busy.sum())}
+                   "gpu_s": float(held.sum()), "busy": "".join(f" {m}" for m in BUSY_MARKS if m in "".join(at["busy"].fillna("")))}
     if "reach" in at:  # a planned run: one configuration, whose figures are the run's
         worst = at.sort_values(["factor", "spread"], na_position="first").iloc[-1]
         run |= {"reach": worst["reach"], "factor": float(worst["factor"]), "modelled": bool(at["modelled"].any()),
+                "unreliable": bool(worst["unreliable"]),
                 "extrapolated": bool(at["extrapolated"].any()), "epoch_s": float(worst["epoch_s"]),
                 "epoch_lo": float(worst["epoch_lo"]), "epoch_hi": float(worst["epoch_hi"])}
     if "needs_bytes" in at and at["needs_bytes"].notna().any():  # the sweep's largest configuration decides
@@ -772,13 +808,12 @@ def _range(line, columns: tuple[str, str, str], figure, end) -> str:
 
 def money(line) -> str:
     """'$0.31', or where it rests on a prediction '~$0.31 (0.25-0.40)'; $0 is exact."""
-    cents = _cents
     if line["usd"] == 0 or not line["predicted"]:
         return f"${cents(line['usd'])}"
     return "~$" + _range(line, ("usd", "usd_lo", "usd_hi"), cents, cents)
 
 
-def _cents(v: float) -> str:
+def cents(v: float) -> str:
     """Dollars to the cent, or to two figures below a cent (a CPU's electricity: 0.0024)."""
     return f"{v:,.2f}" if v == 0 or abs(v) >= 0.01 else np.format_float_positional(v, precision=2, fractional=False)
 
@@ -802,9 +837,10 @@ def source(line, short: bool = False) -> str:
     """Where an option's figures come from: 'measured on vm, 2026-11-21'; 'predicted' where wholly the
     model's; '62% predicted; measured on vm, 2026-11-21' where some configurations were measured (the
     share of its GPU-time that is predicted). `short`: '62% predicted; vm, 2026-11-21'. Your own machine's
-    adds what its electricity is costed at: '...; electricity: RAPL 41 W' (measured), or 'nominal 65 W'."""
+    adds what its electricity is costed at: '...; electricity: RAPL 41 W' (measured), or 'nominal 65 W';
+    rows timed on a busy host add their mark (`busy`): '... [busy]'."""
     power = line.get("electricity")
-    power = f"; electricity: {power}" if isinstance(power, str) and power else ""
+    power = (f"; electricity: {power}" if isinstance(power, str) and power else "") + _busy_mark(line)
     share = line.get("predicted_share", float(line["predicted"]))
     if share >= 1 - 1e-9:
         return "predicted" + power
@@ -812,6 +848,11 @@ def source(line, short: bool = False) -> str:
     where = ", ".join(filter(None, [line.get("hosts") or "", f"{when:%Y-%m-%d}" if pd.notna(when) else ""]))
     said_where = ("" if short and share > 0 else "measured") + (" on " if where and not (short and share > 0) else "") + where
     return (f"{share:.0%} predicted; {said_where}".rstrip("; ") if share > 0 else said_where) + power
+
+
+def _busy_mark(line) -> str:
+    said = line.get("busy", "")
+    return said if isinstance(said, str) else ""
 
 
 def per_epoch(line) -> str:
@@ -846,7 +887,7 @@ def _fit(text: str) -> str:
     return text if len(text) <= WIDTH else text[:WIDTH - 1] + "…"
 
 
-def _header(grid: pd.DataFrame, plan: Plan | None) -> str:
+def header(grid: pd.DataFrame, plan: Plan | None) -> str:
     if plan:
         return _planned_header(grid, plan)
     trials = int(grid["trials"].sum())
@@ -866,7 +907,7 @@ def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
             f"{', '.join(sizes)}{runs} ==")
 
 
-def _cards(options: pd.DataFrame) -> str:
+def cards(options: pd.DataFrame) -> str:
     """One line: what the run needs of a GPU's memory, how that was found, and the cards it does not fit."""
     gpu = options[(options["gpus"] > 0) & options["needs_gb"].notna()] if "needs_gb" in options else options.iloc[:0]
     if gpu.empty:
@@ -883,27 +924,29 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     """The decision in at most `lines` lines of at most WIDTH columns (`python -m analysis decide`):
     `head` (wrapped), the sweep, what it needs of a GPU's memory and the cards it does not fit, the
     cost-versus-time front (fastest first, as many as fit; a planned run's time per epoch first), the
-    fastest, the cheapest, the cheapest within the deadline, the stale prices in one line, what --verbose
-    adds. Every figure is marked: '~' and its 90% interval where it rests on a prediction, and its source."""
-    top = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")] + [_fit(_header(grid, plan))]
+    fastest, the cheapest, the cheapest within the deadline (each wrapped, not cut), the stale prices in one
+    line, what each busy mark means, what --verbose adds. Every figure is marked: '~' and its 90% interval where it rests on a prediction, and its source."""
+    top = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")] + [_fit(header(grid, plan))]
     dated = [n.strip() for n in notes if n.strip().startswith(STALE)]
     rest = len(notes) - len(dated)
     if options.empty:
         unit = "run" if plan else "sweep"
         return "\n".join(top + [f"no option has a measured or predicted time for every configuration of the {unit}"]
                          + [_fit(n.strip()) for n in notes][:max(lines - len(top) - 1, 0)])
-    top += [w for w in textwrap.wrap(_cards(options), WIDTH, subsequent_indent="    ")]
+    top += [w for w in textwrap.wrap(cards(options), WIDTH, subsequent_indent="    ")]
     more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
             + (f", {rest} notes" if rest else ""))
-    tail = [_fit(f"{name}: " + ("none" if line is None else f"{said(line)}; {_mark(line, plan, picked=True)}"))
-            for name, line in picks.items()]
-    tail += [_fit(d) for d in dated] + [_fit(more)]
+    # a pick wraps rather than lose its end, where an extrapolation says it is unreliable
+    tail = [w for name, line in picks.items() for w in textwrap.wrap(
+        f"{name}: " + ("none" if line is None else f"{said(line)}; {how_known(line, plan, picked=True)}"), WIDTH,
+        subsequent_indent="    ")]
+    tail += [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]
     front = options[pareto(options)].sort_values(["wall_s", "usd"])
     room = max(lines - len(top) - len(tail) - 1, 1)
     shown = front.head(room)
     said_front = ("the cost-versus-time front, fastest first" +
                   (f" ({len(shown)} of {len(front)}; --verbose shows all):" if len(front) > room else ":"))
-    cells = [(o["option"],) + ((per_epoch(o),) if plan else ()) + (run_time(o), money(o), _mark(o, plan))
+    cells = [(o["option"],) + ((per_epoch(o),) if plan else ()) + (run_time(o), money(o), how_known(o, plan))
              for _, o in shown.iterrows()]
     n = len(cells[0]) - 1 if cells else 0
     widths = [min(max(len(c[i]) for c in cells), 34) for i in range(n)]
@@ -911,13 +954,18 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     return "\n".join(top + [said_front] + body + tail)
 
 
-def _mark(line, plan: Plan | None, short: bool = True, picked: bool = False) -> str:
+def how_known(line, plan: Plan | None, short: bool = True, picked: bool = False) -> str:
     """`source` (`short`; a pick's: 'measured', 'predicted', '62% predicted'), and for a planned run
-    where its size lies outside the sizes measured."""
+    where its size lies outside the sizes measured; an extrapolation whose error exceeds its figure is
+    'unreliable: measure nearer N (...)' alone, never 'measured'. A busy host's mark stays."""
+    reach = line.get("reach", "measured") if plan else "measured"
+    unreliable = line.get("unreliable", False)
+    if plan and pd.notna(unreliable) and bool(unreliable):
+        return reach + _busy_mark(line)
     said_source = source(line, short)
     if picked:
-        said_source = said_source.split(";")[0] if "predicted" in said_source else "measured"
-    reach = line.get("reach", "measured") if plan else "measured"
+        said_source = (said_source.split(";")[0].split(" [busy")[0] if "predicted" in said_source else "measured") \
+            + _busy_mark(line)
     return said_source + ("" if reach == "measured" or pd.isna(reach) else f"; {reach}")
 
 
@@ -927,7 +975,7 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
     (predicted figures marked '~' with their interval, every option's source), the picks, the break-even,
     how each option is costed, the notes."""
     unit = "run" if plan else "sweep"
-    parts = [_header(grid, plan)]
+    parts = [header(grid, plan)]
     if options.empty:
         return "\n".join(parts + [f"no option has a measured or predicted time for every configuration of the {unit}"] + notes)
     shown = options.assign(wall=options.apply(run_time, axis=1), cost=options.apply(money, axis=1),
@@ -946,21 +994,33 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
                  (" (model), or on a time extrapolated outside the dataset sizes measured" if plan else "") +
                  "; *: on the cost-versus-time front; source: where the rows were measured, and the share predicted"
                  "; memory: what the run needs of the card (peak measured or estimated, docs/cost.md) of its GB")
-    parts += [f"  {line}" for line in [_cards(options)] if line]
+    parts += [f"  {line}" for line in [cards(options)] if line]
     if plan:
         parts.append(f"  dataset size: where {plan.samples:,} lies against the sizes the option's rows measured: inside "
                      f"(a line between the two around it), or Kx past the largest / below the smallest (a least-squares "
                      f"line over the {NEAREST} sizes nearest that end, ± its RMS residual; one size: its time per sample)")
     for name, line in picks.items():
         parts.append(f"{name}: " + ("none" if line is None else said(line)))
+    parts += evens(even, unit) + [f"  {note}" for note in busy_notes(options)]
+    parts.append("how each option is costed:")
+    parts += [f"  {line}" for line in costed(options)]
+    return "\n".join(parts + notes)
+
+
+def evens(even: pd.DataFrame, unit: str) -> list[str]:
+    """Each home box's break-even against each class's best, a line each (`unit`: 'sweep' or 'run')."""
+    lines = []
     for e in even.itertuples():
         when = (f"never: its electricity per {unit} costs more" if math.isinf(e.sweeps_per_month) else
                 f"beyond {'~' if e.predicted else ''}{e.sweeps_per_month:,.2f} {unit}s a month "
                 f"({e.box_hours_per_month:,.1f} h of use)")
-        parts.append(f"{e.box} against the {e.versus} ({e.against}, ${_cents(e.against_usd)} a {unit}): cheaper {when}")
-    parts.append("how each option is costed:")
-    parts += [f"  {basis}: {', '.join(group['option'])}" for basis, group in options.groupby("basis")]
-    return "\n".join(parts + notes)
+        lines.append(f"{e.box} against the {e.versus} ({e.against}, ${cents(e.against_usd)} a {unit}): cheaper {when}")
+    return lines
+
+
+def costed(options: pd.DataFrame) -> list[str]:
+    """How each option is costed, a line per basis naming its options."""
+    return [f"{basis}: {', '.join(group['option'])}" for basis, group in options.groupby("basis")]
 
 
 def _plain(value):
@@ -1017,7 +1077,9 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     """The sweep (or the planned run, where `plan` is given: `asked` is then unused), every option's time
     and cost, your own CPU and GPUs among them (`own_gpus`; their electricity, `power`), the picks and the
     break-even; and the notes (models left out, stale prices). `predicted` None: analysis/model.py's
-    predictions (`predictions`)."""
+    predictions (`predictions`). Rows flagged outside_load are left out where their point has quiet rows,
+    as the crossovers leave them (crossover.timed); those kept mark the figures resting on them (`busy`)."""
+    rows = timed(rows)
     grid = sweep(rows, None if plan else asked)
     if grid.empty:
         return grid.assign(trials=[]), pd.DataFrame(), {}, pd.DataFrame(), ["no ok row to decide on: every trial failed"]

@@ -120,6 +120,20 @@ def sweep_dirs(directory: str | Path) -> list[Path]:
     return sorted(found)
 
 
+def notebook_dirs(spec: str | None, root: Path = REFERENCE.parent.parent) -> list[Path]:
+    """The results directories a notebook reads (analysis/notebooks/): those of `spec` ($CROSSOVER_RESULTS,
+    separated by ':'), a relative one from the checkout `root` (where the README's commands run and results/
+    lives, not from the notebook's own folder, where its kernel starts); else root/results/scaling where a
+    sweep wrote it; else the newest reference scaling sweep (results/reference/*/scaling); else none."""
+    dirs = [Path(d) if Path(d).is_absolute() else root / d for d in (spec or "").split(":") if d]
+    if dirs:
+        return dirs
+    if (root / "results" / "scaling").is_dir():
+        return [root / "results" / "scaling"]
+    shipped = {d: read(d)["finished_at"].max() for d in (root / "results" / "reference").glob("*/scaling")}
+    return [max(shipped, key=shipped.get)] if shipped else []
+
+
 def _check_file(path: Path, table: pa.Table) -> None:
     """A row file of this schema: a schema_version on every row, a status, and each column of the type
     analysis/schema.py gives it; else refused, naming the file, the column and the fix."""

@@ -714,23 +714,25 @@ def bounds(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
         parts.append((own, _terms(own, None) * [np.exp(cal.theta[0]), np.exp(-cal.theta[1]), np.exp(-cal.theta[2])]))
     frames = []
     for frame, terms in parts:
-        share = terms / frame["step_s"].to_numpy(float)[:, None]
-        frames.append(frame.assign(launch_share=share[:, 0], compute_share=share[:, 1], memory_share=share[:, 2],
+        # each term's time over the measured step, which is no share of it: a term is its count at the
+        # device's fitted figures, so a row that ran faster than the fit has a term longer than its step
+        ratio = terms / frame["step_s"].to_numpy(float)[:, None]
+        frames.append(frame.assign(launch_to_step=ratio[:, 0], compute_to_step=ratio[:, 1], memory_to_step=ratio[:, 2],
                                    achieved_flops_per_s=frame["flops_per_step"] / frame["step_s"],
                                    achieved_bytes_per_s=frame["bytes_per_step"] / frame["step_s"],
-                                   bound=np.array(["launch", "compute", "memory"])[share.argmax(axis=1)]))
+                                   bound=np.array(["launch", "compute", "memory"])[ratio.argmax(axis=1)]))
     return pd.concat(frames) if frames else pd.DataFrame(columns=["bound"])
 
 
 def bound_table(rows: pd.DataFrame, path: Path = DEVICES) -> dict[str, pd.DataFrame]:
     """Per workload, per arm, its smallest, middle and largest model: step time, achieved FLOP/s and
-    bytes/s, each term's share of the step (above 1: the term alone predicts more than was measured)
-    and the bound."""
+    bytes/s, each term's time over the measured step (`*_to_step`; above 1: the term alone predicts more
+    than was measured) and the bound."""
     frame = bounds(rows, path)
     if frame.empty:
         return {}
-    columns = ["arm", "n_params", "batch_size", "step_s", "achieved_flops_per_s", "compute_share",
-               "achieved_bytes_per_s", "memory_share", "launch_share", "bound"]
+    columns = ["arm", "n_params", "batch_size", "step_s", "achieved_flops_per_s", "compute_to_step",
+               "achieved_bytes_per_s", "memory_to_step", "launch_to_step", "bound"]
     tables = {}
     for workload, group in frame.groupby("workload"):
         sizes = sorted(group["n_params"].unique())
@@ -742,13 +744,13 @@ def bound_table(rows: pd.DataFrame, path: Path = DEVICES) -> dict[str, pd.DataFr
 
 
 def render_bounds(tables: dict[str, pd.DataFrame]) -> str:
-    """The bound tables as text: step in ms, achieved GFLOP/s and GB/s, each term's share of the step."""
+    """The bound tables as text: step in ms, achieved GFLOP/s and GB/s, each term's time over the step."""
     out = []
     for workload, table in tables.items():
         shown = table.assign(step_ms=table["step_s"] * 1e3, gflop_per_s=table["achieved_flops_per_s"] / 1e9,
                              gb_per_s=table["achieved_bytes_per_s"] / 1e9)
-        shown = shown[["arm", "n_params", "batch_size", "step_ms", "gflop_per_s", "compute_share", "gb_per_s",
-                       "memory_share", "launch_share", "bound"]]
+        shown = shown[["arm", "n_params", "batch_size", "step_ms", "gflop_per_s", "compute_to_step", "gb_per_s",
+                       "memory_to_step", "launch_to_step", "bound"]]
         out += [f"== {workload}: what bounds a step ==", shown.to_string(index=False, float_format=lambda v: f"{v:.3g}")]
     return "\n".join(out) or "no rows with step costs: nothing bounds"
 

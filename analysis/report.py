@@ -1,17 +1,21 @@
-"""One standalone HTML page per analysis: the answer first (analysis/verdict.py), charts, the crossover
-table, and every measured device's environment.
+"""One standalone HTML page per analysis: the answer first, as HTML (your planned run's options where one is
+given, then each workload's verdict, yours before the built-ins: analysis/verdict.py, then what the sweep
+costs: analysis/decide.py); behind it the crossover table per workload (folded), the charts, what bounds a
+step, energy, every measured device's environment and the trials not measured.
 
     python -m analysis report results/scaling                   # writes results/_reports/scaling/index.html
     python -m analysis report results/laptop results/h100       # several sweeps: results/_reports/laptop+h100/
     python -m analysis report results/scaling --no-reference    # your rows alone, no decision section
+    python -m analysis report results/zoo --epochs 30 --dataset-size 50000 --batch-size 128   # your run first
 
 By default (the command line, and sweeps/scaling.py) your rows are set beside the reference GPU rows of
-the same configurations (analysis/summary.py: with_reference), and the page ends with the decision:
-the measured grid as the sweep, on every option of analysis/prices.yaml and every home box
+the same configurations (analysis/summary.py: with_reference), and the answer holds the decision: the
+measured grid as the sweep, on every option of analysis/prices.yaml and every home box
 (analysis/decide.py), predicted figures marked.
 
 `python sweeps/scaling.py` writes it at the end of a run. Next to index.html: crossover.parquet (the
-tidy table) and every chart as HTML and PNG. The page embeds the charts as SVG, so it opens offline
+tidy table) and every chart as HTML and PNG (the decision's as run_* and sweep_*: `decide` writes its own,
+decide_*, which the report never overwrites). The page embeds the charts as SVG, so it opens offline
 and can be mailed as one file. The report folder sits beside the results directory, never in it
 (which holds rows alone), under a name starting with '_' that Parquet readers of results/ skip.
 Reads rows only; never imports torch or ray.
@@ -23,6 +27,7 @@ import datetime as dt
 import html
 import io
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -38,7 +43,7 @@ from analysis.crossover import (
     write,
 )
 from analysis.load import environment, read
-from analysis.schema import CROSSOVER_AXES, REPORTS, SIZE_AXES
+from analysis.schema import BUILTIN_MODULE, CROSSOVER_AXES, REPORTS, SIZE_AXES
 
 
 def default_out(dirs: list[Path]) -> Path:
@@ -89,9 +94,10 @@ def bounds_section(rows: pd.DataFrame) -> list[str]:
     tables = model.bound_table(rows)
     if not tables:
         return []
-    return ["<h2>What bounds a step</h2><p>Each arm's smallest, middle and largest model: the share of its measured "
-            "step that launches (x the calibrated overhead), FLOPs at peak and bytes at full bandwidth would take; "
-            "the largest is its bound (docs/model.md).</p>",
+    return ["<h2>What bounds a step</h2><p>Each arm's smallest, middle and largest model: the time its launches "
+            "(x the calibrated overhead), its FLOPs at peak and its bytes at full bandwidth would take, each over the "
+            "measured step (*_to_step: ratios, not shares; above 1, that term alone predicts more than was measured, "
+            "as where a row ran faster than its device's fit); the largest is its bound (docs/model.md).</p>",
             *[f"<h3>{html.escape(w)}</h3>" + _table(t) for w, t in tables.items()]]
 
 
@@ -120,13 +126,17 @@ def energy_section(rows: pd.DataFrame) -> list[str]:
 
 
 def _table(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, border=0, na_rep="", float_format=lambda v: f"{v:.4g}")
+    """`frame` as an HTML table; a column's name may break after each '_' (achieved_bytes_per_s), so that a
+    wide table wraps within the page instead of running past it."""
+    table = frame.to_html(index=False, border=0, na_rep="", float_format=lambda v: f"{v:.4g}")
+    return re.sub(r"<th>([^<]*)</th>", lambda m: f"<th>{m.group(1).replace('_', '_<wbr>')}</th>", table)
 
 
 def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Bootstrap(),
-          include_loaded: bool = False, reference: bool = False) -> tuple[Path, str]:
+          include_loaded: bool = False, reference: bool = False, plan: decide.Plan | None = None) -> tuple[Path, str]:
     """Write the report for `dirs`; returns the page's path and the verdict in full as text (the answer,
-    the crossover table and, with `reference`, the decision: analysis/verdict.py).
+    the crossover table and, with `reference`, the decision: analysis/verdict.py), the planned run's
+    decision first where `plan` is given.
 
     Rows flagged outside_load are left out of the crossovers and the charts where their configuration has
     quiet rows, and used where it has none, unless `include_loaded` keeps them all (analysis/crossover.py
@@ -137,60 +147,164 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
     rows = read(*dirs)
     rows = summary.with_reference(rows) if reference else rows
     said = verdict.reach(rows, boot, include_loaded, decision=reference)
-    return write_page(said, dirs, out), verdict.render(said, verbose=True)
+    planned = verdict.priced(rows, plan) if plan else None
+    text = verdict.render(said, verbose=True)
+    if planned:
+        text = decide.render(planned.options, planned.grid, planned.picks, planned.even, planned.notes, plan) + "\n" + text
+    return write_page(said, dirs, out, planned), text
 
 
-def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None = None) -> Path:
+STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 8px}"
+         "table{border-collapse:collapse;font-size:13px;max-width:100%}"
+         "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}td{overflow-wrap:anywhere}"
+         "svg{max-width:100%;height:auto}summary{cursor:pointer;font-weight:bold;margin:8px 0}"
+         ".note{color:#555;font-size:13px}.whose{color:#555;font-weight:normal;font-size:14px}"
+         "ul.gpus{margin:2px 0 8px;font-size:14px}")
+
+
+def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None = None,
+               planned: verdict.Decision | None = None) -> Path:
     """The page of `said` (the verdict of the rows of `dirs`), with its charts and crossover.parquet, in
-    `out` (default: default_out). It opens with the answer as the end of a sweep prints it."""
+    `out` (default: default_out). It opens with the answer: the planned run's options where `planned`
+    holds them, then each workload's verdict (yours first), then what the sweep costs; behind it, the
+    crossover table per workload (folded), the charts, what bounds a step, energy, the devices, the
+    failed trials."""
     dirs = [Path(d) for d in dirs]
     rows, table, boot, include_loaded = said.rows, said.crossovers, said.boot, said.include_loaded
     out = Path(out) if out else default_out(dirs)
     write(table, out / "crossover.parquet")
     drawn = figures(timed(rows, include_loaded), table)
-    dropped = left_out(rows, include_loaded)
+    decisions = [(d, prefix) for d, prefix in ((planned, "run"), (said.decision, "sweep")) if d is not None]
+    for d, prefix in decisions:
+        drawn = charts.decision(d.options, d.even, d.picks, d.priced, prefix) | drawn
     for name, chart in drawn.items():
         charts.save(chart, out / name)
     failed = rows[rows["status"] != "ok"]
-    arms = ", ".join(baseline_first(rows))
+    dropped = left_out(rows, include_loaded)
     note = verdict.reference_note(rows)
     sections = [
         f"<h1>crossover report: {html.escape(' + '.join(str(d) for d in dirs))}</h1>",
-        "<h2>The answer</h2>", f"<pre>{html.escape(verdict.render(said))}</pre>",
+        *(decision_section(planned, "Your planned run") if planned else []),
+        *answer_section(said),
+        *(decision_section(said.decision, "What a run like this sweep costs") if said.decision else []),
         *([f"<p><b>Reference:</b> {html.escape(note)}</p>"] if note else []),
-        f"<p>{len(rows)} trials ({len(failed)} failed) on {html.escape(arms)}; written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC. "
+        *([f"<p><b>Left out:</b> {html.escape(dropped)}.</p>"] if dropped else []),
+        f"<p class=note>{len(rows)} trials ({len(failed)} not measured) on {html.escape(', '.join(baseline_first(rows)))}; "
+        f"written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC. "
         "Crossover: where B (the second device) becomes faster than A per epoch, interpolated in log-log space, "
         f"with a {boot.confidence:.0%} bootstrap interval that resamples the runs (seeds), then each run's epochs "
         f"({boot.draws} draws, every one counted: a draw that puts the crossover beyond the measured range opens "
         "the interval there, shown as such, and the shares of the draws' verdicts are given where under 95%). "
         "Where a size's only runs were their worker's first trial (cold), the time-to-loss lines say so in their note. "
         "See analysis/crossover.py and analysis/verdict.py.</p>",
-        *([f"<p><b>Left out:</b> {html.escape(dropped)}.</p>"] if dropped else []),
-        "<h2>Crossover table</h2>",
-        f"<pre>{html.escape(render(table, rows, include_loaded))}</pre>" if table.empty else
-        _table(table[["workload", "axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "answer", "note"]]),
+        *crossover_section(table, rows, include_loaded, [f.workload for f in said.findings]),
         "<h2>Charts</h2>",
         *[f"<h3>{name}</h3><div>{_svg(chart)}</div><p><a href='{name}.html'>interactive</a> · <a href='{name}.png'>PNG</a></p>"
           for name, chart in drawn.items()],
         *bounds_section(rows),
         *energy_section(rows),
         "<h2>Devices measured</h2>", _table(environment(rows)),
+        *failed_section(failed),
     ]
-    if said.decision is not None:
-        d = said.decision
-        drawn_decision = charts.decision(d.options, d.even)
-        for name, chart in drawn_decision.items():
-            charts.save(chart, out / name)
-        sections += ["<h2>The decision: the measured grid as the sweep, on every option</h2>",
-                     "<p>Wall time and cost of the whole sweep per option: start-up, billing step and minimum, "
-                     "packing where measured; '~' and 'predicted': from analysis/model.py for a GPU no row measured. "
-                     "See analysis/decide.py and docs/cost.md.</p>",
-                     f"<pre>{html.escape(decide.render(d.options, d.grid, d.picks, d.even, d.notes))}</pre>",
-                     *[f"<h3>{name}</h3><div>{_svg(chart)}</div>" for name, chart in drawn_decision.items()]]
-    if len(failed):
-        sections += ["<h2>Failed trials</h2>", _table(failed[["workload", "arm", "depth", "width", "batch_size", "dataset_size", "error"]]
-                                                     .assign(error=failed["error"].str.split("\n").str[0]))]
     page = out / "index.html"
-    style = "body{font-family:sans-serif;max-width:1400px;margin:auto}table{border-collapse:collapse;font-size:13px}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
-    page.write_text(f"<!doctype html><meta charset='utf-8'><title>crossover report</title><style>{style}</style>\n" + "\n".join(sections))
+    page.write_text(f"<!doctype html><meta charset='utf-8'><title>crossover report</title><style>{STYLE}</style>\n"
+                    + "\n".join(sections))
     return page
+
+
+def answer_section(said: verdict.Verdict) -> list[str]:
+    """Per workload, yours first: whose it is and its verdict in a sentence, with every GPU's predicted line
+    where no GPU row measured it; the busy marks explained once."""
+    if not said.findings:
+        return ["<h2>Where the GPU trains faster than the CPU</h2>", f"<p>{html.escape(verdict.answer(said)[0])}</p>"]
+    ok = said.rows[said.rows["status"] == "ok"]
+    module = ok.groupby("workload")["workload_module"].first() if "workload_module" in ok else pd.Series(dtype=object)
+    out = ["<h2>Where the GPU trains faster than the CPU</h2>",
+           f"<p class=note>Time per epoch, the CPU against a GPU, {said.boot.confidence:.0%} intervals; '~': predicted "
+           "by analysis/model.py, with its 90% interval.</p>"]
+    for f in said.findings:
+        whose = module.get(f.workload)
+        whose = "built-in" if whose is None or pd.isna(whose) or whose == BUILTIN_MODULE else f"yours: {whose}"
+        more = f" (1 of {f.others + 1} settings; the others in the crossover table)" if f.others else ""
+        out.append(f"<h3>{html.escape(f.workload)} <span class=whose>({html.escape(whose)})</span></h3>"
+                   f"<p>{html.escape(f.words + more)}</p>")
+        if f.gpus:
+            out.append("<ul class=gpus>" + "".join(f"<li>{html.escape(line)}</li>" for line in f.gpus) + "</ul>")
+    marks = [f"{m}: {why}" for m, why in decide.BUSY_MARKS.items() if any(m in f.words for f in said.findings)]
+    return out + [f"<p class=note>{html.escape(m)}</p>" for m in marks]
+
+
+def decision_section(d: verdict.Decision, heading: str) -> list[str]:
+    """`d` as HTML: what was priced, the picks in a sentence each, a table of the front and the picks (time
+    per epoch for a planned run, the run's time and cost, each with its interval where predicted, and how
+    each is known), and folded below it every option, the break-even, how each is costed and the notes."""
+    plan = d.plan
+    head = decide.header(d.grid, plan).strip("= ")
+    out = [f"<h2>{html.escape(heading)}</h2>", f"<p>{html.escape(head[0].upper() + head[1:])}.</p>"]
+    if d.options.empty:
+        return out + [f"<p>{html.escape(n.strip())}</p>" for n in
+                      ["no option has a measured or predicted time for every configuration", *d.notes]]
+    picks = "".join(f"<li><b>{html.escape(name)}:</b> " + ("none" if line is None else
+                    html.escape(f"{decide.said(line)}; {decide.how_known(line, plan, picked=True)}")) + "</li>"
+                    for name, line in d.picks.items())
+    named = decide.pareto(d.options) | d.options["option"].isin([p["option"] for p in d.picks.values() if p is not None])
+    cards = decide.cards(d.options)
+    out += [f"<ul>{picks}</ul>", options_table(d.options[named], d.picks, plan),
+            "<p class=note>The cost-versus-time front and the picks; '~': rests on a prediction (analysis/model.py, "
+            "or a time extrapolated outside the dataset sizes measured), its 90% interval in brackets."
+            + (f" {html.escape(cards)}." if cards else "") + "</p>",
+            *[f"<p class=note>{html.escape(n)}</p>" for n in decide.busy_notes(d.options)],
+            f"<details><summary>All {len(d.options)} options</summary>{options_table(d.options, d.picks, plan)}</details>"]
+    for title, lines in (("The home boxes' break-even", decide.evens(d.even, "run" if plan else "sweep")),
+                         ("How each option is costed", decide.costed(d.options)),
+                         ("Notes", [n.strip() for n in d.notes])):
+        if lines:
+            out.append(f"<details><summary>{title}</summary><ul>" +
+                       "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul></details>")
+    return out
+
+
+def options_table(options: pd.DataFrame, picks: dict, plan: decide.Plan | None) -> str:
+    """Options as an HTML table, cheapest first: the option (and which pick it is), time per epoch (a
+    planned run), the run's time, its cost, how it is known (measured, predicted, where the planned size lies),
+    whether it fits the card."""
+    named = {line["option"]: name for name, line in picks.items() if line is not None}
+    shown = pd.DataFrame({
+        "option": options["option"] + options["option"].map(lambda o: f" ({named[o]})" if o in named else ""),
+        **({"time per epoch": options.apply(decide.per_epoch, axis=1)} if plan else {}),
+        "run time": options.apply(decide.run_time, axis=1), "cost": options.apply(decide.money, axis=1),
+        "measured or predicted": options.apply(lambda o: decide.how_known(o, plan), axis=1),
+        "GPU memory": options.apply(decide.memory, axis=1)})
+    return _table(shown.loc[options.sort_values(["usd", "wall_s"]).index])
+
+
+def crossover_section(table: pd.DataFrame, rows: pd.DataFrame, include_loaded: bool, order: list[str]) -> list[str]:
+    """The crossover table folded, one table per workload in the answer's order."""
+    if table.empty:
+        return ["<details><summary>The crossover table: empty</summary>",
+                f"<p>{html.escape(render(table, rows, include_loaded))}</p></details>"]
+    columns = ["axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "answer", "note"]
+    parts = [f"<h3>{html.escape(w)}</h3>" + _table(table.loc[table["workload"] == w, columns])
+             for w in order if (table["workload"] == w).any()]
+    return [f"<details><summary>The crossover table: {len(table)} lines, per workload, axis, slice, pair of devices "
+            "and metric</summary>", *parts, "</details>"]
+
+
+def failed_section(failed: pd.DataFrame) -> list[str]:
+    """The trials that did not measure: the search's skipped ones summed in one line, their sizes folded;
+    every other failure in a table, its error's first line."""
+    if failed.empty:
+        return []
+    error = failed["error"].fillna("").str.split("\n").str[0]
+    skipped = error.str.startswith("skipped:")
+    columns = ["workload", "arm", "depth", "width", "batch_size", "dataset_size"]
+    out = ["<h2>Trials not measured</h2>"]
+    if skipped.any():
+        which = failed[skipped].assign(reason=error[skipped].str.removeprefix("skipped: "))
+        out += [f"<p>{skipped.sum()} trial{'s' if skipped.sum() != 1 else ''} of "
+                f"{which['workload'].nunique()} workload{'s' if which['workload'].nunique() != 1 else ''} skipped by the "
+                "search for its --budget: not measured, and measured by a later run with a larger --budget.</p>",
+                f"<details><summary>Their sizes</summary>{_table(which[columns + ['reason']])}</details>"]
+    if (~skipped).any():
+        out += ["<h3>Failed trials</h3>", _table(failed[~skipped][columns].assign(error=error[~skipped]))]
+    return out

@@ -188,6 +188,7 @@ RUNS = "_runs"  # OUT/_runs/<sweep>.jsonl: beside the results directory OUT/<swe
 # Reports go beside the results directories, never in one (its readers see rows alone): OUT/_reports/<sweep>/
 # (analysis/report.py). Here, below its writers and readers: the row writer names it without importing the report.
 REPORTS = "_reports"
+BUILTIN_MODULE = "trainables.workloads"  # workload_module of the built-ins; any other is a user's own
 
 
 def runs_file(directory: Path) -> Path:

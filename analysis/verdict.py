@@ -28,10 +28,10 @@ import numpy as np
 import pandas as pd
 
 from analysis import cost, decide, model
+from analysis.schema import BUILTIN_MODULE
 from analysis.crossover import (
     A_EVERYWHERE,
     B_EVERYWHERE,
-    BUSY,
     CROSSOVER,
     NOT_COMPUTABLE,
     SEVERAL,
@@ -65,17 +65,26 @@ class Finding:
 
 @dataclass(frozen=True, eq=False)
 class Decision:
-    """analysis/decide.py's answer for the measured grid as the sweep (decide.decide's five parts)."""
+    """analysis/decide.py's answer (decide.decide's five parts) for the measured grid as the sweep, or for
+    the planned run `plan`."""
     grid: pd.DataFrame
     options: pd.DataFrame
     picks: dict
     even: pd.DataFrame
     notes: list
+    plan: decide.Plan | None = None
+
+    @property
+    def priced(self) -> str:
+        """What was priced, as a chart's title names it: 'the sweep', or 'the planned run (30 epochs of ...)'."""
+        if self.plan is None:
+            return "the sweep"
+        return f"the planned run ({self.plan.epochs:,} epochs of {self.plan.samples:,} samples of {self.grid['workload'].iloc[0]})"
 
 
 @dataclass(frozen=True, eq=False)
 class Verdict:
-    findings: tuple[Finding, ...]  # per workload, in name order
+    findings: tuple[Finding, ...]  # per workload: yours first (`yours_first`), then the built-ins
     crossovers: pd.DataFrame  # analysis/crossover.py's whole table
     rows: pd.DataFrame  # what it was reached from
     boot: Bootstrap
@@ -90,15 +99,24 @@ def reach(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(), include_loaded: boo
     measured on the CPU alone its predicted answer on every GPU model (`predicted`)."""
     table = find(rows, boot, include_loaded)
     ok = rows[rows["status"] == "ok"]
-    findings = tuple(_finding(w, _candidates(table), rows, include_loaded, decision)
-                     for w in sorted(ok["workload"].unique()))
-    return Verdict(findings, table, rows, boot, include_loaded, _decision(rows) if decision else None)
+    findings = tuple(_finding(w, _candidates(table), rows, include_loaded, decision) for w in yours_first(ok))
+    return Verdict(findings, table, rows, boot, include_loaded, priced(rows) if decision else None)
 
 
-def _decision(rows: pd.DataFrame) -> Decision:
+def yours_first(rows: pd.DataFrame) -> list[str]:
+    """The workloads of `rows`: yours (a workload_module other than the built-ins') first, then the
+    built-ins, each in name order."""
+    module = rows["workload_module"] if "workload_module" in rows else pd.Series(None, index=rows.index, dtype=object)
+    own = set(rows.loc[module.notna() & module.ne(BUILTIN_MODULE), "workload"])
+    return sorted(set(rows["workload"]), key=lambda w: (w not in own, w))
+
+
+def priced(rows: pd.DataFrame, plan: decide.Plan | None = None) -> Decision:
+    """The decision for `rows` on every option of analysis/prices.yaml and every home box: the measured grid
+    as the sweep, or the planned run `plan`."""
     options, billing = cost.load_prices()
     boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
-    return Decision(*decide.decide(rows, None, options, billing, boxes))
+    return Decision(*decide.decide(rows, None, options, billing, boxes, plan=plan), plan=plan)
 
 
 def _candidates(table: pd.DataFrame) -> pd.DataFrame:
@@ -124,17 +142,10 @@ def _finding(workload: str, candidates: pd.DataFrame, rows: pd.DataFrame, includ
 def _busy(line: pd.Series, rows: pd.DataFrame, include_loaded: bool) -> str:
     """' [busy]' where the line rests on your rows flagged outside_load (crossover.busy_kept: no quiet row
     of their configuration, or --include-loaded), ' [busy ref]' on the shipped reference rows' (another
-    host's): a mark each, explained once under the answer (BUSY_MARKS), so that a loaded machine's six
-    answers still fit the screen."""
+    host's): a mark each (decide.busy, the decision's marks too), explained once under the answer
+    (decide.BUSY_MARKS), so that a loaded machine's six answers still fit the screen."""
     arms = rows["arm"].isin([line["device_a"], line["device_b"]]) & (rows["workload"] == line["workload"])
-    busy = rows[arms & busy_kept(rows, include_loaded)]
-    shipped = busy["results_dir"].map(decide.is_reference)  # the reference rows beside yours: another host
-    return "".join(f" {mark}" for mark, some in zip(BUSY_MARKS, ((~shipped).any(), shipped.any())) if some)
-
-
-# A line resting on rows timed on a busy host ends with its mark; the answer explains each mark used, once.
-BUSY_MARKS = {"[busy]": f"{BUSY} (other processes on its CPUs): those times may be slow",
-              "[busy ref]": "the reference rows beside yours were timed while their host was busy"}
+    return decide.busy(rows[arms & busy_kept(rows, include_loaded)])
 
 
 def _why_not(rows: pd.DataFrame) -> str:
@@ -333,7 +344,7 @@ def answer(v: Verdict) -> list[str]:
         more = f" (1 of {f.others + 1} settings)" if f.others else ""
         out.append(f"  {f.workload:<{pad}}  {f.words}{more}")
         out += [f"  {'':<{pad}}    {line}" for line in f.gpus]
-    return out + [f"  {mark}: {why}" for mark, why in BUSY_MARKS.items() if any(mark in f.words for f in v.findings)]
+    return out + [f"  {mark}: {why}" for mark, why in decide.BUSY_MARKS.items() if any(mark in f.words for f in v.findings)]
 
 
 def costs(v: Verdict) -> list[str]:

@@ -115,8 +115,8 @@ def predicted(counted: dict, epochs: int, options: list[cost.Option],
     speed = pd.DataFrame([{
         "config_key": "run", "source": g.device_name, "trial_s": epochs * g.epoch_s_median,
         "trial_lo": epochs * g.epoch_s_lo, "trial_hi": epochs * g.epoch_s_hi, "k": 1, "predicted": True, "hosts": "",
-        "date": pd.NaT, "power_w": math.nan, "threads": math.nan, **needs, "modelled": True, "extrapolated": False,
-        "factor": 1.0, "spread": math.nan, "reach": "predicted", "epoch_s": g.epoch_s_median,
+        "date": pd.NaT, "busy": "", "power_w": math.nan, "threads": math.nan, **needs, "modelled": True,
+        "extrapolated": False, "unreliable": False, "factor": 1.0, "spread": math.nan, "reach": "predicted", "epoch_s": g.epoch_s_median,
         "epoch_lo": g.epoch_s_lo, "epoch_hi": g.epoch_s_hi} for g in guess.itertuples()])
     rented = decide.table(grid, speed, options, billing, [])
     cards = {k: d.memory_gb for k, d in model.load_devices().items()}

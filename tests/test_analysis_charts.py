@@ -33,7 +33,7 @@ def every_chart(rows):
     boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
     gpu = decide.eager_ok(rows)[lambda r: r["device"] == "cuda"]  # the boxes' GPUs predicted at half the H100's speed
     predicted = pd.concat([gpu[decide.KEY].assign(device_name=b.gpu, epoch_s_median=2 * gpu["epoch_s_median"]) for b in boxes])
-    _, found, _, even, _ = decide.decide(rows, predicted, options, billing, boxes)
+    _, found, picks, even, _ = decide.decide(rows, predicted, options, billing, boxes)
     return {
         "epoch_time_vs_size": charts.epoch_time_vs_size(rows, table, "n_params"),
         "speedup_heatmap": charts.speedup_heatmap(rows, "tabular"),
@@ -41,7 +41,7 @@ def every_chart(rows):
         "execution_time": charts.execution_time(rows),
         "throughput_vs_batch": charts.throughput_vs_batch(rows),
         "cost_per_million": charts.cost_per_million(cost.table(rows, options)),
-        **charts.decision(found, even),
+        **charts.decision(found, even, picks, "the sweep", "sweep"),
     }
 
 
@@ -75,3 +75,26 @@ def test_save_writes_standalone_html_and_png(rows, tmp_path):
     html, png = charts.save(every_chart(rows)["epoch_times"], tmp_path / "sub" / "epoch_times")
     assert html.read_text().count("<script") >= 1 and "cdn.jsdelivr" not in html.read_text()  # inlined: opens offline
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_front_chart_labels_the_front_and_the_picks_alone_and_no_two_labels_meet():
+    # 40 options crowded into a decade of time and cost, a dozen of them on the front
+    rng = np.random.default_rng(0)
+    wall_h = np.geomspace(0.05, 0.5, 40) * rng.uniform(0.9, 1.1, 40)
+    usd = 0.02 / wall_h * rng.uniform(1.0, 3.0, 40)
+    options = pd.DataFrame({"option": [f"option number {i}" for i in range(40)], "kind": "on-demand", "model": "H100",
+                            "basis": "b", "predicted": False, "usd": usd, "usd_lo": usd, "usd_hi": usd, "wall_h": wall_h,
+                            "wall_lo_h": wall_h, "wall_hi_h": wall_h, "wall_s": wall_h * 3600})
+    picks = {"cheapest": options.iloc[options["usd"].idxmin()], "within 1 h": options.iloc[7]}
+    data = charts._decision_data(options, picks)
+    assert set(data.loc[data["named"], "option"]) == set(options.loc[decide.pareto(options), "option"]) | {"option number 7"}
+    labels = charts.placed(data, charts._log_domain(data["wall_h"]), charts._log_domain(data["usd"]))
+    assert len(labels) == data["named"].sum() >= 5
+    boxes = list(labels["box"])
+    for i, a in enumerate(boxes):
+        assert 0 <= a[0] and a[2] <= charts.PLOT[0] and 0 <= a[1] and a[3] <= charts.PLOT[1], a  # inside the plot
+        for b in boxes[i + 1:]:
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
+    spec = charts.pareto_front(options, picks, "the sweep").to_dict()
+    assert spec["layer"][0]["encoding"]["y"]["scale"]["type"] == "log"  # ticks on a log scale, not a symlog
+    assert "$" in spec["layer"][0]["encoding"]["y"]["axis"]["labelExpr"]

@@ -54,3 +54,12 @@ def test_the_notebook_runs_in_a_fresh_clone_with_no_environment(name, clone, mon
     assert not any("cdn.jsdelivr" in str(o.get("data", {})) for o in outputs)
     assert re.search(r"\(NVIDIA H[0-9]+[^)]*\) faster past n_params", text) if name == "crossover.ipynb" \
         else "cheapest:" in text
+
+
+def test_a_relative_crossover_results_is_read_from_the_checkout_not_from_the_notebooks_folder(monkeypatch):
+    from analysis.load import notebook_dirs
+
+    monkeypatch.chdir(ROOT / "analysis" / "notebooks")  # where a notebook's kernel starts
+    assert notebook_dirs("results/scaling:/elsewhere/laptop", ROOT) == [ROOT / "results" / "scaling", Path("/elsewhere/laptop")]
+    newest = notebook_dirs("", ROOT)  # unset: your results/scaling, else the newest reference scaling sweep
+    assert len(newest) == 1 and newest[0].name == "scaling" and newest[0].is_dir()

@@ -39,7 +39,7 @@ def test_the_report_renders_from_a_real_sweep(swept, tmp_path, capsys):
     page = swept.parent / "_reports" / swept.name / "index.html"  # beside the rows, not among them
     assert f"report: {page}" in printed and "no two arms measured at the same sizes (arms: cpu)" in printed
     text = page.read_text()
-    for part in ("Crossover table", "epoch_time_vs_n_params", "epoch_times", "execution_time", "Devices measured",
+    for part in ("The crossover table", "epoch_time_vs_n_params", "epoch_times", "execution_time", "Devices measured",
                  "Failed trials", "CUDA not available on node", "<svg"):
         assert part in text, part
     assert (page.parent / "epoch_time_vs_depth.png").stat().st_size > 0
@@ -188,3 +188,71 @@ def test_reports_of_the_reference_rows_are_written_outside_results_reference():
     shipped = REFERENCE / "h200-2026-11-26" / "scaling"
     assert report.default_out([shipped]) == REFERENCE.parent / "_reports" / "scaling"
     assert report.default_out([Path("/x/results/laptop")]) == Path("/x/results/_reports/laptop")
+
+
+@pytest.fixture(scope="module")
+def yours_and_built_in(tmp_path_factory):
+    """A user's model measured on the CPU alone and a built-in; the built-in's sweep skipped two sizes and had
+    one trial fail; `decide` priced the user's planned run into the report's folder, then `report` wrote it."""
+    from analysis_rows import user_cpu_rows
+
+    root = tmp_path_factory.mktemp("yours")
+    mine = user_cpu_rows(root / "mine", "my_cnn")
+    skipped = [{**row("disc", "cpu", [1.0], depth=d), "status": "error",
+                "error": f"skipped: predicted past 15% of it, {d * 10} s (--budget)"} for d in (8, 9)]
+    failed = {**row("disc", "cuda", [1.0], depth=2), "status": "error", "error": "RuntimeError: CUDA not available\nmore"}
+    builtins = write(planted_rows([10, 100, 1000, 10_000], lambda x: 1e-4 * x, lambda x: 0.05 + 1e-6 * x, epochs=4)
+                     + skipped + [failed], root / "builtins")
+    out = root / "report"
+    plan = ["--epochs", "30", "--dataset-size", "50000", "--workload", "my_cnn"]
+    assert main(["decide", str(mine), str(builtins), "--out", str(out), *plan]) == 0
+    decided = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(["report", str(mine), str(builtins), "--out", str(out), "--draws", "20", *plan]) == 0
+    return out, decided
+
+
+def test_the_page_opens_with_your_planned_run_then_your_workload_before_the_built_ins(yours_and_built_in):
+    out, _ = yours_and_built_in
+    page = (out / "index.html").read_text()
+    order = [page.index(part) for part in ("<h2>Your planned run</h2>", "<h3>my_cnn <span class=whose>(yours: my_cnn:workload)",
+                                           "<h3>disc <span class=whose>(built-in)", "<h2>What a run like this sweep costs</h2>",
+                                           "<summary>The crossover table", "<h2>Charts</h2>")]
+    assert order == sorted(order)
+    answer = page[:page.index("<h2>Charts</h2>")]
+    assert "<pre>" not in answer  # HTML, not a monospace block cut off at the page's edge
+    planned = answer[:answer.index("<h2>Where the GPU")]
+    for header in ("time per epoch", "run time", "cost", "measured or predicted"):
+        assert f"<th>{header}</th>" in planned
+    assert "30 epochs of 50,000 samples of my_cnn" in planned and "s/epoch (" in planned  # a predicted one's interval
+
+
+def test_the_report_and_decide_write_their_own_chart_files(yours_and_built_in):
+    out, decided = yours_and_built_in
+    assert {"decide_cost.html", "decide_front.html"} <= set(decided)
+    assert all((out / name).read_bytes() == content for name, content in decided.items())  # none overwritten
+    written = {p.stem for p in out.glob("*.html")}
+    assert {"run_cost", "run_front", "sweep_cost", "sweep_front"} <= written
+    assert "planned run (30 epochs of 50,000 samples of my_cnn)" in (out / "run_front.html").read_text()
+
+
+def test_skipped_trials_are_summed_in_one_line_with_their_sizes_folded(yours_and_built_in):
+    out, _ = yours_and_built_in
+    page = (out / "index.html").read_text()
+    failures = page[page.index("<h2>Trials not measured</h2>"):]
+    assert "<p>2 trials of 1 workload skipped by the search for its --budget" in failures
+    folded = failures[failures.index("<details><summary>Their sizes</summary>"):failures.index("</details>")]
+    assert "predicted past 15% of it, 80 s (--budget)" in folded and "90 s" in folded
+    rest = failures[failures.index("</details>"):]
+    assert "CUDA not available" in rest and "skipped:" not in rest and "more" not in rest  # the error's first line
+
+
+def test_no_share_in_the_step_bound_table_lies_outside_zero_to_one():
+    from analysis import model
+    from analysis.load import REFERENCE
+
+    tables = model.bound_table(read(REFERENCE / "h100-2026-11-26" / "scaling"))
+    assert tables
+    for workload, table in tables.items():
+        shares = [c for c in table if "share" in c]
+        assert all(table[c].between(0, 1).all() for c in shares), workload
+        assert {"launch_to_step", "compute_to_step", "memory_to_step"} <= set(table)  # ratios, named as such

@@ -105,11 +105,11 @@ def test_the_measured_grid_is_the_default_sweep_and_a_missing_workload_is_refuse
 
 
 def test_the_front_and_every_decision_chart_render(planted):
-    _, found, _, even, _ = decide.decide(*planted, asked={"disc": 10})
+    _, found, picks, even, _ = decide.decide(*planted, asked={"disc": 10})
     front = found[decide.pareto(found)].sort_values("wall_s")["option"].tolist()
     assert front == ["eight H100", "4090 box", found[found["kind"] == decide.OWN_CPU]["option"].iloc[0]]
-    drawn = charts.decision(found, even)
-    assert set(drawn) == {"sweep_cost", "sweep_front", "break_even"}
+    drawn = charts.decision(found, even, picks, "the sweep", "sweep")
+    assert set(drawn) == {"sweep_cost", "sweep_front", "sweep_break_even"}
     for chart in drawn.values():
         spec = chart.to_dict()
         assert "predicted" in str(spec) or "sweeps" in str(spec)
@@ -301,16 +301,17 @@ def test_a_measured_gpu_is_never_labelled_predicted_and_the_one_you_ran_on_is_an
 
 
 def test_a_predicted_figure_prints_its_interval_and_the_chart_draws_it(planted):
-    _, found, *_ = decide.decide(*planted, asked={"disc": 10})
+    _, found, picks, *_ = decide.decide(*planted, asked={"disc": 10})
     box = found[found["option"] == "4090 box"].iloc[0]
     # 10 trials of 2 s fixed + 11 epochs at 3 s (2.5 s to 4 s): the fixed seconds are measured, not uncertain
     assert (box["wall_lo_s"], box["wall_s"], box["wall_hi_s"]) == pytest.approx((295, 350, 460))
     assert box["usd_lo"] == pytest.approx(295 / 3600 * 1.5) and box["usd_hi"] == pytest.approx(460 / 3600 * 1.5)
     assert decide.said(box) == "4090 box, ~5.83 min (4.9-7.7), ~$0.15 (0.12-0.19)"
     assert decide.source(box) == "predicted"
-    spec = str(charts.decision(found, pd.DataFrame())["sweep_front"].to_dict())
+    drawn = charts.decision(found, pd.DataFrame(), picks, "the sweep", "sweep")
+    spec = str(drawn["sweep_front"].to_dict())
     assert "wall_lo_h" in spec and "wall_hi_h" in spec and "usd_lo" in spec and "usd_hi" in spec
-    assert "usd_hi" in str(charts.decision(found, pd.DataFrame())["sweep_cost"].to_dict())
+    assert "usd_hi" in str(drawn["sweep_cost"].to_dict())
 
 
 def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp_path, monkeypatch, capsys):
@@ -478,3 +479,36 @@ def test_your_cpu_costs_its_electricity_measured_by_rapl_else_at_nominal_watts(p
     assert decide.source(own).endswith("electricity: RAPL 40 W")
     with pytest.raises(ValueError, match="--cpu-watts must be a number > 0, got -5"):
         cost.Electricity(cpu_w=-5)
+
+
+def test_a_busy_extrapolation_whose_error_exceeds_it_is_marked_and_never_called_measured(planned):
+    _, none, options, billing, _ = planned
+    # CPU rows timed on a busy host, no quiet row of any: 22, 1.5 and 23 s an epoch at 1,000, 2,000 and 4,000
+    # samples, so the line past them is off by 516% (RMS) where it was measured
+    rows = frame([_timed(row("net", "cpu", [t] * 3, dataset_size=n, outside_load=True), 1.0, t, 0.0) | {"epochs": 4}
+                  for n, t in ((1_000, 22.0), (2_000, 1.5), (4_000, 23.0))]).assign(results_dir="/home/me/results/mine")
+    plan = decide.Plan(epochs=30, samples=50_000)
+    grid, found, picks, even, notes = decide.decide(rows, none, options, billing, [], plan=plan)
+    mine = found[found["kind"] == decide.OWN_CPU].iloc[0]
+    said = decide.how_known(mine, plan, picked=True)
+    assert said.startswith("unreliable: measure nearer 50,000 (12.5x past 4,000 ±") and said.endswith("[busy]")
+    assert "measured" not in said.replace("measure nearer", "")
+    brief = decide.brief(found, grid, picks, notes, plan)
+    assert len(brief.splitlines()) <= decide.BRIEF_LINES and max(map(len, brief.splitlines())) <= decide.WIDTH
+    flat = " ".join(brief.split())  # a pick wraps rather than lose its end
+    assert "[busy]: timed while your machine was busy" in flat
+    cheapest = flat[flat.index("cheapest:"):]
+    assert cheapest.split("~$0.0094; ")[1].startswith("unreliable: measure nearer 50,000") and "; measured" not in cheapest
+    # the verbose table and its source column carry the mark too
+    assert "[busy]" in decide.source(mine) and "unreliable: measure nearer 50,000" in decide.render(
+        found, grid, picks, even, notes, plan)
+
+
+def test_a_loaded_row_beside_a_quiet_one_of_its_configuration_is_left_out_of_the_decision(planned):
+    _, none, options, billing, _ = planned
+    quiet = row("net", "cpu", [1.0] * 3, seed=0)
+    loaded = row("net", "cpu", [9.0] * 3, seed=1, outside_load=True)  # the same configuration, timed on a busy host
+    rows = frame([_timed(r, 0.0, r["epoch_s"][0], 0.0) for r in (quiet, loaded)]).assign(results_dir="/home/me/results/mine")
+    _, found, *_ = decide.decide(rows, none, options, billing, [])
+    mine = found[found["kind"] == decide.OWN_CPU].iloc[0]
+    assert mine["wall_s"] == pytest.approx(10 * 1.0 + 1.0) and "[busy]" not in decide.source(mine)

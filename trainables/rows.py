@@ -18,7 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
-from analysis.schema import NAMES
+from analysis.schema import BUILTIN_MODULE, NAMES
 from trainables import env
 from trainables.config import TrialConfig
 from trainables.neighbours import Window
@@ -36,7 +36,6 @@ NOT_COLUMNS = {
     "fingerprint": "workload_fingerprint",
     "params": "workload_params",
 }
-BUILTIN_MODULE = "trainables.workloads"  # workload_module of the built-ins
 
 
 def _fields(cfg: TrialConfig, images: bool) -> dict:
