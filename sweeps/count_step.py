@@ -8,7 +8,8 @@ JSON object on stdout: the configuration's columns as a trial's row has them (wo
 dataset_size, the workload's own axes as workload_params, precision 'default', engine 'eager'),
 n_params, model, steps_per_epoch at the run's dataset size, and the step's costs (trainables/costs.py),
 counted as a CPU trial's row counts them (trainables/train.py, Loop.step_costs: a copy of the model and
-optimiser, one batch), and where (`counted_on`). The step runs on the meta device first: shapes alone, no
+optimiser, one batch) but for the optimiser's update, counted as a GPU runs it (`as_on_a_gpu`), and where
+(`counted_on`). The step runs on the meta device first: shapes alone, no
 arithmetic, the same counts as the CPU's (tests/test_predict.py checks) in a fraction of the time; on the CPU where the workload's code needs real
 values (an .item(), a shape that depends on the data). The data is made one batch large: a step's costs do
 not depend on the dataset's size, and 50,000 images need not be made to count one batch of them.
@@ -25,6 +26,17 @@ import json
 import sys
 
 from sweeps.cli import at_least, param
+
+
+def as_on_a_gpu(opt) -> None:
+    """The optimiser's update as torch.optim runs it on a GPU where the job leaves the choice to it
+    (foreach=None): its multi-tensor (foreach) ops, a few a step, where the meta device and the CPU take the
+    loop of an op or more per parameter tensor. The count is then the one a GPU row has (ResNet-18's SGD
+    with momentum: 186 ops a step on the CPU, 3 on the GPU; the reference rows of 2026-11-26), which is
+    what analysis/model.py's launch terms were fitted on."""
+    for group in opt.param_groups:
+        if group.get("foreach", False) is None:
+            group["foreach"] = True
 
 
 def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict, params: dict) -> dict:
@@ -53,6 +65,7 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
         torch.manual_seed(one.cfg.seed)
         try:
             loop = Loop.build(one, where, Timer(Clock(where.devices)))
+            as_on_a_gpu(loop.opt)
             costs = loop.step_costs()
         except Exception:
             if where.input_device.type != "meta":

@@ -124,3 +124,10 @@ def test_a_gpu_measured_at_some_sizes_is_predicted_at_the_others_only(table):
     predicted = model.predict(measured, ["G1"], table)
     assert sorted(predicted["depth"]) == list(range(10, 16))  # its measured sizes are never predicted
     assert (predicted["predicted"] & predicted["device_name"].eq("G1")).all()
+
+
+def test_only_a_reused_workers_rows_timed_before_the_cupti_fix_pay_its_launch_slowdown():
+    rows = pd.DataFrame({"finished_at": pd.to_datetime(["2026-11-25T10:00Z", "2026-11-25T10:01Z", "2026-11-27T10:00Z",
+                                                        "2026-11-25T10:02Z"], utc=True),
+                         "cold_start": [False, True, False, False], "launches_per_step": [300.0, 300.0, 300.0, None]})
+    assert model.cupti_attached(rows).tolist() == [True, False, False, False]

@@ -13,7 +13,7 @@ from test_command import crossover
 from analysis import model
 from analysis.schema import OP_COLUMNS
 from trainables.config import TrialConfig
-from sweeps.count_step import counted
+from sweeps.count_step import as_on_a_gpu, counted
 from trainables.timing import Clock, Timer
 from trainables.train import Loop
 from trainables.trial import resolve
@@ -97,7 +97,7 @@ def test_a_job_that_exits_is_named_with_its_exit_status_in_one_line(tmp_path):
     assert "python -m sweeps.count_step --workload" in line
 
 
-def test_a_step_counted_on_the_meta_device_counts_what_the_cpu_counts(tmp_path):
+def test_a_step_counted_on_the_meta_device_counts_what_the_cpu_counts_with_a_gpus_optimiser(tmp_path):
     ref = job(tmp_path, "pred_meta")
     on_meta = counted(ref, 32, 1000, {"width": 128}, {})
     assert on_meta["counted_on"] == "meta" and on_meta["steps_per_epoch"] == 32  # 1,000 samples in batches of 32
@@ -105,8 +105,13 @@ def test_a_step_counted_on_the_meta_device_counts_what_the_cpu_counts(tmp_path):
     trial = resolve(TrialConfig(wl.name, batch_size=32, dataset_size=32, width=128, module=wl.ref))
     cpu = torch.device("cpu")
     from trainables.placement import Placement
-    on_cpu = Loop.build(trial, Placement((cpu,)), Timer(Clock((cpu,)))).step_costs()
+    loop = Loop.build(trial, Placement((cpu,)), Timer(Clock((cpu,))))
+    per_parameter = loop.step_costs()  # the CPU's own optimiser: an op or more per parameter tensor
+    as_on_a_gpu(loop.opt)
+    on_cpu = loop.step_costs()
     measures = ["flops_per_step", "bytes_per_step", "launches_per_step", *OP_COLUMNS]
     assert {m: on_meta[m] for m in measures} == {m: on_cpu[m] for m in measures}
+    # the update counted as a GPU runs it (foreach): fewer ops than the CPU's loop over the 4 parameter tensors
+    assert on_meta["optimizer_launches_per_step"] < per_parameter["optimizer_launches_per_step"]
     assert on_meta["n_params"] == 16 * 128 + 128 + 128 * 2 + 2
     assert dataclasses.asdict(trial.cfg)["dataset_size"] == 32

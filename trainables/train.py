@@ -193,6 +193,8 @@ class Loop:
         batch = next(_batches(self.data.n, self.cfg.batch_size, order, 0, 1))
         with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
             try:
+                if not twin.opt.state:  # a fresh optimiser's first step makes its state (a clone a parameter for
+                    twin._step(*batch)  # momentum): count a step after it, as a trial's count after its epochs is
                 counted = costs.count(lambda: twin._step(*batch), where.is_cuda)
             except Exception as exc:  # an op torch's counters do not know: the row stands, its costs null, and why
                 return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
