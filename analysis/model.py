@@ -48,6 +48,10 @@ from analysis.load import REFERENCE, read
 from analysis.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
 
 DEVICES = Path(__file__).with_name("devices.yaml")
+# Every reference configuration's step counted as `crossover predict` counts a job on a laptop
+# (sweeps/count_reference.py): the laptop's case of --validate, and the intervals of a workload never measured.
+COUNTED = REFERENCE.parent / "reference-counted.parquet"
+COUNT_KEYS = ["workload", "workload_params", "depth", "width", "context", "batch_size"]
 DEVICE_FIELDS = ("name", "fp32_flops", "tf32_flops", "bf16_flops", "memory_bytes_per_s", "launch_overhead_s",
                  "source", "date")
 COST_COLUMNS = ("flops_per_step", "bytes_per_step", "launches_per_step")
@@ -89,13 +93,14 @@ PRIOR_WEIGHT = 0.03
 # its own and as a reused Tune worker's second trial). The shipped reference rows were timed so; their
 # launch terms are fitted at this much above a clean process's (`cupti_attached`).
 CUPTI_SLOWDOWN = 1.27
-CUPTI_FIXED = pd.Timestamp("2026-11-26T07:30:00Z")
+CUPTI_FIXED = pd.Timestamp("2026-11-26T07:02:29Z")  # commit f7b256b
 # A CPU's nominal figures, which its own fit scales: FLOP/s per thread, bytes/s, seconds per aten op.
 CPU_NOMINAL = (1e10, 1e10, 1e-6)
 ALPHA = 0.1  # the intervals are (1 - ALPHA) = 90% conformal intervals
-# The issue's targets (issue 24), printed by --validate: median and worst held-out error per GPU and workload,
-# coverage within this many points of 1 - ALPHA, median leave-one-workload-out error.
-TARGETS = {"median": 0.20, "worst": 0.40, "coverage": 0.05, "workload": 0.30}
+# The targets --validate prints: a workload held out and predicted from its CPU count (median and worst of the
+# cells' median errors), a GPU held out (median over the GPU models, and how many GPU models at least), and the
+# coverage of the 90% intervals.
+TARGETS = {"laptop_median": 0.20, "laptop_worst": 0.50, "gpu_median": 0.25, "gpu_models": 8, "coverage": (0.85, 0.95)}
 
 
 @dataclass(frozen=True)
@@ -407,13 +412,16 @@ def conformal_q(scores, alpha: float = ALPHA) -> float:
     return float(s[k - 1]) if k <= len(s) else float("inf")
 
 
-def held_out(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str, by: str) -> pd.Series:
+def held_out(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str, by: str,
+             costs: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> pd.Series:
     """log(measured / predicted) of each row's step time, predicted by a fit on the rows of the other
-    values of `by` (a device key, a workload); NaN where no other value has rows."""
+    values of `by` (a device key, a workload), from the held rows' own step costs or from `costs(held)`'s
+    (`as_counted`: the CPU's count; a row it leaves out stays NaN); NaN where no other value has rows."""
     out = pd.Series(np.nan, index=frame.index)
     for _, held in frame.groupby(by):
         rest = frame.drop(index=held.index)
-        if len(rest):
+        held = costs(held) if costs else held
+        if len(rest) and len(held):
             out[held.index] = np.log(held["step_s"].to_numpy(float) / fit(rest, devices, form).step_s(held, devices))
     return out
 
@@ -425,7 +433,10 @@ def scores(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str) ->
     if devices is not None and frame[MATCH_KEY].nunique() > 1:
         out["device"] = held_out(frame, devices, form, MATCH_KEY)
     if frame["workload"].nunique() > 1:
-        out["workload"] = held_out(frame, devices, form, "workload")
+        # a workload no GPU measured is predicted from its CPU count (sweeps/count_step.py): its interval is
+        # drawn from held-out workloads predicted so, where the reference configurations were counted so
+        counted = held_out(frame, devices, form, "workload", as_counted) if form == PER_CLASS else pd.Series()
+        out["workload"] = counted.dropna() if counted.notna().any() else held_out(frame, devices, form, "workload")
     return out
 
 
@@ -534,6 +545,24 @@ def _known(gpus: list[str], path: Path) -> dict[str, Device]:
 
 
 @cache
+def _counted_table(path: Path) -> pd.DataFrame | None:
+    return pd.read_parquet(path) if path.exists() else None
+
+
+def as_counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
+    """`frame`'s rows with their step costs replaced by the CPU's count of the same configuration
+    (sweeps/count_reference.py, as `crossover predict` counts a user's job), the rows it has no count of
+    left out: what a user without a GPU would have had to predict them from."""
+    table = _counted_table(path)
+    if table is None or frame.empty:
+        return frame.iloc[:0]
+    keys = [k for k in COUNT_KEYS if k in frame]
+    costs = [c for c in table.columns if c.endswith("_per_step")]
+    joined = frame.drop(columns=costs, errors="ignore").reset_index().merge(table[keys + costs], on=keys, how="inner")
+    return joined.set_index("index").rename_axis(frame.index.name)
+
+
+@cache
 def reference_rows() -> pd.DataFrame:
     """Every row of the shipped results/reference/ (analysis/load.py REFERENCE), read once a process: what
     `shipped` fits on. The folders do not change while a process runs; callers filter, never modify."""
@@ -555,21 +584,24 @@ def shipped(form: str, path: Path = DEVICES) -> Predictor:
 
 # ---- validation: held-out error and the out-of-sample coverage of the intervals ----
 
-def _inner(rest: pd.DataFrame, devices, form: str, by: str) -> tuple[pd.Series, str]:
+def _inner(rest: pd.DataFrame, devices, form: str, by: str, costs=None) -> tuple[pd.Series, str]:
     """Conformal scores from `rest` alone (the held-out rows unseen): its own leave-one-`by`-out
-    residuals, or leave-one-workload-out's where `rest` has one value of `by`; and a note where so."""
+    residuals (from `costs`, as the held rows are predicted), or leave-one-workload-out's where `rest`
+    has one value of `by`; and a note where so."""
     if rest[by].nunique() > 1:
-        return held_out(rest, devices, form, by), ""
+        return held_out(rest, devices, form, by, costs).dropna(), ""
     if by != "workload" and rest["workload"].nunique() > 1:
         return held_out(rest, devices, form, "workload"), "interval from leave-one-workload-out (one GPU left)"
     return pd.Series(dtype=float), "no interval: nothing left to hold out"
 
 
-def _cells(split: str, group: str, frame: pd.DataFrame, by: str, devices, form: str) -> list[dict]:
+def _cells(split: str, group: str, frame: pd.DataFrame, by: str, devices, form: str,
+           costs: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> list[dict]:
     """Each value of `by` held out in turn: per (held-out value, workload, device) of the rows of `form`,
     their number, median and worst |predicted/measured - 1|, and how many fell inside the 90% interval
-    drawn from `rest` alone. The three-term model is fitted on every row (it needs only the totals),
-    the per-class model on the rows that have its columns."""
+    drawn from `rest` alone; the held rows predicted from their own step costs or from `costs(held)`'s
+    (`as_counted`, the laptop's case). The three-term model is fitted on every row (it needs only the
+    totals), the per-class model on the rows that have its columns."""
     frame = frame[form_of(frame) == PER_CLASS] if form == PER_CLASS else frame
     shown = form_of(frame) == form
     out, device = [], frame[MATCH_KEY] if MATCH_KEY in frame else pd.Series(np.nan, index=frame.index)
@@ -579,8 +611,11 @@ def _cells(split: str, group: str, frame: pd.DataFrame, by: str, devices, form: 
             out.append({"split": split, "group": group, "held_out": value, "rows": len(held), "form": form,
                         "note": f"no other {split} to fit on"})
             continue
+        held = costs(held) if costs else held
+        if held.empty:
+            continue
         residual = np.log(held["step_s"].to_numpy(float) / fit(rest, devices, form).step_s(held, devices))
-        inner, note = _inner(rest, devices, form, by)
+        inner, note = _inner(rest, devices, form, by, costs)
         q = conformal_q(inner)
         cells = pd.DataFrame({"error": np.abs(np.exp(-residual) - 1), "inside": np.abs(residual) <= q,
                               "workload": held["workload"].to_numpy(), "device": device[held.index].to_numpy()})
@@ -603,6 +638,8 @@ def validate(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
     for form in form_of(gpus).unique():
         out += _cells("device", "GPU", gpus, MATCH_KEY, devices, form)
         out += _cells("workload", "GPU", gpus, "workload", devices, form)
+        if form == PER_CLASS:
+            out += _cells("counted", "GPU", gpus, "workload", devices, form, as_counted)
     for label, own in cpu_groups(rows):
         out += [cell for form in form_of(own).unique() for cell in _cells("workload", label, own, "workload", None, form)]
     columns = ["split", "group", "held_out", "device", "workload", "rows", "median_error", "worst_error", "inside",
@@ -655,45 +692,54 @@ def _host_note(table: pd.DataFrame) -> list[str]:
 
 
 def targets(table: pd.DataFrame) -> list[str]:
-    """The issue's targets on the GPUs' held-out cells of the per-class model (the three-term fallback's
-    only where no row has the per-class columns), each met or missed, and why where missed."""
+    """The three targets (TARGETS) on the GPUs' held-out cells of the per-class model (the three-term
+    fallback's only where no row has the per-class columns), each met or missed, and why where missed:
+    a workload held out and predicted from its CPU count (the laptop's case), a GPU held out, and the
+    coverage of the 90% intervals over both."""
     gpu = table[(table["group"] == "GPU") & table["median_error"].notna()]
     form = PER_CLASS if (gpu["form"] == PER_CLASS).any() else THREE_TERM
     gpu = gpu[gpu["form"] == form]
-    device, workload = gpu[gpu["split"] == "device"], gpu[gpu["split"] == "workload"]
+    device, laptop = gpu[gpu["split"] == "device"], gpu[gpu["split"] == "counted"]
     lines = [f"== targets ({form} model, GPU rows; printed, not asserted"
              + ("; the three-term fallback's cells above are not held to them" if form == PER_CLASS and
                 (table["form"] == THREE_TERM).any() else "") + ") =="]
-    for column, limit, what in (("median_error", TARGETS["median"], "median"), ("worst_error", TARGETS["worst"], "worst")):
-        missed = device[device[column] > limit]
-        lines.append(f"  {what} leave-one-GPU-out error <= {limit:.0%} for every GPU and workload: "
-                     + ("met" if missed.empty and len(device) else f"missed in {len(missed)} of {len(device)} cells: "
-                        + ", ".join(f"{c['held_out']} {c['workload']} {c[column]:.0%}" for _, c in missed.iterrows())))
-        lines += sorted({f"    {c['held_out']} {c['workload']}: {_why(c, table)}" for _, c in missed.iterrows()
-                         if _why(c, table) != "the host's launch cost (below)"})
-    if (device["median_error"] > TARGETS["median"]).any() or (device["worst_error"] > TARGETS["worst"]).any():
+    if len(laptop):
+        median, worst = laptop["median_error"].median(), laptop["median_error"].max()
+        ok = median <= TARGETS["laptop_median"] and worst <= TARGETS["laptop_worst"]
+        lines.append(f"  leave one workload out, from counts taken on the CPU: median {median:.0%} (target "
+                     f"<= {TARGETS['laptop_median']:.0%}), worst {worst:.0%} (target <= {TARGETS['laptop_worst']:.0%}), "
+                     f"over the {len(laptop)} (workload, GPU) cells' median errors: " + ("met" if ok else "missed"))
+        if not ok:
+            bad = laptop.sort_values("median_error", ascending=False).head(3)
+            lines.append("    worst: " + ", ".join(f"{c['workload']} on {c['device']} {c['median_error']:.0%}"
+                                                  for _, c in bad.iterrows()))
+            lines.append("    why: a held-out workload's op mix is fitted from the others' alone (8 workloads, most of "
+                         "them small MLPs and CNNs, on 2 GPUs whose hosts differ), and its launch terms rest on rows "
+                         "timed under CUPTI (CUPTI_SLOWDOWN, one correction for every host): rows of more architectures "
+                         "(sweeps/reference.py) on both GPUs, timed by the fixed harness, would pin them")
+    else:
+        lines.append("  leave one workload out, from counts taken on the CPU: no counted configurations "
+                     f"({COUNTED.name} absent: python -m sweeps.count_reference)")
+    per_gpu = device.groupby("held_out")["median_error"].median()
+    ok = len(per_gpu) >= TARGETS["gpu_models"] and per_gpu.median() <= TARGETS["gpu_median"]
+    lines.append(f"  leave one GPU out: median {per_gpu.median():.0%} (target <= {TARGETS['gpu_median']:.0%}) on "
+                 f"{len(per_gpu)} GPU models ({', '.join(f'{g} {e:.0%}' for g, e in per_gpu.items())}; target at "
+                 f"least {TARGETS['gpu_models']}): " + ("met" if ok else "missed"))
+    if not ok:
+        lines += sorted({f"    {c['held_out']} {c['workload']}: {_why(c, table)}" for _, c in device.iterrows()
+                         if c["median_error"] > TARGETS["gpu_median"] and _why(c, table) != "the host's launch cost (below)"})
         lines += _host_note(table)
-    for split, cells in (("leave-one-device-out", device), ("leave-one-workload-out", workload)):
-        share, n = _coverage(cells)
-        ok = abs(share - (1 - ALPHA)) <= TARGETS["coverage"] if n else False
-        lines.append(f"  {split} coverage of the {1 - ALPHA:.0%} intervals within {TARGETS['coverage']:.0%} points: "
-                     + (f"{share:.0%} over {n} rows, " if n else "no interval, ") + ("met" if ok else "missed"))
-        if n and not ok:
-            lines.append("    why: the guarantee holds for exchangeable held-out errors; " + (
-                f"with {gpu['device'].nunique()} GPU models, a held-out GPU's interval is drawn from the other GPU's "
-                "leave-one-workload-out residuals, which do not hold the host-to-host gap: rows of a third GPU would "
-                "give leave-one-device-out residuals to draw it from" if split.endswith("device-out") else
-                f"with {workload['workload'].nunique()} workloads, one whose op mix is unlike the rest (disc's deep "
-                "MLPs) errs past the others' residuals: more workloads would make them exchangeable"))
-    missed = workload[workload["median_error"] > TARGETS["workload"]]
-    lines.append(f"  median leave-one-workload-out error <= {TARGETS['workload']:.0%}: "
-                 + ("met" if missed.empty and len(workload) else f"missed in {len(missed)} of {len(workload)} cells: "
-                    + ", ".join(f"{c['workload']} on {c['device']} {c['median_error']:.0%}" for _, c in missed.iterrows())))
-    if len(missed):
-        lines.append("    why: a held-out workload's op mix (a ResNet's 178 ops a step, a deep MLP's matmuls) is fitted "
-                     "from the others' alone, and the eleven shared parameters (docs/model.md) move with what is left "
-                     "out; the user examples were measured on the H100 only. Rows of more workloads of each kind "
-                     "(CNNs, MLPs, transformers at several sizes) on both GPUs would pin the per-class utilisations")
+    share, n = _coverage(pd.concat([device, laptop]))
+    low, high = TARGETS["coverage"]
+    ok = bool(n) and low <= share <= high
+    lines.append(f"  coverage of the {1 - ALPHA:.0%} intervals (GPU held out, and workload held out from its CPU count): "
+                 + (f"{share:.0%} over {n} rows" if n else "no interval") + f" (target {low:.0%}-{high:.0%}): "
+                 + ("met" if ok else "missed"))
+    if n and not ok:
+        lines.append("    why: the guarantee holds for exchangeable held-out errors; " + (
+            "wider than needed: the held-out residuals the intervals are drawn from mix launch-bound and "
+            "compute-bound steps, whose errors differ; a quantile per bound would narrow them" if share > high else
+            "the held-out rows err past the residuals of the rows left (too few GPUs and workloads to be exchangeable)"))
     return lines
 
 
@@ -705,8 +751,9 @@ def render_validation(table: pd.DataFrame) -> str:
     for c in ("median_error", "worst_error", "coverage"):
         shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else f"{v:.0%}")
     parts = []
-    for split, title in (("device", "leave one GPU out"), ("workload", "leave one workload out")):
-        same = "held_out" if split == "workload" else "device"  # a copy of another column in this split
+    for split, title in (("device", "leave one GPU out"), ("workload", "leave one workload out"),
+                         ("counted", "leave one workload out, predicted from its step counted on the CPU (the laptop's case)")):
+        same = "device" if split == "device" else "held_out"  # a copy of another column in this split
         part = shown[shown["split"] == split].drop(columns=["split", same])
         if len(part):
             parts += [f"== {title}: |predicted / measured - 1| of step time; coverage of the {1 - ALPHA:.0%} "

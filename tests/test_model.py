@@ -131,3 +131,14 @@ def test_only_a_reused_workers_rows_timed_before_the_cupti_fix_pay_its_launch_sl
                                                         "2026-11-25T10:02Z"], utc=True),
                          "cold_start": [False, True, False, False], "launches_per_step": [300.0, 300.0, 300.0, None]})
     assert model.cupti_attached(rows).tolist() == [True, False, False, False]
+
+
+def test_the_laptops_case_predicts_from_the_cpus_count_of_the_same_configuration(tmp_path):
+    key = {"workload": ["disc", "disc"], "workload_params": [None, None], "depth": [4.0, 6.0], "width": [None, None],
+           "context": [None, None], "batch_size": [100, 100]}
+    rows = pd.DataFrame({**key, "launches_per_step": [90.0, 120.0], "step_s": [1.0, 2.0]}, index=[7, 9])
+    counted = pd.DataFrame({k: v[:1] for k, v in key.items()} | {"launches_per_step": [40.0]})
+    counted.to_parquet(tmp_path / "counted.parquet")
+    got = model.as_counted(rows, tmp_path / "counted.parquet")
+    assert got.index.tolist() == [7]  # depth 6 was never counted: left out, not predicted from the GPU's count
+    assert got.loc[7, "launches_per_step"] == 40 and got.loc[7, "step_s"] == 1.0

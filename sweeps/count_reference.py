@@ -1,0 +1,69 @@
+"""Every configuration of the shipped reference GPU rows, counted as `crossover predict` counts a user's job.
+
+    python -m sweeps.count_reference            # writes results/reference-counted.parquet
+
+The laptop's case: a user without a GPU has only a step counted on the CPU (sweeps/count_step.py: the meta
+device, the optimiser's update as a GPU runs it), never the GPU's own count. `python -m analysis model
+--validate` predicts each held-out workload's reference GPU rows from these counts, so its error is the
+one `crossover predict` makes, not the smaller one of a fit handed the GPU's own count.
+
+One count per distinct (workload, its own axes, depth, width, context, batch size) of the eager,
+whole-GPU, ok reference rows at PyTorch's default or strict FP32 precision (one computation to count);
+a step's counts do not depend on the dataset's size. The examples' modules are read from examples/;
+the CSV example's data is made again where its rows name it (examples/make_csv.py, its seed). Run it
+again whenever the reference rows change; it prints what it counted.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.load import REFERENCE, read
+from analysis.schema import OP_COLUMNS
+from sweeps.count_step import counted
+
+OUT = REFERENCE.parent / "reference-counted.parquet"  # beside the rows: their folder holds rows alone
+KEYS = ["workload", "workload_params", "depth", "width", "context", "batch_size"]
+COUNTS = ["flops_per_step", "bytes_per_step", "launches_per_step", *OP_COLUMNS]
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def reference(module: str | None, workload: str) -> str:
+    """The workload as count_step takes it: a built-in's name, or an example's path/to/job.py:ATTR."""
+    if not isinstance(module, str) or module == "trainables.workloads":
+        return workload
+    name, attr = module.split(":")
+    return f"{EXAMPLES / name.split('.')[-1]}.py:{attr}"
+
+
+def configs(rows: pd.DataFrame) -> pd.DataFrame:
+    gpu = rows[(rows["status"] == "ok") & rows["whole_gpu"] & rows["engine"].eq("eager")
+               & rows["precision"].fillna("fp32").isin(["default", "fp32"]) & rows["launches_per_step"].notna()]
+    return gpu.drop_duplicates(KEYS)[[*KEYS, "workload_module", "dataset_size"]]
+
+
+def main() -> int:
+    from examples.make_csv import write  # the CSV example's data, where a row names its file
+
+    out = []
+    for c in configs(read(REFERENCE)).itertuples(index=False):
+        params = json.loads(c.workload_params) if isinstance(c.workload_params, str) else {}
+        if "csv" in params and not Path(params["csv"]).exists():
+            write(Path(params["csv"]))
+        axes = {a: int(getattr(c, a)) for a in ("depth", "width", "context") if pd.notna(getattr(c, a))}
+        got = counted(reference(c.workload_module, c.workload), int(c.batch_size), int(c.dataset_size), axes, params)
+        out.append({**{k: getattr(c, k) for k in KEYS}, **{k: got.get(k) for k in COUNTS},
+                    "counted_on": got["counted_on"]})
+        print(c.workload, params or "", axes, f"batch {c.batch_size}: {got['launches_per_step']} ops on "
+              f"{got['counted_on']}", flush=True)
+    pd.DataFrame(out).to_parquet(OUT, index=False)
+    print(f"{len(out)} configurations counted: {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
