@@ -102,10 +102,15 @@ def test_a_device_entry_without_its_source_or_date_is_refused_by_name(table, tmp
 
 def test_the_shipped_table_names_every_gpu_by_its_short_key():
     devices = model.load_devices()
-    assert set(devices) == {"H100", "H200", "A100", "L4", "T4", "A10G", "RTX 3060", "RTX 4090", "RTX 5090", "GTX 960"}
+    assert set(devices) == {"H100", "H200", "A100", "L4", "T4", "A10G", "RTX 3060", "RTX 4090", "RTX 5090", "GTX 960",
+                            # Lambda's public tables' GPUs (analysis/public.py)
+                            "V100", "RTX 8000", "RTX 3090", "A10", "RTX A6000", "A100 40GB", "A100 PCIe",
+                            "6000 Ada", "H100 PCIe", "GH200", "B200"}
     assert model.device_key("NVIDIA H100 80GB HBM3", devices) == "H100"
     assert model.device_key("NVIDIA GeForce RTX 4090", devices) == "RTX 4090"
     assert model.device_key("NVIDIA L40S", devices) is None  # not an L4
+    assert model.device_key("NVIDIA A10G", devices) == "A10G" and model.device_key("NVIDIA GH200 480GB", devices) == "GH200"
+    assert model.device_key("NVIDIA H100 PCIe", devices) == "H100 PCIe"  # the longest key it holds
     assert devices["T4"].peak("bf16") == devices["T4"].fp32_flops  # no BF16 unit: FP32's peak
 
 
