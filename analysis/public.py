@@ -17,6 +17,7 @@ only: never imports torch or ray.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -24,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from analysis import model
 
@@ -44,7 +44,6 @@ PRECISION = {"fp32": "tf32", "fp16": "fp16"}
 TIE = 0.02  # predictions this close (relative step time) count as a tie in the ordering check
 TARGET = 0.25  # issue 30: median leave-one-GPU-out error over the public tables, on >= MIN_GPUS GPU models
 MIN_GPUS = 8
-FREE = "m_memory"  # the one parameter `held_out` refits on the public figures, shared by every GPU
 
 
 def gpu_key(name: str) -> str | None:
@@ -85,6 +84,28 @@ def dominance(table: pd.DataFrame) -> list[tuple[str, str, str, int]]:
             if len(both) and (both[a] > both[b]).all():
                 out.append((precision, a, b, len(both)))
     return out
+
+
+@functools.cache
+def faster_than(precision: str) -> dict[str, frozenset]:
+    """Per GPU, every GPU it outruns on the public tables at `precision` (a model's: fp16 and bf16 read the
+    fp16 table, the rest the fp32 one): those it beat on every shared benchmark, and theirs in turn (the
+    transitive closure, so that clamping a prediction to them keeps every pair in order: model `_predicted`)."""
+    table = "fp16" if precision in ("fp16", "bf16") else "fp32"
+    beaten: dict[str, set] = {}
+    for p, a, b, _ in dominance(throughputs()):
+        if p == table:
+            beaten.setdefault(a, set()).add(b)
+    closed = {}
+    for gpu in beaten:
+        seen, todo = set(), [gpu]
+        while todo:
+            for other in beaten.get(todo.pop(), ()):
+                if other not in seen:
+                    seen.add(other)
+                    todo.append(other)
+        closed[gpu] = frozenset(seen - {gpu})
+    return closed
 
 
 def reference_configs() -> pd.DataFrame:
@@ -146,69 +167,54 @@ def resnet50_steps(batches) -> pd.DataFrame:
     return counted.loc[list(batches)].reset_index(drop=True).assign(precision="default")
 
 
-def _throughput(theta, frame: pd.DataFrame, devices) -> np.ndarray:
-    times = model.class_times(np.asarray(theta), model._counts(frame), model._figures(frame, devices))
-    return frame["batch_size"].to_numpy(float) / sum(times.values())
-
-
-def held_out(public: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per GPU with a public ResNet-50 figure: the shipped model's predicted throughput (fitted on the
-    reference rows alone: no public figure in it), and the same with FREE, the share of bandwidth a
-    memory-bound op reaches, one parameter for every GPU, refitted on the other GPUs' public figures (least
-    squares on log throughput; the held-out GPU's own figure unseen). Errors are predicted / public - 1."""
+def fit_rows(devices: dict, public: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Lambda's fp32 ResNet-50 figures as rows the model fits on (analysis/model.py `shipped`): one per GPU of
+    the device table, its counted step at Lambda's batch, its step time the batch over the images a second,
+    at TF32 convolutions (precision 'default'). The large, compute-bound steps the reference rows lack."""
     public = resnet50_public() if public is None else public
+    public = public[public["gpu"].isin(list(devices))].reset_index(drop=True)
+    frame = resnet50_steps(public["batch_size"].astype(int))
+    return frame.assign(**{model.MATCH_KEY: public["gpu"].to_numpy(), "workload": model.PUBLIC_WORKLOAD,
+                           "step_s": public["batch_size"].to_numpy(float) / public["public"].to_numpy(float)})
+
+
+def held_out() -> pd.DataFrame:
+    """Per GPU with a public ResNet-50 figure: its throughput predicted by the model fitted as `shipped` fits
+    it (the reference rows and the other GPUs' public rows) but without that GPU's own public row, from its
+    device table entry alone (no public efficiency). Errors are predicted / public - 1."""
     devices = model.load_devices()
-    frame = resnet50_steps(public["batch_size"].astype(int)).assign(**{model.MATCH_KEY: public["gpu"].to_numpy()})
-    theta = np.array(model.shipped(model.PER_CLASS).fit.theta)
-    i = list(model.PARAMETERS).index(FREE)
-    shipped = _throughput(theta, frame, devices)
-    measured = public["public"].to_numpy(float)
-    refit, shares = np.full(len(frame), np.nan), np.full(len(frame), np.nan)
-    for k in range(len(frame)):
-        rest = np.arange(len(frame)) != k
-
-        def residual(x):
-            return np.log(_throughput(np.r_[theta[:i], x, theta[i + 1:]], frame[rest], devices) / measured[rest])
-
-        x = least_squares(residual, theta[i:i + 1]).x[0]
-        refit[k], shares[k] = _throughput(np.r_[theta[:i], x, theta[i + 1:]], frame.iloc[[k]], devices)[0], np.exp(x)
-    return public.assign(shipped=shipped, shipped_error=shipped / measured - 1, refit=refit,
-                         refit_error=refit / measured - 1, **{f"{FREE}_fitted": shares})
+    reference = model.gpu_rows(model.reference_rows(), devices)
+    reference = reference[model.form_of(reference) == model.PER_CLASS]
+    rows = fit_rows(devices)
+    predicted = []
+    for k in range(len(rows)):
+        rest = pd.concat([reference, rows.drop(index=k)], ignore_index=True)
+        predicted.append(rows["batch_size"].iloc[k] / model.fit(rest, devices).step_s(rows.iloc[[k]], devices)[0])
+    public = rows["batch_size"].to_numpy(float) / rows["step_s"].to_numpy(float)
+    return pd.DataFrame({"gpu": rows[model.MATCH_KEY], "batch_size": rows["batch_size"], "public": public,
+                         "predicted": predicted, "error": np.array(predicted) / public - 1})
 
 
 def render_held_out(table: pd.DataFrame | None = None) -> str:
     """The leave-one-GPU-out table over the public figures, and the issue's target met or missed, with why."""
     table = held_out() if table is None else table
-    shown = table[["gpu", "batch_size", "public", "shipped", "shipped_error", "refit", "refit_error"]].copy()
-    for c in ("public", "shipped", "refit"):
-        shown[c] = shown[c].map(lambda v: f"{v:,.0f}")
-    for c in ("shipped_error", "refit_error"):
-        shown[c] = shown[c].map(lambda v: f"{v:+.0%}")
-    shipped, refit = table["shipped_error"].abs().median(), table["refit_error"].abs().median()
-    worst = table.loc[table["refit_error"].abs().idxmax()]
-    n, ok = len(table), table["refit_error"].abs().median() <= TARGET and len(table) >= MIN_GPUS
-    lines = [f"== leave one GPU out over the public tables: ResNet-50 training, images/s, at Lambda's fp32 batch "
-             f"(TF32 convolutions) ==",
+    shown = table.assign(public=table["public"].map(lambda v: f"{v:,.0f}"),
+                         predicted=table["predicted"].map(lambda v: f"{v:,.0f}"),
+                         error=table["error"].map(lambda v: f"{v:+.0%}"))
+    median, n = table["error"].abs().median(), len(table)
+    worst = table.loc[table["error"].abs().idxmax()]
+    ok = median <= TARGET and n >= MIN_GPUS
+    lines = ["== leave one GPU out over the public tables: ResNet-50 training, images/s, at Lambda's fp32 batch "
+             "(TF32 convolutions) ==",
              "  public: Lambda's throughput (lambdal/deeplearning-benchmark, NVIDIA DeepLearningExamples on Lambda's "
              "hosts at its batch, median over its hosts; analysis/public/README.md), not our harness's loop",
-             "  shipped: the model fitted on the reference rows, no public figure in it; refit: its bandwidth share "
-             f"({FREE}, one for every GPU) refitted on the other GPUs' public figures, the GPU's own left out",
+             "  predicted: the model fitted on the reference rows and every other GPU's public row, this GPU's own "
+             "left out, from its datasheet figures (analysis/devices.yaml)",
              shown.to_string(index=False),
-             f"  median |error| over {n} GPU models: shipped {shipped:.0%}, refit {refit:.0%}",
-             f"  target (issue 30): median <= {TARGET:.0%} on >= {MIN_GPUS} GPU models, with the public figure left "
-             f"out: {'met' if ok else 'missed'} by the refit ({refit:.0%} over {n}); "
-             f"{'met' if shipped <= TARGET and n >= MIN_GPUS else 'missed'} by the shipped model ({shipped:.0%})"]
-    if shipped > TARGET:
-        lines.append(f"    why the shipped model misses: its reference rows are small, launch-bound steps on H100 and H200 "
-                     f"alone, which leave the bandwidth share a large op reaches unpinned (fitted "
-                     f"{np.exp(model.shipped(model.PER_CLASS).fit.theta[list(model.PARAMETERS).index(FREE)]):.3g} of "
-                     "peak, above 1); at ResNet-50's 224-pixel batches it predicts "
-                     f"{np.exp(np.log1p(table['shipped_error']).median()):.1f}x Lambda's throughput. What would fix it: "
-                     "reference rows of large, memory- and compute-bound steps (issue 30's 12 architectures at a "
-                     "compute-bound batch), or the public figures in the shipped fit, as the refit column does")
-    if abs(worst["refit_error"]) > TARGET:
-        lines.append(f"    worst refit: {worst['gpu']} {worst['refit_error']:+.0%}: one shared bandwidth share cannot "
-                     "hold a GPU whose public figure ran far from its datasheet's bandwidth (Lambda's B200 figure is "
-                     "one host's, in a 2024 container); rows of it measured by our harness, or a second public "
-                     "source, would say which")
+             f"  median |error| over {n} GPU models: {median:.0%}; target: median <= {TARGET:.0%} on >= {MIN_GPUS} "
+             f"GPU models: {'met' if ok else 'missed'}"]
+    if abs(worst["error"]) > TARGET:
+        lines.append(f"    worst: {worst['gpu']} {worst['error']:+.0%}: its public figure ran far from what its datasheet "
+                     "figures give beside the others' (a power limit, a host, one container); rows of it measured by our "
+                     "harness, or a second public source, would say which")
     return "\n".join(lines)

@@ -345,7 +345,7 @@ def test_a_user_model_measured_on_one_gpu_is_predicted_elsewhere_with_an_interva
 
 
 def test_a_user_workload_in_a_folder_of_its_own_gets_gpu_options_and_the_same_beside_the_builtins(tmp_path):
-    """A user's model measured on the CPU alone, in a folder of its own: every GPU of analysis/devices.yaml
+    """A user's model measured on the CPU alone, in a folder of its own: every GPU with a price or a home box
     is an option, predicted with its interval; with the built-ins' CPU rows in the same folder (and the
     reference GPU rows they bring beside them) every figure is the same to the last digit."""
     import shutil
@@ -361,7 +361,10 @@ def test_a_user_workload_in_a_folder_of_its_own_gets_gpu_options_and_the_same_be
     assert main(["decide", str(tmp_path / "shared"), "--workload", "my_cnn", *run, str(tmp_path / "shared.json")]) == 0
     alone, shared = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("alone", "shared"))
     gpus = [r for r in alone if r["gpu"]]
-    assert {r["gpu"] for r in gpus} == set(model.load_devices())
+    from analysis import cost
+    options, _ = cost.load_prices()
+    offered = {o.gpu for o in options if o.gpu} | {cost.load_home_box(p).gpu for p in cost.home_boxes()}
+    assert {r["gpu"] for r in gpus} == offered and offered <= set(model.load_devices())
     assert all(r["basis"] == "predicted" and r["epoch_s_low"] < r["epoch_s"] < r["epoch_s_high"] for r in gpus)
     assert all(r["fits"] is True for r in gpus)  # an 11M-parameter CNN fits every card, the 2 GB GTX 960 too
     figures = ("epoch_s", "epoch_s_low", "epoch_s_high", "run_s", "usd", "basis")

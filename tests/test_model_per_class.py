@@ -103,7 +103,7 @@ def test_validation_holds_out_each_gpu_and_each_workload_and_covers_the_planted_
     assert set(device["held_out"]) == set(PLANTED) and device["median_error"].max() < 0.03
     assert set(checked.loc[checked["split"] == "workload", "held_out"]) == {"mlp", "cnn"}
     text = model.render_validation(checked)
-    assert "leave one GPU out" in text and "median leave-one-GPU-out error <= 20% for every GPU and workload: met" in text
+    assert "leave one GPU out, every GPU with rows" in text and f"on {len(PLANTED)} GPU models" in text
 
 
 def test_model_validate_without_dirs_validates_the_shipped_reference_rows(capsys):

@@ -77,8 +77,10 @@ def test_a_workload_measured_on_the_cpu_alone_is_answered_on_every_gpu_each_figu
     (found,) = said.findings
     assert found.kind == verdict.PREDICTED and "no GPU row: predicted per GPU" in found.words
     assert sorted(line.split(":")[0] for line in found.gpus) == sorted(model.load_devices())
-    # an 11M-parameter CNN, 4.4 s an epoch of 8,192 images on the CPU: every GPU predicted faster, with its interval
-    assert all(": predicted ~" in line and "; GPU faster at every size, ~" in line for line in found.gpus), found.gpus
+    # an 11M-parameter CNN, 4.4 s an epoch of 8,192 images on the CPU: every GPU predicted, with its interval, and
+    # set against the CPU; every one but the 2015 GTX 960 (2.4 TFLOP/s) faster at every size
+    assert all(": predicted ~" in line and "; GPU faster" in line for line in found.gpus), found.gpus
+    assert all("GPU faster at every size, ~" in line for line in found.gpus if not line.startswith("GTX 960")), found.gpus
     text = verdict.render(said)
     assert "not compared" not in text and max(map(len, text.splitlines())) <= 100
     assert all(line in " ".join(text.split()) for line in found.gpus)
