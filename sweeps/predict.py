@@ -160,7 +160,7 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
                       fits))
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     body = ["  " + "  ".join(c[i].ljust(widths[i]) for i in range(len(c))).rstrip() for c in cells]
-    gpu = lines[lines["needs_gb"].notna()] if "needs_gb" in lines else lines.iloc[:0]
+    gpu = lines[lines["needs_gb"].notna() & lines["needs_how"].notna()] if "needs_gb" in lines else lines.iloc[:0]
     memory = (f"whether the card's memory (analysis/devices.yaml) holds the ~{gpu['needs_gb'].iloc[0]:,.2g} GB the "
               f"run needs ({gpu['needs_how'].iloc[0]}, + {decide.CONTEXT_BYTES / 1e9:g} GB CUDA context)" if len(gpu)
               else "not known: the step's bytes were not counted")
