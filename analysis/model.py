@@ -44,10 +44,10 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
-from analysis.load import REFERENCE, read
+from analysis.load import REFERENCE, packaged, read
 from analysis.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
 
-DEVICES = Path(__file__).with_name("devices.yaml")
+DEVICES = packaged("devices.yaml")
 DEVICE_FIELDS = ("name", "fp32_flops", "tf32_flops", "bf16_flops", "memory_bytes_per_s", "launch_overhead_s",
                  "source", "date")
 COST_COLUMNS = ("flops_per_step", "bytes_per_step", "launches_per_step")
