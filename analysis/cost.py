@@ -40,11 +40,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from analysis.load import sizes_label
+from analysis.load import packaged, sizes_label
 from analysis.model import load_devices
 
-PRICES = Path(__file__).with_name("prices.yaml")
-HOME_BOXES = Path(__file__).with_name("home_boxes")
+PRICES = packaged("prices.yaml")
+HOME_BOXES = packaged("home_boxes")
 HOURS_PER_MONTH = 730  # 365 x 24 / 12
 STALE_DAYS = 365  # a price older than this is flagged: re-read its source
 # A SkyPilot catalog (vms.csv): the columns read (GpuInfo, MemoryGiB, AvailabilityZone may be there too),

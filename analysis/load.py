@@ -16,6 +16,7 @@ parsed once here by trainables/devices.py, so that no reader tests the device st
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +31,27 @@ from trainables.devices import parse
 ARM_PARTS = ("device_name", "torch_threads")
 # The DeviceSpec properties each row gains when read: what the readers select rows by (all bool but gpus).
 DEVICE_FIELDS = ("is_cpu", "whole_gpu", "packed", "pipelined", "distributed", "uses_gpu", "gpus")
+
+
+def packaged(name: str) -> Path:
+    """A file or folder the analysis package carries (pyproject.toml package-data: prices.yaml, devices.yaml,
+    home_boxes/, notebooks/, and reference/ in a wheel), found by importlib.resources wherever the package is
+    (a checkout, site-packages); a Path, as a wheel installs as files."""
+    return Path(resources.files("analysis") / name).resolve()
+
+
+def _checkout() -> Path | None:
+    """The checkout this code runs from (an editable install too): the folder above the packages, where it holds
+    results/reference/; None where it is installed from a wheel."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "results" / "reference").is_dir() else None
+
+
+CHECKOUT = _checkout()
 # The shipped reference rows, measured on other hosts (results/reference/*/README.md); set beside yours by
-# default (analysis/summary.py), so a folder of your sweeps is read without them (`sweep_dirs`).
-REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
+# default (analysis/summary.py), so a folder of your sweeps is read without them (`sweep_dirs`). Installed from a
+# wheel, its copy of them: analysis/reference/ (pyproject.toml maps the one onto the other).
+REFERENCE = CHECKOUT / "results" / "reference" if CHECKOUT else packaged("reference")
 
 
 def read(*dirs: str | Path) -> pd.DataFrame:
@@ -120,17 +139,18 @@ def sweep_dirs(directory: str | Path) -> list[Path]:
     return sorted(found)
 
 
-def notebook_dirs(spec: str | None, root: Path = REFERENCE.parent.parent) -> list[Path]:
+def notebook_dirs(spec: str | None, root: Path) -> list[Path]:
     """The results directories a notebook reads (analysis/notebooks/): those of `spec` ($CROSSOVER_RESULTS,
-    separated by ':'), a relative one from the checkout `root` (where the README's commands run and results/
-    lives, not from the notebook's own folder, where its kernel starts); else root/results/scaling where a
-    sweep wrote it; else the newest reference scaling sweep (results/reference/*/scaling); else none."""
+    separated by ':'), a relative one from `root` (the checkout, or the folder you copied the notebooks to: where
+    the README's commands run and results/ lives, not the notebook's own folder, where its kernel starts); else
+    root/results/scaling where a sweep wrote it; else the newest reference scaling sweep (REFERENCE/*/scaling);
+    else none."""
     dirs = [Path(d) if Path(d).is_absolute() else root / d for d in (spec or "").split(":") if d]
     if dirs:
         return dirs
     if (root / "results" / "scaling").is_dir():
         return [root / "results" / "scaling"]
-    shipped = {d: read(d)["finished_at"].max() for d in (root / "results" / "reference").glob("*/scaling")}
+    shipped = {d: read(d)["finished_at"].max() for d in REFERENCE.glob("*/scaling")}
     return [max(shipped, key=shipped.get)] if shipped else []
 
 

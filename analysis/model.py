@@ -45,13 +45,14 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
-from analysis.load import REFERENCE, read
+from analysis.load import REFERENCE, packaged, read
 from analysis.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
 
-DEVICES = Path(__file__).with_name("devices.yaml")
+DEVICES = packaged("devices.yaml")
 # Every reference configuration's step counted as `crossover predict` counts a job on a laptop
 # (sweeps/count_reference.py): the laptop's case of --validate, and the intervals of a workload never measured.
-COUNTED = REFERENCE.parent / "reference-counted.parquet"
+# In a folder of its own under the reference rows ('_' first: no sweep's rows), so a wheel carries it with them.
+COUNTED = REFERENCE / "_counted" / "counts.parquet"
 COUNT_KEYS = ["workload", "workload_params", "depth", "width", "context", "batch_size"]
 DEVICE_FIELDS = ("name", "fp32_flops", "tf32_flops", "bf16_flops", "memory_bytes_per_s", "launch_overhead_s",
                  "source", "date")
@@ -766,7 +767,7 @@ def targets(table: pd.DataFrame) -> list[str]:
                          "(sweeps/reference.py) on both GPUs, timed by the fixed harness, would pin them")
     else:
         lines.append("  leave one workload out, from counts taken on the CPU: no counted configurations "
-                     f"({COUNTED.name} absent: python -m sweeps.count_reference)")
+                     f"({COUNTED} absent: python -m sweeps.count_reference)")
     per_gpu = device.groupby("held_out")["median_error"].median()
     ok = len(per_gpu) >= TARGETS["gpu_models"] and per_gpu.median() <= TARGETS["gpu_median"]
     lines.append(f"  leave one GPU out, every GPU with rows (the reference rows' and the public tables'): median {per_gpu.median():.0%} (target <= "

@@ -42,19 +42,20 @@ from analysis.crossover import (
     timed,
     write,
 )
-from analysis.load import environment, read
+from analysis.load import CHECKOUT, environment, read
 from analysis.schema import BUILTIN_MODULE, CROSSOVER_AXES, REPORTS, SIZE_AXES
 
 
 def default_out(dirs: list[Path]) -> Path:
     """<parent>/_reports/<DIR> for one results directory; <parent>/_reports/<a>+<b> for several. Reports
-    of the shipped reference rows go to results/_reports/ instead: results/reference/ holds what is
-    committed, and a report written into it would be a stray file there. A folder of sweeps (results/,
+    of the shipped reference rows go to results/_reports/ instead (of the checkout; installed from a wheel, of the
+    current folder): results/reference/ holds what is committed, and a report written into it would be a stray
+    file there (or in site-packages). A folder of sweeps (results/,
     load.sweep_dirs) keeps the report in it, beside its sweeps': results/_reports/results."""
     named = [Path(d) if Path(d).name not in ("", "..") else Path(os.path.abspath(d)) for d in dirs]  # '.' has no name
     first = named[0]
     of_sweeps = first.is_dir() and next(first.glob("*.parquet"), None) is None
-    parent = decide.REFERENCE.parent if decide.is_reference(first) else first if of_sweeps else first.parent
+    parent = (CHECKOUT or Path.cwd()) / "results" if decide.is_reference(first) else first if of_sweeps else first.parent
     return parent / REPORTS / "+".join(d.name for d in named)
 
 

@@ -3,7 +3,8 @@
     python sweeps/bench_answer.py          # examples/zoo.py's shufflenet_v2_x1_0 (1.3M parameters), on the CPU
     python sweeps/bench_answer.py --workload job.py:workload --param channels=64
 
-It runs `python sweeps/scaling.py --workload REF --devices cpu` with every other flag at its default (the
+It runs `python -m sweeps.scaling --workload REF --devices cpu` (the same as `crossover sweep`; REF read from the
+current folder: examples/zoo.py is the checkout's) with every other flag at its default (the
 search within the default --budget, the answer, the report) into a fresh temporary --out, as a new user's
 first sweep would, then prints what it said, the rows it landed and its wall time beside issue 29's
 target (3 minutes on a 2-core VM without a GPU, for a model of about 1.5M parameters). The target is
@@ -24,7 +25,6 @@ from pathlib import Path
 
 from analysis.load import read
 
-ROOT = Path(__file__).resolve().parent.parent
 TARGET_S = 180.0  # issue 29: command to answer, the install aside
 PREDICT_TARGET_S = 15.0  # issue 29: crossover predict's answer
 
@@ -38,11 +38,11 @@ def main(argv=None) -> int:
     params = args.param if args.param is not None else (
         ["arch=shufflenet_v2_x1_0"] if args.workload == "examples/zoo.py:workload" else [])
     with tempfile.TemporaryDirectory(prefix="bench-answer-") as out:
-        cmd = [sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workload", args.workload,
+        cmd = [sys.executable, "-m", "sweeps.scaling", "--workload", args.workload,
                *(x for v in params for x in ("--param", v)), "--devices", "cpu", "--out", out]
         load = os.getloadavg()[0]
         began = time.monotonic()
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.monotonic() - began
         print(done.stdout, end="")
         if done.returncode:
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
                *(x for v in params for x in ("--param", v)), "--batch-size", "128", "--dataset-size", "50000",
                "--epochs", "30"]
     began = time.monotonic()
-    said = subprocess.run(predict, cwd=ROOT, capture_output=True, text=True)
+    said = subprocess.run(predict, capture_output=True, text=True)
     took = time.monotonic() - began
     print(f"bench: {' '.join(predict[1:])}: answer in {took:.1f} s (target {PREDICT_TARGET_S:.0f} s: "
           f"{'met' if took <= PREDICT_TARGET_S else 'missed'}); exit {said.returncode}")

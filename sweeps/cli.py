@@ -78,12 +78,15 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
     return argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=HelpFormatter, parents=[shared])
 
 
-ROOT = Path(__file__).resolve().parent.parent  # the checkout a child process imports crossover's code from
+# The folder holding crossover's packages, a checkout or site-packages: a child process imports crossover's code
+# from there, whatever folder the command runs in
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def child_env(*folders: str) -> dict:
     """The environment of a child process that runs a user's code for a command (sweeps/count_step.py,
-    sweeps/probe.py): this checkout first on its path (the code that runs there is the code that reads its
-    answer), then `folders` (where the user's modules import from by name), then the caller's PYTHONPATH."""
+    sweeps/probe.py, sweeps/plan.py): crossover's own folder (ROOT) first on its path (the code that runs there is
+    the code that reads its answer), then `folders` (where the user's modules import from by name), then the
+    caller's PYTHONPATH."""
     path = os.pathsep.join(filter(None, [str(ROOT), *folders, os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path}

@@ -1,6 +1,6 @@
 """Every configuration of the shipped reference GPU rows, counted as `crossover predict` counts a user's job.
 
-    python -m sweeps.count_reference            # writes results/reference-counted.parquet
+    python -m sweeps.count_reference            # writes results/reference/_counted/counts.parquet
 
 The laptop's case: a user without a GPU has only a step counted on the CPU (sweeps/count_step.py: the meta
 device, the optimiser's update as a GPU runs it), never the GPU's own count. `python -m analysis model
@@ -23,10 +23,10 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.load import REFERENCE, read
+from analysis.model import COUNTED as OUT
 from analysis.schema import OP_COLUMNS
 from sweeps.count_step import counted
 
-OUT = REFERENCE.parent / "reference-counted.parquet"  # beside the rows: their folder holds rows alone
 KEYS = ["workload", "workload_params", "depth", "width", "context", "batch_size"]
 COUNTS = ["flops_per_step", "bytes_per_step", "launches_per_step", *OP_COLUMNS]
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -60,6 +60,7 @@ def main() -> int:
                     "counted_on": got["counted_on"]})
         print(c.workload, params or "", axes, f"batch {c.batch_size}: {got['launches_per_step']} ops on "
               f"{got['counted_on']}", flush=True)
+    OUT.parent.mkdir(exist_ok=True)
     pd.DataFrame(out).to_parquet(OUT, index=False)
     print(f"{len(out)} configurations counted: {OUT}")
     return 0

@@ -142,7 +142,7 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     # PyTorch's defaults, as a fresh process has them: another way's trial in this process may have set others
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True
     torch.manual_seed(cfg.seed)
-    data = wl.make_data(cfg)
+    data = wl.data(cfg)
     model = wl.make_model(cfg).to(device)
     x, y = move(data.x, device), data.y.to(device)
     optimizer = wl.make_optimizer(model.parameters(), cfg.lr)

@@ -22,7 +22,9 @@ Where the child fails:
   raised what is no Exception, such as KeyboardInterrupt): the workload is faulted (`fault`). Its trials are
   error rows the driver writes without running them (sweeps/runner.py), the sweep's other workloads are
   measured, and the sweep ends with exit status 2 (runner.exit_status). An Exception there is no fault: a
-  model that needs its data to be built is not estimated, and its trials run.
+  model that needs its data to be built is not estimated, and its trials run;
+- making its data, a misuse of the Workload that only its code shows (make_data returns no Data: Workload.data):
+  faulted likewise, in the Workload's own one line.
 """
 
 from __future__ import annotations
@@ -148,6 +150,9 @@ def _plan(refs: list[tuple[str, str]], timeout_s: float, configs: list[dict] = (
                 shapes[event["text"]], doing = event["shapes"], None
             elif "bytes" in event:
                 sizes[event["config"]], doing = event["bytes"], None
+            elif "refused" in event:
+                sizes[event["config"]], doing = None, None
+                _fault(event["ref"], f"{event['ref']}: {event['refused']}; its trials are error rows and do not run")
         refs = [r for r in refs if r[0] not in shapes]
         configs = [c for c in configs if c[0] not in sizes]
         if how is None:
@@ -161,13 +166,19 @@ def _plan(refs: list[tuple[str, str]], timeout_s: float, configs: list[dict] = (
             raise PlanError(f"--workload {doing['text']}: {said}; nothing ran. Its output: {log}. Fix the module "
                             f"(python {doing['imports']} runs it alone), or give --plan-timeout more seconds")
         ref = doing["ref"]
-        _faults[ref] = (f"{ref}: {said}; its trials are error rows and do not run. Its output: {log}. Fix the "
-                        "workload, or give --plan-timeout more seconds")
-        print(f"error: {_faults[ref]}", file=sys.stderr)  # once: what is found is kept (_faults)
+        _fault(ref, f"{ref}: {said}; its trials are error rows and do not run. Its output: {log}. Fix the workload, "
+                    "or give --plan-timeout more seconds")
         shapes.update({text: NOT_PLANNED for text, _ in refs if text == doing.get("text")})
         refs = [r for r in refs if r[0] not in shapes]
         configs = [c for c in configs if c[1]["module"] != ref]
     return shapes, sizes
+
+
+def _fault(ref: str, why: str) -> None:
+    """The workload `ref` faulted, `why` said once on stderr (the first reason found is kept: `fault`)."""
+    if ref not in _faults:
+        _faults[ref] = why
+        print(f"error: {why}", file=sys.stderr)
 
 
 def _call(refs: list[tuple[str, str]], configs: list[tuple[int, dict]], timeout_s: float) -> tuple[list, str | None, str]:
@@ -266,6 +277,9 @@ def main(request_path: str, answer_path: str) -> int:
                           f"batch_size={cfg.batch_size} (its memory estimate)", config=item["index"], ref=cfg.module)
                 try:
                     size = fused.member_bytes(resolve(cfg))
+                except WorkloadError as exc:  # a misuse its code showed (make_data's result no Data): refused
+                    say(config=item["index"], refused=str(exc), ref=cfg.module)
+                    continue
                 except (Exception, SystemExit):  # a model built only from its data, say: not estimated, it runs
                     size = None
                 say(config=item["index"], bytes=size)

@@ -101,7 +101,7 @@ def member_bytes(trial: Trial) -> int:
 def first_sample(trial: Trial) -> tuple:
     """The first training input (a tensor or a dict of them) and target of the trial's data, made at one batch's size."""
     small = dataclasses.replace(trial.cfg, dataset_size=min(trial.cfg.dataset_size, trial.cfg.batch_size))
-    data = trial.wl.make_data(small)
+    data = trial.wl.data(small)
     return tree_map(lambda t: t[0], data.x), data.y[0]
 
 
@@ -249,7 +249,7 @@ def stack_members(trials: list[Trial]) -> tuple[Members, torch.nn.Module]:
     wl, data, models, states = trials[0].wl, [], [], []
     for t in trials:
         torch.manual_seed(t.cfg.seed)
-        data.append(wl.make_data(t.cfg))
+        data.append(wl.data(t.cfg))
         models.append(wl.make_model(t.cfg))
         states.append(torch.get_rng_state())
     stack = lambda ts: None if ts[0] is None else torch.stack(ts)  # noqa: E731

@@ -74,7 +74,9 @@ def quality(wl, train: float | None, test: float | None) -> dict:
             "train_metric": None if accuracy else train, "test_metric": None if accuracy else test}
 
 
-OURS = Path(__file__).resolve().parent.parent  # crossover's checkout: frames under it are not the workload's own
+# crossover's packages, in a checkout or site-packages: frames in them are not the workload's own (a job file in
+# the checkout is)
+OURS = tuple(Path(__file__).resolve().parent.parent / package for package in ("trainables", "sweeps", "analysis"))
 LIBRARIES = tuple({sys.prefix, sys.base_prefix, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["stdlib"]})
 ERROR_FRAMES = 3  # frames of a failed trial's traceback its row keeps: the innermost
 
@@ -84,7 +86,7 @@ def error_text(exc: BaseException) -> str:
     ('in make_data, job.py:9'); then the innermost frames of that code (of any code, where none is the
     workload's): enough to act on, in plain text."""
     frames = traceback.extract_tb(exc.__traceback__)
-    own = [f for f in frames if not f.filename.startswith("<") and not Path(f.filename).resolve().is_relative_to(OURS)
+    own = [f for f in frames if not f.filename.startswith("<") and not any(Path(f.filename).resolve().is_relative_to(p) for p in OURS)
            and not f.filename.startswith(LIBRARIES)]
     where = f" (in {own[-1].name}, {Path(own[-1].filename).name}:{own[-1].lineno})" if own else ""
     said = " ".join(str(exc).split())

@@ -82,7 +82,7 @@ class Loop:
         cfg, wl = trial.cfg, trial.wl
         with timer.phase("setup"):
             torch.manual_seed(cfg.seed)  # same initial weights on every device: built on the CPU
-            data = wl.make_data(cfg)
+            data = wl.data(cfg)
             model = wl.make_model(cfg)
         with timer.phase("h2d"):
             # the data stays on the device for the whole trial where it fits (seed 003: per-batch copies

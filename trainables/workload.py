@@ -37,9 +37,11 @@ the old rows.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import re
 import sys
 from collections.abc import Callable
@@ -51,6 +53,7 @@ from torch import nn
 
 from analysis.schema import SEED_AXES
 from trainables.config import ConfigError, TrialConfig
+from trainables.data import Data
 
 # Every workload varies these; depth, width and context only where it declares them (`axes`).
 SHARED_AXES = frozenset(SEED_AXES) - {"depth", "width", "context"}
@@ -61,6 +64,22 @@ METRICS = ("accuracy", "loss")  # or a function (outputs, targets) -> a per-batc
 # A workload's name is a column, a folder name in charts' files and text in the HTML report: letters,
 # digits, '_', '-' and '.', starting with a letter.
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+# How crossover calls each function a Workload holds (always by position), and a call that fits, for the fix
+# its refusal gives: a factory of the wrong shape is refused when the Workload is made, not in every trial.
+CALLS = {
+    "make_data": ("cfg", "make_data=lambda cfg: Data(x, y, test_x, test_y, source='random')"),
+    "make_model": ("cfg", "make_model=lambda cfg: nn.Linear(8, 2)"),
+    "make_loss": ("", "make_loss=nn.CrossEntropyLoss, or make_loss=lambda: nn.CrossEntropyLoss(reduction='sum')"),
+    "make_optimizer": ("params, lr", "make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr)"),
+    "step": ("model, x, y, loss", "def step(model, x, y, loss): out = model(**x); return loss(out, y), out"),
+    "check": ("cfg", "check=lambda cfg: None (raising ConfigError for a config it cannot run)"),
+    "sample": ("cfg", "sample=lambda cfg: torch.empty(3, 32, 32)"),
+    "metric": ("outputs, targets", "metric=lambda outputs, targets: (outputs.argmax(1) == targets).sum()"),
+}
+# What each factory makes: given that thing itself (nn.CrossEntropyLoss() for nn.CrossEntropyLoss), it is refused
+# by name, as every trial must make its own (an optimiser holds one model's parameters, a model one trial's weights).
+MADE = {"make_data": ("the data", Data), "make_model": ("the model", nn.Module), "make_loss": ("the loss", nn.Module),
+        "make_optimizer": ("the optimiser", torch.optim.Optimizer)}
 
 
 @dataclass(frozen=True)
@@ -91,10 +110,32 @@ class Param:
         return value
 
 
+class WorkloadError(ValueError):
+    """A workload that cannot be used, in one line: a Workload made wrong (naming the workload, the field and the
+    fix), or a reference that names none (naming the module, the attribute and the fix)."""
+
+
 def default_step(model: nn.Module, x, y, loss: nn.Module):
     """One forward and loss: `model(x)`, then `loss(outputs, y)`; returns (loss, outputs)."""
     out = model(x)
     return loss(out, y), out
+
+
+def _named(function) -> str:
+    """A function's name as its code has it (a lambda's is '<lambda>'), else its repr."""
+    return getattr(function, "__qualname__", None) or repr(function)
+
+
+def _axis_fix(key: str, params: dict) -> str:
+    """What to do with a default whose key is no shared axis: its own axis's default goes in its Param; a typo
+    gets the axis it is close to."""
+    if key in params:
+        return f"{key} is its own axis: leave it out of defaults, its default is params[{key!r}].default"
+    close = difflib.get_close_matches(key, SHARED_DEFAULTS, n=1)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return (f"give one of {', '.join(SHARED_DEFAULTS)}, or declare an axis of its own in params: "
+            f"params={{{key!r}: Param(default)}}")
 
 
 # eq=False: a Workload is hashed and compared by identity, so it can be a grid's key (Space); generated from
@@ -128,34 +169,81 @@ class Workload:
     ref: str | None = None  # 'module:attr' it was registered as (`register`); None for the built-ins
 
     def __post_init__(self):
+        """Refused here, in one line naming the workload, the field and the fix (WorkloadError), whatever can be
+        told without running the user's code: each function's kind and how crossover calls it, the defaults'
+        keys, the axes and params. What its data is can only be told by calling make_data (`data`)."""
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
-            raise ValueError(f"Workload name must be letters, digits, '_', '-' or '.', starting with a letter "
-                             f"(at most 64), got {self.name!r}")
-        for factory in ("make_data", "make_model", "make_loss", "make_optimizer"):
-            if not callable(getattr(self, factory)):
-                raise ValueError(f"Workload {self.name!r}: {factory} must be a function, got {getattr(self, factory)!r}")
+            raise WorkloadError(f"Workload name must be letters, digits, '_', '-' or '.', starting with a letter "
+                                f"(at most 64), got {self.name!r}")
+        for field_name in CALLS:
+            self._check_call(field_name)
         unknown = set(self.axes) - set(SEED_AXES)
         if unknown:
-            raise ValueError(f"Workload {self.name!r}: axes are of depth, width, context (the rest are shared), "
-                             f"got {sorted(unknown)}; declare its own axes in params")
+            raise WorkloadError(f"Workload {self.name!r}: axes are of depth, width, context (the rest are shared), "
+                                f"got {sorted(unknown)}; declare its own axes in params")
         clash = set(self.params) & (set(SEED_AXES) | {f.name for f in dataclasses.fields(TrialConfig)})
         if clash:
-            raise ValueError(f"Workload {self.name!r}: params {sorted(clash)} shadow crossover's own axes; rename them")
+            raise WorkloadError(f"Workload {self.name!r}: params {sorted(clash)} shadow crossover's own axes; "
+                                "rename them")
+        for name, param in self.params.items():
+            if not isinstance(param, Param):
+                raise WorkloadError(f"Workload {self.name!r}: params[{name!r}] must be a Param, got {param!r}; give "
+                                    f"params={{{name!r}: Param({param!r})}} (its default, and low, high or choices)")
+        for key in self.defaults:
+            if key not in SHARED_DEFAULTS:
+                raise WorkloadError(f"Workload {self.name!r}: defaults[{key!r}] is no axis of crossover's; "
+                                    + _axis_fix(key, self.params))
         if not (self.metric in METRICS or callable(self.metric)):
-            raise ValueError(f"Workload {self.name!r}: metric must be one of {list(METRICS)} or a function, "
-                             f"got {self.metric!r}")
+            raise WorkloadError(f"Workload {self.name!r}: metric must be one of {list(METRICS)} or a function, "
+                                f"got {self.metric!r}")
         if self.fusable and (self.step is not None or not isinstance(self.metric, str)):
-            raise ValueError(f"Workload {self.name!r}: fusable needs one tensor of inputs (no step) and metric "
-                             "'accuracy' or 'loss'; set fusable=False")
+            raise WorkloadError(f"Workload {self.name!r}: fusable needs one tensor of inputs (no step) and metric "
+                                "'accuracy' or 'loss'; set fusable=False")
         object.__setattr__(self, "defaults", {**SHARED_DEFAULTS, **self.defaults})
         object.__setattr__(self, "axes", frozenset(self.axes) | SHARED_AXES)
         for axis in ("depth", "width", "context"):
             if axis in self.axes and self.defaults[axis] is None and axis != "width":
-                raise ValueError(f"Workload {self.name!r}: axis {axis} needs a default in defaults")
+                raise WorkloadError(f"Workload {self.name!r}: axis {axis} needs a default in defaults")
+
+    def _check_call(self, field_name: str) -> None:
+        """The function in `field_name` can be called as crossover calls it (CALLS); optional ones may be None,
+        and metric a name. What a factory makes, given in its place (MADE), is refused: each trial makes its own."""
+        value = getattr(self, field_name)
+        if (value is None and not field_name.startswith("make_")) or (field_name == "metric" and not callable(value)):
+            return  # an optional one left out; a metric given by name, checked against METRICS
+        args, example = CALLS[field_name]
+        where = f"Workload {self.name!r}: {field_name}"
+        made = MADE.get(field_name)
+        if made and isinstance(value, made[1]):
+            raise WorkloadError(f"{where} must make {made[0]}, got {made[0]} itself ({type(value).__name__}); each "
+                                f"trial calls {field_name}({args}) for its own: e.g. {example}")
+        if not callable(value):
+            raise WorkloadError(f"{where} must be a function, called as {field_name}({args}), got a "
+                                f"{type(value).__name__}; e.g. {example}")
+        try:
+            signature = inspect.signature(value)
+        except (TypeError, ValueError):  # a builtin without one: how it is called is told at its first call
+            return
+        try:
+            signature.bind(*[None] * (args.count(",") + 1 if args else 0))
+        except TypeError:
+            raise WorkloadError(f"{where} is called as {field_name}({args}), but {_named(value)} takes "
+                                f"{signature}; e.g. {example}") from None
 
     @property
     def classifies(self) -> bool:
         return self.metric == "accuracy"
+
+    def data(self, cfg: TrialConfig) -> Data:
+        """make_data(cfg), refused in one line where it is no Data (a tuple, say): the one way crossover makes a
+        workload's data, so that planning (sweeps/plan.py) refuses it before any trial, and a trial's row says the
+        same."""
+        made = self.make_data(cfg)
+        if not isinstance(made, Data):
+            raise WorkloadError(f"Workload {self.name!r}: make_data must return a trainables.data.Data, got a "
+                                f"{type(made).__name__}; return Data(x, y, test_x, test_y, source='...') (test_x and "
+                                "test_y None where it has no test split)")
+        return made
 
     def run_step(self, model, x, y, loss):
         """(loss, outputs) of one batch: the workload's `step`, or `model(x)` and the loss."""
@@ -174,10 +262,6 @@ class Workload:
 
 
 # -- registration: a reference on the command line, imported once here and by name in every worker
-
-
-class WorkloadError(ValueError):
-    """A workload reference that cannot be used: the message names the module, the attribute and the fix."""
 
 
 _REF = re.compile(r"(?P<module>[^:]+):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)")
@@ -321,6 +405,9 @@ def _import_file(module: str, path: Path, text: str) -> None:
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM: sweeps/runner.py stop_signals) while it imports: an interruption
         del sys.modules[module]
         raise
+    except WorkloadError as exc:  # a Workload it makes, refused: that line says the field and the fix
+        del sys.modules[module]
+        raise WorkloadError(f"--workload {text!r}: {exc}") from None
     except BaseException as exc:  # SystemExit too: a user's module is not ours to end the sweep
         del sys.modules[module]
         raise WorkloadError(f"--workload {text!r}: {path} does not import: {type(exc).__name__}: {exc}; "
@@ -332,6 +419,8 @@ def _import(module: str, text: str) -> None:
         importlib.import_module(module)
     except KeyboardInterrupt:
         raise
+    except WorkloadError as exc:
+        raise WorkloadError(f"workload {text!r}: {exc}") from None
     except BaseException as exc:
         raise WorkloadError(f"workload {text!r}: module {module!r} does not import: {type(exc).__name__}: {exc}; "
                             "give a module on the Python path, or the path of its file (path/to/job.py:ATTR)") from None

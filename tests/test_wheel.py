@@ -1,0 +1,85 @@
+"""The install a user makes: the wheel built from this checkout (`pip wheel --no-deps .`), installed into a fresh
+venv, runs the README's own-model job from a folder outside the checkout: `crossover sweep`, `decide` and
+`report` answer, reading the prices, devices, home boxes and reference rows the wheel carries.
+
+    python -m pytest tests/test_wheel.py --all
+
+torch and ray are not installed again (gigabytes): the fresh venv reaches this interpreter's site-packages
+through PYTHONPATH, named there after the venv's own, and .pth files (this one's editable install of crossover)
+are not read from a folder on PYTHONPATH. So crossover's code and data come from the wheel alone.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# where the installed commands find crossover's data and code: printed by the venv's python, one path a line
+WHERE = """
+from pathlib import Path
+import analysis.cost, analysis.load, analysis.model, sweeps.cli, trainables.workload
+print(analysis.cost.PRICES, analysis.cost.HOME_BOXES, analysis.model.DEVICES, analysis.load.REFERENCE,
+      sweeps.cli.ROOT, Path(trainables.workload.__file__).parent, sep="\\n")
+"""
+pytestmark = pytest.mark.slow  # a wheel built and a venv made (the index asked for setuptools), then a sweep
+
+
+def run(cmd, **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600, **kw)
+    assert done.returncode == 0, f"{cmd}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(the venv's bin folder, its site-packages, the environment its commands run in) with the wheel installed."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    # built from a copy of the files git would commit: a build leaves build/ and *.egg-info where it runs
+    files = run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT).stdout
+    source = tmp / "source"
+    for name in filter(None, files.split("\0")):
+        if (ROOT / name).is_file():  # a file deleted in the work tree but not yet in git's index is left out
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_bytes((ROOT / name).read_bytes())
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(source), "-w", tmp / "dist"])
+    wheel = next((tmp / "dist").glob("crossover-*.whl"))
+    venv = tmp / "venv"
+    run([sys.executable, "-m", "venv", venv])
+    run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", wheel])
+    site = Path(run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+                .stdout.strip())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), sysconfig.get_paths()["purelib"]]),
+           "RAY_ADDRESS": ""}
+    return venv / "bin", site, env
+
+
+def test_the_wheel_carries_the_prices_devices_home_boxes_notebooks_and_reference_rows(installed):
+    bin_, site, env = installed
+    for data in ("prices.yaml", "devices.yaml", "home_boxes/rtx4090.yaml", "notebooks/crossover.ipynb",
+                 "reference/h100-2026-11-26/scaling/scaling-gpu.parquet", "reference/README.md"):
+        assert (site / "analysis" / data).is_file(), data
+
+
+def test_the_installed_wheel_sweeps_decides_and_reports_from_a_folder_outside_the_checkout(installed, tmp_path):
+    bin_, site, env = installed
+    job = re.search(r"```python\n(# job\.py.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    (tmp_path / "job.py").write_text(job)  # the README's own-model job, as a user copies it
+    where = run([bin_ / "python", "-c", WHERE], cwd=tmp_path, env=env).stdout.split("\n")[:-1]
+    assert [Path(p) for p in where] == [site / "analysis" / "prices.yaml", site / "analysis" / "home_boxes",
+                                       site / "analysis" / "devices.yaml", site / "analysis" / "reference", site,
+                                       site / "trainables"]
+    swept = run([bin_ / "crossover", "sweep", "--workload", "job.py:workload", "--smoke", "--devices", "cpu",
+                 "--out", "OUT"], cwd=tmp_path, env=env)
+    # every GPU predicted: analysis/model.py fitted on the wheel's reference rows, with its devices.yaml
+    assert re.search(r"H100: predicted ~[0-9.]+ s/epoch", swept.stdout), swept.stdout[-3000:]
+    assert "report: " in swept.stdout
+    decided = run([bin_ / "crossover", "decide", "OUT"], cwd=tmp_path, env=env)
+    assert "cheapest: " in decided.stdout and "stale prices" in decided.stdout  # the wheel's prices.yaml, read
+    reported = run([bin_ / "crossover", "report", "OUT"], cwd=tmp_path, env=env)
+    assert (tmp_path / reported.stdout.strip().splitlines()[-1].removeprefix("report: ")).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["OUT", "job.py"]  # nothing written outside --out

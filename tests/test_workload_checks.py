@@ -1,0 +1,132 @@
+"""A Workload is checked when it is made: each misuse is refused in one line naming the workload, the field and the
+fix, before any trial (trainables/workload.py Workload.__post_init__); a make_data that returns no Data is refused
+where planning first makes a batch, in the planning process (sweeps/plan.py), and its trials never run.
+
+    python -m pytest tests/test_workload_checks.py
+"""
+
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from sweeps import plan
+from sweeps.space import Space
+from trainables import workload
+from trainables.config import TrialConfig
+from trainables.data import Data
+from trainables.workload import Param, Workload, WorkloadError
+
+
+def data(cfg):
+    g = torch.Generator().manual_seed(cfg.seed)
+    x = torch.randn(cfg.dataset_size, 8, generator=g)
+    return Data(x, torch.randint(0, 2, (cfg.dataset_size,), generator=g), None, None, source="random")
+
+
+GOOD = dict(make_data=data, make_model=lambda cfg: nn.Linear(8, 2), make_loss=nn.CrossEntropyLoss,
+            make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+            defaults={"batch_size": 16, "dataset_size": 64, "epochs": 2})
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"make_loss": nn.CrossEntropyLoss()},
+     "Workload 'mine': make_loss must make the loss, got the loss itself (CrossEntropyLoss); each trial calls "
+     "make_loss() for its own: e.g. make_loss=nn.CrossEntropyLoss"),
+    ({"make_model": nn.Linear(8, 2)}, "Workload 'mine': make_model must make the model, got the model itself (Linear)"),
+    ({"make_optimizer": lambda params: torch.optim.SGD(params, lr=0.1)},
+     "Workload 'mine': make_optimizer is called as make_optimizer(params, lr), but <lambda> takes (params); e.g. "
+     "make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr)"),
+    ({"make_optimizer": "sgd"}, "Workload 'mine': make_optimizer must be a function, called as "
+                                "make_optimizer(params, lr), got a str"),
+    ({"make_data": lambda: None}, "Workload 'mine': make_data is called as make_data(cfg), but <lambda> takes ()"),
+    ({"step": lambda model, x: model(x)}, "Workload 'mine': step is called as step(model, x, y, loss)"),
+    ({"metric": lambda outputs: outputs.sum()}, "Workload 'mine': metric is called as metric(outputs, targets)"),
+    ({"defaults": {"batchsize": 32}}, "Workload 'mine': defaults['batchsize'] is no axis of crossover's; did you "
+                                      "mean 'batch_size'?"),
+    ({"defaults": {"colour": 3}}, "Workload 'mine': defaults['colour'] is no axis of crossover's; give one of depth, "
+                                  "width, context, batch_size, dataset_size, epochs, lr, or declare an axis of its "
+                                  "own in params: params={'colour': Param(default)}"),
+    ({"defaults": {"channels": 32}, "params": {"channels": Param(16)}},
+     "Workload 'mine': defaults['channels'] is no axis of crossover's; channels is its own axis: leave it out of "
+     "defaults, its default is params['channels'].default"),
+    ({"params": {"channels": 16}}, "Workload 'mine': params['channels'] must be a Param, got 16; give "
+                                   "params={'channels': Param(16)}"),
+], ids=["loss-instance", "model-instance", "optimiser-of-one-argument", "optimiser-not-a-function",
+        "data-of-no-argument", "step-of-two", "metric-of-one", "defaults-typo", "defaults-unknown",
+        "defaults-own-axis", "param-not-a-Param"])
+def test_a_misused_workload_is_refused_when_made_in_one_line_naming_the_field_and_the_fix(change, words):
+    with pytest.raises(WorkloadError) as info:
+        Workload("mine", **{**GOOD, **change})
+    said = str(info.value)
+    assert said.startswith(words) and "\n" not in said, said
+
+
+def test_factories_crossover_can_call_pass_classes_and_defaults_included():
+    made = Workload("mine", **{**GOOD, "make_optimizer": torch.optim.SGD, "params": {"channels": Param(16)}})
+    assert made.defaults["batch_size"] == 16 and made.make_loss is nn.CrossEntropyLoss
+    from trainables.workloads import WORKLOADS  # the built-ins are made through the same checks
+    assert {"disc", "mnist_cnn", "lenet", "peaks", "tabular", "transformer"} <= set(WORKLOADS)
+
+
+def test_make_data_that_returns_no_data_is_refused_by_its_workload_in_a_trial_too():
+    tupled = Workload("tupled", **{**GOOD, "make_data": lambda cfg: (data(cfg).x, data(cfg).y)})
+    cfg = TrialConfig("tupled", batch_size=16, dataset_size=64, epochs=2)
+    with pytest.raises(WorkloadError, match=r"^Workload 'tupled': make_data must return a trainables.data.Data, got "
+                                            r"a tuple; return Data\(x, y, test_x, test_y, source='...'\)"):
+        tupled.data(cfg)
+    assert Workload("good", **GOOD).data(cfg).n == 64
+
+
+JOB = '''
+import torch
+from torch import nn
+from trainables.data import Data
+from trainables.workload import Workload
+
+def data(cfg):
+    x = torch.randn(cfg.dataset_size, 8)
+    {returns}
+
+workload = Workload("{name}", make_data=data, make_model=lambda cfg: nn.Linear(8, 2), make_loss={loss},
+                    make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+                    defaults={{"batch_size": 16, "dataset_size": 64, "epochs": 2}})
+'''
+
+
+def job(folder, name, returns="return Data(x, (x.sum(1) > 0).long(), None, None, source='random')",
+        loss="nn.CrossEntropyLoss") -> str:
+    (folder / f"{name}.py").write_text(JOB.format(name=name, returns=returns, loss=loss))
+    return f"{folder / name}.py:workload"
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """This process's registered modules and planned workloads, restored after the test."""
+    for module, name in ((workload, "_SHIPPED"), (workload, "_SOURCES"), (workload, "_FINGERPRINTS"),
+                         (plan, "_planned"), (plan, "_faults"), (plan, "_sizes")):
+        monkeypatch.setattr(module, name, dict(getattr(module, name)))
+
+
+def test_a_job_file_whose_workload_is_misused_is_refused_as_planned_in_one_line(tmp_path, fresh):
+    ref = job(tmp_path, "wc_loss", loss="nn.CrossEntropyLoss()")
+    with pytest.raises(plan.PlanError) as info:
+        Space("refused", {ref: {}}).expand()
+    said = str(info.value)
+    assert said == (f"--workload {ref!r}: Workload 'wc_loss': make_loss must make the loss, got the loss itself "
+                    "(CrossEntropyLoss); each trial calls make_loss() for its own: e.g. make_loss=nn.CrossEntropyLoss, "
+                    "or make_loss=lambda: nn.CrossEntropyLoss(reduction='sum')"), said
+    assert "wc_loss" not in sys.modules  # refused in the planning process: never imported here
+
+
+def test_a_make_data_that_returns_a_tuple_is_faulted_as_planned_and_its_trials_never_run(tmp_path, fresh, capfd):
+    ref = job(tmp_path, "wc_tuple", returns="return x, (x.sum(1) > 0).long()")
+    trials = Space("tupled", {ref: {"batch_size": [8, 16]}}).expand()
+    plan.member_sizes(trials)
+    said = plan.fault(trials[0].wl)
+    assert said == ("wc_tuple:workload: Workload 'wc_tuple': make_data must return a trainables.data.Data, got a tuple; "
+                    "return Data(x, y, test_x, test_y, source='...') (test_x and test_y None where it has no test "
+                    "split); its trials are error rows and do not run"), said
+    err = capfd.readouterr().err
+    assert err.count("error: ") == 1 and said in err  # said once, for both sizes
