@@ -131,17 +131,32 @@ def test_a_module_that_exits_as_it_imports_is_refused_in_one_line_and_never_impo
 
 def test_what_a_module_forks_as_it_is_planned_does_not_outlive_the_planning(tmp_path, fresh):
     marker = tmp_path / "forked"
-    ref = job(tmp_path, "pl_fork", at_import=f"import os, time\nif os.fork() == 0:\n    open({str(marker)!r}, 'w')"
-                                             ".write(str(os.getpid()))\n    time.sleep(120)\n    os._exit(0)\n")
-    plan.register(ref)  # imported here too, once the child has: fork here as well, and this test's to end
-    pids = {int(marker.read_text())}
-    here = [p for p in pids if p != os.getpid()]
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() and "Z" not in
-                                              Path(f"/proc/{p}/stat").read_text().split()[2] for p in here):
-        time.sleep(0.2)
-    assert not any(Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]
-                   for p in here)
+    # each forked process appends its pid and its parent's: the planning child's fork, and (the driver still
+    # imports the module once the child has) this test's own, which the test ends itself
+    ref = job(tmp_path, "pl_fork", at_import=f"import os, time\nif os.fork() == 0:\n    with open({str(marker)!r}, 'a') "
+                                             "as f:\n        f.write(f'{os.getpid()} {os.getppid()}\\n')\n"
+                                             "    time.sleep(120)\n    os._exit(0)\n")
+    plan.register(ref)
+
+    def alive(pid):
+        return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+    deadline = time.monotonic() + 5  # both forks write as soon as they run, but after the imports return
+    while time.monotonic() < deadline and (not marker.exists() or len(marker.read_text().splitlines()) < 2):
+        time.sleep(0.05)
+    forks = [tuple(map(int, line.split())) for line in marker.read_text().splitlines()]
+    planning = [pid for pid, parent in forks if parent != os.getpid()]
+    ours = [pid for pid, parent in forks if parent == os.getpid()]
+    try:
+        assert planning, forks  # the planning child imported the module, and its fork ran
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(map(alive, planning)):
+            time.sleep(0.2)
+        assert not any(map(alive, planning))
+    finally:
+        for pid in ours:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 def test_sigterm_while_the_workload_imports_exits_143_and_says_interrupted(tmp_path):
