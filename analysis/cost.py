@@ -30,6 +30,7 @@ Reads rows only (pandas, pyyaml); never imports torch or ray.
 from __future__ import annotations
 
 import csv
+import io
 import datetime as dt
 import math
 import re
@@ -186,9 +187,21 @@ def _mapping(loader, node) -> _Located:
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
-def _yaml(path: Path, example: Path):
+def _utf8(path: Path) -> str:
+    """The file's text; a file that is not UTF-8 text (binary, another encoding) refused naming its line."""
+    data = path.read_bytes()
     try:
-        return yaml.load(path.read_text(), Loader=_Loader)  # a SafeLoader that keeps line numbers
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}): "
+                         "save it as UTF-8, or give the text file meant") from None
+
+
+def _yaml(path: Path, example: Path):
+    text = _utf8(path)
+    try:
+        return yaml.load(text, Loader=_Loader)  # a SafeLoader that keeps line numbers
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -326,8 +339,8 @@ def _catalog_number(row: dict, column: str, at: str, low: float, empty_ok: bool 
 
 def _catalog_rows(path: Path) -> list[tuple[int, dict]]:
     """The rows of a SkyPilot vms.csv with their line numbers, its header checked for SKYPILOT_COLUMNS."""
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
+    reader = csv.DictReader(io.StringIO(_utf8(path), newline=""))
+    try:
         header = reader.fieldnames
         if not header:
             raise ValueError(f"{path}, line 1: the file is empty; a SkyPilot vms.csv starts with the header "
@@ -338,6 +351,9 @@ def _catalog_rows(path: Path) -> list[tuple[int, dict]]:
                              f"vms.csv has {', '.join(SKYPILOT_COLUMNS)}: add the column (its cells may be empty "
                              "for SpotPrice only)")
         rows = [(reader.line_num, row) for row in reader]
+    except csv.Error as exc:  # a NUL byte, an unclosed quote
+        raise ValueError(f"{path}, line {reader.line_num}: not a CSV line ({exc}): fix the line; a SkyPilot vms.csv "
+                         f"has the columns {', '.join(SKYPILOT_COLUMNS)}") from None
     if not rows:
         raise ValueError(f"{path}, line 2: no instance under the header; give one line per instance type and region")
     return rows

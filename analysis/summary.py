@@ -20,6 +20,7 @@ import pandas as pd
 
 from analysis.decide import REFERENCE, eager_ok
 from analysis.load import arm_labels, read
+from analysis.migrate import row_files
 from analysis.schema import SIZE_AXES
 from analysis.verdict import Verdict, reach, reference_note  # noqa: F401  reference_note: its old home
 
@@ -31,7 +32,7 @@ def _reference_gpu_rows(root: Path) -> pd.DataFrame:
     2-core VM). The shipped reference folders do not change while a process runs; callers filter,
     never modify, what this returns."""
     found = []
-    for folder in sorted({p.parent for p in root.rglob("*.parquet")}):
+    for folder in sorted({p.parent for p in row_files(root)}):  # past '_' folders (_counted: counts, not rows)
         ref = eager_ok(read(folder))
         alone = ref["fused_members"].fillna(1).eq(1) if "fused_members" in ref else True
         found.append(ref[ref["whole_gpu"] & alone])

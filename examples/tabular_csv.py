@@ -102,6 +102,13 @@ def check(cfg: TrialConfig) -> None:
     if target not in table.columns:
         raise ConfigError("target", f"{path} has no column {target!r} (its columns: {list(table.columns)}): "
                                     "give --param target=COLUMN")
+    for column in table.columns.drop(target):
+        numbers = pd.to_numeric(table[column], errors="coerce")
+        bad = numbers.isna() & table[column].notna()
+        if bad.any() and numbers.notna().any():  # a word among numbers: a column of words alone is left out
+            row = int(bad.to_numpy().argmax())
+            raise ConfigError("csv", f"{path}, line {row + 2}, column {column!r}: {table[column].iloc[row]!r} is not a "
+                                     "number in a column of numbers: fix the cell, or drop the column")
     features, _ = columns(cfg)
     if features.shape[1] == 0:
         raise ConfigError("csv", f"{path} has no numeric column besides the target {target!r}: the features must "

@@ -66,7 +66,7 @@ DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # no space, past the file
 # A sweep's name is a folder under --out (and under _tune, _locks, _runs, _reports), Tune's experiment name and
 # text in the report: one path component, never '..', '/', markup, or a name readers skip ('_', '.'). '+' joins
 # several workloads' names (sweeps/scaling.py: sweep_name).
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # a terminal's colour and cursor codes
@@ -76,7 +76,7 @@ def check_name(name: str) -> str:
     """`name` if it may name a sweep (NAME), else ValueError naming it, the rule and the fix."""
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise ValueError(f"sweep name {name!r} must be letters, digits, '_', '-', '.' or '+', starting with "
-                         "a letter or digit, at most 100 characters: it becomes a folder under --out; give --name "
+                         "a letter or digit, at most 64 characters: it becomes a folder under --out; give --name "
                          "another name")
     return name
 

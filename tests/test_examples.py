@@ -124,8 +124,16 @@ def test_a_fused_csv_member_trains_as_it_does_alone(csv):
     ({"csv": ..., "target": "y"}, 64, "target",
      "has no column 'y' (its columns: ['a', 'b', 'c', 'd', 'e', 'city', 'label']): give --param target=COLUMN"),
     ({"csv": ..., "target": "label"}, 161, "dataset_size", "dataset_size must be <= 160, the training rows of"),
+    ({"csv": "word", "target": "label"}, 64, "csv", "line 5, column 'b': 'x1' is not a number in a column of numbers"),
 ])
 def test_the_csv_workload_refuses_bad_configs_by_name(csv, params, size, field, words):
     with pytest.raises(ConfigError, match=re.escape(words)) as info:
+        if params.get("csv") == "word":  # the test's CSV with a word in a column of numbers, on its fourth row
+            lines = csv.read_text().splitlines()
+            cells = lines[4].split(",")
+            cells[1] = "x1"
+            csv = csv.with_name("word.csv")
+            csv.write_text("\n".join(lines[:4] + [",".join(cells)] + lines[5:]) + "\n")
+            params = {**params, "csv": ...}
         trial(CSV, dataset_size=size, params={k: str(csv) if v is ... else v for k, v in params.items()})
     assert info.value.field == field

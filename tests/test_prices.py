@@ -138,3 +138,13 @@ def test_a_skypilot_accelerator_name_maps_to_a_device_key():
     assert [cost.gpu_model(n, keys) for n in ("A100-80GB", "H100-MEGA", "RTX4090", "A10G", "A10", "L40S", "V100")] == \
         ["A100", "H100", "RTX 4090", "A10G", "A10", "L40S", "V100"]
     assert cost.provider_of(cost.Path("catalogs/v8/gcp/vms.csv")) == "GCP"
+
+
+@pytest.mark.parametrize("name", ["prices.yaml", "vms.csv"])
+def test_a_price_file_that_is_not_utf8_text_is_refused_naming_its_line(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"# prices\n\xff\xfe binary\n")
+    with pytest.raises(ValueError) as info:
+        cost.load_prices(path)
+    assert str(info.value).startswith(f"{path}, line 2: not UTF-8 text") and "save it as UTF-8" in str(info.value)
+
