@@ -97,3 +97,11 @@ def test_data_whose_inputs_and_targets_do_not_pair_up_is_refused_when_made_namin
         Data(x, y, None, None, "random")
     with pytest.raises(ValueError, match="test_x and test_y must both be given or both be None"):
         Data(torch.zeros(4, 3), torch.zeros(4), torch.zeros(2, 3), None, "random")
+
+
+def test_inputs_with_nan_or_infinity_are_refused_when_made_naming_how_many_samples_and_the_first():
+    x = torch.randn(10, 3, 4)
+    x[4, 1, 2], x[7, 0, 0] = float("nan"), float("inf")
+    with pytest.raises(ValueError, match=r"Data: x has NaN or infinite values in 2 samples \(the first: sample 4\)"):
+        Data(x, torch.zeros(10, dtype=torch.long), None, None, "test")
+    Data(torch.randn(10, 3), torch.zeros(10, dtype=torch.long), None, None, "test")  # finite: made

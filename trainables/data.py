@@ -56,6 +56,14 @@ class Data:
                 said = ", ".join(f"{name} {len(t):,}" for name, t in named.items())
                 raise ValueError(f"Data: {split}x and {split}y must hold as many samples, got {said}: give one "
                                  "target per input sample")
+            for name, t in named.items():  # as make_data made them, on the CPU: moved copies were checked there
+                if t.device.type != "cpu" or not t.is_floating_point():
+                    continue
+                bad = ~torch.isfinite(t.reshape(len(t), -1)).all(1)  # per sample
+                if bad.any():
+                    raise ValueError(f"Data: {name} has NaN or infinite values in {int(bad.sum()):,} samples (the first: "
+                                     f"sample {int(bad.nonzero()[0, 0]):,}): a loss over them is NaN from the first "
+                                     "step; clean or drop those samples")
 
     def to(self, inputs: torch.device, targets: torch.device) -> "Data":
         """Inputs on the model's first device, targets on its last (the same but for a pipeline)."""
