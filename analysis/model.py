@@ -51,8 +51,9 @@ from analysis.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
 DEVICES = packaged("devices.yaml")
 # Every reference configuration's step counted as `crossover predict` counts a job on a laptop
 # (sweeps/count_reference.py): the laptop's case of --validate, and the intervals of a workload never measured.
-# In a folder of its own under the reference rows ('_' first: no sweep's rows), so a wheel carries it with them.
-COUNTED = REFERENCE / "_counted" / "counts.parquet"
+# In a folder of its own under the reference rows, so a wheel carries it with them: '_' first, no sweep's rows; a
+# '-' in it, no Python package's name (setuptools takes it as data, not as a package it was not told of).
+COUNTED = REFERENCE / "_step-counts" / "counts.parquet"
 COUNT_KEYS = ["workload", "workload_params", "depth", "width", "context", "batch_size"]
 DEVICE_FIELDS = ("name", "fp32_flops", "tf32_flops", "bf16_flops", "memory_bytes_per_s", "launch_overhead_s",
                  "source", "date")

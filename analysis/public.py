@@ -6,7 +6,7 @@
     dominance(throughputs())   # (precision, A, B): A faster than B on every benchmark both ran at that precision
     held_out()                 # ResNet-50 at Lambda's fp32 batch, each GPU predicted with its own figure left out
 
-The figures (analysis/public/lambda_train_throughput.csv, derived by analysis/public/derive_lambda.py; its
+The figures (analysis/public-tables/lambda_train_throughput.csv, derived by analysis/public-tables/derive_lambda.py; its
 README.md gives the source, commit, licence, batch sizes and containers) are throughputs of NVIDIA's
 DeepLearningExamples on Lambda's hosts at Lambda's batch sizes, not our harness: they rank GPUs and say
 how far apart they are, never what a user's loop takes. Lambda's "fp32" ran with TF32 where the GPU has it
@@ -28,7 +28,7 @@ import pandas as pd
 
 from analysis import model
 
-HERE = Path(__file__).with_name("public")
+HERE = Path(__file__).with_name("public-tables")
 LAMBDA = HERE / "lambda_train_throughput.csv"
 RESNET50 = HERE / "resnet50_steps.json"  # ResNet-50's counted step at each of Lambda's batch sizes
 # Lambda's name_gpu -> a devices.yaml key, the first pattern that matches; a name none matches (GH200 80GB,
@@ -207,7 +207,7 @@ def render_held_out(table: pd.DataFrame | None = None) -> str:
     lines = ["== leave one GPU out over the public tables: ResNet-50 training, images/s, at Lambda's fp32 batch "
              "(TF32 convolutions) ==",
              "  public: Lambda's throughput (lambdal/deeplearning-benchmark, NVIDIA DeepLearningExamples on Lambda's "
-             "hosts at its batch, median over its hosts; analysis/public/README.md), not our harness's loop",
+             "hosts at its batch, median over its hosts; analysis/public-tables/README.md), not our harness's loop",
              "  predicted: the model fitted on the reference rows and every other GPU's public row, this GPU's own "
              "left out, from its datasheet figures (analysis/devices.yaml)",
              shown.to_string(index=False),

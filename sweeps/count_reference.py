@@ -1,6 +1,6 @@
 """Every configuration of the shipped reference GPU rows, counted as `crossover predict` counts a user's job.
 
-    python -m sweeps.count_reference            # writes results/reference/_counted/counts.parquet
+    python -m sweeps.count_reference            # writes results/reference/_step-counts/counts.parquet
 
 The laptop's case: a user without a GPU has only a step counted on the CPU (sweeps/count_step.py: the meta
 device, the optimiser's update as a GPU runs it), never the GPU's own count. `python -m analysis model

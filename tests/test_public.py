@@ -1,4 +1,4 @@
-"""The public cross-GPU tables (analysis/public/): every GPU name mapped onto the device table, fp16 kept apart
+"""The public cross-GPU tables (analysis/public-tables/): every GPU name mapped onto the device table, fp16 kept apart
 from fp32, the ordering check (a GPU faster on every public benchmark is never predicted slower), and the
 leave-one-GPU-out over them."""
 

@@ -1,6 +1,6 @@
-"""Derive analysis/public/lambda_train_throughput.csv from a clone of lambdal/deeplearning-benchmark.
+"""Derive analysis/public-tables/lambda_train_throughput.csv from a clone of lambdal/deeplearning-benchmark.
 
-    python analysis/public/derive_lambda.py /path/to/deeplearning-benchmark [COMMIT]
+    python analysis/public-tables/derive_lambda.py /path/to/deeplearning-benchmark [COMMIT]
 
 The repository has no licence file, so its CSVs are not copied: this writes the single-GPU training
 throughputs they hold as a derived table, one row per (GPU row, precision, benchmark), with the batch size
