@@ -56,3 +56,16 @@ def local_gpu_ray():
     ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": WORKER_ENV})
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """This process's registered modules and planned workloads (trainables/workload.py, sweeps/plan.py), restored
+    after the test."""
+    from sweeps import plan
+    from trainables import workload
+
+    for module, name in ((workload, "_SHIPPED"), (workload, "_SOURCES"), (workload, "_FINGERPRINTS"),
+                         (plan, "_planned"), (plan, "_faults"), (plan, "_sizes")):
+        monkeypatch.setattr(module, name, dict(getattr(module, name)))
+

@@ -67,14 +67,6 @@ def job(folder: Path, name: str, at_import: str = "", **code) -> str:
     return f"{folder / name}.py:workload"
 
 
-@pytest.fixture
-def fresh(monkeypatch):
-    """This process's registered modules and planned workloads, restored after the test."""
-    for module, name in ((workload, "_SHIPPED"), (workload, "_SOURCES"), (workload, "_FINGERPRINTS"),
-                         (plan, "_planned"), (plan, "_faults"), (plan, "_sizes")):
-        monkeypatch.setattr(module, name, dict(getattr(module, name)))
-
-
 def test_planning_runs_the_users_code_in_a_process_of_its_own_on_a_copy_of_its_file(tmp_path, fresh, capfd):
     marker = tmp_path / "pids"
     ref = job(tmp_path, "pl_seen", model=f"open({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n'); "

@@ -13,7 +13,6 @@ from torch import nn
 
 from sweeps import plan
 from sweeps.space import Space
-from trainables import workload
 from trainables.config import TrialConfig
 from trainables.data import Data
 from trainables.workload import Param, Workload, WorkloadError
@@ -99,14 +98,6 @@ def job(folder, name, returns="return Data(x, (x.sum(1) > 0).long(), None, None,
         loss="nn.CrossEntropyLoss") -> str:
     (folder / f"{name}.py").write_text(JOB.format(name=name, returns=returns, loss=loss))
     return f"{folder / name}.py:workload"
-
-
-@pytest.fixture
-def fresh(monkeypatch):
-    """This process's registered modules and planned workloads, restored after the test."""
-    for module, name in ((workload, "_SHIPPED"), (workload, "_SOURCES"), (workload, "_FINGERPRINTS"),
-                         (plan, "_planned"), (plan, "_faults"), (plan, "_sizes")):
-        monkeypatch.setattr(module, name, dict(getattr(module, name)))
 
 
 def test_a_job_file_whose_workload_is_misused_is_refused_as_planned_in_one_line(tmp_path, fresh):
