@@ -116,3 +116,21 @@ def test_a_step_counted_on_the_meta_device_counts_what_the_cpu_counts_with_a_gpu
     assert on_meta["optimizer_launches_per_step"] < per_parameter["optimizer_launches_per_step"]
     assert on_meta["n_params"] == 16 * 128 + 128 + 128 * 2 + 2
     assert dataclasses.asdict(trial.cfg)["dataset_size"] == 32
+
+
+def test_attention_is_counted_as_the_fused_kernel_a_gpu_runs_not_as_the_meta_devices_math():
+    from sweeps.count_step import attention_as_on_a_gpu
+    from trainables.costs import count
+
+    def step():  # a fresh layer each time: no gradient left to accumulate into
+        layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True).to("meta")
+        layer(torch.randn(2, 16, 32, device="meta")).sum().backward()
+
+    math = count(step, False)
+    with attention_as_on_a_gpu():
+        fused = count(step, False)
+    assert torch.nn.functional.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention  # restored
+    # one forward and one backward kernel in place of the bmm, softmax, scaling and their backward
+    assert fused["matmul_launches_per_step"] < math["matmul_launches_per_step"]
+    assert fused["elementwise_launches_per_step"] < math["elementwise_launches_per_step"]
+    assert fused["matmul_flops_per_step"] > 0 and fused["launches_per_step"] < math["launches_per_step"]
