@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-from analysis import charts, cost, decide, engines, migrate, model, parallel, public, report, summary, verdict
+from analysis import charts, cost, decide, engines, migrate, model, ordering, parallel, report, summary, verdict
 from analysis.cli import HelpFormatter
 from analysis.crossover import Bootstrap
 from analysis.load import REFERENCE, read, representative
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
                      help="results directories (default: the shipped reference rows, results/reference)")
     mod.add_argument("--validate", action="store_true",
                      help="also leave each GPU, then each workload, out in turn: error, coverage of the 90%% "
-                          "conformal intervals, and the issue's targets; then each GPU of the public tables (analysis/public.py)")
+                          "conformal intervals, and the issue's targets; then each GPU of the public tables (analysis/ordering.py)")
     mod.add_argument("--devices", type=Path, default=model.DEVICES, help="device table YAML")
     mig = sub.add_parser("migrate", help="rewrite row files whose columns differ from analysis/schema.py's to exactly "
                                          "its columns (analysis/migrate.py)")
@@ -169,7 +169,7 @@ def _model(args) -> int:
     print(model.render(rows, args.devices))
     if args.validate:
         print(model.render_validation(model.validate(rows, args.devices)))
-        print(public.render_held_out())  # the GPUs no reference row measured: Lambda's public figures
+        print(ordering.render_held_out())  # the GPUs no reference row measured: Lambda's public figures
     return 0
 
 

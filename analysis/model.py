@@ -45,6 +45,7 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
+from analysis import public
 from analysis.load import REFERENCE, packaged, read
 from analysis.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
 
@@ -97,7 +98,6 @@ PRIOR_WEIGHT = 0.03
 # its own and as a reused Tune worker's second trial). The shipped reference rows were timed so; their
 # launch terms are fitted at this much above a clean process's (`cupti_attached`).
 CUPTI_SLOWDOWN = 1.27
-PUBLIC_WORKLOAD = "resnet50 (Lambda)"  # the public rows' workload (analysis/public.py fit_rows)
 CUPTI_FIXED = pd.Timestamp("2026-11-26T07:02:29Z")  # commit f7b256b
 # A CPU's nominal figures, which its own fit scales: FLOP/s per thread, bytes/s, seconds per aten op.
 CPU_NOMINAL = (1e10, 1e10, 1e-6)
@@ -472,11 +472,11 @@ class Predictor:
 
 def predictor(frame: pd.DataFrame, devices: dict[str, Device], form: str) -> Predictor:
     fitted = fit(frame, devices, form)
-    public = frame[frame["workload"].eq(PUBLIC_WORKLOAD)]
-    speed = np.exp(np.log(fitted.step_s(public, devices) / public["step_s"].to_numpy(float))) if len(public) else []
+    rows = frame[frame["workload"].eq(public.PUBLIC_WORKLOAD)]
+    speed = fitted.step_s(rows, devices) / rows["step_s"].to_numpy(float) if len(rows) else []
     return Predictor(fitted, frozenset(frame["workload"]),
                      {k: conformal_q(s) for k, s in scores(frame, devices, form).items()},
-                     pd.Series(speed, index=public[MATCH_KEY].to_numpy()).groupby(level=0).median().to_dict())
+                     pd.Series(speed, index=rows[MATCH_KEY].to_numpy()).groupby(level=0).median().to_dict())
 
 
 def _step_s(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str) -> np.ndarray:
@@ -489,8 +489,6 @@ def ordered_step_s(configs: pd.DataFrame, model: Predictor, devices: dict[str, D
     `key` outran on every public benchmark at the configuration's precision (analysis/public.py
     `faster_than`): where the datasheet's figures say otherwise (the A10's TF32 peak, which its 150 W never
     reaches; the RTX 6000 Ada's over the A100s'), the public measurement orders them."""
-    from analysis import public  # it reads this module's model
-
     step = _step_s(configs, model, devices, key)
     precision = configs["precision"].fillna("default") if "precision" in configs else pd.Series("default", index=configs.index)
     for value in precision.unique():
@@ -603,6 +601,11 @@ def as_counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
     return joined.set_index("index").rename_axis(frame.index.name)
 
 
+def public_rows(devices: dict[str, Device]) -> pd.DataFrame:
+    """The public tables' rows the model fits on (analysis/public.py fit_rows), keyed as GPU rows are."""
+    return public.fit_rows(list(devices)).rename(columns={"gpu": MATCH_KEY})
+
+
 @cache
 def reference_rows() -> pd.DataFrame:
     """Every row of the shipped results/reference/ (analysis/load.py REFERENCE), read once a process: what
@@ -620,9 +623,7 @@ def shipped(form: str, path: Path = DEVICES) -> Predictor:
     devices = load_devices(path)
     measured = gpu_rows(reference_rows(), devices)
     if form == PER_CLASS:
-        from analysis import public  # it reads this module's model
-
-        measured = pd.concat([measured[form_of(measured) == PER_CLASS], public.fit_rows(devices)], ignore_index=True)
+        measured = pd.concat([measured[form_of(measured) == PER_CLASS], public_rows(devices)], ignore_index=True)
     return predictor(measured, devices, form)
 
 
@@ -678,12 +679,10 @@ def validate(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
     case), and on each CPU (a CPU, which no table knows, is only ever held out by workload). Rows with and without the per-class columns are
     validated apart, in their forms. `inside` counts the rows within the 90% conformal interval drawn
     from the other rows' own held-out residuals (the held-out rows unseen)."""
-    from analysis import public  # it reads this module's model
-
     devices, out = load_devices(path), []
     gpus = gpu_rows(rows, devices)
     # as `shipped` fits: the public tables' rows beside the measured ones, each of their GPUs held out in turn too
-    gpus = pd.concat([gpus, public.fit_rows(devices)], ignore_index=True) if (form_of(gpus) == PER_CLASS).any() else gpus
+    gpus = pd.concat([gpus, public_rows(devices)], ignore_index=True) if (form_of(gpus) == PER_CLASS).any() else gpus
     for form in form_of(gpus).unique():
         out += _cells("device", "GPU", gpus, MATCH_KEY, devices, form)
         out += _cells("workload", "GPU", gpus, "workload", devices, form)

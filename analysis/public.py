@@ -1,10 +1,11 @@
 """Public cross-GPU training measurements, read beside the model: Lambda's deeplearning-benchmark tables.
 
-    python -m analysis model --validate       # ends with the leave-one-GPU-out over these tables (`render_held_out`)
-
     throughputs()              # one row per (precision, table, benchmark, GPU key): median over Lambda's hosts
     dominance(throughputs())   # (precision, A, B): A faster than B on every benchmark both ran at that precision
-    held_out()                 # ResNet-50 at Lambda's fp32 batch, each GPU predicted with its own figure left out
+    faster_than("default")     # per GPU, those it outran on every public benchmark (analysis/model.py orders by it)
+    fit_rows(keys)             # Lambda's ResNet-50 as rows the model fits on (analysis/model.py shipped)
+
+analysis/ordering.py checks the model against them.
 
 The figures (analysis/public-tables/lambda_train_throughput.csv, derived by analysis/public-tables/derive_lambda.py; its
 README.md gives the source, commit, licence, batch sizes and containers) are throughputs of NVIDIA's
@@ -23,10 +24,10 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+import yaml
 
-from analysis import model
+from analysis.load import packaged
 
 HERE = Path(__file__).with_name("public-tables")
 LAMBDA = HERE / "lambda_train_throughput.csv"
@@ -38,12 +39,7 @@ NAMES = ((r"GH200_96GB", "GH200"), (r"B200", "B200"), (r"(?<!G)H200", "H200"), (
          (r"A100 80GB SXM4", "A100"), (r"RTX 6000 Ada", "6000 Ada"), (r"RTX A6000", "RTX A6000"),
          (r"RTX 4090", "RTX 4090"), (r"RTX 3090", "RTX 3090"), (r"Quadro RTX 8000", "RTX 8000"), (r"V100", "V100"),
          (r"\bA10\b", "A10"))
-# The model's precision for each of Lambda's: TF32 tensor cores in convolutions and matmuls for its "fp32"
-# (module docstring), FP16 for its mixed precision (analysis/model.py: the BF16 peak, FP32's without one).
-PRECISION = {"fp32": "tf32", "fp16": "fp16"}
-TIE = 0.02  # predictions this close (relative step time) count as a tie in the ordering check
-TARGET = 0.25  # issue 30: median leave-one-GPU-out error over the public tables, on >= MIN_GPUS GPU models
-MIN_GPUS = 8
+PUBLIC_WORKLOAD = "resnet50 (Lambda)"  # the fitted rows' workload (`fit_rows`)
 
 
 def gpu_key(name: str) -> str | None:
@@ -51,12 +47,12 @@ def gpu_key(name: str) -> str | None:
     return next((key for pattern, key in NAMES if re.search(pattern, name)), None)
 
 
-def load(path: Path = LAMBDA, devices_path: Path = model.DEVICES) -> pd.DataFrame:
+def load(path: Path = LAMBDA, devices_path: Path = packaged("devices.yaml")) -> pd.DataFrame:
     """Lambda's single-GPU rows with their devices.yaml key in `gpu` (rows of unmapped names dropped); a key
-    the device table lacks is refused by name."""
+    the device table lacks is refused by name (its keys alone are read here: analysis/model.py reads the table)."""
     rows = pd.read_csv(path)
     rows = rows.assign(gpu=rows["name_gpu"].map(gpu_key)).dropna(subset=["gpu"])
-    unknown = sorted(set(rows["gpu"]) - set(model.load_devices(devices_path)))
+    unknown = sorted(set(rows["gpu"]) - set(yaml.safe_load(Path(devices_path).read_text()) or {}))
     if unknown:
         raise ValueError(f"{path}: GPUs {unknown} are not in {devices_path}: add an entry, or fix analysis/public.py NAMES")
     return rows
@@ -108,46 +104,6 @@ def faster_than(precision: str) -> dict[str, frozenset]:
     return closed
 
 
-def reference_configs() -> pd.DataFrame:
-    """One row per configuration of the shipped reference rows' GPU rows with every per-class column: the
-    representative step costs the ordering check predicts."""
-    devices = model.load_devices()
-    rows = model.gpu_rows(model.reference_rows(), devices)
-    rows = rows[model.form_of(rows) == model.PER_CLASS]
-    return rows.drop_duplicates(model._config_keys(rows)).reset_index(drop=True)
-
-
-def step_s(configs: pd.DataFrame, gpus: list[str], precision: str) -> pd.DataFrame:
-    """The shipped per-class model's step time of each configuration (rows) on each GPU (columns), every
-    configuration run at `precision`."""
-    at = configs.assign(precision=precision)
-    out = {g: (p["epoch_s_median"] / p["steps_per_epoch"]).to_numpy() for g in gpus
-           for p in [model.predict_counted(at, [g])]}
-    return pd.DataFrame(out, index=configs.index)
-
-
-def ordering_violations(configs: pd.DataFrame, table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per (configuration, pair) where the model predicts `faster` slower than `slower` by more than
-    TIE (`ratio`: its step time over the other's), though `faster` beat `slower` on every one of the `shared`
-    public benchmarks of `precision`; no rows where the model respects the public ordering."""
-    table = throughputs() if table is None else table
-    pairs = dominance(table)
-    out = []
-    for precision in sorted({p for p, *_ in pairs}):
-        gpus = sorted({g for p, a, b, _ in pairs if p == precision for g in (a, b)})
-        times = step_s(configs, gpus, PRECISION[precision])
-        for _, a, b, shared in (p for p in pairs if p[0] == precision):
-            ratio = times[a] / times[b]
-            for i in np.flatnonzero((ratio > 1 + TIE).to_numpy()):
-                c = configs.iloc[i]
-                out.append({"precision": precision, "faster": a, "slower": b, "shared": shared, "ratio": ratio.iloc[i],
-                            "workload": c["workload"], "model": c["model"], "batch_size": c["batch_size"]})
-    return pd.DataFrame(out, columns=["precision", "faster", "slower", "shared", "ratio", "workload", "model",
-                                      "batch_size"])
-
-
-# ---- leave one GPU out: ResNet-50 at Lambda's fp32 batch ----
-
 def resnet50_public(table: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per GPU, Lambda's fp32 ResNet-50 training throughput (images/s; the median over its hosts and
     tables) and the batch it ran at."""
@@ -167,54 +123,15 @@ def resnet50_steps(batches) -> pd.DataFrame:
     return counted.loc[list(batches)].reset_index(drop=True).assign(precision="default")
 
 
-def fit_rows(devices: dict, public: pd.DataFrame | None = None) -> pd.DataFrame:
+def fit_rows(devices, public: pd.DataFrame | None = None) -> pd.DataFrame:
     """Lambda's fp32 ResNet-50 figures as rows the model fits on (analysis/model.py `shipped`): one per GPU of
-    the device table, its counted step at Lambda's batch, its step time the batch over the images a second,
-    at TF32 convolutions (precision 'default'). The large, compute-bound steps the reference rows lack."""
+    `devices` (keys), its counted step at Lambda's batch, its step time the batch over the images a second,
+    at TF32 convolutions (precision 'default'), its GPU's key in `gpu`. The large, compute-bound steps the
+    reference rows lack."""
     public = resnet50_public() if public is None else public
     public = public[public["gpu"].isin(list(devices))].reset_index(drop=True)
     frame = resnet50_steps(public["batch_size"].astype(int))
-    return frame.assign(**{model.MATCH_KEY: public["gpu"].to_numpy(), "workload": model.PUBLIC_WORKLOAD,
-                           "step_s": public["batch_size"].to_numpy(float) / public["public"].to_numpy(float)})
+    return frame.assign(gpu=public["gpu"].to_numpy(), workload=PUBLIC_WORKLOAD,
+                        step_s=public["batch_size"].to_numpy(float) / public["public"].to_numpy(float))
 
 
-def held_out() -> pd.DataFrame:
-    """Per GPU with a public ResNet-50 figure: its throughput predicted by the model fitted as `shipped` fits
-    it (the reference rows and the other GPUs' public rows) but without that GPU's own public row, from its
-    device table entry alone (no public efficiency). Errors are predicted / public - 1."""
-    devices = model.load_devices()
-    reference = model.gpu_rows(model.reference_rows(), devices)
-    reference = reference[model.form_of(reference) == model.PER_CLASS]
-    rows = fit_rows(devices)
-    predicted = []
-    for k in range(len(rows)):
-        rest = pd.concat([reference, rows.drop(index=k)], ignore_index=True)
-        predicted.append(rows["batch_size"].iloc[k] / model.fit(rest, devices).step_s(rows.iloc[[k]], devices)[0])
-    public = rows["batch_size"].to_numpy(float) / rows["step_s"].to_numpy(float)
-    return pd.DataFrame({"gpu": rows[model.MATCH_KEY], "batch_size": rows["batch_size"], "public": public,
-                         "predicted": predicted, "error": np.array(predicted) / public - 1})
-
-
-def render_held_out(table: pd.DataFrame | None = None) -> str:
-    """The leave-one-GPU-out table over the public figures, and the issue's target met or missed, with why."""
-    table = held_out() if table is None else table
-    shown = table.assign(public=table["public"].map(lambda v: f"{v:,.0f}"),
-                         predicted=table["predicted"].map(lambda v: f"{v:,.0f}"),
-                         error=table["error"].map(lambda v: f"{v:+.0%}"))
-    median, n = table["error"].abs().median(), len(table)
-    worst = table.loc[table["error"].abs().idxmax()]
-    ok = median <= TARGET and n >= MIN_GPUS
-    lines = ["== leave one GPU out over the public tables: ResNet-50 training, images/s, at Lambda's fp32 batch "
-             "(TF32 convolutions) ==",
-             "  public: Lambda's throughput (lambdal/deeplearning-benchmark, NVIDIA DeepLearningExamples on Lambda's "
-             "hosts at its batch, median over its hosts; analysis/public-tables/README.md), not our harness's loop",
-             "  predicted: the model fitted on the reference rows and every other GPU's public row, this GPU's own "
-             "left out, from its datasheet figures (analysis/devices.yaml)",
-             shown.to_string(index=False),
-             f"  median |error| over {n} GPU models: {median:.0%}; target: median <= {TARGET:.0%} on >= {MIN_GPUS} "
-             f"GPU models: {'met' if ok else 'missed'}"]
-    if abs(worst["error"]) > TARGET:
-        lines.append(f"    worst: {worst['gpu']} {worst['error']:+.0%}: its public figure ran far from what its datasheet "
-                     "figures give beside the others' (a power limit, a host, one container); rows of it measured by our "
-                     "harness, or a second public source, would say which")
-    return "\n".join(lines)

@@ -189,8 +189,10 @@ def _call(refs: list[tuple[str, str]], configs: list[tuple[int, dict]], timeout_
         for path in map(Path, workloads.shipped()):  # the modules registered so far, by name, as a worker has them
             if path.is_dir():
                 shutil.copytree(path, copies / path.name, ignore=shutil.ignore_patterns(*COPY_EXCLUDES))
-            else:
+            elif path.exists():
                 shutil.copy2(path, copies / path.name)
+            elif workloads.imported_text(path) is not None:  # moved since it was imported: as imported, as Ray has it
+                (copies / path.name).write_bytes(workloads.imported_text(path))
         for text, load in refs:
             _, _, path = workloads.locate(text)
             if path:  # a file not registered yet

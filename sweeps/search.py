@@ -63,7 +63,7 @@ from analysis.crossover import (A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPU
 from analysis.decide import eager_ok, is_reference, keys
 from analysis.load import read
 from analysis.schema import GRID_AXES, SIZE_AXES
-from sweeps import runner
+from sweeps import plan as planning, runner
 from sweeps.probe import PROBE_TIMEOUT_S, probe
 from sweeps.space import Space
 from sweeps.store import Store
@@ -728,6 +728,9 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     detail = log if detail is None else detail
     start = time.monotonic()
     p = plan(space, out)
+    # every size the rounds may ask, estimated in one planning process now, not one a round (about 5 s each
+    # on 2 cores, out of the budget): runner.run finds them done
+    planning.member_sizes(space.expand(), space.plan_timeout_s)
     _say_missing(p, log)
     p = dataclasses.replace(p, probed=_probe(p, detail, budget_s))
     frozen = {line: set() for line in p.lines}

@@ -66,6 +66,6 @@ def fresh(monkeypatch):
     from trainables import workload
 
     for module, name in ((workload, "_SHIPPED"), (workload, "_SOURCES"), (workload, "_FINGERPRINTS"),
-                         (plan, "_planned"), (plan, "_faults"), (plan, "_sizes")):
+                         (workload, "_PLANNED"), (workload, "_TEXTS"), (plan, "_planned"), (plan, "_faults"), (plan, "_sizes")):
         monkeypatch.setattr(module, name, dict(getattr(module, name)))
 

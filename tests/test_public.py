@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import model, public
+from analysis import model, ordering, public
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,8 +19,8 @@ def table():
 
 @pytest.fixture(scope="module")
 def violations(table):
-    configs = public.reference_configs().drop_duplicates(["workload", "model", "batch_size", "precision"])
-    return public.ordering_violations(configs.reset_index(drop=True), table)
+    configs = ordering.reference_configs().drop_duplicates(["workload", "model", "batch_size", "precision"])
+    return ordering.ordering_violations(configs.reset_index(drop=True), table)
 
 
 def test_every_lambda_gpu_name_maps_onto_a_device_key_but_the_one_no_datasheet_describes():
@@ -59,22 +59,23 @@ def test_the_datasheet_alone_would_misorder_the_a10_so_the_check_has_something_t
     # the A10's TF32 peak (62.5 TFLOP/s at 150 W) is above the RTX 3090's (35.6), which beat it on every one of
     # Lambda's benchmarks: without the public ordering the model predicts the A10 faster on compute-bound steps
     devices, fitted = model.load_devices(), model.shipped(model.PER_CLASS)
-    configs = public.reference_configs().assign(precision="tf32")
+    configs = ordering.reference_configs().assign(precision="tf32")
     a10, rtx3090 = (model._step_s(configs, fitted, devices, g) for g in ("A10", "RTX 3090"))
     assert (rtx3090 > a10 * 1.02).any()
     assert (model.ordered_step_s(configs, fitted, devices, "RTX 3090") <= a10 * 1.0000001).all()
 
 
 def test_leave_one_gpu_out_covers_at_least_eight_gpu_models_each_unseen_by_its_own_fit():
-    held = public.held_out()
-    assert len(held) >= public.MIN_GPUS and held["gpu"].is_unique
-    assert held["error"].abs().median() <= public.TARGET
-    text = public.render_held_out(held)
+    held = ordering.held_out()
+    assert len(held) >= ordering.MIN_GPUS and held["gpu"].is_unique
+    assert held["error"].abs().median() <= ordering.TARGET
+    text = ordering.render_held_out(held)
     assert "not our harness" in text and "median |error|" in text and "own left out" in text
 
 
-def test_public_imports_neither_torch_nor_ray():
-    tree = ast.parse((ROOT / "analysis" / "public.py").read_text())
+@pytest.mark.parametrize("module", ["public.py", "ordering.py"])
+def test_the_public_tables_and_their_checks_import_neither_torch_nor_ray(module):
+    tree = ast.parse((ROOT / "analysis" / module).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert not imported & {"torch", "ray"}

@@ -268,6 +268,8 @@ _REF = re.compile(r"(?P<module>[^:]+):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)")
 _SHIPPED: dict[str, Path] = {}  # module name -> the file or package folder shipped to the workers
 _SOURCES: dict[str, str] = {}  # module name -> sha256 of its file's bytes as imported here (`register`)
 _FINGERPRINTS: dict[str, str] = {}  # ref -> fingerprint, once per version of its module
+_TEXTS: dict[str, bytes] = {}  # a shipped file's path -> its bytes as imported (`imported_text`)
+_PLANNED: dict[str, tuple] = {}  # ref -> (the shapes, its module's source) its fingerprint was taken from (`planned`)
 
 
 def is_reference(text: str) -> bool:
@@ -304,12 +306,13 @@ def register(text: str) -> Workload:
         if shipped is not None and shipped != path:
             raise WorkloadError(f"--workload {text!r}: module {module!r} is already {shipped}; two files of one name "
                                 "cannot both reach the workers: rename one")
-        source = digest(path)
+        data = path.read_bytes()
+        source = hashlib.sha256(data).hexdigest()
         # imported again where the file changed since (an edit in a notebook): its new code, its new fingerprint
         if (module not in sys.modules or getattr(sys.modules[module], "__file__", None) != str(path)
                 or _SOURCES.get(module) != source):
             _import_file(module, path, text)
-            _SOURCES[module] = source
+            _SOURCES[module], _TEXTS[str(path)] = source, data
         _SHIPPED[module] = path
     else:
         _import(module, text)
@@ -350,6 +353,12 @@ def shipped_sources(modules=None) -> dict[str, str | None]:
     return {str(p): _SOURCES.get(module) for module, p in _SHIPPED.items() if modules is None or module in modules}
 
 
+def imported_text(path: str | Path) -> bytes | None:
+    """The bytes of the shipped file `path` as it was imported here (None: not a registered file): what a
+    planning process copies where the file has gone since (the workers have it from Ray's runtime_env)."""
+    return _TEXTS.get(str(path))
+
+
 def source(ref: str) -> str | None:
     """The sha256 of the file module of `ref` ('module:attr') as imported here; None for a package's, or one not
     registered."""
@@ -368,8 +377,13 @@ def fingerprint(workload: Workload) -> str:
 
 def planned(workload: Workload, found: str) -> None:
     """The fingerprint of `workload` from its model's shapes as another process found them (`shapes` there:
-    sweeps/plan.py), so that this one never builds the model to plan."""
-    _FINGERPRINTS[workload.ref or workload.name] = _fingerprint(workload, found)
+    sweeps/plan.py), so that this one never builds the model to plan. Taken once for the same shapes: a space
+    expanded again (the sweep's run after the script's check) reads the module's file no more, which a worker
+    may by then have from Ray alone."""
+    key = workload.ref or workload.name
+    version = (found, source(key))  # an edited module, imported again (`register`), has another source
+    if key not in _FINGERPRINTS or _PLANNED.get(key) != version:
+        _FINGERPRINTS[key], _PLANNED[key] = _fingerprint(workload, found), version
 
 
 def _fingerprint(workload: Workload, found: str) -> str:
