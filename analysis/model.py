@@ -613,6 +613,13 @@ def reference_rows() -> pd.DataFrame:
     return read(REFERENCE)
 
 
+def reference_gpu_rows(devices: dict[str, Device], form: str = PER_CLASS) -> pd.DataFrame:
+    """The shipped reference rows' usable GPU rows of `form` (`gpu_rows`), per-class ones alone for PER_CLASS:
+    what `shipped` fits on beside the public rows, and what analysis/ordering.py predicts and holds out."""
+    measured = gpu_rows(reference_rows(), devices)
+    return measured[form_of(measured) == PER_CLASS] if form == PER_CLASS else measured
+
+
 @cache
 def shipped(form: str, path: Path = DEVICES) -> Predictor:
     """The model of `form` fitted on the shipped reference rows' GPU rows (`reference_rows`) and, in the
@@ -621,9 +628,9 @@ def shipped(form: str, path: Path = DEVICES) -> Predictor:
     prediction rests on the reference GPUs alone, never on what else the user's folder holds. Fitted once a
     process (about 1.5 s on a 2-core VM)."""
     devices = load_devices(path)
-    measured = gpu_rows(reference_rows(), devices)
+    measured = reference_gpu_rows(devices, form)
     if form == PER_CLASS:
-        measured = pd.concat([measured[form_of(measured) == PER_CLASS], public_rows(devices)], ignore_index=True)
+        measured = pd.concat([measured, public_rows(devices)], ignore_index=True)
     return predictor(measured, devices, form)
 
 

@@ -27,9 +27,7 @@ MIN_GPUS = 8
 def reference_configs() -> pd.DataFrame:
     """One row per configuration of the shipped reference rows' GPU rows with every per-class column: the
     representative step costs the ordering check predicts."""
-    devices = model.load_devices()
-    rows = model.gpu_rows(model.reference_rows(), devices)
-    rows = rows[model.form_of(rows) == model.PER_CLASS]
+    rows = model.reference_gpu_rows(model.load_devices())
     return rows.drop_duplicates(model._config_keys(rows)).reset_index(drop=True)
 
 
@@ -66,9 +64,7 @@ def held_out() -> pd.DataFrame:
     it (the reference rows and the other GPUs' public rows) but without that GPU's own public row, from its
     device table entry alone (no public efficiency). Errors are predicted / public - 1."""
     devices = model.load_devices()
-    reference = model.gpu_rows(model.reference_rows(), devices)
-    reference = reference[model.form_of(reference) == model.PER_CLASS]
-    rows = model.public_rows(devices)
+    reference, rows = model.reference_gpu_rows(devices), model.public_rows(devices)
     predicted = []
     for k in range(len(rows)):
         rest = pd.concat([reference, rows.drop(index=k)], ignore_index=True)

@@ -60,13 +60,10 @@ def load(path: Path = LAMBDA, devices_path: Path = packaged("devices.yaml")) -> 
 
 def throughputs(rows: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (precision, table, benchmark, gpu): the median throughput over Lambda's hosts of that GPU, the
-    batch size, the hosts, and `relative`: over the H100 SXM's in the same table (NaN where it has none)."""
+    batch size and the hosts."""
     rows = load() if rows is None else rows
-    keys = ["precision", "table", "benchmark", "gpu"]
-    out = rows.groupby(keys, as_index=False).agg(throughput=("throughput", "median"),
-                                                 batch_size=("batch_size", "first"), hosts=("name_gpu", "nunique"))
-    h100 = out[out["gpu"] == "H100"].set_index(keys[:3])["throughput"]
-    return out.assign(relative=out["throughput"] / out.set_index(keys[:3]).index.map(h100).to_numpy(float))
+    return rows.groupby(["precision", "table", "benchmark", "gpu"], as_index=False).agg(
+        throughput=("throughput", "median"), batch_size=("batch_size", "first"), hosts=("name_gpu", "nunique"))
 
 
 def dominance(table: pd.DataFrame) -> list[tuple[str, str, str, int]]:
