@@ -27,6 +27,18 @@ def at_least(low: int):
     return check
 
 
+def names(known):
+    """An argparse type: a comma-separated subset of `known`, as a tuple; a name not among them is refused,
+    naming the choices (exit 2)."""
+    def check(text: str) -> tuple[str, ...]:
+        given = tuple(n.strip() for n in text.split(",") if n.strip())
+        unknown = [n for n in given if n not in known]
+        if unknown or not given:
+            raise argparse.ArgumentTypeError(f"unknown {unknown or text!r}: choose from {', '.join(known)}")
+        return given
+    return check
+
+
 TRIAL_TIMEOUT_S = 3600  # a trial that runs longer is stopped (trainables/trainable.py): a hang is a row, not a stall
 PLAN_TIMEOUT_S = 60  # s the process that plans a sweep of your workload may run (sweeps/plan.py): a hang stops there
 

@@ -2,6 +2,7 @@
 
     python sweeps/reference.py --out /tmp/ref                 # REFERENCE archs, cuda, batch 32 and 128, 3 runs
     python sweeps/reference.py --held-out --out /tmp/ref      # HELD_OUT archs in a careful user's plain loop
+    python sweeps/reference.py --archs vgg11_bn,lstm_rows --out /tmp/ref   # some of them (the same name resumes)
     python sweeps/reference.py --smoke --devices cpu          # two archs, tiny, once: checks the path
 
 Without --held-out: one sweep (sweeps/runner.run, as `python sweeps/scaling.py` runs its trials) of every
@@ -53,7 +54,7 @@ def held_out(args) -> list[dict]:
     from sweeps.parity import plain  # imports torch: only on this path
 
     wl = register(ZOO)
-    g = grid(HELD_OUT, args.smoke, HELD_OUT_IMAGES)
+    g = grid(args.archs or HELD_OUT, args.smoke, HELD_OUT_IMAGES)
     points = [(a, b) for a in g["arch"] for b in g["batch_size"]]
     runs = {p: [] for p in points}
     for _ in range(args.repeats):
@@ -75,13 +76,15 @@ def main(argv=None) -> int:
     p.add_argument("--devices", default="cuda", help="one device: cuda (default), or cpu to check the path")
     p.add_argument("--repeats", type=cli.at_least(1), default=3, help="runs of every point")
     p.add_argument("--held-out", action="store_true", help="time the held-out archs in the plain loop instead")
+    p.add_argument("--archs", type=cli.names(REFERENCE + HELD_OUT), default=None,
+                   help="comma-separated archs of REFERENCE (HELD_OUT with --held-out) instead of all of them")
     args = p.parse_args(argv)
     if args.held_out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"{args.name}-held-out.json").write_text(json.dumps(held_out(args), indent=1))
         return 0
     wl = register(ZOO)
-    sp = Space(args.name, {wl.ref: grid(REFERENCE, args.smoke)}, (args.devices,), repeats=args.repeats,
+    sp = Space(args.name, {wl.ref: grid(args.archs or REFERENCE, args.smoke)}, (args.devices,), repeats=args.repeats,
                fixed={"exclusive": True}, timeout_s=args.trial_timeout)
     return runner.exit_status(lambda: _sweep(sp, args))
 

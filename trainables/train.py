@@ -69,6 +69,7 @@ class Loop:
         self.loss_sum = torch.zeros((), device=where.output_device)
         self.correct = torch.zeros((), device=where.output_device, dtype=_score_type(trial.wl))
         self.host_sum = 0.0  # loop 'seed': the epoch's loss, summed on the host
+        self.hits = []  # the epoch's (predicted, target) classes, step by step, until `_count_hits`
         self.graph = None
         self.shuffler = torch.Generator().manual_seed(trial.cfg.seed)  # on the CPU, so every device sees one order
         # the precision (trainables/precision.py): for default, fp32 and tf32 a null context and a GradScaler that steps as is
@@ -119,9 +120,15 @@ class Loop:
             # an autograd node a step: 3-6% an epoch on one CPU thread (disc depth 8, peaks, tabular), against
             # the plain loop of sweeps/parity.py
             self.host_sum += loss.item() * (1 if crit.reduction == "sum" else len(yb))
-        else:
-            self.loss_sum += _per_sample_sum(loss.detach(), crit, len(yb))
-        if self.wl.metric != "loss":
+        else:  # one kernel a step: the sum's multiply-add in one
+            self.loss_sum.add_(loss.detach(), alpha=1 if crit.reduction == "sum" else len(yb))
+        if self.wl.metric == "accuracy" and self.cfg.engine != "graph" and self.cfg.loop != "seed":
+            # one kernel a step, the compare and count once an epoch (`_count_hits`): a sum a step was four
+            # small kernels, 10-15% of a launch-bound MLP's step on an H100 (docs/parity.md). A graph's
+            # replay writes one static output, so engine 'graph' counts inside its step; loop 'seed' counts
+            # as the seeds do
+            self.hits.append((out.detach().argmax(1), yb))
+        elif self.wl.metric != "loss":
             self.correct += _score(self.wl, out.detach(), yb)
 
     def _order(self):
@@ -146,9 +153,17 @@ class Loop:
                 self._step(ix, iy)
             else:
                 self.graph.replay(ix, iy)
+        self._count_hits()
         if self.cfg.loop == "seed":
             self.loss_sum.fill_(self.host_sum)
         return self.loss_sum
+
+    def _count_hits(self) -> None:
+        """The epoch's correct argmaxes, counted on the device from the steps' predictions (no host sync)."""
+        if self.hits:
+            predicted, targets = zip(*self.hits)
+            self.correct += (torch.cat(predicted) == torch.cat(targets)).sum()
+            self.hits.clear()
 
     def capture(self) -> None:
         """Record the step in a CUDA graph (engine 'graph'); the warm-up has run on a side stream."""
