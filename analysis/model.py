@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import re
 from collections.abc import Callable
@@ -76,6 +77,9 @@ CNNS = {"mnist_cnn": ((320_000, 640_000, 1_000), 288_000, (8_760, 844)),
         "lenet": ((180_672, 480_000, 21_840), 84_672, (7_880, 998))}
 PRECISION_PEAK = {"fp32": "fp32_flops", "tf32": "tf32_flops", "bf16": "bf16_flops", "fp16": "bf16_flops"}
 MATCH_KEY = "_device_key"
+# What validation holds out as one unseen model: a workload, or one model of it where the workload's own
+# axes pick the network (examples/zoo.py's arch: eighteen architectures under one workload name) (`with_model`)
+MODEL = "_model"
 EFFICIENCY = "_efficiency"  # a prediction's column: the GPU's public efficiency (Predictor.efficiency)
 COMPUTE_CLASSES = ("matmul", "conv")  # the classes FlopCounterMode counts FLOPs of; the others are memory-bound
 CLASS_COLUMNS = OP_COLUMNS  # {class}_{flops,bytes,launches}_per_step (trainables/costs.py)
@@ -437,16 +441,32 @@ def held_out(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str, 
 
 def scores(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str) -> dict[str, pd.Series]:
     """The held-out residuals intervals are drawn from: leave-one-device-out where two or more GPUs have
-    rows ('device'), leave-one-workload-out where two or more workloads do ('workload')."""
-    out = {}
+    rows ('device'), leave-one-model-out (`with_model`) where two or more models do ('workload')."""
+    out, frame = {}, with_model(frame)
     if devices is not None and frame[MATCH_KEY].nunique() > 1:
         out["device"] = held_out(frame, devices, form, MATCH_KEY)
-    if frame["workload"].nunique() > 1:
+    if frame[MODEL].nunique() > 1:
         # a workload no GPU measured is predicted from its CPU count (sweeps/count_step.py): its interval is
-        # drawn from held-out workloads predicted so, where the reference configurations were counted so
-        counted = held_out(frame, devices, form, "workload", as_counted) if form == PER_CLASS else pd.Series()
-        out["workload"] = counted.dropna() if counted.notna().any() else held_out(frame, devices, form, "workload")
+        # drawn from held-out models predicted so, where the reference configurations were counted so
+        counted = held_out(frame, devices, form, MODEL, as_counted) if form == PER_CLASS else pd.Series()
+        out["workload"] = counted.dropna() if counted.notna().any() else held_out(frame, devices, form, MODEL)
     return out
+
+
+def with_model(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its MODEL column: each row's workload, and where the workload's own axes differ
+    between its rows, the ones that differ (`zoo arch=vgg11_bn`), so that each network is held out alone."""
+    if MODEL in frame:
+        return frame
+    params = frame["workload_params"] if "workload_params" in frame else pd.Series(None, index=frame.index)
+    parsed = params.map(lambda p: json.loads(p) if isinstance(p, str) and p else {})
+    keys = {}
+    for workload, group in parsed.groupby(frame["workload"]):
+        values = pd.DataFrame(list(group)).astype(str)
+        keys[workload] = [k for k in values if values[k].nunique() > 1]
+    label = [w if not keys.get(w) else " ".join([w, *(f"{k}={p.get(k)}" for k in keys[w])])
+             for w, p in zip(frame["workload"], parsed)]
+    return frame.assign(**{MODEL: label})
 
 
 @dataclass(frozen=True)
@@ -643,8 +663,8 @@ def _inner(rest: pd.DataFrame, devices, form: str, by: str, costs=None) -> tuple
     has one value of `by`; and a note where so."""
     if rest[by].nunique() > 1:
         return held_out(rest, devices, form, by, costs).dropna(), ""
-    if by != "workload" and rest["workload"].nunique() > 1:
-        return held_out(rest, devices, form, "workload"), "interval from leave-one-workload-out (one GPU left)"
+    if by != MODEL and rest[MODEL].nunique() > 1:
+        return held_out(rest, devices, form, MODEL), "interval from leave-one-model-out (one GPU left)"
     return pd.Series(dtype=float), "no interval: nothing left to hold out"
 
 
@@ -671,7 +691,7 @@ def _cells(split: str, group: str, frame: pd.DataFrame, by: str, devices, form: 
         inner, note = _inner(rest, devices, form, by, costs)
         q = conformal_q(inner)
         cells = pd.DataFrame({"error": np.abs(np.exp(-residual) - 1), "inside": np.abs(residual) <= q,
-                              "workload": held["workload"].to_numpy(), "device": device[held.index].to_numpy()})
+                              "workload": held[MODEL].to_numpy(), "device": device[held.index].to_numpy()})
         for (workload, dev), cell in cells.groupby(["workload", "device"], dropna=False):
             out.append({"split": split, "group": group, "held_out": value, "device": dev, "workload": workload,
                         "rows": len(cell), "median_error": cell["error"].median(), "worst_error": cell["error"].max(),
@@ -691,17 +711,20 @@ def validate(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
     gpus = gpu_rows(rows, devices)
     # as `shipped` fits: the public tables' rows beside the measured ones, each of their GPUs held out in turn too
     gpus = pd.concat([gpus, public_rows(devices)], ignore_index=True) if (form_of(gpus) == PER_CLASS).any() else gpus
+    gpus = with_model(gpus)
     for form in form_of(gpus).unique():
         out += _cells("device", "GPU", gpus, MATCH_KEY, devices, form)
-        out += _cells("workload", "GPU", gpus, "workload", devices, form)
+        out += _cells("workload", "GPU", gpus, MODEL, devices, form)
         if form == PER_CLASS:
-            out += _cells("counted", "GPU", gpus, "workload", devices, form, as_counted)
+            out += _cells("counted", "GPU", gpus, MODEL, devices, form, as_counted)
     for label, own in cpu_groups(rows):
-        out += [cell for form in form_of(own).unique() for cell in _cells("workload", label, own, "workload", None, form)]
+        own = with_model(own)
+        out += [cell for form in form_of(own).unique() for cell in _cells("workload", label, own, MODEL, None, form)]
     columns = ["split", "group", "held_out", "device", "workload", "rows", "median_error", "worst_error", "inside",
                "form", "note"]
     table = pd.DataFrame(out).reindex(columns=columns)
     table.attrs["host_launch_us"] = host_launch_us(gpus)  # for the targets' note (`_host_note`)
+    table.attrs["count_ratio"] = count_ratio(gpus)  # and for the laptop's case's (`_laptop_why`)
     return table
 
 
@@ -719,6 +742,29 @@ def host_launch_us(gpus: pd.DataFrame) -> dict[str, float]:
     rows = per_class[per_class["workload"].isin(shared)]
     ops = rows[[f"{c}_launches_per_step" for c in OP_CLASSES]].sum(axis=1)
     return (1e6 * rows["step_s"] / ops).groupby(rows[MATCH_KEY]).median().to_dict()
+
+
+def count_ratio(gpus: pd.DataFrame) -> dict[str, float]:
+    """Per model (MODEL), the ops in the op classes of its step as the CPU counts it (`as_counted`) over
+    those its GPU rows counted, the median over its configurations: near 1 where the two counts agree."""
+    classes = [f"{c}_launches_per_step" for c in OP_CLASSES]
+    gpus = gpus[form_of(gpus) == PER_CLASS]
+    counted = as_counted(gpus)
+    if counted.empty:
+        return {}
+    ratio = counted[classes].sum(axis=1) / gpus.loc[counted.index, classes].sum(axis=1)
+    return ratio.groupby(gpus.loc[counted.index, MODEL]).median().to_dict()
+
+
+def _laptop_why(cell, table: pd.DataFrame) -> str:
+    """Why a model held out and predicted from its CPU count missed: the two counts disagree, or the fit."""
+    ratio = table.attrs.get("count_ratio", {}).get(cell["workload"], 1.0)
+    if not 0.5 <= ratio <= 2:
+        return (f"its CPU count has {ratio:.0f}x the ops its GPU rows counted: the GPU runs part of its step as "
+                "kernels of no op class (an LSTM's cuDNN kernels) that the CPU count spells out op by op; a GPU "
+                "count that puts them in a class, and its rows counted again on a GPU, would fix it")
+    return ("the two counts agree: the fit's own error on an op mix unlike the other models' (its rows' "
+            "utilisation and launch cost differ from what the others give); more models of its kind would pin it")
 
 
 def _why(cell, table: pd.DataFrame) -> str:
@@ -766,13 +812,10 @@ def targets(table: pd.DataFrame) -> list[str]:
                      f"<= {TARGETS['laptop_median']:.0%}), worst {worst:.0%} (target <= {TARGETS['laptop_worst']:.0%}), "
                      f"over the {len(laptop)} (workload, GPU) cells' median errors: " + ("met" if ok else "missed"))
         if not ok:
-            bad = laptop.sort_values("median_error", ascending=False).head(3)
-            lines.append("    worst: " + ", ".join(f"{c['workload']} on {c['device']} {c['median_error']:.0%}"
-                                                  for _, c in bad.iterrows()))
-            lines.append("    why: a held-out workload's op mix is fitted from the others' alone (8 workloads, most of "
-                         "them small MLPs and CNNs, on 2 GPUs whose hosts differ), and its launch terms rest on rows "
-                         "timed under CUPTI (CUPTI_SLOWDOWN, one correction for every host): rows of more architectures "
-                         "(sweeps/reference.py) on both GPUs, timed by the fixed harness, would pin them")
+            bad = laptop.sort_values("median_error", ascending=False)
+            bad = bad[bad["median_error"] > TARGETS["laptop_worst"]] if worst > TARGETS["laptop_worst"] else bad.head(3)
+            lines += [f"    {c['workload']} on {c['device']} {c['median_error']:.0%}: {_laptop_why(c, table)}"
+                      for _, c in bad.iterrows()]
     else:
         lines.append("  leave one workload out, from counts taken on the CPU: no counted configurations "
                      f"({COUNTED} absent: python -m sweeps.count_reference)")
