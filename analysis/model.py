@@ -647,7 +647,7 @@ def shipped(form: str, path: Path = DEVICES) -> Predictor:
     per-class form, the public training figures of the GPUs we cannot rent (analysis/public.py `fit_rows`:
     Lambda's ResNet-50, one row a GPU), with its conformal quantiles and the GPUs' public efficiencies: what analysis/decide.py, the verdict and sweeps/predict.py predict with, so that a
     prediction rests on the reference GPUs alone, never on what else the user's folder holds. Fitted once a
-    process (about 1.5 s on a 2-core VM)."""
+    process (a few seconds on a 2-core VM: each model and GPU held out once for the intervals)."""
     devices = load_devices(path)
     measured = reference_gpu_rows(devices, form)
     if form == PER_CLASS:
