@@ -143,14 +143,16 @@ def notebook_dirs(spec: str | None, root: Path) -> list[Path]:
     """The results directories a notebook reads (analysis/notebooks/): those of `spec` ($CROSSOVER_RESULTS,
     separated by ':'), a relative one from `root` (the checkout, or the folder you copied the notebooks to: where
     the README's commands run and results/ lives, not the notebook's own folder, where its kernel starts); else
-    root/results/scaling where a sweep wrote it; else the newest reference scaling sweep (REFERENCE/*/scaling);
+    root/results/scaling where a sweep wrote it; else the newest reference scaling sweep (REFERENCE/*/scaling)
+    that has rows of a CPU and of a GPU, a crossover to show (a second host's folder may hold GPU rows alone);
     else none."""
     dirs = [Path(d) if Path(d).is_absolute() else root / d for d in (spec or "").split(":") if d]
     if dirs:
         return dirs
     if (root / "results" / "scaling").is_dir():
         return [root / "results" / "scaling"]
-    shipped = {d: read(d)["finished_at"].max() for d in REFERENCE.glob("*/scaling")}
+    shipped = {d: rows["finished_at"].max() for d in REFERENCE.glob("*/scaling")
+               if (rows := read(d))["device"].eq("cpu").any() and rows["device"].ne("cpu").any()}
     return [max(shipped, key=shipped.get)] if shipped else []
 
 
