@@ -33,9 +33,7 @@ import torch.nn.functional as F
 import torchvision
 from torch import nn
 
-from trainables.config import ConfigError, TrialConfig
-from trainables.data import Data
-from trainables.workload import Param, Workload
+from crossover import ConfigError, Data, Param, TrialConfig, Workload
 
 BATCHES = "cifar-10-batches-py"  # the folder the official archive unpacks to
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]  # 10,000 images each

@@ -19,9 +19,7 @@ import torch
 import torchvision
 from torch import nn
 
-from trainables.config import ConfigError, TrialConfig
-from trainables.data import Data
-from trainables.workload import Param, Workload
+from crossover import ConfigError, Data, Param, TrialConfig, Workload
 
 ARCHS = ("resnet18", "resnet34", "resnet50", "wide_resnet50_2", "vgg11_bn", "mobilenet_v3_small",
          "mobilenet_v3_large", "mobilenet_v2", "mnasnet1_0", "shufflenet_v2_x1_0", "efficientnet_b0", "densenet121",

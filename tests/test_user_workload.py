@@ -39,8 +39,7 @@ HEADER = """
 import os, sys, time
 import torch
 from torch import nn
-from trainables.data import Data
-from trainables.workload import Param, Workload
+from crossover import Data, Param, Workload
 
 def features(cfg, n_features=4):
     g = torch.Generator().manual_seed(cfg.seed)

@@ -449,7 +449,7 @@ def _ship_package(module: str) -> None:
     """A module's top-level package (folder or file), unless it is installed (site-packages) or ours."""
     top = sys.modules[module.split(".")[0]]
     path = Path(getattr(top, "__file__", None) or "")
-    if not path.name or "site-packages" in path.parts or top.__name__ in ("trainables", "sweeps", "analysis"):
+    if not path.name or "site-packages" in path.parts or top.__name__ in ("crossover", "trainables", "sweeps", "analysis"):
         return
     _SHIPPED[top.__name__] = path.parent if path.name == "__init__.py" else path
 
