@@ -152,7 +152,7 @@ def notebook_dirs(spec: str | None, root: Path) -> list[Path]:
     if (root / "results" / "scaling").is_dir():
         return [root / "results" / "scaling"]
     shipped = {d: rows["finished_at"].max() for d in REFERENCE.glob("*/scaling")
-               if (rows := read(d))["device"].eq("cpu").any() and rows["device"].ne("cpu").any()}
+               if (rows := read(d))["is_cpu"].any() and not rows["is_cpu"].all()}
     return [max(shipped, key=shipped.get)] if shipped else []
 
 

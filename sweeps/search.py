@@ -486,10 +486,22 @@ def _folder(directory: str) -> pd.DataFrame:
     return eager_ok(read(directory))
 
 
+def _cpu_folders(gpu_rows: pd.DataFrame) -> list[str]:
+    """The folders whose CPU rows stand beside the reference GPU rows: each GPU row's own folder, or where it
+    holds GPU rows alone (a second host's, results/reference/h100-2026-11-26-host2), the reference folders
+    of the same sweep name beside it (`../*/scaling`) that hold CPU rows."""
+    out = []
+    for d in sorted(gpu_rows["results_dir"].unique()):
+        siblings = [d] if _folder(d)["is_cpu"].any() else sorted(str(s) for s in Path(d).parent.parent.glob(
+            f"*/{Path(d).name}") if s.is_dir() and _folder(str(s))["is_cpu"].any())
+        out += [s for s in siblings if s not in out]
+    return out
+
+
 def _reference_epochs(gpu_rows: pd.DataFrame) -> dict:
     """config_key -> median epoch time of the reference, for the CPU and the GPU: the GPU rows given, and
-    the CPU rows of the folders they come from (read once a process)."""
-    dirs = sorted(gpu_rows["results_dir"].unique())
+    the CPU rows beside them (`_cpu_folders`, read once a process)."""
+    dirs = _cpu_folders(gpu_rows)
     none = pd.DataFrame(columns=["is_cpu", "config_key", "epoch_s_median"])  # no reference row of the line's sizes
     cpu = pd.concat([_folder(d) for d in dirs]) if dirs else none
     cpu = cpu[cpu["is_cpu"].astype(bool)]  # astype: `none`'s column is object
@@ -498,8 +510,7 @@ def _reference_epochs(gpu_rows: pd.DataFrame) -> dict:
 
 
 def _reference_threads(gpu_rows: pd.DataFrame) -> int | None:
-    dirs = sorted(gpu_rows["results_dir"].unique())
-    threads = [t for d in dirs for t in _folder(d).loc[lambda r: r["is_cpu"], "torch_threads"].dropna()]
+    threads = [t for d in _cpu_folders(gpu_rows) for t in _folder(d).loc[lambda r: r["is_cpu"], "torch_threads"].dropna()]
     return int(np.median(threads)) if threads else None
 
 

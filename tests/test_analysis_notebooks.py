@@ -49,7 +49,7 @@ def test_the_notebook_runs_in_a_fresh_clone_with_no_environment(name, clone, mon
     # the newest reference scaling sweep with CPU and GPU rows, found from the clone's own results/reference, as
     # the notebooks choose it
     shipped = {d: rows["finished_at"].max() for d in (clone / "results" / "reference").glob("*/scaling")
-               if (rows := read(d))["device"].eq("cpu").any() and rows["device"].ne("cpu").any()}
+               if (rows := read(d))["is_cpu"].any() and not rows["is_cpu"].all()}
     newest = max(shipped, key=shipped.get).relative_to(clone)
     assert str(newest) in text, (newest, text[:300])
     assert sum("image/svg+xml" in o.get("data", {}) for o in outputs) >= 3  # charts drawn offline, as SVG
