@@ -124,7 +124,7 @@ class Loop:
             self.loss_sum.add_(loss.detach(), alpha=1 if crit.reduction == "sum" else len(yb))
         if self.wl.metric == "accuracy" and self.cfg.engine != "graph" and self.cfg.loop != "seed":
             # one kernel a step, the compare and count once an epoch (`_count_hits`): a sum a step was four
-            # small kernels, 10-15% of a launch-bound MLP's step on an H100 (docs/parity.md). A graph's
+            # small kernels beside the 44 of the CSV example's launch-bound MLP step (docs/parity.md). A graph's
             # replay writes one static output, so engine 'graph' counts inside its step; loop 'seed' counts
             # as the seeds do
             self.hits.append((out.detach().argmax(1), yb))
