@@ -59,6 +59,7 @@ def ordering_violations(configs: pd.DataFrame, table: pd.DataFrame | None = None
     return pd.DataFrame(out, columns=["precision", "faster", "slower", "shared", "ratio", "workload", "model",
                                       "batch_size"])
 
+
 def held_out() -> pd.DataFrame:
     """Per GPU with a public ResNet-50 figure: its throughput predicted by the model fitted as `shipped` fits
     it (the reference rows and the other GPUs' public rows) but without that GPU's own public row, from its

@@ -130,5 +130,3 @@ def fit_rows(devices, public: pd.DataFrame | None = None) -> pd.DataFrame:
     frame = resnet50_steps(public["batch_size"].astype(int))
     return frame.assign(gpu=public["gpu"].to_numpy(), workload=PUBLIC_WORKLOAD,
                         step_s=public["batch_size"].to_numpy(float) / public["public"].to_numpy(float))
-
-

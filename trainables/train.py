@@ -43,8 +43,9 @@ def _batches(n: int, batch_size: int, order, rank: int, world: int):
             yield tuple(o[start:start + batch_size][rank::world] for o in order)
 
 
-def _per_sample_sum(loss: torch.Tensor, crit: torch.nn.Module, batch: int) -> torch.Tensor:
-    return loss if crit.reduction == "sum" else loss * batch
+def _per_sample(crit: torch.nn.Module, batch: int) -> int:
+    """What a batch's loss is multiplied by to give its sum over the samples: 1 where the loss sums them."""
+    return 1 if crit.reduction == "sum" else batch
 
 
 class Loop:
@@ -119,9 +120,9 @@ class Loop:
             # the device as well (seed 000's, which also kept every step's graph) cost two more kernels and
             # an autograd node a step: 3-6% an epoch on one CPU thread (disc depth 8, peaks, tabular), against
             # the plain loop of sweeps/parity.py
-            self.host_sum += loss.item() * (1 if crit.reduction == "sum" else len(yb))
+            self.host_sum += loss.item() * _per_sample(crit, len(yb))
         else:  # one kernel a step: the sum's multiply-add in one
-            self.loss_sum.add_(loss.detach(), alpha=1 if crit.reduction == "sum" else len(yb))
+            self.loss_sum.add_(loss.detach(), alpha=_per_sample(crit, len(yb)))
         if self.wl.metric == "accuracy" and self.cfg.engine != "graph" and self.cfg.loop != "seed":
             # one kernel a step, the compare and count once an epoch (`_count_hits`): a sum a step was four
             # small kernels beside the 44 of the CSV example's launch-bound MLP step (docs/parity.md). A graph's
@@ -183,7 +184,7 @@ class Loop:
             yb = data.test_y[iy]
             with self.autocast:
                 loss, out = wl.run_step(self.model, take(data.test_x, ix), yb, self.crit)
-                loss_sum += _per_sample_sum(loss, self.crit, len(yb))
+                loss_sum += loss * _per_sample(self.crit, len(yb))
             if wl.metric != "loss":
                 correct += _score(wl, out, yb)
         score = correct.item() / data.n_test if wl.metric != "loss" else None
