@@ -68,7 +68,8 @@ BYTES_WORDS = {"disc": (6.143, 11.82, -13.07, -510.4), "tabular": (22.08, 11.67,
                "mnist_cnn": (11.0, 6.831, -2667.0, 314300.0)}
 # Launches (aten ops that are not views) a step: fixed + per layer, as trainables/costs.py counted them on
 # the CPU (loop 'fast', eager) in the loop those rows ran, before 2026-11-26, when the step's loss and
-# accuracy sums launched up to 4 kernels more than now; used for rows without launches_per_step.
+# accuracy sums launched up to 6 kernels a step (now held and summed once an epoch); used for rows without
+# launches_per_step.
 LAUNCHES = {"disc": (12, 8), "tabular": (14, 24), "peaks": (6, 24), "lenet": (48, 0), "mnist_cnn": (63, 0)}
 # The CNNs' convolutions, per width w: (FLOPs of a sample's forward as (per w, per w^2, fixed) with the
 # fully-connected layers, FLOPs of the first convolution per w (its input needs no gradient), activation

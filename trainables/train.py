@@ -65,12 +65,14 @@ class Loop:
         self.cfg, self.wl, self.model, self.opt, self.crit, self.data, self.where = \
             trial.cfg, trial.wl, model, opt, crit, data, where
         self.trials, self.samples, self.label, self.key, self.group = [trial], data.n, trial.label(), trial.hash, {}
-        self.columns = {"data_on_device": data.device == where.input_device, "data_source": data.source,
+        self.on_device = data.device == where.input_device  # else pinned on the host, each batch copied over
+        self.columns = {"data_on_device": self.on_device, "data_source": data.source,
                         "n_test": data.n_test}
         self.loss_sum = torch.zeros((), device=where.output_device)
         self.correct = torch.zeros((), device=where.output_device, dtype=_score_type(trial.wl))
         self.host_sum = 0.0  # loop 'seed': the epoch's loss, summed on the host
-        self.hits = []  # the epoch's (predicted, target) classes, step by step, until `_count_hits`
+        self.held = []  # loop 'fast': the steps' (loss, output, target, per-sample factor), until `_tally`
+        self.held_bytes = 0
         self.graph = None
         self.shuffler = torch.Generator().manual_seed(trial.cfg.seed)  # on the CPU, so every device sees one order
         # the precision (trainables/precision.py): for default, fp32 and tf32 a null context and a GradScaler that steps as is
@@ -105,11 +107,12 @@ class Loop:
 
     def _step(self, ix, iy) -> None:
         data, where, crit = self.data, self.where, self.crit
-        xb = move(take(data.x, ix), where.input_device, non_blocking=True)  # no-op where the data is on the device
-        yb = data.y[iy].to(where.output_device, non_blocking=True)
+        self.opt.zero_grad(set_to_none=True)
+        xb, yb = take(data.x, ix), data.y[iy]
+        if not self.on_device:  # tested, not called as a no-op: the calls cost 1-2% of the CSV example's step
+            xb, yb = move(xb, where.input_device, non_blocking=True), yb.to(where.output_device, non_blocking=True)
         with self.autocast:
             loss, out = self.wl.run_step(self.model, xb, yb, crit)
-        self.opt.zero_grad(set_to_none=True)
         # DDP averages gradients over ranks: a loss summed over the batch (lenet) must count every rank's
         # share in full to step as one process would on the whole batch.
         self.scaler.scale(loss * where.world if crit.reduction == "sum" else loss).backward()
@@ -121,17 +124,21 @@ class Loop:
             # an autograd node a step: 3-6% an epoch on one CPU thread (disc depth 8, peaks, tabular), against
             # the plain loop of sweeps/parity.py
             self.host_sum += loss.item() * _per_sample(crit, len(yb))
-        else:  # one kernel a step: the sum's multiply-add in one
+            if self.wl.metric != "loss":
+                self.correct += _score(self.wl, out.detach(), yb)
+        elif self.cfg.engine == "graph":  # a replay writes one static output: its sums are in the graph
             self.loss_sum.add_(loss.detach(), alpha=_per_sample(crit, len(yb)))
-        if self.wl.metric == "accuracy" and self.cfg.engine != "graph" and self.cfg.loop != "seed":
-            # one kernel a step, the compare and count once an epoch (`_count_hits`): a sum a step was four
-            # small kernels beside the 44 of the CSV example's launch-bound MLP step (docs/parity.md). A graph's
-            # replay writes one static output, so engine 'graph' counts inside its step; loop 'seed' counts
-            # as the seeds do
-            self.hits.append((out.detach().argmax(1), yb))
-        elif self.wl.metric != "loss":
-            self.correct += _score(self.wl, out.detach(), yb)
-
+            if self.wl.metric != "loss":
+                self.correct += _score(self.wl, out.detach(), yb)
+        else:
+            # no kernel a step: the loss and the output are held and summed a few kernels an epoch (`_tally`).
+            # The sums a step cost a launch-bound step (the CSV example's MLP, 44 kernels) 7-8% of a plain
+            # loop's epoch on a CPU thread (docs/parity.md); a plain loop has none
+            kept = out.detach() if self.wl.metric != "loss" else None
+            self.held.append((loss.detach(), kept, yb, _per_sample(crit, len(yb))))
+            self.held_bytes += 0 if kept is None else kept.nbytes
+            if self.held_bytes > HELD_BYTES:
+                self._tally()
     def _order(self):
         """The epoch's permutation on the inputs' and on the targets' devices, or None (no shuffling)."""
         if not self.wl.shuffle:
@@ -154,17 +161,23 @@ class Loop:
                 self._step(ix, iy)
             else:
                 self.graph.replay(ix, iy)
-        self._count_hits()
+        self._tally()
         if self.cfg.loop == "seed":
             self.loss_sum.fill_(self.host_sum)
         return self.loss_sum
 
-    def _count_hits(self) -> None:
-        """The epoch's correct argmaxes, counted on the device from the steps' predictions (no host sync)."""
-        if self.hits:
-            predicted, targets = zip(*self.hits)
-            self.correct += (torch.cat(predicted) == torch.cat(targets)).sum()
-            self.hits.clear()
+    def _tally(self) -> None:
+        """The held steps' loss and score added to the epoch's sums, on the device (no host sync): a few
+        kernels for all of them, one loss sum per per-sample factor (a short last batch has its own)."""
+        if not self.held:
+            return
+        losses, outs, targets, factors = zip(*self.held)
+        for factor in dict.fromkeys(factors):
+            self.loss_sum.add_(torch.stack([l for l, f in zip(losses, factors) if f == factor]).sum(), alpha=factor)
+        if self.wl.metric != "loss":
+            self.correct += _score(self.wl, torch.cat(outs), torch.cat(targets))
+        self.held.clear()
+        self.held_bytes = 0
 
     def capture(self) -> None:
         """Record the step in a CUDA graph (engine 'graph'); the warm-up has run on a side stream."""
@@ -218,6 +231,9 @@ class Loop:
             counted["launches_per_step"] = self.graph.launches if self.graph is not None else None
             counted.update({f"{c}_launches_per_step": None for c in OP_CLASSES})
         return counted
+
+
+HELD_BYTES = 64 * 2**20  # outputs held before `_tally` sums them early: a bound on the memory, not a measured optimum
 
 
 def _score_type(wl) -> torch.dtype:
