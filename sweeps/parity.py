@@ -21,7 +21,9 @@ plain loop, per epoch, on the CPU and on a GPU. The configurations:
 
 Each configuration, on each device here, runs three ways on the same work (the Trial the sweep
 resolves: data, model, optimiser and loss from the workload's own factories, its seed), each timing
-exactly the epochs after the one warm-up epoch (min_timed_s 0):
+the epochs after the one warm-up epoch, and more as a sweep's trial does until half a second is timed
+(the trial's min_timed_s, trainables/timing.py more_epochs: a 40 ms epoch timed 3 times varied 1.5x
+between repeats on a GPU host):
 
     plain   the loop a careful user writes, in this process: data on the device, PyTorch's defaults
             (precision; threads: torch's own on a GPU, the trial's on the CPU, so both sides of the CPU
@@ -73,7 +75,7 @@ from sweeps.space import Space
 from trainables.config import LOOPS
 from trainables.data import move, take
 from trainables.devices import parse
-from trainables.timing import MIN_TIMED_EPOCHS
+from trainables.timing import MIN_TIMED_EPOCHS, more_epochs
 from trainables.train import run_trial
 from trainables.trial import Trial
 from trainables.workloads import WORKLOADS
@@ -116,10 +118,10 @@ def grids(flags: "Flags", device: str) -> dict:
 
 def space(flags: "Flags", name: str, device: str, loop: str, cpu_threads: int) -> Space:
     """One device's configurations as one sweep in `loop` ('fast', the default path, or 'seed'), timed one
-    trial at a time, each trial timing exactly its epochs after the warm-up (min_timed_s 0), as the plain
-    loop does."""
+    trial at a time, each trial timing its epochs after the warm-up, and more up to its min_timed_s, as the
+    plain loop does."""
     return Space(name, grids(flags, device), (device,), cpu_threads, params=dict(flags.param),
-                 fixed={"loop": loop, "exclusive": True, "min_timed_s": 0}, timeout_s=flags.trial_timeout,
+                 fixed={"loop": loop, "exclusive": True}, timeout_s=flags.trial_timeout,
                  plan_timeout_s=flags.plan_timeout)
 
 
@@ -132,6 +134,7 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     """The plain PyTorch loop on the trial's work (the module's docstring says how it is written), in the
     trial's loop: 'fast' a careful user's, 'seed' the seeds' (`.item()` and correct counts every step).
 
+    Like a trial, it times more epochs than the trial's own until min_timed_s is timed (more_epochs).
     Returns {'seconds': each timed epoch's, 'last_loss': the last step's loss, read after the timing,
     'epoch_loss': the seeds' loop's last epoch's loss per sample (run_trial's train_loss), else None}.
     `default_threads` is torch's own thread count, which a GPU loop keeps as a user's would."""
@@ -149,13 +152,12 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     criterion = wl.make_loss()
     summed = criterion.reduction == "sum"
     shuffler = torch.Generator().manual_seed(cfg.seed)  # the order run_trial draws
-    seconds, running_loss = [], 0.0
-    for _ in range(cfg.epochs):
-        _sync(device)
-        start = time.perf_counter()
+    state = {"running_loss": 0.0}
+
+    def epoch():
         order = torch.randperm(data.n, generator=shuffler).to(device) if wl.shuffle else None
         model.train()
-        running_loss = 0.0
+        state["running_loss"] = 0.0
         correct = torch.zeros((), dtype=torch.long if wl.classifies else torch.float32, device=device)
         for first in range(0, data.n, cfg.batch_size):
             index = slice(first, first + cfg.batch_size) if order is None else order[first:first + cfg.batch_size]
@@ -165,13 +167,28 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
             loss.backward()
             optimizer.step()
             if seed_loop:
-                running_loss += loss.item() * (1 if summed else len(target))
+                state["running_loss"] += loss.item() * (1 if summed else len(target))
                 if wl.metric != "loss":
                     correct += (output.argmax(1) == target).sum() if wl.classifies else wl.metric(output, target)
-        _sync(device)
-        seconds.append(time.perf_counter() - start)
-    return {"seconds": seconds[cfg.warmup_epochs:], "last_loss": loss.item(),
-            "epoch_loss": running_loss / data.n if seed_loop else None}
+        state["loss"] = loss
+
+    def timed(n: int) -> list[float]:
+        seconds = []
+        for _ in range(n):
+            _sync(device)
+            start = time.perf_counter()
+            epoch()
+            _sync(device)
+            seconds.append(time.perf_counter() - start)
+        return seconds
+
+    for _ in range(cfg.warmup_epochs):
+        epoch()
+    seconds = timed(cfg.epochs - cfg.warmup_epochs)
+    # as many more as a trial times (trainables/timing.py): a short epoch timed 3 times says little
+    seconds += timed(more_epochs(len(seconds), sum(seconds), cfg.min_timed_s))
+    return {"seconds": seconds, "last_loss": state["loss"].item(),
+            "epoch_loss": state["running_loss"] / data.n if seed_loop else None}
 
 
 def _ms(epoch_s) -> float:

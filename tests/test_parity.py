@@ -3,6 +3,7 @@
 Ray started as every sweep starts it prints times that its rows give again, from trials that ran at the
 driver's priority on the threads they asked for."""
 
+import dataclasses
 import os
 import re
 
@@ -14,6 +15,7 @@ from analysis.schema import SIZE_AXES
 from sweeps import parity
 from trainables import workload
 from trainables.config import TrialConfig
+from trainables.timing import more_epochs
 from trainables.train import run_trial
 from trainables.trial import resolve
 
@@ -100,9 +102,12 @@ def test_a_users_workload_runs_at_each_batch_size_and_its_plain_loop_takes_its_d
         ("pairs", "parity_job:workload", 32, "fast", "default"),
         ("pairs", "parity_job:workload", 128, "fast", "default")]  # no built-in beside it
     assert parity.config(trials[0]) == "pairs width=32 batch_size=32 dataset_size=128 n_features=8"
-    run = parity.plain(trials[0])
-    assert len(run["seconds"]) == 2  # 3 epochs, the warm-up left out
-    seed = parity.space(flags, "p", "cpu", "seed", 1).expand()[0]
+    run = parity.plain(trials[0])  # 3 epochs, the warm-up left out, then more as a trial takes for min_timed_s
+    first = run["seconds"][:2]
+    assert len(run["seconds"]) == 2 + more_epochs(2, sum(first), trials[0].cfg.min_timed_s) > 2
+    exact = resolve(dataclasses.replace(trials[0].cfg, min_timed_s=0))
+    assert len(parity.plain(exact)["seconds"]) == 2
+    seed = resolve(dataclasses.replace(parity.space(flags, "p", "cpu", "seed", 1).expand()[0].cfg, min_timed_s=0))
     assert parity.plain(seed)["epoch_loss"] == pytest.approx(run_trial(seed)["train_loss"], rel=1e-6)
     # without --smoke: its default grid cut to one configuration, the first value of each axis
     # and at least 4 epochs (3 timed after the warm-up), as a sweep's median takes
