@@ -60,8 +60,7 @@ from scipy import stats
 from analysis import schema, summary
 from analysis.crossover import (A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE, find,
                                 timed)
-from analysis.decide import eager_ok, is_reference, keys
-from analysis.load import read
+from analysis.load import eager_ok, is_reference, keys, read
 from analysis.schema import GRID_AXES, SIZE_AXES
 from sweeps import plan as planning, runner
 from sweeps.probe import PROBE_TIMEOUT_S, probe
