@@ -79,7 +79,6 @@ import json
 import math
 import textwrap
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -87,11 +86,9 @@ import pandas as pd
 from analysis import model
 from analysis.crossover import BUSY, loaded, timed
 from analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option, measures, stale
-from analysis.load import REFERENCE, sizes_label
-from analysis.schema import CONFIG_COLUMNS, SIZE_AXES
+from analysis.load import KEY, eager_ok, is_reference, keys, sizes_label
+from analysis.schema import SIZE_AXES
 
-# A sweep's configuration, for matching rows of any run length and seed to it.
-KEY = [c for c in CONFIG_COLUMNS if c not in ("device", "seed", "epochs", "warmup_epochs")]
 FIXED = ["setup_s", "h2d_s", "warmup_s", "eval_s"]  # a trial's time besides its timed epochs
 OWN_CPU, OWN_GPU, HOME_BOX = "own CPU", "own GPU", "home box"
 HERE = "measured here"  # your machine's options: your CPU, your GPUs (the rows not under results/reference/)
@@ -102,19 +99,6 @@ NEAREST = 3  # measured sizes a line is fitted to past either end of the measure
 BRIEF_LINES = 15  # lines of the default output at most (issue 24): the front, the picks, the stale prices
 WIDTH = 100  # columns of a line of the default output
 STALE = "stale prices:"  # the note on prices older than 12 months, the one note the default output keeps
-
-
-def _fmt(value) -> str:
-    return "-" if pd.isna(value) else f"{value:g}" if isinstance(value, (int, float, np.number)) else str(value)
-
-
-def keys(frame: pd.DataFrame, columns: list[str] = KEY) -> pd.Series:
-    """Each line's configuration as one string (nulls and numbers of any dtype written alike)."""
-    return frame[columns].apply(lambda r: "|".join(_fmt(v) for v in r), axis=1) if len(frame) else pd.Series(dtype=str)
-
-
-def is_reference(results_dir) -> bool:
-    return Path(str(results_dir)).resolve().is_relative_to(REFERENCE)
 
 
 # A figure resting on rows timed on a busy host ends with its mark; an answer explains each mark it uses, once.
@@ -135,13 +119,6 @@ def busy_notes(options: pd.DataFrame) -> list[str]:
     """What each busy mark among `options` means, a line each ('[busy]: timed while ...')."""
     used = "".join(options["busy"].fillna("")) if "busy" in options else ""  # '[busy]' is not in '[busy ref]'
     return [f"{mark}: {why}" for mark, why in BUSY_MARKS.items() if mark in used]
-
-
-def eager_ok(rows: pd.DataFrame) -> pd.DataFrame:
-    """The ok rows of the eager engine at PyTorch's default precision (what a user's plain run gets; a CPU
-    row at fp32 reads as it, analysis/load.py `compared_precision`), each with its config_key."""
-    ok = rows[(rows["status"] == "ok") & rows["engine"].fillna("eager").eq("eager") & rows["precision"].eq("default")]
-    return ok.assign(config_key=keys(ok))
 
 
 def sweep(rows: pd.DataFrame, asked: dict[str, int] | None = None) -> pd.DataFrame:

@@ -9,8 +9,10 @@ analysis/schema.py is named and refused instead of being silently merged. Each r
 (where it came from), `arm` (what it ran on: the device string, plus the device name and thread
 count where the rows hold more than one of those for the same device, as when a laptop's CPU and a
 cloud host's CPU are read together) and its device's fields (DEVICE_FIELDS: `is_cpu`, `whole_gpu`, ...,
-parsed once here by trainables/devices.py, so that no reader tests the device string). Reads rows only
-(pyarrow, pandas); never imports torch or ray.
+parsed once here by trainables/devices.py, so that no reader tests the device string). The row helpers
+every reader shares live here too: `eager_ok` (the rows a plain run is compared on), `keys` (a row's
+configuration as one string, KEY) and `is_reference` (a row of the shipped reference folders). Reads rows
+only (pyarrow, pandas); never imports torch or ray.
 """
 
 from __future__ import annotations
@@ -52,6 +54,29 @@ CHECKOUT = _checkout()
 # default (analysis/summary.py), so a folder of your sweeps is read without them (`sweep_dirs`). Installed from a
 # wheel, its copy of them: analysis/reference/ (pyproject.toml maps the one onto the other).
 REFERENCE = CHECKOUT / "results" / "reference" if CHECKOUT else packaged("reference")
+# A sweep's configuration, for matching rows of any run length and seed to it (`keys`).
+KEY = [c for c in CONFIG_COLUMNS if c not in ("device", "seed", "epochs", "warmup_epochs")]
+
+
+def is_reference(results_dir) -> bool:
+    """Whether a row's results_dir is one of the shipped reference folders (under REFERENCE)."""
+    return Path(str(results_dir)).resolve().is_relative_to(REFERENCE)
+
+
+def _fmt(value) -> str:
+    return "-" if pd.isna(value) else f"{value:g}" if isinstance(value, (int, float, np.number)) else str(value)
+
+
+def keys(frame: pd.DataFrame, columns: list[str] = KEY) -> pd.Series:
+    """Each line's configuration as one string (nulls and numbers of any dtype written alike)."""
+    return frame[columns].apply(lambda r: "|".join(_fmt(v) for v in r), axis=1) if len(frame) else pd.Series(dtype=str)
+
+
+def eager_ok(rows: pd.DataFrame) -> pd.DataFrame:
+    """The ok rows of the eager engine at PyTorch's default precision (what a user's plain run gets; a CPU
+    row at fp32 reads as it, `compared_precision`), each with its config_key (`keys`)."""
+    ok = rows[(rows["status"] == "ok") & rows["engine"].fillna("eager").eq("eager") & rows["precision"].eq("default")]
+    return ok.assign(config_key=keys(ok))
 
 
 def read(*dirs: str | Path) -> pd.DataFrame:

@@ -13,9 +13,9 @@ column, a timestamp of another time zone) are refused naming the file, the colum
 file is checked before any is written, so a refusal leaves every file as it was. Row files are the
 *.parquet files below the directories given, past any file or folder whose name starts with '_' or '.'
 (reports, Tune's state, files set aside, a writer's temporary file). Each is written under a
-temporary name in its own directory, flushed to disk and renamed over the old one (`write_atomic`,
-with which sweeps/store.py writes every row): a crash leaves the old file or the new, never half of
-one. Reads rows only (pyarrow); never imports torch or ray.
+temporary name in its own directory, flushed to disk and renamed over the old one (analysis/atomic.py
+`write_atomic`, with which sweeps/store.py writes every row): a crash leaves the old file or the new,
+never half of one. Reads rows only (pyarrow); never imports torch or ray.
 
 `--copy-counts` (`copy_counts`) fills a GPU row's per-op-class step costs (analysis/schema.py's
 OP_COLUMNS, and flops/bytes/launches_per_step where the row has none) from the rows below FROM_DIR
@@ -37,13 +37,12 @@ leaves each row twice, which the next `--compact` folds back to once.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from analysis.atomic import write_atomic
 from analysis.schema import CONFIG_COLUMNS, OP_COLUMNS, SCHEMA, SCHEMA_VERSION, to_table
 from trainables.devices import parse
 
@@ -122,37 +121,6 @@ def to_schema(path: Path) -> pa.Table | None:
         except pa.ArrowInvalid as exc:
             raise ValueError(f"{refused}, and a value does not fit ({exc}): {keep}") from None
     return pa.Table.from_arrays(columns, schema=SCHEMA)
-
-
-def _umask() -> int:
-    """This process's umask, read without setting it (os.umask would, for a moment, for every thread)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except OSError:  # no /proc (macOS)
-        pass
-    return 0o022
-
-
-def write_atomic(path: Path, table: pa.Table) -> None:
-    """`table` over `path`, atomically: a temporary file beside it, fsynced, renamed, the rename fsynced."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide the rows from the user's group and others
-        with os.fdopen(fd, "wb") as f:
-            pq.write_table(table, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def migrate(*dirs: str | Path) -> tuple[int, int]:

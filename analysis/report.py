@@ -42,7 +42,7 @@ from analysis.crossover import (
     timed,
     write,
 )
-from analysis.load import CHECKOUT, environment, read
+from analysis.load import CHECKOUT, environment, is_reference, read
 from analysis.schema import BUILTIN_MODULE, CROSSOVER_AXES, REPORTS, SIZE_AXES
 
 
@@ -55,7 +55,7 @@ def default_out(dirs: list[Path]) -> Path:
     named = [Path(d) if Path(d).name not in ("", "..") else Path(os.path.abspath(d)) for d in dirs]  # '.' has no name
     first = named[0]
     of_sweeps = first.is_dir() and next(first.glob("*.parquet"), None) is None
-    parent = (CHECKOUT or Path.cwd()) / "results" if decide.is_reference(first) else first if of_sweeps else first.parent
+    parent = (CHECKOUT or Path.cwd()) / "results" if is_reference(first) else first if of_sweeps else first.parent
     return parent / REPORTS / "+".join(d.name for d in named)
 
 

@@ -189,6 +189,9 @@ RUNS = "_runs"  # OUT/_runs/<sweep>.jsonl: beside the results directory OUT/<swe
 # (analysis/report.py). Here, below its writers and readers: the row writer names it without importing the report.
 REPORTS = "_reports"
 BUILTIN_MODULE = "trainables.workloads"  # workload_module of the built-ins; any other is a user's own
+# The key under which a trial reports its rows to Tune (trainables/trainable.py) and the sweep finds them
+# (sweeps/store.py): here, so that the row writer names it without importing the trainable and ray.tune.
+ROW_KEY = "crossover_row"
 
 
 def runs_file(directory: Path) -> Path:

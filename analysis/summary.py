@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.decide import REFERENCE, eager_ok
-from analysis.load import arm_labels, read
+from analysis.load import REFERENCE, arm_labels, eager_ok, read
 from analysis.migrate import row_files
 from analysis.schema import SIZE_AXES
 from analysis.verdict import Verdict, reach, reference_note  # noqa: F401  reference_note: its old home

@@ -43,6 +43,7 @@ from analysis.crossover import (
     left_out,
     render as render_crossovers,
 )
+from analysis.load import REFERENCE, eager_ok, is_reference, keys
 
 # A size a student reads first: the model's parameters, then the data's, then the rest.
 HEADLINE_AXES = ("n_params", "dataset_size", "batch_size", "depth", "width", "context")
@@ -164,9 +165,9 @@ def predicted(workload: str, rows: pd.DataFrame) -> Finding:
     step costs: decide.predictions): along the first axis of HEADLINE_AXES its CPU rows vary (the slice
     with most sizes), each GPU's time per epoch at the largest size with its 90% interval, and where it
     overtakes the CPU (`_against`). NOT_COMPARED, saying why, where nothing can be predicted."""
-    cpu = decide.eager_ok(rows[rows["is_cpu"]])
+    cpu = eager_ok(rows[rows["is_cpu"]])
     guess, note = decide.predictions(rows, list(model.load_devices()))
-    guess = guess.assign(config_key=decide.keys(guess)) if len(guess) else guess.assign(config_key=[])
+    guess = guess.assign(config_key=keys(guess)) if len(guess) else guess.assign(config_key=[])
     guess = guess[guess["config_key"].isin(set(cpu["config_key"]))]
     if cpu.empty or guess.empty:
         return Finding(workload, NOT_COMPARED, _unpredicted(rows, note))
@@ -326,12 +327,12 @@ def reference_line(rows: pd.DataFrame) -> str:
 
 def _reference(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The reference rows among `rows`, and your own ok rows."""
-    shipped = rows["results_dir"].map(decide.is_reference)
+    shipped = rows["results_dir"].map(is_reference)
     return rows[shipped], rows[~shipped & (rows["status"] == "ok")]
 
 
 def _shown(directory) -> str:
-    return str(Path(directory).resolve().relative_to(decide.REFERENCE.parent.parent))
+    return str(Path(directory).resolve().relative_to(REFERENCE.parent.parent))
 
 
 def answer(v: Verdict) -> list[str]:

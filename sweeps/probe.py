@@ -3,7 +3,7 @@
     found = probe(trial)          # Probe(step_s=0.15, fixed_s=7.9), or None where it could not run
     found.epoch_s(trial.cfg)      # the trial's predicted seconds an epoch on this CPU
 
-The search (sweeps/search.py) predicts a trial's time from this machine's rows of the workload, else from
+The search (sweeps/budget.py `predict_s`) predicts a trial's time from this machine's rows of the workload, else from
 the shipped reference rows. A user's model has neither before its first trial, so that trial ran
 unpredicted, under the per-trial cap, and on a slow or busy 2-core machine every one of them was cut: no
 row at all. The probe trains the line's first configuration cut to PROBE_BATCHES batches through the one

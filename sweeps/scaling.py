@@ -37,7 +37,8 @@ from pathlib import Path
 
 from analysis import charts, report, summary, verdict
 from analysis.load import read
-from sweeps import cli, plan, runner, search
+from sweeps import budget, cli, plan, runner, search, stopping
+from sweeps.compare import run_seconds, side_by_side
 from sweeps.space import Space
 from sweeps.store import Store
 from trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
@@ -64,9 +65,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="search: find each workload's crossover among its default grid's sizes, within --budget; "
                         "full: every size of that grid (sizes for a laptop's CPU and any GPU); seeds: each seed's "
                         "own configuration")
-    p.add_argument("--budget", type=_seconds, default=search.BUDGET_S, metavar="SECONDS",
+    p.add_argument("--budget", type=_seconds, default=budget.BUDGET_S, metavar="SECONDS",
                    help="the search's seconds, from its first round: a trial predicted past what is left, or "
-                        f"past {search.MAX_SHARE * 100:.0f}%% of it, is skipped and said (a row 'skipped: ...'; a "
+                        f"past {budget.MAX_SHARE * 100:.0f}%% of it, is skipped and said (a row 'skipped: ...'; a "
                         "larger budget measures it later), and one that runs past that share is stopped (a row "
                         "'cut for the budget'); the default fits `make run` in 3 minutes on a 2-core VM")
     p.add_argument("--compare", nargs="?", const=True, default=None, metavar="FULL_DIR",
@@ -100,7 +101,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "(without it, trials pack for throughput; every row lists what ran beside it)")
     p.add_argument("--repeats", type=cli.at_least(1), default=3,
                    help="independent runs (seeds) per grid point: the crossover's interval is over them (the "
-                        f"search gives each point 1 to {search.CAP} by its rule instead)")
+                        f"search gives each point 1 to {stopping.CAP} by its rule instead)")
     p.add_argument("--loop", default="fast", choices=LOOPS, help="'seed' reproduces the seeds' own loop")
     p.add_argument("--precision", default="default", choices=PRECISIONS,
                    help="every trial's precision (trainables/precision.py): default is PyTorch's own, as a plain "
@@ -212,8 +213,8 @@ def compare(args) -> int:
         seconds["full"] = time.monotonic() - began
     else:
         full = Path(args.compare)
-        seconds["full"] = search.run_seconds(full)  # its runs' wall time, as its runs file has them
-    print(search.compare(mine, args.out, Path(args.out) / mine.name, full, seconds))
+        seconds["full"] = run_seconds(full)  # its runs' wall time, as its runs file has them
+    print(side_by_side(mine, args.out, Path(args.out) / mine.name, full, seconds))
     return 0
 
 

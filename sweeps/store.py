@@ -12,7 +12,7 @@ A results directory holds its rows alone: pandas, pyarrow, DuckDB and polars rea
 `DIR/*.parquet`). The rest sits beside the results directories under names starting with '_', which
 pandas and pyarrow skip when they read `results/` as one dataset; so a sweep's name may not start
 with '_' or '.', and is one folder's name (`check_name`: letters, digits, '_', '-', '.', '+'). A row is written under a
-hidden temporary name, flushed to disk and renamed into place (analysis/migrate.py: write_atomic), so a
+hidden temporary name, flushed to disk and renamed into place (analysis/atomic.py: write_atomic), so a
 crash, a kill or a power loss leaves either the whole row or none; a row that cannot be written (a full
 disk, a quota) stops the sweep (WriteFailed: the directory, the error, the fix), the rows before it kept. Re-running a sweep skips the
 configs whose row says 'ok' and measures the rest again; a new row for a config replaces its old
@@ -46,10 +46,10 @@ from ray import tune
 from tqdm import tqdm
 
 from analysis import schema
-from analysis.migrate import write_atomic
+from analysis.schema import ROW_KEY
+from analysis.atomic import write_atomic
 from trainables.config import TrialConfig
 from trainables.rows import failed_row
-from trainables.trainable import ROW_KEY
 from trainables.trial import Trial
 
 LOCKS = "_locks"  # results/_locks/<sweep>

@@ -13,6 +13,7 @@ from analysis_rows import frame, plant, row
 
 from analysis import charts, cost, decide
 from analysis.crossover import Bootstrap, find
+from analysis.load import KEY, eager_ok
 
 SCHEMA = Path(alt.__file__).parent / "vegalite" / alt.SCHEMA_VERSION.split(".")[0] / "schema" / "vega-lite-schema.json"
 
@@ -31,8 +32,8 @@ def every_chart(rows):
     table = find(rows, Bootstrap(draws=50))
     options, billing = cost.load_prices()
     boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
-    gpu = decide.eager_ok(rows)[lambda r: r["device"] == "cuda"]  # the boxes' GPUs predicted at half the H100's speed
-    predicted = pd.concat([gpu[decide.KEY].assign(device_name=b.gpu, epoch_s_median=2 * gpu["epoch_s_median"]) for b in boxes])
+    gpu = eager_ok(rows)[lambda r: r["device"] == "cuda"]  # the boxes' GPUs predicted at half the H100's speed
+    predicted = pd.concat([gpu[KEY].assign(device_name=b.gpu, epoch_s_median=2 * gpu["epoch_s_median"]) for b in boxes])
     _, found, picks, even, _ = decide.decide(rows, predicted, options, billing, boxes)
     return {
         "epoch_time_vs_size": charts.epoch_time_vs_size(rows, table, "n_params"),

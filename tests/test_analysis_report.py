@@ -183,7 +183,7 @@ def test_energy_per_epoch_where_a_counter_was_read_and_nothing_where_none_was():
 
 
 def test_reports_of_the_reference_rows_are_written_outside_results_reference():
-    from analysis.decide import REFERENCE
+    from analysis.load import REFERENCE
 
     shipped = REFERENCE / "h200-2026-11-26" / "scaling"
     assert report.default_out([shipped]) == REFERENCE.parent / "_reports" / "scaling"

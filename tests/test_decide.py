@@ -13,6 +13,7 @@ from test_analysis_cost import write
 
 from analysis import charts, cost, decide
 from analysis.__main__ import main
+from analysis.load import KEY, REFERENCE, eager_ok, is_reference
 
 PRICE = {"date": "2026-01", "source": "https://example.com/pricing"}
 PROVIDERS = {"Hourly": {"step_s": 3600, "minimum_s": 3600, "startup_s": 600, **PRICE},
@@ -43,8 +44,8 @@ def planted(tmp_path):
         _timed(row("disc", "cpu", [10.0] * 3), 1, 10, 1),  # 112 s
     ])
     # the user's own rows: the CPU is theirs; the H100's are the shipped reference rows, of another host
-    rows = rows.assign(results_dir=np.where(rows["device"] == "cpu", "/home/me/results/mine", str(decide.REFERENCE / "h100")))
-    key = decide.eager_ok(rows)[decide.KEY].iloc[:1]
+    rows = rows.assign(results_dir=np.where(rows["device"] == "cpu", "/home/me/results/mine", str(REFERENCE / "h100")))
+    key = eager_ok(rows)[KEY].iloc[:1]
     # 2 s fixed + 11 x 3 = 35 s, within 2 + 11 x 2.5 = 29.5 s and 2 + 11 x 4 = 46 s
     predicted = key.assign(device_name="RTX 4090", epoch_s_median=3.0, epoch_s_lo=2.5, epoch_s_hi=4.0, predicted=True)
     return rows, predicted, options, billing, [box]
@@ -122,7 +123,7 @@ def test_your_cpu_rows_are_set_beside_the_reference_gpu_rows_of_the_same_configu
                   for d in (2, 3, 4) for s in (0, 1)])  # the default grid's disc, as `make run` measures it
     both = summary.with_reference(mine.assign(results_dir="/home/me/results/scaling"))
     gpus = both[both["device"] == "cuda"]
-    assert set(gpus["depth"]) == {2, 3, 4} and gpus["results_dir"].map(decide.is_reference).all()
+    assert set(gpus["depth"]) == {2, 3, 4} and gpus["results_dir"].map(is_reference).all()
     assert "cuda (NVIDIA H200)" in set(both["arm"])
     note = summary.reference_note(both)
     assert note.startswith("your cpu (Intel(R) Xeon(R) Processor) against") and "NVIDIA H200 measured on 2026-11-26" in note
@@ -186,7 +187,7 @@ def planned_rows(workload="tab", sizes=SIZES, slower=1.0, **values) -> list[dict
 def planned(planted):
     _, _, options, billing, _ = planted
     rows = frame(planned_rows()).assign(results_dir="/home/me/results/mine")
-    none = pd.DataFrame(columns=decide.KEY + ["device_name", "epoch_s_median"])  # no GPU model left to predict
+    none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median"])  # no GPU model left to predict
     return rows, none, options, billing, []
 
 
@@ -227,7 +228,7 @@ def test_the_planned_run_says_whether_its_size_was_measured_or_how_far_outside(p
 def test_a_planned_run_is_one_named_shape_never_a_sum_and_a_whole_dataset_batch_grows_with_it(planted):
     _, _, options, billing, _ = planted
     two = frame(planned_rows(width=64) + planned_rows(width=128, slower=2.0)).assign(results_dir="/home/me/r")
-    none = pd.DataFrame(columns=decide.KEY + ["device_name", "epoch_s_median"])
+    none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median"])
     with pytest.raises(ValueError, match=r"the rows hold widths 64 and 128: give --width 64 or --width 128"):
         decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000))
     grid, found, *_ = decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000, axes=(("width", "128"),)))
@@ -275,7 +276,7 @@ def test_a_measured_gpu_is_never_labelled_predicted_and_the_one_you_ran_on_is_an
     mine = write_rows(_host_rows(["disc"], "cuda", 2.0, "h100-host", "2026-11-24")
                       + _host_rows(["disc", "tabular"], "cpu", 10.0, "h100-host", "2026-11-24"), tmp_path / "mine")
     rows = read(mine)
-    tab = decide.eager_ok(rows).query("workload == 'tabular'")[decide.KEY].iloc[:1]
+    tab = eager_ok(rows).query("workload == 'tabular'")[KEY].iloc[:1]
     # the model's word for the H100 at tabular, the one configuration no H100 row measured: 2 s fixed + 11 x 6 s
     predicted = tab.assign(device_name="H100", epoch_s_median=6.0, epoch_s_lo=5.0, epoch_s_hi=8.0, predicted=True)
 
@@ -318,7 +319,7 @@ def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp
     """A realistic set: an H100 host's own rows of every built-in (the shipped ones, copied as yours), the
     reference rows set beside them, the shipped prices and home boxes."""
     import shutil
-    shutil.copytree(decide.REFERENCE / "h100-2026-11-26" / "scaling", tmp_path / "mine" / "scaling")
+    shutil.copytree(REFERENCE / "h100-2026-11-26" / "scaling", tmp_path / "mine" / "scaling")
     monkeypatch.chdir(tmp_path)
     assert main(["decide", "mine", "--deadline", "1", "--out", "charts"]) == 0
     text = capsys.readouterr().out
@@ -374,7 +375,7 @@ def test_a_user_workload_in_a_folder_of_its_own_gets_gpu_options_and_the_same_be
 def test_the_decision_is_printed_even_where_its_charts_cannot_be_written(tmp_path, monkeypatch, capsys):
     # --out under a file: the charts' folder cannot be made (a real OSError), and the answer stays, exit 0
     import shutil
-    shutil.copytree(decide.REFERENCE / "h100-2026-11-21-engines" / "engines-cpu", tmp_path / "mine" / "engines-cpu")
+    shutil.copytree(REFERENCE / "h100-2026-11-21-engines" / "engines-cpu", tmp_path / "mine" / "engines-cpu")
     (tmp_path / "file").write_text("not a folder")
     monkeypatch.chdir(tmp_path)
     assert main(["decide", "mine", "--out", "file/charts"]) == 0
@@ -443,7 +444,7 @@ def test_a_model_too_large_for_a_16_gb_card_does_not_fit_the_t4_and_is_never_pic
     options, billing = cost.load_prices(write(tmp_path, "p.yaml", T4_PRICES))
     rows = planned_rows() if measured else [r for r in planned_rows() if r["device"] == "cpu"]
     rows = read(write_rows(_big(rows, 30e9 if measured else None), tmp_path / "mine"))
-    key = decide.eager_ok(rows)[decide.KEY].drop_duplicates()
+    key = eager_ok(rows)[KEY].drop_duplicates()
     # the T4 predicted far faster than anything: only its memory keeps it out of the picks
     guess = [key.assign(device_name=gpu, epoch_s_median=1e-4, epoch_s_lo=1e-4, epoch_s_hi=2e-4) for gpu in ["T4"] +
              ([] if measured else ["H100"])]
@@ -464,7 +465,7 @@ def test_a_model_too_large_for_a_16_gb_card_does_not_fit_the_t4_and_is_never_pic
 
 def test_your_cpu_costs_its_electricity_measured_by_rapl_else_at_nominal_watts(planted):
     _, _, options, billing, _ = planted
-    none = pd.DataFrame(columns=decide.KEY + ["device_name", "epoch_s_median"])
+    none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median"])
     rows = planned_rows()
     plan = decide.Plan(10, 3000)
     wall = 1 + 10 * (0.01 + 1e-5 * 3000)

@@ -40,7 +40,8 @@ def test_a_config_that_cannot_resolve_still_becomes_an_error_row(cfg):
 def test_the_trainable_reports_a_bad_config_as_its_error_row(local_ray, tmp_path):
     from ray import tune
 
-    from trainables.trainable import ROW_KEY, trainable
+    from analysis.schema import ROW_KEY
+    from trainables.trainable import trainable
 
     bad = {"trials": [TrialConfig("disc", width=0).to_dict()], "resources": {"cpu": 1, "gpu": 0}}
     results = tune.Tuner(tune.with_resources(trainable, {"cpu": 1}), param_space={"group": bad},

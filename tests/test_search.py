@@ -1,6 +1,7 @@
-"""The adaptive crossover search (sweeps/search.py): its rule on planted rows without Ray (a planted crossover
-found to the grid's resolution, a planted tie called within noise, the stopping rule's intervals covering a
-planted ratio at their nominal rate), its budget, and one real search through Ray, resumed."""
+"""The adaptive crossover search (sweeps/search.py): its rule (sweeps/stopping.py) on planted rows without
+Ray (a planted crossover found to the grid's resolution, a planted tie called within noise, the stopping rule's
+intervals covering a planted ratio at their nominal rate), its budget (sweeps/budget.py), the benchmark beside
+the full grid (sweeps/compare.py), and one real search through Ray, resumed."""
 
 import math
 import subprocess
@@ -8,13 +9,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, WITHIN_NOISE
 from analysis.load import REFERENCE, read
-from sweeps import search
-from sweeps.search import ALPHA, CAP, MAX_SHARE, Ask, Line, Runs
+from sweeps import budget, compare, search, stopping
+from sweeps.budget import MAX_SHARE, Ask
+from sweeps.stopping import ALPHA, CAP, Line, Runs
 from sweeps.space import Space
 from tests.analysis_rows import frame, row, write
 from trainables.rows import config_row
@@ -32,8 +33,8 @@ def measure(line: Line, cpu, gpu, noise: float, seed: int, gpu_runs: int = 3):
     rows = [row(line.workload, "cuda", [gpu(x) * math.exp(rng.normal(0, noise))], **{line.axis: x}, seed=k)
             for x in line.sizes for k in range(gpu_runs)]
     while True:
-        measured = search.runs(frame(rows), line.axis)
-        wanted = search.next_runs(line, measured)
+        measured = stopping.runs(frame(rows), line.axis)
+        wanted = stopping.next_runs(line, measured)
         if not wanted:
             return rows, measured
         for size, target in wanted.items():
@@ -48,8 +49,8 @@ def test_the_search_finds_a_planted_crossover_to_the_grids_resolution_in_fewer_r
     gpu = lambda x: 0.010  # noqa: E731
     cpu = lambda x: 0.010 * 1.6 ** (x - 8.4)  # the CPU's time grows past the GPU's at depth 8.4  # noqa: E731
     rows, measured = measure(line, cpu, gpu, noise=0.05, seed=1)
-    v = search.verdict(line, measured)
-    assert v.kind == CROSSOVER and v.faster_above == search.GPU
+    v = stopping.verdict(line, measured)
+    assert v.kind == CROSSOVER and v.faster_above == stopping.GPU
     (a, b, x), = v.changes
     assert (a, b) == (8, 9), v.points  # neighbours in the grid, around the planted 8.4
     assert 8 <= x <= 9
@@ -62,26 +63,26 @@ def test_the_search_finds_a_planted_crossover_to_the_grids_resolution_in_fewer_r
 def test_a_crossover_towards_the_cpu_is_found_too():
     line = Line("lenet", "batch_size", (16, 32, 64, 100))  # small batches: the GPU waits on launches
     rows, measured = measure(line, lambda x: 0.05, lambda x: 0.05 * (40 / x) ** 1.5, noise=0.03, seed=2)
-    v = search.verdict(line, measured)
-    assert v.kind == CROSSOVER and v.faster_above == search.GPU and v.changes[0][:2] == (32, 64)
+    v = stopping.verdict(line, measured)
+    assert v.kind == CROSSOVER and v.faster_above == stopping.GPU and v.changes[0][:2] == (32, 64)
 
 
 @pytest.mark.parametrize("cpu_over_gpu, kind", [(3.0, B_EVERYWHERE), (1 / 3, A_EVERYWHERE)])
 def test_a_device_faster_everywhere_costs_the_bracket_alone(cpu_over_gpu, kind):
     line = Line("disc", "depth", DEPTHS)
     rows, measured = measure(line, lambda x: 0.01 * cpu_over_gpu, lambda x: 0.01, noise=0.05, seed=3)
-    v = search.verdict(line, measured)
+    v = stopping.verdict(line, measured)
     assert v.kind == kind
     assert sorted(measured) == [2, 7, 12]
-    assert [len(measured[x].cpu) for x in (2, 7, 12)] == [search.BRACKET_RUNS, search.BRACKET_RUNS, 1]
+    assert [len(measured[x].cpu) for x in (2, 7, 12)] == [stopping.BRACKET_RUNS, stopping.BRACKET_RUNS, 1]
 
 
 def test_a_planted_tie_is_within_noise_and_spends_its_repeats_there():
     line = Line("disc", "depth", DEPTHS)
     rows, measured = measure(line, lambda x: 0.01, lambda x: 0.01, noise=0.15, seed=4)
-    v = search.verdict(line, measured)
+    v = stopping.verdict(line, measured)
     assert v.kind == WITHIN_NOISE, v.points
-    assert all(p.label == search.SAME and p.low < 1 < p.high for p in v.points)
+    assert all(p.label == stopping.SAME and p.low < 1 < p.high for p in v.points)
     assert "within noise at every measured size" in v.text()
     assert all(len(r.cpu) <= CAP for r in measured.values())
 
@@ -101,10 +102,10 @@ def test_the_stopping_rules_interval_covers_a_planted_ratio_at_its_nominal_rate(
         ratio = {x: math.exp(slope * (i - 2) + rng.normal(0, spread / 2)) for i, x in enumerate(sizes)}
         gpu = {x: [math.exp(rng.normal(0, noise)) for _ in range(3)] for x in sizes}
         cpu = {x: [] for x in sizes}
-        while wanted := search.next_runs(line, {x: Runs(tuple(cpu[x]), tuple(gpu[x])) for x in sizes if cpu[x]}):
+        while wanted := stopping.next_runs(line, {x: Runs(tuple(cpu[x]), tuple(gpu[x])) for x in sizes if cpu[x]}):
             for x, target in wanted.items():
                 cpu[x] += [ratio[x] * math.exp(rng.normal(0, noise)) for _ in range(target - len(cpu[x]))]
-        points = search.evaluate({x: Runs(tuple(cpu[x]), tuple(gpu[x])) for x in sizes if cpu[x]})
+        points = stopping.evaluate({x: Runs(tuple(cpu[x]), tuple(gpu[x])) for x in sizes if cpu[x]})
         for x, p in points.items():
             total += 1
             covered += p.low <= ratio[x] <= p.high
@@ -128,7 +129,7 @@ def test_the_search_reads_busy_rows_by_the_verdicts_rule_and_replaces_one_left_o
     s = search.state(p, frame(rows))
     assert s.measured[line][2].cpu == (0.01,) and s.measured[line][7].cpu == (0.01, 0.01)
     assert {k[:2] for k in s.own[line]} == {(2, 0), (2, 1), (7, 0), (7, 1)}  # measured: never run again
-    assert search.runs(frame(rows), "depth")[2].cpu == (0.01,)
+    assert stopping.runs(frame(rows), "depth")[2].cpu == (0.01,)
     asked = {a.size: a for a in search.asks(p, s, {line: set()})}
     assert [t.cfg.seed for t in asked[2].trials] == [2] and asked[2].upto == 3  # a new seed, beside 0 and 1
 
@@ -137,7 +138,7 @@ def test_a_trial_predicted_past_the_budget_is_skipped_saying_why():
     line = Line("disc", "depth", DEPTHS)
     cheap, dear, pricey = (Ask(line, x, 0, 2, cost, ()) for x, cost in ((2, (1.0, 1.0)), (7, (8.0, 8.0)),
                                                                           (12, (40.0, 40.0))))
-    run, skip = search.afford([pricey, dear, cheap], left_s=10.0, budget_s=100.0)
+    run, skip = budget.afford([pricey, dear, cheap], left_s=10.0, budget_s=100.0)
     assert run == [cheap]  # cheapest first: 2 s of the 10 left; the next 16 s do not fit
     reasons = dict((a.size, why) for a, why in skip)
     assert reasons[7] == "predicted 16 s, past the 8 s left of --budget 100 s"
@@ -149,20 +150,20 @@ def test_what_the_search_skipped_is_said_in_two_lines_of_100_columns_dearest_fir
     line = Line("disc", "depth", DEPTHS)
     dear = [(Ask(line, k, 0, 2, (k * 10.0, k * 10.0), ("t", "t")), "why") for k in range(3, 12)]  # 30-110 s
     cheap = [(Ask(line, k, 0, 2, (1.0, 1.0), ("t", "t")), "why") for k in (2, 12)]
-    said = search.skipped_lines(dear + cheap, budget_s=100.0)
+    said = budget.skipped_lines(dear + cheap, budget_s=100.0)
     assert len(said) == 2 and all(len(text) <= 100 for text in said), said
     assert said == ["  predicted past 15% of it: disc depth=11 (110 s), disc depth=10 (100 s) and 7 more",
                     "  past what was left of it: 4 trials at 2 sizes (a larger --budget measures them)"]
-    assert search.skipped_lines(dear[:1], budget_s=100.0) == ["  predicted past 15% of it: disc depth=3 (30 s)"]
+    assert budget.skipped_lines(dear[:1], budget_s=100.0) == ["  predicted past 15% of it: disc depth=3 (30 s)"]
 
 
 def test_a_trials_time_is_predicted_from_the_nearest_measured_size_scaled_as_the_reference_scales():
     cfg = Space("p", {"disc": {"depth": [8], "epochs": [6]}}).expand()[0].cfg  # 6 epochs, 1 of warm-up
     own = {4: (0.5, 0.2)}  # at depth 4: 0.5 s besides the epochs, 0.2 s an epoch
     ref = {4: 0.01, 8: 0.04}  # the reference's epoch grows 4x from depth 4 to 8
-    assert search.predict_s(8, cfg, own, ref, factor=1.0) == pytest.approx(2.0 + 0.8 * 6 + search.TRIAL_S)
-    assert search.predict_s(8, cfg, {}, ref, factor=3.0) == pytest.approx(1.0 + 0.12 * 6 + search.TRIAL_S)
-    assert search.predict_s(8, cfg, {}, {}, factor=3.0) is None  # nothing to go on: run, unpredicted
+    assert budget.predict_s(8, cfg, own, ref, factor=1.0) == pytest.approx(2.0 + 0.8 * 6 + budget.TRIAL_S)
+    assert budget.predict_s(8, cfg, {}, ref, factor=3.0) == pytest.approx(1.0 + 0.12 * 6 + budget.TRIAL_S)
+    assert budget.predict_s(8, cfg, {}, {}, factor=3.0) is None  # nothing to go on: run, unpredicted
 
 
 def test_the_benchmark_sets_the_search_beside_the_full_grid_and_finds_them_within_one_size_step(tmp_path):
@@ -181,11 +182,11 @@ def test_the_benchmark_sets_the_search_beside_the_full_grid_and_finds_them_withi
 
     write([planted(x, k) for x in DEPTHS for k in range(3)], tmp_path / "full")
     mine = []
-    while wanted := search.next_runs(line, search.state(p, frame(mine) if mine else None).measured[line]):
+    while wanted := stopping.next_runs(line, search.state(p, frame(mine) if mine else None).measured[line]):
         mine += [planted(x, k) for x, target in wanted.items() for k in range(sum(r["depth"] == x for r in mine),
                                                                               target)]
     write(mine, tmp_path / "bench")
-    table = search.compare(space, tmp_path, tmp_path / "bench", tmp_path / "full", {"search": 60.0, "full": 300.0})
+    table = compare.side_by_side(space, tmp_path, tmp_path / "bench", tmp_path / "full", {"search": 60.0, "full": 300.0})
     assert "GPU faster past depth ~ 8." in table and "size steps apart" in table, table
     assert "the search's crossover within one size step of the full grid's: 1 of 1 workloads" in table
     assert "full grid  GPU faster past depth" in table and "33 trials" in table
@@ -216,7 +217,7 @@ def test_a_real_search_runs_through_ray_skips_past_its_budget_and_resumes_with_a
     ok = rows[rows["status"] == "ok"]
     assert found.trials == len(ok) >= 2 and rows["config_hash"].is_unique
     assert set(skipped["config_hash"]) <= set(ok["config_hash"])  # the skipped trials measured now, in their place
-    full = {t.hash for t in Space("found", space.grids, ("cpu",), cpu_threads=CPUS, repeats=search.SEEDS).expand()}
+    full = {t.hash for t in Space("found", space.grids, ("cpu",), cpu_threads=CPUS, repeats=stopping.SEEDS).expand()}
     assert set(ok["config_hash"]) <= full  # the full grid's configurations: a later --grid full resumes on them
     v, = found.verdicts
     assert v.kind in (CROSSOVER, A_EVERYWHERE, B_EVERYWHERE, WITHIN_NOISE)
@@ -230,25 +231,25 @@ def test_a_real_search_runs_through_ray_skips_past_its_budget_and_resumes_with_a
 
 
 def test_each_trial_gets_at_most_its_share_of_the_budget_never_more_than_the_trial_timeout():
-    assert search.trial_limit(150.0, 3600) == (MAX_SHARE * 150.0, "cut for the budget: 15% of --budget 150 s")
-    assert search.trial_limit(150.0, 10) == (10, "--trial-timeout")
+    assert budget.trial_limit(150.0, 3600) == (MAX_SHARE * 150.0, "cut for the budget: 15% of --budget 150 s")
+    assert budget.trial_limit(150.0, 10) == (10, "--trial-timeout")
     # a line's first trial may take what is left of the budget, where that is more: its row predicts the rest
     share = (MAX_SHARE * 150.0, "cut for the budget: 15% of --budget 150 s")
     left = (100.0, "cut for the budget: the 100 s left of --budget 150 s")
-    assert search.trial_limit(150.0, 3600, left_s=100.0) == left
-    assert search.trial_limit(150.0, 3600, left_s=10.0) == share
-    assert search.trial_limit(150.0, 60, left_s=100.0) == (60, "--trial-timeout")
+    assert budget.trial_limit(150.0, 3600, left_s=100.0) == left
+    assert budget.trial_limit(150.0, 3600, left_s=10.0) == share
+    assert budget.trial_limit(150.0, 60, left_s=100.0) == (60, "--trial-timeout")
     # (the cut itself, on a real Ray: tests/test_user_workload.py, a model whose larger size is slower than predicted)
 
 
 def test_a_fresh_lines_first_point_needs_only_the_budget_left_and_where_none_fits_the_budget_it_needs_is_said():
     line = Line("disc", "depth", (2, 4))
     first = Ask(line, 2, 0, 1, (40.0,), ())
-    assert search.afford([first], left_s=100.0, budget_s=100.0)[0] == []  # past 15% of the budget: skipped ...
-    assert search.afford([first], left_s=100.0, budget_s=100.0, fresh=frozenset({line}))[0] == [first]  # ... unless
-    run, skip = search.afford([first], left_s=30.0, budget_s=100.0, fresh=frozenset({line}))
+    assert budget.afford([first], left_s=100.0, budget_s=100.0)[0] == []  # past 15% of the budget: skipped ...
+    assert budget.afford([first], left_s=100.0, budget_s=100.0, fresh=frozenset({line}))[0] == [first]  # ... unless
+    run, skip = budget.afford([first], left_s=30.0, budget_s=100.0, fresh=frozenset({line}))
     assert run == [] and skip[0][1] == "predicted 40 s, past the 30 s left of --budget 100 s"
-    assert search.needs(skip, 100.0) == ("disc: a trial at depth=2 is predicted to take 40 s here, past what --budget "
+    assert budget.needs(skip, 100.0) == ("disc: a trial at depth=2 is predicted to take 40 s here, past what --budget "
                                          "100 s leaves: give --budget 270 or more")
 
 

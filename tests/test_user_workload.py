@@ -25,6 +25,7 @@ import ray
 import torch
 
 from sweeps import runner, search
+from sweeps.budget import MAX_SHARE
 from sweeps.space import Space, groups
 from trainables import workload
 from trainables.fused import member_bytes
@@ -460,7 +461,7 @@ def test_a_model_no_trial_of_which_fits_the_budget_is_told_the_budget_it_needs_b
     need = [text for text in said if text.startswith("uw_toolong: a trial at dataset_size=16 is predicted to take ")]
     assert len(need) == 1 and need[0].endswith(" or more"), said
     budget = int(need[0].rsplit("give --budget ", 1)[1].split()[0].replace(",", ""))
-    assert budget * search.MAX_SHARE >= 20 * 0.8  # its share holds the sleeps at least
+    assert budget * MAX_SHARE >= 20 * 0.8  # its share holds the sleeps at least
     assert said.index(need[0]) < min(i for i, text in enumerate(said) if text.startswith("skipped "))
     rows = pd.read_parquet(tmp_path / "toolong")
     assert found.trials == 0 and rows["error"].str.startswith("skipped: predicted").all()

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import decide, summary, verdict
+from analysis import summary, verdict
 from analysis.crossover import A_EVERYWHERE, Bootstrap
+from analysis.load import REFERENCE
 from analysis_rows import plant, user_cpu_rows
 
 SIZES = np.geomspace(1e2, 1e6, 9)
@@ -133,7 +134,7 @@ def test_a_workload_timed_on_a_busy_machine_gets_its_answer_saying_so():
     assert "busy" not in finding(both).words
     # busy reference GPU rows (another host's) are named as such, never as "your machine"
     shipped = rows.assign(outside_load=rows["device"] != "cpu",
-                          results_dir=np.where(rows["device"] == "cpu", "mine", str(decide.REFERENCE / "h" / "s")))
+                          results_dir=np.where(rows["device"] == "cpu", "mine", str(REFERENCE / "h" / "s")))
     assert finding(shipped).words.endswith(" [busy ref]") and "[busy]" not in finding(shipped).words
 
 
@@ -142,7 +143,7 @@ def test_the_cost_line_counts_the_trials_your_rows_ran_not_the_reference_rows_be
     # a size: "a run like this sweep" is what ran (2 + 7 x 1 = 11 trials over 9 configurations), not 27
     cpu = plant(SIZES, CPU, GPU, noise=0.05, runs=3)
     mine = cpu[(cpu["device"] == "cpu") & ((cpu["seed"] == 0) | ((cpu["seed"] == 1) & (cpu["depth"] <= 2)))]
-    ref = cpu[cpu["device"] != "cpu"].assign(results_dir=str(decide.REFERENCE / "h100-planted"),
+    ref = cpu[cpu["device"] != "cpu"].assign(results_dir=str(REFERENCE / "h100-planted"),
                                              finished_at=pd.Timestamp("2026-11-25", tz="UTC"))
     rows = pd.concat([mine.assign(results_dir="/home/me/results/scaling"), ref], ignore_index=True)
     said = verdict.reach(rows, BOOT, decision=True)

@@ -22,6 +22,7 @@ import threading
 import ray
 from ray import tune
 
+from analysis.schema import ROW_KEY
 from trainables import env
 from trainables.config import TrialConfig
 from trainables.ddp import run_ddp
@@ -30,8 +31,6 @@ from trainables.neighbours import Claim
 from trainables.rows import error_text, failed_row
 from trainables.train import run_trial
 from trainables.trial import Trial, resolve
-
-ROW_KEY = "crossover_row"  # the key under which a trial reports its rows to Tune
 
 # The one piece of process state in the trainables: how many Tune trials this worker process has
 # started. A reused worker (reuse_actors, sweeps/runner.py) runs trial after trial, and its first one
