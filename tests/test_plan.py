@@ -217,3 +217,17 @@ def test_a_worker_that_dies_is_one_line_on_the_terminal_and_rays_lines_go_to_the
     assert len([line for line in done.stdout.splitlines() if ": FAILED " in line]) == 1, done.stdout
     assert "A worker died or was killed" in (out / "_logs" / "segv.log").read_text()
     assert (pd.read_parquet(out / "segv")["status"] == "error").all()
+
+
+@pytest.mark.slow
+def test_os_exit_in_a_data_parallel_rank_is_a_row_saying_the_call_the_status_and_the_rank(tmp_path):
+    ref = job(tmp_path, "pl_ddpexit", optimiser="os._exit(4)")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workload", ref, "--devices",
+                           "ddp-cpu:1", "--cpu-threads", "1", "--smoke", "--repeats", "1", "--max-failures", "0",
+                           "--out", str(out), "--name", "ddpexit", "--no-report"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "RAY_ADDRESS": ""})
+    rows = pd.read_parquet(out / "ddpexit")
+    assert len(rows) == 1 and rows["error"][0].startswith(
+        "WorkerExit: the workload's code called os._exit(4) in rank 0 of 1, which would end its Ray worker"), done.stdout
+    assert "(raylet)" not in done.stdout + done.stderr and "lost its worker" not in done.stdout
