@@ -294,20 +294,38 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
 @contextlib.contextmanager
 def tune_log(path: Path):
     """Within it, what Tune logs goes to `path` and not to the terminal: a trial whose worker died was 30 lines
-    of Ray's traceback there, each time Tune ran it again. The sweep says a line per failed trial itself
-    (RowWriter), and the trial's row holds its error."""
+    of Ray's traceback there, each time Tune ran it again; and so do the raylet's lines (`raylet_lines_to`). The
+    sweep says a line per failed trial itself (RowWriter), and the trial's row holds its error."""
     tune_logger = logging.getLogger("ray.tune")
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     tune_logger.addHandler(handler)
     tune_logger.propagate = False
+    raylet_lines_to(path)
     try:
         yield
     finally:
         tune_logger.removeHandler(handler)
         tune_logger.propagate = True
         handler.close()
+
+
+def raylet_lines_to(path: Path) -> None:
+    """The error lines this process's Ray prints from its raylets ("(raylet) A worker died or was killed ...": one
+    for each death of a worker, in colour, on stdout, whatever log_to_driver says) appended to `path`, the run's
+    log, from now on. Ray has no switch for them; its driver prints them through `print_to_stdstream`, replaced
+    here. They come after the row of the trial whose worker died (a sweep's last trial's, after the sweep has
+    ended), so they go to the latest run's log until another run sends them to its own."""
+    from ray._private import worker
+
+    def append(data: dict, ignore_prefix: bool = False) -> None:
+        now = dt.datetime.now()  # as tune_log's Formatter writes its time
+        with open(path, "a") as log:
+            log.writelines(f"{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d} ERROR ray ({data.get('pid')}): "
+                           f"{line}\n" for line in data["lines"])
+
+    worker.print_to_stdstream = append
 
 
 def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, log, storage_path: str | None,

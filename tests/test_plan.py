@@ -201,3 +201,33 @@ def test_a_sweep_of_faulty_jobs_rows_each_fault_cleanly_measures_the_good_one_an
     assert "lost its worker" not in done.stdout  # no exit of the user's code was taken for a lost node
     assert {ref: Path(ref.split(":")[0]).read_bytes() for ref in refs} == sources
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*(f"{n}.py" for n in FAULTS), "out"])
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_is_one_line_on_the_terminal_and_rays_lines_go_to_the_runs_log(tmp_path):
+    # a segfault in the user's code kills its worker outright, as no exit the trial can trap (WorkerExit) would
+    ref = job(tmp_path, "pl_segv", optimiser="import ctypes; ctypes.string_at(0)")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workload", ref, "--devices", "cpu",
+                           "--smoke", "--repeats", "1", "--max-failures", "0", "--out", str(out), "--name", "segv",
+                           "--no-report"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "RAY_ADDRESS": ""})
+    said = done.stdout + done.stderr
+    assert "(raylet)" not in said and "\x1b[" not in said and "Traceback" not in said, said[-3000:]
+    assert len([line for line in done.stdout.splitlines() if ": FAILED " in line]) == 1, done.stdout
+    assert "A worker died or was killed" in (out / "_logs" / "segv.log").read_text()
+    assert (pd.read_parquet(out / "segv")["status"] == "error").all()
+
+
+@pytest.mark.slow
+def test_os_exit_in_a_data_parallel_rank_is_a_row_saying_the_call_the_status_and_the_rank(tmp_path):
+    ref = job(tmp_path, "pl_ddpexit", optimiser="os._exit(4)")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workload", ref, "--devices",
+                           "ddp-cpu:1", "--cpu-threads", "1", "--smoke", "--repeats", "1", "--max-failures", "0",
+                           "--out", str(out), "--name", "ddpexit", "--no-report"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "RAY_ADDRESS": ""})
+    rows = pd.read_parquet(out / "ddpexit")
+    assert len(rows) == 1 and rows["error"][0].startswith(
+        "WorkerExit: the workload's code called os._exit(4) in rank 0 of 1, which would end its Ray worker"), done.stdout
+    assert "(raylet)" not in done.stdout + done.stderr and "lost its worker" not in done.stdout

@@ -1,6 +1,7 @@
 """A Workload is checked when it is made: each misuse is refused in one line naming the workload, the field and the
-fix, before any trial (trainables/workload.py Workload.__post_init__); a make_data that returns no Data is refused
-where planning first makes a batch, in the planning process (sweeps/plan.py), and its trials never run.
+fix, before any trial (trainables/workload.py Workload.__post_init__); a make_data that returns no Data, or targets
+its loss does not take, is refused where planning first makes a batch, in the planning process (sweeps/plan.py),
+and its trials never run.
 
     python -m pytest tests/test_workload_checks.py
 """
@@ -121,3 +122,62 @@ def test_a_make_data_that_returns_a_tuple_is_faulted_as_planned_and_its_trials_n
                     "split); its trials are error rows and do not run"), said
     err = capfd.readouterr().err
     assert err.count("error: ") == 1 and said in err  # said once, for both sizes
+
+
+def targets(dtype, *shape):
+    """A make_data whose targets are zeros of `dtype` and shape (samples, *shape)."""
+    return lambda cfg: Data(data(cfg).x, torch.zeros(cfg.dataset_size, *shape, dtype=dtype), None, None, source="random")
+
+
+@pytest.mark.parametrize("loss, dtype, shape, words", [
+    (nn.CrossEntropyLoss, torch.float32, (), "make_data's Data.y is torch.float32 of shape (64,), but its loss "
+     "CrossEntropyLoss takes class indices as torch.int64 or torch.uint8: give y.long(), or class probabilities as "
+     "floats of the outputs' shape"),
+    (nn.CrossEntropyLoss, torch.bool, (), "Data.y is torch.bool of shape (64,), but its loss CrossEntropyLoss takes "
+     "class indices"),
+    (nn.NLLLoss, torch.int32, (), "Data.y is torch.int32 of shape (64,), but its loss NLLLoss takes class indices as "
+     "torch.int64 or torch.uint8: give y.long()"),
+    (nn.MSELoss, torch.long, (2,), "Data.y is torch.int64 of shape (64, 2), but its loss MSELoss takes real-valued "
+     "targets: give y.float()"),
+    (nn.BCEWithLogitsLoss, torch.long, (2,), "its loss BCEWithLogitsLoss takes real-valued targets: give y.float()"),
+], ids=["ce-float", "ce-bool", "nll-int32", "mse-long", "bce-long"])
+def test_targets_of_a_dtype_the_loss_does_not_take_are_refused_naming_the_workload_the_field_and_the_fix(
+        loss, dtype, shape, words):
+    wl = Workload("mine", **{**GOOD, "make_loss": loss, "make_data": targets(dtype, *shape)})
+    with pytest.raises(WorkloadError) as info:
+        wl.data(TrialConfig("mine", batch_size=16, dataset_size=64, epochs=2))
+    said = str(info.value)
+    assert said.startswith("Workload 'mine': make_data's Data.y is ") and words in said and "\n" not in said, said
+
+
+@pytest.mark.parametrize("loss, dtype, shape", [
+    (nn.CrossEntropyLoss, torch.long, ()), (nn.CrossEntropyLoss, torch.uint8, ()),
+    (nn.CrossEntropyLoss, torch.float32, (2,)),  # class probabilities
+    (nn.MSELoss, torch.float64, (2,)), (nn.L1Loss, torch.float32, (2,)),
+    (nn.CosineEmbeddingLoss, torch.long, ()),  # a loss not in the tables: unchecked
+], ids=["ce-long", "ce-uint8", "ce-probabilities", "mse-double", "l1-float", "unlisted"])
+def test_targets_the_loss_takes_pass_and_a_step_of_its_own_is_trusted_with_its_targets(loss, dtype, shape):
+    cfg = TrialConfig("mine", batch_size=16, dataset_size=64, epochs=2)
+    assert Workload("mine", **{**GOOD, "make_loss": loss, "make_data": targets(dtype, *shape)}).data(cfg).n == 64
+    stepped = Workload("mine", **{**GOOD, "make_data": targets(torch.float32), "step": lambda m, x, y, loss: (
+        loss(m(x), y.long()), m(x))})
+    assert stepped.data(cfg).y.dtype == torch.float32
+
+
+def test_float_class_indices_are_faulted_as_planned_and_a_trial_given_them_is_an_error_row(tmp_path, fresh, capfd):
+    from trainables.rows import error_text, failed_row
+    from trainables.train import run_trial
+
+    ref = job(tmp_path, "wc_float", returns="return Data(x, (x.sum(1) > 0).float(), None, None, source='random')")
+    trials = Space("floats", {ref: {"batch_size": [16]}}).expand()
+    plan.member_sizes(trials)
+    said = plan.fault(trials[0].wl)
+    assert said == ("wc_float:workload: Workload 'wc_float': make_data's Data.y is torch.float32 of shape (16,), but "
+                    "its loss CrossEntropyLoss takes class indices as torch.int64 or torch.uint8: give y.long(), or "
+                    "class probabilities as floats of the outputs' shape; its trials are error rows and do not run"), said
+    assert capfd.readouterr().err.count("error: ") == 1
+    with pytest.raises(WorkloadError) as info:  # a trial that ran anyway is refused as it makes its data
+        run_trial(trials[0])
+    row = failed_row(trials[0], error_text(info.value))  # its row, as trainables/trainable.py writes it
+    assert row["status"] == "error" and row["error"].startswith("WorkloadError: Workload 'wc_float': make_data's "
+                                                                "Data.y is torch.float32 of shape (64,)"), row

@@ -19,8 +19,10 @@ import ray.train.torch
 import torch.distributed as dist
 from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchConfig, TorchTrainer
+from ray.train.v2.api.exceptions import WorkerGroupError
 
 from trainables.devices import ddp_worker_resources
+from trainables.exits import WorkerExit, exits_trapped
 from trainables.placement import Placement
 from trainables.train import run_trial
 from trainables.trial import Trial
@@ -31,7 +33,8 @@ _ROW = "row"
 def _worker(config: dict) -> None:
     context = ray.train.get_context()
     where = Placement((ray.train.torch.get_device(),), context.get_world_rank(), context.get_world_size())
-    row = run_trial(config["trial"], where)
+    with exits_trapped():  # a rank's os._exit: its WorkerExit, which Ray Train hands back (run_ddp)
+        row = run_trial(config["trial"], where)
     ranks = [None] * where.world
     dist.all_gather_object(ranks, (row["per_rank_samples_per_s"][0], row["gpu_ids"]))
     rates = [rate for rate, _ in ranks]
@@ -53,4 +56,12 @@ def run_ddp(trial: Trial) -> dict:
         # the row comes back as metrics; Train's own run folder (and the empty checkpoint) is scratch
         run_config=RunConfig(name=f"ddp-{trial.hash}", storage_path=tempfile.gettempdir()),
     )
-    return trainer.fit().metrics[_ROW]
+    try:
+        return trainer.fit().metrics[_ROW]
+    except WorkerGroupError as exc:  # a rank's exit said as a single trial's is, not as Train's health check
+        exits = [(rank, failure) for rank, failure in sorted(exc.worker_failures.items())
+                 if isinstance(failure, WorkerExit)]
+        if exits:
+            rank, failure = exits[0]
+            raise WorkerExit(f"{failure.call} in rank {rank} of {trial.spec.count}") from None
+        raise

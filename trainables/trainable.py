@@ -14,18 +14,16 @@ from __future__ import annotations
 # torch.optim's first optimizer imports torch._dynamo: 1.2 s on 2 cores that a fresh worker's first
 # trial counted in its total_s (sweeps/overhead.py, first_s); imported with this module, it is not.
 import torch._dynamo  # noqa: F401
-import contextlib
 import ctypes
-import os
 import threading
 
-import ray
 from ray import tune
 
 from analysis.schema import ROW_KEY
 from trainables import env
 from trainables.config import TrialConfig
 from trainables.ddp import run_ddp
+from trainables.exits import WorkerExit, exits_trapped
 from trainables.fused import run_fused
 from trainables.neighbours import Claim
 from trainables.rows import error_text, failed_row
@@ -46,42 +44,6 @@ def run(trials: list[Trial]) -> list[dict]:
     if trials[0].spec.distributed:
         return [run_ddp(trials[0])]
     return [run_trial(trials[0])]
-
-
-class WorkerExit(BaseException):
-    """os._exit(code) or ray.shutdown(), called by a workload's code in a trial's thread (`exits_trapped`), raised
-    instead: the trial is a row naming the call, and its worker lives on. Let through, the worker died (or lost
-    Ray after its row), Ray could say no more than "the actor died unexpectedly", and Tune ran the trial again
-    as if a node had been lost."""
-
-    def __init__(self, call: str):
-        super().__init__(f"the workload's code called {call}, which would end its Ray worker: the trial stopped there")
-
-
-@contextlib.contextmanager
-def exits_trapped():
-    """Within it, os._exit and ray.shutdown from this thread of this process raise WorkerExit; from another
-    thread (Ray's own) or a process the trial forked (a DataLoader's worker), they do what they always do."""
-    real_exit, real_shutdown, pid, thread = os._exit, ray.shutdown, os.getpid(), threading.get_ident()
-
-    def ours() -> bool:
-        return os.getpid() == pid and threading.get_ident() == thread
-
-    def exit_(code):
-        if not ours():
-            real_exit(code)
-        raise WorkerExit(f"os._exit({code})")
-
-    def shutdown(*args, **kwargs):
-        if not ours():
-            return real_shutdown(*args, **kwargs)
-        raise WorkerExit("ray.shutdown()")
-
-    os._exit, ray.shutdown = exit_, shutdown
-    try:
-        yield
-    finally:
-        os._exit, ray.shutdown = real_exit, real_shutdown
 
 
 class TrialTimeout(Exception):

@@ -80,6 +80,15 @@ CALLS = {
 # by name, as every trial must make its own (an optimiser holds one model's parameters, a model one trial's weights).
 MADE = {"make_data": ("the data", Data), "make_model": ("the model", nn.Module), "make_loss": ("the loss", nn.Module),
         "make_optimizer": ("the optimiser", torch.optim.Optimizer)}
+# The targets torch's own losses take, checked on make_data's (`Workload.data`), so that a mismatch is refused as
+# planned, not at a trial's first step. A loss of class indices takes these integer dtypes (what torch 2.11 takes);
+# CrossEntropyLoss also takes class probabilities: floats of the outputs' shape (two or more dimensions).
+INDEX_TYPES = {nn.CrossEntropyLoss: (torch.long, torch.uint8), nn.NLLLoss: (torch.long, torch.uint8),
+               nn.MultiMarginLoss: (torch.long,)}
+# A loss of real values takes floats. MSELoss, L1Loss and SmoothL1Loss would promote integers and run; refused too,
+# as integer targets there are most likely class labels meant for another loss, and where they are not, y.float()
+# is the one call the user adds. A loss in neither is the user's own, and unchecked.
+REAL_VALUED = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss, nn.BCELoss, nn.BCEWithLogitsLoss, nn.KLDivLoss)
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,20 @@ def default_step(model: nn.Module, x, y, loss: nn.Module):
     """One forward and loss: `model(x)`, then `loss(outputs, y)`; returns (loss, outputs)."""
     out = model(x)
     return loss(out, y), out
+
+
+def _targets_refused(loss: nn.Module, y: torch.Tensor) -> str | None:
+    """Why `loss` (one of torch's: INDEX_TYPES, REAL_VALUED) cannot take targets `y`, with the fix; None where it
+    can, or where the loss is the user's own."""
+    kind = next((k for k in INDEX_TYPES if isinstance(loss, k)), None)
+    if kind is nn.CrossEntropyLoss and y.is_floating_point() and y.dim() >= 2:
+        return None  # class probabilities; their shape against the outputs' is told at the first step
+    if kind is not None and y.dtype not in INDEX_TYPES[kind]:
+        also = ", or class probabilities as floats of the outputs' shape" if kind is nn.CrossEntropyLoss else ""
+        return f"takes class indices as {' or '.join(map(str, INDEX_TYPES[kind]))}: give y.long(){also}"
+    if isinstance(loss, REAL_VALUED) and not y.is_floating_point():
+        return "takes real-valued targets: give y.float()"
+    return None
 
 
 def _named(function) -> str:
@@ -235,14 +258,22 @@ class Workload:
         return self.metric == "accuracy"
 
     def data(self, cfg: TrialConfig) -> Data:
-        """make_data(cfg), refused in one line where it is no Data (a tuple, say): the one way crossover makes a
-        workload's data, so that planning (sweeps/plan.py) refuses it before any trial, and a trial's row says the
-        same."""
+        """make_data(cfg), refused in one line where it is no Data (a tuple, say), or where its targets are of a dtype
+        its loss does not take (float class indices for CrossEntropyLoss, integers for MSELoss: `_targets_refused`;
+        not where a `step` hands the loss its targets its own way): the one way crossover makes a workload's data,
+        so that planning (sweeps/plan.py) refuses it before any trial, and a trial's row says the same."""
         made = self.make_data(cfg)
         if not isinstance(made, Data):
             raise WorkloadError(f"Workload {self.name!r}: make_data must return a trainables.data.Data, got a "
                                 f"{type(made).__name__}; return Data(x, y, test_x, test_y, source='...') (test_x and "
                                 "test_y None where it has no test split)")
+        if self.step is None:
+            loss = self.make_loss()
+            for name, y in (("y", made.y), ("test_y", made.test_y)):
+                why = None if y is None else _targets_refused(loss, y)
+                if why:
+                    raise WorkloadError(f"Workload {self.name!r}: make_data's Data.{name} is {y.dtype} of shape "
+                                        f"{tuple(y.shape)}, but its loss {type(loss).__name__} {why}")
         return made
 
     def run_step(self, model, x, y, loss):
