@@ -761,9 +761,10 @@ def _laptop_why(cell, table: pd.DataFrame) -> str:
     """Why a model held out and predicted from its CPU count missed: the two counts disagree, or the fit."""
     ratio = table.attrs.get("count_ratio", {}).get(cell["workload"], 1.0)
     if not 0.5 <= ratio <= 2:
-        return (f"its CPU count has {ratio:.0f}x the ops its GPU rows counted: the GPU runs part of its step as "
-                "kernels of no op class (an LSTM's cuDNN kernels) that the CPU count spells out op by op; a GPU "
-                "count that puts them in a class, and its rows counted again on a GPU, would fix it")
+        return (f"its CPU count has {ratio:.0f}x the ops its GPU rows counted: the two counts disagree (the "
+                "shipped recurrent rows were counted on a GPU before trainables/costs.py counted a cuDNN RNN op as "
+                "its kernels and matrix products, each as one element-wise op); its rows counted again on a GPU "
+                "would fix it")
     return ("the two counts agree: the fit's own error on an op mix unlike the other models' (its rows' "
             "utilisation and launch cost differ from what the others give); more models of its kind would pin it")
 

@@ -8,8 +8,8 @@ JSON object on stdout: the configuration's columns as a trial's row has them (wo
 dataset_size, the workload's own axes as workload_params, precision 'default', engine 'eager'),
 n_params, model, steps_per_epoch at the run's dataset size, and the step's costs (trainables/costs.py),
 counted as a CPU trial's row counts them (trainables/train.py, Loop.step_costs: a copy of the model and
-optimiser, one batch) but for the optimiser's update, counted as a GPU runs it (`as_on_a_gpu`), and where
-(`counted_on`). The step runs on the meta device first: shapes alone, no
+optimiser, one batch) but for the optimiser's update, attention and recurrent nets, counted as a GPU runs
+them (`as_on_a_gpu`, `attention_as_on_a_gpu`, `rnn_as_on_a_gpu`), and where (`counted_on`). The step runs on the meta device first: shapes alone, no
 arithmetic, the same counts as the CPU's (tests/test_predict.py checks) in a fraction of the time; on the CPU where the workload's code needs real
 values (an .item(), a shape that depends on the data). The data is made one batch large: a step's costs do
 not depend on the dataset's size, and 50,000 images need not be made to count one batch of them.
@@ -68,6 +68,68 @@ def attention_as_on_a_gpu():
         F.scaled_dot_product_attention = math
 
 
+# cuDNN's RNN modes (cudnnRNNMode_t), by the name of torch._VF's function that nn.RNN, nn.LSTM and nn.GRU call
+CUDNN_MODES = {"rnn_relu": 0, "rnn_tanh": 1, "lstm": 2, "gru": 3}
+
+
+def _cudnn_rnn_backward_shapes(input, weight, weight_stride0, weight_buf, hx, cx, output, grad_output, grad_hy,
+                               grad_cy, mode, hidden_size, proj_size, num_layers, batch_first, dropout, train,
+                               bidirectional, batch_sizes, dropout_state, reserve, output_mask):
+    """aten::_cudnn_rnn_backward on the meta device, which torch gives no kernel: the gradients' shapes,
+    each where its output_mask asks for it, as the CUDA kernel returns them."""
+    import torch
+
+    def like(t, wanted):
+        return torch.empty_like(t) if wanted and t is not None else None
+
+    return (like(input, output_mask[0]), like(hx, output_mask[1]), like(cx, output_mask[2]),
+            [torch.empty_like(w) for w in weight] if output_mask[3] else [])
+
+
+@contextlib.contextmanager
+def rnn_as_on_a_gpu():
+    """nn.LSTM, nn.GRU and nn.RNN, while a step is counted here on the meta device, as a GPU runs them: one
+    cuDNN op forward (`aten::_cudnn_rnn`, which has shapes on the meta device) and one backward (given its
+    shapes here for the count's lifetime), which trainables/costs.py counts as cuDNN's kernels and matrix
+    products, where the meta device and the CPU spell every time step out in cell ops (a 2-layer LSTM over
+    32 steps: about 2,350 ops a step; its reference rows' GPU count has 29 ops and two cuDNN calls). A packed
+    sequence is counted as the meta device has it."""
+    import torch
+    from torch import _VF
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def cudnn(name):
+        unrolled = getattr(_VF, name)
+
+        def run(*args):
+            # unpacked: (input, hx, params, has_biases, ...); packed: (data, batch_sizes, hx, params, ...)
+            if args[0].device.type != "meta" or not isinstance(args[3], bool):
+                return unrolled(*args)
+            input, hx, params, _, layers, dropout, train, bidirectional, batch_first = args
+            h, c = hx if name == "lstm" else (hx, None)
+            hidden = (c if c is not None else h).shape[-1]
+            with _disable_current_modes():  # on a GPU the module's weights already live in one flat buffer
+                flat = torch.empty(sum(p.numel() for p in params), dtype=input.dtype, device=input.device)
+            out = torch.ops.aten._cudnn_rnn(
+                input, list(params), len(params) // (layers * (2 if bidirectional else 1)), flat, h, c,
+                CUDNN_MODES[name], hidden, h.shape[-1] if h.shape[-1] != hidden else 0, layers, batch_first,
+                dropout, train, bidirectional, [], None)
+            return out[:3] if name == "lstm" else out[:2]
+        return run
+
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("_cudnn_rnn_backward", _cudnn_rnn_backward_shapes, "Meta")
+    originals = {name: getattr(_VF, name) for name in CUDNN_MODES}
+    for name in CUDNN_MODES:  # this process counts one step and ends: nothing else sees them
+        setattr(_VF, name, cudnn(name))
+    try:
+        yield
+    finally:
+        for name, f in originals.items():
+            setattr(_VF, name, f)
+        lib._destroy()
+
+
 def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict, params: dict) -> dict:
     """The configuration's columns and one step's counted costs (module docstring); None: the workload's
     default; `axes`: depth, width, context where given; `params`: the workload's own axes. Raises ConfigError, WorkloadError (a bad
@@ -95,7 +157,7 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
         try:
             loop = Loop.build(one, where, Timer(Clock(where.devices)))
             as_on_a_gpu(loop.opt)
-            with attention_as_on_a_gpu():
+            with attention_as_on_a_gpu(), rnn_as_on_a_gpu():
                 costs = loop.step_costs()
         except Exception:
             if where.input_device.type != "meta":

@@ -4,11 +4,12 @@ trial as it was."""
 
 import pandas as pd
 import pytest
+import torch
 
 from analysis import model
 from analysis.schema import OP_CLASSES, OP_MEASURES
 from trainables.config import TrialConfig
-from trainables.costs import op_class
+from trainables.costs import RNN_KERNELS_PER_STEP, count, op_class
 from trainables.train import run_trial
 from trainables.trial import resolve
 from trainables.workloads import WORKLOADS
@@ -90,6 +91,40 @@ def test_an_mlp_has_no_conv_or_norm_ops_and_its_optimiser_reads_every_weight():
 
 @pytest.mark.parametrize("name, cls", [("addmm", "matmul"), ("mm", "matmul"), ("convolution_backward", "conv"),
                                        ("native_batch_norm", "norm"), ("native_layer_norm_backward", "norm"),
-                                       ("relu", "elementwise"), ("nll_loss_forward", "elementwise")])
+                                       ("relu", "elementwise"), ("nll_loss_forward", "elementwise"),
+                                       ("_cudnn_rnn", "matmul"), ("_cudnn_rnn_backward", "matmul")])
 def test_op_class_names_the_class_of_an_aten_op(name, cls):
     assert op_class(name) == cls
+
+
+RNNS = [lambda: torch.nn.LSTM(12, 16, num_layers=2, batch_first=True),
+        lambda: torch.nn.GRU(12, 16, bidirectional=True, batch_first=True),
+        lambda: torch.nn.RNN(12, 16, num_layers=3, batch_first=True),
+        lambda: torch.nn.LSTM(12, 16, proj_size=8, batch_first=True)]
+
+
+@pytest.mark.parametrize("make", RNNS, ids=["lstm", "gru-bidirectional", "rnn-3-layers", "lstm-projected"])
+def test_a_cudnn_rnns_flops_are_the_matrix_products_the_cpu_spells_out(make):
+    # the same net's step on the CPU (every time step's cell ops, FlopCounterMode's own formulas) and on the
+    # meta device as cuDNN's two ops (costs.rnn_flops, from the weights' shapes): the same matrix products,
+    # but for the first step's state gradient, which the CPU skips (the zero state needs none) and cuDNN
+    # computes; the input needs its gradient here, so that both compute it
+    from sweeps.count_step import rnn_as_on_a_gpu
+
+    def step(device):
+        torch.manual_seed(0)
+        net = make().to(device)
+        x = torch.randn(4, 24, 12, device=device, requires_grad=True)
+        return lambda: net(x)[0].sum().backward()
+
+    with torch.backends.mkldnn.flags(enabled=False):  # else the CPU runs oneDNN's fused layer, uncounted too
+        cpu = count(step("cpu"), False)
+    with rnn_as_on_a_gpu():
+        cudnn = count(step("meta"), False)
+    assert cudnn["matmul_flops_per_step"] == cudnn["flops_per_step"] > 0
+    assert cudnn["matmul_flops_per_step"] == pytest.approx(cpu["matmul_flops_per_step"], rel=0.03)
+    # two ops counted as cuDNN's kernels, a few per time step, layer and direction, in place of the cells'
+    net = make()
+    steps = 24 * net.num_layers * (2 if net.bidirectional else 1)
+    assert cudnn["matmul_launches_per_step"] == sum(round(k * steps) for k in RNN_KERNELS_PER_STEP.values())
+    assert cudnn["launches_per_step"] < cpu["launches_per_step"] / 2

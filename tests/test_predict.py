@@ -134,3 +134,25 @@ def test_attention_is_counted_as_the_fused_kernel_a_gpu_runs_not_as_the_meta_dev
     assert fused["matmul_launches_per_step"] < math["matmul_launches_per_step"]
     assert fused["elementwise_launches_per_step"] < math["elementwise_launches_per_step"]
     assert fused["matmul_flops_per_step"] > 0 and fused["launches_per_step"] < math["launches_per_step"]
+
+
+def test_a_recurrent_net_is_counted_as_the_cudnn_ops_a_gpu_runs_not_as_its_cells():
+    from sweeps.count_step import rnn_as_on_a_gpu
+    from trainables.costs import count
+
+    lstm = torch.nn.LSTM(8, 16, num_layers=2).to("meta")
+
+    def step():
+        out, (h, c) = lstm(torch.randn(10, 3, 8, device="meta"))  # (steps, batch, features): not batch_first
+        assert out.shape == (10, 3, 16) and h.shape == c.shape == (2, 3, 16)
+        out.sum().backward()
+
+    cells = count(step, False)
+    unrolled = torch._VF.lstm
+    with rnn_as_on_a_gpu():
+        cudnn = count(step, False)
+    assert torch._VF.lstm is unrolled  # restored
+    # the cells' hundreds of element-wise ops gone; the matrix products one forward and one backward op,
+    # counted as their kernels
+    assert cudnn["elementwise_launches_per_step"] < cells["elementwise_launches_per_step"] / 10
+    assert cudnn["matmul_flops_per_step"] > cells["matmul_flops_per_step"] > 0  # cuDNN's first state gradient

@@ -18,6 +18,12 @@ are taken: the counting's own time is in no timing column, total_s included. Wha
 - Launches: on a GPU, the kernel launches torch.profiler records (its CUDA runtime events named
   cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel...); on the CPU, the aten ops dispatched that
   are not views (each pays the dispatcher's fixed cost). docs/model.md says how the model uses them.
+- cuDNN's recurrent nets: on a GPU, nn.LSTM, nn.GRU and nn.RNN run as one `_cudnn_rnn` op forward and one
+  `_cudnn_rnn_backward`, where the CPU spells each time step out in cell ops. Both are matrix products at
+  heart: their FLOPs are counted from the weights' shapes (`rnn_flops`, which FlopCounterMode has no
+  formula for), and each counts as the kernels cuDNN launches for it (`rnn_kernels`), not as one op, so
+  that a GPU's count and a meta count that takes the same op (sweeps/count_step.py `rnn_as_on_a_gpu`) say
+  what the GPU runs.
 
 The same three are split by op class (analysis/schema.py OP_CLASSES), the per-layer model's input
 (analysis/model.py): every aten op dispatched while an optimiser's step() runs is `optimizer`, whatever
@@ -60,19 +66,83 @@ MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linea
                      "_flash_attention_forward", "_flash_attention_backward"})
 
 
+# cuDNN's whole recurrent net, forward and backward: a matrix product per layer and time step and the gates'
+# element-wise arithmetic in between, classed by what dominates it
+RNNS = frozenset({"_cudnn_rnn", "_cudnn_rnn_backward"})
+# Kernels cuDNN launches per time step, layer and direction of an RNN call, forward and backward. Calibrated on
+# the one recurrent configuration the reference rows hold (results/reference/h100-2026-11-26 and -host2, zoo
+# lstm_rows: a 2-layer LSTM, 32 steps, hidden 256; H100, torch 2.11, cuDNN as it shipped there): the profiler's
+# 321 and 346 launches a step (batch 32 and 128) less the step's 27 other ops, a kernel each, leave 294 and
+# 319 for the two RNN calls, 4.6 and 5.0 per time step and layer; 4.8 split as the FLOPs are, a third forward.
+# One configuration cannot tell a per-step cost from a per-layer one, nor an LSTM's from a GRU's: GPU counts of
+# more configurations would.
+RNN_KERNELS_PER_STEP = {"_cudnn_rnn": 1.6, "_cudnn_rnn_backward": 3.2}
+
+
 def op_class(name: str) -> str:
     """The class of an aten op that runs outside an optimiser's step, from its name: 'addmm' -> matmul,
-    'convolution_backward' -> conv, 'native_batch_norm' -> norm, anything else -> elementwise."""
-    if name in MATMULS:
+    '_cudnn_rnn' -> matmul, 'convolution_backward' -> conv, 'native_batch_norm' -> norm, anything else ->
+    elementwise."""
+    if name in MATMULS or name in RNNS:
         return "matmul"
     if "conv" in name:
         return "conv"
     return "norm" if "_norm" in name else "elementwise"
 
 
+def _rnn_call(func, args, kwargs) -> dict:
+    """A `_cudnn_rnn` or `_cudnn_rnn_backward` call's arguments by their schema's names."""
+    names = [a.name for a in func._schema.arguments]
+    return {**dict(zip(names, args)), **(kwargs or {})}
+
+
+def _rnn_steps(call: dict) -> tuple[int, int]:
+    """(time steps x layers x directions, samples x time steps) of a cuDNN RNN call: the recurrence's
+    sequential steps, and the rows every layer's matrix products take (a packed sequence's rows, its
+    `batch_sizes` summed, are its input's)."""
+    x, packed = call["input"], call["batch_sizes"]
+    steps = len(packed) if packed else x.shape[1 if call["batch_first"] else 0]
+    return steps * call["num_layers"] * (2 if call["bidirectional"] else 1), x.numel() // x.shape[-1]
+
+
+def rnn_kernels(func, args, kwargs) -> int:
+    """Kernels cuDNN launches for one `_cudnn_rnn` or `_cudnn_rnn_backward` call (RNN_KERNELS_PER_STEP)."""
+    steps, _ = _rnn_steps(_rnn_call(func, args, kwargs))
+    return max(1, round(RNN_KERNELS_PER_STEP[func.overloadpacket.__name__] * steps))
+
+
+def rnn_flops(func, args, kwargs) -> int:
+    """FLOPs of one `_cudnn_rnn` (forward) or `_cudnn_rnn_backward` call, from its weights' shapes: every
+    weight matrix (input-hidden, hidden-hidden, an LSTM's projection) multiplies each row of its layer's
+    input once, 2 FLOPs a multiply-add, so the forward is 2 x rows x the matrices' elements summed (an
+    LSTM: 4 gates x 2 x (input + hidden) x hidden a row and layer). The backward is the forward again for
+    the gradients of the input and the states, which torch has cuDNN compute whether they are wanted or not
+    (the weights' gradients need the gates' gradients it makes on the way), and again for the weights'
+    gradients where they are wanted (the last of its `output_mask`)."""
+    call = _rnn_call(func, args, kwargs)
+    _, rows = _rnn_steps(call)
+    forward = 2 * rows * sum(w.numel() for w in call["weight"] if w.dim() == 2)
+    if func.overloadpacket.__name__ == "_cudnn_rnn":
+        return forward
+    return forward * (1 + bool(call["output_mask"][3]))
+
+
+def _raw(op):
+    """`rnn_flops` of `op` as FlopCounterMode's custom_mapping calls it: marked raw, so that it is handed the
+    op's own arguments (a list of weights, flags) and not only their shapes."""
+    def flops(*args, out_val=None, **kwargs):
+        return rnn_flops(op, args, kwargs)
+    flops._get_raw = True
+    return flops
+
+
+RNN_FLOPS = {op: _raw(op.default) for op in (torch.ops.aten._cudnn_rnn, torch.ops.aten._cudnn_rnn_backward)}
+
+
 class Traffic(TorchDispatchMode):
     """Counts the aten ops dispatched that are not views, and the bytes they read and write (each tensor
-    input and output once; see the module's docstring), in all and per op class (`ops`, `bytes` by class)."""
+    input and output once; see the module's docstring), in all and per op class (`ops`, `bytes` by class).
+    A cuDNN RNN op counts as the kernels it launches (`rnn_kernels`)."""
 
     def __init__(self):
         super().__init__()
@@ -90,9 +160,10 @@ class Traffic(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if not func.is_view:
-            cls = "optimizer" if self.in_optimizer else op_class(func.overloadpacket.__name__)
+            name = func.overloadpacket.__name__
+            cls = "optimizer" if self.in_optimizer else op_class(name)
             tensors = [t for t in tree_leaves((args, kwargs, out)) if isinstance(t, torch.Tensor)]
-            self.by_class["ops"][cls] += 1
+            self.by_class["ops"][cls] += rnn_kernels(func, args, kwargs) if name in RNNS else 1
             self.by_class["bytes"][cls] += sum(t.numel() * t.element_size() for t in tensors)
         return out
 
@@ -124,7 +195,7 @@ def cuda_launches(step: Callable[[], None]) -> int:
 def count(step: Callable[[], None], on_gpu: bool) -> dict:
     """FLOPs, bytes and launches of one step: `step` is called twice (counted, then profiled on a GPU),
     so it must be safe to repeat (a copy of the model and optimiser)."""
-    with FlopCounterMode(display=False) as flops, Traffic() as traffic:
+    with FlopCounterMode(display=False, custom_mapping=RNN_FLOPS) as flops, Traffic() as traffic:
         step()
     per_op = flops.get_flop_counts().get("Global", {})  # FlopCounterMode counts no op of the optimiser's
     by_class = {"flops": Counter(), "launches": traffic.by_class["ops"], "bytes": traffic.by_class["bytes"]}
