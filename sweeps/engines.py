@@ -31,7 +31,6 @@ from sweeps.space import Space
 from trainables.config import ENGINES
 from trainables.devices import parse
 from trainables.fused import FUSED_ENGINES
-from trainables.workload import register
 
 # Sizes where every batch is full, as the graph engine requires (dataset_size a multiple of batch_size).
 GRIDS = {
@@ -99,7 +98,7 @@ def runnable(users: dict, engine: str, params: dict, log) -> dict:
 
 def _declared(params: dict, refs) -> dict:
     """The --param values of the axes one of these workloads declares (Space refuses any other)."""
-    return {k: v for k, v in params.items() if any(k in register(ref).params for ref in refs)}
+    return {k: v for k, v in params.items() if any(k in plan.spec(ref).params for ref in refs)}
 
 
 def main(argv=None) -> int:
@@ -115,7 +114,7 @@ def main(argv=None) -> int:
 
 def study(args) -> int:
     grid = "smoke" if args.smoke else "default"
-    plan.user_grids(args, grid)  # your workload's module imported before Ray starts, so Ray ships it to its workers
+    plan.user_grids(args, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
     runner.connect(args.address)
     types = runner.node_types()
     args.cpu_threads = args.cpu_threads or runner.node_cpus(types)

@@ -38,6 +38,7 @@ from analysis.schema import SIZE_AXES
 from sweeps import cli, plan, runner
 from sweeps.space import Space
 from trainables.train import run_trial
+from trainables.trial import here
 
 DEPTH = 6  # disc's doubling MLP 2 -> 4 -> ... -> 64 -> 2: a small step, so epochs set the trial's length
 CALIBRATION_EPOCHS = 20  # epochs of the calibration trial, one warm-up included
@@ -74,7 +75,7 @@ def calibrate(trial: Space, target_s: float) -> int:
         raise ValueError(f"--trial-seconds must be > 0, got {target_s}")
     calibration = space(trial, trial.name, CALIBRATION_EPOCHS, 1).expand()[0]
     for _ in range(2):
-        row = run_trial(calibration)
+        row = run_trial(here(calibration))  # a user's workload, imported here to time it
     fixed = row["total_s"] - row["warmup_s"] - row["train_s"]
     return max(2, round((target_s - fixed) / row["epoch_s_median"]))
 

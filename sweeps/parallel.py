@@ -35,7 +35,6 @@ import sys
 from analysis.parallel import render
 from sweeps import cli, plan, runner
 from sweeps.space import Space
-from trainables.workload import register
 
 PACKING = (1, 2, 4, 8)  # trials per GPU
 MICRO_BATCHES = (1, 4, 8, 16)
@@ -97,13 +96,13 @@ def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int, users: d
             raise ValueError(f"--studies pipe needs 2 GPUs or more; this cluster has {gpus}")
         piped = {}
         for ref, grid in users.items():
-            if register(ref).pipeline:
+            if plan.spec(ref).pipeline:
                 piped[ref] = {"micro_batches": list(MICRO_BATCHES), **grid}
             else:
                 log(f"--workload {ref} is left out of --studies pipe: its model is no nn.Sequential a pipeline can "
                     "cut (Workload.pipeline)")
         devices = ("cuda",) + tuple(f"pipe:{n}" for n in stages)
-        own = {k: v for k, v in (params or {}).items() if any(k in register(ref).params for ref in piped)}
+        own = {k: v for k, v in (params or {}).items() if any(k in plan.spec(ref).params for ref in piped)}
         return [Space(f"{name}-pipe", {"tabular": {**big, "batch_size": [batch], "micro_batches": list(MICRO_BATCHES)}},
                       devices, repeats=repeats, fixed=one_at_a_time, timeout_s=timeout_s)] + \
             ([Space(f"{name}-pipe-user", piped, devices, repeats=repeats, fixed=one_at_a_time, params=own,
@@ -121,9 +120,9 @@ def main(argv=None) -> int:
 
 
 def study(args) -> int:
-    # your workload's module imported before Ray starts, so Ray ships it to its workers
+    # your workload's module declared before Ray starts (its planning process imports it), so Ray ships it
     users = plan.user_grids(args, "smoke" if args.smoke else "default")
-    unknown = sorted(set(dict(args.param)) - {name for ref in users for name in register(ref).params})
+    unknown = sorted(set(dict(args.param)) - {name for ref in users for name in plan.spec(ref).params})
     if unknown:  # refused here, not left unused: packed takes no workload of yours, pipe only some
         raise ValueError(f"--param {unknown[0]} is an axis of none of your workloads (--workload {args.workload}): "
                          "give a NAME its Workload.params declares")

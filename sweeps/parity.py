@@ -77,7 +77,7 @@ from trainables.data import move, take
 from trainables.devices import parse
 from trainables.timing import MIN_TIMED_EPOCHS, more_epochs
 from trainables.train import run_trial
-from trainables.trial import Trial
+from trainables.trial import Trial, here
 from trainables.workloads import WORKLOADS
 
 # Epochs of every run of the seeds' configurations, its warm-up included, by device: enough timed
@@ -138,7 +138,7 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     Returns {'seconds': each timed epoch's, 'last_loss': the last step's loss, read after the timing,
     'epoch_loss': the seeds' loop's last epoch's loss per sample (run_trial's train_loss), else None}.
     `default_threads` is torch's own thread count, which a GPU loop keeps as a user's would."""
-    cfg, wl = trial.cfg, trial.wl
+    cfg, wl = trial.cfg, here(trial).wl  # the user's code, in this process: what the plain loop times
     device = torch.device("cuda" if trial.spec.uses_gpu else "cpu")
     seed_loop = cfg.loop == "seed"
     torch.set_num_threads(cfg.threads if device.type == "cpu" else default_threads or torch.get_num_threads())
@@ -213,7 +213,7 @@ def measure(sp: Space, ways: tuple, out, log, default_threads: int) -> dict:
         else:
             for t in trials:
                 got[t.hash][way] = (_ms(plain(t, default_threads)["seconds"]) if way == "plain"
-                                    else run_trial(t)["epoch_s_median"] * 1e3)
+                                    else run_trial(here(t))["epoch_s_median"] * 1e3)
                 got[t.hash]["load"].append(os.getloadavg()[0])
     return got
 

@@ -1,25 +1,28 @@
-"""A sweep's planning of a user's workload, in a process of its own: the driver never runs the user's code to plan.
+"""A sweep's planning of a user's workload, in a process of its own: the driver never runs the user's code.
 
-    wl = plan.register("job.py:workload", timeout_s=120)   # imported in a child first, then here
-    wl = plan.planned(workload_object, timeout_s=120)       # a Workload given in Python: its shapes from a child
-    sizes = plan.member_sizes(trials, timeout_s=120)        # {trial hash: bytes, or None where not estimated}
-    plan.fault(wl)                                          # why its planning failed (one line), or None
+    wl = plan.spec("job.py:workload", timeout_s=120)     # a WorkloadSpec: the Workload as plain data, from a child
+    wl = plan.spec(workload_object, timeout_s=120)       # a Workload given in Python: its spec likewise
+    plan.refusals(trials, timeout_s=120)                 # {trial hash: (field, why)} where its own check refuses it
+    sizes = plan.member_sizes(trials, timeout_s=120)     # {trial hash: bytes, or None where not estimated}
+    plan.fault(wl)                                       # why its planning failed (one line), or None
 
-Planning a sweep runs a user's code three ways: importing the module, building the model at its defaults on
-the meta device (its fingerprint's parameter shapes: trainables/workload.py), and making a batch of its data
-and running a forward pass on the meta device (its memory estimate: trainables/fused.py member_bytes). Each
-runs here in `python -m sweeps.plan`, under a time limit (--plan-timeout), on copies of the user's modules (a
-module that writes to its own file writes the copy), its output in a log file (at most LOG_MAX_BYTES; never
-on the terminal) that a failure names, and its whole process group killed when it ends (a module that forks
-leaves nothing behind). The driver imports a module only once a child has, and never calls its factories to
-plan: a workload that calls os._exit, hangs, shuts Ray down or raises KeyboardInterrupt while it is planned
-touches neither the driver's process nor its Ray.
+Planning a sweep runs a user's code four ways: importing the module, building the model at its defaults on
+the meta device (its fingerprint's parameter shapes: trainables/workload.py), its own check of each config
+(Workload.check), and making a batch of its data and running a forward pass on the meta device (its memory
+estimate: trainables/fused.py member_bytes). Each runs here in `python -m sweeps.plan`, under a time limit
+(--plan-timeout), on copies of the user's modules (a module that writes to its own file writes the copy), its
+output in a log file (at most LOG_MAX_BYTES; never on the terminal) that a failure names, and its whole
+process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain
+data (JSON): a WorkloadSpec (trainables/workload.py), a check's refusal, a size. The driver never imports a
+user's module (it reads a file's bytes, to ship it to Ray's workers: trainables.workload.declare) and works
+from the spec alone: a workload that calls os._exit, hangs, shuts Ray down or raises KeyboardInterrupt while
+it is planned touches neither the driver's process nor its Ray. The workers import the module itself.
 
 Where the child fails:
 - importing the module (or the reference is bad): PlanError, one line; the sweep is refused before anything
   runs (exit status 2);
-- building the model, or its memory estimate (the process exited, was killed, ran past the limit, or the code
-  raised what is no Exception, such as KeyboardInterrupt): the workload is faulted (`fault`). Its trials are
+- building the model, its check, or its memory estimate (the process exited, was killed, ran past the limit, or
+  the code raised what is no Exception, such as KeyboardInterrupt): the workload is faulted (`fault`). Its trials are
   error rows the driver writes without running them (sweeps/runner.py), the sweep's other workloads are
   measured, and the sweep ends with exit status 2 (runner.exit_status). An Exception there is no fault: a
   model that needs its data to be built is not estimated, and its trials run;
@@ -29,6 +32,7 @@ Where the child fails:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -42,55 +46,62 @@ from pathlib import Path
 from sweeps.cli import PLAN_TIMEOUT_S, child_env
 from trainables import fused
 from trainables import workload as workloads
-from trainables.config import TrialConfig
+from trainables.config import ConfigError, TrialConfig
 from trainables.trial import Trial
-from trainables.workload import Workload, WorkloadError
+from trainables.workload import Workload, WorkloadError, WorkloadSpec
 
 LOG_MAX_BYTES = 2**20  # of the planning process's output kept in its log; the rest is counted, not kept
 COPY_EXCLUDES = ("__pycache__", "*.pyc", ".git", "*.pt", "*.pth", "*.ckpt", "*.parquet")  # a package's copy: code
 NOT_PLANNED = "not built: its planning process failed"  # a faulted workload's shapes, in its fingerprint
 
-_planned: dict[tuple, str] = {}  # (reference, its source's sha256 or None) -> its model's shapes, as a child found them
+_planned: dict[tuple, tuple] = {}  # (reference, its source's sha256 or None) -> (its spec, its package's folder)
 _faults: dict[str, str] = {}  # a workload's ref ('module:attr') -> why its planning failed
 _sizes: dict[str, int | None] = {}  # trial hash -> member_bytes, as the child found it (None: not estimated)
+_checks: dict[str, tuple | None] = {}  # trial hash -> (field, why) where its workload's check refused it, else None
 
 
 class PlanError(WorkloadError):
     """A workload that cannot be planned at all (its module does not import): one line, the sweep refused."""
 
 
-def register(text: str, timeout_s: float = PLAN_TIMEOUT_S) -> Workload:
-    """The Workload `text` names ('path/file.py:attr', 'package.module:attr'), imported in a child process first,
-    then here (trainables.workload.register), its fingerprint's shapes those the child found. Raises PlanError
-    (or WorkloadError for a reference that names no file) where the module does not import there."""
-    module, attr, path = workloads.locate(text)
-    key = (text.strip(), workloads.digest(path) if path else None)
+def spec(given: str | Workload, timeout_s: float = PLAN_TIMEOUT_S) -> WorkloadSpec:
+    """The WorkloadSpec of the workload `given` names ('path/file.py:attr', 'package.module:attr', or a Workload
+    object: trainables.workload.reference), from a child process that imports it; its module shipped to Ray's
+    workers from here on (trainables.workload.declare, ship), never imported here. Planned once a version of its
+    file. Raises PlanError (or WorkloadError for a reference that names no file) where the module does not import
+    there."""
+    text = (workloads.reference(given) if isinstance(given, Workload) else given).strip()
+    module, attr, path = workloads.declare(text)
+    key = (text, workloads.digest(path) if path else workloads.source(text))
     if key not in _planned:  # planned again where the file changed since
-        shapes, _ = _plan([(text.strip(), f"{{copy}}/{path.name}:{attr}" if path else f"{module}:{attr}")], timeout_s)
-        _planned[key] = shapes[text.strip()]
-    wl = workloads.register(text)
-    workloads.planned(wl, _planned[key])
-    return wl
+        load = f"{{copy}}/{path.name}:{attr}" if path else f"{module}:{attr}"
+        _planned[key] = _plan([(text, load)], timeout_s)[0][text]
+    found, package = _planned[key]
+    workloads.ship(module.split(".")[0], package)
+    return found
 
 
 def user_grids(args, grid: str) -> dict:
     """The --workload references of a sweep script's flags, each with its Workload's grid of that name
-    (Workload.grid), each planned first within --plan-timeout (`register`)."""
-    return {ref: register(ref, args.plan_timeout).grid(grid) for ref in args.workload}
+    (Workload.grid), each planned first within --plan-timeout (`spec`)."""
+    return {ref: spec(ref, args.plan_timeout).grid(grid) for ref in args.workload}
 
 
-def planned(wl: Workload, timeout_s: float = PLAN_TIMEOUT_S) -> Workload:
-    """A Workload given as an object and registered (trainables.workload.from_object), its fingerprint's shapes
-    found by a child that imports its module by name (a copy of it, as a worker does)."""
-    key = (wl.ref, workloads.source(wl.ref))
-    if key not in _planned:
-        shapes, _ = _plan([(wl.ref, wl.ref)], timeout_s)
-        _planned[key] = shapes[wl.ref]
-    workloads.planned(wl, _planned[key])
-    return wl
+def refusals(trials: list[Trial], timeout_s: float = PLAN_TIMEOUT_S) -> dict[str, tuple[str, str]]:
+    """{trial hash: (field, why)} for each trial of `trials` whose workload's own check (Workload.check) refuses
+    its config, as a ConfigError would say it; each config not checked yet is checked in one child process (the
+    whole of trainables.trial.resolve, with the Workload itself). A workload that has no check, or whose check
+    faulted (`fault`: its trials become error rows), refuses nothing."""
+    ask = [t for t in trials if isinstance(t.wl, WorkloadSpec) and t.wl.has_check and t.hash not in _checks
+           and not fault(t.wl)]
+    ask = list({t.hash: t for t in ask}.values())
+    if ask:
+        _, _, got = _plan([], timeout_s, checks=[t.cfg.to_dict() for t in ask])
+        _checks.update({t.hash: got.get(i) for i, t in enumerate(ask)})
+    return {t.hash: _checks[t.hash] for t in trials if _checks.get(t.hash)}
 
 
-def fault(wl: Workload) -> str | None:
+def fault(wl: Workload | WorkloadSpec) -> str | None:
     """Why planning `wl` failed, in one line (module docstring), or None: a built-in's, or a user's planned."""
     return _faults.get(wl.ref) if wl.ref else None
 
@@ -110,7 +121,7 @@ def member_sizes(trials: list[Trial], timeout_s: float = PLAN_TIMEOUT_S) -> dict
         if t.wl.ref and t.hash not in _sizes and not fault(t.wl):
             ask.setdefault(_size_key(t), t)
     if ask:
-        _, got = _plan([], timeout_s, [t.cfg.to_dict() for t in ask.values()])
+        _, got, _ = _plan([], timeout_s, sizes=[t.cfg.to_dict() for t in ask.values()])
         by_key = {k: got.get(i) for i, k in enumerate(ask)}
         for t in trials:
             if t.wl.ref and t.hash not in _sizes and not fault(t.wl):
@@ -130,31 +141,40 @@ def _size_key(trial: Trial) -> str:
     return TrialConfig.from_dict({**trial.cfg.to_dict(), "seed": 0, "lr": None}).config_hash()
 
 
-def _plan(refs: list[tuple[str, str]], timeout_s: float, configs: list[dict] = ()) -> tuple[dict, dict]:
-    """The child's work: each (reference, what the child registers) of `refs` imported and its model's shapes
-    found, and each of `configs` estimated: ({reference: shapes}, {index in configs: bytes or None}). Raises
-    PlanError where a module does not import. Where the child dies in a workload's code, that workload is
-    faulted (its shapes NOT_PLANNED) and the rest is asked of a new child."""
-    shapes: dict[str, str] = {}
-    sizes: dict[int, int | None] = {}
-    refs, configs = list(refs), list(enumerate(configs))
-    while refs or configs:
-        events, how, log = _call(refs, configs, timeout_s)
+def _plan(refs: list[tuple[str, str]], timeout_s: float, sizes: list[dict] = (),
+          checks: list[dict] = ()) -> tuple[dict, dict, dict]:
+    """The child's work: each (reference, what the child registers) of `refs` imported and its spec found, each
+    config of `sizes` estimated, and each of `checks` checked: ({reference: (WorkloadSpec, its package's folder to
+    ship or None)}, {index in sizes: bytes or None}, {index in checks: (field, why) or None}). Raises PlanError
+    where a module does not import. Where the child dies in a workload's code, that workload is faulted (its
+    fingerprint of NOT_PLANNED) and the rest is asked of a new child."""
+    found: dict[str, tuple[WorkloadSpec, str | None]] = {}
+    partial: dict[str, dict] = {}  # reference -> the child's spec event, before its fingerprint
+    sized: dict[int, int | None] = {}
+    checked: dict[int, tuple | None] = {}
+    refs, sizes, checks = list(refs), list(enumerate(sizes)), list(enumerate(checks))
+    while refs or sizes or checks:
+        events, how, log = _call(refs, sizes, checks, timeout_s)
         doing = None
         for event in events:
             if "error" in event:  # the module does not import, or the reference names nothing
                 raise PlanError(event["error"])
             if "doing" in event:
                 doing = event
-            elif "shapes" in event:
-                shapes[event["text"]], doing = event["shapes"], None
+            elif "spec" in event:
+                partial[event["text"]] = event
+            elif "fingerprint" in event:
+                found[event["text"]], doing = _found(partial[event["text"]], event["fingerprint"]), None
             elif "bytes" in event:
-                sizes[event["config"]], doing = event["bytes"], None
+                sized[event["config"]], doing = event["bytes"], None
             elif "refused" in event:
-                sizes[event["config"]], doing = None, None
+                sized[event["config"]], doing = None, None
                 _fault(event["ref"], f"{event['ref']}: {event['refused']}; its trials are error rows and do not run")
-        refs = [r for r in refs if r[0] not in shapes]
-        configs = [c for c in configs if c[0] not in sizes]
+            elif "check" in event:
+                checked[event["check"]], doing = event["said"] and (event["field"], event["said"]), None
+        refs = [r for r in refs if r[0] not in found]
+        sizes = [c for c in sizes if c[0] not in sized]
+        checks = [c for c in checks if c[0] not in checked]
         if how is None:
             Path(log).unlink()
             break
@@ -168,10 +188,19 @@ def _plan(refs: list[tuple[str, str]], timeout_s: float, configs: list[dict] = (
         ref = doing["ref"]
         _fault(ref, f"{ref}: {said}; its trials are error rows and do not run. Its output: {log}. Fix the workload, "
                     "or give --plan-timeout more seconds")
-        shapes.update({text: NOT_PLANNED for text, _ in refs if text == doing.get("text")})
-        refs = [r for r in refs if r[0] not in shapes]
-        configs = [c for c in configs if c[1]["module"] != ref]
-    return shapes, sizes
+        found.update({text: _found(partial[text], None) for text, _ in refs if text == doing.get("text")})
+        refs = [r for r in refs if r[0] not in found]
+        sizes = [c for c in sizes if c[1]["module"] != ref]
+        checks = [c for c in checks if c[1]["module"] != ref]
+    return found, sized, checked
+
+
+def _found(event: dict, fingerprint: str | None) -> tuple[WorkloadSpec, str | None]:
+    """The spec the child's `event` gave, its fingerprint `fingerprint` (None: its model was never built, the
+    workload faulted: one of its source and NOT_PLANNED), and its package's folder to ship."""
+    if fingerprint is None:
+        fingerprint = workloads._fingerprint(event["source"].encode(), NOT_PLANNED)
+    return WorkloadSpec.from_dict({**event["spec"], "fingerprint": fingerprint}), event["ship"]
 
 
 def _fault(ref: str, why: str) -> None:
@@ -181,26 +210,25 @@ def _fault(ref: str, why: str) -> None:
         print(f"error: {why}", file=sys.stderr)
 
 
-def _call(refs: list[tuple[str, str]], configs: list[tuple[int, dict]], timeout_s: float) -> tuple[list, str | None, str]:
+def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: list[tuple[int, dict]],
+          timeout_s: float) -> tuple[list, str | None, str]:
     """One run of the child: its events, how it failed (None: it did not), and its log file's path."""
     with tempfile.TemporaryDirectory(prefix="crossover-plan-") as tmp:
         copies = Path(tmp) / "copies"
         copies.mkdir()
-        for path in map(Path, workloads.shipped()):  # the modules registered so far, by name, as a worker has them
+        # the modules declared so far (those of `refs` too: plan.spec), by name, as a worker has them
+        for path in map(Path, workloads.shipped()):
             if path.is_dir():
                 shutil.copytree(path, copies / path.name, ignore=shutil.ignore_patterns(*COPY_EXCLUDES))
             elif path.exists():
                 shutil.copy2(path, copies / path.name)
-            elif workloads.imported_text(path) is not None:  # moved since it was imported: as imported, as Ray has it
+            elif workloads.imported_text(path) is not None:  # moved since it was declared: as then, as Ray has it
                 (copies / path.name).write_bytes(workloads.imported_text(path))
-        for text, load in refs:
-            _, _, path = workloads.locate(text)
-            if path:  # a file not registered yet
-                shutil.copy2(path, copies / path.name)
         request, answer = Path(tmp) / "request.json", Path(tmp) / "answer.jsonl"
         request.write_text(json.dumps({
             "refs": [{"text": text, "load": load.replace("{copy}", str(copies))} for text, load in refs],
-            "configs": [{"index": i, "config": c} for i, c in configs]}))
+            "sizes": [{"index": i, "config": c} for i, c in sizes],
+            "checks": [{"index": i, "config": c} for i, c in checks]}))
         log = tempfile.NamedTemporaryFile(prefix="crossover-plan-", suffix=".log", delete=False)
         # -P: the user's modules import from the copies, never from the current folder (`-m` puts it first)
         process = subprocess.Popen([sys.executable, "-P", "-m", "sweeps.plan", str(request), str(answer)],
@@ -245,50 +273,99 @@ def _keep(stream, log) -> None:
 
 
 def main(request_path: str, answer_path: str) -> int:
-    """The child: every reference of the request imported and its shapes found, every config's member_bytes,
-    each announced on the answer file (a line of JSON, flushed) before it runs and answered after, so that the
-    driver knows what a death interrupted. What is no Exception (KeyboardInterrupt) raised by the user's code is
-    a fault, said as such."""
-    from trainables.trial import resolve
-
+    """The child: every reference of the request imported and its spec found (its fingerprint's model built),
+    every size's config estimated (member_bytes), every check's config resolved with the Workload itself (its
+    check), each announced on the answer file (a line of JSON, flushed) before it runs and answered after, so
+    that the driver knows what a death interrupted. What is no Exception (KeyboardInterrupt) raised by the
+    user's code is a fault, said as such."""
     request = json.loads(Path(request_path).read_text())
     with open(answer_path, "a") as answer:
         def say(**event):
-            answer.write(json.dumps(event) + "\n")
+            answer.write(json.dumps(event, default=_plain) + "\n")
             answer.flush()
 
         try:
             for ref in request["refs"]:
-                text, load = ref["text"], ref["load"]
-                module, _, path = workloads.locate(text)
-                say(doing=f"importing {path or module}", text=text, imports=str(path or module))
-                try:
-                    wl = workloads.register(load)
-                except WorkloadError as exc:  # said as the user named it, not as the copy's path
-                    copy = workloads.locate(load)[2]
-                    said = str(exc).replace(load, text)
-                    say(error=said.replace(str(copy), str(path)) if copy and path else said)
+                if not _spec(ref["text"], ref["load"], say):
                     return 0
-                say(doing=f"{wl.name}'s make_model at its defaults on the meta device (its fingerprint)", text=text,
-                    ref=wl.ref)
-                say(text=text, shapes=workloads.shapes(wl))
-            for item in request["configs"]:
-                # not checked against the driver's fingerprint: an estimate, of whatever the copy holds
-                cfg = TrialConfig.from_dict({**item["config"], "fingerprint": None})
-                say(doing=f"{cfg.workload}'s make_data, make_model and forward pass on the meta device at "
-                          f"batch_size={cfg.batch_size} (its memory estimate)", config=item["index"], ref=cfg.module)
-                try:
-                    size = fused.member_bytes(resolve(cfg))
-                except WorkloadError as exc:  # a misuse its code showed (make_data's result no Data): refused
-                    say(config=item["index"], refused=str(exc), ref=cfg.module)
-                    continue
-                except (Exception, SystemExit):  # a model built only from its data, say: not estimated, it runs
-                    size = None
-                say(config=item["index"], bytes=size)
+            for item in request["sizes"]:
+                _size(item["index"], item["config"], say)
+            for item in request["checks"]:
+                _check(item["index"], item["config"], say)
         except BaseException as exc:  # KeyboardInterrupt, GeneratorExit: the user's code, never a signal of ours
             say(fault=f"raised {type(exc).__name__}")
             return 1
     return 0
+
+
+def _spec(text: str, load: str, say) -> bool:
+    """The child's import of `load` (the copy of what `text` names), its spec said, then its fingerprint (its
+    model built on the meta device); False where it does not import (said as an error)."""
+    module, _, path = workloads.locate(text)
+    say(doing=f"importing {path or module}", text=text, imports=str(path or module))
+    try:
+        wl = workloads.register(load)
+    except WorkloadError as exc:  # said as the user named it, not as the copy's path
+        copy = workloads.locate(load)[2]
+        said = str(exc).replace(load, text)
+        say(error=said.replace(str(copy), str(path)) if copy and path else said)
+        return False
+    name = wl.ref.split(":")[0]
+    plain = {k: v for k, v in wl.spec("").to_dict().items() if k != "fingerprint"}
+    try:
+        json.dumps(plain, default=_plain)
+    except (TypeError, ValueError) as exc:
+        say(error=f"--workload {text}: Workload {wl.name!r}: its defaults, params and grids must hold plain values "
+                  f"(numbers, strings, lists of them), as a sweep's rows and Tune take them: {exc}")
+        return False
+    source = hashlib.sha256(Path(sys.modules[name].__file__).read_bytes()).hexdigest()
+    say(text=text, spec=plain, source=source, ship=None if path else workloads.package_path(name))
+    say(doing=f"{wl.name}'s make_model at its defaults on the meta device (its fingerprint)", text=text, ref=wl.ref)
+    say(text=text, fingerprint=workloads.fingerprint(wl))
+    return True
+
+
+def _size(index: int, config: dict, say) -> None:
+    """The child's member_bytes of `config`: not checked against the driver's fingerprint (an estimate, of
+    whatever the copy holds); a misuse its code showed (make_data's result no Data) refused, faulting it."""
+    from trainables.trial import resolve
+
+    cfg = TrialConfig.from_dict({**config, "fingerprint": None})
+    say(doing=f"{cfg.workload}'s make_data, make_model and forward pass on the meta device at "
+              f"batch_size={cfg.batch_size} (its memory estimate)", config=index, ref=cfg.module)
+    try:
+        size = fused.member_bytes(resolve(cfg))
+    except WorkloadError as exc:
+        say(config=index, refused=str(exc), ref=cfg.module)
+        return
+    except (Exception, SystemExit):  # a model built only from its data, say: not estimated, it runs
+        size = None
+    say(config=index, bytes=size)
+
+
+def _check(index: int, config: dict, say) -> None:
+    """The child's resolve of `config` with the Workload itself: its own check's ConfigError, said as (field,
+    why); what else the check raises, said as a refusal of the field 'check'."""
+    from trainables.trial import resolve
+
+    cfg = TrialConfig.from_dict({**config, "fingerprint": None})
+    say(doing=f"{cfg.workload}'s check of {cfg.config_hash()} (Workload.check)", check=index, ref=cfg.module)
+    try:
+        resolve(cfg)
+    except ConfigError as exc:
+        say(check=index, field=exc.field, said=str(exc))
+        return
+    except (Exception, SystemExit) as exc:
+        say(check=index, field="check", said=f"workload {cfg.workload!r}: its check raised {type(exc).__name__}: {exc}")
+        return
+    say(check=index, field=None, said=None)
+
+
+def _plain(value):
+    """A numpy scalar as JSON takes it (its .item()); anything else refused (json's TypeError)."""
+    if hasattr(value, "item") and not hasattr(value, "__len__"):
+        return value.item()
+    raise TypeError(f"{value!r} ({type(value).__name__}) is no plain value")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def main(argv=None) -> int:
 
 def study(args) -> int:
     grid = "smoke" if args.smoke else "default"
-    plan.user_grids(args, grid)  # your workload's module imported before Ray starts, so Ray ships it to its workers
+    plan.user_grids(args, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
     runner.connect(args.address)
     types = runner.node_types()
     args.cpu_threads = args.cpu_threads or runner.node_cpus(types)

@@ -43,7 +43,6 @@ from sweeps.space import Space
 from sweeps.store import Store
 from trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from trainables.devices import DEVICES
-from trainables.workload import register
 from trainables.workloads import WORKLOADS
 
 # --grid: 'search' explores each workload's 'default' grid (sweeps/search.py), 'full' measures all of it;
@@ -154,7 +153,7 @@ def sweep_name(builtin: dict, users: dict, grid: str) -> str:
     grid share it) or the grid's name."""
     own = WORKLOAD_GRID.get(grid, grid)
     if users and not builtin:
-        names = "+".join(register(ref).name for ref in users)  # registered already: plan.user_grids
+        names = "+".join(plan.spec(ref).name for ref in users)  # planned already: plan.user_grids
         return names if own == "default" else f"{names}-{grid}"
     return "scaling" if own == "default" else grid
 

@@ -8,9 +8,10 @@
     resources_for(config)                # Tune's per-trial resource request, as the grid point carries it
 
 A grid's key is a built-in's name, a user's workload as 'path/to/job.py:attr' or 'package.module:attr',
-or a Workload object (trainables/workload.py). Axes a grid may set: analysis.schema.GRID_AXES (depth,
-width, batch_size, dataset_size, epochs, lr, and micro_batches for pipe:N), and the workload's own
-(Workload.params).
+or a Workload object (trainables/workload.py). A user's workload is known here by its WorkloadSpec alone, from
+a process of its own that imports it (sweeps/plan.py): its trials' `wl`, and its own check run there. Axes a
+grid may set: analysis.schema.GRID_AXES (depth, width, batch_size, dataset_size, epochs, lr, and micro_batches
+for pipe:N), and the workload's own (Workload.params).
 A bad value is refused with the sweep, the workload and the axis named, e.g.
 `width must be an integer >= 1, got 0 (sweep 'scaling', workload 'disc', axis width)`.
 """
@@ -30,7 +31,7 @@ from trainables.config import ConfigError, TrialConfig
 from trainables.devices import parse, threads_for
 from trainables.fused import fusion_key
 from trainables.trial import Trial, resolve
-from trainables.workload import Workload, fingerprint, from_object, is_reference
+from trainables.workload import Workload, WorkloadSpec, fingerprint, is_reference
 from trainables.workloads import WORKLOADS
 # Custom resources that mark node types (cluster.yaml, tests/test_cluster.py): 1 on each such node.
 CPU_NODE = "cpu_node"
@@ -94,21 +95,25 @@ class Space:
                 own = {**{a: v for a, v in zip(axes, values) if a not in GRID_AXES}, **held}
                 try:
                     trials.append(resolve(TrialConfig(wl.name, device=device, seed=seed, threads=threads[device],
-                                                      params=own or None, **shared, **fixed)))
+                                                      params=own or None, **shared, **fixed), wl))
                 except ConfigError as exc:
                     raise ValueError(f"{exc} {self._where(wl.name, exc.field)}") from None
-        return _unique(trials)
+        trials = _unique(trials)
+        refused = plan.refusals(trials, self.plan_timeout_s)  # a user's own checks, in a process of their own
+        for trial in trials:
+            if trial.hash in refused:
+                field, why = refused[trial.hash]
+                raise ValueError(f"{why} {self._where(trial.wl.name, field)}")
+        return trials
 
-    def workloads(self) -> list[Workload]:
-        """The grids' workloads, in order: built-ins by name, a user's imported in a process of its own, then here
-        (sweeps/plan.py). Raises
-        ValueError naming a workload that is none of them, a name given twice, or a --param no workload has."""
+    def workloads(self) -> list[Workload | WorkloadSpec]:
+        """The grids' workloads, in order: built-ins by name, a user's as the WorkloadSpec a process of its own
+        found (sweeps/plan.py: never imported here). Raises ValueError naming a workload that is none of them, a
+        name given twice, or a --param no workload has."""
         found = []
-        for key in self.grids:  # a user's planned in a process of its own (sweeps/plan.py), then imported here
-            if isinstance(key, Workload):
-                found.append(plan.planned(from_object(key), self.plan_timeout_s))
-            elif isinstance(key, str) and is_reference(key):
-                found.append(plan.register(key, self.plan_timeout_s))
+        for key in self.grids:
+            if isinstance(key, Workload) or (isinstance(key, str) and is_reference(key)):
+                found.append(plan.spec(key, self.plan_timeout_s))
             elif key in WORKLOADS:
                 found.append(WORKLOADS[key])
             else:

@@ -66,6 +66,7 @@ def fresh(monkeypatch):
     from trainables import workload
 
     for module, name in ((workload, "_SHIPPED"), (workload, "_SOURCES"), (workload, "_FINGERPRINTS"),
-                         (workload, "_PLANNED"), (workload, "_TEXTS"), (plan, "_planned"), (plan, "_faults"), (plan, "_sizes")):
+                         (workload, "_TEXTS"), (plan, "_planned"), (plan, "_faults"), (plan, "_sizes"),
+                         (plan, "_checks")):
         monkeypatch.setattr(module, name, dict(getattr(module, name)))
 

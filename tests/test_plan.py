@@ -81,9 +81,9 @@ def test_planning_runs_the_users_code_in_a_process_of_its_own_on_a_copy_of_its_f
     assert sizes[trials[0].hash] > 16 * (8 * 2 + 2)  # weights, gradients, moments, and more
     out, err = capfd.readouterr()
     assert len(out) + len(err) < 10_000  # its 3 MB print went to the child's log, and the log away with it
-    # the fingerprint a worker finds, building the model itself (trainables/workload.py shapes)
-    assert trials[0].cfg.fingerprint == workload._fingerprint(trials[0].wl, repr([("fc.weight", (2, 8)),
-                                                                                 ("fc.bias", (2,))]))
+    # the fingerprint a worker finds, reading its file and building the model itself (trainables/workload.py)
+    assert trials[0].cfg.fingerprint == workload._fingerprint(before, repr([("fc.weight", (2, 8)), ("fc.bias", (2,))]))
+    assert "pl_seen" not in sys.modules  # the driver knows it by its spec alone
 
 
 @pytest.mark.parametrize("code, words", [
@@ -123,32 +123,26 @@ def test_a_module_that_exits_as_it_imports_is_refused_in_one_line_and_never_impo
 
 def test_what_a_module_forks_as_it_is_planned_does_not_outlive_the_planning(tmp_path, fresh):
     marker = tmp_path / "forked"
-    # each forked process appends its pid and its parent's: the planning child's fork, and (the driver still
-    # imports the module once the child has) this test's own, which the test ends itself
+    # each forked process appends its pid and its parent's: the planning child's fork alone (the driver never
+    # imports the module)
     ref = job(tmp_path, "pl_fork", at_import=f"import os, time\nif os.fork() == 0:\n    with open({str(marker)!r}, 'a') "
                                              "as f:\n        f.write(f'{os.getpid()} {os.getppid()}\\n')\n"
                                              "    time.sleep(120)\n    os._exit(0)\n")
-    plan.register(ref)
+    plan.spec(ref)
 
     def alive(pid):
         return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
-    deadline = time.monotonic() + 5  # both forks write as soon as they run, but after the imports return
-    while time.monotonic() < deadline and (not marker.exists() or len(marker.read_text().splitlines()) < 2):
+    deadline = time.monotonic() + 5  # the fork writes as soon as it runs, but after the import returns
+    while time.monotonic() < deadline and not marker.exists():
         time.sleep(0.05)
     forks = [tuple(map(int, line.split())) for line in marker.read_text().splitlines()]
-    planning = [pid for pid, parent in forks if parent != os.getpid()]
-    ours = [pid for pid, parent in forks if parent == os.getpid()]
-    try:
-        assert planning, forks  # the planning child imported the module, and its fork ran
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(map(alive, planning)):
-            time.sleep(0.2)
-        assert not any(map(alive, planning))
-    finally:
-        for pid in ours:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+    assert forks and all(parent != os.getpid() for _, parent in forks), forks  # the planning child's, not ours
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(pid) for pid, _ in forks):
+        time.sleep(0.2)
+    assert not any(alive(pid) for pid, _ in forks)
+    assert "pl_fork" not in sys.modules
 
 
 def test_sigterm_while_the_workload_imports_exits_143_and_says_interrupted(tmp_path):
@@ -165,6 +159,125 @@ def test_sigterm_while_the_workload_imports_exits_143_and_says_interrupted(tmp_p
     out, err = sweep.communicate(timeout=60)
     assert sweep.returncode == 128 + signal.SIGTERM, err[-2000:]
     assert err.strip().splitlines()[-1].startswith("interrupted: ") and "does not import" not in err
+
+
+# A job that writes its process's id, and what ran, at import and in every function it gives crossover; its
+# check refuses width 3, and runs `{check}` first.
+SEEN_JOB = '''
+import os
+import torch
+from torch import nn
+from trainables.config import ConfigError
+from trainables.data import Data
+from trainables.workload import Workload
+
+def seen(what):
+    with open({marker!r}, "a") as f:
+        f.write(f"{{os.getpid()}} {{what}}\\n")
+
+seen("import")
+
+def data(cfg):
+    seen("make_data")
+    g = torch.Generator().manual_seed(cfg.seed)
+    x = torch.randn(cfg.dataset_size, 8, generator=g)
+    return Data(x, torch.randint(0, 2, (cfg.dataset_size,), generator=g), None, None, source="random")
+
+def model(cfg):
+    seen("make_model")
+    return nn.Sequential(nn.Linear(8, cfg.width), nn.ReLU(), nn.Linear(cfg.width, 2))
+
+def loss():
+    seen("make_loss")
+    return nn.CrossEntropyLoss()
+
+def optimiser(params, lr):
+    seen("make_optimizer")
+    return torch.optim.SGD(params, lr=lr)
+
+def check(cfg):
+    seen("check")
+    {check}
+    if cfg.width == 3:
+        raise ConfigError("width", "width 3 is refused by its check")
+
+def sample(cfg):
+    seen("sample")
+    return torch.zeros(8)
+
+def step(model, x, y, loss):
+    seen("step")
+    out = model(x)
+    return loss(out, y), out
+
+workload = Workload("{name}", make_data=data, make_model=model, make_loss=loss, make_optimizer=optimiser, check=check,
+                    sample=sample, step=step, axes={{"width"}},
+                    defaults={{"width": 4, "batch_size": 16, "dataset_size": 64, "epochs": 2}})
+'''
+
+
+def seen_job(folder: Path, name: str, check: str = "pass") -> tuple[str, Path]:
+    """SEEN_JOB as `name`.py in `folder`: its reference, and the file its processes write their ids to."""
+    marker = folder / f"{name}.seen"
+    (folder / f"{name}.py").write_text(SEEN_JOB.format(marker=str(marker), name=name, check=check))
+    return f"{folder / name}.py:workload", marker
+
+
+def seen(marker: Path) -> dict[int, set]:
+    """{process id: what ran there} of a SEEN_JOB's marker."""
+    ran: dict[int, set] = {}
+    for line in marker.read_text().splitlines():
+        pid, what = line.split()
+        ran.setdefault(int(pid), set()).add(what)
+    return ran
+
+
+def test_the_driver_plans_and_checks_a_users_workload_from_its_spec_and_never_runs_its_code(tmp_path, fresh):
+    ref, marker = seen_job(tmp_path, "pl_pids")
+    trials = Space("pids", {ref: {"width": [4, 8]}}).expand()
+    plan.member_sizes(trials)
+    with pytest.raises(ValueError, match=r"width 3 is refused by its check \(sweep 'pids', workload 'pl_pids', axis "
+                                         r"width\)"):
+        Space("pids", {ref: {"width": [2, 3]}}).expand()
+    ran = seen(marker)
+    assert os.getpid() not in ran, ran[os.getpid()]
+    assert set().union(*ran.values()) >= {"import", "make_model", "check", "make_data"}  # in planning processes
+    assert "pl_pids" not in sys.modules
+    wl = trials[0].wl
+    assert isinstance(wl, workload.WorkloadSpec) and wl.has_check and wl.has_step and wl.has_sample
+    assert [t.cfg.width for t in trials] == [4, 8] and {t.cfg.fingerprint for t in trials} == {wl.fingerprint}
+
+
+@pytest.mark.parametrize("check, words", [
+    ("os._exit(5)", "exited with status 5"),
+    ("while True: pass", "ran past its limit of 8 s (--plan-timeout)"),
+], ids=["os._exit", "endless"])
+def test_a_check_that_exits_or_hangs_faults_its_workload_in_planning_not_the_driver(tmp_path, fresh, capfd, check,
+                                                                                    words):
+    ref, marker = seen_job(tmp_path, "pl_badcheck", check)
+    trials = Space("badcheck", {ref: {"width": [4]}}, plan_timeout_s=8).expand()
+    said = plan.fault(trials[0].wl)
+    assert said and "pl_badcheck's check of " in said and words in said and "its trials are error rows" in said, said
+    assert os.getpid() not in seen(marker)
+    assert capfd.readouterr().err.count("error: ") == 1
+    Path(re.search(r"Its output: (\S+)\.", said).group(1)).unlink()
+
+
+@pytest.mark.slow
+def test_a_sweep_of_a_users_job_runs_none_of_its_code_in_the_drivers_process(tmp_path):
+    ref, marker = seen_job(tmp_path, "pl_sweeppids")
+    out = tmp_path / "out"
+    sweep = subprocess.Popen([sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workload", ref, "--devices",
+                              "cpu", "--smoke", "--repeats", "1", "--out", str(out), "--name", "pids", "--no-report"],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "RAY_ADDRESS": ""})
+    stdout, stderr = sweep.communicate(timeout=600)
+    assert sweep.returncode == 0, stderr[-3000:]
+    assert (pd.read_parquet(out / "pids")["status"] == "ok").all()
+    ran = seen(marker)
+    assert sweep.pid not in ran, ran[sweep.pid]
+    assert set().union(*ran.values()) >= {"import", "check", "make_model", "make_data", "make_loss", "make_optimizer",
+                                          "step"}  # in planning processes and Ray's workers
 
 
 FAULTS = {  # workload -> what goes wrong, and where

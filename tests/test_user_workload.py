@@ -30,6 +30,7 @@ from sweeps.space import Space, groups
 from trainables import workload
 from trainables.fused import member_bytes
 from trainables.train import run_trial
+from trainables.trial import here
 from trainables.workload import Workload, WorkloadError, fingerprint, register
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -267,7 +268,9 @@ def test_editing_the_file_changes_its_fingerprint_and_the_resumed_sweep_measures
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["conv-only", "residual-batchnorm", "dict-batch"])
 def test_a_conv_only_a_residual_and_a_two_input_model_train_and_are_accounted(jobs, index):
     wl = jobs.models[index]
-    trial = Space("shapes", {wl: {}}, fixed=TINY).expand()[0]
+    planned = Space("shapes", {wl: {}}, fixed=TINY).expand()[0]
+    assert groups([planned], "auto") == [[planned]]  # as the driver groups it, from its spec and planned size
+    trial = here(planned)  # its Workload itself, in this process, to run it here
     model = wl.make_model(trial.cfg)
     assert index != 0 or not any(isinstance(m, torch.nn.Linear) for m in model.modules())  # conv-only: none at all
     row = run_trial(trial)
@@ -275,7 +278,6 @@ def test_a_conv_only_a_residual_and_a_two_input_model_train_and_are_accounted(jo
     assert row["flops_per_step"] > 0 and row["bytes_per_step"] > 0
     assert row["n_params"] == params_of(model)
     assert member_bytes(trial) > 16 * row["n_params"]  # its weights, gradients, moments, and its data and activations
-    assert groups([trial], "auto") == [[trial]]
 
 
 # --- bad references and axes, refused before anything runs ----------------------------------------

@@ -167,6 +167,7 @@ def test_targets_the_loss_takes_pass_and_a_step_of_its_own_is_trusted_with_its_t
 def test_float_class_indices_are_faulted_as_planned_and_a_trial_given_them_is_an_error_row(tmp_path, fresh, capfd):
     from trainables.rows import error_text, failed_row
     from trainables.train import run_trial
+    from trainables.trial import here
 
     ref = job(tmp_path, "wc_float", returns="return Data(x, (x.sum(1) > 0).float(), None, None, source='random')")
     trials = Space("floats", {ref: {"batch_size": [16]}}).expand()
@@ -177,7 +178,7 @@ def test_float_class_indices_are_faulted_as_planned_and_a_trial_given_them_is_an
                     "class probabilities as floats of the outputs' shape; its trials are error rows and do not run"), said
     assert capfd.readouterr().err.count("error: ") == 1
     with pytest.raises(WorkloadError) as info:  # a trial that ran anyway is refused as it makes its data
-        run_trial(trials[0])
+        run_trial(here(trials[0]))  # its Workload itself, in this process
     row = failed_row(trials[0], error_text(info.value))  # its row, as trainables/trainable.py writes it
     assert row["status"] == "error" and row["error"].startswith("WorkloadError: Workload 'wc_float': make_data's "
                                                                 "Data.y is torch.float32 of shape (64,)"), row

@@ -3,12 +3,14 @@
     trial = resolve(TrialConfig("disc", device="cuda", depth=6))
     trial.cfg.batch_size   # 100: the seed's, filled in
     trial.spec             # DeviceSpec(kind='cuda', count=1): the device string, parsed
-    trial.wl               # the Workload
+    trial.wl               # the Workload (in a sweep's driver, a user's as a WorkloadSpec: plain data)
 
 `resolve` fills every unset axis with the workload's seed's value, checks every field, and parses
 the device string; a bad field raises ConfigError naming it, what was given and what to do. The
 sweep resolves each config when it expands its space (so a bad space is refused before any trial runs),
-and the trainable resolves what Tune hands its worker, once; everything below takes the Trial.
+and the trainable resolves what Tune hands its worker, once; everything below takes the Trial. The
+sweep's driver resolves a user's workload's configs against its WorkloadSpec, never its code: its `check`
+runs in a planning process (sweeps/plan.py refusals), and the worker runs it again with the rest.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from trainables import precision
 from trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig, count
 from trainables.devices import DeviceSpec, parse, resources
 from trainables.graph import CAPTURED
-from trainables.workload import Workload, WorkloadError, fingerprint, load
+from trainables.workload import Workload, WorkloadError, WorkloadSpec, fingerprint, load
 from trainables.workloads import WORKLOADS
 
 # counts, each in [1, MAXIMA]; dataset_size first: peaks' full batch is its dataset_size, and a bad one is named as such
@@ -37,7 +39,7 @@ class Trial:
 
     cfg: TrialConfig  # with the seed's defaults filled in
     spec: DeviceSpec  # cfg.device, parsed
-    wl: Workload  # the workload cfg.workload names (a built-in) or cfg.module holds (a user's)
+    wl: Workload | WorkloadSpec  # the workload cfg.workload names (a built-in) or cfg.module holds (a user's)
 
     @cached_property
     def hash(self) -> str:
@@ -55,12 +57,14 @@ class Trial:
         return " ".join(f"{k}={getattr(self.cfg, k)}" for k in fields if getattr(self.cfg, k) is not None)
 
 
-def resolve(cfg: TrialConfig) -> Trial:
-    """The config with the seed's defaults filled in, every field checked, its device parsed.
+def resolve(cfg: TrialConfig, workload: Workload | WorkloadSpec | None = None) -> Trial:
+    """The config with the seed's defaults filled in, every field checked, its device parsed; its workload
+    `workload` where given (a sweep's driver gives a user's WorkloadSpec), else found here (`workload_of`).
 
-    Raises ConfigError naming the field, the value and what to do; nothing runs before this passes.
+    Raises ConfigError naming the field, the value and what to do; nothing runs before this passes. A
+    WorkloadSpec's own check is not run here: it is the user's code (sweeps/plan.py refusals runs it).
     """
-    wl = workload_of(cfg)
+    wl = workload_of(cfg) if workload is None else workload
     spec = parse(cfg.device)
     if spec.pipelined and not wl.pipeline:
         raise ConfigError("device", f"device {cfg.device!r}: a pipeline splits workloads whose model is an "
@@ -94,7 +98,7 @@ def resolve(cfg: TrialConfig) -> Trial:
         raise ConfigError("loop", f"loop must be one of {list(LOOPS)}, got {cfg.loop!r}")
     _check_engine(cfg, spec, wl)
     precision.check(cfg, spec)
-    if wl.check is not None:
+    if isinstance(wl, Workload) and wl.check is not None:
         wl.check(cfg)
     if wl.images:
         if cfg.data not in DATA_SOURCES:
@@ -107,6 +111,13 @@ def resolve(cfg: TrialConfig) -> Trial:
         raise ConfigError("data", f"data is only for image workloads (Workload.images: mnist_cnn, lenet); {wl.name} "
                                   "makes its own")
     return Trial(cfg, spec, wl)
+
+
+def here(trial: Trial) -> Trial:
+    """`trial` with its Workload itself, imported in this process, where a sweep's driver knew it by its
+    WorkloadSpec alone: for a benchmark that times a user's trial in its own process on purpose
+    (sweeps/parity.py's plain loop and run_trial, sweeps/overhead.py's calibration), never for a sweep."""
+    return trial if isinstance(trial.wl, Workload) else resolve(trial.cfg)
 
 
 def workload_of(cfg: TrialConfig) -> Workload:
@@ -130,7 +141,7 @@ def workload_of(cfg: TrialConfig) -> Workload:
     return wl
 
 
-def _params(wl: Workload, given: dict | None) -> dict | None:
+def _params(wl: Workload | WorkloadSpec, given: dict | None) -> dict | None:
     """The workload's own axes: each given value checked (type, range), the rest at their defaults."""
     unknown = sorted(set(given or {}) - set(wl.params))
     if unknown:
@@ -140,7 +151,7 @@ def _params(wl: Workload, given: dict | None) -> dict | None:
             for name, p in wl.params.items()} or None
 
 
-def _check_engine(cfg: TrialConfig, spec: DeviceSpec, wl: Workload) -> None:
+def _check_engine(cfg: TrialConfig, spec: DeviceSpec, wl: Workload | WorkloadSpec) -> None:
     """What each engine can run: refused here, by name, rather than silently run another way."""
     if cfg.engine not in ENGINES:
         raise ConfigError("engine", f"engine must be one of {list(ENGINES)}, got {cfg.engine!r}")

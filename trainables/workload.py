@@ -26,12 +26,13 @@ interface and nothing else; a user's own job is one more `Workload` in a file of
     crossover sweep --workload job.py:workload          # or: --workload package.module:workload
 
 A workload is named on the command line as `path/to/file.py:attr` or `package.module:attr`; the
-attribute is a Workload, or a function of no arguments that returns one. `register` imports it once in
-the driver (a sweep has imported it in a process of its own first: sweeps/plan.py); the sweep ships its
-module to every Ray worker through `runtime_env` (`py_modules`), and a worker imports it by module name
-(`load`), never by the driver's path. Its `fingerprint` (the module's source and the model's parameter
-shapes) is part of every trial's config hash, so editing the model measures again instead of returning
-the old rows.
+attribute is a Workload, or a function of no arguments that returns one. A sweep's driver never imports it:
+it `declare`s the module, to ship it to every Ray worker through `runtime_env` (`py_modules`), and a process
+of its own imports it (sweeps/plan.py) and answers with a WorkloadSpec, the Workload as plain data, which is
+all the driver knows of it. A worker imports it by module name (`load`), never by the driver's path;
+`register` imports it in the process that calls it. Its `fingerprint` (the module's source and the model's
+parameter shapes) is part of every trial's config hash, so editing the model measures again instead of
+returning the old rows.
 """
 
 from __future__ import annotations
@@ -281,15 +282,64 @@ class Workload:
         return (self.step or default_step)(model, x, y, loss)
 
     def grid(self, name: str) -> dict:
-        """Its grid for sweeps/scaling.py's grid `name`: its own, or dataset_size at a sixteenth, a quarter
-        and all of the default ('smoke': the smallest of them, two epochs)."""
-        if name in self.grids:
-            return self.grids[name]
-        size, batch = self.defaults["dataset_size"], self.defaults["batch_size"]
-        sizes = sorted({max(batch or 1, size // k) for k in (16, 4, 1)})
-        if name == "smoke":
-            return {"dataset_size": sizes[:1], "epochs": [2]}
-        return {"dataset_size": sizes}
+        """Its grid for sweeps/scaling.py's grid `name` (`grid_of`)."""
+        return grid_of(self.grids, self.defaults, name)
+
+    def spec(self, fingerprint: str) -> WorkloadSpec:
+        """What the sweep's driver knows of it (WorkloadSpec), `fingerprint` its `fingerprint` as found here."""
+        return WorkloadSpec(self.name, self.ref, fingerprint, self.defaults, self.axes, self.params, self.grids,
+                            self.fusable, self.pipeline, self.images, self.kernel, has_sample=self.sample is not None,
+                            has_step=self.step is not None, has_check=self.check is not None)
+
+
+def grid_of(grids: dict, defaults: dict, name: str) -> dict:
+    """A workload's grid for sweeps/scaling.py's grid `name`: its own (`grids`), or dataset_size at a sixteenth,
+    a quarter and all of the default ('smoke': the smallest of them, two epochs)."""
+    if name in grids:
+        return grids[name]
+    size, batch = defaults["dataset_size"], defaults["batch_size"]
+    sizes = sorted({max(batch or 1, size // k) for k in (16, 4, 1)})
+    if name == "smoke":
+        return {"dataset_size": sizes[:1], "epochs": [2]}
+    return {"dataset_size": sizes}
+
+
+# eq=False: hashed by identity, a grid's key as a Workload is
+@dataclass(frozen=True, eq=False)
+class WorkloadSpec:
+    """A user's Workload as plain data, as the process that planned it found it (sweeps/plan.py): all that a
+    sweep's driver knows of it, so that the driver never runs the user's code. A driver's Trial holds it in place
+    of the Workload (sweeps/space.py); the trial's worker imports the Workload itself by `ref` (`load`)."""
+
+    name: str  # the rows' `workload` (Workload.name)
+    ref: str  # 'module:attr', as a worker imports it
+    fingerprint: str  # 16 hex digits (`fingerprint`), as the planning process found them; a worker checks its own
+    defaults: dict  # Workload.defaults, SHARED_DEFAULTS filled in
+    axes: frozenset  # Workload.axes, the shared ones included
+    params: dict  # its own axes: name -> Param
+    grids: dict  # Workload.grids: grid name -> {axis: [values]}
+    fusable: bool = False  # the capabilities, as Workload has them
+    pipeline: bool = False
+    images: bool = False
+    kernel: bool = False
+    has_sample: bool = False  # a sample function of its own (Workload.sample)
+    has_step: bool = False  # a step function of its own (Workload.step)
+    has_check: bool = False  # a check of its own (Workload.check): run by a planning process (sweeps/plan.py refusals)
+
+    def grid(self, name: str) -> dict:
+        """Its grid for sweeps/scaling.py's grid `name` (`grid_of`), as Workload.grid."""
+        return grid_of(self.grids, self.defaults, name)
+
+    def to_dict(self) -> dict:
+        """As JSON takes it (the planning process's answer): axes a sorted list, each Param a dict."""
+        return {**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, "axes": sorted(self.axes),
+                "params": {n: dataclasses.asdict(p) for n, p in self.params.items()}}
+
+    @classmethod
+    def from_dict(cls, given: dict) -> WorkloadSpec:
+        params = {n: Param(**{**p, "choices": None if p["choices"] is None else tuple(p["choices"])})
+                  for n, p in given["params"].items()}
+        return cls(**{**given, "axes": frozenset(given["axes"]), "params": params})
 
 
 # -- registration: a reference on the command line, imported once here and by name in every worker
@@ -297,10 +347,9 @@ class Workload:
 
 _REF = re.compile(r"(?P<module>[^:]+):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)")
 _SHIPPED: dict[str, Path] = {}  # module name -> the file or package folder shipped to the workers
-_SOURCES: dict[str, str] = {}  # module name -> sha256 of its file's bytes as imported here (`register`)
+_SOURCES: dict[str, str] = {}  # module name -> sha256 of its file's bytes as declared here (`declare`)
 _FINGERPRINTS: dict[str, str] = {}  # ref -> fingerprint, once per version of its module
-_TEXTS: dict[str, bytes] = {}  # a shipped file's path -> its bytes as imported (`imported_text`)
-_PLANNED: dict[str, tuple] = {}  # ref -> (the shapes, its module's source) its fingerprint was taken from (`planned`)
+_TEXTS: dict[str, bytes] = {}  # a shipped file's path -> its bytes as declared (`imported_text`)
 
 
 def is_reference(text: str) -> bool:
@@ -327,10 +376,10 @@ def locate(text: str) -> tuple[str, str, Path | None]:
     return path.stem, attr, path
 
 
-def register(text: str) -> Workload:
-    """The Workload `text` names ('path/file.py:attr' or 'package.module:attr'), imported here; its module
-    is then shipped to the Ray workers by `runtime_env` (`shipped`). Raises WorkloadError naming what is wrong.
-    A sweep imports it in a process of its own first (sweeps/plan.py), and here only once that did."""
+def declare(text: str) -> tuple[str, str, Path | None]:
+    """(module, attribute, file) of the reference `text` (`locate`), a file's module shipped to the Ray workers
+    from now on (`shipped`) without importing it here: what a sweep's driver does (sweeps/plan.py), whose planning
+    process imports it. A package's module is shipped once that process has found its folder (`ship`)."""
     module, attr, path = locate(text)
     if path is not None:
         shipped = _SHIPPED.get(module)
@@ -338,39 +387,63 @@ def register(text: str) -> Workload:
             raise WorkloadError(f"--workload {text!r}: module {module!r} is already {shipped}; two files of one name "
                                 "cannot both reach the workers: rename one")
         data = path.read_bytes()
-        source = hashlib.sha256(data).hexdigest()
+        _SOURCES[module], _TEXTS[str(path)], _SHIPPED[module] = hashlib.sha256(data).hexdigest(), data, path
+    return module, attr, path
+
+
+def ship(module: str, path: str | None) -> None:
+    """The top-level package `module` shipped to the workers from its `path` (`package_path`, as the process that
+    imported it found it), unless it is shipped already (that process imported a copy of it); None: installed,
+    or crossover's own, which every worker has."""
+    if path is not None and module not in _SHIPPED:
+        _SHIPPED[module] = Path(path)
+
+
+def register(text: str) -> Workload:
+    """The Workload `text` names ('path/file.py:attr' or 'package.module:attr'), imported in this process; its
+    module is then shipped to the Ray workers by `runtime_env` (`shipped`). Raises WorkloadError naming what is
+    wrong. A sweep's driver never calls it: its planning process does (sweeps/plan.py), and the driver `declare`s."""
+    module, attr, path = locate(text)
+    if path is not None:
         # imported again where the file changed since (an edit in a notebook): its new code, its new fingerprint
-        if (module not in sys.modules or getattr(sys.modules[module], "__file__", None) != str(path)
-                or _SOURCES.get(module) != source):
+        stale = (module not in sys.modules or getattr(sys.modules[module], "__file__", None) != str(path)
+                 or _SOURCES.get(module) != digest(path))
+        declare(text)
+        if stale:
             _import_file(module, path, text)
-            _SOURCES[module], _TEXTS[str(path)] = source, data
-        _SHIPPED[module] = path
     else:
         _import(module, text)
-        _ship_package(module)
+        ship(module.split(".")[0], package_path(module))
     return _resolve_attr(module, attr, text)
 
 
 def load(ref: str) -> Workload:
-    """The workload 'module:attr' in this process: imported by name (a worker has it from `runtime_env`)."""
+    """The workload 'module:attr' in this process: imported by name (a worker has it from `runtime_env`), or from
+    the file `declare`d for it (a benchmark that times a user's trial in its own process: sweeps/parity.py)."""
     module, attr = ref.rsplit(":", 1)
     if module not in sys.modules:
-        _import(module, ref)
+        if module in _SHIPPED and _SHIPPED[module].is_file():
+            _import_file(module, _SHIPPED[module], ref)
+        else:
+            _import(module, ref)
     return _resolve_attr(module, attr, ref)
 
 
-def from_object(workload: Workload) -> Workload:
-    """A Workload object given in Python (`Space(grids={workload: ...})`): registered by the module and the
-    top-level name it is found under, so workers can import it as a file on the command line would be."""
+def reference(workload: Workload) -> str:
+    """The reference of a Workload object given in Python (`Space(grids={workload: ...})`): the one it was
+    registered by, else its file and the top-level name it is found under (a module in a package: the module's
+    name), so that a planning process and the workers import it as a file on the command line would be. Reads
+    the module's names, and runs none of its code."""
     if workload.ref:
-        return workload
+        return workload.ref
     module = sys.modules.get(getattr(workload.make_model, "__module__", ""), None)
     names = [n for n, v in vars(module).items() if v is workload] if module else []
     path = getattr(module, "__file__", None)
     if not names or not path:
         raise WorkloadError(f"workload {workload.name!r}: define it at the top level of a module or file (workers import "
                             "it from there), e.g. `workload = Workload(...)` in job.py")
-    return register(f"{path}:{names[0]}" if module.__name__ == "__main__" else f"{module.__name__}:{names[0]}")
+    in_package = "." in module.__name__ and module.__name__ != "__main__"
+    return f"{module.__name__}:{names[0]}" if in_package else f"{path}:{names[0]}"
 
 
 def shipped() -> list[str]:
@@ -385,42 +458,36 @@ def shipped_sources(modules=None) -> dict[str, str | None]:
 
 
 def imported_text(path: str | Path) -> bytes | None:
-    """The bytes of the shipped file `path` as it was imported here (None: not a registered file): what a
+    """The bytes of the shipped file `path` as it was declared here (None: not a registered file): what a
     planning process copies where the file has gone since (the workers have it from Ray's runtime_env)."""
     return _TEXTS.get(str(path))
 
 
 def source(ref: str) -> str | None:
-    """The sha256 of the file module of `ref` ('module:attr') as imported here; None for a package's, or one not
+    """The sha256 of the file module of `ref` ('module:attr') as declared here; None for a package's, or one not
     registered."""
     return _SOURCES.get(ref.split(":")[0])
 
 
-def fingerprint(workload: Workload) -> str:
+def fingerprint(workload: Workload | WorkloadSpec) -> str:
     """16 hex digits of the workload module's source and of its model's parameter shapes at its defaults
-    (built on the meta device: no memory, no time; in this process, unless a planning process found them:
-    `planned`). What changes either measures again."""
+    (built on the meta device: no memory, no time), found once a version of its module in this process: a
+    worker's, or a planning process's (sweeps/plan.py), which a WorkloadSpec holds. What changes either measures
+    again."""
+    if isinstance(workload, WorkloadSpec):
+        return workload.fingerprint
     key = workload.ref or workload.name
     if key not in _FINGERPRINTS:
-        _FINGERPRINTS[key] = _fingerprint(workload, shapes(workload))
+        module = sys.modules[(workload.ref or "trainables.workloads:").split(":")[0]]
+        # the file's bytes, as the worker's copy from runtime_env has them (not linecache's, which may be stale),
+        # read before the model is built (a model that writes its file changes no fingerprint)
+        _FINGERPRINTS[key] = _fingerprint(Path(module.__file__).read_bytes(), shapes(workload))
     return _FINGERPRINTS[key]
 
 
-def planned(workload: Workload, found: str) -> None:
-    """The fingerprint of `workload` from its model's shapes as another process found them (`shapes` there:
-    sweeps/plan.py), so that this one never builds the model to plan. Taken once for the same shapes: a space
-    expanded again (the sweep's run after the script's check) reads the module's file no more, which a worker
-    may by then have from Ray alone."""
-    key = workload.ref or workload.name
-    version = (found, source(key))  # an edited module, imported again (`register`), has another source
-    if key not in _FINGERPRINTS or _PLANNED.get(key) != version:
-        _FINGERPRINTS[key], _PLANNED[key] = _fingerprint(workload, found), version
-
-
-def _fingerprint(workload: Workload, found: str) -> str:
-    module = sys.modules[(workload.ref or "trainables.workloads:").split(":")[0]]
-    # the file's bytes, as the worker's copy from runtime_env has them (not linecache's, which may be stale)
-    hashed = hashlib.sha256(Path(module.__file__).read_bytes())
+def _fingerprint(text: bytes, found: str) -> str:
+    """`fingerprint` of a module's bytes `text` and its model's shapes `found`."""
+    hashed = hashlib.sha256(text)
     hashed.update(found.encode())
     return hashed.hexdigest()[:16]
 
@@ -476,13 +543,14 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _ship_package(module: str) -> None:
-    """A module's top-level package (folder or file), unless it is installed (site-packages) or ours."""
+def package_path(module: str) -> str | None:
+    """The folder (or file) of an imported module's top-level package, to ship (`ship`); None where it is
+    installed (site-packages) or ours."""
     top = sys.modules[module.split(".")[0]]
     path = Path(getattr(top, "__file__", None) or "")
     if not path.name or "site-packages" in path.parts or top.__name__ in ("crossover", "trainables", "sweeps", "analysis"):
-        return
-    _SHIPPED[top.__name__] = path.parent if path.name == "__init__.py" else path
+        return None
+    return str(path.parent if path.name == "__init__.py" else path)
 
 
 def _resolve_attr(module: str, attr: str, text: str) -> Workload:
