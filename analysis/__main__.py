@@ -1,17 +1,17 @@
 """The analysis command line: reports, summaries and costs from results directories.
 
-    python -m analysis report results/scaling [more dirs]     # HTML page + crossover table (prints both paths)
-    python -m analysis report results/zoo --epochs 30 --dataset-size 50000 --batch-size 128   # opening with your run
-    python -m analysis summary results/scaling                # median time per epoch per device and size
-    python -m analysis cost results/scaling                   # cost per epoch, trial and million samples per row
-    python -m analysis decide results/scaling --trials 1000 --workload peaks --deadline 2   # the sweep on every option
-    python -m analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
-    python -m analysis decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json -   # as JSON
-    python -m analysis parallel results/parallel-*            # packed, DDP and pipeline figures
-    python -m analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
-    python -m analysis model [DIRS] [--validate]              # the per-class model: bounds; held-out error, 90% coverage, targets (default: results/reference)
-    python -m analysis migrate results/reference              # rewrite older row files to the schema's columns
-    python -m analysis migrate --copy-counts FROM TO...       # per-class step costs from FROM's GPU rows into TO's
+    python -m crossover.analysis report results/scaling [more dirs]     # HTML page + crossover table (prints both paths)
+    python -m crossover.analysis report results/zoo --epochs 30 --dataset-size 50000 --batch-size 128   # opening with your run
+    python -m crossover.analysis summary results/scaling                # median time per epoch per device and size
+    python -m crossover.analysis cost results/scaling                   # cost per epoch, trial and million samples per row
+    python -m crossover.analysis decide results/scaling --trials 1000 --workload peaks --deadline 2   # the sweep on every option
+    python -m crossover.analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
+    python -m crossover.analysis decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json -   # as JSON
+    python -m crossover.analysis parallel results/parallel-*            # packed, DDP and pipeline figures
+    python -m crossover.analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
+    python -m crossover.analysis model [DIRS] [--validate]              # the per-class model: bounds; held-out error, 90% coverage, targets (default: results/reference)
+    python -m crossover.analysis migrate results/reference              # rewrite older row files to the schema's columns
+    python -m crossover.analysis migrate --copy-counts FROM TO...       # per-class step costs from FROM's GPU rows into TO's
 
 A folder of sweeps (results/, results/reference/) stands for every sweep under it, the shipped
 results/reference/ only where named (analysis/load.py, sweep_dirs).
@@ -24,14 +24,14 @@ import json
 import sys
 from pathlib import Path
 
-from analysis import charts, cost, decide, engines, migrate, model, ordering, parallel, report, summary, verdict
-from analysis.cli import HelpFormatter
-from analysis.crossover import Bootstrap
-from analysis.load import REFERENCE, read, representative
+from crossover.analysis import charts, cost, decide, engines, migrate, model, ordering, parallel, report, summary, verdict
+from crossover.analysis.cli import HelpFormatter
+from crossover.analysis.crossover import Bootstrap
+from crossover.analysis.load import REFERENCE, read, representative
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m crossover.analysis", description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the HTML report and the crossover table")
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
                      help="also leave each GPU, then each workload, out in turn: error, coverage of the 90%% "
                           "conformal intervals, and the issue's targets; then each GPU of the public tables (analysis/ordering.py)")
     mod.add_argument("--devices", type=Path, default=model.DEVICES, help="device table YAML")
-    mig = sub.add_parser("migrate", help="rewrite row files whose columns differ from analysis/schema.py's to exactly "
+    mig = sub.add_parser("migrate", help="rewrite row files whose columns differ from crossover/schema.py's to exactly "
                                          "its columns (analysis/migrate.py)")
     mig.add_argument("dirs", nargs="+", type=Path, help="directories searched for *.parquet rows, recursively")
     mig.add_argument("--copy-counts", metavar="FROM", type=Path, action="append", default=None,
@@ -184,7 +184,7 @@ def _migrate(args) -> int:
               f"{left} GPU rows without counts left as they were (no single counted configuration matches)")
         return 0
     rewritten, current = migrate.migrate(*args.dirs)
-    print(f"{rewritten} row files rewritten to analysis/schema.py's columns (schema version kept), "
+    print(f"{rewritten} row files rewritten to crossover/schema.py's columns (schema version kept), "
           f"{current} already current")
     return 0
 

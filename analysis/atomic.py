@@ -1,6 +1,6 @@
 """Writing a row file atomically: the one way a Parquet file of rows reaches the disk.
 
-    from analysis.atomic import write_atomic
+    from crossover.analysis.atomic import write_atomic
     write_atomic(Path("results/scaling/3f2a.parquet"), schema.to_table([row]))
 
 A temporary file beside the target, flushed and fsynced, renamed over it, the rename fsynced: a crash,

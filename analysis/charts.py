@@ -1,6 +1,6 @@
 """Altair charts of result rows: each function takes a DataFrame and returns a chart of named layers.
 
-    python -m analysis report results/scaling      # draws them all into the report, each also as HTML + PNG
+    python -m crossover.analysis report results/scaling      # draws them all into the report, each also as HTML + PNG
 
     epoch_time_vs_size   time per epoch vs size, log-log, a line per arm; the crossover as a rule, its
                          interval as a band (the seeds' central picture)
@@ -28,9 +28,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from analysis.crossover import baseline_first, slices
-from analysis.decide import money, monthly, pareto, run_time
-from analysis.load import config_label, representative
+from crossover.analysis.crossover import baseline_first, slices
+from crossover.analysis.decide import money, monthly, pareto, run_time
+from crossover.analysis.load import config_label, representative
 
 alt.data_transformers.disable_max_rows()  # a results directory is small; charts embed their rows
 

@@ -1,7 +1,7 @@
 """Prices and home boxes: the price file and the home-box files read and checked, and what a row costs.
 
-    python -m analysis cost results/scaling            # cost per epoch, trial and million samples per row
-    python -m analysis decide results/scaling --home-box analysis/home_boxes/rtx4090.yaml   # the sweep
+    python -m crossover.analysis cost results/scaling            # cost per epoch, trial and million samples per row
+    python -m crossover.analysis decide results/scaling --home-box analysis/home_boxes/rtx4090.yaml   # the sweep
 
 Prices come from analysis/prices.yaml (every price with its date and source, and per provider its
 billing step, minimum and start-up time) or from a SkyPilot catalog, vms.csv (`--prices FILE`,
@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from analysis.load import packaged, sizes_label
-from analysis.model import load_devices
+from crossover.analysis.load import packaged, sizes_label
+from crossover.analysis.model import load_devices
 
 PRICES = packaged("prices.yaml")
 HOME_BOXES = packaged("home_boxes")
@@ -499,5 +499,5 @@ def render(costs: pd.DataFrame, shown: pd.DataFrame, options: list[Option], toda
     parts += [f"  assumption: {text}" for text in sorted(set(costs["assumption"]))]
     parts += [f"  stale price: {line}" for line in stale(options, today)]
     parts += [f"  secondary source: {line}" for line in secondary(options)]
-    parts.append("  the whole sweep's time and cost on each option, and the home boxes: python -m analysis decide")
+    parts.append("  the whole sweep's time and cost on each option, and the home boxes: python -m crossover.analysis decide")
     return "\n".join(parts)

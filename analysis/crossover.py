@@ -1,7 +1,7 @@
 """Crossover points: past which size device B trains faster than device A, with a bootstrap interval.
 
-    python -m analysis report results/scaling          # the table is in the report, and printed
-    from analysis.crossover import find, render; print(render(find(rows)))
+    python -m crossover.analysis report results/scaling          # the table is in the report, and printed
+    from crossover.analysis.crossover import find, render; print(render(find(rows)))
 
 For each workload and each axis (n_params, depth, width, batch_size, dataset_size), the rows are cut
 into slices that hold every other configuration column fixed but the run's length (epochs and
@@ -83,7 +83,7 @@ Three metrics:
 A draw recomputes each from its runs (their fixed costs and epoch counts) and resampled epochs.
 
 The fixed costs (h2d_s + warmup_s) of a worker process's first trial are inflated (imports, CUDA
-context, allocator growth: `cold_start`, and analysis.load.cold_starts for rows written before it).
+context, allocator growth: `cold_start`, and crossover.analysis.load.cold_starts for rows written before it).
 Where a size's runs hold warm ones, their fixed costs are the warm runs' alone (drawn among them);
 where every run is cold they are kept, and the line's note names the sizes and arms.
 
@@ -108,8 +108,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.load import cold_starts
-from analysis.schema import CONFIG_COLUMNS, CROSSOVER_AXES, SIZE_AXES
+from crossover.analysis.load import cold_starts
+from crossover.schema import CONFIG_COLUMNS, CROSSOVER_AXES, SIZE_AXES
 
 METRICS = ["epoch_s", "time_to_final_loss_s", "time_to_target_loss_s"]
 
@@ -533,7 +533,7 @@ def _bound(value: float, edge: float, sign: str) -> str:
 
 def render(table: pd.DataFrame, rows: pd.DataFrame | None = None, include_loaded: bool = False) -> str:
     """The table as text, one block per workload, and what `find` left out of `rows`: what
-    `python -m analysis report` prints."""
+    `python -m crossover.analysis report` prints."""
     dropped = left_out(rows, include_loaded) if rows is not None else ""
     if table.empty:
         kept = rows if rows is None else timed(rows, include_loaded)

@@ -1,10 +1,10 @@
 """The decision: what a whole sweep costs and how long it takes on each option, measured or predicted.
 
-    python -m analysis decide results/scaling                      # the measured grid as the sweep
-    python -m analysis decide results/scaling --trials 1000 --workload peaks --deadline 2
-    python -m analysis decide results/scaling --home-box analysis/home_boxes/rtx4090.yaml
-    python -m analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
-    python -m analysis decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json run.json
+    python -m crossover.analysis decide results/scaling                      # the measured grid as the sweep
+    python -m crossover.analysis decide results/scaling --trials 1000 --workload peaks --deadline 2
+    python -m crossover.analysis decide results/scaling --home-box analysis/home_boxes/rtx4090.yaml
+    python -m crossover.analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
+    python -m crossover.analysis decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json run.json
 
 The sweep is the unit: a list of configurations, each run some number of trials (`sweep`): by default
 the measured grid (every configuration your rows measured, as many trials as the seeds they ran of
@@ -83,11 +83,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis import model
-from analysis.crossover import BUSY, loaded, timed
-from analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option, measures, stale
-from analysis.load import KEY, eager_ok, is_reference, keys, sizes_label
-from analysis.schema import SIZE_AXES
+from crossover.analysis import model
+from crossover.analysis.crossover import BUSY, loaded, timed
+from crossover.analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option, measures, stale
+from crossover.analysis.load import KEY, eager_ok, is_reference, keys, sizes_label
+from crossover.schema import SIZE_AXES
 
 FIXED = ["setup_s", "h2d_s", "warmup_s", "eval_s"]  # a trial's time besides its timed epochs
 OWN_CPU, OWN_GPU, HOME_BOX = "own CPU", "own GPU", "home box"
@@ -898,7 +898,7 @@ def cards(options: pd.DataFrame) -> str:
 
 def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[str], plan: Plan | None = None,
           head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
-    """The decision in at most `lines` lines of at most WIDTH columns (`python -m analysis decide`):
+    """The decision in at most `lines` lines of at most WIDTH columns (`python -m crossover.analysis decide`):
     `head` (wrapped), the sweep, what it needs of a GPU's memory and the cards it does not fit, the
     cost-versus-time front (fastest first, as many as fit; a planned run's time per epoch first), the
     fastest, the cheapest, the cheapest within the deadline (each wrapped, not cut), the stale prices in one
@@ -1072,7 +1072,7 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     even = break_even(found) if len(found) else pd.DataFrame()
     old = stale(options)
     dated = f"  {STALE} {len(old)} of {sum(len(o.prices()) for o in options)} are over 12 months old: re-read them " \
-            "(python -m analysis cost lists them)"
+            "(python -m crossover.analysis cost lists them)"
     return grid, found, picks, even, notes + missing(grid, speed, gpus) + ([dated] if old else [])
 
 

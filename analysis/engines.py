@@ -7,7 +7,7 @@
 - per precision (sweeps/precision.py), time per epoch beside the loss and accuracy it reached, and
   each against fp32 on the same device: a faster epoch that learns worse shows.
 
-    python -m analysis engines results/engines-* results/precision-*
+    python -m crossover.analysis engines results/engines-* results/precision-*
 Rows are found by their columns (gpus_requested, engine, fused_members), never by a sweep's name, so
 any sweep's rows that measured the same things give the same figures. Reads rows only (pandas);
 never imports torch or ray.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.crossover import Bootstrap, answer, find
-from analysis.load import cold_starts, sizes_label
-from analysis.model import DEVICES, device_key, load_devices, step_costs
-from analysis.schema import CONFIG_COLUMNS, runs_file
+from crossover.analysis.crossover import Bootstrap, answer, find
+from crossover.analysis.load import cold_starts, sizes_label
+from crossover.analysis.model import DEVICES, device_key, load_devices, step_costs
+from crossover.schema import CONFIG_COLUMNS, runs_file
 
 # Fused members differ only in these (trainables/fused.py): the rest of the config is the group's.
 FUSABLE = ("seed", "lr")

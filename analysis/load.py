@@ -1,11 +1,11 @@
 """Reading results directories: one or several sweeps' Parquet rows as one DataFrame, checked.
 
-    from analysis.load import read
-    rows = read("results/laptop", "results/h100")      # what `python -m analysis report` calls
+    from crossover.analysis.load import read
+    rows = read("results/laptop", "results/h100")      # what `python -m crossover.analysis report` calls
     rows = read("results")                             # every sweep under it (`sweep_dirs`)
 
 Every file is read on its own, so a directory whose rows were written by two versions of
-analysis/schema.py is named and refused instead of being silently merged. Each row gains `results_dir`
+crossover/schema.py is named and refused instead of being silently merged. Each row gains `results_dir`
 (where it came from), `arm` (what it ran on: the device string, plus the device name and thread
 count where the rows hold more than one of those for the same device, as when a laptop's CPU and a
 cloud host's CPU are read together) and its device's fields (DEVICE_FIELDS: `is_cpu`, `whole_gpu`, ...,
@@ -26,8 +26,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.schema import CONFIG_COLUMNS, NAMES, SCHEMA, SCHEMA_VERSION, SIZE_AXES
-from trainables.devices import parse
+from crossover.schema import CONFIG_COLUMNS, NAMES, SCHEMA, SCHEMA_VERSION, SIZE_AXES
+from crossover.trainables.devices import parse
 
 # What tells two arms of the same device string apart, in the order they appear in the label.
 ARM_PARTS = ("device_name", "torch_threads")
@@ -39,7 +39,7 @@ def packaged(name: str) -> Path:
     """A file or folder the analysis package carries (pyproject.toml package-data: prices.yaml, devices.yaml,
     home_boxes/, notebooks/, and reference/ in a wheel), found by importlib.resources wherever the package is
     (a checkout, site-packages); a Path, as a wheel installs as files."""
-    return Path(resources.files("analysis") / name).resolve()
+    return Path(resources.files("crossover.analysis") / name).resolve()
 
 
 def _checkout() -> Path | None:
@@ -183,7 +183,7 @@ def notebook_dirs(spec: str | None, root: Path) -> list[Path]:
 
 def _check_file(path: Path, table: pa.Table) -> None:
     """A row file of this schema: a schema_version on every row, a status, and each column of the type
-    analysis/schema.py gives it; else refused, naming the file, the column and the fix."""
+    crossover/schema.py gives it; else refused, naming the file, the column and the fix."""
     for column in ("schema_version", "status"):
         if column not in table.column_names:
             raise ValueError(f"{path} has no {column} column: it was not written by sweeps/store.py; move it out "
@@ -193,8 +193,8 @@ def _check_file(path: Path, table: pa.Table) -> None:
                          f"move it out of {path.parent}, or re-run its sweep")
     for field in table.schema:
         if field.name in SCHEMA.names and not _same_type(field.type, SCHEMA.field(field.name).type):
-            raise ValueError(f"{path}: column {field.name} is {field.type}, but analysis/schema.py makes it "
-                             f"{SCHEMA.field(field.name).type}: rewrite it to the schema (python -m analysis migrate "
+            raise ValueError(f"{path}: column {field.name} is {field.type}, but crossover/schema.py makes it "
+                             f"{SCHEMA.field(field.name).type}: rewrite it to the schema (python -m crossover.analysis migrate "
                              f"{path.parent}) or re-run its sweep")
 
 
@@ -253,7 +253,7 @@ def _check_versions(versions: dict[int, Path]) -> None:
     (version, path), = versions.items()
     if version != SCHEMA_VERSION:
         raise ValueError(f"rows of schema version {version} (e.g. {path}), but this analysis reads version "
-                         f"{SCHEMA_VERSION} (analysis/schema.py): re-run the sweep with this checkout")
+                         f"{SCHEMA_VERSION} (crossover/schema.py): re-run the sweep with this checkout")
 
 
 def arm_labels(rows: pd.DataFrame) -> pd.Series:

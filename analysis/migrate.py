@@ -1,10 +1,10 @@
 """Rewriting row files to the current schema: one schema version, one set of columns.
 
-    python -m analysis migrate results/reference          # every row file below, recursively
-    python -m analysis migrate --copy-counts FROM_DIR TO_DIR...   # per-class step costs from FROM's GPU rows
-    python -m analysis migrate --compact results/reference          # each sweep's rows as one file
+    python -m crossover.analysis migrate results/reference          # every row file below, recursively
+    python -m crossover.analysis migrate --copy-counts FROM_DIR TO_DIR...   # per-class step costs from FROM's GPU rows
+    python -m crossover.analysis migrate --compact results/reference          # each sweep's rows as one file
 
-A row file whose columns differ from analysis/schema.py's SCHEMA (written before a column was added,
+A row file whose columns differ from crossover/schema.py's SCHEMA (written before a column was added,
 or with a column of nulls alone stored typeless) is rewritten as exactly SCHEMA: the columns it lacks
 become null, every column in schema order and of the schema's type, and its schema_version is kept.
 Rows of another schema version than SCHEMA_VERSION, a column the schema does not know, or a type that
@@ -17,7 +17,7 @@ temporary name in its own directory, flushed to disk and renamed over the old on
 `write_atomic`, with which sweeps/store.py writes every row): a crash leaves the old file or the new,
 never half of one. Reads rows only (pyarrow); never imports torch or ray.
 
-`--copy-counts` (`copy_counts`) fills a GPU row's per-op-class step costs (analysis/schema.py's
+`--copy-counts` (`copy_counts`) fills a GPU row's per-op-class step costs (crossover/schema.py's
 OP_COLUMNS, and flops/bytes/launches_per_step where the row has none) from the rows below FROM_DIR
 that counted them: a step's costs are a property of the configuration on a CUDA device with the same
 torch (same workload, grid axes, batch, precision, engine, loop: `COUNT_KEY`), not of its timing or
@@ -42,9 +42,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.atomic import write_atomic
-from analysis.schema import CONFIG_COLUMNS, OP_COLUMNS, SCHEMA, SCHEMA_VERSION, to_table
-from trainables.devices import parse
+from crossover.analysis.atomic import write_atomic
+from crossover.schema import CONFIG_COLUMNS, OP_COLUMNS, SCHEMA, SCHEMA_VERSION, to_table
+from crossover.trainables.devices import parse
 
 # What makes two GPU rows' step costs equal: the configuration less its device and seed, how it ran
 # (precision, null in rows written before the column: fp32; engine) and the torch that counted them.
@@ -101,11 +101,11 @@ def to_schema(path: Path) -> pa.Table | None:
     if table.schema.equals(STORED, check_metadata=False):
         return None
     if "schema_version" not in table.column_names or set(table["schema_version"].to_pylist()) != {SCHEMA_VERSION}:
-        raise ValueError(f"{path}: column schema_version is not {SCHEMA_VERSION} on every row (analysis/schema.py's "
+        raise ValueError(f"{path}: column schema_version is not {SCHEMA_VERSION} on every row (crossover/schema.py's "
                          f"SCHEMA_VERSION): only rows of this version take its columns; {keep}")
     unknown = [name for name in table.column_names if name not in SCHEMA.names]
     if unknown:
-        raise ValueError(f"{path}: column {unknown[0]} is not in analysis/schema.py: add it to COLUMNS (and bump "
+        raise ValueError(f"{path}: column {unknown[0]} is not in crossover/schema.py: add it to COLUMNS (and bump "
                          f"SCHEMA_VERSION if it changes what a row means) before migrating, or {keep}")
     columns = []
     for field in SCHEMA:
@@ -113,7 +113,7 @@ def to_schema(path: Path) -> pa.Table | None:
             columns.append(pa.nulls(len(table), field.type))
             continue
         column = table[field.name]
-        refused = f"{path}: column {field.name} is {column.type}, but analysis/schema.py makes it {field.type}"
+        refused = f"{path}: column {field.name} is {column.type}, but crossover/schema.py makes it {field.type}"
         if not _castable(column.type, field.type):
             raise ValueError(f"{refused}: no cast keeps its meaning; {keep}")
         try:

@@ -1,14 +1,14 @@
 """A model of time per epoch, fitted on the measured devices, that predicts the GPUs nobody measured.
 
-    python -m analysis model --validate            # the shipped reference rows: held-out error, coverage, targets
-    python -m analysis model RESULTS... [--validate]
+    python -m crossover.analysis model --validate            # the shipped reference rows: held-out error, coverage, targets
+    python -m crossover.analysis model RESULTS... [--validate]
 
     predict(rows, ["A100", "L4"], fitted=shipped)   # what analysis/decide.py asks: one predicted row per
                                      # configuration and GPU, epoch_s_median with a 90% conformal interval
                                      # (epoch_s_lo, epoch_s_hi), from the fit on the shipped reference rows
     predict_counted(configs, ["A100"])   # the same for a step counted, never timed (crossover predict)
 
-THE model is per op class (matmul, conv, norm, elementwise, optimizer: analysis/schema.py's OP_CLASSES,
+THE model is per op class (matmul, conv, norm, elementwise, optimizer: crossover/schema.py's OP_CLASSES,
 counted by trainables/costs.py into each row as {class}_{flops,bytes,launches}_per_step). On a GPU of
 the device table (analysis/devices.yaml: peak FLOP/s, bandwidth, a per-launch overhead), a class with
 FLOPs F, bytes B and launches n costs
@@ -46,9 +46,9 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
-from analysis import public
-from analysis.load import REFERENCE, packaged, read
-from analysis.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
+from crossover.analysis import public
+from crossover.analysis.load import REFERENCE, packaged, read
+from crossover.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
 
 DEVICES = packaged("devices.yaml")
 # Every reference configuration's step counted as `crossover predict` counts a job on a laptop
@@ -820,7 +820,7 @@ def targets(table: pd.DataFrame) -> list[str]:
                       for _, c in bad.iterrows()]
     else:
         lines.append("  leave one workload out, from counts taken on the CPU: no counted configurations "
-                     f"({COUNTED} absent: python -m sweeps.count_reference)")
+                     f"({COUNTED} absent: python -m crossover.sweeps.count_reference)")
     per_gpu = device.groupby("held_out")["median_error"].median()
     ok = len(per_gpu) >= TARGETS["gpu_models"] and per_gpu.median() <= TARGETS["gpu_median"]
     lines.append(f"  leave one GPU out, every GPU with rows (the reference rows' and the public tables'): median {per_gpu.median():.0%} (target <= "

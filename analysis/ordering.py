@@ -1,6 +1,6 @@
 """The shipped model checked against the public tables (analysis/public.py): the ordering, and each GPU held out.
 
-    python -m analysis model --validate       # ends with the leave-one-GPU-out over these tables (`render_held_out`)
+    python -m crossover.analysis model --validate       # ends with the leave-one-GPU-out over these tables (`render_held_out`)
 
     ordering_violations(reference_configs())  # none: no GPU faster on every public benchmark is predicted slower
     held_out()                                # ResNet-50 at Lambda's fp32 batch, each GPU predicted with its own
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis import model, public
+from crossover.analysis import model, public
 
 # The model's precision for each of Lambda's: TF32 tensor cores in convolutions and matmuls for its "fp32"
 # (module docstring), FP16 for its mixed precision (analysis/model.py: the BF16 peak, FP32's without one).

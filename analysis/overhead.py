@@ -35,14 +35,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.load import read
-from analysis.schema import PHASE_COLUMNS
+from crossover.analysis.load import read
+from crossover.schema import PHASE_COLUMNS
 
 SWEEP_FILE = "_sweep.json"  # beside a measurement's rows; leading '_': Parquet readers of the directory skip it
 
 
 def measurement(directory: Path | str) -> tuple[pd.DataFrame, dict]:
-    """A measurement's rows (analysis.load.read), each with `written_at` (its file's time: when the
+    """A measurement's rows (crossover.analysis.load.read), each with `written_at` (its file's time: when the
     driver wrote it), and its SWEEP_FILE record."""
     directory = Path(directory)
     sweep = json.loads((directory / SWEEP_FILE).read_text())

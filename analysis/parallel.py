@@ -1,6 +1,6 @@
 """Benchmark figures of the GPU parallelism studies (sweeps/parallel.py), from their rows alone.
 
-    python -m analysis parallel results/parallel-*
+    python -m crossover.analysis parallel results/parallel-*
 
 - packed: throughput per GPU with K trials sharing it (the sum of the K trials' samples/s) against one
   trial per GPU, and how evenly Ray placed them (trials per GPU, from each row's `gpu_ids`);
@@ -23,8 +23,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from analysis.crossover import find
-from analysis.schema import SIZE_AXES
+from crossover.analysis.crossover import find
+from crossover.schema import SIZE_AXES
 
 # What makes two rows the same model and data, whatever device they ran on.
 _MODEL = ["workload", *SIZE_AXES]

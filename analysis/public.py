@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from analysis.load import packaged
+from crossover.analysis.load import packaged
 
 HERE = Path(__file__).with_name("public-tables")
 LAMBDA = HERE / "lambda_train_throughput.csv"

@@ -3,10 +3,10 @@ given, then each workload's verdict, yours before the built-ins: analysis/verdic
 costs: analysis/decide.py); behind it the crossover table per workload (folded), the charts, what bounds a
 step, energy, every measured device's environment and the trials not measured.
 
-    python -m analysis report results/scaling                   # writes results/_reports/scaling/index.html
-    python -m analysis report results/laptop results/h100       # several sweeps: results/_reports/laptop+h100/
-    python -m analysis report results/scaling --no-reference    # your rows alone, no decision section
-    python -m analysis report results/zoo --epochs 30 --dataset-size 50000 --batch-size 128   # your run first
+    python -m crossover.analysis report results/scaling                   # writes results/_reports/scaling/index.html
+    python -m crossover.analysis report results/laptop results/h100       # several sweeps: results/_reports/laptop+h100/
+    python -m crossover.analysis report results/scaling --no-reference    # your rows alone, no decision section
+    python -m crossover.analysis report results/zoo --epochs 30 --dataset-size 50000 --batch-size 128   # your run first
 
 By default (the command line, and sweeps/scaling.py) your rows are set beside the reference GPU rows of
 the same configurations (analysis/summary.py: with_reference), and the answer holds the decision: the
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import charts, decide, model, parallel, summary, verdict
-from analysis.crossover import (
+from crossover.analysis import charts, decide, model, parallel, summary, verdict
+from crossover.analysis.crossover import (
     Bootstrap,
     baseline_first,
     left_out,
@@ -42,8 +42,8 @@ from analysis.crossover import (
     timed,
     write,
 )
-from analysis.load import CHECKOUT, environment, is_reference, read
-from analysis.schema import BUILTIN_MODULE, CROSSOVER_AXES, REPORTS, SIZE_AXES
+from crossover.analysis.load import CHECKOUT, environment, is_reference, read
+from crossover.schema import BUILTIN_MODULE, CROSSOVER_AXES, REPORTS, SIZE_AXES
 
 
 def default_out(dirs: list[Path]) -> Path:

@@ -1,7 +1,7 @@
 """The summary: time per epoch per device at each size, and under each workload's table its verdict.
 
-    python -m analysis summary results/scaling                  # your rows beside the reference GPUs'
-    python -m analysis summary results/scaling --no-reference   # your rows alone
+    python -m crossover.analysis summary results/scaling                  # your rows beside the reference GPUs'
+    python -m crossover.analysis summary results/scaling --no-reference   # your rows alone
 
 By default your rows are set beside the shipped reference rows (results/reference/) of the same
 configurations (`with_reference`): for each GPU model there, the rows of the folder that measured
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.load import REFERENCE, arm_labels, eager_ok, read
-from analysis.migrate import row_files
-from analysis.schema import SIZE_AXES
-from analysis.verdict import Verdict, reach, reference_note  # noqa: F401  reference_note: its old home
+from crossover.analysis.load import REFERENCE, arm_labels, eager_ok, read
+from crossover.analysis.migrate import row_files
+from crossover.schema import SIZE_AXES
+from crossover.analysis.verdict import Verdict, reach, reference_note  # noqa: F401  reference_note: its old home
 
 
 @cache

@@ -6,7 +6,7 @@ one structure; none derives a verdict of its own.
 
     python sweeps/scaling.py --smoke              # ends with render(v): the answer first, on one screen
     python sweeps/scaling.py --smoke --verbose    # and every table behind it: render(v, verbose=True)
-    from analysis.verdict import reach, render; print(render(reach(rows)))
+    from crossover.analysis.verdict import reach, render; print(render(reach(rows)))
 
 Each workload's answer (`Finding`) rests on one line of the crossover table: time per epoch, the CPU
 (A) against a GPU (B), along the first axis of HEADLINE_AXES that has a line; among GPUs, the one
@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import cost, decide, model
-from analysis.schema import BUILTIN_MODULE
-from analysis.crossover import (
+from crossover.analysis import cost, decide, model
+from crossover.schema import BUILTIN_MODULE
+from crossover.analysis.crossover import (
     A_EVERYWHERE,
     B_EVERYWHERE,
     CROSSOVER,
@@ -43,7 +43,7 @@ from analysis.crossover import (
     left_out,
     render as render_crossovers,
 )
-from analysis.load import REFERENCE, eager_ok, is_reference, keys
+from crossover.analysis.load import REFERENCE, eager_ok, is_reference, keys
 
 # A size a student reads first: the model's parameters, then the data's, then the rest.
 HEADLINE_AXES = ("n_params", "dataset_size", "batch_size", "depth", "width", "context")
@@ -372,7 +372,7 @@ def render(v: Verdict, verbose: bool = False) -> str:
     if not verbose:
         own = sorted(set(_reference(v.rows)[1]["results_dir"]))  # the flag is the report command's: say whose
         dropped = dropped.replace("--include-loaded keeps them",
-                                  f"python -m analysis report {' '.join(own)} --include-loaded keeps them")
+                                  f"python -m crossover.analysis report {' '.join(own)} --include-loaded keeps them")
         lines = answer(v) + costs(v) + list(filter(None, [reference_line(v.rows), dropped]))
         return "\n".join(wrapped for line in lines for wrapped in _wrap(line))
     d = v.decision

@@ -9,8 +9,8 @@ factories read (TrialConfig, trainables/config.py) and the error that refuses a 
 A job file that imports them from here does not depend on where they live inside the project.
 """
 
-from trainables.config import ConfigError, TrialConfig
-from trainables.data import Data
-from trainables.workload import Param, Workload
+from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Param, Workload
 
 __all__ = ["ConfigError", "Data", "Param", "TrialConfig", "Workload"]

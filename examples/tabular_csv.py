@@ -34,15 +34,15 @@ import pandas as pd
 import torch
 from torch import nn
 
-from analysis import summary
-from analysis.cli import HelpFormatter
-from sweeps import cli, runner
-from sweeps.space import Space
-from trainables.config import ConfigError, TrialConfig
-from trainables.data import Data
-from trainables.trial import resolve
-from trainables.workload import Param, Workload, register
-from trainables.workloads import mlp
+from crossover.analysis import summary
+from crossover.analysis.cli import HelpFormatter
+from crossover.sweeps import cli, runner
+from crossover.sweeps.space import Space
+from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.data import Data
+from crossover.trainables.trial import resolve
+from crossover.trainables.workload import Param, Workload, register
+from crossover.trainables.workloads import mlp
 
 TEST_SHARE = 5  # the last 1/TEST_SHARE of the rows is the test split
 _FRAMES: dict[str, pd.DataFrame] = {}  # path -> the parsed CSV, once per process: trials and the model's size share it

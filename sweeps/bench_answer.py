@@ -3,7 +3,7 @@
     python sweeps/bench_answer.py          # examples/zoo.py's shufflenet_v2_x1_0 (1.3M parameters), on the CPU
     python sweeps/bench_answer.py --workload job.py:workload --param channels=64
 
-It runs `python -m sweeps.scaling --workload REF --devices cpu` (the same as `crossover sweep`; REF read from the
+It runs `python -m crossover.sweeps.scaling --workload REF --devices cpu` (the same as `crossover sweep`; REF read from the
 current folder: examples/zoo.py is the checkout's) with every other flag at its default (the
 search within the default --budget, the answer, the report) into a fresh temporary --out, as a new user's
 first sweep would, then prints what it said, the rows it landed and its wall time beside issue 29's
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from analysis.load import read
+from crossover.analysis.load import read
 
 TARGET_S = 180.0  # issue 29: command to answer, the install aside
 PREDICT_TARGET_S = 15.0  # issue 29: crossover predict's answer
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     params = args.param if args.param is not None else (
         ["arch=shufflenet_v2_x1_0"] if args.workload == "examples/zoo.py:workload" else [])
     with tempfile.TemporaryDirectory(prefix="bench-answer-") as out:
-        cmd = [sys.executable, "-m", "sweeps.scaling", "--workload", args.workload,
+        cmd = [sys.executable, "-m", "crossover.sweeps.scaling", "--workload", args.workload,
                *(x for v in params for x in ("--param", v)), "--devices", "cpu", "--out", out]
         load = os.getloadavg()[0]
         began = time.monotonic()
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
           f"exit {done.returncode}; {ok} ok CPU row{'s' if ok != 1 else ''} of {0 if rows is None else len(rows)} in "
           f"{', '.join(d.name for d in folders) or 'no folder'}; load average {load:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores")
-    predict = [sys.executable, "-m", "sweeps.command", "predict", "--workload", args.workload,
+    predict = [sys.executable, "-m", "crossover.sweeps.command", "predict", "--workload", args.workload,
                *(x for v in params for x in ("--param", v)), "--batch-size", "128", "--dataset-size", "50000",
                "--epochs", "30"]
     began = time.monotonic()

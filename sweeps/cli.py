@@ -10,7 +10,7 @@ import argparse
 import os
 from pathlib import Path
 
-from analysis.cli import HelpFormatter
+from crossover.analysis.cli import HelpFormatter
 
 
 def at_least(low: int):
@@ -78,7 +78,7 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
     shared.add_argument("--address", default=None, help="address of a running Ray cluster (default: start a local one)")
     shared.add_argument("--workload", action="append", default=[], metavar="REF",
                         help="your own workload, path/to/job.py:ATTR or package.module:ATTR (a "
-                             "trainables.workload.Workload); may be given several times, beside --workloads")
+                             "crossover.trainables.workload.Workload); may be given several times, beside --workloads")
     shared.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
                         help="a value of your workload's own axis (Workload.params), e.g. --param csv=data.csv; "
                              "may be given several times")

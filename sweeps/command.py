@@ -2,13 +2,13 @@
 
     crossover sweep --smoke                  # = python sweeps/scaling.py --smoke
     crossover decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256
-                                             # = python -m analysis decide ...: your run on every option
-    crossover report results/scaling         # = python -m analysis report results/scaling
+                                             # = python -m crossover.analysis decide ...: your run on every option
+    crossover report results/scaling         # = python -m crossover.analysis report results/scaling
     crossover predict --workload job.py:workload --batch-size 128 --dataset-size 50000 --epochs 30
-                                             # = python -m sweeps.predict ...: every GPU, predicted, no sweep
+                                             # = python -m crossover.sweeps.predict ...: every GPU, predicted, no sweep
     crossover sweep --help                   # each command's own flags, each with its help
 
-`pip install -e .` puts it on the PATH (pyproject.toml, [project.scripts]); `python -m sweeps.command`
+`pip install -e .` puts it on the PATH (pyproject.toml, [project.scripts]); `python -m crossover.sweeps.command`
 is the same without installing. A subcommand hands the rest of the line to the parser that owns those
 flags (sweeps/scaling.py's, analysis/__main__.py's), so every flag has one definition and one help text.
 """
@@ -20,7 +20,7 @@ import importlib
 import sys
 from dataclasses import dataclass
 
-from analysis.cli import HelpFormatter
+from crossover.analysis.cli import HelpFormatter
 
 
 @dataclass(frozen=True)
@@ -32,14 +32,14 @@ class Command:
 
 
 COMMANDS = {
-    "sweep": Command("sweeps.scaling", (), "python sweeps/scaling.py",
+    "sweep": Command("crossover.sweeps.scaling", (), "python sweeps/scaling.py",
                      "time training on every device across model and data sizes; rows to results/NAME/"),
-    "decide": Command("analysis.__main__", ("decide",), "python -m analysis decide",
+    "decide": Command("crossover.analysis.__main__", ("decide",), "python -m crossover.analysis decide",
                       "your planned run (--epochs, --dataset-size, --batch-size) or the sweep: time per epoch, "
                       "wall time, cost and memory fit on every option, fastest, cheapest, the home boxes' break-even"),
-    "report": Command("analysis.__main__", ("report",), "python -m analysis report",
+    "report": Command("crossover.analysis.__main__", ("report",), "python -m crossover.analysis report",
                       "write the HTML report and the crossover table of results directories"),
-    "predict": Command("sweeps.predict", (), "python -m sweeps.predict",
+    "predict": Command("crossover.sweeps.predict", (), "python -m crossover.sweeps.predict",
                        "your workload's time per epoch, run time, cost and memory fit on every GPU model, predicted "
                        "from one step counted on the CPU: no sweep"),
 }
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
         # Its parser names itself after sys.argv[0], as `python sweeps/scaling.py` does: its usage line
         # then shows what was typed.
         sys.argv[0] = "crossover sweep"
-    # Imported on demand: sweeps.scaling imports torch and Ray (16 s on a 2-core machine, against 7 s
+    # Imported on demand: crossover.sweeps.scaling imports torch and Ray (16 s on a 2-core machine, against 7 s
     # for the analysis), which `crossover decide` and `crossover report` never need.
     return importlib.import_module(command.module).main([*command.prefix, *argv[1:]])
 

@@ -17,16 +17,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import schema
-from analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE, find
-from analysis.load import read
-from sweeps.budget import in_s, trial_count
-from sweeps.search import Plan, plan, state
-from sweeps.space import Space
-from sweeps.stopping import CPU, GPU, Line, verdict
+from crossover import schema
+from crossover.analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE, find
+from crossover.analysis.load import read
+from crossover.sweeps.budget import in_s, trial_count
+from crossover.sweeps.search import Plan, plan, state
+from crossover.sweeps.space import Space
+from crossover.sweeps.stopping import CPU, GPU, Line, verdict
 
 def run_seconds(directory: Path) -> float:
-    """Seconds the runs of the sweep in `directory` took, from its runs file (analysis/schema.py runs_file)."""
+    """Seconds the runs of the sweep in `directory` took, from its runs file (crossover/schema.py runs_file)."""
     path = schema.runs_file(Path(directory))
     if not path.exists():
         return math.nan

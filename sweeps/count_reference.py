@@ -1,9 +1,9 @@
 """Every configuration of the shipped reference GPU rows, counted as `crossover predict` counts a user's job.
 
-    python -m sweeps.count_reference            # writes results/reference/_step-counts/counts.parquet
+    python -m crossover.sweeps.count_reference            # writes results/reference/_step-counts/counts.parquet
 
 The laptop's case: a user without a GPU has only a step counted on the CPU (sweeps/count_step.py: the meta
-device, the optimiser's update as a GPU runs it), never the GPU's own count. `python -m analysis model
+device, the optimiser's update as a GPU runs it), never the GPU's own count. `python -m crossover.analysis model
 --validate` predicts each held-out workload's reference GPU rows from these counts, so its error is the
 one `crossover predict` makes, not the smaller one of a fit handed the GPU's own count.
 
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.load import REFERENCE, read
-from analysis.model import COUNTED as OUT
-from analysis.schema import OP_COLUMNS
-from sweeps.count_step import counted
+from crossover.analysis.load import REFERENCE, read
+from crossover.analysis.model import COUNTED as OUT
+from crossover.schema import OP_COLUMNS
+from crossover.sweeps.count_step import counted
 
 KEYS = ["workload", "workload_params", "depth", "width", "context", "batch_size"]
 COUNTS = ["flops_per_step", "bytes_per_step", "launches_per_step", *OP_COLUMNS]

@@ -1,6 +1,6 @@
 """One training step of a workload counted on the CPU, never timed: what `crossover predict` needs of a job.
 
-    python -m sweeps.count_step --workload job.py:workload [--batch-size 128] [--dataset-size 50000] [--param k=v]
+    python -m crossover.sweeps.count_step --workload job.py:workload [--batch-size 128] [--dataset-size 50000] [--param k=v]
 
 sweeps/predict.py runs this in a process of its own, with a time limit, so that the user's code (imported
 and run here: make_data, make_model, one step) never runs in the command's own process. It prints one
@@ -26,7 +26,7 @@ import dataclasses
 import json
 import sys
 
-from sweeps.cli import at_least, param
+from crossover.sweeps.cli import at_least, param
 
 
 def as_on_a_gpu(opt) -> None:
@@ -136,13 +136,13 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
     config or reference) or whatever the workload's code raises."""
     import torch
 
-    from trainables.config import TrialConfig
-    from trainables.placement import Placement, placement
-    from trainables.timing import Clock, Timer
-    from trainables.train import Loop
-    from trainables.trial import resolve
-    from trainables.workload import is_reference, register
-    from trainables.workloads import WORKLOADS, describe, n_params
+    from crossover.trainables.config import TrialConfig
+    from crossover.trainables.placement import Placement, placement
+    from crossover.trainables.timing import Clock, Timer
+    from crossover.trainables.train import Loop
+    from crossover.trainables.trial import resolve
+    from crossover.trainables.workload import is_reference, register
+    from crossover.trainables.workloads import WORKLOADS, describe, n_params
 
     wl = register(ref) if is_reference(ref) else WORKLOADS.get(ref)
     if wl is None:
@@ -175,7 +175,7 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m sweeps.count_step", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m crossover.sweeps.count_step", description=__doc__.split("\n\n")[0])
     p.add_argument("--workload", required=True, help="path/to/job.py:ATTR, package.module:ATTR or a built-in's name")
     p.add_argument("--batch-size", type=at_least(1), default=None, help="samples a step (default: the workload's)")
     p.add_argument("--dataset-size", type=at_least(1), default=None, help="samples an epoch (default: the workload's)")
@@ -184,8 +184,8 @@ def main(argv=None) -> int:
     p.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
                    help="a value of the workload's own axis; repeatable")
     args = p.parse_args(argv)
-    from trainables.config import ConfigError
-    from trainables.workload import WorkloadError
+    from crossover.trainables.config import ConfigError
+    from crossover.trainables.workload import WorkloadError
 
     axes = {a: getattr(args, a) for a in ("depth", "width", "context") if getattr(args, a) is not None}
     try:

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import sys
 
-from analysis.engines import render
-from sweeps import cli, plan, runner
-from sweeps.space import Space
-from trainables.config import ENGINES
-from trainables.devices import parse
-from trainables.fused import FUSED_ENGINES
+from crossover.analysis.engines import render
+from crossover.sweeps import cli, plan, runner
+from crossover.sweeps.space import Space
+from crossover.trainables.config import ENGINES
+from crossover.trainables.devices import parse
+from crossover.trainables.fused import FUSED_ENGINES
 
 # Sizes where every batch is full, as the graph engine requires (dataset_size a multiple of batch_size).
 GRIDS = {

@@ -33,12 +33,12 @@ import sys
 import time
 from pathlib import Path
 
-from analysis.overhead import SWEEP_FILE, figures, header, line, measurement, summary
-from analysis.schema import SIZE_AXES
-from sweeps import cli, plan, runner
-from sweeps.space import Space
-from trainables.train import run_trial
-from trainables.trial import here
+from crossover.analysis.overhead import SWEEP_FILE, figures, header, line, measurement, summary
+from crossover.schema import SIZE_AXES
+from crossover.sweeps import cli, plan, runner
+from crossover.sweeps.space import Space
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import here
 
 DEPTH = 6  # disc's doubling MLP 2 -> 4 -> ... -> 64 -> 2: a small step, so epochs set the trial's length
 CALIBRATION_EPOCHS = 20  # epochs of the calibration trial, one warm-up included

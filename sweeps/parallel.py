@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import sys
 
-from analysis.parallel import render
-from sweeps import cli, plan, runner
-from sweeps.space import Space
+from crossover.analysis.parallel import render
+from crossover.sweeps import cli, plan, runner
+from crossover.sweeps.space import Space
 
 PACKING = (1, 2, 4, 8)  # trials per GPU
 MICRO_BATCHES = (1, 4, 8, 16)

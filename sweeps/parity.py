@@ -68,17 +68,17 @@ from pathlib import Path
 
 import torch
 
-from analysis.load import read
-from analysis.schema import SIZE_AXES
-from sweeps import cli, plan, runner
-from sweeps.space import Space
-from trainables.config import LOOPS
-from trainables.data import move, take
-from trainables.devices import parse
-from trainables.timing import MIN_TIMED_EPOCHS, more_epochs
-from trainables.train import run_trial
-from trainables.trial import Trial, here
-from trainables.workloads import WORKLOADS
+from crossover.analysis.load import read
+from crossover.schema import SIZE_AXES
+from crossover.sweeps import cli, plan, runner
+from crossover.sweeps.space import Space
+from crossover.trainables.config import LOOPS
+from crossover.trainables.data import move, take
+from crossover.trainables.devices import parse
+from crossover.trainables.timing import MIN_TIMED_EPOCHS, more_epochs
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import Trial, here
+from crossover.trainables.workloads import WORKLOADS
 
 # Epochs of every run of the seeds' configurations, its warm-up included, by device: enough timed
 # epochs for a median, few enough for 7 minutes in all on 16 cores and an H200 (disc depth 12 about

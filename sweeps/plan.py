@@ -9,12 +9,12 @@
 Planning a sweep runs a user's code four ways: importing the module, building the model at its defaults on
 the meta device (its fingerprint's parameter shapes: trainables/workload.py), its own check of each config
 (Workload.check), and making a batch of its data and running a forward pass on the meta device (its memory
-estimate: trainables/fused.py member_bytes). Each runs here in `python -m sweeps.plan`, under a time limit
+estimate: trainables/fused.py member_bytes). Each runs here in `python -m crossover.sweeps.plan`, under a time limit
 (--plan-timeout), on copies of the user's modules (a module that writes to its own file writes the copy), its
 output in a log file (at most LOG_MAX_BYTES; never on the terminal) that a failure names, and its whole
 process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain
 data (JSON): a WorkloadSpec (trainables/workload.py), a check's refusal, a size. The driver never imports a
-user's module (it reads a file's bytes, to ship it to Ray's workers: trainables.workload.declare) and works
+user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.workload.declare) and works
 from the spec alone: a workload that calls os._exit, hangs, shuts Ray down or raises KeyboardInterrupt while
 it is planned touches neither the driver's process nor its Ray. The workers import the module itself.
 
@@ -43,12 +43,12 @@ import tempfile
 import threading
 from pathlib import Path
 
-from sweeps.cli import PLAN_TIMEOUT_S, child_env
-from trainables import fused
-from trainables import workload as workloads
-from trainables.config import ConfigError, TrialConfig
-from trainables.trial import Trial
-from trainables.workload import Workload, WorkloadError, WorkloadSpec
+from crossover.sweeps.cli import PLAN_TIMEOUT_S, child_env
+from crossover.trainables import fused
+from crossover.trainables import workload as workloads
+from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.trial import Trial
+from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
 
 LOG_MAX_BYTES = 2**20  # of the planning process's output kept in its log; the rest is counted, not kept
 COPY_EXCLUDES = ("__pycache__", "*.pyc", ".git", "*.pt", "*.pth", "*.ckpt", "*.parquet")  # a package's copy: code
@@ -66,8 +66,8 @@ class PlanError(WorkloadError):
 
 def spec(given: str | Workload, timeout_s: float = PLAN_TIMEOUT_S) -> WorkloadSpec:
     """The WorkloadSpec of the workload `given` names ('path/file.py:attr', 'package.module:attr', or a Workload
-    object: trainables.workload.reference), from a child process that imports it; its module shipped to Ray's
-    workers from here on (trainables.workload.declare, ship), never imported here. Planned once a version of its
+    object: crossover.trainables.workload.reference), from a child process that imports it; its module shipped to Ray's
+    workers from here on (crossover.trainables.workload.declare, ship), never imported here. Planned once a version of its
     file. Raises PlanError (or WorkloadError for a reference that names no file) where the module does not import
     there."""
     text = (workloads.reference(given) if isinstance(given, Workload) else given).strip()
@@ -90,7 +90,7 @@ def user_grids(args, grid: str) -> dict:
 def refusals(trials: list[Trial], timeout_s: float = PLAN_TIMEOUT_S) -> dict[str, tuple[str, str]]:
     """{trial hash: (field, why)} for each trial of `trials` whose workload's own check (Workload.check) refuses
     its config, as a ConfigError would say it; each config not checked yet is checked in one child process (the
-    whole of trainables.trial.resolve, with the Workload itself). A workload that has no check, or whose check
+    whole of crossover.trainables.trial.resolve, with the Workload itself). A workload that has no check, or whose check
     faulted (`fault`: its trials become error rows), refuses nothing."""
     ask = [t for t in trials if isinstance(t.wl, WorkloadSpec) and t.wl.has_check and t.hash not in _checks
            and not fault(t.wl)]
@@ -112,7 +112,7 @@ def faulted() -> bool:
 
 
 def member_sizes(trials: list[Trial], timeout_s: float = PLAN_TIMEOUT_S) -> dict[str, int | None]:
-    """trainables.fused.member_bytes of each user's trial of `trials` not estimated yet, in one child process
+    """crossover.trainables.fused.member_bytes of each user's trial of `trials` not estimated yet, in one child process
     (a configuration per size: the seed and learning rate change no shape), by trial hash; None where it was not
     estimated (the model failed on the meta device, or its workload is faulted). The built-ins' are not here:
     their code is crossover's, estimated where they are needed."""
@@ -130,7 +130,7 @@ def member_sizes(trials: list[Trial], timeout_s: float = PLAN_TIMEOUT_S) -> dict
 
 
 def member_bytes(trial: Trial, timeout_s: float = PLAN_TIMEOUT_S) -> int | None:
-    """trainables.fused.member_bytes of `trial`: a user's from a child process (`member_sizes`, asked now where it
+    """crossover.trainables.fused.member_bytes of `trial`: a user's from a child process (`member_sizes`, asked now where it
     was not before), None where not estimated; a built-in's here (it may raise: a shape past int64)."""
     if trial.wl.ref is None:
         return fused.member_bytes(trial)
@@ -179,7 +179,7 @@ def _plan(refs: list[tuple[str, str]], timeout_s: float, sizes: list[dict] = (),
             Path(log).unlink()
             break
         if doing is None:  # crossover's own start-up failed, before any of the user's code
-            raise PlanError(f"the planning process (python -m sweeps.plan) {how} before it ran your code; its "
+            raise PlanError(f"the planning process (python -m crossover.sweeps.plan) {how} before it ran your code; its "
                             f"output: {log}")
         said = f"{doing['doing']}, in a process of its own (planning), {how}"
         if "imports" in doing:
@@ -231,7 +231,7 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
             "checks": [{"index": i, "config": c} for i, c in checks]}))
         log = tempfile.NamedTemporaryFile(prefix="crossover-plan-", suffix=".log", delete=False)
         # -P: the user's modules import from the copies, never from the current folder (`-m` puts it first)
-        process = subprocess.Popen([sys.executable, "-P", "-m", "sweeps.plan", str(request), str(answer)],
+        process = subprocess.Popen([sys.executable, "-P", "-m", "crossover.sweeps.plan", str(request), str(answer)],
                                    env=child_env(str(copies)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, start_new_session=True)
         drain = threading.Thread(target=_keep, args=(process.stdout, log), daemon=True)
@@ -328,7 +328,7 @@ def _spec(text: str, load: str, say) -> bool:
 def _size(index: int, config: dict, say) -> None:
     """The child's member_bytes of `config`: not checked against the driver's fingerprint (an estimate, of
     whatever the copy holds); a misuse its code showed (make_data's result no Data) refused, faulting it."""
-    from trainables.trial import resolve
+    from crossover.trainables.trial import resolve
 
     cfg = TrialConfig.from_dict({**config, "fingerprint": None})
     say(doing=f"{cfg.workload}'s make_data, make_model and forward pass on the meta device at "
@@ -346,7 +346,7 @@ def _size(index: int, config: dict, say) -> None:
 def _check(index: int, config: dict, say) -> None:
     """The child's resolve of `config` with the Workload itself: its own check's ConfigError, said as (field,
     why); what else the check raises, said as a refusal of the field 'check'."""
-    from trainables.trial import resolve
+    from crossover.trainables.trial import resolve
 
     cfg = TrialConfig.from_dict({**config, "fingerprint": None})
     say(doing=f"{cfg.workload}'s check of {cfg.config_hash()} (Workload.check)", check=index, ref=cfg.module)

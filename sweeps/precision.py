@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import sys
 
-from analysis.engines import render
-from sweeps import cli, plan, runner
-from sweeps.space import Space
+from crossover.analysis.engines import render
+from crossover.sweeps import cli, plan, runner
+from crossover.sweeps.space import Space
 
 # Per device kind, the precisions it takes (trainables/precision.py refuses the rest by name).
 PRECISIONS = {"cpu": ("default", "bf16"), "cuda": ("default", "fp32", "tf32", "bf16", "fp16")}

@@ -32,10 +32,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import cost, decide, model
-from analysis.cli import HelpFormatter
-from analysis.schema import SIZE_AXES
-from sweeps.cli import at_least, child_env, param
+from crossover.analysis import cost, decide, model
+from crossover.analysis.cli import HelpFormatter
+from crossover.schema import SIZE_AXES
+from crossover.sweeps.cli import at_least, child_env, param
 
 TIMEOUT_S = 120  # s: counting one step may take this long; a make_data, make_model or step that hangs stops there
 AXES = ("depth", "width", "context")  # the shared axes a workload may declare, each with a flag of its own
@@ -61,7 +61,7 @@ class Request:
         """The counting process's command line (sweeps/count_step.py)."""
         flags = [("--batch-size", self.batch_size), ("--dataset-size", self.dataset_size),
                  *((f"--{a}", v) for a, v in self.axes)]
-        return [sys.executable, "-m", "sweeps.count_step", "--workload", self.workload,
+        return [sys.executable, "-m", "crossover.sweeps.count_step", "--workload", self.workload,
                 *(str(x) for flag, v in flags if v is not None for x in (flag, v)),
                 *(x for name, v in self.params for x in ("--param", f"{name}={v}"))]
 
@@ -172,7 +172,7 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
         "the cheapest one-GPU on-demand option of analysis/prices.yaml, billed as it bills, its start-up included; "
         f"fits: {memory}",
     ]
-    notes += [f"{decide.STALE} {len(old)} of the prices used are over 12 months old (python -m analysis cost "
+    notes += [f"{decide.STALE} {len(old)} of the prices used are over 12 months old (python -m crossover.analysis cost "
               "lists them)"] if old else []
     def wrap(text: str) -> list[str]:
         return textwrap.wrap(text, decide.WIDTH, subsequent_indent="    ", break_on_hyphens=False)

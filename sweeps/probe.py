@@ -9,7 +9,7 @@ unpredicted, under the per-trial cap, and on a slow or busy 2-core machine every
 row at all. The probe trains the line's first configuration cut to PROBE_BATCHES batches through the one
 path every trial takes (trainables/train.py `run_trial`, so its timing is trainables/timing.py's: warm-up
 excluded, median epoch), and writes no row: it is a prediction's input, not a measurement of the grid.
-It runs the user's code, so it runs in a process of its own (`python -m sweeps.probe`), with a time limit
+It runs the user's code, so it runs in a process of its own (`python -m crossover.sweeps.probe`), with a time limit
 (PROBE_TIMEOUT_S) and its output thrown away: the driver's process, and its Ray, are never touched by it.
 """
 
@@ -25,10 +25,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeps.cli import child_env
-from trainables.config import TrialConfig
-from trainables.trial import Trial
-from trainables.workload import shipped
+from crossover.sweeps.cli import child_env
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.trial import Trial
+from crossover.trainables.workload import shipped
 
 PROBE_BATCHES = 2  # batches an epoch of the probe: a step's time, not an epoch's, is what it is after
 PROBE_TIMEOUT_S = 120  # s the probe's process may run: past it, the trial runs unpredicted, as with no probe
@@ -60,7 +60,7 @@ def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S) -> Probe | None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "probe.json"
         try:
-            subprocess.run([sys.executable, "-m", "sweeps.probe", json.dumps(small.to_dict()), str(out)], env=env,
+            subprocess.run([sys.executable, "-m", "crossover.sweeps.probe", json.dumps(small.to_dict()), str(out)], env=env,
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            timeout=timeout_s, check=True)
             got = json.loads(out.read_text())
@@ -74,8 +74,8 @@ def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S) -> Probe | None:
 
 def main(argv: list[str]) -> int:
     """The child: run the probe's configuration (argv[0], a TrialConfig as JSON) and write its figures to argv[1]."""
-    from trainables.train import run_trial
-    from trainables.trial import resolve
+    from crossover.trainables.train import run_trial
+    from crossover.trainables.trial import resolve
 
     trial = resolve(TrialConfig.from_dict(json.loads(argv[0])))
     began = time.perf_counter()

@@ -24,11 +24,11 @@ import json
 import statistics
 import sys
 
-from sweeps import cli, runner
-from sweeps.space import Space
-from trainables.config import TrialConfig
-from trainables.trial import resolve
-from trainables.workload import register
+from crossover.sweeps import cli, runner
+from crossover.sweeps.space import Space
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.trial import resolve
+from crossover.trainables.workload import register
 
 ZOO = "examples/zoo.py:workload"
 # Of examples/zoo.py's ARCHS: the families the model is fitted on (resnet18 is examples/resnet_cifar.py's,
@@ -51,7 +51,7 @@ def grid(archs, smoke: bool, images: int = IMAGES) -> dict:
 
 def held_out(args) -> list[dict]:
     """The plain loop's median epoch per held-out arch and batch, --repeats runs each, interleaved."""
-    from sweeps.parity import plain  # imports torch: only on this path
+    from crossover.sweeps.parity import plain  # imports torch: only on this path
 
     wl = register(ZOO)
     g = grid(args.archs or HELD_OUT, args.smoke, HELD_OUT_IMAGES)

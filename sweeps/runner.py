@@ -42,15 +42,15 @@ import yaml  # noqa: E402
 from ray import tune  # noqa: E402
 from ray.exceptions import RayError  # noqa: E402
 
-from analysis.load import read  # noqa: E402
-from analysis.schema import SCHEMA_VERSION  # noqa: E402
-from sweeps import plan  # noqa: E402
-from sweeps.space import CPU_NODE, FIXED_BUDGET, FuseBudget, Space, fuse_budget, groups, resources_for  # noqa: E402
-from sweeps.store import DISK_FULL, RowWriter, Store, WriteFailed  # noqa: E402
-from trainables.devices import ddp_worker_resources  # noqa: E402
-from trainables.rows import failed_row  # noqa: E402
-from trainables.trainable import trainable  # noqa: E402
-from trainables.workload import shipped, shipped_sources  # noqa: E402
+from crossover.analysis.load import read  # noqa: E402
+from crossover.schema import SCHEMA_VERSION  # noqa: E402
+from crossover.sweeps import plan  # noqa: E402
+from crossover.sweeps.space import CPU_NODE, FIXED_BUDGET, FuseBudget, Space, fuse_budget, groups, resources_for  # noqa: E402
+from crossover.sweeps.store import DISK_FULL, RowWriter, Store, WriteFailed  # noqa: E402
+from crossover.trainables.devices import ddp_worker_resources  # noqa: E402
+from crossover.trainables.rows import failed_row  # noqa: E402
+from crossover.trainables.trainable import trainable  # noqa: E402
+from crossover.trainables.workload import shipped, shipped_sources  # noqa: E402
 
 # Tune's end-of-run analysis looks for the logger files switched off above; the rows are in Parquet.
 logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
@@ -98,7 +98,7 @@ _sent: dict[str, str | None] = {}  # the modules this process started Ray with (
 
 def runtime_env() -> dict:
     """This job's runtime_env: its workers at the driver's priority (WORKER_ENV), and the user's workload
-    modules registered so far (trainables.workload.shipped) on every worker's import path."""
+    modules registered so far (crossover.trainables.workload.shipped) on every worker's import path."""
     modules = shipped()
     for path in map(Path, modules):
         if path.is_dir():
@@ -173,13 +173,13 @@ def check_shipped(trials: list) -> None:
     missing = sorted(set(now) - set(_sent))
     if missing:
         raise ValueError(f"your workload's module {missing[0]} reaches Ray's workers only through runtime_env, and Ray "
-                         "was started without it: build the space before sweeps.runner.connect, or start Ray with "
-                         "ray.init(runtime_env=sweeps.runner.runtime_env())")
+                         "was started without it: build the space before crossover.sweeps.runner.connect, or start Ray with "
+                         "ray.init(runtime_env=crossover.sweeps.runner.runtime_env())")
     changed = sorted(path for path, source in now.items() if _sent[path] != source)
     if changed:  # its workers would run the old code, and refuse it as not what the sweep planned with
         raise ValueError(f"your workload's module {changed[0]} changed since Ray was started, and Ray's workers have "
                          "the copy it had then: start Ray again (ray.shutdown(), then "
-                         "ray.init(runtime_env=sweeps.runner.runtime_env())), or run the sweep in a new process")
+                         "ray.init(runtime_env=crossover.sweeps.runner.runtime_env())), or run the sweep in a new process")
 
 
 def workers_reniced() -> bool:
@@ -259,8 +259,8 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     budget = fuse_budget() if space.fuse == "auto" else FIXED_BUDGET  # read once, before any trial holds the GPU
     check_placeable(space, groups(trials, space.fuse, budget), node_types(cluster_config))
     if not workers_reniced():
-        log("note: Ray was started without sweeps.runner.connect, so its workers run at nice 15, below every "
-            "other process on the node; start it with runtime_env={'env_vars': sweeps.runner.WORKER_ENV}")
+        log("note: Ray was started without crossover.sweeps.runner.connect, so its workers run at nice 15, below every "
+            "other process on the node; start it with runtime_env={'env_vars': crossover.sweeps.runner.WORKER_ENV}")
     if storage_path and "://" not in storage_path:  # a local folder: refused now, not at Tune's first write
         try:
             Path(storage_path).mkdir(parents=True, exist_ok=True)

@@ -35,15 +35,15 @@ import sys
 import time
 from pathlib import Path
 
-from analysis import charts, report, summary, verdict
-from analysis.load import read
-from sweeps import budget, cli, plan, runner, search, stopping
-from sweeps.compare import run_seconds, side_by_side
-from sweeps.space import Space
-from sweeps.store import Store
-from trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
-from trainables.devices import DEVICES
-from trainables.workloads import WORKLOADS
+from crossover.analysis import charts, report, summary, verdict
+from crossover.analysis.load import read
+from crossover.sweeps import budget, cli, plan, runner, search, stopping
+from crossover.sweeps.compare import run_seconds, side_by_side
+from crossover.sweeps.space import Space
+from crossover.sweeps.store import Store
+from crossover.trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
+from crossover.trainables.devices import DEVICES
+from crossover.trainables.workloads import WORKLOADS
 
 # --grid: 'search' explores each workload's 'default' grid (sweeps/search.py), 'full' measures all of it;
 # 'smoke' and 'seeds' are the workloads' own grids of those names (Workload.grids, Workload.grid)
@@ -88,7 +88,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="fuse trials that differ only in seed and lr into one batched model (HFTA): 'off', "
                         "'auto' (as many as fit the fused budget), or members per group")
     p.add_argument("--no-report", action="store_true",
-                   help="skip the HTML report (python -m analysis report OUT/NAME writes it later)")
+                   help="skip the HTML report (python -m crossover.analysis report OUT/NAME writes it later)")
     p.add_argument("--no-reference", action="store_true",
                    help="summarise your rows alone: without it, the reference GPU rows of the same configurations "
                         "(results/reference/) are set beside them and the report ends with the decision")
@@ -228,15 +228,15 @@ def finish(args, directory: Path, start: float) -> int:
     print(verdict.render(said, verbose=args.verbose))
     print(f"{len(rows)} rows in {directory} ({time.perf_counter() - start:.0f} s)")
     if args.no_report:
-        print(f"report: not written (--no-report); python -m analysis report {directory} writes it")
+        print(f"report: not written (--no-report); python -m crossover.analysis report {directory} writes it")
         return 0
     try:
         print(f"report: {report.write_page(said, [directory])}")
     except OSError as exc:  # the rows are all written: only the report is missing
-        print(f"error: {report.cannot_write(exc)} (python -m analysis report {directory})", file=sys.stderr)
+        print(f"error: {report.cannot_write(exc)} (python -m crossover.analysis report {directory})", file=sys.stderr)
         return runner.WRITE_FAILED
     except ImportError:  # altair draws through vl-convert: an install without it (the answer above stands)
-        print(f"report: not written ({charts.NO_VL_CONVERT}); python -m analysis report {directory} writes it then")
+        print(f"report: not written ({charts.NO_VL_CONVERT}); python -m crossover.analysis report {directory} writes it then")
     return 0
 
 

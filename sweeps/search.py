@@ -30,19 +30,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import schema, summary
-from analysis.crossover import timed
-from analysis.load import eager_ok, is_reference, keys, read
-from analysis.schema import GRID_AXES, SIZE_AXES
-from sweeps import plan as planning, runner
-from sweeps.budget import (BUDGET_S, PROBE_FLOOR_S, TUNER_S, Ask, afford, cut, needs, predict_s, in_s,
+from crossover import schema
+from crossover.analysis import summary
+from crossover.analysis.crossover import timed
+from crossover.analysis.load import eager_ok, is_reference, keys, read
+from crossover.schema import GRID_AXES, SIZE_AXES
+from crossover.sweeps import plan as planning, runner
+from crossover.sweeps.budget import (BUDGET_S, PROBE_FLOOR_S, TUNER_S, Ask, afford, cut, needs, predict_s, in_s,
                            skipped_lines, trial_limit, trial_count)
-from sweeps.probe import PROBE_TIMEOUT_S, probe
-from sweeps.space import Space
-from sweeps.stopping import CPU, GPU, SEEDS, Line, Runs, next_runs, verdict
-from sweeps.store import Store
-from trainables.devices import parse
-from trainables.rows import config_row, failed_row
+from crossover.sweeps.probe import PROBE_TIMEOUT_S, probe
+from crossover.sweeps.space import Space
+from crossover.sweeps.stopping import CPU, GPU, SEEDS, Line, Runs, next_runs, verdict
+from crossover.sweeps.store import Store
+from crossover.trainables.devices import parse
+from crossover.trainables.rows import config_row, failed_row
 
 
 def lines(space: Space) -> list[Line]:

@@ -10,7 +10,7 @@
 A grid's key is a built-in's name, a user's workload as 'path/to/job.py:attr' or 'package.module:attr',
 or a Workload object (trainables/workload.py). A user's workload is known here by its WorkloadSpec alone, from
 a process of its own that imports it (sweeps/plan.py): its trials' `wl`, and its own check run there. Axes a
-grid may set: analysis.schema.GRID_AXES (depth, width, batch_size, dataset_size, epochs, lr, and micro_batches
+grid may set: crossover.schema.GRID_AXES (depth, width, batch_size, dataset_size, epochs, lr, and micro_batches
 for pipe:N), and the workload's own (Workload.params).
 A bad value is refused with the sweep, the workload and the axis named, e.g.
 `width must be an integer >= 1, got 0 (sweep 'scaling', workload 'disc', axis width)`.
@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from analysis.schema import GRID_AXES
-from sweeps import plan
-from sweeps.cli import PLAN_TIMEOUT_S
-from sweeps.store import check_name
-from trainables.config import ConfigError, TrialConfig
-from trainables.devices import parse, threads_for
-from trainables.fused import fusion_key
-from trainables.trial import Trial, resolve
-from trainables.workload import Workload, WorkloadSpec, fingerprint, is_reference
-from trainables.workloads import WORKLOADS
+from crossover.schema import GRID_AXES
+from crossover.sweeps import plan
+from crossover.sweeps.cli import PLAN_TIMEOUT_S
+from crossover.sweeps.store import check_name
+from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.devices import parse, threads_for
+from crossover.trainables.fused import fusion_key
+from crossover.trainables.trial import Trial, resolve
+from crossover.trainables.workload import Workload, WorkloadSpec, fingerprint, is_reference
+from crossover.trainables.workloads import WORKLOADS
 # Custom resources that mark node types (cluster.yaml, tests/test_cluster.py): 1 on each such node.
 CPU_NODE = "cpu_node"
 GPU_NODE = "gpu_node"

@@ -1,6 +1,6 @@
 """The search's stopping rule: which sizes to run next, how often, and when a line's answer stands.
 
-    from sweeps.stopping import Line, next_runs, runs, verdict
+    from crossover.sweeps.stopping import Line, next_runs, runs, verdict
     wanted = next_runs(line, runs(rows, line.axis))   # size -> the CPU runs it should have after the round
     print(verdict(line, runs(rows, line.axis)).text())
 
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE, timed
+from crossover.analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE, timed
 
 BRACKET_RUNS = 2  # runs at each bracketing size: with fewer, the line has no variance to build an interval on
 LOOKS = (1, 2, 3, 5)  # runs at which a point's interval is looked at; it never gets more than CAP
@@ -48,7 +48,7 @@ class Line:
     """One workload's search: along `axis`, over the candidate `sizes`, the other axes `held`."""
 
     workload: str  # the rows' workload name
-    axis: str  # the varied axis: a column of analysis/schema.py, or the workload's own (Workload.params)
+    axis: str  # the varied axis: a column of crossover/schema.py, or the workload's own (Workload.params)
     sizes: tuple  # candidates, ascending: the default grid's values of `axis`
     held: dict = field(default_factory=dict)  # the grid's other axes: axis -> [its first value]
     key: object = None  # the grid's key in the Space: a built-in's name, 'module:attr' or a Workload

@@ -1,8 +1,8 @@
 """Trial rows on disk: one Parquet file per measured configuration, written atomically by the driver.
 
-    results/<sweep>/<config_hash>.parquet    one row, schema analysis/schema.py: nothing else in there
+    results/<sweep>/<config_hash>.parquet    one row, schema crossover/schema.py: nothing else in there
     results/_locks/<sweep>                   held while a sweep writes results/<sweep>/: who holds it
-    results/_runs/<sweep>.jsonl              each run's wall time (analysis/schema.py: runs_file)
+    results/_runs/<sweep>.jsonl              each run's wall time (crossover/schema.py: runs_file)
     results/_tune/<sweep>/                   Tune's own state (sweeps/runner.py), unless --storage-path
     results/_logs/<sweep>.log                what Tune logged while the sweep ran (a failed trial's traceback)
     results/_aside/<sweep>/                  files found in results/<sweep>/ that are not rows, moved aside
@@ -45,12 +45,12 @@ import ray
 from ray import tune
 from tqdm import tqdm
 
-from analysis import schema
-from analysis.schema import ROW_KEY
-from analysis.atomic import write_atomic
-from trainables.config import TrialConfig
-from trainables.rows import failed_row
-from trainables.trial import Trial
+from crossover import schema
+from crossover.schema import ROW_KEY
+from crossover.analysis.atomic import write_atomic
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.rows import failed_row
+from crossover.trainables.trial import Trial
 
 LOCKS = "_locks"  # results/_locks/<sweep>
 OLD_FILES = ("_lock", "_runs.jsonl")  # where earlier versions kept them, in the results directory
@@ -120,7 +120,7 @@ class Store:
         return path
 
     def log_run(self, record: dict) -> None:
-        """One run's wall time and size, a line of its runs file (analysis/schema.py: runs_file)."""
+        """One run's wall time and size, a line of its runs file (crossover/schema.py: runs_file)."""
         path = schema.runs_file(self.dir)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -223,7 +223,7 @@ class Store:
         self._set_aside(unreadable, "unreadable as Parquet (truncated, or not a row of sweeps/store.py): its "
                                     "configuration runs again", log)
         self._set_aside(other, f"a row of another schema version than this code's {schema.SCHEMA_VERSION} "
-                               "(analysis/schema.py): its configuration runs again", log)
+                               "(crossover/schema.py): its configuration runs again", log)
         return done
 
     def _set_aside(self, paths: list[Path], why: str, log) -> None:

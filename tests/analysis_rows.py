@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from analysis.load import labelled
-from analysis import schema
+from crossover.analysis.load import labelled
+from crossover import schema
 
 
 def plant(*args, **kwargs) -> pd.DataFrame:
@@ -72,7 +72,7 @@ def user_cpu_rows(directory, workload="my_cnn"):
     as measured (results/reference/h100-2026-11-26/resnet18), renamed `workload`, which no GPU row measured."""
     import pyarrow as pa
 
-    from analysis.load import REFERENCE
+    from crossover.analysis.load import REFERENCE
     table = pq.read_table(REFERENCE / "h100-2026-11-26" / "resnet18" / "resnet18-cpu.parquet")
     for name, value in (("workload", workload), ("workload_module", f"{workload}:workload")):
         column = pa.array([value] * len(table), table.schema.field(name).type)

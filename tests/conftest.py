@@ -39,10 +39,10 @@ def local_ray():
     misconfigured cluster node; CPU trials never look at it.
     """
     import ray
-    from sweeps.runner import WORKER_ENV
+    from crossover.sweeps.runner import WORKER_ENV
 
     ray.init(num_cpus=CPUS, num_gpus=1, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": WORKER_ENV})  # workers at the driver's priority, as sweeps.runner.connect
+             runtime_env={"env_vars": WORKER_ENV})  # workers at the driver's priority, as crossover.sweeps.runner.connect
     yield ray
     ray.shutdown()
 
@@ -51,7 +51,7 @@ def local_ray():
 def local_gpu_ray():
     """Ray in this process with the machine's real CPUs and GPUs (the GPU tests)."""
     import ray
-    from sweeps.runner import WORKER_ENV
+    from crossover.sweeps.runner import WORKER_ENV
 
     ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": WORKER_ENV})
     yield ray
@@ -62,8 +62,8 @@ def local_gpu_ray():
 def fresh(monkeypatch):
     """This process's registered modules and planned workloads (trainables/workload.py, sweeps/plan.py), restored
     after the test."""
-    from sweeps import plan
-    from trainables import workload
+    from crossover.sweeps import plan
+    from crossover.trainables import workload
 
     for module, name in ((workload, "_SHIPPED"), (workload, "_SOURCES"), (workload, "_FINGERPRINTS"),
                          (workload, "_TEXTS"), (plan, "_planned"), (plan, "_faults"), (plan, "_sizes"),

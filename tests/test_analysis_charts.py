@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from analysis_rows import frame, plant, row
 
-from analysis import charts, cost, decide
-from analysis.crossover import Bootstrap, find
-from analysis.load import KEY, eager_ok
+from crossover.analysis import charts, cost, decide
+from crossover.analysis.crossover import Bootstrap, find
+from crossover.analysis.load import KEY, eager_ok
 
 SCHEMA = Path(alt.__file__).parent / "vegalite" / alt.SCHEMA_VERSION.split(".")[0] / "schema" / "vega-lite-schema.json"
 

@@ -7,8 +7,8 @@ import yaml
 from analysis_rows import frame, row
 from analysis_rows import write as write_rows
 
-from analysis import cost
-from analysis.__main__ import main
+from crossover.analysis import cost
+from crossover.analysis.__main__ import main
 
 PRICE = {"date": "2026-01", "source": "https://example.com/pricing"}
 PROVIDERS = {"P": {"step_s": 3600, "minimum_s": 3600, "startup_s": 600, **PRICE},

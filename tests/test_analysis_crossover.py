@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.crossover import DRAW_KINDS, TO_A, TO_B, Bootstrap, busy_kept, find, render, timed
-from analysis.load import cold_starts
+from crossover.analysis.crossover import DRAW_KINDS, TO_A, TO_B, Bootstrap, busy_kept, find, render, timed
+from crossover.analysis.load import cold_starts
 from analysis_rows import frame, plant, row
 
 SIZES = np.geomspace(1e2, 1e6, 9)

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from analysis.load import read
+from crossover.analysis.load import read
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "analysis" / "notebooks").glob("*.ipynb"))
@@ -59,7 +59,7 @@ def test_the_notebook_runs_in_a_fresh_clone_with_no_environment(name, clone, mon
 
 
 def test_a_relative_crossover_results_is_read_from_the_checkout_not_from_the_notebooks_folder(monkeypatch):
-    from analysis.load import notebook_dirs
+    from crossover.analysis.load import notebook_dirs
 
     monkeypatch.chdir(ROOT / "analysis" / "notebooks")  # where a notebook's kernel starts
     assert notebook_dirs("results/scaling:/elsewhere/laptop", ROOT) == [ROOT / "results" / "scaling", Path("/elsewhere/laptop")]

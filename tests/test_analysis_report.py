@@ -11,13 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis import report
-from analysis.crossover import Bootstrap
-from analysis.__main__ import main
-from analysis.load import read
+from crossover.analysis import report
+from crossover.analysis.crossover import Bootstrap
+from crossover.analysis.__main__ import main
+from crossover.analysis.load import read
 from analysis_rows import planted_rows, row, write
-from analysis import schema
-from sweeps.space import Space
+from crossover import schema
+from crossover.sweeps.space import Space
 
 SMOKE = {"disc": {"depth": [2, 3, 4], "epochs": [3]}, "peaks": {"dataset_size": [100, 400], "epochs": [4]}}
 
@@ -25,7 +25,7 @@ SMOKE = {"disc": {"depth": [2, 3, 4], "epochs": [3]}, "peaks": {"dataset_size": 
 @pytest.fixture(scope="module")
 def swept(local_ray, tmp_path_factory):
     """A real sweep: CPU trials that succeed, and 'cuda' trials that fail on this node (no CUDA)."""
-    from sweeps import runner
+    from crossover.sweeps import runner
 
     out = tmp_path_factory.mktemp("results")
     return runner.run(Space("smoke", SMOKE, ("cpu", "cuda"), cpu_threads=2), out, log=lambda line: None).dir
@@ -75,7 +75,7 @@ def test_a_missing_or_empty_directory_is_a_clear_error(tmp_path, capsys):
 
 
 def test_a_folder_of_sweeps_reads_every_sweep_under_it_and_skips_tunes_reports_and_the_reference(tmp_path, capsys):
-    from analysis.load import REFERENCE, sweep_dirs
+    from crossover.analysis.load import REFERENCE, sweep_dirs
 
     results = tmp_path / "results"
     sweeps = {"scaling": results / "scaling", "other": results / "other", "mine": results / "laptop" / "mine"}
@@ -107,7 +107,7 @@ def test_a_folder_of_sweeps_reads_every_sweep_under_it_and_skips_tunes_reports_a
 
 
 def test_a_folder_with_no_sweep_under_it_says_so(tmp_path, capsys):
-    from analysis.load import REFERENCE
+    from crossover.analysis.load import REFERENCE
 
     (tmp_path / "_tune" / "scaling").mkdir(parents=True)
     (tmp_path / "_tune" / "scaling" / "x.parquet").write_bytes(b"Tune's, not a row")
@@ -132,8 +132,8 @@ def test_rows_of_two_schema_versions_are_refused(tmp_path):
 
 
 def test_analysis_never_imports_torch_or_ray():
-    code = ("import sys, analysis.__main__, analysis.report, analysis.cost, analysis.charts, analysis.crossover, "
-            "analysis.load, analysis.summary, analysis.verdict; "
+    code = ("import sys, crossover.analysis.__main__, crossover.analysis.report, crossover.analysis.cost, crossover.analysis.charts, crossover.analysis.crossover, "
+            "crossover.analysis.load, crossover.analysis.summary, crossover.analysis.verdict; "
             "print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
@@ -183,7 +183,7 @@ def test_energy_per_epoch_where_a_counter_was_read_and_nothing_where_none_was():
 
 
 def test_reports_of_the_reference_rows_are_written_outside_results_reference():
-    from analysis.load import REFERENCE
+    from crossover.analysis.load import REFERENCE
 
     shipped = REFERENCE / "h200-2026-11-26" / "scaling"
     assert report.default_out([shipped]) == REFERENCE.parent / "_reports" / "scaling"
@@ -247,8 +247,8 @@ def test_skipped_trials_are_summed_in_one_line_with_their_sizes_folded(yours_and
 
 
 def test_no_share_in_the_step_bound_table_lies_outside_zero_to_one():
-    from analysis import model
-    from analysis.load import REFERENCE
+    from crossover.analysis import model
+    from crossover.analysis.load import REFERENCE
 
     tables = model.bound_table(read(REFERENCE / "h100-2026-11-26" / "scaling"))
     assert tables

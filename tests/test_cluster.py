@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweeps.space import CPU_NODE, GPU_NODE
+from crossover.sweeps.space import CPU_NODE, GPU_NODE
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ["--smoke", "--workloads", "disc,peaks", "--repeats", "1"]  # 4 configs per device

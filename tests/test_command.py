@@ -14,16 +14,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def crossover(*args: str) -> subprocess.CompletedProcess:
-    """`crossover ARGS` as `python -m sweeps.command ARGS` from the repository: no installed script needed."""
-    return subprocess.run([sys.executable, "-m", "sweeps.command", *args], cwd=ROOT, capture_output=True, text=True,
+    """`crossover ARGS` as `python -m crossover.sweeps.command ARGS` from the repository: no installed script needed."""
+    return subprocess.run([sys.executable, "-m", "crossover.sweeps.command", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
 
 
 @pytest.mark.parametrize("command, usage, flags", [
     ("sweep", "usage: crossover sweep", ["--smoke", "the whole study cut to tiny sizes", "--devices", "--repeats"]),
-    ("decide", "usage: python -m analysis decide", ["--epochs", "--dataset-size N", "your planned run's samples",
+    ("decide", "usage: python -m crossover.analysis decide", ["--epochs", "--dataset-size N", "your planned run's samples",
                                                     "--workload", "--deadline"]),
-    ("report", "usage: python -m analysis report", ["--draws", "bootstrap draws per crossover", "--include-loaded"]),
+    ("report", "usage: python -m crossover.analysis report", ["--draws", "bootstrap draws per crossover", "--include-loaded"]),
     ("predict", "usage: crossover predict", ["--workload", "--epochs", "--timeout", "--json", "--param"]),
 ])
 def test_each_subcommand_shows_the_flags_of_the_command_it_stands_for(command, usage, flags):
@@ -37,8 +37,8 @@ def test_each_subcommand_shows_the_flags_of_the_command_it_stands_for(command, u
 def test_the_top_level_help_names_every_subcommand_and_what_it_stands_for():
     done = crossover("--help")
     assert done.returncode == 0, done.stderr
-    for same_as in ("python sweeps/scaling.py", "python -m analysis decide", "python -m analysis report",
-                    "python -m sweeps.predict"):
+    for same_as in ("python sweeps/scaling.py", "python -m crossover.analysis decide", "python -m crossover.analysis report",
+                    "python -m crossover.sweeps.predict"):
         assert same_as in " ".join(done.stdout.split())  # argparse wraps the lines
 
 

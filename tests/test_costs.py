@@ -6,13 +6,13 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis import model
-from analysis.schema import OP_CLASSES, OP_MEASURES
-from trainables.config import TrialConfig
-from trainables.costs import RNN_KERNELS_PER_STEP, count, op_class
-from trainables.train import run_trial
-from trainables.trial import resolve
-from trainables.workloads import WORKLOADS
+from crossover.analysis import model
+from crossover.schema import OP_CLASSES, OP_MEASURES
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.costs import RNN_KERNELS_PER_STEP, count, op_class
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
+from crossover.trainables.workloads import WORKLOADS
 
 
 def _trial(workload, **kw):
@@ -109,7 +109,7 @@ def test_a_cudnn_rnns_flops_are_the_matrix_products_the_cpu_spells_out(make):
     # meta device as cuDNN's two ops (costs.rnn_flops, from the weights' shapes): the same matrix products,
     # but for the first step's state gradient, which the CPU skips (the zero state needs none) and cuDNN
     # computes; the input needs its gradient here, so that both compute it
-    from sweeps.count_step import rnn_as_on_a_gpu
+    from crossover.sweeps.count_step import rnn_as_on_a_gpu
 
     def step(device):
         torch.manual_seed(0)

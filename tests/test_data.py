@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from trainables.config import TrialConfig
-from trainables.data import DIGITS_TRAIN, MNIST_MEAN, MNIST_STD, Data, images
-from trainables.train import run_trial
-from trainables.trial import resolve
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.data import DIGITS_TRAIN, MNIST_MEAN, MNIST_STD, Data, images
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
 
 
 def write_idx(path, array: np.ndarray):
@@ -78,7 +78,7 @@ def test_a_corrupt_mnist_file_is_named_with_the_fix(mnist_dir, damage, words):
 
 
 def test_images_and_labels_of_different_counts_fail_the_trial_naming_the_pair(mnist_dir):
-    from trainables.trainable import run
+    from crossover.trainables.trainable import run
 
     path = mnist_dir / "MNIST/raw/t10k-labels-idx1-ubyte"
     write_idx(path, np.zeros(49, np.uint8))  # one label short of its 50 images

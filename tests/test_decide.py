@@ -11,9 +11,9 @@ from analysis_rows import frame, row, user_cpu_rows
 from analysis_rows import write as write_rows
 from test_analysis_cost import write
 
-from analysis import charts, cost, decide
-from analysis.__main__ import main
-from analysis.load import KEY, REFERENCE, eager_ok, is_reference
+from crossover.analysis import charts, cost, decide
+from crossover.analysis.__main__ import main
+from crossover.analysis.load import KEY, REFERENCE, eager_ok, is_reference
 
 PRICE = {"date": "2026-01", "source": "https://example.com/pricing"}
 PROVIDERS = {"Hourly": {"step_s": 3600, "minimum_s": 3600, "startup_s": 600, **PRICE},
@@ -118,7 +118,7 @@ def test_the_front_and_every_decision_chart_render(planted):
 
 
 def test_your_cpu_rows_are_set_beside_the_reference_gpu_rows_of_the_same_configurations():
-    from analysis import summary
+    from crossover.analysis import summary
     mine = frame([row("disc", "cpu", [0.01] * 3, depth=d, n_params=10 * d, seed=s, data_requested="generated")
                   for d in (2, 3, 4) for s in (0, 1)])  # the default grid's disc, as `make run` measures it
     both = summary.with_reference(mine.assign(results_dir="/home/me/results/scaling"))
@@ -131,7 +131,7 @@ def test_your_cpu_rows_are_set_beside_the_reference_gpu_rows_of_the_same_configu
 
 
 def test_each_gpu_model_takes_the_reference_folder_that_measured_most_of_your_configurations(tmp_path):
-    from analysis import summary
+    from crossover.analysis import summary
     from analysis_rows import write as write_rows
 
     def gpu(depths, when):
@@ -149,7 +149,7 @@ def test_each_gpu_model_takes_the_reference_folder_that_measured_most_of_your_co
 
 
 def test_among_folders_that_measured_as_many_of_your_configurations_the_one_with_more_runs_wins(tmp_path):
-    from analysis import summary
+    from crossover.analysis import summary
     from analysis_rows import write as write_rows
 
     def gpu(depths, seeds, when):
@@ -270,7 +270,7 @@ def _host_rows(workloads, device, epoch, host, when, **values) -> list[dict]:
 
 
 def test_a_measured_gpu_is_never_labelled_predicted_and_the_one_you_ran_on_is_an_option(planted, tmp_path):
-    from analysis.load import read
+    from crossover.analysis.load import read
     _, _, options, billing, boxes = planted
     # your H100 host measured disc only (24 s a trial); its CPU measured disc and tabular (112 s each)
     mine = write_rows(_host_rows(["disc"], "cuda", 2.0, "h100-host", "2026-11-24")
@@ -337,7 +337,7 @@ def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp
 def test_a_user_model_measured_on_one_gpu_is_predicted_elsewhere_with_an_interval():
     # the ResNet-18 example's shipped rows (one GPU, one workload) are predicted from the fit on every shipped
     # reference row: an unmeasured GPU gets a finite 90% interval around its prediction, never none
-    from analysis.load import REFERENCE, read
+    from crossover.analysis.load import REFERENCE, read
     rows = read(REFERENCE / "h100-2026-11-26" / "resnet18")
     guess, note = decide.predictions(rows, ["A100"])
     mine = guess[guess["workload"] == "resnet18_cifar"]
@@ -351,8 +351,8 @@ def test_a_user_workload_in_a_folder_of_its_own_gets_gpu_options_and_the_same_be
     reference GPU rows they bring beside them) every figure is the same to the last digit."""
     import shutil
 
-    from analysis import model
-    from analysis.load import REFERENCE
+    from crossover.analysis import model
+    from crossover.analysis.load import REFERENCE
     user_cpu_rows(tmp_path / "alone" / "my_cnn")
     user_cpu_rows(tmp_path / "shared" / "my_cnn")
     shutil.copytree(REFERENCE / "h100-2026-11-26" / "scaling", tmp_path / "shared" / "scaling",
@@ -362,7 +362,7 @@ def test_a_user_workload_in_a_folder_of_its_own_gets_gpu_options_and_the_same_be
     assert main(["decide", str(tmp_path / "shared"), "--workload", "my_cnn", *run, str(tmp_path / "shared.json")]) == 0
     alone, shared = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("alone", "shared"))
     gpus = [r for r in alone if r["gpu"]]
-    from analysis import cost
+    from crossover.analysis import cost
     options, _ = cost.load_prices()
     offered = {o.gpu for o in options if o.gpu} | {cost.load_home_box(p).gpu for p in cost.home_boxes()}
     assert {r["gpu"] for r in gpus} == offered and offered <= set(model.load_devices())
@@ -440,7 +440,7 @@ def _big(rows, peak=None):
 
 @pytest.mark.parametrize("measured", [True, False])
 def test_a_model_too_large_for_a_16_gb_card_does_not_fit_the_t4_and_is_never_picked(tmp_path, measured):
-    from analysis.load import read
+    from crossover.analysis.load import read
     options, billing = cost.load_prices(write(tmp_path, "p.yaml", T4_PRICES))
     rows = planned_rows() if measured else [r for r in planned_rows() if r["device"] == "cpu"]
     rows = read(write_rows(_big(rows, 30e9 if measured else None), tmp_path / "mine"))

@@ -13,14 +13,14 @@ import pytest
 import torch
 
 from analysis_rows import frame, row
-from sweeps.space import Space
-from trainables.config import ConfigError, TrialConfig
-from trainables.devices import parse, resources, threads_for
-from trainables.placement import Placement, kernels_for, placement
-from trainables.pipeline import balanced_stages
-from trainables.train import run_trial
-from trainables.trial import resolve
-from trainables.workloads import mlp
+from crossover.sweeps.space import Space
+from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.devices import parse, resources, threads_for
+from crossover.trainables.placement import Placement, kernels_for, placement
+from crossover.trainables.pipeline import balanced_stages
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
+from crossover.trainables.workloads import mlp
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,7 +56,7 @@ def test_the_spec_answers_what_its_readers_ask(device, fields):
 
 
 def test_rows_read_carry_their_devices_fields():
-    from analysis.load import DEVICE_FIELDS
+    from crossover.analysis.load import DEVICE_FIELDS
 
     devices = ["cpu", "cuda", "cuda/4", "ddp:2", "ddp-cpu:2", "pipe:2"]
     rows = frame([row("disc", d, [0.1, 0.1]) for d in devices]).set_index("device")
@@ -65,7 +65,7 @@ def test_rows_read_carry_their_devices_fields():
 
 
 def test_the_device_vocabulary_imports_no_torch():
-    check = "import trainables.devices, sys; print('torch' in sys.modules)"
+    check = "import crossover.trainables.devices, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -156,8 +156,8 @@ def test_a_pipeline_is_refused_for_a_cnn_by_name():
 
 def test_a_cpu_trial_gets_the_cpu_and_never_initialises_cuda():
     # a fresh process: in this one another test may have used the GPU
-    script = ("import torch; from trainables.config import TrialConfig; from trainables.train import run_trial; "
-              "from trainables.trial import resolve; "
+    script = ("import torch; from crossover.trainables.config import TrialConfig; from crossover.trainables.train import run_trial; "
+              "from crossover.trainables.trial import resolve; "
               "run_trial(resolve(TrialConfig('disc', depth=3, epochs=2))); print(torch.cuda.is_initialized())")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert placement(parse("cpu")).devices == (torch.device("cpu"),)
@@ -195,7 +195,7 @@ def test_a_pipeline_of_micro_batches_trains_as_the_whole_model():
 def test_ddp_over_gloo_through_ray_train_matches_one_process(local_ray, tmp_path):
     # one Ray Train worker: two (2 x 1 CPU, and the trial's own 0.25) never fit 2 cores, and are refused
     # (tests/test_reliability.py); two workers against one process: ddp:2 on a GPU machine (tests/test_gpu.py)
-    from sweeps import runner
+    from crossover.sweeps import runner
 
     grid = {"disc": {"depth": [6], "epochs": [3], "dataset_size": [400]}}
     runner.run(Space("ddp", grid, ("cpu", "ddp-cpu:1"), cpu_threads=1, fixed={"min_timed_s": 0}), tmp_path,

@@ -5,11 +5,11 @@ checked in tests/test_gpu.py."""
 import pytest
 import torch
 
-from analysis.schema import to_table
-from trainables import energy
-from trainables.config import TrialConfig
-from trainables.train import run_trial
-from trainables.trial import resolve
+from crossover.schema import to_table
+from crossover.trainables import energy
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
 
 
 def test_a_cpu_trial_has_no_gpu_energy_and_says_why_where_a_counter_is_missing():

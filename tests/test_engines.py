@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from analysis_rows import write
 
-from analysis import engines, schema
-from analysis.load import labelled
-from sweeps.engines import GRIDS, spaces
-from sweeps.space import groups
-from trainables import workload
+from crossover import schema
+from crossover.analysis import engines
+from crossover.analysis.load import labelled
+from crossover.sweeps.engines import GRIDS, spaces
+from crossover.sweeps.space import groups
+from crossover.trainables import workload
 
 
 def args(**kw):
@@ -27,8 +28,8 @@ JOB = """
 import torch
 from torch import nn
 
-from trainables.data import Data
-from trainables.workload import Workload
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Workload
 
 
 def data(cfg):
@@ -146,7 +147,7 @@ def test_a_member_epoch_per_engine_and_k_against_the_flops_floor():
 
 
 def test_fused_against_alone_warm_cold_and_whole_sweeps_apart(tmp_path):
-    from analysis.load import read
+    from crossover.analysis.load import read
 
     alone = [row("x", "cuda", "eager", 4, 20, total_s=3.0, seed=s, epochs=200, cold_start=False) for s in range(3)]
     alone[0].update(total_s=8.0, cold_start=True)  # the worker's first trial: imports and CUDA context
@@ -174,7 +175,7 @@ def gpuless_ray():
 
     import ray
 
-    from sweeps.runner import WORKER_ENV
+    from crossover.sweeps.runner import WORKER_ENV
 
     ray.init(num_cpus=min(2, os.cpu_count() or 1), num_gpus=0, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": WORKER_ENV})
@@ -190,10 +191,10 @@ def test_the_study_runs_its_cpu_part_without_a_gpu_and_a_dead_worker_stops_no_la
     import builtins
     import os
 
-    from analysis.load import read
-    from sweeps import engines as study
-    from sweeps import runner
-    from sweeps.space import Space
+    from crossover.analysis.load import read
+    from crossover.sweeps import engines as study
+    from crossover.sweeps import runner
+    from crossover.sweeps.space import Space
 
     @gpuless_ray.remote(max_retries=0)
     def die():
@@ -220,9 +221,9 @@ def test_compile_trials_in_a_row_each_compile_in_a_process_of_their_own(gpuless_
     # In one reused worker, torch.compile's caches carried over from trial to trial: past 8 model
     # shapes dynamo stopped compiling and ran eager, labelled 'compile' (and on a GPU, inductor's
     # CUDA-graph trees broke every trial after the first). Each compile trial now starts its own worker.
-    from analysis.load import read
-    from sweeps import runner
-    from sweeps.space import Space
+    from crossover.analysis.load import read
+    from crossover.sweeps import runner
+    from crossover.sweeps.space import Space
 
     space = Space("compiled", {"disc": {"depth": [2, 3], "epochs": [2]}}, ("cpu",),
                   fixed={"engine": "compile", "min_timed_s": 0})

@@ -5,11 +5,11 @@ import pandas as pd
 import pytest
 import torch
 
-from sweeps.space import FUSE_BUDGET_BYTES, FuseBudget, Space, fuse_budget, groups
-from trainables.config import TrialConfig
-from trainables.fused import fusion_key, member_bytes, run_fused
-from trainables.train import run_trial
-from trainables.trial import resolve
+from crossover.sweeps.space import FUSE_BUDGET_BYTES, FuseBudget, Space, fuse_budget, groups
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.fused import fusion_key, member_bytes, run_fused
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
 
 
 @pytest.mark.parametrize("workload, kw, lrs", [
@@ -81,7 +81,7 @@ def test_without_a_gpu_the_fused_budget_is_the_fixed_one():
 
 
 def test_a_fused_sweep_writes_a_row_per_member(local_ray, tmp_path):
-    from sweeps import runner
+    from crossover.sweeps import runner
 
     space = Space("fused", {"peaks": {"dataset_size": [400], "epochs": [4]}}, repeats=4, fuse="auto")
     lines = []

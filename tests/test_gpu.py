@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 import torch
 
-from sweeps.space import Space
-from trainables.config import TrialConfig
-from trainables.devices import parse
-from trainables.placement import placement
-from trainables.fused import run_fused
-from trainables.train import run_trial
-from trainables.trial import resolve
+from crossover.sweeps.space import Space
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.devices import parse
+from crossover.trainables.placement import placement
+from crossover.trainables.fused import run_fused
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
 
 gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
 pytestmark = pytest.mark.skipif(gpus == 0, reason="needs CUDA")
@@ -121,7 +121,7 @@ def test_a_pipeline_epoch_is_timed_the_same_by_events_and_by_a_synchronised_wall
 
 @two_gpus
 def test_ddp_on_two_gpus_over_nccl_matches_one_gpu(no_tf32, local_gpu_ray, tmp_path):
-    from sweeps import runner
+    from crossover.sweeps import runner
 
     grid = {"disc": {"depth": [8], "epochs": [3]}}
     runner.run(Space("ddp-gpu", grid, ("cuda", "ddp:2"), fixed={"min_timed_s": 0}), tmp_path, max_concurrent=1,
@@ -183,8 +183,8 @@ def test_a_fused_member_in_the_triton_engine_reproduces_its_run_alone(no_tf32, k
 
 
 def test_the_fused_budget_is_half_the_gpus_free_memory_and_its_groups_fit_it():
-    from sweeps.space import FUSE_FREE_SHARE, fuse_budget, groups
-    from trainables.fused import member_bytes
+    from crossover.sweeps.space import FUSE_FREE_SHARE, fuse_budget, groups
+    from crossover.trainables.fused import member_bytes
 
     budget = fuse_budget()
     free, _ = torch.cuda.mem_get_info()
@@ -209,7 +209,7 @@ def test_compile_trials_in_a_row_through_a_sweep_all_run(local_gpu_ray, tmp_path
     # issue 12: in one reused worker, every compile trial after the first failed in inductor's CUDA-graph
     # trees (thread-local state set up only in the thread that first compiled); each compile trial now
     # runs in a worker of its own (sweeps/runner.py)
-    from sweeps import runner
+    from crossover.sweeps import runner
 
     grid = {"disc": {"depth": [4, 8], "epochs": [3]}, "peaks": {"dataset_size": [2500], "epochs": [3]}}
     runner.run(Space("compile-gpu", grid, ("cuda",), fixed={"engine": "compile", "min_timed_s": 0}), tmp_path,

@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from trainables.config import ConfigError, TrialConfig
-from trainables.trial import resolve
+from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.trial import resolve
 
 triton = pytest.importorskip("triton")
 
@@ -19,8 +19,8 @@ CHECK = textwrap.dedent("""
     import json, sys
     import torch
     from torch.func import functional_call, stack_module_state, vmap
-    from trainables.mlp_kernel import FusedMLP
-    from trainables.workloads import mlp
+    from crossover.trainables.mlp_kernel import FusedMLP
+    from crossover.trainables.workloads import mlp
 
     sizes, k, n = json.loads(sys.argv[1])
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""python -m analysis migrate: row files of older columns rewritten to exactly the schema's, atomically,
+"""python -m crossover.analysis migrate: row files of older columns rewritten to exactly the schema's, atomically,
 the current ones left alone, and a file that cannot be rewritten without loss refused by name with
 every file left as it was."""
 
@@ -9,10 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 from analysis_rows import row, write
 
-from analysis import schema
-from analysis.__main__ import main
-from analysis.load import read
-from analysis.migrate import STORED, copy_counts, migrate
+from crossover import schema
+from crossover.analysis.__main__ import main
+from crossover.analysis.load import read
+from crossover.analysis.migrate import STORED, copy_counts, migrate
 
 FINISHED = dt.datetime(2026, 11, 21, 12, 30, 5, tzinfo=dt.timezone.utc)
 
@@ -40,7 +40,7 @@ def test_older_columns_are_rewritten_to_exactly_the_schema_and_current_files_are
     assert "context" not in pq.read_schema(tmp_path / "a" / "deep" / "old.parquet").names
 
     assert main(["migrate", str(tmp_path)]) == 0
-    assert capsys.readouterr().out.strip() == ("1 row files rewritten to analysis/schema.py's columns (schema version "
+    assert capsys.readouterr().out.strip() == ("1 row files rewritten to crossover/schema.py's columns (schema version "
                                                "kept), 1 already current")
     rewritten = pq.read_table(tmp_path / "a" / "deep" / "old.parquet")
     assert rewritten.column_names == schema.NAMES
@@ -88,7 +88,7 @@ def test_a_changed_column_type_on_reading_points_at_the_migration(tmp_path):
     t = table()
     pq.write_table(t.set_column(t.schema.get_field_index("depth"), "depth", t["depth"].cast(pa.int32())),
                    tmp_path / "a.parquet")
-    with pytest.raises(ValueError, match=r"column depth is int32.*python -m analysis migrate "):
+    with pytest.raises(ValueError, match=r"column depth is int32.*python -m crossover.analysis migrate "):
         read(tmp_path)
     assert migrate(tmp_path) == (1, 0)
     assert read(tmp_path)["depth"].tolist() == [3]
@@ -137,7 +137,7 @@ def test_copy_counts_from_rows_without_counts_is_refused_by_name(tmp_path):
 
 
 def test_compacting_a_sweep_folder_keeps_every_row_once_and_a_sweep_still_resumes_on_it(tmp_path, capsys):
-    from sweeps.store import Store
+    from crossover.sweeps.store import Store
     rows = [{**row("disc", "cpu", [0.01 * (k + 1)] * 3, depth=k), "finished_at": FINISHED} for k in range(2, 6)]
     sweep = write(rows, tmp_path / "ref" / "scaling")
     other = write(rows[:1], tmp_path / "ref" / "alone")  # one file: nothing to fold

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis import model
-from analysis.load import device_fields
-from analysis.schema import CONFIG_COLUMNS
+from crossover.analysis import model
+from crossover.analysis.load import device_fields
+from crossover.schema import CONFIG_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 # Planted GPUs: (peak FP32 FLOP/s, bytes/s, s per launch) and the truth the rows are drawn from.
@@ -115,10 +115,10 @@ def test_the_shipped_table_names_every_gpu_by_its_short_key():
 
 
 def test_the_reference_rows_predict_unmeasured_gpus_and_model_imports_neither_torch_nor_ray():
-    rows = __import__("analysis.load", fromlist=["read"]).read(ROOT / "results/reference/h200-2026-11-26/scaling")
+    rows = __import__("crossover.analysis.load", fromlist=["read"]).read(ROOT / "results/reference/h200-2026-11-26/scaling")
     predicted = model.predict(rows, ["A100", "H200"])
     assert set(predicted["device_name"]) == {"A100"} and predicted["epoch_s_median"].gt(0).all()
-    check = "import analysis.model, sys; print(sorted({'torch', 'ray'} & set(sys.modules)))"
+    check = "import crossover.analysis.model, sys; print(sorted({'torch', 'ray'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

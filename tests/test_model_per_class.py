@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import model
-from analysis.load import device_fields
-from analysis.schema import CONFIG_COLUMNS, OP_CLASSES
+from crossover.analysis import model
+from crossover.analysis.load import device_fields
+from crossover.schema import CONFIG_COLUMNS, OP_CLASSES
 from tests.test_model import device_table
 
 # Planted GPUs: (peak FLOP/s, bytes/s, s per launch), and the parameters the rows' times follow.
@@ -107,7 +107,7 @@ def test_validation_holds_out_each_gpu_and_each_workload_and_covers_the_planted_
 
 
 def test_model_validate_without_dirs_validates_the_shipped_reference_rows(capsys):
-    from analysis.__main__ import main
+    from crossover.analysis.__main__ import main
 
     assert main(["model", "--validate"]) == 0
     out = capsys.readouterr().out

@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from trainables import neighbours
-from trainables.config import TrialConfig
-from trainables.neighbours import Window
-from trainables.train import run_trial
-from trainables.trial import resolve
+from crossover.trainables import neighbours
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.neighbours import Window
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
 
 
 @pytest.fixture

@@ -8,17 +8,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import overhead
-from sweeps import overhead as benchmark
-from trainables import workload
+from crossover.analysis import overhead
+from crossover.sweeps import overhead as benchmark
+from crossover.trainables import workload
 
 # A user's workload file: its smoke grid (Workload.grid) is 2 epochs of 64 samples at batch 64.
 JOB = """
 import torch
 from torch import nn
 
-from trainables.data import Data
-from trainables.workload import Workload
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Workload
 
 
 def data(cfg):

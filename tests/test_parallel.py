@@ -5,11 +5,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import parallel
-from analysis import schema
-from analysis.load import labelled
-from sweeps.parallel import MICRO_BATCHES, gpu_counts, spaces
-from trainables import workload
+from crossover.analysis import parallel
+from crossover import schema
+from crossover.analysis.load import labelled
+from crossover.sweeps.parallel import MICRO_BATCHES, gpu_counts, spaces
+from crossover.trainables import workload
 
 
 def rows(*specs, depth=8, width=64, workload="tabular"):
@@ -113,8 +113,8 @@ import dataclasses
 import torch
 from torch import nn
 
-from trainables.data import Data
-from trainables.workload import Workload
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Workload
 
 
 def data(cfg):

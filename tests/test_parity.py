@@ -11,21 +11,21 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis.schema import SIZE_AXES
-from sweeps import parity
-from trainables import workload
-from trainables.config import TrialConfig
-from trainables.timing import more_epochs
-from trainables.train import run_trial
-from trainables.trial import resolve
+from crossover.schema import SIZE_AXES
+from crossover.sweeps import parity
+from crossover.trainables import workload
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.timing import more_epochs
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
 
 # A user's workload whose batch is a dict of two tensors: its step hook feeds both to the model.
 JOB = """
 import torch
 from torch import nn
 
-from trainables.data import Data
-from trainables.workload import Param, Workload
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Param, Workload
 
 
 class Two(nn.Module):
@@ -60,7 +60,7 @@ workload = Workload(
 @pytest.fixture
 def job(tmp_path, monkeypatch):
     """JOB's reference, as --workload takes it. Registering ships its module to every Ray this process
-    starts later (trainables.workload.shipped): restored after the test, so no later sweep here asks for it."""
+    starts later (crossover.trainables.workload.shipped): restored after the test, so no later sweep here asks for it."""
     monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
     path = tmp_path / "parity_job.py"
     path.write_text(JOB)
@@ -120,10 +120,10 @@ def test_a_users_workload_runs_at_each_batch_size_and_its_plain_loop_takes_its_d
 
 @pytest.fixture(scope="module")
 def sweep_ray():
-    """Ray as every sweep script starts it (sweeps.runner.connect), with the machine's CPUs."""
+    """Ray as every sweep script starts it (crossover.sweeps.runner.connect), with the machine's CPUs."""
     import ray
 
-    from sweeps import runner
+    from crossover.sweeps import runner
 
     runner.connect(None)
     yield ray
@@ -131,7 +131,7 @@ def sweep_ray():
 
 
 def test_smoke_run_prints_what_its_rows_give_again_from_trials_at_the_drivers_priority(sweep_ray, tmp_path, capsys):
-    from sweeps import runner
+    from crossover.sweeps import runner
 
     assert runner.workers_reniced()
     assert parity.main(["--smoke", "--devices", "cpu", "--out", str(tmp_path)]) == 0

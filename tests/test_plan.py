@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeps import plan
-from sweeps.space import Space
-from trainables import workload
+from crossover.sweeps import plan
+from crossover.sweeps.space import Space
+from crossover.trainables import workload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,8 +28,8 @@ JOB = '''
 import os, sys, time
 import torch
 from torch import nn
-from trainables.data import Data
-from trainables.workload import Workload
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Workload
 
 def data(cfg):
     {data}
@@ -167,9 +167,9 @@ SEEN_JOB = '''
 import os
 import torch
 from torch import nn
-from trainables.config import ConfigError
-from trainables.data import Data
-from trainables.workload import Workload
+from crossover.trainables.config import ConfigError
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Workload
 
 def seen(what):
     with open({marker!r}, "a") as f:

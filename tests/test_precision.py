@@ -7,12 +7,12 @@ import argparse
 import pytest
 import torch
 
-from analysis import schema
-from analysis.load import arm_labels
-from trainables import workload
-from trainables.config import ConfigError, TrialConfig
-from trainables.train import run_trial
-from trainables.trial import resolve
+from crossover import schema
+from crossover.analysis.load import arm_labels
+from crossover.trainables import workload
+from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
 
 # bfloat16 keeps 8 significant bits: each product and sum in the forward pass rounds by up to 2^-9
 # (0.2%) relative. Over 2-3 epochs of tens of steps the loss drifts by a few of those roundings (0.01%
@@ -77,8 +77,8 @@ JOB = """
 import torch
 from torch import nn
 
-from trainables.data import Data
-from trainables.workload import Param, Workload
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Param, Workload
 
 
 def data(cfg):
@@ -94,7 +94,7 @@ workload = Workload(
 
 
 def test_a_users_workload_joins_every_device_and_precision(tmp_path, monkeypatch):
-    from sweeps import precision as study
+    from crossover.sweeps import precision as study
 
     # registering ships its module to any Ray this process starts later: restored after the test
     monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
@@ -130,10 +130,10 @@ def test_the_precision_study_runs_on_the_cpu_and_sets_loss_beside_time(tmp_path,
 
     import ray
 
-    from analysis import engines
-    from analysis.load import read
-    from sweeps import precision as study
-    from sweeps.runner import WORKER_ENV
+    from crossover.analysis import engines
+    from crossover.analysis.load import read
+    from crossover.sweeps import precision as study
+    from crossover.sweeps.runner import WORKER_ENV
 
     ray.init(num_cpus=min(2, os.cpu_count() or 1), num_gpus=0, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": WORKER_ENV})

@@ -11,20 +11,20 @@ import pytest
 import torch
 from test_command import crossover
 
-from analysis import model
-from analysis.schema import OP_COLUMNS
-from trainables.config import TrialConfig
-from sweeps.count_step import as_on_a_gpu, counted
-from trainables.timing import Clock, Timer
-from trainables.train import Loop
-from trainables.trial import resolve
-from trainables.workload import register
+from crossover.analysis import model
+from crossover.schema import OP_COLUMNS
+from crossover.trainables.config import TrialConfig
+from crossover.sweeps.count_step import as_on_a_gpu, counted
+from crossover.trainables.timing import Clock, Timer
+from crossover.trainables.train import Loop
+from crossover.trainables.trial import resolve
+from crossover.trainables.workload import register
 
 JOB = """
 import torch
 from torch import nn
-from trainables.data import Data
-from trainables.workload import Param, Workload
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Param, Workload
 
 def data(cfg):
     g = torch.Generator().manual_seed(cfg.seed)
@@ -95,7 +95,7 @@ def test_a_job_that_exits_is_named_with_its_exit_status_in_one_line(tmp_path):
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"error: --workload {ref}: the process counting one step exited with status 3 before "
                            "it printed its counts"), line
-    assert "python -m sweeps.count_step --workload" in line
+    assert "python -m crossover.sweeps.count_step --workload" in line
 
 
 def test_a_step_counted_on_the_meta_device_counts_what_the_cpu_counts_with_a_gpus_optimiser(tmp_path):
@@ -105,7 +105,7 @@ def test_a_step_counted_on_the_meta_device_counts_what_the_cpu_counts_with_a_gpu
     wl = register(ref)
     trial = resolve(TrialConfig(wl.name, batch_size=32, dataset_size=32, width=128, module=wl.ref))
     cpu = torch.device("cpu")
-    from trainables.placement import Placement
+    from crossover.trainables.placement import Placement
     loop = Loop.build(trial, Placement((cpu,)), Timer(Clock((cpu,))))
     per_parameter = loop.step_costs()  # the CPU's own optimiser: an op or more per parameter tensor
     as_on_a_gpu(loop.opt)
@@ -119,8 +119,8 @@ def test_a_step_counted_on_the_meta_device_counts_what_the_cpu_counts_with_a_gpu
 
 
 def test_attention_is_counted_as_the_fused_kernel_a_gpu_runs_not_as_the_meta_devices_math():
-    from sweeps.count_step import attention_as_on_a_gpu
-    from trainables.costs import count
+    from crossover.sweeps.count_step import attention_as_on_a_gpu
+    from crossover.trainables.costs import count
 
     def step():  # a fresh layer each time: no gradient left to accumulate into
         layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True).to("meta")
@@ -137,8 +137,8 @@ def test_attention_is_counted_as_the_fused_kernel_a_gpu_runs_not_as_the_meta_dev
 
 
 def test_a_recurrent_net_is_counted_as_the_cudnn_ops_a_gpu_runs_not_as_its_cells():
-    from sweeps.count_step import rnn_as_on_a_gpu
-    from trainables.costs import count
+    from crossover.sweeps.count_step import rnn_as_on_a_gpu
+    from crossover.trainables.costs import count
 
     lstm = torch.nn.LSTM(8, 16, num_layers=2).to("meta")
 

@@ -8,8 +8,8 @@ import yaml
 from analysis_rows import row
 from analysis_rows import write as write_rows
 
-from analysis import cost
-from analysis.__main__ import main
+from crossover.analysis import cost
+from crossover.analysis.__main__ import main
 
 HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone\n"
 LINES = [

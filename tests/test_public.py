@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import model, ordering, public
+from crossover.analysis import model, ordering, public
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,10 +12,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from analysis import report, schema
-from analysis.crossover import Bootstrap
-from analysis.migrate import row_files
-from sweeps.space import Space
+from crossover import schema
+from crossover.analysis import report
+from crossover.analysis.crossover import Bootstrap
+from crossover.analysis.migrate import row_files
+from crossover.sweeps.space import Space
 
 ROOT = Path(__file__).resolve().parent.parent
 # Only results/reference/ is committed (.gitignore); a checkout's own sweeps under results/ are not read.
@@ -25,8 +26,8 @@ FRESH = {"disc": {"depth": [2, 3], "epochs": [3]}, "peaks": {"dataset_size": [10
 
 @pytest.fixture(scope="module")
 def fresh(local_ray, tmp_path_factory):
-    """A real smoke sweep through sweeps.runner, with its report written as sweeps/scaling.py writes it."""
-    from sweeps import runner
+    """A real smoke sweep through crossover.sweeps.runner, with its report written as sweeps/scaling.py writes it."""
+    from crossover.sweeps import runner
 
     out = tmp_path_factory.mktemp("results")
     store = runner.run(Space("fresh", FRESH, ("cpu",), cpu_threads=1), out, log=lambda line: None)
@@ -52,7 +53,7 @@ def test_the_committed_rows_and_a_fresh_sweeps_read_as_one_dataset_in_every_read
     expected = sum(pq.read_metadata(f).num_rows for f in files)
     seen = readers(files)
     # every reader: every row and exactly the schema's columns (a reference file lacking one would make
-    # DuckDB drop it, or polars raise, as in issue 13: python -m analysis migrate results/reference)
+    # DuckDB drop it, or polars raise, as in issue 13: python -m crossover.analysis migrate results/reference)
     assert seen == {name: (expected, schema.NAMES) for name in seen}
     # the fresh rows come last: a reader that took the first file's columns still kept theirs
     assert pl.read_parquet([str(f) for f in files])["sweep"].to_list()[-len(fresh.files()):] == ["fresh"] * len(fresh.files())

@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeps.space import Space, groups
-from trainables.config import MAXIMA, ConfigError, TrialConfig
-from trainables.trial import resolve
+from crossover.sweeps.space import Space, groups
+from crossover.trainables.config import MAXIMA, ConfigError, TrialConfig
+from crossover.trainables.trial import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALING = [sys.executable, str(ROOT / "sweeps" / "scaling.py")]
@@ -73,7 +73,7 @@ NODE_2CPU = {"CPU": 2.0, "memory": 16 * 2**30, "object_store_memory": 4 * 2**30}
 
 
 def problems(devices, cpu_threads, grids=None, nodes=(NODE_2CPU,)):
-    from sweeps import runner
+    from crossover.sweeps import runner
 
     space = Space("s", grids or {"disc": {"depth": [2]}}, devices, cpu_threads=cpu_threads)
     try:
@@ -139,7 +139,7 @@ def test_a_size_no_node_has_memory_for_is_refused_naming_the_sizes():
     (["--devices", "cpu", "--cpu-threads", "4"], "asks Ray for {'CPU': 4} in one place"),
 ])
 def test_the_sweep_refuses_what_this_machine_can_never_place(local_ray, tmp_path, capsys, flags, words):
-    from sweeps import scaling
+    from crossover.sweeps import scaling
 
     assert scaling.main(["--smoke", "--workloads", "disc", "--out", str(tmp_path), "--no-report"] + flags) == 2
     assert words in capsys.readouterr().err
@@ -147,7 +147,7 @@ def test_the_sweep_refuses_what_this_machine_can_never_place(local_ray, tmp_path
 
 
 def test_a_sweep_whose_trials_all_wait_says_what_they_wait_for_and_runs_once_freed(local_ray, tmp_path, monkeypatch):
-    from sweeps import runner, store
+    from crossover.sweeps import runner, store
 
     monkeypatch.setattr(store, "WAIT_NOTE_S", 0.5)  # the note's interval, not what it says
     go = tmp_path / "go"
@@ -203,8 +203,8 @@ def test_a_trial_killed_by_rays_memory_monitor_is_an_error_row_headed_by_the_rea
 # A sweep of three tabular trials, one at a time: the second trains for about 12 s on 2 cores.
 OOM_SWEEP = """
 import sys
-from sweeps import runner
-from sweeps.space import Space
+from crossover.sweeps import runner
+from crossover.sweeps.space import Space
 
 runner.connect(None)
 space = Space("oom", {"tabular": {"dataset_size": [1000, 100000, 2000], "epochs": [10]}}, ("cpu",), cpu_threads=1)
@@ -399,7 +399,7 @@ def test_the_other_studies_end_the_same_way_on_a_full_disk(local_ray, tmp_path, 
 
 
 def test_the_headline_of_a_tune_error_file_is_its_reason():
-    from sweeps.store import _reason
+    from crossover.sweeps.store import _reason
 
     traced = ("Failure # 1 (occurred at 2026-11-22_10-18-00)\nTraceback (most recent call last):\n  File \"x\", "
               "line 1, in f\n    g()\nray.exceptions.ActorDiedError: The actor died unexpectedly\n\tmore")
@@ -479,7 +479,7 @@ def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does_with_128_plus_the_signal
 
 
 def test_exit_status_is_128_plus_the_stop_signal_and_the_handlers_are_put_back():
-    from sweeps import runner
+    from crossover.sweeps import runner
 
     held = {s: signal.getsignal(s) for s in runner.STOP_SIGNALS}
 
@@ -499,8 +499,8 @@ def test_exit_status_is_128_plus_the_stop_signal_and_the_handlers_are_put_back()
 def test_a_row_of_another_schema_version_is_set_aside_not_taken_as_measured(tmp_path):
     from analysis_rows import row
 
-    from analysis import schema
-    from sweeps.store import Store
+    from crossover import schema
+    from crossover.sweeps.store import Store
 
     store = Store(tmp_path / "s")
     lines = []
@@ -516,7 +516,7 @@ def test_a_row_of_another_schema_version_is_set_aside_not_taken_as_measured(tmp_
 def write_rows(directory, rows):
     import pyarrow.parquet as pq
 
-    from analysis import schema
+    from crossover import schema
 
     directory.mkdir(parents=True, exist_ok=True)
     for i, r in enumerate(rows):
@@ -527,7 +527,7 @@ def write_rows(directory, rows):
 def test_analysis_refuses_an_epoch_time_that_is_no_measurement_naming_the_row(tmp_path, median):
     from analysis_rows import row
 
-    from analysis.load import read
+    from crossover.analysis.load import read
 
     write_rows(tmp_path / "d", [row("disc", "cpu", [0.01, 0.011]),
                                 {**row("disc", "cuda", [0.01, 0.011]), "epoch_s_median": median, "trial_id": "t_9"}])
@@ -549,7 +549,7 @@ def test_analysis_refuses_any_time_or_throughput_it_computes_with_that_is_no_mea
     # gave a negative cost per trial, an infinite throughput a cost per million samples of 0
     from analysis_rows import row
 
-    from analysis.load import read
+    from crossover.analysis.load import read
 
     write_rows(tmp_path / "d", [row("disc", "cpu", [0.01, 0.011]),
                                 {**row("disc", "cuda", [0.01, 0.011]), column: value, "trial_id": "t_9"}])
@@ -561,7 +561,7 @@ def test_the_analysis_names_a_truncated_row_file_and_a_report_it_cannot_write(tm
     from analysis_rows import row
 
     write_rows(tmp_path / "d", [row("disc", "cpu", [0.01, 0.011]), row("disc", "cuda", [0.004, 0.005])])
-    analysis = [sys.executable, "-m", "analysis", "report", str(tmp_path / "d"), "--no-reference"]
+    analysis = [sys.executable, "-m", "crossover.analysis", "report", str(tmp_path / "d"), "--no-reference"]
     (tmp_path / "file").write_text("not a folder")
     done = subprocess.run(analysis + ["--out", str(tmp_path / "file" / "report")], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
@@ -581,13 +581,13 @@ def test_rows_with_no_status_a_null_version_or_a_changed_type_are_named_not_a_tr
     import pyarrow.parquet as pq
     from analysis_rows import row
 
-    from analysis import schema
-    from analysis.load import read
+    from crossover import schema
+    from crossover.analysis.load import read
 
     good = schema.to_table([row("disc", "cpu", [0.01, 0.011])])
     cases = {"has no status column": good.drop_columns(["status"]),
              "has rows with a null schema_version": good.set_column(0, "schema_version", pa.array([None], pa.int64())),
-             "column depth is string, but analysis/schema.py makes it int64: rewrite it":
+             "column depth is string, but crossover/schema.py makes it int64: rewrite it":
                  good.set_column(good.schema.get_field_index("depth"), "depth", pa.array(["2"]))}
     for words, table in cases.items():
         directory = tmp_path / words.split(",")[0].replace(" ", "-")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from analysis_rows import planted_rows, row, user_cpu_rows, write
 
-from analysis.__main__ import main
+from crossover.analysis.__main__ import main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WIDTH = 1280

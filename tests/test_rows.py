@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis import schema
-from trainables.config import TrialConfig
-from trainables.rows import NOT_COLUMNS, config_row, failed_row
-from trainables.trial import resolve
+from crossover import schema
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.rows import NOT_COLUMNS, config_row, failed_row
+from crossover.trainables.trial import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,8 +40,8 @@ def test_a_config_that_cannot_resolve_still_becomes_an_error_row(cfg):
 def test_the_trainable_reports_a_bad_config_as_its_error_row(local_ray, tmp_path):
     from ray import tune
 
-    from analysis.schema import ROW_KEY
-    from trainables.trainable import trainable
+    from crossover.schema import ROW_KEY
+    from crossover.trainables.trainable import trainable
 
     bad = {"trials": [TrialConfig("disc", width=0).to_dict()], "resources": {"cpu": 1, "gpu": 0}}
     results = tune.Tuner(tune.with_resources(trainable, {"cpu": 1}), param_space={"group": bad},
@@ -52,8 +52,8 @@ def test_the_trainable_reports_a_bad_config_as_its_error_row(local_ray, tmp_path
 
 
 def test_analysis_imports_neither_torch_nor_ray_nor_sweeps():
-    check = ("import analysis.load, analysis.report, analysis.cost, analysis.engines, analysis.parallel, "
-             "analysis.overhead, analysis.__main__, sys; print(sorted({'torch', 'ray', 'sweeps'} & set(sys.modules)))")
+    check = ("import crossover.analysis.load, crossover.analysis.report, crossover.analysis.cost, crossover.analysis.engines, crossover.analysis.parallel, "
+             "crossover.analysis.overhead, crossover.analysis.__main__, sys; print(sorted({'torch', 'ray', 'sweeps'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -74,10 +74,10 @@ def _imports(package: str) -> dict[str, set[str]]:
 
 def test_imports_point_down_with_no_circle():
     graph = {**_imports("trainables"), **_imports("sweeps"), **_imports("analysis")}
-    # one exception: the device vocabulary (torch-free, over trainables.config alone), so that rows are
+    # one exception: the device vocabulary (torch-free, over crossover.trainables.config alone), so that rows are
     # read by the same parse as the trials that wrote them
-    vocabulary = {"trainables.devices", "trainables.devices.parse"}
-    assert graph["trainables.devices"] == {"trainables.config", "trainables.config.ConfigError"}
+    vocabulary = {"crossover.trainables.devices", "crossover.trainables.devices.parse"}
+    assert graph["crossover.trainables.devices"] == {"crossover.trainables.config", "crossover.trainables.config.ConfigError"}
     assert not any(n.startswith(("sweeps", "trainables")) and n not in vocabulary
                    for m in graph if m.startswith("analysis") for n in graph[m])
     assert not any(n.startswith("sweeps") for m in graph if m.startswith("trainables") for n in graph[m])
@@ -96,7 +96,7 @@ def test_imports_point_down_with_no_circle():
 def test_the_config_hash_tells_apart_what_changes_the_measurement():
     base = TrialConfig("lenet")
     assert TrialConfig("lenet", data_dir="/data/mnist").config_hash() != base.config_hash()  # MNIST, not digits
-    from sweeps.scaling import parse_args  # one directory, however the flag spells it: one hash
+    from crossover.sweeps.scaling import parse_args  # one directory, however the flag spells it: one hash
     assert {parse_args(["--data-dir", d]).data_dir for d in ("/data/mnist", "/data/mnist/", "/data//mnist")} == {"/data/mnist"}
     assert TrialConfig("lenet", min_timed_s=2.0).config_hash() != base.config_hash()
     assert TrialConfig("lenet").config_hash() == base.config_hash()

@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, WITHIN_NOISE
-from analysis.load import REFERENCE, read
-from sweeps import budget, compare, search, stopping
-from sweeps.budget import MAX_SHARE, Ask
-from sweeps.stopping import ALPHA, CAP, Line, Runs
-from sweeps.space import Space
+from crossover.analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, WITHIN_NOISE
+from crossover.analysis.load import REFERENCE, read
+from crossover.sweeps import budget, compare, search, stopping
+from crossover.sweeps.budget import MAX_SHARE, Ask
+from crossover.sweeps.stopping import ALPHA, CAP, Line, Runs
+from crossover.sweeps.space import Space
 from tests.analysis_rows import frame, row, write
-from trainables.rows import config_row
+from crossover.trainables.rows import config_row
 from tests.conftest import CPUS
 
 DEPTHS = tuple(range(2, 13))  # disc's default grid: 11 sizes

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis_rows import row
-from sweeps.store import Store
+from crossover.sweeps.store import Store
 
 
 def test_a_second_sweep_on_the_same_directory_is_refused_naming_the_first(tmp_path):
@@ -20,7 +20,7 @@ def test_a_second_sweep_on_the_same_directory_is_refused_naming_the_first(tmp_pa
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {os.getcwd()!r})
-        from sweeps.store import Store
+        from crossover.sweeps.store import Store
         with Store({str(tmp_path / 's')!r}).locked(log=lambda line: None):
             print("held", flush=True)
             time.sleep(60)
@@ -110,8 +110,8 @@ def test_a_worker_death_that_names_no_trial_runs_the_trials_in_flight_again_then
     from ray.exceptions import WorkerCrashedError
     from ray.tune.experiment import Trial
 
-    from sweeps.space import Space, groups
-    from sweeps.store import RowWriter
+    from crossover.sweeps.space import Space, groups
+    from crossover.sweeps.store import RowWriter
 
     space = Space("killed", {"disc": {"depth": [2, 3]}}, ("cpu",))
     trials = space.expand()
@@ -166,14 +166,14 @@ def test_a_row_is_on_disk_before_its_name_and_its_name_before_the_next(tmp_path,
 def test_writing_a_row_pulls_in_neither_the_charts_nor_the_statistics():
     # the row writer runs in the sweep's driver: the report's altair and scipy are seconds of import there
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = "import sweeps.store, sys; print('altair' in sys.modules, 'scipy' in sys.modules)"
+    code = "import crossover.sweeps.store, sys; print('altair' in sys.modules, 'scipy' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
 
 
 @pytest.mark.parametrize("name", ["../../x", "/abs", "a/b", "<script>alert(1)</script>", "x" * 200, "x" * 65, "..", "_tune"])
 def test_a_sweep_name_that_is_no_single_folder_name_is_refused(name):
-    from sweeps.space import Space
+    from crossover.sweeps.space import Space
 
     with pytest.raises(ValueError, match=r"sweep name .* must be letters, digits, '_', '-', '\.' or '\+'"):
         Space(name, {"disc": {}})

@@ -12,15 +12,15 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from analysis import schema
-from sweeps.space import CPU_NODE, Space, groups, resources_for
+from crossover import schema
+from crossover.sweeps.space import CPU_NODE, Space, groups, resources_for
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"disc": {"depth": [2, 3], "epochs": [3]}, "peaks": {"dataset_size": [100], "epochs": [5]}}
 
 
 def run(space, out):
-    from sweeps import runner
+    from crossover.sweeps import runner
 
     return runner.run(space, out, log=lambda line: None)
 
@@ -135,7 +135,7 @@ def test_the_end_of_a_sweep_fits_one_screen_answer_first_and_verbose_shows_every
     assert lines[0].startswith("sweep 'smoke': 2 trials")  # what it runs, then at the end the answer first
     assert lines[1].startswith("Where the GPU trains faster than the CPU") and lines[2].startswith("  disc  ")
     assert "A run like this sweep" in done.stdout and "  fastest: " in done.stdout and "  cheapest: " in done.stdout
-    assert lines[-1] == "report: not written (--no-report); python -m analysis report smoke writes it"
+    assert lines[-1] == "report: not written (--no-report); python -m crossover.analysis report smoke writes it"
     assert "ms/epoch" not in done.stdout and "median time per epoch" not in done.stdout  # no line per trial, no table
     said = done.stdout + done.stderr
     for noise in ("Configuration for experiment", "View detailed results", "Started a local Ray instance"):

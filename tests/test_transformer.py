@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from trainables import data as datasets
-from trainables.config import ConfigError, TrialConfig
-from trainables.train import run_trial
-from trainables.trial import resolve
-from trainables.workloads import WORKLOADS, n_params
+from crossover.trainables import data as datasets
+from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
+from crossover.trainables.workloads import WORKLOADS, n_params
 
 
 @pytest.mark.parametrize("depth, width, context", [(1, 16, 8), (2, 64, 64), (4, 128, 32)])

@@ -5,8 +5,8 @@ shape accounted; bad references refused by name before anything runs; its failur
     python -m pytest tests/test_user_workload.py
 
 Every workload here is a real file in a temporary folder, imported as a user's would be. Registered
-modules are this process's (trainables.workload._SHIPPED), so their names are this module's own (uw_*).
-Ray is started here, after they are registered, with sweeps.runner.runtime_env(): conftest's local_ray
+modules are this process's (crossover.trainables.workload._SHIPPED), so their names are this module's own (uw_*).
+Ray is started here, after they are registered, with crossover.sweeps.runner.runtime_env(): conftest's local_ray
 starts it without them.
 """
 
@@ -24,14 +24,14 @@ import pytest
 import ray
 import torch
 
-from sweeps import runner, search
-from sweeps.budget import MAX_SHARE
-from sweeps.space import Space, groups
-from trainables import workload
-from trainables.fused import member_bytes
-from trainables.train import run_trial
-from trainables.trial import here
-from trainables.workload import Workload, WorkloadError, fingerprint, register
+from crossover.sweeps import runner, search
+from crossover.sweeps.budget import MAX_SHARE
+from crossover.sweeps.space import Space, groups
+from crossover.trainables import workload
+from crossover.trainables.fused import member_bytes
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import here
+from crossover.trainables.workload import Workload, WorkloadError, fingerprint, register
 
 ROOT = Path(__file__).resolve().parent.parent
 CPUS = min(2, os.cpu_count() or 1)  # as conftest's local_ray: never more than the machine has
@@ -297,7 +297,7 @@ def test_a_missing_attribute_or_one_that_is_no_workload_is_refused_naming_module
     missing = refused({f"{jobs.uw_job}:nope": {}})
     assert "module 'uw_job' has no attribute 'nope'; its Workloads: ['workload']" in missing
     other = refused({f"{jobs.uw_job}:not_a_workload": {}})
-    assert "uw_job.not_a_workload is a int, not a trainables.workload.Workload" in other
+    assert "uw_job.not_a_workload is a int, not a crossover.trainables.workload.Workload" in other
 
 
 def test_an_axis_the_workload_does_not_declare_is_refused_in_a_grid_and_as_a_param(jobs):
@@ -422,7 +422,7 @@ def slow_job(folder: Path, name: str, slow: float, sizes: list, epochs: int = 2,
 
 
 def test_a_users_workload_sweeps_into_a_folder_of_its_own_by_default(jobs):
-    from sweeps import scaling
+    from crossover.sweeps import scaling
 
     def name(*flags):
         args = scaling.parse_args(["--workload", f"{jobs.uw_job}:workload", *flags])
@@ -495,8 +495,8 @@ PROBED = """
 import os, time
 import torch
 from torch import nn
-from trainables.data import Data
-from trainables.workload import Workload
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Workload
 
 def features(cfg):
     x = torch.randn(cfg.dataset_size, 4, generator=torch.Generator().manual_seed(cfg.seed))
@@ -516,9 +516,9 @@ workload = Workload("{name}", make_data=features, make_model=model, make_loss=nn
 
 @pytest.mark.parametrize("hang", [0, 60])
 def test_the_probe_runs_the_users_code_in_a_process_of_its_own_within_its_time_limit(tmp_path, monkeypatch, hang):
-    from sweeps.probe import probe
-    from trainables.config import TrialConfig
-    from trainables.trial import resolve
+    from crossover.sweeps.probe import probe
+    from crossover.trainables.config import TrialConfig
+    from crossover.trainables.trial import resolve
 
     monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
     name, marker = f"uw_probed_{hang}", tmp_path / "pids"

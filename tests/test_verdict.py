@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import summary, verdict
-from analysis.crossover import A_EVERYWHERE, Bootstrap
-from analysis.load import REFERENCE
+from crossover.analysis import summary, verdict
+from crossover.analysis.crossover import A_EVERYWHERE, Bootstrap
+from crossover.analysis.load import REFERENCE
 from analysis_rows import plant, user_cpu_rows
 
 SIZES = np.geomspace(1e2, 1e6, 9)
@@ -71,8 +71,8 @@ def test_a_workload_without_a_gpu_to_compare_with_says_so():
 
 
 def test_a_workload_measured_on_the_cpu_alone_is_answered_on_every_gpu_each_figure_predicted(tmp_path):
-    from analysis import model
-    from analysis.load import read
+    from crossover.analysis import model
+    from crossover.analysis.load import read
     rows = read(user_cpu_rows(tmp_path / "my_cnn"))
     said = verdict.reach(rows, BOOT, decision=True)
     (found,) = said.findings

@@ -12,11 +12,11 @@ import pytest
 import torch
 from torch import nn
 
-from sweeps import plan
-from sweeps.space import Space
-from trainables.config import TrialConfig
-from trainables.data import Data
-from trainables.workload import Param, Workload, WorkloadError
+from crossover.sweeps import plan
+from crossover.sweeps.space import Space
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Param, Workload, WorkloadError
 
 
 def data(cfg):
@@ -66,14 +66,14 @@ def test_a_misused_workload_is_refused_when_made_in_one_line_naming_the_field_an
 def test_factories_crossover_can_call_pass_classes_and_defaults_included():
     made = Workload("mine", **{**GOOD, "make_optimizer": torch.optim.SGD, "params": {"channels": Param(16)}})
     assert made.defaults["batch_size"] == 16 and made.make_loss is nn.CrossEntropyLoss
-    from trainables.workloads import WORKLOADS  # the built-ins are made through the same checks
+    from crossover.trainables.workloads import WORKLOADS  # the built-ins are made through the same checks
     assert {"disc", "mnist_cnn", "lenet", "peaks", "tabular", "transformer"} <= set(WORKLOADS)
 
 
 def test_make_data_that_returns_no_data_is_refused_by_its_workload_in_a_trial_too():
     tupled = Workload("tupled", **{**GOOD, "make_data": lambda cfg: (data(cfg).x, data(cfg).y)})
     cfg = TrialConfig("tupled", batch_size=16, dataset_size=64, epochs=2)
-    with pytest.raises(WorkloadError, match=r"^Workload 'tupled': make_data must return a trainables.data.Data, got "
+    with pytest.raises(WorkloadError, match=r"^Workload 'tupled': make_data must return a crossover.trainables.data.Data, got "
                                             r"a tuple; return Data\(x, y, test_x, test_y, source='...'\)"):
         tupled.data(cfg)
     assert Workload("good", **GOOD).data(cfg).n == 64
@@ -82,8 +82,8 @@ def test_make_data_that_returns_no_data_is_refused_by_its_workload_in_a_trial_to
 JOB = '''
 import torch
 from torch import nn
-from trainables.data import Data
-from trainables.workload import Workload
+from crossover.trainables.data import Data
+from crossover.trainables.workload import Workload
 
 def data(cfg):
     x = torch.randn(cfg.dataset_size, 8)
@@ -117,7 +117,7 @@ def test_a_make_data_that_returns_a_tuple_is_faulted_as_planned_and_its_trials_n
     trials = Space("tupled", {ref: {"batch_size": [8, 16]}}).expand()
     plan.member_sizes(trials)
     said = plan.fault(trials[0].wl)
-    assert said == ("wc_tuple:workload: Workload 'wc_tuple': make_data must return a trainables.data.Data, got a tuple; "
+    assert said == ("wc_tuple:workload: Workload 'wc_tuple': make_data must return a crossover.trainables.data.Data, got a tuple; "
                     "return Data(x, y, test_x, test_y, source='...') (test_x and test_y None where it has no test "
                     "split); its trials are error rows and do not run"), said
     err = capfd.readouterr().err
@@ -165,9 +165,9 @@ def test_targets_the_loss_takes_pass_and_a_step_of_its_own_is_trusted_with_its_t
 
 
 def test_float_class_indices_are_faulted_as_planned_and_a_trial_given_them_is_an_error_row(tmp_path, fresh, capfd):
-    from trainables.rows import error_text, failed_row
-    from trainables.train import run_trial
-    from trainables.trial import here
+    from crossover.trainables.rows import error_text, failed_row
+    from crossover.trainables.train import run_trial
+    from crossover.trainables.trial import here
 
     ref = job(tmp_path, "wc_float", returns="return Data(x, (x.sum(1) > 0).float(), None, None, source='random')")
     trials = Space("floats", {ref: {"batch_size": [16]}}).expand()

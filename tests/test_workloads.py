@@ -6,11 +6,11 @@ import re
 import pytest
 import torch
 
-from trainables.config import ConfigError, TrialConfig
-from trainables.timing import more_epochs
-from trainables.train import run_trial
-from trainables.trial import resolve
-from trainables.workloads import WORKLOADS, n_params
+from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.timing import more_epochs
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
+from crossover.trainables.workloads import WORKLOADS, n_params
 
 
 def model(workload, **kw):

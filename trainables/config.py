@@ -1,7 +1,7 @@
 """One trial's configuration: a frozen dataclass, converted from Tune's dict at one boundary.
 
 `TrialConfig.from_dict(config)` is the trainable's first line; everything below it takes typed
-fields. `None` on an axis means "the seed's value": `trainables.trial.resolve` fills it in and
+fields. `None` on an axis means "the seed's value": `crossover.trainables.trial.resolve` fills it in and
 checks every field, so a bad search space is refused before anything runs.
 """
 
@@ -53,7 +53,7 @@ DATA_SOURCES = ("auto", "mnist", "digits", "synthetic")
 
 @dataclass(frozen=True)
 class TrialConfig:
-    workload: str  # the workload's name: a built-in's (trainables.workloads.WORKLOADS), or a user's
+    workload: str  # the workload's name: a built-in's (crossover.trainables.workloads.WORKLOADS), or a user's
     device: str = "cpu"  # cpu, cuda, cuda/K, ddp:N, ddp-cpu:N or pipe:N (trainables/devices.py)
     depth: int | None = None  # layers; meaning per workload, None = the seed's
     width: int | None = None  # nodes per hidden layer, or channel multiplier for CNNs; None = seed's

@@ -25,7 +25,7 @@ are taken: the counting's own time is in no timing column, total_s included. Wha
   that a GPU's count and a meta count that takes the same op (sweeps/count_step.py `rnn_as_on_a_gpu`) say
   what the GPU runs.
 
-The same three are split by op class (analysis/schema.py OP_CLASSES), the per-layer model's input
+The same three are split by op class (crossover/schema.py OP_CLASSES), the per-layer model's input
 (analysis/model.py): every aten op dispatched while an optimiser's step() runs is `optimizer`, whatever
 it is; the others are classed by their aten name (`op_class`). FLOPs come from FlopCounterMode's per-op
 counts, bytes and launches (aten ops that are not views) from Traffic, on every device alike: a class's
@@ -48,7 +48,7 @@ from torch.utils._pytree import tree_leaves
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.flop_counter import FlopCounterMode
 
-from analysis.schema import OP_CLASSES, OP_MEASURES
+from crossover.schema import OP_CLASSES, OP_MEASURES
 
 # CUDA runtime and driver calls that launch a kernel or a captured graph (torch.profiler's names).
 LAUNCH_EVENTS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",

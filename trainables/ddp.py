@@ -21,11 +21,11 @@ from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchConfig, TorchTrainer
 from ray.train.v2.api.exceptions import WorkerGroupError
 
-from trainables.devices import ddp_worker_resources
-from trainables.exits import WorkerExit, exits_trapped
-from trainables.placement import Placement
-from trainables.train import run_trial
-from trainables.trial import Trial
+from crossover.trainables.devices import ddp_worker_resources
+from crossover.trainables.exits import WorkerExit, exits_trapped
+from crossover.trainables.placement import Placement
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import Trial
 
 _ROW = "row"
 

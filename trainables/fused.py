@@ -32,14 +32,14 @@ from torch.func import functional_call, stack_module_state, vmap
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from analysis.schema import OP_CLASSES
-from trainables import costs
-from trainables.graph import StepGraph
-from trainables.measure import measure
-from trainables.placement import Placement, placement
-from trainables.timing import Timer
-from trainables.trial import Trial
-from trainables.workloads import n_params
+from crossover.schema import OP_CLASSES
+from crossover.trainables import costs
+from crossover.trainables.graph import StepGraph
+from crossover.trainables.measure import measure
+from crossover.trainables.placement import Placement, placement
+from crossover.trainables.timing import Timer
+from crossover.trainables.trial import Trial
+from crossover.trainables.workloads import n_params
 
 FUSABLE = ("seed", "lr")  # what members may differ in
 FUSED_ENGINES = ("eager", "graph", "triton")  # 'compile' would compile the vmapped step: not tried
@@ -287,7 +287,7 @@ class FusedLoop:
         self.noisy = any(func in traced.funcs for func in DROPOUTS)
         self.kernel = None
         if self.cfg.engine == "triton":
-            from trainables import mlp_kernel  # Triton ships with torch's CUDA builds only: imported where used
+            from crossover.trainables import mlp_kernel  # Triton ships with torch's CUDA builds only: imported where used
             if mlp_kernel.shape_of(members.base) is None or not isinstance(crit, torch.nn.MSELoss) or \
                     crit.reduction != "mean" or self.noisy:
                 raise ValueError(f"engine 'triton' runs an MLP 2 -> H1 -> H2 -> 1 with ReLU and a mean squared "
@@ -409,11 +409,11 @@ class _Counted(torch.optim.Optimizer):
 
 
 def run_fused(trials: list[Trial]) -> list[dict]:
-    """Train the members together (trainables/measure.py); one row per member (analysis/schema.py)."""
+    """Train the members together (trainables/measure.py); one row per member (crossover/schema.py)."""
     keys = {fusion_key(t) for t in trials}
     if len(keys) != 1 or None in keys:
         raise ValueError(f"members of a fused trial must differ only in {FUSABLE} and be fusable (a workload with "
                          f"Workload.fusable, cpu or cuda, engine one of {FUSED_ENGINES}, loop fast, precision default or fp32): use "
-                         "trainables.fused.fusion_key to group them")
+                         "crossover.trainables.fused.fusion_key to group them")
     where = placement(trials[0].spec)
     return measure(trials, where, lambda timer: FusedLoop.build(trials, where, timer))

@@ -20,9 +20,9 @@ from typing import Callable
 
 import torch
 
-from analysis.schema import COMPILE_PHASE
-from trainables.config import TrialConfig
-from trainables.timing import Timer
+from crossover.schema import COMPILE_PHASE
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.timing import Timer
 
 CAPTURED = ("graph", "triton")  # the engines whose step is one CUDA graph after the warm-up
 

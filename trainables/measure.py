@@ -17,14 +17,14 @@ from typing import Callable, Protocol
 
 import torch
 
-from trainables import precision
-from trainables.energy import Meter
-from trainables.graph import warm_up
-from trainables.neighbours import Window
-from trainables.placement import Placement
-from trainables.rows import failed_row, measured_row, quality
-from trainables.timing import Clock, Timer
-from trainables.trial import Trial
+from crossover.trainables import precision
+from crossover.trainables.energy import Meter
+from crossover.trainables.graph import warm_up
+from crossover.trainables.neighbours import Window
+from crossover.trainables.placement import Placement
+from crossover.trainables.rows import failed_row, measured_row, quality
+from crossover.trainables.timing import Clock, Timer
+from crossover.trainables.trial import Trial
 
 
 class TrialLoop(Protocol):
@@ -54,7 +54,7 @@ class TrialLoop(Protocol):
 
 def measure(trials: list[Trial], where: Placement, build: Callable[[Timer], TrialLoop]) -> list[dict]:
     """Train `build(timer)`'s loop (which times its own phases 'setup' and 'h2d' on `timer`) and return
-    one row per member (analysis/schema.py).
+    one row per member (crossover/schema.py).
 
     A fused group's timings, energy and step costs are measured for the whole group (its step costs: one
     step of every member). Each member's row holds the group's timings and its share of the energy and

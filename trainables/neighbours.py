@@ -21,7 +21,7 @@ those columns are null.
         with Window("disc cuda/4 depth=6 seed=0", config_hash, cores=1) as window:
             ...timed epochs...
     window.overlapping   # ['disc cuda/4 depth=6 seed=1', ...]
-    window.columns()     # the row's co_running and load columns (analysis/schema.py)
+    window.columns()     # the row's co_running and load columns (crossover/schema.py)
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class Window(Claim):
         self.load = load_columns(self._cpu, cpu, end - self.start, self.neighbour_core_s)
 
     def columns(self) -> dict:
-        """The row's columns from this window: co_running and the host's load (analysis/schema.py)."""
+        """The row's columns from this window: co_running and the host's load (crossover/schema.py)."""
         return {"co_running": self.overlapping, **self.load}
 
 

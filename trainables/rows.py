@@ -1,4 +1,4 @@
-"""A trial's row: its config's columns, what was measured, and the environment (analysis/schema.py).
+"""A trial's row: its config's columns, what was measured, and the environment (crossover/schema.py).
 
     config_row(trial)                    # the config's columns, with the seed's defaults filled in
     measured_row(trial, ...)             # a finished trial's whole row: trainables/measure.py builds every one here
@@ -18,14 +18,14 @@ import time
 import traceback
 from pathlib import Path
 
-from analysis.schema import BUILTIN_MODULE, NAMES
-from trainables import env
-from trainables.config import TrialConfig
-from trainables.neighbours import Window
-from trainables.timing import Timer, summarize
-from trainables.trial import Trial
-from trainables.workload import fingerprint
-from trainables.workloads import WORKLOADS, describe, n_params
+from crossover.schema import BUILTIN_MODULE, NAMES
+from crossover.trainables import env
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.neighbours import Window
+from crossover.trainables.timing import Timer, summarize
+from crossover.trainables.trial import Trial
+from crossover.trainables.workload import fingerprint
+from crossover.trainables.workloads import WORKLOADS, describe, n_params
 
 # TrialConfig fields that are not columns of their own, and what the row holds instead.
 NOT_COLUMNS = {

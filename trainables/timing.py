@@ -1,6 +1,6 @@
 """All timing lives here: synchronised phases, per-epoch marks, and their summary.
 
-Phases (analysis.schema.PHASES: setup, h2d, warmup, train, eval) synchronise every device of the
+Phases (crossover.schema.PHASES: setup, h2d, warmup, train, eval) synchronise every device of the
 trial on both sides and read `time.perf_counter`. Epochs inside the timed training are marked
 without a host sync: on GPUs with CUDA events, read once at the end; on the CPU with perf_counter,
 since CPU work is synchronous. So the measured loop itself never waits on the host.
@@ -26,7 +26,7 @@ from typing import Callable
 
 import torch
 
-from analysis.schema import COMPILE_PHASE, PHASES
+from crossover.schema import COMPILE_PHASE, PHASES
 
 MIN_TIMED_EPOCHS = 3  # no median of fewer epochs than this (5 made `make run` 7 min on 2 cores, 3 repeats)
 EXTEND_AT_MOST = 10  # timed epochs: at most this many times the trial's own (and MIN_TIMED_EPOCHS)

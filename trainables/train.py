@@ -16,15 +16,15 @@ import copy
 
 import torch
 
-from analysis.schema import OP_CLASSES
-from trainables import costs, precision
-from trainables.data import Data, move, take
-from trainables.fused import run_fused
-from trainables.graph import StepGraph
-from trainables.measure import measure
-from trainables.placement import Placement, placement
-from trainables.timing import Timer
-from trainables.trial import Trial
+from crossover.schema import OP_CLASSES
+from crossover.trainables import costs, precision
+from crossover.trainables.data import Data, move, take
+from crossover.trainables.fused import run_fused
+from crossover.trainables.graph import StepGraph
+from crossover.trainables.measure import measure
+from crossover.trainables.placement import Placement, placement
+from crossover.trainables.timing import Timer
+from crossover.trainables.trial import Trial
 
 def _batches(n: int, batch_size: int, order, rank: int, world: int):
     """Index pairs (inputs, targets) of one epoch: each global batch in order, this rank's share of it.
@@ -246,7 +246,7 @@ def _score(wl, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def run_trial(trial: Trial, where: Placement | None = None) -> dict:
-    """Train one configuration and return its row (analysis/schema.py), through trainables/measure.py.
+    """Train one configuration and return its row (crossover/schema.py), through trainables/measure.py.
 
     `where` is given by a data-parallel worker (trainables/ddp.py); otherwise the trial's device decides it.
     Engine 'triton' runs its step in the fused loop's kernel: a trial alone there is a fused trial of one.

@@ -19,16 +19,16 @@ import threading
 
 from ray import tune
 
-from analysis.schema import ROW_KEY
-from trainables import env
-from trainables.config import TrialConfig
-from trainables.ddp import run_ddp
-from trainables.exits import WorkerExit, exits_trapped
-from trainables.fused import run_fused
-from trainables.neighbours import Claim
-from trainables.rows import error_text, failed_row
-from trainables.train import run_trial
-from trainables.trial import Trial, resolve
+from crossover.schema import ROW_KEY
+from crossover.trainables import env
+from crossover.trainables.config import TrialConfig
+from crossover.trainables.ddp import run_ddp
+from crossover.trainables.exits import WorkerExit, exits_trapped
+from crossover.trainables.fused import run_fused
+from crossover.trainables.neighbours import Claim
+from crossover.trainables.rows import error_text, failed_row
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import Trial, resolve
 
 # The one piece of process state in the trainables: how many Tune trials this worker process has
 # started. A reused worker (reuse_actors, sweeps/runner.py) runs trial after trial, and its first one

@@ -7,8 +7,8 @@ interface and nothing else; a user's own job is one more `Workload` in a file of
     # job.py
     from torch import nn
     import torch
-    from trainables.data import Data
-    from trainables.workload import Param, Workload
+    from crossover.trainables.data import Data
+    from crossover.trainables.workload import Param, Workload
 
     def data(cfg):
         g = torch.Generator().manual_seed(cfg.seed)
@@ -52,9 +52,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from analysis.schema import SEED_AXES
-from trainables.config import ConfigError, TrialConfig
-from trainables.data import Data
+from crossover.schema import SEED_AXES
+from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.data import Data
 
 # Every workload varies these; depth, width and context only where it declares them (`axes`).
 SHARED_AXES = frozenset(SEED_AXES) - {"depth", "width", "context"}
@@ -171,7 +171,7 @@ class Workload:
     moved to the trial's device by crossover."""
 
     name: str  # the rows' `workload`: letters, digits, '_', '-', '.' (NAME)
-    make_data: Callable[[TrialConfig], object]  # -> trainables.data.Data: inputs (a tensor, or a dict of them), targets
+    make_data: Callable[[TrialConfig], object]  # -> crossover.trainables.data.Data: inputs (a tensor, or a dict of them), targets
     make_model: Callable[[TrialConfig], nn.Module]
     make_loss: Callable[[], nn.Module]  # its reduction 'mean' or 'sum' says how a batch's loss is counted
     make_optimizer: Callable[[object, float], torch.optim.Optimizer]  # (parameters, lr)
@@ -265,7 +265,7 @@ class Workload:
         so that planning (sweeps/plan.py) refuses it before any trial, and a trial's row says the same."""
         made = self.make_data(cfg)
         if not isinstance(made, Data):
-            raise WorkloadError(f"Workload {self.name!r}: make_data must return a trainables.data.Data, got a "
+            raise WorkloadError(f"Workload {self.name!r}: make_data must return a crossover.trainables.data.Data, got a "
                                 f"{type(made).__name__}; return Data(x, y, test_x, test_y, source='...') (test_x and "
                                 "test_y None where it has no test split)")
         if self.step is None:
@@ -478,7 +478,7 @@ def fingerprint(workload: Workload | WorkloadSpec) -> str:
         return workload.fingerprint
     key = workload.ref or workload.name
     if key not in _FINGERPRINTS:
-        module = sys.modules[(workload.ref or "trainables.workloads:").split(":")[0]]
+        module = sys.modules[(workload.ref or "crossover.trainables.workloads:").split(":")[0]]
         # the file's bytes, as the worker's copy from runtime_env has them (not linecache's, which may be stale),
         # read before the model is built (a model that writes its file changes no fingerprint)
         _FINGERPRINTS[key] = _fingerprint(Path(module.__file__).read_bytes(), shapes(workload))
@@ -569,5 +569,5 @@ def _resolve_attr(module: str, attr: str, text: str) -> Workload:
             raise WorkloadError(f"workload {text!r}: {module}.{attr}() raised {type(exc).__name__}: {exc}") from None
     if not isinstance(found, Workload):
         raise WorkloadError(f"workload {text!r}: {module}.{attr} is a {type(found).__name__}, not a "
-                            "trainables.workload.Workload (or a function returning one)")
+                            "crossover.trainables.workload.Workload (or a function returning one)")
     return dataclasses.replace(found, ref=f"{module}:{attr}") if found.ref is None else found

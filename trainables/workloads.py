@@ -38,9 +38,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainables import data as datasets
-from trainables.config import ConfigError, TrialConfig
-from trainables.workload import Workload
+from crossover.trainables import data as datasets
+from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.workload import Workload
 
 
 def mlp(sizes: list[int]) -> nn.Sequential:

@@ -6,7 +6,7 @@ that identify a configuration. It sits below its writers and its readers: the tr
 with these names, the sweep writes them (`sweeps/store.py`), the analysis reads them (`analysis/`),
 and this file needs only pyarrow, so every one of them reaches down to it and none back.
 
-    python -c "from analysis.schema import describe; print(describe())"
+    python -c "from crossover.schema import describe; print(describe())"
 
 Reading a results directory as one dataset:
 
@@ -216,7 +216,7 @@ def to_table(rows: list[dict]) -> pa.Table:
     """Rows (dicts) as a table of exactly SCHEMA; missing keys become null, unknown keys are refused."""
     unknown = sorted({key for row in rows for key in row} - set(NAMES))
     if unknown:
-        raise ValueError(f"columns not in analysis/schema.py: {unknown}; add them to COLUMNS first")
+        raise ValueError(f"columns not in crossover/schema.py: {unknown}; add them to COLUMNS first")
     return pa.Table.from_pylist([{name: row.get(name) for name in NAMES} for row in rows], schema=SCHEMA)
 
 
