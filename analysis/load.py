@@ -52,7 +52,7 @@ def _checkout() -> Path | None:
 CHECKOUT = _checkout()
 # The shipped reference rows, measured on other hosts (results/reference/*/README.md); set beside yours by
 # default (analysis/summary.py), so a folder of your sweeps is read without them (`sweep_dirs`). Installed from a
-# wheel, its copy of them: analysis/reference/ (pyproject.toml maps the one onto the other).
+# wheel, its copy of them: crossover/analysis/reference/ (pyproject.toml maps the one onto the other).
 REFERENCE = CHECKOUT / "results" / "reference" if CHECKOUT else packaged("reference")
 # A sweep's configuration, for matching rows of any run length and seed to it (`keys`).
 KEY = [c for c in CONFIG_COLUMNS if c not in ("device", "seed", "epochs", "warmup_epochs")]

@@ -188,7 +188,9 @@ RUNS = "_runs"  # OUT/_runs/<sweep>.jsonl: beside the results directory OUT/<swe
 # Reports go beside the results directories, never in one (its readers see rows alone): OUT/_reports/<sweep>/
 # (analysis/report.py). Here, below its writers and readers: the row writer names it without importing the report.
 REPORTS = "_reports"
-BUILTIN_MODULE = "trainables.workloads"  # workload_module of the built-ins; any other is a user's own
+# workload_module of the built-ins; any other is a user's own. A label, not an import: the built-ins live in
+# crossover.trainables.workloads, and rows written before the package was named crossover carry this value.
+BUILTIN_MODULE = "trainables.workloads"
 # The key under which a trial reports its rows to Tune (trainables/trainable.py) and the sweep finds them
 # (sweeps/store.py): here, so that the row writer names it without importing the trainable and ray.tune.
 ROW_KEY = "crossover_row"

@@ -10,6 +10,7 @@ import argparse
 import os
 from pathlib import Path
 
+import crossover
 from crossover.analysis.cli import HelpFormatter
 
 
@@ -78,7 +79,7 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
     shared.add_argument("--address", default=None, help="address of a running Ray cluster (default: start a local one)")
     shared.add_argument("--workload", action="append", default=[], metavar="REF",
                         help="your own workload, path/to/job.py:ATTR or package.module:ATTR (a "
-                             "crossover.trainables.workload.Workload); may be given several times, beside --workloads")
+                             "crossover.Workload); may be given several times, beside --workloads")
     shared.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
                         help="a value of your workload's own axis (Workload.params), e.g. --param csv=data.csv; "
                              "may be given several times")
@@ -90,9 +91,9 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
     return argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=HelpFormatter, parents=[shared])
 
 
-# The folder holding crossover's packages, a checkout or site-packages: a child process imports crossover's code
+# The folder holding the crossover package, a checkout or site-packages: a child process imports crossover's code
 # from there, whatever folder the command runs in
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(crossover.__file__).resolve().parent.parent
 
 
 def child_env(*folders: str) -> dict:

@@ -24,7 +24,7 @@ import pandas as pd
 
 from crossover.analysis.load import REFERENCE, read
 from crossover.analysis.model import COUNTED as OUT
-from crossover.schema import OP_COLUMNS
+from crossover.schema import BUILTIN_MODULE, OP_COLUMNS
 from crossover.sweeps.count_step import counted
 
 KEYS = ["workload", "workload_params", "depth", "width", "context", "batch_size"]
@@ -34,7 +34,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 def reference(module: str | None, workload: str) -> str:
     """The workload as count_step takes it: a built-in's name, or an example's path/to/job.py:ATTR."""
-    if not isinstance(module, str) or module == "trainables.workloads":
+    if not isinstance(module, str) or module == BUILTIN_MODULE:
         return workload
     name, attr = module.split(":")
     return f"{EXAMPLES / name.split('.')[-1]}.py:{attr}"

@@ -116,7 +116,7 @@ def device_tests(source: str) -> list[tuple[int, str]]:
 
 def test_no_module_but_devices_parses_a_device_string():
     found = []
-    for path in sorted(p for package in ("trainables", "sweeps", "analysis") for p in (ROOT / package).glob("*.py")):
+    for path in sorted(p for package in ("crossover", "trainables", "sweeps", "analysis") for p in (ROOT / package).glob("*.py")):
         name = str(path.relative_to(ROOT))
         if name == "trainables/devices.py":
             continue

@@ -1,6 +1,6 @@
 """A trial's row is built from one definition: every config field lands in a schema column (or names
 the one that stands for it), a failed trial becomes a row whatever failed, and the house's imports
-point down (analysis below sweeps and trainables; no circle among the trainables)."""
+point down (the schema below all, analysis below sweeps and trainables; no circle among the trainables)."""
 
 import ast
 import dataclasses
@@ -52,35 +52,52 @@ def test_the_trainable_reports_a_bad_config_as_its_error_row(local_ray, tmp_path
 
 
 def test_analysis_imports_neither_torch_nor_ray_nor_sweeps():
-    check = ("import crossover.analysis.load, crossover.analysis.report, crossover.analysis.cost, crossover.analysis.engines, crossover.analysis.parallel, "
-             "crossover.analysis.overhead, crossover.analysis.__main__, sys; print(sorted({'torch', 'ray', 'sweeps'} & set(sys.modules)))")
+    # the loader and the decision, the package and its schema too: crossover/__init__.py imports a job file's
+    # names (torch) only when one is asked for
+    modules = ["crossover", "crossover.schema", *(f"crossover.analysis.{m}" for m in (
+        "load", "decide", "report", "cost", "engines", "parallel", "overhead", "__main__"))]
+    check = (f"import sys, {', '.join(modules)}; "
+             "print(sorted(m for m in sys.modules if m in ('torch', 'ray', 'crossover.sweeps', 'crossover.trainables')))")
     out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == "['crossover.trainables']"  # its __init__ and the device vocabulary alone, below
 
 
-def _imports(package: str) -> dict[str, set[str]]:
+def test_a_job_files_names_import_torch_when_first_asked_for():
+    check = ("import sys, crossover; before = 'torch' in sys.modules; "
+             "from crossover import ConfigError, Data, Param, TrialConfig, Workload; "
+             "print(before, 'torch' in sys.modules, Workload.__module__, Data.__module__, crossover.__all__)")
+    out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split(" ", 4) == ["False", "True", "crossover.trainables.workload", "crossover.trainables.data",
+                                        "['ConfigError', 'Data', 'Param', 'TrialConfig', 'Workload']\n"]
+
+
+def _imports(folder: Path, package: str) -> dict[str, set[str]]:
     """Module -> the modules of the project it imports, from the source (module level and in functions)."""
     graph = {}
-    for path in (ROOT / package).glob("*.py"):
+    for path in folder.glob("*.py"):
         names = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
             elif isinstance(node, ast.Import):
                 names |= {a.name for a in node.names}
-        graph[f"{package}.{path.stem}"] = {n for n in names if n.split(".")[0] in ("trainables", "sweeps", "analysis")}
+        graph[f"{package}.{path.stem}"] = {n for n in names if n.startswith("crossover.")}
     return graph
 
 
 def test_imports_point_down_with_no_circle():
-    graph = {**_imports("trainables"), **_imports("sweeps"), **_imports("analysis")}
+    graph = {**_imports(ROOT / "crossover", "crossover"),
+             **{k: v for p in ("trainables", "sweeps", "analysis") for k, v in _imports(ROOT / p, f"crossover.{p}").items()}}
+    # the schema at the bottom: every layer reads it, and it reads none
+    assert graph["crossover.schema"] == set()
     # one exception: the device vocabulary (torch-free, over crossover.trainables.config alone), so that rows are
     # read by the same parse as the trials that wrote them
     vocabulary = {"crossover.trainables.devices", "crossover.trainables.devices.parse"}
     assert graph["crossover.trainables.devices"] == {"crossover.trainables.config", "crossover.trainables.config.ConfigError"}
-    assert not any(n.startswith(("sweeps", "trainables")) and n not in vocabulary
-                   for m in graph if m.startswith("analysis") for n in graph[m])
-    assert not any(n.startswith("sweeps") for m in graph if m.startswith("trainables") for n in graph[m])
+    assert not any(n.startswith(("crossover.sweeps", "crossover.trainables")) and n not in vocabulary
+                   for m in graph if m.startswith("crossover.analysis") for n in graph[m])
+    assert not any(n.startswith(("crossover.sweeps", "crossover.analysis"))
+                   for m in graph if m.startswith("crossover.trainables") for n in graph[m])
 
     def reaches(start: str, seen: set) -> set:
         for n in graph.get(start, ()):

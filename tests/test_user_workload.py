@@ -297,7 +297,7 @@ def test_a_missing_attribute_or_one_that_is_no_workload_is_refused_naming_module
     missing = refused({f"{jobs.uw_job}:nope": {}})
     assert "module 'uw_job' has no attribute 'nope'; its Workloads: ['workload']" in missing
     other = refused({f"{jobs.uw_job}:not_a_workload": {}})
-    assert "uw_job.not_a_workload is a int, not a crossover.trainables.workload.Workload" in other
+    assert "uw_job.not_a_workload is a int, not a crossover.Workload" in other
 
 
 def test_an_axis_the_workload_does_not_declare_is_refused_in_a_grid_and_as_a_param(jobs):

@@ -1,6 +1,7 @@
 """The install a user makes: the wheel built from this checkout (`pip wheel --no-deps .`), installed into a fresh
-venv, runs the README's own-model job from a folder outside the checkout: `crossover sweep`, `decide` and
-`report` answer, reading the prices, devices, home boxes and reference rows the wheel carries.
+venv, runs the README's own-model job (it imports `crossover` alone) from a folder outside the checkout:
+`crossover sweep`, `decide` and `report` answer, reading the prices, devices, home boxes and reference rows the
+wheel carries. It installs one package, crossover: no top-level analysis, sweeps or trainables.
 
     python -m pytest tests/test_wheel.py --all
 
@@ -62,17 +63,31 @@ def test_the_wheel_carries_the_prices_devices_home_boxes_notebooks_and_reference
     bin_, site, env = installed
     for data in ("prices.yaml", "devices.yaml", "home_boxes/rtx4090.yaml", "notebooks/crossover.ipynb",
                  "reference/h100-2026-11-26/scaling/scaling-gpu.parquet", "reference/README.md"):
-        assert (site / "analysis" / data).is_file(), data
+        assert (site / "crossover" / "analysis" / data).is_file(), data
+
+
+def test_the_wheel_installs_crossover_alone_into_site_packages(installed):
+    bin_, site, env = installed
+    (record,) = site.glob("crossover-*.dist-info/RECORD")
+    # what pip wrote, by top-level name ('..': the crossover command, in the venv's bin/)
+    tops = {line.split("/")[0] for line in record.read_text().splitlines() if line.strip()} - {".."}
+    assert tops == {"crossover", record.parent.name}, tops
+    assert not any((site / name).exists() for name in ("analysis", "sweeps", "trainables"))
+    assert {p.name for p in (site / "crossover").iterdir()} >= {"__init__.py", "schema.py", "analysis", "sweeps",
+                                                                 "trainables"}
 
 
 def test_the_installed_wheel_sweeps_decides_and_reports_from_a_folder_outside_the_checkout(installed, tmp_path):
     bin_, site, env = installed
     job = re.search(r"```python\n(# job\.py.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    assert {m.split(".")[0] for m in re.findall(r"^(?:from|import) (\S+)", job, re.M)} == {"torch", "crossover"}
+    assert re.findall(r"^from crossover\S* import", job, re.M) == ["from crossover import"]  # crossover's names alone
     (tmp_path / "job.py").write_text(job)  # the README's own-model job, as a user copies it
     where = run([bin_ / "python", "-c", WHERE], cwd=tmp_path, env=env).stdout.split("\n")[:-1]
-    assert [Path(p) for p in where] == [site / "analysis" / "prices.yaml", site / "analysis" / "home_boxes",
-                                       site / "analysis" / "devices.yaml", site / "analysis" / "reference", site,
-                                       site / "trainables"]
+    ours = site / "crossover"
+    assert [Path(p) for p in where] == [ours / "analysis" / "prices.yaml", ours / "analysis" / "home_boxes",
+                                       ours / "analysis" / "devices.yaml", ours / "analysis" / "reference", site,
+                                       ours / "trainables"]
     swept = run([bin_ / "crossover", "sweep", "--workload", "job.py:workload", "--smoke", "--devices", "cpu",
                  "--out", "OUT"], cwd=tmp_path, env=env)
     # every GPU predicted: analysis/model.py fitted on the wheel's reference rows, with its devices.yaml

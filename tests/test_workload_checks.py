@@ -73,7 +73,7 @@ def test_factories_crossover_can_call_pass_classes_and_defaults_included():
 def test_make_data_that_returns_no_data_is_refused_by_its_workload_in_a_trial_too():
     tupled = Workload("tupled", **{**GOOD, "make_data": lambda cfg: (data(cfg).x, data(cfg).y)})
     cfg = TrialConfig("tupled", batch_size=16, dataset_size=64, epochs=2)
-    with pytest.raises(WorkloadError, match=r"^Workload 'tupled': make_data must return a crossover.trainables.data.Data, got "
+    with pytest.raises(WorkloadError, match=r"^Workload 'tupled': make_data must return a crossover.Data, got "
                                             r"a tuple; return Data\(x, y, test_x, test_y, source='...'\)"):
         tupled.data(cfg)
     assert Workload("good", **GOOD).data(cfg).n == 64
@@ -117,7 +117,7 @@ def test_a_make_data_that_returns_a_tuple_is_faulted_as_planned_and_its_trials_n
     trials = Space("tupled", {ref: {"batch_size": [8, 16]}}).expand()
     plan.member_sizes(trials)
     said = plan.fault(trials[0].wl)
-    assert said == ("wc_tuple:workload: Workload 'wc_tuple': make_data must return a crossover.trainables.data.Data, got a tuple; "
+    assert said == ("wc_tuple:workload: Workload 'wc_tuple': make_data must return a crossover.Data, got a tuple; "
                     "return Data(x, y, test_x, test_y, source='...') (test_x and test_y None where it has no test "
                     "split); its trials are error rows and do not run"), said
     err = capfd.readouterr().err

@@ -18,6 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
+import crossover
 from crossover.schema import BUILTIN_MODULE, NAMES
 from crossover.trainables import env
 from crossover.trainables.config import TrialConfig
@@ -76,7 +77,8 @@ def quality(wl, train: float | None, test: float | None) -> dict:
 
 # crossover's packages, in a checkout or site-packages: frames in them are not the workload's own (a job file in
 # the checkout is)
-OURS = tuple(Path(__file__).resolve().parent.parent / package for package in ("trainables", "sweeps", "analysis"))
+OURS = tuple(Path(__file__).resolve().parent.parent / package
+             for package in ("trainables", "sweeps", "analysis")) + (Path(crossover.__file__).resolve().parent,)
 LIBRARIES = tuple({sys.prefix, sys.base_prefix, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["stdlib"]})
 ERROR_FRAMES = 3  # frames of a failed trial's traceback its row keeps: the innermost
 

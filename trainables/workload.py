@@ -7,8 +7,7 @@ interface and nothing else; a user's own job is one more `Workload` in a file of
     # job.py
     from torch import nn
     import torch
-    from crossover.trainables.data import Data
-    from crossover.trainables.workload import Param, Workload
+    from crossover import Data, Param, Workload
 
     def data(cfg):
         g = torch.Generator().manual_seed(cfg.seed)
@@ -171,7 +170,7 @@ class Workload:
     moved to the trial's device by crossover."""
 
     name: str  # the rows' `workload`: letters, digits, '_', '-', '.' (NAME)
-    make_data: Callable[[TrialConfig], object]  # -> crossover.trainables.data.Data: inputs (a tensor, or a dict of them), targets
+    make_data: Callable[[TrialConfig], object]  # -> crossover.Data: inputs (a tensor, or a dict of them), targets
     make_model: Callable[[TrialConfig], nn.Module]
     make_loss: Callable[[], nn.Module]  # its reduction 'mean' or 'sum' says how a batch's loss is counted
     make_optimizer: Callable[[object, float], torch.optim.Optimizer]  # (parameters, lr)
@@ -265,7 +264,7 @@ class Workload:
         so that planning (sweeps/plan.py) refuses it before any trial, and a trial's row says the same."""
         made = self.make_data(cfg)
         if not isinstance(made, Data):
-            raise WorkloadError(f"Workload {self.name!r}: make_data must return a crossover.trainables.data.Data, got a "
+            raise WorkloadError(f"Workload {self.name!r}: make_data must return a crossover.Data, got a "
                                 f"{type(made).__name__}; return Data(x, y, test_x, test_y, source='...') (test_x and "
                                 "test_y None where it has no test split)")
         if self.step is None:
@@ -548,7 +547,7 @@ def package_path(module: str) -> str | None:
     installed (site-packages) or ours."""
     top = sys.modules[module.split(".")[0]]
     path = Path(getattr(top, "__file__", None) or "")
-    if not path.name or "site-packages" in path.parts or top.__name__ in ("crossover", "trainables", "sweeps", "analysis"):
+    if not path.name or "site-packages" in path.parts or top.__name__ == "crossover":
         return None
     return str(path.parent if path.name == "__init__.py" else path)
 
@@ -569,5 +568,5 @@ def _resolve_attr(module: str, attr: str, text: str) -> Workload:
             raise WorkloadError(f"workload {text!r}: {module}.{attr}() raised {type(exc).__name__}: {exc}") from None
     if not isinstance(found, Workload):
         raise WorkloadError(f"workload {text!r}: {module}.{attr} is a {type(found).__name__}, not a "
-                            "crossover.trainables.workload.Workload (or a function returning one)")
+                            "crossover.Workload (or a function returning one)")
     return dataclasses.replace(found, ref=f"{module}:{attr}") if found.ref is None else found
