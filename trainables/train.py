@@ -126,7 +126,9 @@ class Loop:
             self.host_sum += loss.item() * _per_sample(crit, len(yb))
             if self.wl.metric != "loss":
                 self.correct += _score(self.wl, out.detach(), yb)
-        elif self.cfg.engine == "graph":  # a replay writes one static output: its sums are in the graph
+        elif self.cfg.engine in ("graph", "compile"):
+            # summed a step: a graph's replay writes one static output, and torch.compile's CUDA graphs
+            # ("reduce-overhead") overwrite the model's output at the next step, so neither can be held
             self.loss_sum.add_(loss.detach(), alpha=_per_sample(crit, len(yb)))
             if self.wl.metric != "loss":
                 self.correct += _score(self.wl, out.detach(), yb)
