@@ -67,8 +67,8 @@ needs and the cards it does not fit, the cost-versus-time front (fastest first),
 the cheapest within --deadline, the stale prices in one line. `render` (--verbose, and the report) adds
 every option, the break-even, how each is costed, the notes. `records` (--json): every option's figures.
 
-Rows of the eager engine at fp32 only (analysis/engines.py compares engines). Reads rows only (pandas);
-never imports torch or ray.
+Rows of the eager engine at PyTorch's default precision only (analysis/load.py `eager_ok`;
+analysis/engines.py compares engines). Reads rows only (pandas); never imports torch or ray.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@
 The search (sweeps/budget.py `predict_s`) predicts a trial's time from this machine's rows of the workload, else from
 the shipped reference rows. A user's model has neither before its first trial, so that trial ran
 unpredicted, under the per-trial cap, and on a slow or busy 2-core machine every one of them was cut: no
-row at all. The probe trains the line's first configuration cut to PROBE_BATCHES batches through the one
-path every trial takes (trainables/train.py `run_trial`, so its timing is trainables/timing.py's: warm-up
+row at all. The probe trains the line's first configuration cut to PROBE_BATCHES batches through the
+path a single trial takes (trainables/train.py `run_trial`, so its timing is trainables/timing.py's: warm-up
 excluded, median epoch), and writes no row: it is a prediction's input, not a measurement of the grid.
 It runs the user's code, so it runs in a process of its own (`python -m crossover.sweeps.probe`), with a time limit
 (PROBE_TIMEOUT_S) and its output thrown away: the driver's process, and its Ray, are never touched by it.

@@ -1,4 +1,6 @@
-"""All timing lives here: synchronised phases, per-epoch marks, and their summary.
+"""All of a trial's phase and epoch timing lives here: synchronised phases, per-epoch marks, and their summary.
+The one figure taken outside is the row's total_s, the wall time from measure's start
+(trainables/measure.py) to its row (trainables/rows.py `measured_row`).
 
 Phases (crossover.schema.PHASES: setup, h2d, warmup, train, eval) synchronise every device of the
 trial on both sides and read `time.perf_counter`. Epochs inside the timed training are marked

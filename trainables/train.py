@@ -1,10 +1,18 @@
-"""One trial, measured: the single training loop for every device.
+"""One trial's training loop (`Loop`), for every device, and `run_trial`, which measures it.
 
-    run_trial(resolve(TrialConfig(workload="disc", depth=6)))   # pure: returns the trial's row
+    run_trial(resolve(TrialConfig(workload="disc", depth=6)))   # returns the trial's row; reports nothing
+
+`Loop` is the loop of a single trial in engines eager, compile and graph: on one device, as a
+data-parallel rank (trainables/ddp.py) or over a pipeline. It is not the only loop: a fused group of
+trials, and engine 'triton' (a trial alone there is a fused group of one), train in trainables/fused.py's
+`FusedLoop`; what is measured around either loop (phases, timed epochs, energy, rows, step costs) is
+trainables/measure.py's. `run_trial` returns the row and writes no result files, but it is not pure: it sets
+process-wide torch state (thread count, TF32 flags, the random seed) and records its timed window in the
+node's /tmp registry (trainables/neighbours.py).
 
 The loop keeps data (where it fits) and model on the trial's device and, in `loop="fast"` mode, never
 syncs with the host inside an epoch: the loss and correct counts accumulate as device tensors; the
-engine (`Loop`) runs each step eagerly, compiled, or replayed from one CUDA graph. `loop="seed"`
+engine runs each step eagerly, compiled, or replayed from one CUDA graph. `loop="seed"`
 reproduces the seeds' own loop (a `.item()` every step, its value summed on the host as seed 002's
 running loss) so the seeds' figures can be compared like for like. The Tune entry
 point around it is trainables/trainable.py.
