@@ -99,10 +99,8 @@ PARAMETERS = {
 PRIOR_WEIGHT = 0.03
 # Until CUPTI_FIXED the harness left CUPTI attached to a worker after counting a trial's kernel launches
 # with torch.profiler (trainables/costs.py now has Kineto tear it down), and every later trial of that
-# worker paid for it in each launch: on one H100 host (2026-11-26, docs/parity.md) ResNet-18's launch-bound
-# epochs took 1.24-1.31x as long after a profiler session as before it (batch 32 and 128, in a process of
-# its own and as a reused Tune worker's second trial). The shipped reference rows were timed so; their
-# launch terms are fitted at this much above a clean process's (`cupti_attached`).
+# worker paid for it in each launch (measured: docs/parity.md, "The Ray worker's excess"). The shipped
+# reference rows were timed so; their launch terms are fitted at this much above a clean process's (`cupti_attached`).
 CUPTI_SLOWDOWN = 1.27
 CUPTI_FIXED = pd.Timestamp("2026-11-26T07:02:29Z")  # commit f7b256b
 # A CPU's nominal figures, which its own fit scales: FLOP/s per thread, bytes/s, seconds per aten op.

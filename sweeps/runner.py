@@ -18,9 +18,8 @@ import time
 from functools import partial
 from pathlib import Path
 
-# Tune's CSV/JSON/TensorBoard loggers would duplicate every row in its trial folders; the Parquet
-# rows are the record. On, they added 0.012 s per trial (0.034 s against 0.022 s between trials on
-# 2 cores: sweeps/overhead.py). Set before Tune is imported.
+# Tune's CSV/JSON/TensorBoard loggers would duplicate every row in its trial folders, and slow every trial
+# (docs/overhead.md, "Measured"); the Parquet rows are the record. Set before Tune is imported.
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 # Ctrl-C stops the sweep at once (KeyboardInterrupt), not Tune's way: Tune's handler lets the trials
 # end, returns as if the sweep had finished (a report of part of it, status 0) and advises
@@ -63,27 +62,9 @@ PLAN_FAILED = 2  # exit status of a sweep with a workload whose planning failed 
 BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
 
 
-# Ray starts its worker processes at nice 15 (its `worker_niceness`), below the driver, Ray's own
-# daemons and every other process on the node: a trial gives up its core at once to any of them,
-# and every thread of a CPU trial then waits at the step's end for the one that did. The trials run
-# at the driver's priority instead: each worker reads this variable as it starts (on a cluster, the
-# job's workers on every node). On 2 cores beside a process busy 0.2 ms in every 2.2 ms: the plain
-# loop of sweeps/parity.py on peaks 40,000 (2 threads) took 18% longer an epoch than without it at
-# nice 15, 2% at nice 0; through the sweep, disc depth 8 and 9 took 1.09 and 1.11 times their
-# run_trial in the driver at nice 15, 0.91 and 1.02 at nice 0. On one H200 and 16 cores, the sweep's
-# peaks 40,000 epoch, 2.3 times a plain loop's in issue 10, is now 1.0 times (this and the seed
-# loop's change; results/reference/h200-2026-11-22/README.md).
-#
-# Ray Train's controller polls its workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by default),
-# and each step of a data-parallel trial (worker group started, training done, shut down) waits for
-# the next poll. At 0.2 s, a ddp-cpu:1 trial of 1.5 s took 8.1-9.4 s from fit() to its row instead
-# of 11.2-12.3 s on the 2-core VM (3 runs each), and a sweep of three ran one every 9-10 s instead
-# of every 12 s. `sweeps/parallel.py` runs 33 ddp trials on 4 GPUs: about 2 minutes of the machine
-# (there a ddp trial came every 27-30 s; on the 8-GPU host at 2 s, every 38-40 s: other machines, so
-# not a clean comparison). The poll is one small actor call to each worker, on a thread beside the
-# training loop, 5 times a second: the 537M MLP's ddp:1/2/4 epochs on the 4-GPU host with it (1.8842
-# / 1.0254 / 0.6026 s) are the 8-GPU host's without it (1.8818 / 1.0257 / 0.6020 s,
-# results/reference/h200x{4,8}-2026-11-22), efficiencies equal to the third decimal.
+# Workers at the driver's priority, not Ray's nice 15 (a CPU trial's threads waited for any one that gave up its
+# core), and Ray Train's poll at 0.2 s, not 2 s (each step of a data-parallel trial waited for the next poll):
+# measured in docs/overhead.md, "Worker priority and Ray Train's health-check poll".
 WORKER_ENV = {"RAY_worker_niceness": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
 
 
@@ -366,8 +347,8 @@ def _tuner(space: Space, trials: list, budget: FuseBudget, writer: RowWriter, ma
     return tune.Tuner(
         tune.with_resources(trainable, resources_for),
         param_space=space.param_space(groups(trials, space.fuse, budget)),
-        # reuse_actors: one worker runs trial after trial. A fresh worker per trial (its start, ray.tune
-        # and torch imports) put 2.5 to 4.3 s between trials on 2 cores; reused, 0.02 s (sweeps/overhead.py).
+        # reuse_actors: one worker runs trial after trial, so a worker's start and its ray.tune and torch
+        # imports are paid once, not between every two trials (docs/overhead.md, "Measured").
         # Not for engine 'compile': torch.compile's state is the process's, and a reused worker broke its
         # trials after the first (docs/engines.md, "compile in every trial").
         tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent,

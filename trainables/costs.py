@@ -69,13 +69,9 @@ MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linea
 # cuDNN's whole recurrent net, forward and backward: a matrix product per layer and time step and the gates'
 # element-wise arithmetic in between, classed by what dominates it
 RNNS = frozenset({"_cudnn_rnn", "_cudnn_rnn_backward"})
-# Kernels cuDNN launches per time step, layer and direction of an RNN call, forward and backward. Calibrated on
-# the one recurrent configuration the reference rows hold (results/reference/h100-2026-11-26 and -host2, zoo
-# lstm_rows: a 2-layer LSTM, 32 steps, hidden 256; H100, torch 2.11, cuDNN as it shipped there): the profiler's
-# 321 and 346 launches a step (batch 32 and 128) less the step's 27 other ops, a kernel each, leave 294 and
-# 319 for the two RNN calls, 4.6 and 5.0 per time step and layer; 4.8 split as the FLOPs are, a third forward.
-# One configuration cannot tell a per-step cost from a per-layer one, nor an LSTM's from a GRU's: GPU counts of
-# more configurations would.
+# Kernels cuDNN launches per time step, layer and direction of an RNN call, forward and backward, calibrated on
+# the one recurrent configuration the reference rows hold (docs/model.md, "How RNN_KERNELS_PER_STEP was
+# calibrated"): it cannot tell a per-step cost from a per-layer one, nor an LSTM's from a GRU's.
 RNN_KERNELS_PER_STEP = {"_cudnn_rnn": 1.6, "_cudnn_rnn_backward": 3.2}
 
 

@@ -25,13 +25,12 @@ import torch
 import triton
 import triton.language as tl
 
-# Chosen on an H200 (2026-11-22) over block 64/128/256 x 2/4/8 warps x 2/4/8 programs per multiprocessor, by
-# the kernel's time for 64 members x 40,000 points: 511 us here, 553 to 1,953 us for the other IEEE choices.
+# The fastest on an H200 of 27 choices of these three by the kernel's time (docs/engines.md, "One kernel for a fused step").
 BLOCK = 128  # points a program takes at a time
 NUM_WARPS = 2
 PROGRAMS_PER_SM = 8  # members x splits aims at this many programs a streaming multiprocessor
-# fp32 dot products as fp32 fused multiply-adds, not TF32 ("tf32x3", three TF32 products, was faster at some
-# choices, 352 us at best, and no less exact against autograd here, but it is not fp32's arithmetic)
+# fp32 dot products as fp32 fused multiply-adds, not TF32: "tf32x3" was faster at some choices (docs/engines.md)
+# and as exact against autograd here, but it is not fp32's arithmetic
 DOT = "ieee"
 MIN_DOT = 16  # tl.dot's smallest dimension: hidden widths are padded (with zeros) to a power of two >= this
 

@@ -44,21 +44,14 @@ KEEP_S = 24 * 3600  # windows older than this are removed by the next trial (an 
 MARGIN_S = 10.0  # finished windows are kept this much longer: a trial starting now may not have written its file yet
 MAX_RECORD_BYTES = 4096  # a window file is ~150 bytes; anything longer is not one
 
-# Cores of CPU use per second of window that nothing in the registry explains and that are still not
-# called outside load: Ray's own processes (raylet, GCS, agents, the Tune driver's loop) and the
-# kernel's. Measured 2026-11-22 on this project's 2-core VM in real local-Ray sweeps (9 disc, peaks
-# and tabular trials each), in the runs where processes outside the sweep's own took under 0.08 cores
-# (the machine is shared; other engineers' work filled a core in the other runs, and flagged every
-# trial): other_cpu_s per second of window, one trial at a time, median 0.040 and at most 0.086 with
-# 1 thread a trial, median 0.051 and at most 0.080 with 2; two 1-thread trials at once, 0.99 to 1.08
-# beside the other's core (none flagged). A busy process beside a trial: 1.0 (tests/test_neighbours.py).
-# So a quarter of a core: three times Ray's most, a quarter of one busy core.
+# Cores of CPU use per second of window that nothing in the registry explains and that are still not called
+# outside load: Ray's own processes and the kernel's. Three times the most Ray took, a quarter of one busy core:
+# docs/devices.md, "What outside load allows for".
 ALLOWANCE_CORES = 0.25
 # /proc/stat counts busy time in ticks (1/CLK_TCK s, 10 ms) per CPU: at each end of a window a CPU's
 # count is off by up to a tick, independently of the others', so the host's total is off by about
 # sqrt(CPUs) ticks; TICKS_SLACK times that is not called outside load either (a few hundredths of a
-# second on 2 CPUs, 0.23 s on 128). Measured here: 60 windows of 0.1 s, other_cpu_s spread 0.01 s
-# between its 10th and 90th percentiles, 0.044 s from lowest to highest.
+# second on 2 CPUs, 0.23 s on 128; its spread measured: docs/devices.md, "What outside load allows for").
 TICKS_SLACK = 2
 
 
