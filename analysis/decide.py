@@ -96,7 +96,8 @@ HERE = "measured here"  # your machine's options: your CPU, your GPUs (the rows 
 SHAPE = [c for c in KEY if c != "dataset_size"]
 FULL_BATCH = "dataset_size"  # a shape's batch_size where its batch is the whole dataset (peaks): it grows with N
 NEAREST = 3  # measured sizes a line is fitted to past either end of the measured range
-BRIEF_LINES = 15  # lines of the default output at most (issue 24): the front, the picks, the stale prices
+# lines of the default output at most, so the answer is read before the detail: the front, the picks, the stale prices
+BRIEF_LINES = 15
 WIDTH = 100  # columns of a line of the default output
 STALE = "stale prices:"  # the note on prices older than 12 months, the one note the default output keeps
 

@@ -20,7 +20,7 @@ from crossover.analysis import model, public
 # (module docstring), FP16 for its mixed precision (analysis/model.py: the BF16 peak, FP32's without one).
 PRECISION = {"fp32": "tf32", "fp16": "fp16"}
 TIE = 0.02  # predictions this close (relative step time) count as a tie in the ordering check
-TARGET = 0.25  # issue 30: median leave-one-GPU-out error over the public tables, on >= MIN_GPUS GPU models
+TARGET = 0.25  # the model's target: median leave-one-GPU-out error over the public tables, on >= MIN_GPUS GPU models
 MIN_GPUS = 8
 
 
@@ -76,7 +76,7 @@ def held_out() -> pd.DataFrame:
 
 
 def render_held_out(table: pd.DataFrame | None = None) -> str:
-    """The leave-one-GPU-out table over the public figures, and the issue's target met or missed, with why."""
+    """The leave-one-GPU-out table over the public figures, and TARGET met or missed, with why."""
     table = held_out() if table is None else table
     shown = table.assign(public=table["public"].map(lambda v: f"{v:,.0f}"),
                          predicted=table["predicted"].map(lambda v: f"{v:,.0f}"),

@@ -50,7 +50,7 @@ HEADLINE_AXES = ("n_params", "dataset_size", "batch_size", "depth", "width", "co
 UNITS = {"n_params": "parameters", "dataset_size": "samples"}  # "past 555k parameters"; else "past batch size 64"
 NOT_COMPARED = "not compared"  # a workload without a line of the CPU against a GPU, and none predicted
 PREDICTED = "predicted"  # a workload measured on the CPU alone: each GPU of analysis/devices.yaml predicted
-WIDTH = 100  # columns of the default output (issue 23): longer lines wrap, indented
+WIDTH = 100  # columns of the default output, so the answer fits a terminal: longer lines wrap, indented
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@
 It runs `python -m crossover.sweeps.scaling --workload REF --devices cpu` (the same as `crossover sweep`; REF read from the
 current folder: examples/zoo.py is the checkout's) with every other flag at its default (the
 search within the default --budget, the answer, the report) into a fresh temporary --out, as a new user's
-first sweep would, then prints what it said, the rows it landed and its wall time beside issue 29's
+first sweep would, then prints what it said, the rows it landed and its wall time beside its
 target (3 minutes on a 2-core VM without a GPU, for a model of about 1.5M parameters). The target is
 printed, never asserted: on a machine others share, their work slows it, so the load average before and
 after is printed too. Then it times `crossover predict` for the same workload (the run of 30 epochs of
@@ -25,8 +25,8 @@ from pathlib import Path
 
 from crossover.analysis.load import read
 
-TARGET_S = 180.0  # issue 29: command to answer, the install aside
-PREDICT_TARGET_S = 15.0  # issue 29: crossover predict's answer
+TARGET_S = 180.0  # s from command to answer, the install aside: what a new user's first sweep should take
+PREDICT_TARGET_S = 15.0  # s from `crossover predict` to its answer
 
 
 def main(argv=None) -> int:

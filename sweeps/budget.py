@@ -37,7 +37,7 @@ from crossover.trainables.timing import EXTEND_AT_MOST, MIN_TIMED_EPOCHS
 # at the end (about 15 s) come on top.
 BUDGET_S = 150.0
 PROBE_FLOOR_S = 30.0  # s a probe may take whatever the budget: its process's imports alone can take seconds
-MAX_SHARE = 0.15  # no trial predicted to take more than this share of the budget runs (issue 23: 15%)
+MAX_SHARE = 0.15  # no trial predicted to take more than this share of the budget runs: no one size eats the run
 TUNER_S = 3.0  # a Tune run's own cost until measured: a fresh worker imports ray.tune and torch (2.5-4.3 s
 # on 2 idle cores, sweeps/runner.py); the search then uses what its runs took beyond their trials
 TRIAL_S = 0.1  # Tune's own time between two trials of one run, beside the trial's total_s (0.02-0.03 s, +margin)
@@ -107,7 +107,7 @@ def afford(found: list[Ask], left_s: float, budget_s: float, fresh: frozenset = 
     """The asks that fit, cheapest first: each trial within MAX_SHARE of the budget, all of them within
     `left_s`; and the others, each with why it is skipped. An ask of a `fresh` line (none of its sizes
     measured on this CPU yet) needs only to fit `left_s`: its row is what predicts the line's other trials,
-    and a model slower than the share would otherwise land no row at all (issue 29)."""
+    and a model slower than the share would otherwise land no row at all."""
     run, skip = [], []
     for ask in sorted(found, key=lambda a: a.cost):
         worst = _worst(ask)

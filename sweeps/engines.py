@@ -46,7 +46,7 @@ GRIDS = {
         "peaks": {"dataset_size": [400], "epochs": [5]},
     },
 }
-# seed 003's trial at 40,000 points (the issue's measure of fused steps); members per fused trial, K = 1 alone
+# seed 003's trial at 40,000 points (docs/engines.md's measure of fused steps, one member's epoch); members per fused trial, K = 1 alone
 FUSED = {"default": ({"peaks": {"dataset_size": [40000], "epochs": [200]}}, (1, 8, 64)),
          "smoke": ({"peaks": {"dataset_size": [400], "epochs": [5]}}, (1, 4))}
 FUSED_RUNS = 3  # fused trials (or trials alone) of each K and engine

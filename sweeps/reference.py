@@ -38,7 +38,7 @@ REFERENCE = ("resnet50", "resnext50_32x4d", "vgg11_bn", "densenet121", "mobilene
              "convnext_tiny", "vit_tiny", "lstm_rows")
 HELD_OUT = ("resnet34", "mobilenet_v3_large", "wide_resnet50_2")
 BATCH_SIZES = (32, 128)  # launch-bound for most of them on a Hopper, and where the GPU's share grows
-IMAGES = 2048  # the reference sweep; --held-out times 4,096 (HELD_OUT_IMAGES), as issue 28 and 30 measured
+IMAGES = 2048  # the reference sweep; --held-out times 4,096 (HELD_OUT_IMAGES), as its shipped rows were measured
 HELD_OUT_IMAGES = 4096
 EPOCHS = 4  # the warm-up and 3 timed (trainables/timing.py MIN_TIMED_EPOCHS)
 SMOKE = {"arch": ["squeezenet1_1", "lstm_rows"], "batch_size": [32], "dataset_size": [96], "epochs": [2]}

@@ -29,7 +29,7 @@ os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 # through its distributed tqdm, which then replaces builtins.print in the driver for good. The
 # RowWriter's `log` (the print bound when `run` was defined) was then no longer builtins.print, and
 # the next sweep's Tuner died pickling it ("Can't pickle <built-in function print>: it's not the same
-# object as builtins.print", issue 12). The sweep's progress line is tqdm's own, not Ray's: print stays Python's.
+# object as builtins.print"). The sweep's progress line is tqdm's own, not Ray's: print stays Python's.
 os.environ.setdefault("RAY_TQDM_PATCH_PRINT", "0")
 # Tune's console output: its new one prints a "Configuration for experiment" box and "View detailed
 # results here" whatever RunConfig's verbose (ray/tune/experimental/output.py, Ray 2.60); the legacy

@@ -387,7 +387,7 @@ def test_the_decision_is_printed_even_where_its_charts_cannot_be_written(tmp_pat
     assert "Traceback" not in out + err
 
 
-# One planned run (issue 29): one configuration, whether it fits each card, your own machine's electricity.
+# One planned run: one configuration, whether it fits each card, your own machine's electricity.
 T4_PRICES = {"providers": PROVIDERS, "options": OPTIONS + [
     {"name": "one T4", "provider": "Second", "region": "r", "gpu": "T4", "gpus": 1, "vcpus": 4,
      "on_demand": {"usd_per_h": 0.1, **PRICE}, "spot": None}]}

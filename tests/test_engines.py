@@ -186,7 +186,7 @@ def gpuless_ray():
 @pytest.mark.slow
 def test_the_study_runs_its_cpu_part_without_a_gpu_and_a_dead_worker_stops_no_later_sweep(gpuless_ray, tmp_path,
                                                                                            capsys):
-    # issue 12: a worker's death reached the driver as an error message, Ray's tqdm then replaced
+    # a worker's death once reached the driver as an error message, Ray's tqdm then replaced
     # builtins.print there, and the next sweep's Tuner could not pickle the print its RowWriter held
     import builtins
     import os

@@ -206,7 +206,7 @@ def test_the_compiled_model_on_the_gpu_trains_as_the_eager_one(no_tf32):
 
 
 def test_compile_trials_in_a_row_through_a_sweep_all_run(local_gpu_ray, tmp_path):
-    # issue 12: in one reused worker, every compile trial after the first failed in inductor's CUDA-graph
+    # once, in one reused worker, every compile trial after the first failed in inductor's CUDA-graph
     # trees (thread-local state set up only in the thread that first compiled); each compile trial now
     # runs in a worker of its own (sweeps/runner.py)
     from crossover.sweeps import runner

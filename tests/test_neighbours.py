@@ -229,6 +229,7 @@ def test_the_registry_is_private_to_its_user_and_a_shared_one_is_refused(tmp_pat
 
 
 def test_a_planted_record_missing_its_fields_never_fails_a_trial(registry):
-    (registry / "x-1-1.json").write_text(json.dumps({"label": "x"}))  # issue 13: once KeyError 'end' in every trial
+    # a record without 'end' once raised KeyError in every trial
+    (registry / "x-1-1.json").write_text(json.dumps({"label": "x"}))
     row = run_trial(resolve(TrialConfig("disc", depth=2, epochs=2, dataset_size=100, min_timed_s=0)))
     assert row["status"] == "ok" and row["co_running"] == []

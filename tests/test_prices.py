@@ -21,7 +21,7 @@ LINES = [
 ]
 
 
-AS_OF = dt.date(2026, 11, 26)  # the day the shipped prices were last checked (issue 29): fixed, so no test rots
+AS_OF = dt.date(2026, 11, 26)  # the day the shipped prices were last checked: fixed, so no test rots
 
 
 def catalog(tmp_path, lines=LINES, header=HEADER, cloud="aws"):

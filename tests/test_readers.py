@@ -53,7 +53,7 @@ def test_the_committed_rows_and_a_fresh_sweeps_read_as_one_dataset_in_every_read
     expected = sum(pq.read_metadata(f).num_rows for f in files)
     seen = readers(files)
     # every reader: every row and exactly the schema's columns (a reference file lacking one would make
-    # DuckDB drop it, or polars raise, as in issue 13: python -m crossover.analysis migrate results/reference)
+    # DuckDB drop it, or polars raise, as they once did: python -m crossover.analysis migrate results/reference)
     assert seen == {name: (expected, schema.NAMES) for name in seen}
     # the fresh rows come last: a reader that took the first file's columns still kept theirs
     assert pl.read_parquet([str(f) for f in files])["sweep"].to_list()[-len(fresh.files()):] == ["fresh"] * len(fresh.files())

@@ -1,4 +1,4 @@
-"""Issue 13's cases, each planted for real: what can never run is refused by name before anything runs,
+"""Reliability, each case planted for real: what can never run is refused by name before anything runs,
 what dies while running becomes a row, and Ctrl-C leaves with 130 and the way to resume (SIGTERM and
 SIGHUP the same, with 143 and 129).
 

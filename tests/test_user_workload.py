@@ -389,7 +389,7 @@ def test_on_a_two_node_cluster_the_worker_node_runs_the_module_it_got_only_throu
     assert set(rows["workload_module"]) == {"uw_remote:workload"}
 
 
-# --- a slow model within the search's budget (issue 29) -------------------------------------------
+# --- a slow model within the search's budget -------------------------------------------
 
 # A model whose every forward pass sleeps `slow` s where the dataset holds `from_size` samples or more: its
 # step is as slow on any host, so what the search does with it depends on the budget alone.
@@ -437,9 +437,10 @@ def test_a_users_workload_sweeps_into_a_folder_of_its_own_by_default(jobs):
 @pytest.mark.slow
 def test_a_model_too_slow_for_a_trials_share_of_the_budget_still_lands_a_cpu_row_in_its_own_folder(tmp_path):
     # 0.8 s a forward pass: a trial at 32 samples (2 batches, 1 warm-up and 3 timed epochs, and a step counted)
-    # takes about 9 s, past 15% of a 50 s budget (7.5 s); before issue 29 every trial was cut there: no row. The
-    # budget leaves the trial room after the planning child and the probe's steps (18-20 s on a 2-core VM: at
-    # 30 s the trial was skipped as past what was left, a test of the host's speed)
+    # takes about 9 s, past 15% of a 50 s budget (7.5 s); when a line's first trial was held to that share too,
+    # every trial was cut there: no row. The budget leaves the trial room after the planning child and the
+    # probe's steps (18-20 s on a 2-core VM: at 30 s the trial was skipped as past what was left, a test of the
+    # host's speed)
     ref = slow_job(tmp_path, "uw_slow", 0.8, [32, 64])
     done = subprocess.run([sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workload", ref, "--devices", "cpu",
                            "--budget", "50", "--out", str(tmp_path / "out"), "--no-report"],
