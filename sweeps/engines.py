@@ -23,7 +23,10 @@ step's FLOPs at the GPU's peak, and the crossover against the CPU per engine.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 from crossover.analysis.engines import render
 from crossover.sweeps import cli, plan, runner
@@ -53,30 +56,30 @@ FUSED_RUNS = 3  # fused trials (or trials alone) of each K and engine
 GPU_ENGINES = ("eager", "graph", "compile")  # of single trials at every size; 'triton' runs in the fused part
 
 
-def spaces(args, grid: str, gpu: bool = True, log=print) -> list[Space]:
+def spaces(flags: "Flags", grid: str, gpu: bool = True, log=print) -> list[Space]:
     """The study's sweeps in order; without a `gpu`, the CPU baseline alone. Your --workload joins every
     part but the fused one, where its engine can run its grid (`runnable`)."""
-    grids = {w: GRIDS[grid][w] for w in cli.builtins(args, GRIDS[grid])}
-    users = plan.user_grids(args, grid)
-    engines = args.engines.split(",")
+    grids = {w: GRIDS[grid][w] for w in cli.builtins(flags, GRIDS[grid])}
+    users = plan.user_grids(flags, grid)
+    engines = flags.engines.split(",")
     unknown = [e for e in engines if e not in ENGINES]
     if unknown or not (grids or users):
         raise ValueError(f"--engines must be among {list(ENGINES)} and --workloads among {sorted(GRIDS[grid])} (or "
-                         f"--workload path/to/job.py:ATTR); got {args.engines!r}, {args.workloads!r}")
-    params = dict(args.param)
-    out = [Space(f"{args.name}-cpu", {**grids, **users}, ("cpu",), cpu_threads=args.cpu_threads, params=params,
-                 timeout_s=args.trial_timeout)]
+                         f"--workload path/to/job.py:ATTR); got {flags.engines!r}, {flags.workloads!r}")
+    params = dict(flags.param)
+    out = [Space(f"{flags.name}-cpu", {**grids, **users}, ("cpu",), cpu_threads=flags.cpu_threads, params=params,
+                 timeout_s=flags.trial_timeout)]
     if not gpu:
         return out
     for engine in (e for e in engines if e in GPU_ENGINES):
         kept = runnable(users, engine, params, log)
         if grids or kept:
-            out.append(Space(f"{args.name}-gpu-{engine}", {**grids, **kept}, ("cuda",), fixed={"engine": engine},
-                             params=_declared(params, kept), timeout_s=args.trial_timeout))
+            out.append(Space(f"{flags.name}-gpu-{engine}", {**grids, **kept}, ("cuda",), fixed={"engine": engine},
+                             params=_declared(params, kept), timeout_s=flags.trial_timeout))
     fused, ks = FUSED[grid]
     if fused.keys() <= grids.keys():  # the fused part's workload among those asked for
-        out += [Space(f"{args.name}-fused-{engine}-k{k}", fused, ("cuda",), repeats=FUSED_RUNS * k,
-                      fixed={"engine": engine}, fuse=str(k), timeout_s=args.trial_timeout)
+        out += [Space(f"{flags.name}-fused-{engine}-k{k}", fused, ("cuda",), repeats=FUSED_RUNS * k,
+                      fixed={"engine": engine}, fuse=str(k), timeout_s=flags.trial_timeout)
                 for engine in engines if engine in FUSED_ENGINES for k in ks]
     return out
 
@@ -101,7 +104,24 @@ def _declared(params: dict, refs) -> dict:
     return {k: v for k, v in params.items() if any(k in plan.spec(ref).params for ref in refs)}
 
 
-def main(argv=None) -> int:
+@dataclass(frozen=True)
+class Flags:
+    """The command line, parsed once (`parse_args`); named as the shared flags are (sweeps/cli.py)."""
+
+    out: Path  # results root: the sweeps' rows go to OUT/NAME-<part>/
+    name: str  # prefix of the sweeps' names
+    workloads: str | None  # --workloads as given (comma-separated built-ins; cli.builtins reads it), or None
+    workload: list  # your workloads' references (path/to/job.py:ATTR)
+    param: list  # (axis, value) of your workloads' own axes
+    engines: str  # comma-separated GPU engines
+    cpu_threads: int | None  # threads of the CPU baseline; None: node_cpus, once Ray is up
+    smoke: bool
+    address: str | None  # a running Ray cluster's, or None: a local one
+    trial_timeout: float  # s: a trial's limit
+    plan_timeout: float  # s: the limit of the process that plans your workload (sweeps/plan.py)
+
+
+def parse_args(argv=None) -> Flags:
     p = cli.parser(__doc__, "engines", "prefix of the sweeps' names")
     p.add_argument("--workloads", default=None,
                    help=f"comma-separated built-in workloads of {list(GRIDS['default'])}; default: all of them, or "
@@ -109,19 +129,25 @@ def main(argv=None) -> int:
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated GPU engines ('triton': fused peaks only)")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None, help="threads of the CPU baseline (default: all)")
     args = p.parse_args(argv)
-    return runner.exit_status(lambda: study(args))
+    return Flags(args.out, args.name, args.workloads, args.workload, args.param, args.engines, args.cpu_threads,
+                 args.smoke, args.address, args.trial_timeout, args.plan_timeout)
 
 
-def study(args) -> int:
-    grid = "smoke" if args.smoke else "default"
-    plan.user_grids(args, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
-    runner.connect(args.address)
+def main(argv=None) -> int:
+    flags = parse_args(argv)
+    return runner.exit_status(lambda: study(flags))
+
+
+def study(flags: Flags) -> int:
+    grid = "smoke" if flags.smoke else "default"
+    plan.user_grids(flags, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
+    runner.connect(flags.address)
     types = runner.node_types()
-    args.cpu_threads = args.cpu_threads or runner.node_cpus(types)
+    flags = dataclasses.replace(flags, cpu_threads=flags.cpu_threads or runner.node_cpus(types))
     gpu = any(parse(d).uses_gpu for d in runner.cluster_devices(types))
     if not gpu:
         print("no GPU in the Ray cluster: the CPU baseline only (the GPU engines and fused trials need one)")
-    return runner.run_studies(lambda: spaces(args, grid, gpu), args.out, render)
+    return runner.run_studies(lambda: spaces(flags, grid, gpu), flags.out, render)
 
 
 if __name__ == "__main__":
