@@ -9,7 +9,7 @@ import torch
 from crossover.analysis import model
 from crossover.schema import OP_CLASSES, OP_MEASURES
 from crossover.trainables.config import TrialConfig
-from crossover.trainables.costs import RNN_KERNELS_PER_STEP, count, op_class
+from crossover.trainables.costs import RNN_KERNELS, count, op_class
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
 from crossover.trainables.workloads import WORKLOADS
@@ -125,6 +125,6 @@ def test_a_cudnn_rnns_flops_are_the_matrix_products_the_cpu_spells_out(make):
     assert cudnn["matmul_flops_per_step"] == pytest.approx(cpu["matmul_flops_per_step"], rel=0.03)
     # two ops counted as cuDNN's kernels, a few per time step, layer and direction, in place of the cells'
     net = make()
-    steps = 24 * net.num_layers * (2 if net.bidirectional else 1)
-    assert cudnn["matmul_launches_per_step"] == sum(round(k * steps) for k in RNN_KERNELS_PER_STEP.values())
+    layers = net.num_layers * (2 if net.bidirectional else 1)
+    assert cudnn["matmul_launches_per_step"] == sum(round(a * 24 * layers + b * layers + c) for a, b, c in RNN_KERNELS.values())
     assert cudnn["launches_per_step"] < cpu["launches_per_step"] / 2
