@@ -1,7 +1,7 @@
 """Crossover points: past which size device B trains faster than device A, with a bootstrap interval.
 
     python -m crossover.analysis report results/scaling          # the table is in the report, and printed
-    from crossover.analysis.crossover import find, render; print(render(find(rows)))
+    from crossover.analysis.crossover import find, render, select; s = select(rows); print(render(find(s), s))
 
 For each workload and each axis (n_params, depth, width, batch_size, dataset_size), the rows are cut
 into slices that hold every other configuration column fixed but the run's length (epochs and
@@ -90,10 +90,11 @@ where every run is cold they are kept, and the line's note names the sizes and a
 Rows flagged `outside_load` (another job used the host's CPUs while they were timed): one rule
 (`timed`), which the crossovers and the search (sweeps/search.py) both read rows through. A flagged row
 is left out where the same configuration (seed and run length aside) on the same arm has an unflagged
-row; where it has flagged rows only, they are used, and `busy_kept` names them (the verdict says so in
-words). `include_loaded` keeps every row. Rows where the flag is null (written before the column
-existed, or on a host without /proc/stat) count as unflagged. `left_out` says what was left out, what
-was kept though busy, and why.
+row; where it has flagged rows only, they are used (the verdict says so in words). Rows where the flag
+is null (written before the column existed, or on a host without /proc/stat) count as unflagged. The
+choice is made once, where rows are read: `select` (--include-loaded keeps every row) gives a
+`Selected`, which `find`, `render`, the verdict and the report read: the rows timed, those kept though
+busy, and in words what was left out, what was kept though busy, and why.
 
 Reads rows only (numpy, pandas); never imports torch or ray.
 """
@@ -196,41 +197,53 @@ def set_aside(rows: pd.DataFrame) -> pd.Series:
     return flagged & points.groupby(_point(rows), sort=False, dropna=False)["_quiet"].transform("max").astype(bool)
 
 
-def busy_kept(rows: pd.DataFrame, include_loaded: bool = False) -> pd.Series:
-    """The ok rows `timed` keeps though flagged outside_load: their point has no unflagged row (or
-    `include_loaded`). Their times may be slow: the verdict says so."""
-    return loaded(rows) & (rows["status"] == "ok") & (include_loaded | ~set_aside(rows))
+def timed(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows the crossovers and the search read: all but those flagged outside_load whose point
+    (configuration and arm) has an unflagged row (`set_aside`)."""
+    return rows[~set_aside(rows)]
 
 
-def timed(rows: pd.DataFrame, include_loaded: bool = False) -> pd.DataFrame:
-    """The rows the crossovers and the search read: every row with `include_loaded`, else all but those
-    flagged outside_load whose point (configuration and arm) has an unflagged row (`set_aside`)."""
-    return rows if include_loaded else rows[~set_aside(rows)]
+BUSY = "timed while your machine was busy"  # the verdict's words for a line resting on Selected.busy rows
 
 
-BUSY = "timed while your machine was busy"  # the verdict's words for a line resting on busy_kept rows
+@dataclass(frozen=True, eq=False)
+class Selected:
+    """Rows as read, and which of them the crossovers time, chosen once (`select`)."""
+
+    rows: pd.DataFrame  # every row read: the cold starts, the devices and the failed trials count them all
+    kept: pd.Series  # bool, over `rows`: those the crossovers and the charts time (`timed`, or all of them)
+    busy: pd.Series  # bool, over `rows`: the ok rows kept though flagged outside_load; their times may be slow
+    left_out: str  # what was left out, and kept though busy, and why, in words ('' where no ok row is flagged)
+
+    @property
+    def timed(self) -> pd.DataFrame:
+        return self.rows[self.kept]
 
 
-def left_out(rows: pd.DataFrame, include_loaded: bool = False) -> str:
-    """What `find` leaves out of `rows`, and keeps though busy, and why, in words ('' where no ok row
-    is flagged)."""
-    flagged = loaded(rows) & (rows["status"] == "ok")
+def select(rows: pd.DataFrame, include_loaded: bool = False) -> Selected:
+    """`rows` read through `timed`, or every one of them with `include_loaded` (--include-loaded)."""
+    ok = rows["status"] == "ok"
+    flagged = loaded(rows) & ok
+    kept = pd.Series(True, index=rows.index) if include_loaded else ~set_aside(rows)
+    busy = flagged & kept
     if not flagged.any():
-        return ""
-    what = (f"{flagged.sum()} of {(rows['status'] == 'ok').sum()} ok rows were timed while the host was busy "
+        return Selected(rows, kept, busy, "")
+    what = (f"{flagged.sum()} of {ok.sum()} ok rows were timed while the host was busy "
             "beyond the trial, the crossover trials beside it and Ray (outside_load)")
     if include_loaded:
-        return f"{what}: kept, as asked (--include-loaded)"
-    dropped, kept = set_aside(rows).sum(), busy_kept(rows).sum()
+        return Selected(rows, kept, busy, f"{what}: kept, as asked (--include-loaded)")
+    dropped = (~kept).sum()
     said = ([f"{dropped} left out of the crossovers (the same configuration has quiet rows)"] if dropped else []) + \
-        ([f"{kept} kept where the configuration has no quiet row (the answer says so)"] if kept else [])
-    return f"{what}: {'; '.join(said)}" + ("; --include-loaded keeps them all" if dropped else "")
+        ([f"{busy.sum()} kept where the configuration has no quiet row (the answer says so)"] if busy.any() else [])
+    told = f"{what}: {'; '.join(said)}" + ("; --include-loaded keeps them all" if dropped else "")
+    return Selected(rows, kept, busy, told)
 
 
-def find(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(), include_loaded: bool = False) -> pd.DataFrame:
-    """The tidy crossover table: one line per workload, axis, slice, pair of arms and metric; rows
-    flagged `outside_load` read through `timed` (`left_out` says what it left out and kept)."""
-    rows = timed(rows.assign(_cold=cold_starts(rows)), include_loaded)  # cold: over all rows (a directory's trials)
+def find(selected: Selected, boot: Bootstrap = Bootstrap()) -> pd.DataFrame:
+    """The tidy crossover table of `selected`'s timed rows: one line per workload, axis, slice, pair of
+    arms and metric."""
+    # cold: over all rows (a directory's trials), then the timed ones kept
+    rows = selected.rows.assign(_cold=cold_starts(selected.rows))[selected.kept]
     lines = []
     for axis in CROSSOVER_AXES:
         for workload, label, group in slices(rows, axis):
@@ -531,12 +544,12 @@ def _bound(value: float, edge: float, sign: str) -> str:
     return f"{sign}{edge:.3g} (outside the measured range)" if np.isinf(value) else f"{value:.3g}"
 
 
-def render(table: pd.DataFrame, rows: pd.DataFrame | None = None, include_loaded: bool = False) -> str:
-    """The table as text, one block per workload, and what `find` left out of `rows`: what
-    `python -m crossover.analysis report` prints."""
-    dropped = left_out(rows, include_loaded) if rows is not None else ""
+def render(table: pd.DataFrame, selected: Selected | None = None) -> str:
+    """The table as text, one block per workload, and what `selected` left out of the rows `find` read:
+    what `python -m crossover.analysis report` prints."""
+    dropped = selected.left_out if selected is not None else ""
     if table.empty:
-        kept = rows if rows is None else timed(rows, include_loaded)
+        kept = None if selected is None else selected.timed
         arms = sorted(kept.loc[kept["status"] == "ok", "arm"].unique()) if kept is not None else []
         nothing = (f"no crossover to compute: no two arms measured at the same sizes "
                    f"(arms: {', '.join(arms) or 'none'}); sweep a second device, or read a second results "

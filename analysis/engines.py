@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.analysis.crossover import Bootstrap, answer, find
+from crossover.analysis.crossover import Bootstrap, answer, find, select
 from crossover.analysis.load import cold_starts, sizes_label
 from crossover.analysis.model import DEVICES, device_key, load_devices, step_costs
 from crossover.schema import CONFIG_COLUMNS, runs_file
@@ -156,7 +156,7 @@ def precisions(rows: pd.DataFrame) -> pd.DataFrame:
 
 def crossovers(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(draws=200)) -> pd.DataFrame:
     """Per workload and axis: where each GPU engine overtakes the CPU, per epoch (trials alone)."""
-    table = find(rows[rows["fused_members"] == 1], boot)
+    table = find(select(rows[rows["fused_members"] == 1]), boot)
     table = table[(table["metric"] == "epoch_s") & table["is_cpu_a"] & ~table["is_cpu_b"]]
     return table.assign(answer=[answer(line) for line in table.itertuples()])[
         ["workload", "axis", "held_fixed", "device_a", "device_b", "crossover", "answer"]]

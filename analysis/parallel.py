@@ -23,7 +23,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.crossover import find
+from crossover.analysis.crossover import find, select
 from crossover.schema import SIZE_AXES
 
 # What makes two rows the same model and data, whatever device they ran on.
@@ -122,7 +122,7 @@ def crossover(rows: pd.DataFrame) -> pd.DataFrame:
     for device in ddps:
         sel = ok[ok["whole_gpu"] | ok["device"].eq(device)]
         sel = sel.assign(arm=sel["device"])
-        table = find(sel)
+        table = find(select(sel))
         tables.append(table[(table["axis"] == "n_params") & (table["metric"] == "epoch_s")])
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 

@@ -35,11 +35,11 @@ import pandas as pd
 from crossover.analysis import charts, decide, model, parallel, summary, verdict
 from crossover.analysis.crossover import (
     Bootstrap,
+    Selected,
     baseline_first,
-    left_out,
     render,
+    select,
     slices,
-    timed,
     write,
 )
 from crossover.analysis.load import CHECKOUT, environment, is_reference, read
@@ -141,13 +141,13 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
 
     Rows flagged outside_load are left out of the crossovers and the charts where their configuration has
     quiet rows, and used where it has none, unless `include_loaded` keeps them all (analysis/crossover.py
-    `timed`); the page and the text say how many. The devices and the failed trials
-    list every row. With `reference`, the reference GPU rows of the same configurations are read
+    `select`, once, here where they are read); the page and the text say how many. The devices and the
+    failed trials list every row. With `reference`, the reference GPU rows of the same configurations are read
     alongside, and the page and the text end with the decision."""
     dirs = [Path(d) for d in dirs]
     rows = read(*dirs)
     rows = summary.with_reference(rows) if reference else rows
-    said = verdict.reach(rows, boot, include_loaded, decision=reference)
+    said = verdict.reach(select(rows, include_loaded), boot, decision=reference)
     planned = verdict.priced(rows, plan) if plan else None
     text = verdict.render(said, verbose=True)
     if planned:
@@ -171,17 +171,17 @@ def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None =
     crossover table per workload (folded), the charts, what bounds a step, energy, the devices, the
     failed trials."""
     dirs = [Path(d) for d in dirs]
-    rows, table, boot, include_loaded = said.rows, said.crossovers, said.boot, said.include_loaded
+    rows, table, boot = said.rows, said.crossovers, said.boot
     out = Path(out) if out else default_out(dirs)
     write(table, out / "crossover.parquet")
-    drawn = figures(timed(rows, include_loaded), table)
+    drawn = figures(said.selected.timed, table)
     decisions = [(d, prefix) for d, prefix in ((planned, "run"), (said.decision, "sweep")) if d is not None]
     for d, prefix in decisions:
         drawn = charts.decision(d.options, d.even, d.picks, d.priced, prefix) | drawn
     for name, chart in drawn.items():
         charts.save(chart, out / name)
     failed = rows[rows["status"] != "ok"]
-    dropped = left_out(rows, include_loaded)
+    dropped = said.selected.left_out
     note = verdict.reference_note(rows)
     sections = [
         f"<h1>crossover report: {html.escape(' + '.join(str(d) for d in dirs))}</h1>",
@@ -198,7 +198,7 @@ def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None =
         "the interval there, shown as such, and the shares of the draws' verdicts are given where under 95%). "
         "Where a size's only runs were their worker's first trial (cold), the time-to-loss lines say so in their note. "
         "See analysis/crossover.py and analysis/verdict.py.</p>",
-        *crossover_section(table, rows, include_loaded, [f.workload for f in said.findings]),
+        *crossover_section(table, said.selected, [f.workload for f in said.findings]),
         "<h2>Charts</h2>",
         *[f"<h3>{name}</h3><div>{_svg(chart)}</div><p><a href='{name}.html'>interactive</a> · <a href='{name}.png'>PNG</a></p>"
           for name, chart in drawn.items()],
@@ -279,11 +279,11 @@ def options_table(options: pd.DataFrame, picks: dict, plan: decide.Plan | None) 
     return _table(shown.loc[options.sort_values(["usd", "wall_s"]).index])
 
 
-def crossover_section(table: pd.DataFrame, rows: pd.DataFrame, include_loaded: bool, order: list[str]) -> list[str]:
+def crossover_section(table: pd.DataFrame, selected: Selected, order: list[str]) -> list[str]:
     """The crossover table folded, one table per workload in the answer's order."""
     if table.empty:
         return ["<details><summary>The crossover table: empty</summary>",
-                f"<p>{html.escape(render(table, rows, include_loaded))}</p></details>"]
+                f"<p>{html.escape(render(table, selected))}</p></details>"]
     columns = ["axis", "held_fixed", "device_a", "device_b", "metric", "n_points", "answer", "note"]
     parts = [f"<h3>{html.escape(w)}</h3>" + _table(table.loc[table["workload"] == w, columns])
              for w in order if (table["workload"] == w).any()]

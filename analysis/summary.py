@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from crossover.analysis.crossover import select
 from crossover.analysis.load import REFERENCE, arm_labels, eager_ok, read
 from crossover.analysis.migrate import row_files
 from crossover.schema import SIZE_AXES
@@ -66,7 +67,7 @@ def with_reference(rows: pd.DataFrame, root: Path = REFERENCE) -> pd.DataFrame:
 def per_workload(rows: pd.DataFrame, said: Verdict | None = None) -> dict[str, tuple[pd.DataFrame, list[str]]]:
     """For each workload: a table (sizes x devices, median ms per epoch, the lower median's device and its
     ratio) and its verdict in words (`said`, else reached from `rows`)."""
-    said = said or reach(rows)
+    said = said or reach(select(rows))
     verdicts = {f.workload: f"verdict: {f.words}" for f in said.findings}
     ok = rows[rows["status"] == "ok"]
     out = {}

@@ -6,7 +6,7 @@ one structure; none derives a verdict of its own.
 
     python sweeps/scaling.py --smoke              # ends with render(v): the answer first, on one screen
     python sweeps/scaling.py --smoke --verbose    # and every table behind it: render(v, verbose=True)
-    from crossover.analysis.verdict import reach, render; print(render(reach(rows)))
+    from crossover.analysis.verdict import reach, render; print(render(reach(select(rows))))   # select: crossover.py's
 
 Each workload's answer (`Finding`) rests on one line of the crossover table: time per epoch, the CPU
 (A) against a GPU (B), along the first axis of HEADLINE_AXES that has a line; among GPUs, the one
@@ -37,10 +37,9 @@ from crossover.analysis.crossover import (
     SEVERAL,
     WITHIN_NOISE,
     Bootstrap,
-    busy_kept,
+    Selected,
     find,
     interpolate,
-    left_out,
     render as render_crossovers,
 )
 from crossover.analysis.load import REFERENCE, eager_ok, is_reference, keys
@@ -87,21 +86,25 @@ class Decision:
 class Verdict:
     findings: tuple[Finding, ...]  # per workload: yours first (`yours_first`), then the built-ins
     crossovers: pd.DataFrame  # analysis/crossover.py's whole table
-    rows: pd.DataFrame  # what it was reached from
+    selected: Selected  # what it was reached from: every row, and those the crossovers timed
     boot: Bootstrap
-    include_loaded: bool
     decision: Decision | None  # None: not asked for (no reference rows set beside yours)
 
+    @property
+    def rows(self) -> pd.DataFrame:
+        """Every row it was reached from."""
+        return self.selected.rows
 
-def reach(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(), include_loaded: bool = False,
-          decision: bool = False) -> Verdict:
-    """The verdict of `rows`: the crossover table, each workload's answer and, with `decision`, what the
-    measured grid costs on every option of analysis/prices.yaml and every home box, and for a workload
-    measured on the CPU alone its predicted answer on every GPU model (`predicted`)."""
-    table = find(rows, boot, include_loaded)
+
+def reach(selected: Selected, boot: Bootstrap = Bootstrap(), decision: bool = False) -> Verdict:
+    """The verdict of `selected` (crossover.select): the crossover table, each workload's answer and, with
+    `decision`, what the measured grid costs on every option of analysis/prices.yaml and every home box, and
+    for a workload measured on the CPU alone its predicted answer on every GPU model (`predicted`)."""
+    rows = selected.rows
+    table = find(selected, boot)
     ok = rows[rows["status"] == "ok"]
-    findings = tuple(_finding(w, _candidates(table), rows, include_loaded, decision) for w in yours_first(ok))
-    return Verdict(findings, table, rows, boot, include_loaded, priced(rows) if decision else None)
+    findings = tuple(_finding(w, _candidates(table), selected, decision) for w in yours_first(ok))
+    return Verdict(findings, table, selected, boot, priced(rows) if decision else None)
 
 
 def yours_first(rows: pd.DataFrame) -> list[str]:
@@ -128,25 +131,25 @@ def _candidates(table: pd.DataFrame) -> pd.DataFrame:
     return lines.assign(_axis=lines["axis"].map(HEADLINE_AXES.index), _gpus=-workloads, _points=-lines["n_points"])
 
 
-def _finding(workload: str, candidates: pd.DataFrame, rows: pd.DataFrame, include_loaded: bool,
-             predict: bool = False) -> Finding:
+def _finding(workload: str, candidates: pd.DataFrame, selected: Selected, predict: bool = False) -> Finding:
     mine = candidates[candidates["workload"] == workload]
     if mine.empty:
-        own = rows[rows["workload"] == workload]
+        own = selected.rows[selected.rows["workload"] == workload]
         cpu_only = own.loc[own["status"] == "ok", "is_cpu"].all()
         return predicted(workload, own) if predict and cpu_only else Finding(workload, NOT_COMPARED, _why_not(own))
     line = mine.sort_values(["_axis", "_gpus", "device_b", "_points"], kind="stable").iloc[0]
     others = ((mine["axis"] == line["axis"]) & (mine["device_b"] == line["device_b"])).sum() - 1
-    return Finding(workload, line["verdict"], words(line) + _busy(line, rows, include_loaded), line, int(others))
+    return Finding(workload, line["verdict"], words(line) + _busy(line, selected), line, int(others))
 
 
-def _busy(line: pd.Series, rows: pd.DataFrame, include_loaded: bool) -> str:
-    """' [busy]' where the line rests on your rows flagged outside_load (crossover.busy_kept: no quiet row
-    of their configuration, or --include-loaded), ' [busy ref]' on the shipped reference rows' (another
+def _busy(line: pd.Series, selected: Selected) -> str:
+    """' [busy]' where the line rests on your rows flagged outside_load (Selected.busy: no quiet row of
+    their configuration, or --include-loaded), ' [busy ref]' on the shipped reference rows' (another
     host's): a mark each (decide.busy, the decision's marks too), explained once under the answer
     (decide.BUSY_MARKS), so that a loaded machine's six answers still fit the screen."""
+    rows = selected.rows
     arms = rows["arm"].isin([line["device_a"], line["device_b"]]) & (rows["workload"] == line["workload"])
-    return decide.busy(rows[arms & busy_kept(rows, include_loaded)])
+    return decide.busy(rows[arms & selected.busy])
 
 
 def _why_not(rows: pd.DataFrame) -> str:
@@ -368,7 +371,7 @@ def render(v: Verdict, verbose: bool = False) -> str:
     """The verdict as text: the answer first, then the costs, where the GPU rows come from and what was
     left out, each in a line of at most WIDTH columns; `verbose` adds the reference note in full, the
     crossover table and the whole decision (every option, the break-even, how each is costed)."""
-    dropped = left_out(v.rows, v.include_loaded)
+    dropped = v.selected.left_out
     if not verbose:
         own = sorted(set(_reference(v.rows)[1]["results_dir"]))  # the flag is the report command's: say whose
         dropped = dropped.replace("--include-loaded keeps them",
@@ -377,7 +380,7 @@ def render(v: Verdict, verbose: bool = False) -> str:
         return "\n".join(wrapped for line in lines for wrapped in _wrap(line))
     d = v.decision
     parts = answer(v) + list(filter(None, [reference_note(v.rows),
-                                            render_crossovers(v.crossovers, v.rows, v.include_loaded)]))
+                                            render_crossovers(v.crossovers, v.selected)]))
     if d is not None:
         parts.append(decide.render(d.options, d.grid, d.picks, d.even, d.notes))
     return "\n".join(parts)

@@ -24,13 +24,13 @@ load average is printed before and after each measurement; repeat where it was h
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as dt
 import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from crossover.analysis.overhead import SWEEP_FILE, figures, header, line, measurement, summary
@@ -44,18 +44,18 @@ DEPTH = 6  # disc's doubling MLP 2 -> 4 -> ... -> 64 -> 2: a small step, so epoc
 CALIBRATION_EPOCHS = 20  # epochs of the calibration trial, one warm-up included
 
 
-def measured(args: argparse.Namespace) -> Space:
+def measured(flags: "Flags") -> Space:
     """The trial every measurement repeats, as a space of one configuration, its epochs unset: disc at
     DEPTH, or your --workload's first 'smoke' configuration; one CPU thread, exactly its epochs timed."""
-    if len(args.workload) > 1:
-        raise ValueError(f"--workload: overhead repeats one trial, so give one workload, got {len(args.workload)}")
-    if args.workload:
-        ref, grid = next(iter(plan.user_grids(args, "smoke").items()))
+    if len(flags.workload) > 1:
+        raise ValueError(f"--workload: overhead repeats one trial, so give one workload, got {len(flags.workload)}")
+    if flags.workload:
+        ref, grid = next(iter(plan.user_grids(flags, "smoke").items()))
         grids = {ref: {axis: values[:1] for axis, values in grid.items() if axis != "epochs"}}
     else:
         grids = {"disc": {"depth": [DEPTH]}}
-    return Space(args.name, grids, ("cpu",), cpu_threads=1, fixed={"min_timed_s": 0}, params=dict(args.param),
-                 timeout_s=args.trial_timeout)
+    return Space(flags.name, grids, ("cpu",), cpu_threads=1, fixed={"min_timed_s": 0}, params=dict(flags.param),
+                 timeout_s=flags.trial_timeout)
 
 
 def space(trial: Space, name: str, epochs: int, trials: int) -> Space:
@@ -109,7 +109,27 @@ def _numbers(text: str, kind, flag: str) -> list:
     return values
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+@dataclass(frozen=True)
+class Flags:
+    """The command line, parsed once (`parse_args`), --smoke's sizes in place; named as the shared flags are
+    (sweeps/cli.py)."""
+
+    out: Path  # results root: the measurements' rows go to OUT/NAME-<stamp>-*/
+    name: str  # prefix of the measurements' names
+    workload: list  # your workload's reference (path/to/job.py:ATTR), one at most
+    param: list  # (axis, value) of your workload's own axes
+    trial_seconds: str  # comma-separated target lengths of one trial, s (study parses them, `_numbers`)
+    trials: int  # trials per measurement
+    concurrency: str  # comma-separated max_concurrent values, 'auto': as many as the CPUs allow
+    repeats: int  # measurements of each length and concurrency
+    smoke: bool
+    address: str | None  # a running Ray cluster's, or None: a local one
+    trial_timeout: float  # s: a trial's limit
+    plan_timeout: float  # s: the limit of the process that plans your workload (sweeps/plan.py)
+    verbose: bool  # the runner's line per trial
+
+
+def parse_args(argv=None) -> Flags:
     p = cli.parser(__doc__, "overhead", "prefix of the measurements' names: OUT/NAME-<stamp>-*/")
     p.add_argument("--trial-seconds", default="0.1,1,10",
                    help="comma-separated target lengths of one trial (total_s), each calibrated to epochs")
@@ -120,24 +140,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--repeats", type=cli.at_least(1), default=3, help="measurements of each length and concurrency")
     p.add_argument("--verbose", action="store_true", help="print the runner's line per trial")
     args = p.parse_args(argv)
-    if args.smoke:
-        args.trial_seconds, args.trials, args.repeats = "0.05", 4, 1
-    return args
+    flags = Flags(args.out, args.name, args.workload, args.param, args.trial_seconds, args.trials, args.concurrency,
+                  args.repeats, args.smoke, args.address, args.trial_timeout, args.plan_timeout, args.verbose)
+    return dataclasses.replace(flags, trial_seconds="0.05", trials=4, repeats=1) if flags.smoke else flags
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    return runner.exit_status(lambda: study(args))
+    flags = parse_args(argv)
+    return runner.exit_status(lambda: study(flags))
 
 
-def study(args) -> int:
-    targets = _numbers(args.trial_seconds, float, "--trial-seconds")
-    concurrency = _numbers(args.concurrency, int, "--concurrency")
-    log = print if args.verbose else (lambda line: None)
-    trial = measured(args)  # checked, and your workload's module imported, before Ray starts (it ships it)
+def study(flags: Flags) -> int:
+    targets = _numbers(flags.trial_seconds, float, "--trial-seconds")
+    concurrency = _numbers(flags.concurrency, int, "--concurrency")
+    log = print if flags.verbose else (lambda line: None)
+    trial = measured(flags)  # checked, and your workload's module imported, before Ray starts (it ships it)
     what = trial.expand()[0].label("workload", *SIZE_AXES)
     start = time.perf_counter()
-    runner.connect(args.address)
+    runner.connect(flags.address)
     print(f"ray start: {time.perf_counter() - start:.2f} s; load average {os.getloadavg()[0]:.2f}")
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     results = []
@@ -145,14 +165,14 @@ def study(args) -> int:
     for target in targets:
         epochs = calibrate(trial, target)
         print(f"# {target:g} s trials: {epochs} epochs of {what}")
-        for repeat in range(args.repeats):
+        for repeat in range(flags.repeats):
             for c in concurrency:  # the ways alternate, so a change in load falls on both
-                name = f"{args.name}-{stamp}-{target:g}s-c{c or 'auto'}-r{repeat}"
-                directory = measure(space(trial, name, epochs, args.trials), args.out, c, log)
+                name = f"{flags.name}-{stamp}-{target:g}s-c{c or 'auto'}-r{repeat}"
+                directory = measure(space(trial, name, epochs, flags.trials), flags.out, c, log)
                 results.append({"target_s": target, "dir": str(directory), **figures(*measurement(directory))})
                 print(line(results[-1]))
     print(summary(results))
-    print(f"rows in {args.out}/{args.name}-{stamp}-*/")
+    print(f"rows in {flags.out}/{flags.name}-{stamp}-*/")
     return 0
 
 

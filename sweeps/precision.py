@@ -18,7 +18,10 @@ ratio above 1.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 from crossover.analysis.engines import render
 from crossover.sweeps import cli, plan, runner
@@ -40,17 +43,34 @@ GRIDS = {
 }
 
 
-def spaces(args, grid: str, devices: tuple) -> list[Space]:
+def spaces(flags: "Flags", grid: str, devices: tuple) -> list[Space]:
     """A sweep per device and precision that device takes, of the built-ins asked for and your --workload."""
-    names = cli.builtins(args, GRIDS[grid])
-    grids = {**{w: GRIDS[grid][w] for w in names}, **plan.user_grids(args, grid)}
-    return [Space(f"{args.name}-{device}-{precision}", grids, (device,), cpu_threads=args.cpu_threads,
-                  repeats=args.repeats, fixed={"precision": precision, "min_timed_s": 0}, params=dict(args.param),
-                  timeout_s=args.trial_timeout)
+    names = cli.builtins(flags, GRIDS[grid])
+    grids = {**{w: GRIDS[grid][w] for w in names}, **plan.user_grids(flags, grid)}
+    return [Space(f"{flags.name}-{device}-{precision}", grids, (device,), cpu_threads=flags.cpu_threads,
+                  repeats=flags.repeats, fixed={"precision": precision, "min_timed_s": 0}, params=dict(flags.param),
+                  timeout_s=flags.trial_timeout)
             for device in devices for precision in PRECISIONS[device]]
 
 
-def main(argv=None) -> int:
+@dataclass(frozen=True)
+class Flags:
+    """The command line, parsed once (`parse_args`); named as the shared flags are (sweeps/cli.py)."""
+
+    out: Path  # results root: the sweeps' rows go to OUT/NAME-<device>-<precision>/
+    name: str  # prefix of the sweeps' names
+    workloads: str | None  # --workloads as given (comma-separated built-ins; cli.builtins reads it), or None
+    workload: list  # your workloads' references (path/to/job.py:ATTR)
+    param: list  # (axis, value) of your workloads' own axes
+    cpu_threads: int | None  # threads of the CPU trials; None: node_cpus, once Ray is up
+    repeats: int  # independent runs (seeds) per point
+    smoke: bool
+    address: str | None  # a running Ray cluster's, or None: a local one
+    trial_timeout: float  # s: a trial's limit
+    plan_timeout: float  # s: the limit of the process that plans your workload (sweeps/plan.py)
+
+
+def parse_args(argv=None) -> Flags:
     p = cli.parser(__doc__, "precision", "prefix of the sweeps' names")
     p.add_argument("--workloads", default=None,
                    help=f"comma-separated built-in workloads of {list(GRIDS['default'])}; default: all of them, or "
@@ -58,17 +78,23 @@ def main(argv=None) -> int:
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None, help="threads of the CPU trials (default: all)")
     p.add_argument("--repeats", type=cli.at_least(1), default=3, help="independent runs (seeds) per point")
     args = p.parse_args(argv)
-    return runner.exit_status(lambda: study(args))
+    return Flags(args.out, args.name, args.workloads, args.workload, args.param, args.cpu_threads, args.repeats,
+                 args.smoke, args.address, args.trial_timeout, args.plan_timeout)
 
 
-def study(args) -> int:
-    grid = "smoke" if args.smoke else "default"
-    plan.user_grids(args, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
-    runner.connect(args.address)
+def main(argv=None) -> int:
+    flags = parse_args(argv)
+    return runner.exit_status(lambda: study(flags))
+
+
+def study(flags: Flags) -> int:
+    grid = "smoke" if flags.smoke else "default"
+    plan.user_grids(flags, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
+    runner.connect(flags.address)
     types = runner.node_types()
-    args.cpu_threads = args.cpu_threads or runner.node_cpus(types)
+    flags = dataclasses.replace(flags, cpu_threads=flags.cpu_threads or runner.node_cpus(types))
     devices = runner.cluster_devices(types)
-    return runner.run_studies(lambda: spaces(args, grid, devices), args.out, render)
+    return runner.run_studies(lambda: spaces(flags, grid, devices), flags.out, render)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from crossover.analysis import charts, report, summary, verdict
+from crossover.analysis.crossover import select
 from crossover.analysis.load import read
 from crossover.sweeps import budget, cli, plan, runner, search, stopping
 from crossover.sweeps.compare import run_seconds, side_by_side
@@ -222,7 +223,7 @@ def finish(args, directory: Path, start: float) -> int:
     answer first; with --verbose every table behind it; the report written and where it is."""
     rows = read(directory)
     shown = rows if args.no_reference else summary.with_reference(rows)
-    said = verdict.reach(shown, decision=not args.no_reference)  # once, for what is printed and the report
+    said = verdict.reach(select(shown), decision=not args.no_reference)  # once, for what is printed and the report
     if args.verbose:
         print(summary.render(shown.assign(device=shown["arm"]), said))
     print(verdict.render(said, verbose=args.verbose))

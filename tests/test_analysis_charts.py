@@ -12,7 +12,7 @@ import pytest
 from analysis_rows import frame, plant, row
 
 from crossover.analysis import charts, cost, decide
-from crossover.analysis.crossover import Bootstrap, find
+from crossover.analysis.crossover import Bootstrap, find, select
 from crossover.analysis.load import KEY, eager_ok
 
 SCHEMA = Path(alt.__file__).parent / "vegalite" / alt.SCHEMA_VERSION.split(".")[0] / "schema" / "vega-lite-schema.json"
@@ -29,7 +29,7 @@ def rows():
 
 
 def every_chart(rows):
-    table = find(rows, Bootstrap(draws=50))
+    table = find(select(rows), Bootstrap(draws=50))
     options, billing = cost.load_prices()
     boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
     gpu = eager_ok(rows)[lambda r: r["device"] == "cuda"]  # the boxes' GPUs predicted at half the H100's speed

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crossover.analysis.crossover import DRAW_KINDS, TO_A, TO_B, Bootstrap, busy_kept, find, render, timed
+from crossover.analysis.crossover import DRAW_KINDS, TO_A, TO_B, Bootstrap, find, render, select, timed
 from crossover.analysis.load import cold_starts
 from analysis_rows import frame, plant, row
 
@@ -22,7 +22,7 @@ def equal_at(x0):
 
 
 def epoch_line(rows, boot=Bootstrap(draws=400)):
-    table = find(rows, boot)
+    table = find(select(rows), boot)
     return table[(table["metric"] == "epoch_s") & (table["axis"] == "n_params")].iloc[0]
 
 
@@ -139,11 +139,11 @@ def test_the_bootstrap_is_seeded():
 
 def test_time_to_final_loss_needs_the_same_final_loss():
     rows = plant(SIZES, CPU, GPU)
-    same = find(rows, Bootstrap(draws=100))
+    same = find(select(rows), Bootstrap(draws=100))
     assert set(same["metric"]) == {"epoch_s", "time_to_final_loss_s"}
     assert (same["verdict"] == "crossover").all()
     rows.loc[rows["device"] == "cuda", "train_loss"] = 0.9  # the GPU ended elsewhere: no common target
-    diverged = find(rows, Bootstrap(draws=100)).query("axis == 'n_params'").set_index("metric")
+    diverged = find(select(rows), Bootstrap(draws=100)).query("axis == 'n_params'").set_index("metric")
     assert diverged.loc["time_to_final_loss_s", "verdict"] == "not computable"
     assert "train loss after the epochs both timed differs" in diverged.loc["time_to_final_loss_s", "note"]
 
@@ -153,7 +153,7 @@ def test_slices_hold_the_other_axes_fixed_and_take_seeds_as_runs_of_one_point():
                   for device, slope in (("cpu", 1e-6), ("cuda", 1e-7))
                   for w in (64, 256) for n in (1000, 10000, 100000) for seed in (0, 1)
                   for t in [slope * n * w + (0 if device == "cpu" else 5e-3)]])
-    table = find(rows, Bootstrap(draws=50))
+    table = find(select(rows), Bootstrap(draws=50))
     by_size = table[(table["axis"] == "dataset_size") & (table["metric"] == "epoch_s")]
     assert sorted(by_size["held_fixed"]) == ["depth=4, width=256, batch_size=100", "depth=4, width=64, batch_size=100"]
     assert (by_size["n_points"] == 3).all()  # seeds 0 and 1 are runs of one point, not separate points
@@ -162,9 +162,10 @@ def test_slices_hold_the_other_axes_fixed_and_take_seeds_as_runs_of_one_point():
 
 def test_one_arm_means_nothing_to_compare():
     rows = plant(SIZES, CPU, GPU)
-    table = find(rows[rows["device"] == "cpu"])
+    cpu = select(rows[rows["device"] == "cpu"])
+    table = find(cpu)
     assert table.empty
-    assert "no two arms measured at the same sizes (arms: cpu)" in render(table, rows[rows["device"] == "cpu"])
+    assert "no two arms measured at the same sizes (arms: cpu)" in render(table, cpu)
 
 
 def test_time_to_a_target_loss_counts_the_epochs_each_arm_needs():
@@ -174,16 +175,16 @@ def test_time_to_a_target_loss_counts_the_epochs_each_arm_needs():
     fast, slow = [0.1, 0.1, 0.1, 0.1, 0.1], [0.5, 0.3, 0.2, 0.1, 0.1]
     rows["loss_curve"] = [fast if d == "cpu" else slow for d in rows["device"]]
     rows["h2d_s"] = rows["warmup_s"] = 0.0
-    table = find(rows, Bootstrap(draws=100)).query("axis == 'n_params'").set_index("metric")
+    table = find(select(rows), Bootstrap(draws=100)).query("axis == 'n_params'").set_index("metric")
     assert table.loc["epoch_s", "verdict"] == "B faster everywhere"
     assert table.loc["time_to_target_loss_s", "verdict"] == "none in measured range"  # 2 ms x 1 < 1 ms x 4
     rows["loss_curve"] = [fast] * len(rows)  # the same curve: the per-epoch speed decides again
-    same = find(rows, Bootstrap(draws=100)).query("axis == 'n_params'").set_index("metric")
+    same = find(select(rows), Bootstrap(draws=100)).query("axis == 'n_params'").set_index("metric")
     assert same.loc["time_to_target_loss_s", "verdict"] == "B faster everywhere"
 
 
 def test_rows_without_loss_curves_give_no_time_to_target():
-    table = find(plant(SIZES, CPU, GPU), Bootstrap(draws=50))
+    table = find(select(plant(SIZES, CPU, GPU)), Bootstrap(draws=50))
     assert "time_to_target_loss_s" not in set(table["metric"])
 
 
@@ -192,7 +193,7 @@ def test_a_full_batch_workload_is_one_slice_along_dataset_size():
     rows = frame([row("peaks", device, [t, t, t], dataset_size=n, batch_size=n, depth=2)
                   for device, slope, base in (("cpu", 1e-7, 0.0), ("cuda", 0.0, 1.5e-3))
                   for n in sizes for t in [base + slope * n]])
-    line = find(rows, Bootstrap(draws=50)).query("axis == 'dataset_size' and metric == 'epoch_s'").iloc[0]
+    line = find(select(rows), Bootstrap(draws=50)).query("axis == 'dataset_size' and metric == 'epoch_s'").iloc[0]
     assert line["held_fixed"] == "depth=2, batch_size=full" and line["n_points"] == 4
     assert line["verdict"] == "crossover" and line["crossover"] == pytest.approx(15000, rel=0.5)
 
@@ -208,22 +209,23 @@ def test_a_row_timed_under_outside_load_is_left_out_where_its_configuration_has_
     line = epoch_line(rows)
     assert line["n_points"] == len(SIZES) and line["verdict"] == "crossover"
     assert line["crossover"] == pytest.approx(1e4, rel=0.15)
-    kept = find(rows, Bootstrap(draws=400), include_loaded=True).query("axis == 'n_params' and metric == 'epoch_s'")
+    everything = select(rows, include_loaded=True)
+    kept = find(everything, Bootstrap(draws=400)).query("axis == 'n_params' and metric == 'epoch_s'")
     assert kept.iloc[0]["n_within_noise"] > line["n_within_noise"]  # the busy run, kept, blurs SIZES[1]
-    said = render(find(rows, Bootstrap(draws=50)), rows)
+    said = render(find(select(rows), Bootstrap(draws=50)), select(rows))
     assert f"1 of {len(rows)} ok rows were timed while the host was busy" in said
     assert "1 left out of the crossovers (the same configuration has quiet rows)" in said
-    assert "kept, as asked" in render(kept, rows, include_loaded=True)
+    assert "kept, as asked" in render(kept, everything)
 
 
 def test_where_a_configuration_has_only_busy_rows_they_are_used_and_counted():
     # a loaded 2-core VM: every CPU row flagged, the reference GPU rows quiet; an answer all the same
     rows = plant(SIZES, CPU, GPU, noise=0.05)
     rows["outside_load"] = rows["device"] == "cpu"
-    assert timed(rows).equals(rows) and busy_kept(rows).sum() == len(SIZES)
+    assert timed(rows).equals(rows) and select(rows).busy.sum() == len(SIZES)
     line = epoch_line(rows)
     assert line["n_points"] == len(SIZES) and line["verdict"] == "crossover"
-    said = render(find(rows, Bootstrap(draws=50)), rows)
+    said = render(find(select(rows), Bootstrap(draws=50)), select(rows))
     assert f"{len(SIZES)} kept where the configuration has no quiet row (the answer says so)" in said
     assert "left out" not in said
 
@@ -237,7 +239,7 @@ def cold_planted(cold_runs: int):
     first = rows.index[(rows["device"] == "cpu") & (rows["n_params"] == int(SIZES[0]))][:cold_runs]
     rows.loc[first, "warmup_s"] += 1.0
     rows.loc[first, "cold_start"] = True
-    return find(rows, Bootstrap(draws=200)).query("axis == 'n_params'").set_index("metric")
+    return find(select(rows), Bootstrap(draws=200)).query("axis == 'n_params'").set_index("metric")
 
 
 def test_cold_rows_fixed_costs_give_way_to_warm_runs_of_the_same_size():

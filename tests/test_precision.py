@@ -2,7 +2,7 @@
 refused by name before anything runs, no trial inherits another's TF32 setting, a user's workload joins
 every precision's sweep, and the analysis keeps precisions apart as arms."""
 
-import argparse
+import dataclasses
 
 import pytest
 import torch
@@ -100,16 +100,16 @@ def test_a_users_workload_joins_every_device_and_precision(tmp_path, monkeypatch
     monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
     (tmp_path / "precision_job.py").write_text(JOB)
     ref = f"{tmp_path / 'precision_job.py'}:workload"
-    args = argparse.Namespace(workloads="disc", workload=[ref], param=[("n_features", 8)], name="p", cpu_threads=1,
-                              repeats=1, trial_timeout=60, plan_timeout=60)
+    flags = study.parse_args(["--workloads", "disc", "--workload", ref, "--param", "n_features=8", "--name", "p",
+                              "--cpu-threads", "1", "--repeats", "1", "--trial-timeout", "60", "--plan-timeout", "60"])
     swept = {s.name: {(t.cfg.workload, t.cfg.precision, t.cfg.dataset_size, str(t.cfg.params)) for t in s.expand()}
-             for s in study.spaces(args, "smoke", ("cpu", "cuda"))}
+             for s in study.spaces(flags, "smoke", ("cpu", "cuda"))}
     assert set(swept) == {f"p-{d}-{p}" for d, ps in study.PRECISIONS.items() for p in ps}
     for name, trials in swept.items():
         precision = name.split("-")[-1]
         assert trials == {("disc", precision, 1000, "None"), ("mine", precision, 250, "{'n_features': 8}")}
     # without --workloads, yours alone
-    alone = study.spaces(argparse.Namespace(**{**vars(args), "workloads": None}), "smoke", ("cpu",))
+    alone = study.spaces(dataclasses.replace(flags, workloads=None), "smoke", ("cpu",))
     assert {t.cfg.workload for s in alone for t in s.expand()} == {"mine"}
 
 

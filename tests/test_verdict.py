@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from crossover.analysis import summary, verdict
-from crossover.analysis.crossover import A_EVERYWHERE, Bootstrap
+from crossover.analysis.crossover import A_EVERYWHERE, Bootstrap, select
 from crossover.analysis.load import REFERENCE
 from analysis_rows import plant, user_cpu_rows
 
@@ -18,7 +18,7 @@ BOOT = Bootstrap(draws=200)
 
 
 def finding(rows) -> verdict.Finding:
-    (found,) = verdict.reach(rows, BOOT).findings
+    (found,) = verdict.reach(select(rows), BOOT).findings
     return found
 
 
@@ -37,7 +37,7 @@ def test_a_planted_crossover_is_named_with_its_interval_and_the_speedup_beyond_i
 
 def test_a_planted_tie_is_within_noise_and_the_summary_says_so_too():
     rows = plant(SIZES, CPU, CPU, noise=0.01, runs=3)
-    said = verdict.reach(rows, BOOT)
+    said = verdict.reach(select(rows), BOOT)
     (found,) = said.findings
     assert found.kind == "within noise"
     assert found.words.startswith("within noise: neither is faster beyond the noise at any of its 9 sizes")
@@ -74,7 +74,7 @@ def test_a_workload_measured_on_the_cpu_alone_is_answered_on_every_gpu_each_figu
     from crossover.analysis import model
     from crossover.analysis.load import read
     rows = read(user_cpu_rows(tmp_path / "my_cnn"))
-    said = verdict.reach(rows, BOOT, decision=True)
+    said = verdict.reach(select(rows), BOOT, decision=True)
     (found,) = said.findings
     assert found.kind == verdict.PREDICTED and "no GPU row: predicted per GPU" in found.words
     assert sorted(line.split(":")[0] for line in found.gpus) == sorted(model.load_devices())
@@ -109,12 +109,12 @@ def test_the_answer_comes_first_in_lines_of_at_most_100_columns():
     rows = plant(SIZES, CPU, GPU, noise=0.05, workload="a_workload_with_a_rather_long_name").assign(
         outside_load=False)
     rows.loc[0, "outside_load"] = True  # a busy row, used (no quiet one beside it): its long lines are wrapped
-    text = verdict.render(verdict.reach(rows, BOOT))
+    text = verdict.render(verdict.reach(select(rows), BOOT))
     lines = text.splitlines()
     assert lines[0].startswith("Where the GPU trains faster than the CPU") and "GPU faster past" in lines[1]
     assert max(map(len, lines)) <= verdict.WIDTH, text
     assert "1 of 18 ok rows were timed while the host was busy" in " ".join(text.split())
-    full = verdict.render(verdict.reach(rows, BOOT), verbose=True)
+    full = verdict.render(verdict.reach(select(rows), BOOT), verbose=True)
     assert full.startswith(lines[0]) and "== a_workload_with_a_rather_long_name ==" in full  # the crossover table
 
 
@@ -124,7 +124,7 @@ def test_a_workload_timed_on_a_busy_machine_gets_its_answer_saying_so():
     found = finding(rows)
     assert found.kind == "crossover" and found.line["crossover"] == pytest.approx(1e4, rel=0.15)
     assert found.words.endswith(" [busy]"), found.words
-    text = " ".join(verdict.render(verdict.reach(rows, BOOT)).split())
+    text = " ".join(verdict.render(verdict.reach(select(rows), BOOT)).split())
     assert "[busy]: timed while your machine was busy (other processes on its CPUs): those times may be slow" in text
     assert "[busy ref]" not in text
     assert verdict.NOT_COMPARED not in text and "kept where the configuration has no quiet row" in text
@@ -146,7 +146,7 @@ def test_the_cost_line_counts_the_trials_your_rows_ran_not_the_reference_rows_be
     ref = cpu[cpu["device"] != "cpu"].assign(results_dir=str(REFERENCE / "h100-planted"),
                                              finished_at=pd.Timestamp("2026-11-25", tz="UTC"))
     rows = pd.concat([mine.assign(results_dir="/home/me/results/scaling"), ref], ignore_index=True)
-    said = verdict.reach(rows, BOOT, decision=True)
+    said = verdict.reach(select(rows), BOOT, decision=True)
     assert said.decision.grid["trials"].sum() == 11 and len(said.decision.grid) == 9
     assert "A run like this sweep (11 trials: 9 configurations, 1-2 runs each) costs" in verdict.render(said)
 
@@ -155,7 +155,7 @@ def test_six_answers_on_a_busy_machine_fit_the_screen():
     # every CPU row flagged (a CPU burner beside make run): each answer carries a mark, explained once
     names = ["disc", "lenet", "mnist_cnn", "peaks", "tabular", "transformer"]
     rows = pd.concat([plant(SIZES, CPU, GPU, noise=0.05, workload=w) for w in names], ignore_index=True)
-    text = verdict.render(verdict.reach(rows.assign(outside_load=rows["device"] == "cpu"), BOOT))
+    text = verdict.render(verdict.reach(select(rows.assign(outside_load=rows["device"] == "cpu")), BOOT))
     lines = text.splitlines()
     assert len(lines) <= 25 and max(map(len, lines)) <= 100, text
     assert sum(line.endswith("[busy]") for line in lines) == len(names) and text.count("[busy]: timed while") == 1
