@@ -57,6 +57,7 @@ logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERRO
 INTERRUPTED = 128 + signal.SIGINT  # exit status of a sweep stopped by Ctrl-C (130), as a shell reports it
 WRITE_FAILED = 1  # exit status of a sweep stopped by a row it could not write (a full disk: WriteFailed)
 PLAN_FAILED = 2  # exit status of a sweep with a workload whose planning failed (sweeps/plan.py), the rest measured
+NOTHING_MEASURED = 1  # exit status of a sweep that ran to its end with no ok row: every trial failed
 
 # Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
 BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
@@ -227,9 +228,10 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     to `out`/_tune/<name>/, beside the rows' directory (sweeps/store.py), and what Tune logs to
     `out`/_logs/<name>.log (`tune_log`). The users' trials are planned in a process of their own first
     (sweeps/plan.py); those of a workload whose planning failed are written as error rows, never run. A
-    trial whose worker or node dies is run again up to `max_failures` times; any other failure is already a row
-    (trainables/trainable.py), so only lost workers reach Tune's retry. A worker Ray's memory monitor
-    kills mid-training is an error row at once (`_fit`). Raises WriteFailed where a row, or Tune's
+    trial whose worker was lost (killed from outside, its node dead) is run again in the sweep's next pass,
+    `max_failures` times and once more (RowWriter.on_trial_error); one whose own code crashed its worker (a
+    segfault) is its row at once; any other failure is already a row (trainables/trainable.py). A worker Ray's
+    memory monitor kills mid-training is an error row at once (`_fit`). Raises WriteFailed where a row, or Tune's
     state, cannot be written (a full disk): the rows written stay.
     """
     trials = space.expand()  # refuses a bad space before anything runs
@@ -327,13 +329,13 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
         # trials: their drivers would otherwise start together and wait on GPUs they cannot all get
         max_concurrent = 1
         log("one trial at a time (exclusive timing, or data-parallel trials)")
-    writer = RowWriter(store, space.name, todo, log, bar=progress)
+    writer = RowWriter(store, space.name, todo, log, bar=progress, max_failures=max_failures)
     storage = storage_path or str(store.tune_storage.resolve())
     start, left = time.time(), todo
     try:
         while left:
-            _fit(partial(_tuner, space, left, budget, writer, max_concurrent, storage, max_failures), writer, store,
-                 storage, max_failures)
+            _fit(partial(_tuner, space, left, budget, writer, max_concurrent, storage), writer, store, storage,
+                 max_failures)
             left = [t for t in left if t.hash not in writer.hashes]
     finally:  # the progress line ends before what follows it (the end's summary, or how to resume)
         writer.close()
@@ -343,7 +345,7 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
 
 
 def _tuner(space: Space, trials: list, budget: FuseBudget, writer: RowWriter, max_concurrent: int | None,
-           storage: str, max_failures: int) -> tune.Tuner:
+           storage: str) -> tune.Tuner:
     return tune.Tuner(
         tune.with_resources(trainable, resources_for),
         param_space=space.param_space(groups(trials, space.fuse, budget)),
@@ -359,7 +361,9 @@ def _tuner(space: Space, trials: list, budget: FuseBudget, writer: RowWriter, ma
             storage_path=storage,
             callbacks=[writer],
             verbose=0,
-            failure_config=tune.FailureConfig(max_failures=max_failures),
+            # a trial whose worker died is not retried by Tune, which cannot tell its code's crash from a lost
+            # node: the writer decides (RowWriter.on_trial_error), and the next pass runs what it keeps
+            failure_config=tune.FailureConfig(max_failures=0),
         ),
     )
 
@@ -481,7 +485,8 @@ def exit_status(body) -> int:
     be written WRITE_FAILED, Ctrl-C INTERRUPTED, SIGTERM or SIGHUP 128 + the signal, as a shell reports
     it (143, 129; said here where `run` has not said how to resume: while a workload was imported or
     planned). The rows written stay. A sweep that ends with a workload whose planning failed (sweeps/plan.py:
-    its trials error rows) is PLAN_FAILED."""
+    its trials error rows) is PLAN_FAILED; one whose every trial failed, NOTHING_MEASURED (`measured_status`,
+    which the body returns)."""
     with stop_signals() as received:
         try:
             status = body()
@@ -499,11 +504,24 @@ def exit_status(body) -> int:
         return status or (PLAN_FAILED if plan.faulted() else 0)
 
 
+def measured_status(rows, where: str) -> int:
+    """A sweep's exit status from its rows, read at its end (those of `where`, its folders): 0 where one is ok;
+    else one line saying that every trial failed and where their errors are, and NOTHING_MEASURED, or
+    PLAN_FAILED where a workload's planning failed (its line said why already)."""
+    if len(rows) == 0 or (rows["status"] == "ok").any():
+        return 0
+    print(f"error: every trial failed, none was measured: the {len(rows)} rows in {where} say why (their 'error' "
+          "column; python -m crossover.analysis report shows them as 'Failed trials')", file=sys.stderr)
+    return PLAN_FAILED if plan.faulted() else NOTHING_MEASURED
+
+
 def run_studies(make_spaces, out: Path | str, render) -> int:
     """A study's sweeps one after another (their trials never share GPUs), then `render` of all their
-    rows printed; the exit status of `exit_status`. For sweeps/parallel.py, engines.py, precision.py."""
+    rows printed; the exit status of `exit_status` (NOTHING_MEASURED where every trial failed). For
+    sweeps/parallel.py, engines.py, precision.py."""
     def body() -> int:
         dirs = [run(space, out).dir for space in make_spaces()]
-        print(render(read(*dirs)))
-        return 0
+        rows = read(*dirs)
+        print(render(rows))
+        return measured_status(rows, ", ".join(map(str, dirs)))
     return exit_status(body)

@@ -82,7 +82,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="where Tune keeps its state, e.g. s3://bucket/crossover (default: OUT/_tune/NAME); "
                         "the rows are written by this process under OUT either way")
     p.add_argument("--max-failures", type=cli.at_least(0), default=2,
-                   help="times a trial whose worker or node died is run again before it becomes an error row")
+                   help="times a trial whose worker was lost (killed from outside, or its node died) is run again, "
+                        "and once more, before it becomes an error row; a worker its own code crashed is not")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
                    help="threads (and Ray CPUs) per CPU trial; default: all cores of the largest node")
     p.add_argument("--fuse", default="off",
@@ -220,7 +221,9 @@ def compare(args) -> int:
 
 def finish(args, directory: Path, start: float) -> int:
     """The end of the sweep: the verdict of the rows in `directory` (beside the reference rows), the
-    answer first; with --verbose every table behind it; the report written and where it is."""
+    answer first; with --verbose every table behind it; the report written and where it is. Its exit status:
+    runner.measured_status's (NOTHING_MEASURED where every trial failed), or WRITE_FAILED where the report
+    could not be written."""
     rows = read(directory)
     shown = rows if args.no_reference else summary.with_reference(rows)
     said = verdict.reach(select(shown), decision=not args.no_reference)  # once, for what is printed and the report
@@ -230,7 +233,7 @@ def finish(args, directory: Path, start: float) -> int:
     print(f"{len(rows)} rows in {directory} ({time.perf_counter() - start:.0f} s)")
     if args.no_report:
         print(f"report: not written (--no-report); python -m crossover.analysis report {directory} writes it")
-        return 0
+        return runner.measured_status(rows, str(directory))
     try:
         print(f"report: {report.write_page(said, [directory])}")
     except OSError as exc:  # the rows are all written: only the report is missing
@@ -238,7 +241,7 @@ def finish(args, directory: Path, start: float) -> int:
         return runner.WRITE_FAILED
     except ImportError:  # altair draws through vl-convert: an install without it (the answer above stands)
         print(f"report: not written ({charts.NO_VL_CONVERT}); python -m crossover.analysis report {directory} writes it then")
-    return 0
+    return runner.measured_status(rows, str(directory))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import fcntl
 import itertools
 import json
 import os
+import pickle
 import re
 import shutil
 import socket
@@ -43,13 +44,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
 from ray import tune
+from ray.exceptions import RayActorError
 from tqdm import tqdm
 
 from crossover import schema
 from crossover.schema import ROW_KEY
 from crossover.analysis.atomic import write_atomic
 from crossover.trainables.config import TrialConfig
-from crossover.trainables.rows import failed_row
+from crossover.trainables.exits import LAST_WORDS, crash
+from crossover.trainables.rows import crash_text, failed_row, own_code
 from crossover.trainables.trial import Trial
 
 LOCKS = "_locks"  # results/_locks/<sweep>
@@ -244,15 +247,16 @@ class RowWriter(tune.Callback):
     all, the time so far and an ETA at the mean pace so far), `log` then saying only what is not a row
     (a wait, a lost worker, a warning)."""
 
-    def __init__(self, store: Store, sweep: str, trials: list[Trial], log=print, bar: bool = False):
+    def __init__(self, store: Store, sweep: str, trials: list[Trial], log=print, bar: bool = False,
+                 max_failures: int = 2):
         self.store, self.sweep, self.total, self.log, self.bar = store, sweep, len(trials), log, bar
+        self.max_failures = max_failures  # times a trial whose worker was lost runs again (on_trial_error), and once more
         self.line = None  # the tqdm line, made at the first step and never pickled (Tune pickles its callbacks)
         self.trials = {t.hash: t for t in trials}  # a dead worker's rows are written from these
         self.written: set[str] = set()  # trial ids whose rows are on disk
         self.hashes: set[str] = set()  # config hashes of those rows
         self.running: dict = {}  # trial id -> (Tune trial, its worker's actor id) for trials with no row yet
-        self.lost: dict = {}  # member config hashes of a Tune trial -> times a worker death Tune ends its run on took it
-        self.passed_again: set = set()  # member config hashes of Tune trials given one more pass after a dead worker
+        self.lost: dict = {}  # member config hashes of a Tune trial -> times its worker was lost
         self.rows = self.failed = 0
         self.start = self.noted = self.busy = self.drawn = time.monotonic()  # busy: a trial last ran then
 
@@ -354,27 +358,34 @@ class RowWriter(tune.Callback):
             for row in result[ROW_KEY]:  # one, or a fused trial's members
                 self._write(trial, row, trials)
 
-    def on_trial_recover(self, iteration, trials, trial, **info):
-        # Tune calls this, not on_trial_error, while retries are left: no row yet, the trial runs again.
-        self._say(f"{self._progress(trials, trial)} {trial.trial_id} lost its worker (a node died?): "
-                  f"retrying, failure {trial.num_failures}")
-
     def on_trial_error(self, iteration, trials, trial, **info):
-        # The worker died (killed, out of memory) and no retry is left: the driver writes the row. But
-        # Tune 2.60 hands a reused worker killed between two trials to the next trial, and that trial's
-        # retries land on the same dead worker: it fails max_failures + 1 times within a second, never
-        # having started (seen in tests/test_reliability.py's kernel-kill test, one run in four). So a
-        # trial whose worker died gets one more try first, in a fresh Tuner: the sweep's next pass.
+        # The trial's worker died: Tune retries nothing (runner._tuner: max_failures 0), the sweep decides here.
+        # Its own code crashed it (a segfault, an abort: the last words it left, trainables/exits.py): the row
+        # now, the signal and the workload's call in it, for it would crash again. Killed from outside (the
+        # kernel's OOM killer) or its node lost, leaving no words: the trial runs again in the sweep's next pass
+        # (a fresh Tuner, fresh workers), max_failures times and once more, then it is a row. The once more:
+        # Tune 2.60 hands a reused worker killed between two trials to the next trial, which fails at once,
+        # never having started (seen in tests/test_reliability.py's kernel-kill test, one run in four).
         if trial.trial_id in self.written:
             return
         text = _trial_error(trial)
-        key = _members(trial)
-        if ("ActorDiedError" in text or "The actor died" in text) and key not in self.passed_again:
-            self.passed_again.add(key)
-            self.running.pop(trial.trial_id, None)
-            self._say(f"{self._progress(trials, trial)} {trial.trial_id} lost its worker {trial.num_failures} times: "
-                      "running it once more, with a fresh worker, after this pass")
-            return
+        if _worker_lost(trial, text):
+            # Tune 2.60 gives a fresh worker's trial the driver's staging folder, a reused worker's trial its working
+            # directory (ray/tune/trainable/function_trainable.py: setup, reset): its last words are in one of them
+            folders = {trial.local_path, trial.storage.trial_working_directory} - {None}
+            said = next(filter(None, (crash(Path(f) / LAST_WORDS, own_code) for f in folders)), None)
+            if said:
+                self._write_failed(trial, crash_text(*said), trials)
+                return
+            key = _members(trial)
+            self.lost[key] = self.lost.get(key, 0) + 1
+            if self.lost[key] <= self.max_failures + 1:
+                self.running.pop(trial.trial_id, None)
+                self._say(f"{self._progress(trials, trial)} {trial.trial_id} lost its worker (killed from outside, or "
+                          f"its node died): running it again after this pass, with a fresh worker, failure "
+                          f"{self.lost[key]}")
+                return
+            text = f"the worker was lost {self.lost[key]} times (killed from outside, or its node died)\n{text}"
         self._write_failed(trial, text, trials)
 
     def write_killed(self, error: Exception, max_failures: int) -> int:
@@ -403,6 +414,18 @@ class RowWriter(tune.Callback):
 def _members(trial) -> tuple:
     """What identifies a Tune trial across the sweep's passes (Tuners): its members' config hashes."""
     return tuple(TrialConfig.from_dict(m).config_hash() for m in trial.config["group"]["trials"])
+
+
+def _worker_lost(trial, text: str) -> bool:
+    """Whether Tune ended `trial` on the death of its worker (a RayActorError: the actor died, or became
+    unreachable with its node), not on an error of Ray's that names a cause (the memory monitor's)."""
+    try:  # the driver's copy: Trial.get_pickled_error reads the storage's, synced after the callbacks
+        error = pickle.loads(Path(trial.pickled_error_file).read_bytes()) if trial.pickled_error_file else None
+    except (OSError, EOFError, pickle.UnpicklingError):
+        error = None
+    if error is not None:
+        return isinstance(error, RayActorError)
+    return "ActorDiedError" in text or "The actor died" in text
 
 
 def _trial_error(trial) -> str:

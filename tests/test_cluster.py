@@ -169,7 +169,7 @@ def test_a_worker_node_killed_mid_sweep_loses_no_row_and_its_trial_is_retried(cl
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, stdout[-2000:] + stderr[-3000:]
-    assert "lost its worker" in stdout  # Tune retried the trial instead of writing an error row
+    assert "lost its worker" in stdout  # the sweep ran the trial again instead of writing an error row
     after = pd.read_parquet(out)
     assert len(after) == 11 and after["config_hash"].is_unique  # disc depths 2..12, once each
     assert (after["status"] == "ok").all()

@@ -332,6 +332,99 @@ def test_a_worker_that_dies_is_one_line_on_the_terminal_and_rays_lines_go_to_the
     assert (pd.read_parquet(out / "segv")["status"] == "error").all()
 
 
+# Run in a process of its own: an os.kill the trap let through would end it, not pytest.
+TRAPS = """
+import os, signal, subprocess, sys
+from crossover.trainables.exits import WorkerExit, exits_trapped
+
+for call, kill in [("kill", lambda: os.kill(os.getpid(), signal.SIGKILL)), ("group", lambda: os.kill(0, signal.SIGKILL)),
+                   ("raise", lambda: signal.raise_signal(signal.SIGTERM))]:
+    with exits_trapped():
+        try:
+            kill()
+        except WorkerExit as exc:
+            print(call, exc)
+signal.signal(signal.SIGUSR1, lambda *a: print("handled SIGUSR1"))
+other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+with exits_trapped():
+    os.kill(os.getpid(), signal.SIGUSR1)  # caught by its handler: no exit, let through
+    os.kill(other.pid, signal.SIGKILL)  # another process: sent
+print("other", other.wait())
+"""
+
+CRASH = """
+import ctypes, sys
+from pathlib import Path
+from crossover.trainables.exits import last_words
+
+def make_model():
+    ctypes.string_at(0)
+
+with last_words(Path(sys.argv[1])):
+    make_model()
+"""
+
+
+def test_a_kill_of_its_own_process_is_trapped_and_a_crash_leaves_its_signal_and_the_workloads_call(tmp_path):
+    from crossover.trainables.exits import crash, last_words
+    from crossover.trainables.rows import crash_text, own_code
+
+    done = subprocess.run([sys.executable, "-c", TRAPS], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = done.stdout.splitlines()
+    assert said[:3] == [f"{call} the workload's code called {what}, which would end its Ray worker: the trial stopped there"
+                        for call, what in [("kill", "os.kill(os.getpid(), SIGKILL)"),
+                                           ("group", "os.kill(0, SIGKILL)"),
+                                           ("raise", "signal.raise_signal(SIGTERM)")]]
+    assert said[3:] == ["handled SIGUSR1", f"other {-signal.SIGKILL}"]
+
+    script, words = tmp_path / "job.py", tmp_path / "last_words.txt"
+    script.write_text(CRASH)
+    done = subprocess.run([sys.executable, str(script), str(words)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGSEGV
+    name, frames = crash(words, own_code)
+    assert name == "SIGSEGV" and [f[2] for f in frames] == ["<module>", "make_model"]  # the job's own, innermost last
+    assert crash_text(name, frames).startswith("the worker was killed by signal SIGSEGV in make_model (job.py:7)\n")
+    with last_words(tmp_path / "alive.txt"):  # a trial that ends alive leaves no words
+        pass
+    assert crash(tmp_path / "alive.txt", own_code) is None and crash(words.with_name("none.txt"), own_code) is None
+
+
+# A make_model that segfaults and a make_data that kills its own process, each on the worker alone (a Ray
+# worker's process title is 'ray::...'; planning runs both in a plain process).
+ON_WORKER = "if open('/proc/self/cmdline').read().startswith('ray::'): "
+
+
+@pytest.mark.slow
+def test_a_worker_its_own_code_kills_is_one_row_naming_the_signal_or_call_never_retried_and_the_sweep_exits_1(tmp_path):
+    refs = [job(tmp_path, "pl_crash", model=ON_WORKER + "import ctypes; ctypes.string_at(0)"),
+            job(tmp_path, "pl_selfkill", data=ON_WORKER + "import signal; os.kill(os.getpid(), signal.SIGKILL)")]
+    out = tmp_path / "out"
+    flags = [x for ref in refs for x in ("--workload", ref)]
+    done = subprocess.run([sys.executable, str(ROOT / "sweeps" / "scaling.py"), *flags, "--devices", "cpu", "--smoke",
+                           "--repeats", "1", "--cpu-threads", "1", "--out", str(out), "--name", "own", "--no-report",
+                           "--no-reference", "--verbose"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # every trial failed
+    rows = pd.read_parquet(out / "own")
+    assert len(rows) == 2 and rows["config_hash"].is_unique and (rows["status"] == "error").all()
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [f"error: every trial failed, none was measured: the 2 rows in {out / 'own'} say why (their "
+                      "'error' column; python -m crossover.analysis report shows them as 'Failed trials')"]
+    said = done.stdout + done.stderr
+    assert "(raylet)" not in said and "\x1b[" not in said and "Traceback" not in said, said[-3000:]
+    failed = [line for line in done.stdout.splitlines() if ": FAILED " in line]  # a line per trial, none retried
+    assert len(failed) == 2 and "lost its worker" not in done.stdout, done.stdout[-3000:]
+    crashed = rows[rows["workload"] == "pl_crash"]["error"]
+    assert crashed.str.startswith("the worker was killed by signal SIGSEGV in model (pl_crash.py:").all(), crashed[0]
+    assert crashed.str.contains("so the trial was not run again").all()
+    killed = rows[rows["workload"] == "pl_selfkill"]["error"]
+    assert killed.str.startswith("WorkerExit: the workload's code called os.kill(os.getpid(), SIGKILL), which would "
+                                 "end its Ray worker: the trial stopped there (in data, pl_selfkill.py:").all()
+    # one Tune trial each, in one pass: none was run again (a pass more would be Tune trials of new ids)
+    assert len([p for p in (out / "_tune" / "own").iterdir() if p.is_dir()]) == 2
+
+
 @pytest.mark.slow
 def test_os_exit_in_a_data_parallel_rank_is_a_row_saying_the_call_the_status_and_the_rank(tmp_path):
     ref = job(tmp_path, "pl_ddpexit", optimiser="os._exit(4)")

@@ -183,13 +183,13 @@ def test_a_sweep_whose_trials_all_wait_says_what_they_wait_for_and_runs_once_fre
 @pytest.mark.slow
 def test_a_trial_killed_by_rays_memory_monitor_is_an_error_row_headed_by_the_reason(tmp_path):
     # Ray's memory monitor, told that any use is too much, kills the trial's worker; with no retry
-    # left (--max-failures 0) the driver writes its row and the sweep goes on to the end
+    # left (--max-failures 0) the driver writes its row and the sweep goes on to the end: with no ok row, status 1
     cmd = SCALING + ["--smoke", "--workloads", "peaks", "--devices", "cpu", "--repeats", "1", "--max-failures", "0",
                      "--out", str(tmp_path), "--no-report", "--cpu-threads", "1"]
     env = {**os.environ, "RAY_memory_usage_threshold": "0.001", "RAY_memory_monitor_refresh_ms": "50",
            "RAY_ADDRESS": ""}
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 1 and "error: every trial failed, none was measured" in done.stderr, done.stderr[-3000:]
     rows = pd.read_parquet(tmp_path / "smoke")
     assert len(rows) == 2 and set(rows["status"]) == {"error"} and rows["config_hash"].is_unique
     assert sorted(rows["dataset_size"]) == [100, 400]  # the sizes, in the row

@@ -83,17 +83,33 @@ LIBRARIES = tuple({sys.prefix, sys.base_prefix, sysconfig.get_paths()["purelib"]
 ERROR_FRAMES = 3  # frames of a failed trial's traceback its row keeps: the innermost
 
 
+def own_code(filename: str) -> bool:
+    """Whether a frame in `filename` is the workload's own: not crossover's, Python's or an installed library's."""
+    return (not filename.startswith("<") and not any(Path(filename).resolve().is_relative_to(p) for p in OURS)
+            and not filename.startswith(LIBRARIES))
+
+
 def error_text(exc: BaseException) -> str:
     """The exception's type and message on one line, with where in the workload's own code it was raised
     ('in make_data, job.py:9'); then the innermost frames of that code (of any code, where none is the
     workload's): enough to act on, in plain text."""
     frames = traceback.extract_tb(exc.__traceback__)
-    own = [f for f in frames if not f.filename.startswith("<") and not any(Path(f.filename).resolve().is_relative_to(p) for p in OURS)
-           and not f.filename.startswith(LIBRARIES)]
+    own = [f for f in frames if own_code(f.filename)]
     where = f" (in {own[-1].name}, {Path(own[-1].filename).name}:{own[-1].lineno})" if own else ""
     said = " ".join(str(exc).split())
     shown = traceback.format_list((own or frames)[-ERROR_FRAMES:])
     return f"{type(exc).__name__}{': ' if said else ''}{said}{where}\n" + "".join(shown)
+
+
+def crash_text(signal_name: str, frames: list[tuple[str, int, str]]) -> str:
+    """The error of a trial whose worker its own code killed with a signal (trainables/exits.py: `crash`), as
+    error_text says an exception: the signal and where in the workload's code on one line, then the innermost
+    frames (`frames`: file, line, function, innermost last)."""
+    inner = frames[-1] if frames else None
+    where = f" in {inner[2]} ({Path(inner[0]).name}:{inner[1]})" if inner else ""
+    shown = traceback.format_list([traceback.FrameSummary(f, n, name, line="") for f, n, name in frames[-ERROR_FRAMES:]])
+    return (f"the worker was killed by signal {signal_name}{where}\nits own code crashed its process (not killed from "
+            "outside, not a lost node), so the trial was not run again\n" + "".join(shown))
 
 
 def measured_row(trial: Trial, model, timer: Timer, epoch_s: list[float], samples: int, devices: tuple,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch._dynamo  # noqa: F401
 import ctypes
 import threading
+from pathlib import Path
 
 from ray import tune
 
@@ -23,7 +24,7 @@ from crossover.schema import ROW_KEY
 from crossover.trainables import env
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.ddp import run_ddp
-from crossover.trainables.exits import WorkerExit, exits_trapped
+from crossover.trainables.exits import LAST_WORDS, WorkerExit, exits_trapped, last_words
 from crossover.trainables.fused import run_fused
 from crossover.trainables.neighbours import Claim
 from crossover.trainables.rows import error_text, failed_row
@@ -91,7 +92,9 @@ def trainable(config: dict) -> None:
     _trials_started += 1
     subjects: list[Trial | TrialConfig] = [TrialConfig.from_dict(c) for c in config["group"]["trials"]]
     try:
-        with Deadline(config["group"].get("timeout_s"), config["group"].get("timeout_why")), exits_trapped():
+        # a crash no exception can carry (a segfault): its signal and stack, left in the trial's folder for the driver
+        with last_words(Path(tune.get_context().get_trial_dir()) / LAST_WORDS), \
+                Deadline(config["group"].get("timeout_s"), config["group"].get("timeout_why")), exits_trapped():
             subjects = [resolve(cfg) for cfg in subjects]
             # the cores it asked Ray for, claimed for the whole trial: beside trials' windows count its
             # set-up, warm-up and evaluation as crossover's own, not as another job's (outside_load)
