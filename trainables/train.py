@@ -11,8 +11,8 @@ process-wide torch state (thread count, TF32 flags, the random seed) and records
 node's /tmp registry (trainables/neighbours.py).
 
 The loop keeps data (where it fits) and model on the trial's device and, in `loop="fast"` mode, never
-syncs with the host inside an epoch: the loss and correct counts accumulate as device tensors; the
-engine runs each step eagerly, compiled, or replayed from one CUDA graph. `loop="seed"`
+syncs with the host inside an epoch: the steps' losses and outputs stay on the device and are summed once an
+epoch (engines graph and compile sum them each step); the engine runs each step eagerly, compiled, or replayed from one CUDA graph. `loop="seed"`
 reproduces the seeds' own loop (a `.item()` every step, its value summed on the host as seed 002's
 running loss) so the seeds' figures can be compared like for like. The Tune entry
 point around it is trainables/trainable.py.
