@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from crossover import schema
-from crossover.analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE, find
+from crossover.analysis.crossover import (A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE, find,
+                                          select)
 from crossover.analysis.load import read
 from crossover.sweeps.budget import in_s, trial_count
 from crossover.sweeps.search import Plan, plan, state
@@ -57,7 +58,7 @@ def _full(p: Plan, line: Line, rows: pd.DataFrame) -> tuple[str, str | None, flo
     both = pd.concat([mine, p.ref_gpu.get(line, mine.iloc[:0])], ignore_index=True)
     if both.empty or line.axis not in schema.CROSSOVER_AXES:
         return "not compared", None, math.nan
-    table = find(both.assign(arm=both["device"]))
+    table = find(select(both.assign(arm=both["device"])))
     table = table[(table["axis"] == line.axis) & (table["metric"] == "epoch_s") & table["is_cpu_a"]]
     if table.empty:
         return "not compared", None, math.nan
