@@ -489,7 +489,9 @@ def test_a_trial_past_its_share_of_the_budget_is_cut_its_size_frozen_and_the_sea
     assert large["error"].str.startswith(
         "TrialTimeout: the trial ran past its limit of 6 s (cut for the budget: 15% of --budget 40 s)").any()
     assert 64 in {size for _, size in found.cut}  # frozen, and the search went on to its end
-    assert said[-1].startswith("search: ") and "cut at 6 s a trial" in said[-1]
+    # its summary says so (on a busy host the lines of what the budget skipped may follow it)
+    summary = [line for line in said if line.startswith("search: ")]
+    assert summary and "cut at 6 s a trial" in summary[-1]
 
 
 PROBED = """
