@@ -126,29 +126,30 @@ class Loop:
         self.scaler.scale(loss * where.world if crit.reduction == "sum" else loss).backward()
         self.scaler.step(self.opt)
         self.scaler.update()
+        factor = _per_sample(crit, len(yb))
+        if self.cfg.loop != "seed" and self.cfg.engine not in ("graph", "compile"):
+            # no kernel a step: the loss and the output are held and summed a few kernels an epoch (`_tally`).
+            # The sums a step cost a launch-bound step (the CSV example's MLP, 44 kernels) 7-8% of a plain
+            # loop's epoch on a CPU thread (docs/parity.md); a plain loop has none
+            kept = out.detach() if self.wl.metric != "loss" else None
+            self.held.append((loss.detach(), kept, yb, factor))
+            self.held_bytes += 0 if kept is None else kept.nbytes
+            if self.held_bytes > HELD_BYTES:
+                self._tally()
+            return
         if self.cfg.loop == "seed":
             # a host sync every step, as seeds 001 and 002, and its value summed on the host. A sum kept on
             # the device as well (seed 000's, which also kept every step's graph) cost two more kernels and
             # an autograd node a step: 3-6% an epoch on one CPU thread (disc depth 8, peaks, tabular), against
             # the plain loop of sweeps/parity.py
-            self.host_sum += loss.item() * _per_sample(crit, len(yb))
-            if self.wl.metric != "loss":
-                self.correct += _score(self.wl, out.detach(), yb)
-        elif self.cfg.engine in ("graph", "compile"):
+            self.host_sum += loss.item() * factor
+        else:
             # summed a step: a graph's replay writes one static output, and torch.compile's CUDA graphs
             # ("reduce-overhead") overwrite the model's output at the next step, so neither can be held
-            self.loss_sum.add_(loss.detach(), alpha=_per_sample(crit, len(yb)))
-            if self.wl.metric != "loss":
-                self.correct += _score(self.wl, out.detach(), yb)
-        else:
-            # no kernel a step: the loss and the output are held and summed a few kernels an epoch (`_tally`).
-            # The sums a step cost a launch-bound step (the CSV example's MLP, 44 kernels) 7-8% of a plain
-            # loop's epoch on a CPU thread (docs/parity.md); a plain loop has none
-            kept = out.detach() if self.wl.metric != "loss" else None
-            self.held.append((loss.detach(), kept, yb, _per_sample(crit, len(yb))))
-            self.held_bytes += 0 if kept is None else kept.nbytes
-            if self.held_bytes > HELD_BYTES:
-                self._tally()
+            self.loss_sum.add_(loss.detach(), alpha=factor)
+        if self.wl.metric != "loss":
+            self.correct += _score(self.wl, out.detach(), yb)
+
     def _order(self):
         """The epoch's permutation on the inputs' and on the targets' devices, or None (no shuffling)."""
         if not self.wl.shuffle:
