@@ -23,7 +23,6 @@ step's FLOPs at the GPU's peak, and the crossover against the CPU per engine.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,9 +140,7 @@ def main(argv=None) -> int:
 def study(flags: Flags) -> int:
     grid = "smoke" if flags.smoke else "default"
     plan.user_grids(flags, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
-    runner.connect(flags.address)
-    types = runner.node_types()
-    flags = dataclasses.replace(flags, cpu_threads=flags.cpu_threads or runner.node_cpus(types))
+    flags, types = runner.connected(flags)
     gpu = any(parse(d).uses_gpu for d in runner.cluster_devices(types))
     if not gpu:
         print("no GPU in the Ray cluster: the CPU baseline only (the GPU engines and fused trials need one)")

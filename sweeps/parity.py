@@ -57,7 +57,6 @@ printed only. The plain and direct ways run in this process: with --address, giv
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import os
 import statistics
@@ -370,8 +369,7 @@ def study(flags: Flags) -> int:
     start = time.perf_counter()
     for device in flags.devices:  # every configuration checked, and your workload's module imported, before Ray starts
         space(flags, flags.name, device, "fast", flags.cpu_threads or 1).expand()
-    runner.connect(flags.address)
-    flags = dataclasses.replace(flags, cpu_threads=flags.cpu_threads or runner.node_cpus(runner.node_types()))
+    flags, _ = runner.connected(flags)
     print(header(flags, default_threads), flush=True)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     log = print if flags.verbose else (lambda line: None)

@@ -18,7 +18,6 @@ ratio above 1.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,9 +89,7 @@ def main(argv=None) -> int:
 def study(flags: Flags) -> int:
     grid = "smoke" if flags.smoke else "default"
     plan.user_grids(flags, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
-    runner.connect(flags.address)
-    types = runner.node_types()
-    flags = dataclasses.replace(flags, cpu_threads=flags.cpu_threads or runner.node_cpus(types))
+    flags, types = runner.connected(flags)
     devices = runner.cluster_devices(types)
     return runner.run_studies(lambda: spaces(flags, grid, devices), flags.out, render)
 

@@ -7,6 +7,7 @@ only if the caller has not connected yet (`connect`), so tests and scripts share
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import math
@@ -208,6 +209,14 @@ def node_cpus(types: list[dict]) -> int:
     marked = cpu_nodes_only(types)
     cpus = int(max(t.get("CPU", 0) for t in types if not marked or CPU_NODE in t))
     return cpus - 1 if cpus >= RAY_ROOM_FROM else cpus
+
+
+def connected(flags):
+    """Ray connected at `flags.address` (a frozen Flags of a study script), and (flags with `cpu_threads` filled
+    in, node_cpus where not given; the node types)."""
+    connect(flags.address)
+    types = node_types()
+    return dataclasses.replace(flags, cpu_threads=flags.cpu_threads or node_cpus(types)), types
 
 
 def cluster_devices(types: list[dict]) -> tuple[str, ...]:
