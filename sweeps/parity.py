@@ -47,7 +47,7 @@ its min-max; each ratio is the median (min-max) over repeats of the two ways' ra
 repeat: sweep/plain (the target), direct/plain (our loop's own cost) and sweep/direct (the Ray
 worker's). `load` is the 1-minute load average around the configuration's runs. The header says how
 this process and a Ray worker are set up (niceness, threads, cores). CPU trials take every core but one
-where the node has four or more (sweeps/runner.py node_cpus), which leaves Ray's own processes room.
+where the node has four or more, two from sixteen (sweeps/runner.py node_cpus), which leaves Ray's own processes room.
 
 Epochs are cut from the seeds' (EPOCHS: per-epoch times settle within a few), and the CPU runs of
 the image workloads train on CPU_IMAGES of MNIST's 60,000 images (synthetic either way). The trials'
@@ -334,7 +334,7 @@ def parse_args(argv=None) -> Flags:
                         "the grid's or the workload's own for the rest")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
                    help="threads (and Ray CPUs) of the CPU trials and the CPU plain loop; default: those a sweep's CPU "
-                        "trials take (every core but one from four cores up, sweeps/runner.py node_cpus); GPU trials "
+                        "trials take (every core but one from four cores up, two from sixteen: sweeps/runner.py node_cpus); GPU trials "
                         "have one, as in a sweep")
     p.add_argument("--repeats", type=cli.at_least(1), default=3,
                    help="runs of each way per configuration, interleaved (1 with --smoke)")

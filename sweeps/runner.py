@@ -198,17 +198,20 @@ def cpu_nodes_only(types: list[dict]) -> bool:
     return any(CPU_NODE in t for t in types)
 
 
-RAY_ROOM_FROM = 4  # CPUs of a node from which a CPU trial leaves one to Ray (node_cpus)
+# A CPU trial's room for Ray's own processes: one core from 4 cores up, two from 16 up (node_cpus). On a 16-core
+# GPU host the CSV example's MLP at batch 128 (sub-millisecond parallel regions) ran 1.51x as long through the
+# sweep as in one process at 15 threads, 1.04x at 14 (docs/parity.md, 2026-11-26).
+RAY_ROOM = ((16, 2), (4, 1))  # (CPUs of the node at least, cores left to Ray), largest first
 
 
 def node_cpus(types: list[dict]) -> int:
-    """What a CPU trial may own: the CPUs of the largest node it may run on, less one for Ray's own processes
-    where that node has RAY_ROOM_FROM or more. A trial's threads on every core of a 16-core node starved
-    Ray's GCS until the driver lost it ("Failed to connect to GCS within 60 seconds"); on a laptop's two
-    cores the CPU arm keeps both, as the laptop's owner would train on both."""
+    """What a CPU trial may own: the CPUs of the largest node it may run on, less RAY_ROOM's cores for Ray's own
+    processes. A trial's threads on every core of a 16-core node starved Ray's GCS until the driver lost it
+    ("Failed to connect to GCS within 60 seconds"); on a laptop's two cores the CPU arm keeps both, as the
+    laptop's owner would train on both."""
     marked = cpu_nodes_only(types)
     cpus = int(max(t.get("CPU", 0) for t in types if not marked or CPU_NODE in t))
-    return cpus - 1 if cpus >= RAY_ROOM_FROM else cpus
+    return cpus - next((room for least, room in RAY_ROOM if cpus >= least), 0)
 
 
 def connected(flags):

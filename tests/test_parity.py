@@ -136,7 +136,7 @@ def test_smoke_run_prints_what_its_rows_give_again_from_trials_at_the_drivers_pr
     assert runner.workers_reniced()
     assert parity.main(["--smoke", "--devices", "cpu", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    cpus = runner.node_cpus(runner.node_types())  # a sweep's CPU trial's: every core, but one from four up
+    cpus = runner.node_cpus(runner.node_types())  # a sweep's CPU trial's: every core, but Ray's room (runner.RAY_ROOM)
     assert f"a Ray worker of {cpus} CPUs: nice {os.nice(0)}, OMP_NUM_THREADS={cpus}," in out[1]
 
     # Ray starts its workers at nice 15; the sweep's trials ran at this process's niceness, on the

@@ -13,6 +13,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from crossover import schema
+from crossover.sweeps.runner import node_cpus
 from crossover.sweeps.space import CPU_NODE, Space, groups, resources_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +95,13 @@ def test_each_grid_point_carries_the_resources_of_its_device():
     marked = Space("r", {"disc": {}}, ("cpu", "cuda"), cpu_threads=4, cpu_nodes_only=True)
     assert [marked.request(t) for t in marked.expand()] == [{"cpu": 4, "gpu": 0, CPU_NODE: 0.001},
                                                             {"cpu": 1, "gpu": 1.0}]
+
+
+@pytest.mark.parametrize("cpus, owned", [(2, 2), (3, 3), (4, 3), (8, 7), (15, 14), (16, 14), (64, 62)])
+def test_a_cpu_trial_leaves_rays_processes_room_on_a_larger_node(cpus, owned):
+    assert node_cpus([{"CPU": cpus}]) == owned
+    # with marked CPU nodes, the CPU trial sizes itself to them, not to a larger GPU node
+    assert node_cpus([{"CPU": cpus, CPU_NODE: 1}, {"CPU": 2 * cpus, "GPU": 1}]) == owned
 
 
 @pytest.mark.slow
