@@ -52,7 +52,8 @@ where the node has four or more, two from sixteen (sweeps/runner.py node_cpus), 
 Epochs are cut from the seeds' (EPOCHS: per-epoch times settle within a few), and the CPU runs of
 the image workloads train on CPU_IMAGES of MNIST's 60,000 images (synthetic either way). The trials'
 rows stay in OUT/NAME-<stamp>-r<k>-<device>-<loop>/ like any sweep's; the plain and direct times are
-printed only. The plain and direct ways run in this process: with --address, give a Ray on this machine.
+printed only. Interrupted (Ctrl-C, `timeout -s INT`), it prints the table of the repeats that ended. The plain
+and direct ways run in this process: with --address, give a Ray on this machine.
 """
 
 from __future__ import annotations
@@ -374,15 +375,28 @@ def study(flags: Flags) -> int:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     log = print if flags.verbose else (lambda line: None)
     results: dict[str, tuple[Trial, list[dict]]] = {}
-    for repeat in range(flags.repeats):
-        ways = WAYS if repeat % 2 == 0 else WAYS[::-1]
-        for device in flags.devices:
-            for loop in flags.loops:
-                sp = space(flags, f"{flags.name}-{stamp}-r{repeat}-{device}-{loop}", device, loop, flags.cpu_threads)
-                trials = {t.hash: t for t in sp.expand()}
-                for h, got in measure(sp, ways, flags.out, log, default_threads).items():
-                    results.setdefault(h, (trials[h], []))[1].append(got)
-        print(f"repeat {repeat + 1} of {flags.repeats} done ({time.perf_counter() - start:.0f} s)", flush=True)
+    try:
+        for repeat in range(flags.repeats):
+            ways = WAYS if repeat % 2 == 0 else WAYS[::-1]
+            for device in flags.devices:
+                for loop in flags.loops:
+                    sp = space(flags, f"{flags.name}-{stamp}-r{repeat}-{device}-{loop}", device, loop, flags.cpu_threads)
+                    trials = {t.hash: t for t in sp.expand()}
+                    for h, got in measure(sp, ways, flags.out, log, default_threads).items():
+                        results.setdefault(h, (trials[h], []))[1].append(got)
+            print(f"repeat {repeat + 1} of {flags.repeats} done ({time.perf_counter() - start:.0f} s)", flush=True)
+    except KeyboardInterrupt:  # the repeats that ended are a table still, and say so
+        if results:
+            print(f"interrupted in repeat {repeat + 1} of {flags.repeats}: the table is of the runs that ended",
+                  flush=True)
+            report(flags, results, stamp, start)
+        raise
+    report(flags, results, stamp, start)
+    return 0
+
+
+def report(flags: Flags, results: dict, stamp: str, start: float) -> None:
+    """The table (`table`), the worst default-path ratio against TARGET, and what the ways were."""
     print("\n".join(table(list(results.values()))))
     default = [_ratio(runs, "sweep", "plain")[0] for trial, runs in results.values() if trial.cfg.loop == "fast"]
     if default:
@@ -391,8 +405,7 @@ def study(flags: Flags) -> int:
               f"target {TARGET:.2f} (* marks a configuration past it).")
     print(f"plain: a careful user's PyTorch loop in this process (loop seed: the seeds' loop, .item() every step); "
           f"direct: run_trial in this process; sweep: the trial through Tune on a Ray worker. Rows in "
-          f"{flags.out}/{flags.name}-{stamp}-r*/ ({time.perf_counter() - start:.0f} s)")
-    return 0
+          f"{flags.out}/{flags.name}-{stamp}-r*/ ({time.perf_counter() - start:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":
