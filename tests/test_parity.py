@@ -130,6 +130,20 @@ def sweep_ray():
     ray.shutdown()
 
 
+def test_a_ratio_past_the_target_says_whether_every_repeat_was_past_or_only_the_median():
+    def runs(*ratios):
+        return [{"sweep": r * 100.0, "plain": 100.0} for r in ratios]
+
+    cpu, gpu = (resolve(TrialConfig("disc", device=d, depth=4)) for d in ("cpu", "cuda"))
+    assert parity.verdict([(cpu, runs(0.95, 1.02, 1.08)), (gpu, runs(1.0, 1.1, 0.9))]) == [
+        "worst sweep/plain of the default path 1.02: within the target 1.10 (* marks a configuration past it)."]
+    lines = parity.verdict([(cpu, runs(1.12, 1.25, 1.15)), (gpu, runs(0.95, 1.19, 1.24))])
+    assert lines[0].startswith("worst sweep/plain of the default path 1.19: past the target 1.10")
+    assert lines[1].endswith("on cpu: 1.15, past in every one of its 3 repeats")
+    assert lines[2].endswith("on cuda: 1.19, past in the median, within its repeats' spread (0.95-1.24): "
+                             "more repeats would tell")
+
+
 def test_smoke_run_prints_what_its_rows_give_again_from_trials_at_the_drivers_priority(sweep_ray, tmp_path, capsys):
     from crossover.sweeps import runner
 
