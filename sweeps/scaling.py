@@ -85,7 +85,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="times a trial whose worker was lost (killed from outside, or its node died) is run again, "
                         "and once more, before it becomes an error row; a worker its own code crashed is not")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
-                   help="threads (and Ray CPUs) per CPU trial; default: all cores of the largest node")
+                   help="threads (and Ray CPUs) per CPU trial; default: the largest node's cores less Ray's room, "
+                        "one from 4 cores up and two from 16 (sweeps/runner.py node_cpus)")
     p.add_argument("--fuse", default="off",
                    help="fuse trials that differ only in seed and lr into one batched model (HFTA): 'off', "
                         "'auto' (as many as fit the fused budget), or members per group")
