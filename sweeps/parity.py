@@ -47,15 +47,15 @@ its min-max; each ratio is the median (min-max) over repeats of the two ways' ra
 repeat: sweep/plain (the target), direct/plain (our loop's own cost) and sweep/direct (the Ray
 worker's). `load` is the 1-minute load average around the configuration's runs. A configuration past
 TARGET is starred, and a line under the table says whether it was past in every repeat or in the median
-alone, the target inside its repeats' spread (`verdict`). The header says how
-this process and a Ray worker are set up (niceness, threads, cores). CPU trials take every core but one
-where the node has four or more, two from sixteen (sweeps/runner.py node_cpus), which leaves Ray's own processes room.
+alone, the target inside its repeats' spread (`verdict`). The header says how this process and a Ray
+worker are set up (niceness, threads, cores). CPU trials take every core but one where the node has four
+or more, two from sixteen (sweeps/runner.py node_cpus), which leaves Ray's own processes room.
 
 Epochs are cut from the seeds' (EPOCHS: per-epoch times settle within a few), and the CPU runs of
 the image workloads train on CPU_IMAGES of MNIST's 60,000 images (synthetic either way). The trials'
 rows stay in OUT/NAME-<stamp>-r<k>-<device>-<loop>/ like any sweep's; the plain and direct times are
-printed only. Interrupted (Ctrl-C, `timeout -s INT`), it prints the table of the repeats that ended. The plain
-and direct ways run in this process: with --address, give a Ray on this machine.
+printed only. Interrupted (Ctrl-C, `timeout -s INT`), it prints the table of the repeats that ended. The
+plain and direct ways run in this process: with --address, give a Ray on this machine.
 """
 
 from __future__ import annotations
@@ -224,8 +224,13 @@ def _cell(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
 
 
+def _ratios(runs: list[dict], a: str, b: str) -> list[float]:
+    """Way `a` over way `b` within each repeat."""
+    return [run[a] / run[b] for run in runs]
+
+
 def _ratio(runs: list[dict], a: str, b: str) -> tuple[float, str]:
-    r = [run[a] / run[b] for run in runs]
+    r = _ratios(runs, a, b)
     return statistics.median(r), f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
 
 
@@ -239,7 +244,7 @@ def verdict(results: list[tuple[Trial, list[dict]]]) -> list[str]:
     (on a shared host a launch-bound epoch's per-repeat ratio spans 0.8-1.4: more repeats would tell)."""
     if not results:
         return []
-    ratios = {f"{config(trial)} on {trial.cfg.device}": [run["sweep"] / run["plain"] for run in runs] for trial, runs in results}
+    ratios = {f"{config(trial)} on {trial.cfg.device}": _ratios(runs, "sweep", "plain") for trial, runs in results}
     worst = max(statistics.median(r) for r in ratios.values())
     lines = [f"worst sweep/plain of the default path {worst:.2f}: {'within' if worst <= TARGET else 'past'} the "
              f"target {TARGET:.2f} (* marks a configuration past it)."]
@@ -357,8 +362,8 @@ def parse_args(argv=None) -> Flags:
                         "the grid's or the workload's own for the rest")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
                    help="threads (and Ray CPUs) of the CPU trials and the CPU plain loop; default: those a sweep's CPU "
-                        "trials take (every core but one from four cores up, two from sixteen: sweeps/runner.py node_cpus); GPU trials "
-                        "have one, as in a sweep")
+                        "trials take (every core but one from four cores up, two from sixteen: sweeps/runner.py "
+                        "node_cpus); GPU trials have one, as in a sweep")
     p.add_argument("--repeats", type=cli.at_least(1), default=3,
                    help="runs of each way per configuration, interleaved (1 with --smoke)")
     p.add_argument("--verbose", action="store_true", help="print the runner's line per trial")
@@ -402,7 +407,8 @@ def study(flags: Flags) -> int:
             ways = WAYS if repeat % 2 == 0 else WAYS[::-1]
             for device in flags.devices:
                 for loop in flags.loops:
-                    sp = space(flags, f"{flags.name}-{stamp}-r{repeat}-{device}-{loop}", device, loop, flags.cpu_threads)
+                    name = f"{flags.name}-{stamp}-r{repeat}-{device}-{loop}"
+                    sp = space(flags, name, device, loop, flags.cpu_threads)
                     trials = {t.hash: t for t in sp.expand()}
                     for h, got in measure(sp, ways, flags.out, log, default_threads).items():
                         results.setdefault(h, (trials[h], []))[1].append(got)
