@@ -35,7 +35,7 @@ ZOO = "examples/zoo.py:workload"
 # already a reference workload of its own) and the ones it must predict unseen.
 REFERENCE = ("resnet50", "resnext50_32x4d", "vgg11_bn", "densenet121", "mobilenet_v3_small", "mobilenet_v2",
              "mnasnet1_0", "shufflenet_v2_x1_0", "efficientnet_b0", "regnet_y_400mf", "squeezenet1_1",
-             "convnext_tiny", "vit_tiny", "lstm_rows")
+             "convnext_tiny", "vit_tiny", "lstm_rows", "gru_rows")
 HELD_OUT = ("resnet34", "mobilenet_v3_large", "wide_resnet50_2")
 BATCH_SIZES = (32, 128)  # launch-bound for most of them on a Hopper, and where the GPU's share grows
 IMAGES = 2048  # the reference sweep; --held-out times 4,096 (HELD_OUT_IMAGES), as its shipped rows were measured
