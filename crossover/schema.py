@@ -48,6 +48,9 @@ PHASE_COLUMNS = tuple(f"{phase}_s" for phase in PHASES)
 OP_CLASSES = ("matmul", "conv", "norm", "elementwise", "optimizer")
 OP_MEASURES = ("flops", "bytes", "launches")  # per class: the column <class>_<measure>_per_step
 OP_COLUMNS = tuple(f"{c}_{m}_per_step" for c in OP_CLASSES for m in OP_MEASURES)
+# Of those ops, the ones the forward pass dispatches (trainables/costs.py Traffic): the host pays the workload's
+# Python for each, where autograd's engine dispatches the backward's from C++ (docs/model.md).
+FORWARD_OPS = "forward_ops_per_step"
 
 # (name, type, description). Order is the column order in the files.
 COLUMNS: list[tuple[str, pa.DataType, str]] = [
@@ -130,6 +133,10 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
         "bytes": "bytes its aten ops read and write, as bytes_per_step estimates them",
         "launches": "its aten ops dispatched that are not views (on a GPU in eager mode, about a kernel each)"}[m]
       + "; null where not counted") for c in OP_CLASSES for m in OP_MEASURES],
+    (FORWARD_OPS, _I64, "of the ops the per-class launches count, those the forward pass dispatches (the "
+                                   "workload's Python, each op paying the interpreter's and nn.Module's cost on the "
+                                   "host), where autograd's engine dispatches the backward's and the optimiser its own; "
+                                   "null where not counted"),
     ("costs_note", _STR, "why flops/bytes/launches_per_step are null where they could not be counted (an op torch's "
                          "counters do not know); null where counted or not asked"),
     # energy over the timed epochs (trainables/energy.py)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from crossover.analysis import model
-from crossover.schema import OP_CLASSES, OP_MEASURES
+from crossover.schema import FORWARD_OPS, OP_CLASSES, OP_MEASURES
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.costs import RNN_KERNELS, count, op_class
 from crossover.trainables.train import run_trial
@@ -87,6 +87,29 @@ def test_an_mlp_has_no_conv_or_norm_ops_and_its_optimiser_reads_every_weight():
     assert row["conv_launches_per_step"] == row["norm_launches_per_step"] == 0
     assert row["matmul_flops_per_step"] == row["flops_per_step"]
     assert row["optimizer_bytes_per_step"] >= 3 * 4 * row["n_params"]  # weights, gradients read; weights written
+
+
+def test_the_forward_ops_are_the_forward_passs_alone():
+    # the optimiser's ops and the backward's are not the forward's: SGD and Adam count the same forward ops,
+    # and a layer more adds its Linear and ReLU to the forward, and their gradients' ops besides to the step
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+
+    def counted(layers: int, optimizer) -> dict:
+        net = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()) for _ in range(layers)],
+                                  torch.nn.Linear(8, 1))
+        opt = optimizer(net.parameters(), lr=0.1)
+
+        def step():
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(net(x), y).backward()
+            opt.step()
+        return count(step, on_gpu=False)
+
+    sgd, adam, deeper = counted(2, torch.optim.SGD), counted(2, torch.optim.Adam), counted(3, torch.optim.SGD)
+    assert sgd[FORWARD_OPS] == adam[FORWARD_OPS] and sgd["launches_per_step"] < adam["launches_per_step"]
+    assert deeper[FORWARD_OPS] - sgd[FORWARD_OPS] == 2  # addmm, relu
+    assert deeper["launches_per_step"] - sgd["launches_per_step"] > 2
+    assert 0 < sgd[FORWARD_OPS] < sgd["launches_per_step"]
 
 
 @pytest.mark.parametrize("name, cls", [("addmm", "matmul"), ("mm", "matmul"), ("convolution_backward", "conv"),

@@ -25,6 +25,10 @@ are taken: the counting's own time is in no timing column, total_s included. Wha
   that a GPU's count and a meta count that takes the same op (sweeps/count_step.py `rnn_as_on_a_gpu`) say
   what the GPU runs.
 
+- Forward ops: of those aten ops, the ones dispatched by the forward pass, which the workload's Python calls
+  one by one (an nn.Module's call, the interpreter), where autograd's engine dispatches the backward's from
+  C++ and a foreach optimiser its own: the host pays more for each (docs/model.md). A cuDNN RNN op is one.
+
 The same three are split by op class (crossover/schema.py OP_CLASSES), the per-layer model's input
 (analysis/model.py): every aten op dispatched while an optimiser's step() runs is `optimizer`, whatever
 it is; the others are classed by their aten name (`op_class`). FLOPs come from FlopCounterMode's per-op
@@ -48,7 +52,7 @@ from torch.utils._pytree import tree_leaves
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.flop_counter import FlopCounterMode
 
-from crossover.schema import OP_CLASSES, OP_MEASURES
+from crossover.schema import FORWARD_OPS, OP_CLASSES, OP_MEASURES
 
 # CUDA runtime and driver calls that launch a kernel or a captured graph (torch.profiler's names).
 LAUNCH_EVENTS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -142,11 +146,14 @@ RNN_FLOPS = {op: _raw(op.default) for op in (torch.ops.aten._cudnn_rnn, torch.op
 class Traffic(TorchDispatchMode):
     """Counts the aten ops dispatched that are not views, and the bytes they read and write (each tensor
     input and output once; see the module's docstring), in all and per op class (`ops`, `bytes` by class).
-    A cuDNN RNN op counts as the kernels it launches (`rnn_kernels`)."""
+    A cuDNN RNN op counts as the kernels it launches (`rnn_kernels`). `forward` counts the ops the forward
+    pass dispatches, one each (outside autograd's backward, which `_current_graph_task_id` tells, and the
+    optimiser's step)."""
 
     def __init__(self):
         super().__init__()
         self.by_class = {"ops": Counter(), "bytes": Counter()}
+        self.forward = 0
         self.in_optimizer = False  # set by the optimiser step hooks around every optimiser's step()
 
     @property
@@ -165,6 +172,7 @@ class Traffic(TorchDispatchMode):
             tensors = [t for t in tree_leaves((args, kwargs, out)) if isinstance(t, torch.Tensor)]
             self.by_class["ops"][cls] += rnn_kernels(func, args, kwargs) if name in RNNS else 1
             self.by_class["bytes"][cls] += sum(t.numel() * t.element_size() for t in tensors)
+            self.forward += not self.in_optimizer and torch._C._current_graph_task_id() == -1
         return out
 
     def __enter__(self):
@@ -203,4 +211,12 @@ def count(step: Callable[[], None], on_gpu: bool) -> dict:
         by_class["flops"][op_class(op.__name__)] += n
     return {"flops_per_step": int(flops.get_total_flops()), "bytes_per_step": int(traffic.bytes),
             "launches_per_step": cuda_launches(step) if on_gpu else traffic.ops,
+            FORWARD_OPS: traffic.forward,
             **{f"{c}_{m}_per_step": int(by_class[m][c]) for c in OP_CLASSES for m in OP_MEASURES}}
+
+
+def replayed(counted: dict, launches: int | None) -> dict:
+    """`counted` (an eager count) for a step that a captured graph or a compiled program runs instead: its
+    own launches (None where unknown), and no per-class launches or forward ops, which the eager ops were."""
+    return {**counted, "launches_per_step": launches, FORWARD_OPS: None,
+            **{f"{c}_launches_per_step": None for c in OP_CLASSES}}

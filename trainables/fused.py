@@ -391,8 +391,7 @@ class FusedLoop:
             except Exception as exc:  # an op torch's counters do not know: the rows stand, their costs null, and why
                 return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
         if self.graph is not None:  # the ops are counted eagerly: a graph's step launches otherwise
-            counted["launches_per_step"] = self.graph.launches
-            counted.update({f"{c}_launches_per_step": None for c in OP_CLASSES})
+            counted = costs.replayed(counted, self.graph.launches)
         return counted
 
 

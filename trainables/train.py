@@ -239,8 +239,7 @@ class Loop:
             except Exception as exc:  # an op torch's counters do not know: the row stands, its costs null, and why
                 return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
         if self.cfg.engine != "eager":  # the ops are counted eagerly: a graph or compiled step launches otherwise
-            counted["launches_per_step"] = self.graph.launches if self.graph is not None else None
-            counted.update({f"{c}_launches_per_step": None for c in OP_CLASSES})
+            counted = costs.replayed(counted, self.graph.launches if self.graph is not None else None)
         return counted
 
 
