@@ -9,16 +9,18 @@
     predict_counted(configs, ["A100"])   # the same for a step counted, never timed (crossover predict)
 
 THE model is per op class (matmul, conv, norm, elementwise, optimizer: crossover/schema.py's OP_CLASSES,
-counted by trainables/costs.py into each row as {class}_{flops,bytes,launches}_per_step). On a GPU of
-the device table (analysis/devices.yaml: peak FLOP/s, bandwidth, a per-launch overhead), a class with
-FLOPs F, bytes B and launches n costs
+counted by trainables/costs.py into each row as {class}_{flops,bytes,launches}_per_step, and the ops the
+forward pass dispatches as forward_ops_per_step). On a GPU of the device table (analysis/devices.yaml:
+peak FLOP/s, bandwidth, a per-launch overhead), a class with FLOPs F, bytes B and launches n costs
 
     t_c = n x overhead x k_c + max(F / (peak x u_c(F/n)), B / (bandwidth x m(B/n)))
     u(s) = u_max s / (s + s_half)          (a saturating utilisation in the op's size, NeuSight-style)
-    step_s = sum over classes of t_c;      epoch_s = steps_per_epoch x step_s
+    step_s = sum over classes of t_c + forward ops x overhead x k_forward
+    epoch_s = steps_per_epoch x step_s
 
-u_c for matmul and conv, m for every class's bytes, k_c per class: shared by every GPU, fitted by least
-squares on log step time (each pulled weakly towards PARAMETERS). A CPU, which no table knows, gets its
+the forward pass's ops costing the host the workload's Python besides (autograd's engine dispatches the
+backward's from C++). u_c for matmul and conv, m for every class's bytes, k_c per class and k_forward:
+shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A CPU, which no table knows, gets its
 own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is only
 explained where measured, never predicted. Rows without the per-class columns (written before them)
 fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per
@@ -48,7 +50,7 @@ from scipy.optimize import least_squares
 
 from crossover.analysis import public
 from crossover.analysis.load import REFERENCE, packaged, read
-from crossover.schema import CONFIG_COLUMNS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
+from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
 
 DEVICES = packaged("devices.yaml")
 # Every reference configuration's step counted as `crossover predict` counts a job on a laptop
@@ -83,7 +85,7 @@ MATCH_KEY = "_device_key"
 MODEL = "_model"
 EFFICIENCY = "_efficiency"  # a prediction's column: the GPU's public efficiency (Predictor.efficiency)
 COMPUTE_CLASSES = ("matmul", "conv")  # the classes FlopCounterMode counts FLOPs of; the others are memory-bound
-CLASS_COLUMNS = OP_COLUMNS  # {class}_{flops,bytes,launches}_per_step (trainables/costs.py)
+CLASS_COLUMNS = (*OP_COLUMNS, FORWARD_OPS)  # {class}_{flops,bytes,launches}_per_step, forward_ops_per_step
 PER_CLASS, THREE_TERM = "per-class", "three-term"
 # The per-class model's parameters, fitted as logs, each pulled weakly (PRIOR_WEIGHT per unit of log) towards
 # the value here: shared by every GPU (a CPU has its own).
@@ -95,6 +97,7 @@ PARAMETERS = {
     "m_memory": 0.7,  # share of bandwidth a large memory-bound op reaches (every class's bytes)
     "half_memory": 1e6,  # bytes per launch at which an op reaches half of that
     **{f"k_{c}": 1.0 for c in OP_CLASSES},  # cost of one launch of the class, in the device's launch overheads
+    "k_forward": 1.0,  # what an op of the forward pass costs the host besides: the workload's Python, nn.Module's call
 }
 PRIOR_WEIGHT = 0.03
 # Until CUPTI_FIXED the harness left CUPTI attached to a worker after counting a trial's kernel launches
@@ -216,10 +219,13 @@ def _usable(rows: pd.DataFrame) -> pd.DataFrame:
 
     Engines graph and compile are left out: a replayed graph launches 3 times a step but still runs
     every kernel of it, a cost per kernel on the GPU this model has no term for. Fused trials are left
-    out too: their epoch is the whole group's. The per-class columns are added, null, where absent."""
+    out too: their epoch is the whole group's. The per-class columns are added, null, where absent; a row
+    written before forward_ops_per_step takes it from the CPU's count of its configuration (`_counted`) where
+    one was made: count_step counts the forward pass's ops as a GPU dispatches them."""
     fused = rows["fused_members"].fillna(1).gt(1) if "fused_members" in rows else False
     ok = rows[(rows["status"] == "ok") & (rows["is_cpu"] | rows["whole_gpu"]) & rows["engine"].eq("eager") & ~fused]
     ok = ok.reindex(columns=list(dict.fromkeys([*ok.columns, *CLASS_COLUMNS])))
+    ok = ok.assign(**{FORWARD_OPS: ok[FORWARD_OPS].fillna(_counted(ok)[FORWARD_OPS])})  # rows before the column
     ok = ok.drop(columns=list(COST_COLUMNS), errors="ignore").join(step_costs(ok))
     ok = ok.dropna(subset=list(COST_COLUMNS) + ["epoch_s_median", "steps_per_epoch"])
     return ok.assign(step_s=ok["epoch_s_median"] / ok["steps_per_epoch"])
@@ -305,9 +311,11 @@ def cpu_groups(rows: pd.DataFrame):
 # ---- the per-class model: each op class's roofline bound at a size-dependent utilisation, plus launches ----
 
 def _counts(frame: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Per op class, its (FLOPs, bytes, launches) per step of each row."""
-    return {c: tuple(frame[f"{c}_{k}_per_step"].to_numpy(float) for k in OP_MEASURES)
-            for c in OP_CLASSES}
+    """Per op class, its (FLOPs, bytes, launches) per step of each row; under "forward", (0, 0, the
+    forward pass's ops)."""
+    zero = np.zeros(len(frame))
+    return {**{c: tuple(frame[f"{c}_{k}_per_step"].to_numpy(float) for k in OP_MEASURES) for c in OP_CLASSES},
+            "forward": (zero, zero, frame[FORWARD_OPS].to_numpy(float))}
 
 
 def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str, np.ndarray]:
@@ -343,9 +351,10 @@ def cupti_attached(frame: pd.DataFrame) -> np.ndarray:
 
 
 def class_times(theta, counts: dict, figures: dict) -> dict[str, np.ndarray]:
-    """Seconds a step spends in each op class: launches x overhead x k_c + the larger of
+    """Seconds a step spends in each op class of `_counts`: launches x overhead x k_c + the larger of
     F / (peak x u_c(F/launch)) and B / (bandwidth x m(B/launch)), with u(s) = u_max s / (s + s_half),
-    written F (1 + s_half / s) / (peak u_max) = (F + launches s_half) / (peak u_max)."""
+    written F (1 + s_half / s) / (peak u_max) = (F + launches s_half) / (peak u_max); "forward", which
+    has no FLOPs or bytes of its own, its ops x overhead x k_forward."""
     p = dict(zip(PARAMETERS, np.exp(theta)))
     times = {}
     for c, (f, b, n) in counts.items():
@@ -606,19 +615,26 @@ def _counted_table(path: Path) -> pd.DataFrame | None:
     return pd.read_parquet(path) if path.exists() else None
 
 
-def as_counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
-    """`frame`'s rows with their step costs replaced by the CPU's count of the same configuration
-    (sweeps/count_reference.py, as `crossover predict` counts a user's job), the rows it has no count of
-    left out: what a user without a GPU would have had to predict them from."""
+def _counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
+    """The CPU's count of each row's configuration (sweeps/count_reference.py, as `crossover predict` counts a
+    user's job): its *_per_step columns, on `frame`'s index, null where none was made."""
     table = _counted_table(path)
     if table is None or frame.empty:
-        return frame.iloc[:0]
+        return pd.DataFrame(index=frame.index, columns=[*COST_COLUMNS, *CLASS_COLUMNS], dtype=float)
     keys = [k for k in COUNT_KEYS if k in frame]
     costs = [c for c in table.columns if c.endswith("_per_step")]
     sizes = {k: lambda f, k=k: pd.to_numeric(f[k], errors="coerce") for k in keys if k not in ("workload", "workload_params")}
-    joined = (frame.drop(columns=costs, errors="ignore").assign(**sizes).reset_index()
-              .merge(table[keys + costs].assign(**sizes), on=keys, how="inner"))
-    return joined.set_index("index").rename_axis(frame.index.name)
+    joined = (frame[keys].assign(**sizes).reset_index()
+              .merge(table[keys + costs].assign(**sizes), on=keys, how="left"))
+    return joined.set_index("index")[costs].rename_axis(frame.index.name).reindex(columns=[*COST_COLUMNS, *CLASS_COLUMNS])
+
+
+def as_counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
+    """`frame`'s rows with their step costs replaced by the CPU's count of the same configuration
+    (`_counted`), the rows it has no count of left out: what a user without a GPU would have had to
+    predict them from."""
+    counted = _counted(frame, path).dropna(subset=["launches_per_step"])
+    return frame.drop(columns=counted.columns, errors="ignore").join(counted, how="inner")
 
 
 def public_rows(devices: dict[str, Device]) -> pd.DataFrame:

@@ -8,13 +8,16 @@ import pytest
 
 from crossover.analysis import model
 from crossover.analysis.load import device_fields
-from crossover.schema import CONFIG_COLUMNS, OP_CLASSES
+from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OP_CLASSES
 from tests.test_model import device_table
 
-# Planted GPUs: (peak FLOP/s, bytes/s, s per launch), and the parameters the rows' times follow.
-PLANTED = {"G1": (20e12, 2e12, 4e-6), "G2": (60e12, 3e12, 6e-6), "G3": (10e12, 0.5e12, 5e-6)}
+# Planted GPUs: (peak FLOP/s, bytes/s, s per launch), and the parameters the rows' times follow. No two share a
+# ratio of launch overhead to bandwidth: where two did, a fit on them could not tell a launch's cost on the host
+# from a memory-bound op's floor (half_memory / bandwidth), which both scale a step's launches by.
+PLANTED = {"G1": (20e12, 2e12, 4e-6), "G2": (60e12, 4e12, 6e-6), "G3": (10e12, 0.5e12, 5e-6)}
 TRUTH = {"u_matmul": 0.6, "half_matmul": 3e7, "u_conv": 0.4, "half_conv": 2e8, "m_memory": 0.5,
-         "half_memory": 4e5, "k_matmul": 3.0, "k_conv": 4.0, "k_norm": 2.0, "k_elementwise": 2.5, "k_optimizer": 1.5}
+         "half_memory": 4e5, "k_matmul": 3.0, "k_conv": 4.0, "k_norm": 2.0, "k_elementwise": 2.5, "k_optimizer": 1.5,
+         "k_forward": 2.0}
 
 
 @pytest.fixture
@@ -23,20 +26,23 @@ def table(tmp_path):
 
 
 def _costs(workload: str, size: int) -> dict:
-    """Per-class (FLOPs, bytes, launches) of a step: an MLP-like or a CNN-like op mix, growing with size."""
-    s, n = 2.0 ** size, size % 4  # launches vary apart from the sizes, so each class's launch cost shows
-    mix = {"mlp": {"matmul": (6e5 * s * s, 4e3 * s * s, 6 + 3 * n), "conv": (0, 0, 0), "norm": (0, 0, 0),
-                   "elementwise": (0, 2e4 * s, 30 + 7 * (size % 3)), "optimizer": (0, 3e3 * s * s, 40 - 5 * n)},
-           "cnn": {"matmul": (2e5 * s, 1e4 * s, 6), "conv": (4e6 * s * s, 3e4 * s * s, 9 + 2 * n),
-                   "norm": (0, 6e4 * s, 8 + 4 * (size % 3)), "elementwise": (0, 9e4 * s, 45 - 3 * n),
-                   "optimizer": (0, 1e3 * s, 60 + 5 * (size % 2))}}[workload]
-    return {f"{c}_{m}_per_step": int(v) for c, values in mix.items() for m, v in zip(("flops", "bytes", "launches"), values)}
+    """Per-class (FLOPs, bytes, launches) of a step and its forward ops: an MLP-like or a CNN-like op mix,
+    growing with size; the launches drawn apart from the sizes and from each other, so that each class's
+    launch cost shows in the steps the host bounds."""
+    s = 2.0 ** size
+    n = np.random.default_rng([size, workload == "cnn"]).integers(1, 40, size=6)
+    mix = {"mlp": {"matmul": (6e5 * s * s, 4e3 * s * s, 4 + n[0]), "conv": (0, 0, 0), "norm": (0, 0, 0),
+                   "elementwise": (0, 2e4 * s, 20 + n[1]), "optimizer": (0, 3e3 * s * s, 20 + n[2])},
+           "cnn": {"matmul": (2e5 * s, 1e4 * s, 4 + n[0]), "conv": (4e6 * s * s, 3e4 * s * s, 6 + n[3]),
+                   "norm": (0, 6e4 * s, 6 + n[4]), "elementwise": (0, 9e4 * s, 20 + n[1]),
+                   "optimizer": (0, 1e3 * s, 20 + n[2])}}[workload]
+    return {f"{c}_{m}_per_step": int(v) for c, values in mix.items() for m, v in zip(("flops", "bytes", "launches"), values)} | {
+        FORWARD_OPS: 10 + int(n[5])}
 
 
 def _truth_step(key: str, costs: dict) -> float:
     peak, bandwidth, overhead = PLANTED[key]
-    counts = {c: tuple(np.array([float(costs[f"{c}_{m}_per_step"])]) for m in ("flops", "bytes", "launches"))
-              for c in OP_CLASSES}
+    counts = model._counts(pd.DataFrame([costs]))
     figures = {"peak_matmul": np.array([peak]), "peak_conv": np.array([peak]), "bandwidth": np.array([bandwidth]),
                "overhead": np.array([overhead])}
     theta = np.log([TRUTH[p] for p in model.PARAMETERS])
@@ -113,3 +119,22 @@ def test_model_validate_without_dirs_validates_the_shipped_reference_rows(capsys
     out = capsys.readouterr().out
     assert "== leave one GPU out" in out and "== leave one workload out" in out
     assert "== targets (per-class model, GPU rows; printed, not asserted" in out and "H200" in out
+
+
+def test_rows_written_before_the_forward_count_take_it_from_the_cpus_count_of_their_configuration():
+    from crossover.analysis.load import REFERENCE, read
+
+    rows = read(REFERENCE / "h100-2026-11-26" / "scaling")
+    assert rows[FORWARD_OPS].isna().all()  # measured before the column existed
+    usable = model.gpu_rows(rows, model.load_devices())
+    assert len(usable) and usable[FORWARD_OPS].notna().all()
+    counted = pd.read_parquet(model.COUNTED)
+    grid = usable.dropna(subset=["depth", "width"])  # the grids, whose configurations `keys` name
+    assert grid["workload"].nunique() >= 2
+    keys = ["workload", "depth", "width", "context", "batch_size"]
+    for _, row in grid.drop_duplicates(keys).iterrows():
+        same = counted[np.logical_and.reduce([counted[k].eq(row[k]) | (counted[k].isna() & pd.isna(row[k])) for k in keys])]
+        assert same[FORWARD_OPS].tolist() == [row[FORWARD_OPS]]
+    # a row the count has no configuration of stays without it, and the per-class model leaves it to the three-term one
+    odd = rows.iloc[[0]].assign(batch_size=rows["batch_size"].iloc[0] + 1)
+    assert model.form_of(model.gpu_rows(odd, model.load_devices())).eq(model.THREE_TERM).all()
