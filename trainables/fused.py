@@ -32,7 +32,6 @@ from torch.func import functional_call, stack_module_state, vmap
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from crossover.schema import OP_CLASSES
 from crossover.trainables import costs
 from crossover.trainables.graph import StepGraph
 from crossover.trainables.measure import measure

@@ -24,7 +24,6 @@ import copy
 
 import torch
 
-from crossover.schema import OP_CLASSES
 from crossover.trainables import costs, precision
 from crossover.trainables.data import Data, move, take
 from crossover.trainables.fused import run_fused
