@@ -20,10 +20,10 @@ peak FLOP/s, bandwidth, a per-launch overhead), a class with FLOPs F, bytes B an
 
 the forward pass's ops costing the host the workload's Python besides (autograd's engine dispatches the
 backward's from C++). u_c for matmul and conv, m for every class's bytes, k_c per class and k_forward:
-shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A CPU, which no table knows, gets its
-own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is only
-explained where measured, never predicted. Rows without the per-class columns (written before them)
-fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per
+shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A
+CPU, which no table knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its
+parameters scale, and is only explained where measured, never predicted. Rows without the per-class
+columns (written before them) fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per
 workload); every prediction says which in `model_form`.
 
 Every prediction carries a 90% split-conformal interval from leave-one-device-out residuals (a
@@ -225,7 +225,9 @@ def _usable(rows: pd.DataFrame) -> pd.DataFrame:
     fused = rows["fused_members"].fillna(1).gt(1) if "fused_members" in rows else False
     ok = rows[(rows["status"] == "ok") & (rows["is_cpu"] | rows["whole_gpu"]) & rows["engine"].eq("eager") & ~fused]
     ok = ok.reindex(columns=list(dict.fromkeys([*ok.columns, *CLASS_COLUMNS])))
-    ok = ok.assign(**{FORWARD_OPS: ok[FORWARD_OPS].fillna(_counted(ok)[FORWARD_OPS])})  # rows before the column
+    lacking = ok[FORWARD_OPS].isna()
+    if lacking.any():  # rows written before the column: only they are looked up in the count
+        ok[FORWARD_OPS] = ok[FORWARD_OPS].fillna(_counted(ok[lacking])[FORWARD_OPS])
     ok = ok.drop(columns=list(COST_COLUMNS), errors="ignore").join(step_costs(ok))
     ok = ok.dropna(subset=list(COST_COLUMNS) + ["epoch_s_median", "steps_per_epoch"])
     return ok.assign(step_s=ok["epoch_s_median"] / ok["steps_per_epoch"])

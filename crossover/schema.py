@@ -134,9 +134,9 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
         "launches": "its aten ops dispatched that are not views (on a GPU in eager mode, about a kernel each)"}[m]
       + "; null where not counted") for c in OP_CLASSES for m in OP_MEASURES],
     (FORWARD_OPS, _I64, "of the ops the per-class launches count, those the forward pass dispatches (the "
-                                   "workload's Python, each op paying the interpreter's and nn.Module's cost on the "
-                                   "host), where autograd's engine dispatches the backward's and the optimiser its own; "
-                                   "null where not counted"),
+                        "workload's Python, each op paying the interpreter's and nn.Module's cost on the host), "
+                        "where autograd's engine dispatches the backward's and the optimiser its own; null where "
+                        "not counted"),
     ("costs_note", _STR, "why flops/bytes/launches_per_step are null where they could not be counted (an op torch's "
                          "counters do not know); null where counted or not asked"),
     # energy over the timed epochs (trainables/energy.py)
