@@ -13,14 +13,14 @@ counted by trainables/costs.py into each row as {class}_{flops,bytes,launches}_p
 forward pass dispatches as forward_ops_per_step). On a GPU of the device table (analysis/devices.yaml:
 peak FLOP/s, bandwidth, a per-launch overhead), a class with FLOPs F, bytes B and launches n costs
 
-    t_c = n x overhead x k_c + max(F / (peak x u_c(F/n)), B / (bandwidth x m(B/n)))
+    t_c = n x overhead x k + max(F / (peak x u_c(F/n)), B / (bandwidth x m(B/n)))
     u(s) = u_max s / (s + s_half)          (a saturating utilisation in the op's size, NeuSight-style)
     step_s = sum over classes of t_c + forward ops x overhead x k_forward
     epoch_s = steps_per_epoch x step_s
 
 the forward pass's ops costing the host the workload's Python besides (autograd's engine dispatches the
-backward's from C++). u_c for matmul and conv, m for every class's bytes, k_c per class and k_forward:
-shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A
+backward's from C++). u_c for matmul and conv, m for every class's bytes, k (k_launch for a kernel of
+matmul, conv, norm or elementwise, k_optimizer for the optimiser's) and k_forward: shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A
 CPU, which no table knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its
 parameters scale, and is only explained where measured, never predicted. Rows without the per-class
 columns (written before them) fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per
@@ -96,9 +96,15 @@ PARAMETERS = {
     "half_conv": 1e8,  # FLOPs per launch
     "m_memory": 0.7,  # share of bandwidth a large memory-bound op reaches (every class's bytes)
     "half_memory": 1e6,  # bytes per launch at which an op reaches half of that
-    **{f"k_{c}": 1.0 for c in OP_CLASSES},  # cost of one launch of the class, in the device's launch overheads
+    # what one kernel launch of matmul, conv, norm or elementwise costs the host, in the device's launch
+    # overheads: one for the four (a per-class cost each fitted conv and norm, which come in pairs, apart
+    # arbitrarily, and DenseNet-121's element-wise ops at 1.5x too dear: docs/model.md, "One launch cost")
+    "k_launch": 1.0,
+    "k_optimizer": 1.0,  # the same for the optimiser's launches: foreach kernels over every parameter
     "k_forward": 1.0,  # what an op of the forward pass costs the host besides: the workload's Python, nn.Module's call
 }
+# each class of `_counts` -> the parameter its launches cost
+LAUNCH_COST = {**{c: "k_optimizer" if c == "optimizer" else "k_launch" for c in OP_CLASSES}, "forward": "k_forward"}
 PRIOR_WEIGHT = 0.03
 # Until CUPTI_FIXED the harness left CUPTI attached to a worker after counting a trial's kernel launches
 # with torch.profiler (trainables/costs.py now has Kineto tear it down), and every later trial of that
@@ -353,17 +359,17 @@ def cupti_attached(frame: pd.DataFrame) -> np.ndarray:
 
 
 def class_times(theta, counts: dict, figures: dict) -> dict[str, np.ndarray]:
-    """Seconds a step spends in each op class of `_counts`: launches x overhead x k_c + the larger of
+    """Seconds a step spends in each op class of `_counts`: launches x overhead x k (LAUNCH_COST) + the larger of
     F / (peak x u_c(F/launch)) and B / (bandwidth x m(B/launch)), with u(s) = u_max s / (s + s_half),
     written F (1 + s_half / s) / (peak u_max) = (F + launches s_half) / (peak u_max); "forward", which
-    has no FLOPs or bytes of its own, its ops x overhead x k_forward."""
+    has no FLOPs or bytes of its own, its ops x overhead x k_forward alone."""
     p = dict(zip(PARAMETERS, np.exp(theta)))
     times = {}
     for c, (f, b, n) in counts.items():
         memory = np.where(b > 0, (b + n * p["half_memory"]) / (figures["bandwidth"] * p["m_memory"]), 0.0)
         compute = (np.where(f > 0, (f + n * p[f"half_{c}"]) / (figures[f"peak_{c}"] * p[f"u_{c}"]), 0.0)
                    if c in COMPUTE_CLASSES else 0.0)
-        times[c] = n * figures["overhead"] * p[f"k_{c}"] + np.maximum(compute, memory)
+        times[c] = n * figures["overhead"] * p[LAUNCH_COST[c]] + np.maximum(compute, memory)
     return times
 
 

@@ -16,8 +16,7 @@ from tests.test_model import device_table
 # from a memory-bound op's floor (half_memory / bandwidth), which both scale a step's launches by.
 PLANTED = {"G1": (20e12, 2e12, 4e-6), "G2": (60e12, 4e12, 6e-6), "G3": (10e12, 0.5e12, 5e-6)}
 TRUTH = {"u_matmul": 0.6, "half_matmul": 3e7, "u_conv": 0.4, "half_conv": 2e8, "m_memory": 0.5,
-         "half_memory": 4e5, "k_matmul": 3.0, "k_conv": 4.0, "k_norm": 2.0, "k_elementwise": 2.5, "k_optimizer": 1.5,
-         "k_forward": 2.0}
+         "half_memory": 4e5, "k_launch": 3.0, "k_optimizer": 1.5, "k_forward": 2.0}
 
 
 @pytest.fixture
@@ -27,8 +26,8 @@ def table(tmp_path):
 
 def _costs(workload: str, size: int) -> dict:
     """Per-class (FLOPs, bytes, launches) of a step and its forward ops: an MLP-like or a CNN-like op mix,
-    growing with size; the launches drawn apart from the sizes and from each other, so that each class's
-    launch cost shows in the steps the host bounds."""
+    growing with size; the launches drawn apart from the sizes and from each other, so that a kernel's, the
+    optimiser's and the forward pass's launch costs show apart in the steps the host bounds."""
     s = 2.0 ** size
     n = np.random.default_rng([size, workload == "cnn"]).integers(1, 40, size=6)
     mix = {"mlp": {"matmul": (6e5 * s * s, 4e3 * s * s, 4 + n[0]), "conv": (0, 0, 0), "norm": (0, 0, 0),
@@ -70,7 +69,7 @@ def test_the_per_class_model_recovers_a_planted_gpu_and_its_parameters(table):
     measured = pd.concat([_rows("G1"), _rows("G2")], ignore_index=True)
     fitted = model.fit(model.gpu_rows(measured, model.load_devices(table)), model.load_devices(table))
     got = fitted.parameters()
-    for name in ("k_matmul", "k_elementwise", "k_optimizer", "u_matmul", "u_conv"):  # the terms that bound a step
+    for name in ("k_launch", "k_optimizer", "k_forward", "u_matmul", "u_conv"):  # the terms that bound a step
         assert got[name] == pytest.approx(TRUTH[name], rel=0.05), name
     predicted = model.predict(measured, ["G3", "G1"], table)
     assert set(predicted["device_name"]) == {"G3"}  # G1 was measured: the measurement wins
