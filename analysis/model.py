@@ -20,10 +20,11 @@ peak FLOP/s, bandwidth, a per-launch overhead), a class with FLOPs F, bytes B an
 
 the forward pass's ops costing the host the workload's Python besides (autograd's engine dispatches the
 backward's from C++). u_c for matmul and conv, m for every class's bytes, k (k_launch for a kernel of
-matmul, conv, norm or elementwise, k_optimizer for the optimiser's) and k_forward: shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A
-CPU, which no table knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its
-parameters scale, and is only explained where measured, never predicted. Rows without the per-class
-columns (written before them) fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per
+matmul, conv, norm or elementwise, k_optimizer for the optimiser's) and k_forward: shared by every GPU,
+fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A CPU, which no table
+knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is
+only explained where measured, never predicted. Rows without the per-class columns (written before them)
+fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per
 workload); every prediction says which in `model_form`.
 
 Every prediction carries a 90% split-conformal interval from leave-one-device-out residuals (a
@@ -97,8 +98,8 @@ PARAMETERS = {
     "m_memory": 0.7,  # share of bandwidth a large memory-bound op reaches (every class's bytes)
     "half_memory": 1e6,  # bytes per launch at which an op reaches half of that
     # what one kernel launch of matmul, conv, norm or elementwise costs the host, in the device's launch
-    # overheads: one for the four (a per-class cost each fitted conv and norm, which come in pairs, apart
-    # arbitrarily, and DenseNet-121's element-wise ops at 1.5x too dear: docs/model.md, "One launch cost")
+    # overheads: one for the four. A cost per class split conv from norm, which come in pairs, arbitrarily,
+    # and priced DenseNet-121's element-wise ops 1.5x too dear (docs/model.md, "One launch cost for the kernels")
     "k_launch": 1.0,
     "k_optimizer": 1.0,  # the same for the optimiser's launches: foreach kernels over every parameter
     "k_forward": 1.0,  # what an op of the forward pass costs the host besides: the workload's Python, nn.Module's call
@@ -359,8 +360,8 @@ def cupti_attached(frame: pd.DataFrame) -> np.ndarray:
 
 
 def class_times(theta, counts: dict, figures: dict) -> dict[str, np.ndarray]:
-    """Seconds a step spends in each op class of `_counts`: launches x overhead x k (LAUNCH_COST) + the larger of
-    F / (peak x u_c(F/launch)) and B / (bandwidth x m(B/launch)), with u(s) = u_max s / (s + s_half),
+    """Seconds a step spends in each op class of `_counts`: launches x overhead x k (LAUNCH_COST) + the larger
+    of F / (peak x u_c(F/launch)) and B / (bandwidth x m(B/launch)), with u(s) = u_max s / (s + s_half),
     written F (1 + s_half / s) / (peak u_max) = (F + launches s_half) / (peak u_max); "forward", which
     has no FLOPs or bytes of its own, its ops x overhead x k_forward alone."""
     p = dict(zip(PARAMETERS, np.exp(theta)))
