@@ -1,11 +1,12 @@
 """One training step of a workload counted on the CPU, never timed: what `crossover predict` needs of a job.
 
     python -m crossover.sweeps.count_step --workload job.py:workload [--batch-size 128] [--dataset-size 50000] [--param k=v]
+        [--precision bf16]
 
 sweeps/predict.py runs this in a process of its own, with a time limit, so that the user's code (imported
 and run here: make_data, make_model, one step) never runs in the command's own process. It prints one
 JSON object on stdout: the configuration's columns as a trial's row has them (workload, batch_size,
-dataset_size, the workload's own axes as workload_params, precision 'default', engine 'eager'),
+dataset_size, the workload's own axes as workload_params, the precision asked for, engine 'eager'),
 n_params, model, steps_per_epoch at the run's dataset size, and the step's costs (trainables/costs.py),
 counted as a CPU trial's row counts them (trainables/train.py, Loop.step_costs: a copy of the model and
 optimiser, one batch) but for the optimiser's update, attention and recurrent nets, counted as a GPU runs
@@ -27,6 +28,7 @@ import json
 import sys
 
 from crossover.sweeps.cli import at_least, param
+from crossover.trainables.config import PRECISIONS
 
 
 def as_on_a_gpu(opt) -> None:
@@ -130,9 +132,12 @@ def rnn_as_on_a_gpu():
         lib._destroy()
 
 
-def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict, params: dict) -> dict:
+def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict, params: dict,
+            precision: str = "default") -> dict:
     """The configuration's columns and one step's counted costs (module docstring); None: the workload's
-    default; `axes`: depth, width, context where given; `params`: the workload's own axes. Raises ConfigError, WorkloadError (a bad
+    default; `axes`: depth, width, context where given; `params`: the workload's own axes; `precision` the one
+    the step is counted at (bf16 and fp16: under CUDA's autocast policy on the meta device, trainables/precision.py
+    GpuAutocast; fp16's GradScaler, a few ops a step, is not counted). Raises ConfigError, WorkloadError (a bad
     config or reference) or whatever the workload's code raises."""
     import torch
 
@@ -151,7 +156,10 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
     cfg = TrialConfig(wl.name, device="cpu", batch_size=batch_size, dataset_size=dataset_size, module=wl.ref,
                       params=params or None, **axes)
     trial = resolve(cfg)  # checked at the run's dataset size, as its trials would be
-    one = dataclasses.replace(trial, cfg=dataclasses.replace(trial.cfg, dataset_size=trial.cfg.batch_size))
+    # the precision after the checks, which refuse a GPU's precisions on this process's CPU: the step is counted
+    # as a GPU runs it (tf32 and fp32 count as the default does: the same ops, at other peaks)
+    one = dataclasses.replace(trial, cfg=dataclasses.replace(trial.cfg, dataset_size=trial.cfg.batch_size,
+                                                             precision=precision))
     for where in (Placement((torch.device("meta"),)), placement(one.spec)):
         torch.manual_seed(one.cfg.seed)
         try:
@@ -168,7 +176,7 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
     c = trial.cfg
     return {"workload": c.workload, "workload_module": c.module, "device": "cpu", "batch_size": c.batch_size,
             "dataset_size": c.dataset_size, "depth": c.depth, "width": c.width, "context": c.context, "lr": c.lr,
-            "loop": c.loop, "engine": c.engine, "precision": c.precision, "seed": c.seed,
+            "loop": c.loop, "engine": c.engine, "precision": precision, "seed": c.seed,
             "workload_params": json.dumps(c.params, sort_keys=True) if c.params else None,
             "n_params": n_params(loop.model), "model": describe(loop.model),
             "steps_per_epoch": -(-c.dataset_size // c.batch_size), "counted_on": where.input_device.type, **costs}
@@ -183,13 +191,15 @@ def main(argv=None) -> int:
         p.add_argument(f"--{axis}", type=at_least(1), default=None, help=f"the workload's {axis} (None: its default)")
     p.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
                    help="a value of the workload's own axis; repeatable")
+    p.add_argument("--precision", default="default", choices=PRECISIONS,
+                   help="the precision the step is counted at (trainables/precision.py)")
     args = p.parse_args(argv)
     from crossover.trainables.config import ConfigError
     from crossover.trainables.workload import WorkloadError
 
     axes = {a: getattr(args, a) for a in ("depth", "width", "context") if getattr(args, a) is not None}
     try:
-        row = counted(args.workload, args.batch_size, args.dataset_size, axes, dict(args.param))
+        row = counted(args.workload, args.batch_size, args.dataset_size, axes, dict(args.param), args.precision)
     except (ConfigError, WorkloadError, ValueError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

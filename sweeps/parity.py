@@ -69,11 +69,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 from crossover.analysis.load import read
 from crossover.schema import SIZE_AXES
 from crossover.sweeps import cli, plan, runner
 from crossover.sweeps.space import Space
+from crossover.trainables import precision
 from crossover.trainables.config import LOOPS
 from crossover.trainables.data import move, take
 from crossover.trainables.devices import parse
@@ -138,14 +140,21 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
 
     Like a trial, it times more epochs than the trial's own until min_timed_s is timed (more_epochs).
     Returns {'seconds': each timed epoch's, 'last_loss': the last step's loss, read after the timing,
-    'epoch_loss': the seeds' loop's last epoch's loss per sample (run_trial's train_loss), else None}.
+    'epoch_loss': the seeds' loop's last epoch's loss per sample (run_trial's train_loss), else None,
+    'data_bytes': what the training set holds on the device}. The trial's precision is written as a user
+    writes it: torch.autocast around the forward pass and the loss, a GradScaler for fp16.
     `default_threads` is torch's own thread count, which a GPU loop keeps as a user's would."""
     cfg, wl = trial.cfg, here(trial).wl  # the user's code, in this process: what the plain loop times
     device = torch.device("cuda" if trial.spec.uses_gpu else "cpu")
     seed_loop = cfg.loop == "seed"
     torch.set_num_threads(cfg.threads if device.type == "cpu" else default_threads or torch.get_num_threads())
-    # PyTorch's defaults, as a fresh process has them: another way's trial in this process may have set others
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True
+    # the trial's precision as a user writes it: for default PyTorch's own TF32 flags, as a fresh process has them
+    # (another way's trial in this process may have set others); bf16 and fp16 autocast around the forward pass
+    # and the loss, its cast weights cached (autocast's default), fp16's loss scaled by a GradScaler
+    precision.set_tf32(cfg.precision)
+    amp = torch.autocast(device.type, dtype=torch.bfloat16 if cfg.precision == "bf16" else torch.float16,
+                         enabled=cfg.precision in ("bf16", "fp16"))
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
     torch.manual_seed(cfg.seed)
     data = wl.data(cfg)
     model = wl.make_model(cfg).to(device)
@@ -165,9 +174,11 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
             index = slice(first, first + cfg.batch_size) if order is None else order[first:first + cfg.batch_size]
             inputs, target = take(x, index), y[index]
             optimizer.zero_grad(set_to_none=True)
-            loss, output = wl.run_step(model, inputs, target, criterion)
-            loss.backward()
-            optimizer.step()
+            with amp:
+                loss, output = wl.run_step(model, inputs, target, criterion)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
             if seed_loop:
                 state["running_loss"] += loss.item() * (1 if summed else len(target))
                 if wl.metric != "loss":
@@ -190,7 +201,8 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     # as many more as a trial times (trainables/timing.py): a short epoch timed 3 times says little
     seconds += timed(more_epochs(len(seconds), sum(seconds), cfg.min_timed_s))
     return {"seconds": seconds, "last_loss": state["loss"].item(),
-            "epoch_loss": state["running_loss"] / data.n if seed_loop else None}
+            "epoch_loss": state["running_loss"] / data.n if seed_loop else None,
+            "data_bytes": sum(t.nbytes for t in tree_leaves((x, y)))}
 
 
 def _ms(epoch_s) -> float:

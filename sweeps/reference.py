@@ -4,6 +4,9 @@
     python sweeps/reference.py --held-out --out /tmp/ref      # HELD_OUT archs in a careful user's plain loop
     python sweeps/reference.py --archs vgg11_bn,lstm_rows --out /tmp/ref   # some of them (the same name resumes)
     python sweeps/reference.py --smoke --devices cpu          # two archs, tiny, once: checks the path
+    python sweeps/reference.py --real --out /tmp/ref          # examples/realsize.py's REAL archs, plain loop,
+                                                              # default and bf16, 2 batch sizes, 3 runs, peak memory
+    python sweeps/reference.py --real --held-out --out /tmp/ref   # REAL_HELD_OUT the same
 
 Without --held-out: one sweep (sweeps/runner.run, as `python sweeps/scaling.py` runs its trials) of every
 REFERENCE architecture at a launch-bound and a compute-bound batch (BATCH_SIZES) on IMAGES random
@@ -37,6 +40,16 @@ REFERENCE = ("resnet50", "resnext50_32x4d", "vgg11_bn", "densenet121", "mobilene
              "mnasnet1_0", "shufflenet_v2_x1_0", "efficientnet_b0", "regnet_y_400mf", "squeezenet1_1",
              "convnext_tiny", "vit_tiny", "lstm_rows", "gru_rows")
 HELD_OUT = ("resnet34", "mobilenet_v3_large", "wide_resnet50_2")
+# --real: examples/realsize.py's networks at the sizes people rent GPUs for, each at a small batch and at one that
+# fills the GPU (samples a step), trained REAL_STEPS steps an epoch in the plain loop at each of REAL_PRECISIONS;
+# REAL_HELD_OUT are in no reference set, for predictions of models the fit never saw
+REALSIZE = "examples/realsize.py:workload"
+REAL = {"resnet50": (16, 128), "convnext_tiny": (16, 128), "efficientnet_b0": (16, 128), "vit_b_16": (16, 128),
+        "vit_s_16": (16, 128), "bert_base": (16, 128), "bert_large": (2, 16), "gpt2_small": (2, 16),
+        "gpt2_medium": (1, 8), "lstm_speech": (16, 128)}
+REAL_HELD_OUT = {"swin_t": (16, 128), "mobilenet_v3_large": (16, 128), "gru_text": (16, 128)}
+REAL_STEPS = 8
+REAL_PRECISIONS = ("default", "bf16")
 BATCH_SIZES = (32, 128)  # launch-bound for most of them on a Hopper, and where the GPU's share grows
 IMAGES = 2048  # the reference sweep; --held-out times 4,096 (HELD_OUT_IMAGES), as its shipped rows were measured
 HELD_OUT_IMAGES = 4096
@@ -71,14 +84,67 @@ def held_out(args) -> list[dict]:
     return out
 
 
+def real(args, out) -> None:
+    """The plain loop's epochs and peak memory for each real-sized arch (REAL, or REAL_HELD_OUT with --held-out),
+    batch and precision, --repeats runs each, interleaved: one JSON line a run, appended to `out` as it ends, so
+    that a run cut short keeps what it measured."""
+    import platform
+
+    import torch
+
+    from crossover.sweeps.parity import plain  # imports torch: only on this path
+
+    wl = register(REALSIZE)
+    table = REAL_HELD_OUT if args.held_out else REAL
+    archs = args.archs or tuple(table)
+    points = [(a, b, p) for a in archs for b in table[a] for p in args.precisions.split(",")]
+    env = {"device_name": torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor(),
+           "torch": torch.__version__, "cuda": torch.version.cuda, "host": platform.node(),
+           "cpu": next((line.split(":")[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")}
+    for repeat in range(args.repeats):
+        for arch, batch, precision in points:
+            cfg = TrialConfig(wl.name, device=args.devices, batch_size=batch, dataset_size=batch * REAL_STEPS,
+                              epochs=EPOCHS, module=wl.ref, params={"arch": arch}, precision=precision)
+            line = {"arch": arch, "batch_size": batch, "dataset_size": batch * REAL_STEPS, "precision": precision,
+                    "repeat": repeat, **env}
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats()
+            try:
+                run = plain(resolve(cfg))
+            except torch.cuda.OutOfMemoryError as exc:
+                line |= {"status": "oom", "error": str(exc).splitlines()[0]}
+            else:
+                line |= {"status": "ok", "epoch_s": run["seconds"], "epoch_s_median": statistics.median(run["seconds"]),
+                         "data_bytes": run["data_bytes"]}
+                if torch.cuda.is_available():
+                    free, total = torch.cuda.mem_get_info()
+                    line |= {"peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+                             "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+                             "context_bytes": total - free - torch.cuda.memory_reserved()}
+            with open(out, "a") as f:
+                f.write(json.dumps(line) + "\n")
+            print(f"{arch:18s} batch {batch:4d} {precision:8s} r{repeat}: " + (
+                f"{line['epoch_s_median']:.4f} s an epoch, peak {line.get('peak_allocated_bytes', 0) / 1e9:.2f} GB"
+                if line["status"] == "ok" else line["error"][:80]), flush=True)
+
+
 def main(argv=None) -> int:
     p = cli.parser(__doc__, "zoo-reference", "sweep name: rows go to OUT/NAME/")
     p.add_argument("--devices", default="cuda", help="one device: cuda (default), or cpu to check the path")
     p.add_argument("--repeats", type=cli.at_least(1), default=3, help="runs of every point")
     p.add_argument("--held-out", action="store_true", help="time the held-out archs in the plain loop instead")
-    p.add_argument("--archs", type=cli.names(REFERENCE + HELD_OUT), default=None,
+    p.add_argument("--real", action="store_true",
+                   help="examples/realsize.py's real-sized networks (REAL; REAL_HELD_OUT with --held-out) in the plain "
+                        "loop: one JSON line a run to OUT/NAME-real.jsonl")
+    p.add_argument("--precisions", default=",".join(REAL_PRECISIONS), help="--real: comma-separated precisions")
+    p.add_argument("--archs", type=cli.names(REFERENCE + HELD_OUT + tuple(REAL) + tuple(REAL_HELD_OUT)), default=None,
                    help="comma-separated archs of REFERENCE (HELD_OUT with --held-out) instead of all of them")
     args = p.parse_args(argv)
+    if args.real:
+        args.out.mkdir(parents=True, exist_ok=True)
+        real(args, args.out / f"{args.name}{'-held-out' if args.held_out else ''}-real.jsonl")
+        return 0
     if args.held_out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"{args.name}-held-out.json").write_text(json.dumps(held_out(args), indent=1))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from torch.utils._pytree import tree_leaves, tree_map
 
 from crossover.trainables.config import PRECISIONS, ConfigError, TrialConfig
 from crossover.trainables.devices import DeviceSpec
@@ -44,10 +45,13 @@ def autocast(precision: str, device_type: str):
     """The context the forward pass and the loss run in: autocast for bf16 and fp16, else none.
 
     The cast weights are not cached (cache_enabled=False): a CUDA graph cannot capture autocast's
-    cache, and each weight of these models is read once a forward, so the cache saved nothing."""
+    cache, and each weight of these models is read once a forward, so the cache saved nothing. On the meta
+    device, which autocast does not cast, CUDA's policy applied by `GpuAutocast`."""
     dtype = _AUTOCAST.get(precision)
     if dtype is None:
         return contextlib.nullcontext()
+    if device_type == "meta":  # a step counted, not run (sweeps/count_step.py): as a GPU's autocast casts it
+        return GpuAutocast(dtype)
     return torch.autocast(device_type, dtype=dtype, cache_enabled=False)
 
 
@@ -62,3 +66,86 @@ def set_tf32(precision: str) -> None:
     and none inherits the last one's, or a user's code's, in a reused worker."""
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.allow_tf32 = precision != "fp32"
+
+
+# CUDA autocast's cast policy in this torch (ATen/autocast_mode.h: AT_FORALL_LOWER_PRECISION_FP, AT_FORALL_FP32,
+# AT_FORALL_PROMOTE; and cudnn/AutocastRNN.cpp, which casts cuDNN's RNN), by the name an op is called with from
+# Python. `cross_entropy_loss` is CompositeImplicit: autocast reaches it as log_softmax and nll_loss, both FP32.
+LOWER = frozenset({
+    "_convolution", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "convolution", "prelu", "addmm", "addmv", "addr", "matmul", "__matmul__", "__rmatmul__",
+    "einsum", "mm", "mv", "linalg_vecdot", "linear", "addbmm", "baddbmm", "bmm", "chain_matmul", "linalg_multi_dot",
+    "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention", "scaled_dot_product_attention",
+    "_cudnn_rnn"})
+FP32 = frozenset({
+    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt", "sinh",
+    "tan", "pow", "__pow__", "softplus", "layer_norm", "native_layer_norm", "rms_norm", "group_norm",
+    "frobenius_norm", "nuclear_norm", "cosine_similarity", "poisson_nll_loss", "cosine_embedding_loss", "nll_loss",
+    "nll_loss2d", "hinge_embedding_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss",
+    "margin_ranking_loss", "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss",
+    "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm", "logsumexp", "upsample_nearest1d",
+    "upsample_nearest2d", "upsample_nearest3d", "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
+    "upsample_bicubic2d", "prod", "softmax", "log_softmax", "cumprod", "cumsum", "linalg_vector_norm",
+    "linalg_matrix_norm", "sum", "norm", "cross_entropy_loss"})
+PROMOTE = frozenset({"addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdot", "grid_sampler", "index_put",
+                     "tensordot", "scatter_add", "cat", "stack"})
+
+
+class GpuAutocast(torch.overrides.TorchFunctionMode):
+    """CUDA's autocast to `dtype`, applied to tensors of any device (the meta device's, which autocast never
+    casts): an op of LOWER runs on its floating-point inputs cast to `dtype`, one of FP32 on them cast to
+    float32, one of PROMOTE on them cast to the widest of their types; the rest as called. The casts are ops
+    autograd records, above it, as autocast's are, so the backward runs each op at its forward's type and
+    casts the gradients back: what a step counted under it (sweeps/count_step.py) counts is what a GPU runs
+    under torch.autocast("cuda", dtype), each op's bytes at its type.
+
+    A mode sees an op where Python calls it. torch.nn.functional's functions written in Python (layer_norm,
+    multi_head_attention_forward) hand themselves to a mode whole, which would hide the ops they call:
+    inside this mode they run their bodies instead (`_bodies`), so that a mode sees the ops inside."""
+
+    def __init__(self, dtype: torch.dtype):
+        super().__init__()
+        self.dtype = dtype
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "").split(".")[0]
+        to = self.dtype if name in LOWER else torch.float32 if name in FP32 else None
+        if name in PROMOTE:
+            floats = [t.dtype for t in tree_leaves((args, kwargs)) if _casts(t)]
+            to = max(floats, key=lambda d: torch.finfo(d).bits) if floats else None
+        if to is not None:
+            args, kwargs = tree_map(lambda t: t.to(to) if _casts(t) and t.dtype != to else t, (args, kwargs))
+        return func(*args, **kwargs)
+
+    def __enter__(self):
+        self._bodies = _bodies()
+        self._bodies.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        return self._bodies.__exit__(*exc)
+
+
+def _casts(t) -> bool:
+    """A tensor autocast would cast: floating point, not float64."""
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64
+
+
+@contextlib.contextmanager
+def _bodies():
+    """torch.nn.functional's Python functions run their own bodies while a mode is on, not the mode's handler:
+    their check for an override answers no (a tensor subclass with one of its own is not counted here)."""
+    import torch.nn.functional as F
+
+    names = ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic")
+    saved = {n: getattr(F, n) for n in names}
+    for n in names:
+        setattr(F, n, lambda *_: False)
+    try:
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(F, n, f)
