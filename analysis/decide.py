@@ -59,8 +59,9 @@ fixed_usd_per_month / (option's $ per sweep - box's electricity per sweep) sweep
 box's own speed (measured, or predicted and marked): never an assumed equal speed.
 
 Fits in memory (`memory_needed`, `memory`): each GPU option says whether the run fits its card (devices.yaml's
-memory_gb, a home box's own): the GPU rows' measured peak_gpu_bytes, else an estimate from n_params and
-bytes_per_step, + CONTEXT_BYTES (docs/cost.md). One that does not fit is never picked nor on the front.
+memory_gb, a home box's own): the GPU rows' measured peak_gpu_bytes, else the peak of a step counted by
+`crossover predict` (trainables/memory.py), else an estimate from n_params and bytes_per_step, + CONTEXT_BYTES
+(docs/cost.md); where it does not fit, `largest_batch` says the batch that would. One that does not fit is never picked nor on the front.
 
 Output (`brief`, the default): at most BRIEF_LINES lines of at most WIDTH columns: the GPU memory the run
 needs and the cards it does not fit, the cost-versus-time front (fastest first), the fastest, the cheapest,
@@ -177,7 +178,8 @@ CONTEXT_BYTES = 0.5e9
 # The estimate where no GPU row measured the peak (docs/cost.md, "Fits in memory"): per parameter, 4-byte
 # weights, gradients and Adam's two moments; a step moves each saved activation about ACTIVATION_MOVES times
 # (written and read in the forward, read and its gradient written in the backward); and what every measured
-# peak holds besides them (index tensors, cuBLAS workspace: the smallest reference peak).
+# peak holds besides them (index tensors, cuBLAS workspace: the smallest reference peak), which a counted
+# peak (trainables/memory.py) does not see either: the reference zoo's measured peaks sit 85-125 MB above it.
 BYTES_PER_PARAM = 16
 ACTIVATION_MOVES = 4
 FLOOR_BYTES = 70e6
@@ -188,8 +190,9 @@ def memory_needed(at: pd.DataFrame, samples: int, full_batch: bool) -> dict:
     how it was found (needs_how). Measured: the GPU rows' peak_gpu_bytes (the same on every card); with the
     data kept on the GPU and two sizes or more, the line through the peaks at one batch's size, for a run
     whose data does not fit moves it to the host (trainables/devices.py, `holds`); a whole-dataset batch
-    along the sizes to `samples`. Else estimated from n_params and the step's bytes (BYTES_PER_PARAM,
-    ACTIVATION_MOVES, FLOOR_BYTES); null where the rows lack bytes_per_step."""
+    along the sizes to `samples`. Else, where `crossover predict` counted the step's peak
+    (peak_memory_bytes: trainables/memory.py), that + FLOOR_BYTES; else estimated from n_params and the
+    step's bytes (BYTES_PER_PARAM, ACTIVATION_MOVES, FLOOR_BYTES); null where the rows lack bytes_per_step."""
     gpu = at[at["whole_gpu"] & at["peak_gpu_bytes"].notna()] if "peak_gpu_bytes" in at else at.iloc[:0]
     if len(gpu):
         per_size = gpu.groupby("dataset_size")["peak_gpu_bytes"].median()
@@ -203,15 +206,33 @@ def memory_needed(at: pd.DataFrame, samples: int, full_batch: bool) -> dict:
             peak = float(np.median(peaks))
         names = sorted({model.device_key(n, model.load_devices()) or n for n in gpu["device_name"]})
         return {"needs_bytes": peak + CONTEXT_BYTES, "needs_how": f"peak measured on {', '.join(names)}"}
-    if "bytes_per_step" not in at or at["bytes_per_step"].isna().all():
+    if "peak_memory_bytes" in at and at["peak_memory_bytes"].notna().any():
+        steps = at[at["peak_memory_bytes"].notna()]
+        each = steps["peak_memory_bytes"] + FLOOR_BYTES
+        how = f"a step's peak, counted, + {FLOOR_BYTES / 1e6:g} MB workspaces"
+    elif "bytes_per_step" in at and at["bytes_per_step"].notna().any():
+        steps = at[at["bytes_per_step"].notna()]
+        moved = steps["bytes_per_step"] - steps.get("optimizer_bytes_per_step", pd.Series(0, index=steps.index)).fillna(0)
+        each = BYTES_PER_PARAM * steps["n_params"] + moved.clip(lower=0) / ACTIVATION_MOVES + FLOOR_BYTES
+        how = "estimated from n_params and bytes_per_step"
+    else:
         return {"needs_bytes": math.nan, "needs_how": "not known: no GPU peak and no bytes_per_step in the rows"}
-    steps = at[at["bytes_per_step"].notna()]
-    moved = steps["bytes_per_step"] - steps.get("optimizer_bytes_per_step", pd.Series(0, index=steps.index)).fillna(0)
-    each = BYTES_PER_PARAM * steps["n_params"] + moved.clip(lower=0) / ACTIVATION_MOVES + FLOOR_BYTES
     per_size = each.groupby(steps["dataset_size"]).median()
     peak = (along(per_size.index.to_numpy(float), per_size.to_numpy(float), samples).value if full_batch
             else float(per_size.median()))
-    return {"needs_bytes": peak + CONTEXT_BYTES, "needs_how": "estimated from n_params and bytes_per_step"}
+    return {"needs_bytes": peak + CONTEXT_BYTES, "needs_how": how}
+
+
+def largest_batch(needs_bytes: float, per_sample_bytes: float, batch_size: int, memory_gb: float) -> int:
+    """The largest batch whose step fits a card of `memory_gb`, from what the run needs at `batch_size`
+    (`memory_needed`) and what a sample adds to it (sweeps/count_step.py's peak_memory_per_sample_bytes):
+    the need is a line in the batch size, a fixed part (weights, gradients, optimiser states, CONTEXT_BYTES)
+    and a part per sample (activations, the batch). 0 where not even one sample fits, or where a sample adds
+    nothing (the batch is not what does not fit)."""
+    if not per_sample_bytes > 0:
+        return 0
+    fixed = needs_bytes - per_sample_bytes * batch_size
+    return max(int((memory_gb * 1e9 - fixed) // per_sample_bytes), 0)
 
 
 SPEED = ["config_key", "source", "trial_s", "trial_lo", "trial_hi", "k", "predicted", "hosts", "date", "busy", "power_w",
@@ -1014,7 +1035,8 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
     the run's workload, epochs, batch_size and dataset_size (None where the sweep holds several); epoch_s
     and its 90% interval epoch_s_low, epoch_s_high (a planned run only; the same figure where measured);
     run_s (wall time, a cloud's start-up included), usd, each with _low and _high; fits (None for a CPU
-    or where not known), needs_gb, memory_gb; basis ("measured" or "predicted"), source, costed (how)."""
+    or where not known), needs_gb, memory_gb; largest_batch and accumulate_steps (`crossover predict`, where the
+    run does not fit: the largest batch that would, and the steps of it that make the run's batch); basis ("measured" or "predicted"), source, costed (how)."""
     one = grid.iloc[0] if len(grid) == 1 else None
     size = lambda axis: None if one is None or pd.isna(one[axis]) else int(one[axis])  # noqa: E731
     out = []
@@ -1031,6 +1053,8 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
             "fits": _plain(o.get("fits")) if gpu else None,
             "needs_gb": _plain(o.get("needs_gb", math.nan)) if gpu else None,
             "memory_gb": _plain(o.get("memory_gb")) if gpu else None,
+            **{name: None if not gpu or pd.isna(o.get(name)) else int(o.get(name))
+               for name in ("largest_batch", "accumulate_steps")},
             "basis": "predicted" if o["predicted"] else "measured", "source": source(o), "costed": o["basis"]})
     return out
 

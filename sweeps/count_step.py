@@ -166,7 +166,7 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
             loop = Loop.build(one, where, Timer(Clock(where.devices)))
             as_on_a_gpu(loop.opt)
             with attention_as_on_a_gpu(), rnn_as_on_a_gpu():
-                costs = loop.step_costs()
+                costs = loop.step_costs() | loop.step_peak()
         except Exception:
             if where.input_device.type != "meta":
                 raise

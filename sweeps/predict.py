@@ -14,8 +14,9 @@ Per GPU model, fastest first: the time per epoch with its 90% interval; the run'
 of it (no set-up, evaluation or transfer: nothing was timed), plus the start-up of the option it is
 priced at; its cost at the cheapest one-GPU on-demand option of analysis/prices.yaml, billed as that
 provider bills (analysis/decide.py `table`), where one exists; and whether the run fits the card's
-memory (decide.memory_needed: estimated from the parameters and the step's bytes). Every figure is
-predicted, never measured. Reads no rows of the user's; imports neither torch nor ray.
+memory (decide.memory_needed: the peak of the step, counted by trainables/memory.py) and, on a card it
+does not fit, the largest batch that would and the steps of it that accumulate the run's batch. Every figure
+is predicted, never measured. Reads no rows of the user's; imports neither torch nor ray.
 """
 
 from __future__ import annotations
@@ -136,7 +137,21 @@ def predicted(counted: dict, epochs: int, options: list[cost.Option],
                       "predicted_share": 1.0, "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan,
                       "basis": "no option of analysis/prices.yaml has it: the GPU's time alone"}
                      | decide.card_fits(run.to_dict(), cards.get(gpu)))
-    return pd.DataFrame(lines).sort_values(["epoch_s", "usd"], ignore_index=True), grid
+    return smaller(pd.DataFrame(lines).sort_values(["epoch_s", "usd"], ignore_index=True), counted), grid
+
+
+def smaller(lines: pd.DataFrame, counted: dict) -> pd.DataFrame:
+    """`lines` with, on each GPU the run does not fit, the largest batch that would (largest_batch, 0: not one
+    sample; decide.largest_batch) and how many steps of it accumulate the run's batch (accumulate_steps);
+    null elsewhere, and where the count has no peak a sample (batch 1, or no counted peak)."""
+    per_sample, batch = counted.get("peak_memory_per_sample_bytes"), int(counted["batch_size"])
+    largest, steps = [], []
+    for line in lines.itertuples():
+        short = per_sample is not None and pd.notna(line.fits) and not line.fits
+        n = decide.largest_batch(line.needs_gb * 1e9, per_sample, batch, line.memory_gb) if short else None
+        largest.append(n)
+        steps.append(-(-batch // n) if n else None)
+    return lines.assign(largest_batch=pd.array(largest, dtype="Int64"), accumulate_steps=pd.array(steps, dtype="Int64"))
 
 
 def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> str:
@@ -172,11 +187,23 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
         "the cheapest one-GPU on-demand option of analysis/prices.yaml, billed as it bills, its start-up included; "
         f"fits: {memory}",
     ]
+    notes += [smaller_note(lines, counted)] if lines["largest_batch"].notna().any() else []
     notes += [f"{decide.STALE} {len(old)} of the prices used are over 12 months old (python -m crossover.analysis cost "
               "lists them)"] if old else []
     def wrap(text: str) -> list[str]:
         return textwrap.wrap(text, decide.WIDTH, subsequent_indent="    ", break_on_hyphens=False)
     return "\n".join([*wrap(head), *body, *(w for n in notes for w in wrap(n))])
+
+
+def smaller_note(lines: pd.DataFrame, counted: dict) -> str:
+    """One note for the GPUs the run does not fit, grouped by the largest batch that would fit each."""
+    batch, said = int(counted["batch_size"]), []
+    for (n, k), group in lines[lines["largest_batch"].notna()].groupby(["largest_batch", "accumulate_steps"],
+                                                                         dropna=False, sort=False):
+        gpus = ", ".join(group["model"])
+        said.append(f"{gpus}: not even batch 1 fits" if n == 0 else
+                    f"{gpus}: largest batch that fits: {n:,} (accumulate {k:,} steps for batch {batch:,})")
+    return "does not fit: " + "; ".join(said)
 
 
 def parser() -> argparse.ArgumentParser:

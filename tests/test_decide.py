@@ -516,3 +516,20 @@ def test_a_loaded_row_beside_a_quiet_one_of_its_configuration_is_left_out_of_the
     _, found, *_ = decide.decide(rows, none, options, billing, [])
     mine = found[found["kind"] == decide.OWN_CPU].iloc[0]
     assert mine["wall_s"] == pytest.approx(10 * 1.0 + 1.0) and "[busy]" not in decide.source(mine)
+
+
+def test_memory_needed_takes_a_counted_peak_over_the_formula_and_the_formula_where_none_was_counted():
+    step = {"dataset_size": 1000, "n_params": 10_000_000, "bytes_per_step": 8e9, "optimizer_bytes_per_step": 0.0}
+    counted = decide.memory_needed(pd.DataFrame([step | {"peak_memory_bytes": 3e9}]), 1000, False)
+    assert counted["needs_bytes"] == 3e9 + decide.FLOOR_BYTES + decide.CONTEXT_BYTES
+    assert counted["needs_how"].startswith("a step's peak, counted")
+    formula = decide.memory_needed(pd.DataFrame([step | {"peak_memory_bytes": None}]), 1000, False)
+    assert formula["needs_how"] == "estimated from n_params and bytes_per_step"
+    assert formula["needs_bytes"] == pytest.approx(16 * 10_000_000 + 8e9 / 4 + decide.FLOOR_BYTES + decide.CONTEXT_BYTES)
+
+
+def test_the_largest_batch_that_fits_is_the_cards_memory_less_the_fixed_part_over_a_samples_share():
+    # 10 GB at batch 64, 0.1 GB of it a sample: 3.6 GB fixed; an 8 GB card holds 44 samples beside it
+    assert decide.largest_batch(10e9, 0.1e9, 64, 8) == 44
+    assert decide.largest_batch(10e9, 0.1e9, 64, 3) == 0  # not even the fixed part fits
+    assert decide.largest_batch(10e9, 0.0, 64, 8) == 0  # a sample adds nothing: a smaller batch cannot help

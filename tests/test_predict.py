@@ -7,6 +7,7 @@ import dataclasses
 import json
 import re
 
+import pandas as pd
 import pytest
 import torch
 from test_command import crossover
@@ -156,3 +157,20 @@ def test_a_recurrent_net_is_counted_as_the_cudnn_ops_a_gpu_runs_not_as_its_cells
     # counted as their kernels
     assert cudnn["elementwise_launches_per_step"] < cells["elementwise_launches_per_step"] / 10
     assert cudnn["matmul_flops_per_step"] > cells["matmul_flops_per_step"] > 0  # cuDNN's first state gradient
+
+
+def test_a_run_that_does_not_fit_a_card_says_the_largest_batch_that_does_and_the_steps_to_accumulate():
+    from crossover.sweeps.predict import smaller, smaller_note
+    lines = pd.DataFrame([{"model": "H100", "fits": True, "needs_gb": 10.0, "memory_gb": 80.0},
+                          {"model": "V100", "fits": False, "needs_gb": 20.0, "memory_gb": 16.0},
+                          {"model": "T4", "fits": False, "needs_gb": 20.0, "memory_gb": 16.0},
+                          {"model": "GTX 960", "fits": False, "needs_gb": 20.0, "memory_gb": 2.0},
+                          {"model": "L4", "fits": None, "needs_gb": float("nan"), "memory_gb": None}])
+    # 20 GB at batch 256, 0.05 GB a sample: 7.2 GB fixed, 176 samples on a 16 GB card, 2 steps of them make 256
+    out = smaller(lines, {"batch_size": 256, "peak_memory_per_sample_bytes": 0.05e9})
+    assert out["largest_batch"].tolist() == [pd.NA, 176, 176, 0, pd.NA]
+    assert out["accumulate_steps"].tolist() == [pd.NA, 2, 2, pd.NA, pd.NA]
+    note = smaller_note(out, {"batch_size": 256})
+    assert note == ("does not fit: V100, T4: largest batch that fits: 176 (accumulate 2 steps for batch 256); "
+                    "GTX 960: not even batch 1 fits")
+    assert smaller(lines, {"batch_size": 1, "peak_memory_per_sample_bytes": None})["largest_batch"].isna().all()

@@ -23,8 +23,9 @@ from __future__ import annotations
 import copy
 
 import torch
+from torch.utils._pytree import tree_leaves
 
-from crossover.trainables import costs, precision
+from crossover.trainables import costs, memory, precision
 from crossover.trainables.data import Data, move, take
 from crossover.trainables.fused import run_fused
 from crossover.trainables.graph import StepGraph
@@ -240,6 +241,35 @@ class Loop:
         if self.cfg.engine != "eager":  # the ops are counted eagerly: a graph or compiled step launches otherwise
             counted = costs.replayed(counted, self.graph.launches if self.graph is not None else None)
         return counted
+
+    def step_peak(self) -> dict:
+        """The memory one steady step allocates at its peak (trainables/memory.py), on copies of the model and
+        the optimiser as `step_costs` takes them, after a first step has made the optimiser's states:
+        `peak_memory_bytes` at the trial's batch size, its batch included, and `peak_memory_per_sample_bytes`,
+        what a sample more adds (the peaks at the batch and at half of it, a line, plus a sample's inputs and
+        targets; null at batch 1). What crossover predict judges whether a run fits a card by. Empty for a
+        data-parallel or pipeline trial; `peak_memory_note` says why where it could not be counted."""
+        where, trial = self.where, self.trials[0]
+        if where.world > 1 or len(where.devices) > 1:
+            return {}
+        model = getattr(self.model, "_orig_mod", self.model)
+        twin = Loop(trial, *copy.deepcopy((model, self.opt)), self.crit, self.data, where)
+        order = (torch.arange(self.data.n, device=self.data.device),) * 2 if self.wl.shuffle else None
+        n, peaks = self.cfg.batch_size, {}
+        with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
+            try:
+                for size in sorted({n, n // 2} - {0}, reverse=True):
+                    batch = next(_batches(self.data.n, size, order, 0, 1))
+                    if not twin.opt.state:
+                        twin._step(*batch)
+                    peaks[size] = memory.step_peak(lambda: twin._step(*batch), where.input_device, twin.model,
+                                                   twin.opt, self.data.x, self.data.y)
+            except Exception as exc:  # an op the tracker cannot follow: the count stands without it, and why
+                return {"peak_memory_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
+        # the data held is one batch (count_step makes it so) in both: its share a sample is added back
+        data = sum(t.nbytes for t in tree_leaves((self.data.x, self.data.y))) / self.data.n
+        per_sample = (peaks[n] - peaks[n // 2]) / (n - n // 2) + data if n > 1 else None
+        return {"peak_memory_bytes": peaks[n], "peak_memory_per_sample_bytes": per_sample}
 
 
 HELD_BYTES = 64 * 2**20  # outputs held before `_tally` sums them early: a bound on the memory, not a measured optimum

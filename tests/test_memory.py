@@ -1,0 +1,138 @@
+"""trainables/memory.py: a step's peak memory, counted on the meta device, against figures worked out by hand
+and (on a GPU machine) against torch.cuda.max_memory_allocated.
+
+    python -m pytest -q tests/test_memory.py        # the GPU test is skipped where CUDA is not available
+"""
+
+import pytest
+import torch
+from torch import nn
+
+from crossover.analysis import decide
+from crossover.sweeps.count_step import attention_as_on_a_gpu, counted
+from crossover.trainables.memory import step_peak
+
+META = torch.device("meta")
+F32 = 4  # bytes an element
+
+
+def steady_peak(model, opt, x, y, device=META) -> int:
+    """The counted peak of a training step after a first one (which makes Adam's states)."""
+    crit = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        crit(model(x), y).backward()
+        opt.step()
+
+    step()
+    return step_peak(step, device, model, opt, x, y)
+
+
+def mlp(d: int, h: int, c: int, batch: int, foreach: bool):
+    model = nn.Sequential(nn.Linear(d, h), nn.ReLU(), nn.Linear(h, c)).to(META)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=foreach)
+    x, y = torch.empty(batch, d, device=META), torch.zeros(batch, dtype=torch.long, device=META)
+    return model, opt, x, y, sum(p.numel() for p in model.parameters())
+
+
+def test_a_wide_mlps_peak_is_its_weights_gradients_adam_states_and_the_update_of_its_largest_weight():
+    # 1000 -> 2000 -> 10 at batch 64: the weights outweigh the activations, and the peak is in Adam's update
+    # (one tensor at a time, foreach=False): weights, gradients and the two moments (16 bytes a parameter),
+    # the update's two temporaries of the largest weight (its moment's square root, that divided), the batch
+    model, opt, x, y, n = mlp(1000, 2000, 10, 64, foreach=False)
+    by_hand = 16 * n + 2 * 1000 * 2000 * F32 + 64 * 1000 * F32 + 64 * 8
+    assert steady_peak(model, opt, x, y) == pytest.approx(by_hand, rel=0.02)
+
+
+def test_a_long_batchs_peak_is_the_saved_activation_and_its_two_gradients_beside_the_weights():
+    # 256 -> 1024 -> 16 at batch 4096: the activations outweigh the weights, and the peak is in the ReLU's
+    # backward: weights and Adam's moments (12 bytes a parameter), the last layer's gradients (made first),
+    # the ReLU's saved output, the gradient reaching it and the one it passes on (3 x batch x 1024), the batch
+    model, opt, x, y, n = mlp(256, 1024, 16, 4096, foreach=False)
+    by_hand = 12 * n + (1024 * 16 + 16) * F32 + 3 * 4096 * 1024 * F32 + 4096 * 256 * F32 + 4096 * 8
+    assert steady_peak(model, opt, x, y) == pytest.approx(by_hand, rel=0.02)
+
+
+def test_a_gpus_foreach_adam_holds_one_temporary_the_size_of_all_the_weights_not_two_of_the_largest():
+    # the multi-tensor update (a GPU's default) makes each step's temporary for every weight at once
+    model, opt, x, y, n = mlp(1000, 2000, 10, 64, foreach=True)
+    assert steady_peak(model, opt, x, y) == pytest.approx(20 * n + 64 * 1000 * F32 + 64 * 8, rel=0.02)
+
+
+def test_the_counted_peak_grows_with_the_batch_as_its_share_a_sample_says():
+    one, two = (counted("tabular", batch, 16384, {"width": 256}, {}) for batch in (2048, 4096))
+    assert one["counted_on"] == "meta" and two["peak_memory_bytes"] > 1.5 * one["peak_memory_bytes"]
+    # the peak is a line in the batch size: twice the batch adds what a sample adds, that many times
+    grown = one["peak_memory_bytes"] + 2048 * one["peak_memory_per_sample_bytes"]
+    assert two["peak_memory_bytes"] == pytest.approx(grown, rel=0.02)
+    assert two["peak_memory_per_sample_bytes"] == pytest.approx(one["peak_memory_per_sample_bytes"], rel=0.02)
+
+
+def test_a_step_at_batch_one_has_a_peak_but_no_share_a_sample():
+    row = counted("tabular", 1, 64, {}, {})
+    assert row["peak_memory_bytes"] > 0 and row["peak_memory_per_sample_bytes"] is None
+
+
+def measured_against_counted(make_model, make_batch, make_opt) -> tuple[int, int]:
+    """(torch.cuda.max_memory_allocated over a steady step on the GPU, the counted peak on the meta device +
+    the workspaces decide adds to it): the same model, batch and optimiser on each."""
+    figures = []
+    for device in (torch.device("cuda"), META):
+        torch.manual_seed(0)
+        with device:
+            model = make_model()
+            x, y = make_batch()
+        opt = make_opt(model.parameters())
+        crit = nn.CrossEntropyLoss()
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            crit(model(x).flatten(0, -2), y.flatten()).backward()
+            opt.step()
+
+        if device.type == "cuda":
+            step()  # Adam's states, cuBLAS's workspace and cuDNN's choices made once, as a trial's warm-up
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            step()
+            torch.cuda.synchronize()
+            figures.append(torch.cuda.max_memory_allocated())
+        else:
+            with attention_as_on_a_gpu():
+                step()
+                figures.append(step_peak(step, device, model, opt, x, y) + decide.FLOOR_BYTES)
+        del model, opt, x, y
+        torch.cuda.empty_cache()
+    return figures[0], figures[1]
+
+
+class Tokens(nn.Module):
+    """A small encoder-only language model: 4 layers of width 512 over 256 tokens of 1,000."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(1000, 512)
+        layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
+        self.blocks = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
+        self.head = nn.Linear(512, 1000)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.embed(x)))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", ["resnet18", "transformer"])
+def test_the_counted_peak_is_within_15_percent_of_the_gpus_max_memory_allocated(name):
+    torchvision = pytest.importorskip("torchvision")
+    cases = {
+        "resnet18": (lambda: torchvision.models.resnet18(num_classes=1000),
+                     lambda: (torch.randn(32, 3, 224, 224), torch.randint(0, 1000, (32,))),
+                     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=True)),
+        "transformer": (Tokens, lambda: (torch.randint(0, 1000, (16, 256)), torch.randint(0, 1000, (16, 256))),
+                        lambda p: torch.optim.AdamW(p, lr=1e-3, foreach=True)),
+    }
+    measured, predicted = measured_against_counted(*cases[name])
+    print(f"{name}: measured {measured / 1e6:,.1f} MB, counted {predicted / 1e6:,.1f} MB, {predicted / measured:.3f}x")
+    assert predicted == pytest.approx(measured, rel=0.15)
