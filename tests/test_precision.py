@@ -150,3 +150,79 @@ def test_the_precision_study_runs_on_the_cpu_and_sets_loss_beside_time(tmp_path,
     assert len(bf16) == 3 and bf16["speedup"].notna().all()
     assert bf16["loss_ratio"].to_numpy() == pytest.approx(1, rel=BF16_RTOL)
     assert "per precision: time per epoch (ms) beside what it learnt" in capsys.readouterr().out
+
+
+# ---- a step counted at bf16 on the meta device, as CUDA's autocast runs it (precision.GpuAutocast) ----
+
+def _encoder_step(device, cast):
+    """A pre-norm transformer block and a linear head: one forward under `cast`, backward, an SGD step."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.TransformerEncoderLayer(64, 4, 256, batch_first=True, norm_first=True),
+                                torch.nn.Flatten(), torch.nn.Linear(16 * 64, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(8, 16, 64, device=device), torch.randint(0, 10, (8,), device=device)
+
+    def step():
+        with cast:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def _dtypes(step) -> list[tuple[str, torch.dtype]]:
+    """(aten op, its first output's dtype) of each op `step` dispatches, attention fused as count_step counts it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from crossover.sweeps.count_step import attention_as_on_a_gpu
+
+    seen = []
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            first = out[0] if isinstance(out, (tuple, list)) and out else out
+            if isinstance(first, torch.Tensor):
+                seen.append((func.overloadpacket.__name__, first.dtype))
+            return out
+    with attention_as_on_a_gpu(), Seen():
+        step()
+    return seen
+
+
+def test_a_step_counted_at_bf16_runs_its_matmuls_forward_and_backward_in_bf16_and_its_norms_and_loss_in_fp32():
+    from crossover.trainables.precision import autocast
+
+    seen = _dtypes(_encoder_step("meta", autocast("bf16", "meta")))
+    mm = {dtype for name, dtype in seen if name in ("mm", "addmm", "bmm")}
+    assert mm == {torch.bfloat16}  # the forward's products and the backward's, at the forward's type
+    assert {dtype for name, dtype in seen if name == "native_layer_norm"} == {torch.float32}
+    assert {dtype for name, dtype in seen if name in ("_log_softmax", "nll_loss_forward")} == {torch.float32}
+    assert ("_to_copy", torch.bfloat16) in seen and ("_to_copy", torch.float32) in seen  # the casts are ops too
+    assert {dtype for name, dtype in _dtypes(_encoder_step("meta", autocast("default", "meta")))
+            if name in ("mm", "addmm", "bmm")} == {torch.float32}
+
+
+def test_a_step_counted_at_bf16_moves_fewer_bytes_than_at_the_default_and_the_same_flops():
+    from crossover.trainables.costs import count
+    from crossover.trainables.precision import autocast
+
+    from crossover.sweeps.count_step import attention_as_on_a_gpu
+
+    with attention_as_on_a_gpu():
+        default = count(_encoder_step("meta", autocast("default", "meta")), on_gpu=False)
+        bf16 = count(_encoder_step("meta", autocast("bf16", "meta")), on_gpu=False)
+    assert bf16["flops_per_step"] == default["flops_per_step"]
+    assert bf16["matmul_bytes_per_step"] < 0.7 * default["matmul_bytes_per_step"]
+    assert bf16["optimizer_bytes_per_step"] == default["optimizer_bytes_per_step"]  # the weights stay float32
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_meta_count_at_bf16_runs_each_op_at_the_type_cudas_autocast_runs_it():
+    from crossover.trainables.precision import autocast
+
+    on_gpu = _dtypes(_encoder_step("cuda", torch.autocast("cuda", dtype=torch.bfloat16)))
+    counted = _dtypes(_encoder_step("meta", autocast("bf16", "meta")))
+    compute = ("mm", "addmm", "bmm", "native_layer_norm", "_log_softmax", "nll_loss_forward", "gelu", "relu")
+    assert [s for s in counted if s[0] in compute] == [s for s in on_gpu if s[0] in compute]
