@@ -70,7 +70,7 @@ def set_tf32(precision: str) -> None:
 
 # CUDA autocast's cast policy in this torch (ATen/autocast_mode.h: AT_FORALL_LOWER_PRECISION_FP, AT_FORALL_FP32,
 # AT_FORALL_PROMOTE; and cudnn/AutocastRNN.cpp, which casts cuDNN's RNN), by the name an op is called with from
-# Python. `cross_entropy_loss` is CompositeImplicit: autocast reaches it as log_softmax and nll_loss, both FP32.
+# Python.
 LOWER = frozenset({
     "_convolution", "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "convolution", "prelu", "addmm", "addmv", "addr", "matmul", "__matmul__", "__rmatmul__",
@@ -87,7 +87,7 @@ FP32 = frozenset({
     "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm", "logsumexp", "upsample_nearest1d",
     "upsample_nearest2d", "upsample_nearest3d", "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
     "upsample_bicubic2d", "prod", "softmax", "log_softmax", "cumprod", "cumsum", "linalg_vector_norm",
-    "linalg_matrix_norm", "sum", "norm", "cross_entropy_loss"})
+    "linalg_matrix_norm", "sum", "norm"})
 PROMOTE = frozenset({"addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdot", "grid_sampler", "index_put",
                      "tensordot", "scatter_add", "cat", "stack"})
 
@@ -102,7 +102,8 @@ class GpuAutocast(torch.overrides.TorchFunctionMode):
 
     A mode sees an op where Python calls it. torch.nn.functional's functions written in Python (layer_norm,
     multi_head_attention_forward) hand themselves to a mode whole, which would hide the ops they call:
-    inside this mode they run their bodies instead (`_bodies`), so that a mode sees the ops inside."""
+    inside this mode they run their bodies instead (`_bodies`), so that a mode sees the ops inside; and
+    cross_entropy_loss, whose ops autocast casts one by one inside it, runs as them (`_cross_entropy`)."""
 
     def __init__(self, dtype: torch.dtype):
         super().__init__()
@@ -111,6 +112,9 @@ class GpuAutocast(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "").split(".")[0]
+        if name == "cross_entropy_loss" and not kwargs and len(args) == 6 and not args[1].is_floating_point() \
+                and args[5] == 0:
+            return _cross_entropy(*args[:5])
         to = self.dtype if name in LOWER else torch.float32 if name in FP32 else None
         if name in PROMOTE:
             floats = [t.dtype for t in tree_leaves((args, kwargs)) if _casts(t)]
@@ -127,6 +131,14 @@ class GpuAutocast(torch.overrides.TorchFunctionMode):
     def __exit__(self, *exc):
         super().__exit__(*exc)
         return self._bodies.__exit__(*exc)
+
+
+def _cross_entropy(x, target, weight, reduction: int, ignore_index: int):
+    """cross_entropy_loss (class targets, no label smoothing) as CUDA's autocast runs it: log_softmax at the
+    input's type (cross_entropy asks for that type, which autocast's FP32 rule leaves alone), nll_loss in FP32."""
+    logp = torch.log_softmax(x, 1 if x.dim() > 1 else 0, dtype=x.dtype)
+    return torch.nn.functional.nll_loss(logp.float(), target, None if weight is None else weight.float(),
+                                        ignore_index=ignore_index, reduction=("none", "mean", "sum")[reduction])
 
 
 def _casts(t) -> bool:
