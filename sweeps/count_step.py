@@ -148,8 +148,9 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
     if wl is None:
         raise ValueError(f"--workload {ref!r}: no built-in of that name ({', '.join(sorted(WORKLOADS))}); give "
                          "your own as path/to/job.py:ATTR")
+    # one step counted, no epoch timed: no warm-up to leave out of the workload's default epochs (`epochs: 1`)
     cfg = TrialConfig(wl.name, device="cpu", batch_size=batch_size, dataset_size=dataset_size, module=wl.ref,
-                      params=params or None, **axes)
+                      params=params or None, warmup_epochs=0, **axes)
     trial = resolve(cfg)  # checked at the run's dataset size, as its trials would be
     one = dataclasses.replace(trial, cfg=dataclasses.replace(trial.cfg, dataset_size=trial.cfg.batch_size))
     for where in (Placement((torch.device("meta"),)), placement(one.spec)):
