@@ -56,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def workloads(argv: list[str]) -> list[str]:
+def given_workloads(argv: list[str]) -> list[str]:
     """The values of every `--workload X` and `--workload=X` of a subcommand's arguments."""
     return [*(v for flag, v in zip(argv, argv[1:]) if flag == "--workload"),
             *(a.split("=", 1)[1] for a in argv if a.startswith("--workload="))]
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     # Each job file or module named, checked before the subcommand's module is imported or starts a process that
     # imports the job: a typo is refused in under a second, in the same line under every command.
     try:
-        for text in workloads(argv[1:]):
+        for text in given_workloads(argv[1:]):
             check(text)
     except WorkloadError as exc:
         print(f"error: {exc}", file=sys.stderr)

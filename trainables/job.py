@@ -60,13 +60,15 @@ def check(text: str) -> None:
     built-ins are checked where they are defined, trainables/workloads.py)."""
     if not is_reference(text):
         return
-    module, attr, path = locate(text)
-    source = path or _source(module)
+    module, attr, source = locate(text)
     if source is None:
-        if _spec(module) is None:
+        found = _spec(module)
+        if found is None:
             raise WorkloadError(f"--workload {text!r}: no module {module!r} on the Python path; give a module that "
                                 "imports from here (PYTHONPATH), or the path of its file (path/to/job.py:ATTR)")
-        return  # a compiled module or a namespace package: its names are known once imported
+        source = Path(found.origin) if found.origin else None
+        if source is None or source.suffix != ".py" or not source.is_file():
+            return  # a compiled module or a namespace package: its names are known once imported
     try:
         tree = ast.parse(source.read_bytes(), filename=str(source))
     except SyntaxError as exc:
@@ -91,13 +93,6 @@ def _spec(module: str) -> importlib.machinery.ModuleSpec | None:
             return None
         found = importlib.machinery.PathFinder.find_spec(part, list(found.submodule_search_locations))
     return found
-
-
-def _source(module: str) -> Path | None:
-    """The source file of `module` (a package's __init__.py), where it has one; None otherwise."""
-    found = _spec(module)
-    origin = Path(found.origin) if found is not None and found.origin else None
-    return origin if origin is not None and origin.suffix == ".py" and origin.is_file() else None
 
 
 def _top_level(tree: ast.Module) -> set[str] | None:
