@@ -153,8 +153,9 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
     if wl is None:
         raise ValueError(f"--workload {ref!r}: no built-in of that name ({', '.join(sorted(WORKLOADS))}); give "
                          "your own as path/to/job.py:ATTR")
+    # one step counted, no epoch timed: no warm-up to leave out of the workload's default epochs (`epochs: 1`)
     cfg = TrialConfig(wl.name, device="cpu", batch_size=batch_size, dataset_size=dataset_size, module=wl.ref,
-                      params=params or None, **axes)
+                      params=params or None, warmup_epochs=0, **axes)
     trial = resolve(cfg)  # checked at the run's dataset size, as its trials would be
     # the precision after the checks, which refuse a GPU's precisions on this process's CPU: the step is counted
     # as a GPU runs it (tf32 and fp32 count as the default does: the same ops, at other peaks)

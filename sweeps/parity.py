@@ -82,6 +82,7 @@ from crossover.trainables.devices import parse
 from crossover.trainables.timing import MIN_TIMED_EPOCHS, more_epochs
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import Trial, here
+from crossover.trainables.workload import sums
 from crossover.trainables.workloads import WORKLOADS
 
 # Epochs of every run of the seeds' configurations, its warm-up included, by device: enough timed
@@ -161,7 +162,7 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     x, y = move(data.x, device), data.y.to(device)
     optimizer = wl.make_optimizer(model.parameters(), cfg.lr)
     criterion = wl.make_loss()
-    summed = criterion.reduction == "sum"
+    summed = sums(criterion)
     shuffler = torch.Generator().manual_seed(cfg.seed)  # the order run_trial draws
     state = {"running_loss": 0.0}
 

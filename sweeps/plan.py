@@ -11,7 +11,8 @@ the meta device (its fingerprint's parameter shapes: trainables/workload.py), it
 (Workload.check), and making a batch of its data and running a forward pass on the meta device (its memory
 estimate: trainables/fused.py member_bytes). Each runs here in `python -m crossover.sweeps.plan`, under a time limit
 (--plan-timeout), on copies of the user's modules (a module that writes to its own file writes the copy), its
-output in a log file (at most LOG_MAX_BYTES; never on the terminal) that a failure names, and its whole
+output in a log file (at most LOG_MAX_BYTES; never on the terminal) that a failure names (none is left where it
+printed nothing, or where the failure's one line says it all: a module that does not import), and its whole
 process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain
 data (JSON): a WorkloadSpec (trainables/workload.py), a check's refusal, a size. The driver never imports a
 user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.workload.declare) and works
@@ -157,7 +158,9 @@ def _plan(refs: list[tuple[str, str]], timeout_s: float, sizes: list[dict] = (),
         events, how, log = _call(refs, sizes, checks, timeout_s)
         doing = None
         for event in events:
-            if "error" in event:  # the module does not import, or the reference names nothing
+            if "error" in event:  # the module does not import, or the reference names nothing: the line says it
+                if log:
+                    Path(log).unlink()
                 raise PlanError(event["error"])
             if "doing" in event:
                 doing = event
@@ -176,23 +179,29 @@ def _plan(refs: list[tuple[str, str]], timeout_s: float, sizes: list[dict] = (),
         sizes = [c for c in sizes if c[0] not in sized]
         checks = [c for c in checks if c[0] not in checked]
         if how is None:
-            Path(log).unlink()
+            if log:
+                Path(log).unlink()
             break
         if doing is None:  # crossover's own start-up failed, before any of the user's code
-            raise PlanError(f"the planning process (python -m crossover.sweeps.plan) {how} before it ran your code; its "
-                            f"output: {log}")
+            raise PlanError(f"the planning process (python -m crossover.sweeps.plan) {how} before it ran your code. "
+                            f"{_output(log)}")
         said = f"{doing['doing']}, in a process of its own (planning), {how}"
         if "imports" in doing:
-            raise PlanError(f"--workload {doing['text']}: {said}; nothing ran. Its output: {log}. Fix the module "
+            raise PlanError(f"--workload {doing['text']}: {said}; nothing ran. {_output(log)}. Fix the module "
                             f"(python {doing['imports']} runs it alone), or give --plan-timeout more seconds")
         ref = doing["ref"]
-        _fault(ref, f"{ref}: {said}; its trials are error rows and do not run. Its output: {log}. Fix the workload, "
+        _fault(ref, f"{ref}: {said}; its trials are error rows and do not run. {_output(log)}. Fix the workload, "
                     "or give --plan-timeout more seconds")
         found.update({text: _found(partial[text], None) for text, _ in refs if text == doing.get("text")})
         refs = [r for r in refs if r[0] not in found]
         sizes = [c for c in sizes if c[1]["module"] != ref]
         checks = [c for c in checks if c[1]["module"] != ref]
     return found, sized, checked
+
+
+def _output(log: str | None) -> str:
+    """What a failure says of the child's output: its log file, or that there was none."""
+    return f"Its output: {log}" if log else "It printed nothing"
 
 
 def _found(event: dict, fingerprint: str | None) -> tuple[WorkloadSpec, str | None]:
@@ -211,8 +220,9 @@ def _fault(ref: str, why: str) -> None:
 
 
 def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: list[tuple[int, dict]],
-          timeout_s: float) -> tuple[list, str | None, str]:
-    """One run of the child: its events, how it failed (None: it did not), and its log file's path."""
+          timeout_s: float) -> tuple[list, str | None, str | None]:
+    """One run of the child: its events, how it failed (None: it did not), and its log file's path (None: it
+    printed nothing, and no empty log is left behind)."""
     with tempfile.TemporaryDirectory(prefix="crossover-plan-") as tmp:
         copies = Path(tmp) / "copies"
         copies.mkdir()
@@ -253,6 +263,9 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
         events = [json.loads(line) for line in answer.read_text().splitlines()] if answer.exists() else []
         # what the child said it caught ("raised KeyboardInterrupt") says more than its exit status
         how = next((e["fault"] for e in events if "fault" in e), how)
+        if not os.path.getsize(log.name):
+            os.unlink(log.name)
+            return events, how, None
         return events, how, log.name
 
 

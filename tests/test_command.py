@@ -1,7 +1,9 @@
 """The `crossover` command run as a process: each subcommand's help shows the flags of the parser it
-hands over to, `decide` prices a planned run from a results folder written here, and a name that is no
-subcommand is refused with the choices."""
+hands over to, `decide` prices a planned run from a results folder written here, a name that is no
+subcommand is refused with the choices, and a job file, module or attribute that is not there is refused in the
+same one line by every command, before torch is imported or a process started."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +59,32 @@ def test_an_unknown_subcommand_exits_2_naming_the_choices():
     done = crossover("sweeps", "--smoke")
     assert done.returncode == 2
     assert "invalid choice: 'sweeps' (choose from 'sweep', 'decide', 'report', 'predict')" in done.stderr
+
+
+# what each command is given beside --workload: all it needs to go on, were the workload there
+GIVEN = [["predict", "--epochs", "3"], ["sweep", "--smoke", "--out", "{out}"],
+         ["decide", str(ROOT / "results" / "reference"), "--epochs", "3", "--dataset-size", "100"]]
+
+
+@pytest.mark.parametrize("ref, why", [
+    ("{tmp}/nope.py:workload", "no file {tmp}/nope.py; give the path of a .py file that defines workload"),
+    ("no_such_module.jobs:workload", "no module 'no_such_module.jobs' on the Python path; give a module that imports "
+                                     "from here (PYTHONPATH), or the path of its file (path/to/job.py:ATTR)"),
+    ("{tmp}/job.py:wrkload", "{tmp}/job.py defines no 'wrkload' at its top level; did you mean 'workload'?"),
+], ids=["file", "module", "attribute"])
+def test_a_job_not_there_is_refused_in_one_line_by_every_command_before_torch_or_a_child_starts(tmp_path, ref, why):
+    (tmp_path / "job.py").write_text("raise SystemExit('imported')\nworkload = None\n")  # read, never run
+    ref, why = ref.format(tmp=tmp_path), why.format(tmp=tmp_path)
+    given = [[a.format(out=tmp_path / "out") for a in argv] for argv in GIVEN]
+    # each command run in one process, timed there; then which of the heavy modules it imported (predict's
+    # counting process is started once pandas is; a sweep's planning once torch and Ray are)
+    script = ("import json, sys, time\nfrom crossover.sweeps.command import main\ntook = []\n"
+              f"for argv in {given!r}:\n"
+              "    began = time.monotonic()\n"
+              f"    took.append((main([argv[0], '--workload', {ref!r}, *argv[1:]]), time.monotonic() - began))\n"
+              "print(json.dumps([took, sorted({'torch', 'ray', 'pandas'} & set(sys.modules))]))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    took, heavy = json.loads(done.stdout)
+    assert done.stderr.splitlines() == [f"error: --workload {ref!r}: {why}"] * len(GIVEN), done.stderr
+    assert [status for status, _ in took] == [2] * len(GIVEN) and max(s for _, s in took) < 2, took
+    assert heavy == [] and not (tmp_path / "out").exists()

@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -67,6 +68,17 @@ def job(folder: Path, name: str, at_import: str = "", **code) -> str:
     return f"{folder / name}.py:workload"
 
 
+def output_of(said: str) -> str:
+    """The planning process's output as the failure `said` names it: its log's text (the log then removed), or ''
+    where it says the process printed nothing (and no log is left)."""
+    if "It printed nothing" in said:
+        return ""
+    log = Path(re.search(r"Its output: (\S+)\.", said).group(1))
+    text = log.read_text()
+    log.unlink()
+    return text
+
+
 def test_planning_runs_the_users_code_in_a_process_of_its_own_on_a_copy_of_its_file(tmp_path, fresh, capfd):
     marker = tmp_path / "pids"
     ref = job(tmp_path, "pl_seen", model=f"open({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n'); "
@@ -103,22 +115,30 @@ def test_a_workload_that_exits_hangs_or_interrupts_while_planned_is_faulted_and_
     mine = [t for t in trials if t.wl.ref]
     said = plan.fault(mine[0].wl)
     assert said and words in said and "its trials are error rows" in said, said
-    log = Path(re.search(r"Its output: (\S+)\.", said).group(1) if "Its output" in said else "")
-    assert log.is_file()
+    output_of(said)
     assert not any(plan.fault(t.wl) for t in trials if not t.wl.ref)  # the built-in beside it is planned as ever
     assert capfd.readouterr().err.count("error: ") == 1  # said once, where it was found
-    log.unlink()
 
 
 def test_a_module_that_exits_as_it_imports_is_refused_in_one_line_and_never_imported_here(tmp_path, fresh):
-    ref = job(tmp_path, "pl_import", at_import="import os; os._exit(3)")
+    ref = job(tmp_path, "pl_import", at_import="print('loading', flush=True); import os; os._exit(3)")
     with pytest.raises(plan.PlanError) as info:
         Space("refused", {ref: {}}).expand()
     said = str(info.value)
     assert said.startswith(f"--workload {ref}: importing {tmp_path / 'pl_import.py'}, in a process of its own "
                            "(planning), exited with status 3; nothing ran") and "\n" not in said
     assert "pl_import" not in sys.modules
-    Path(re.search(r"Its output: (\S+)\.", said).group(1)).unlink()
+    assert output_of(said) == "loading\n"  # the log its line names: what it printed
+
+
+@pytest.mark.parametrize("at_import", ["raise ValueError('no data here')",
+                                       "print('loading'); raise ValueError('no data here')"], ids=["silent", "printing"])
+def test_a_module_refused_as_it_imports_leaves_no_log_behind(tmp_path, fresh, monkeypatch, at_import):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the planning process's log is written
+    ref = job(tmp_path, "pl_raises", at_import=at_import)
+    with pytest.raises(plan.PlanError, match=r"pl_raises.py does not import: ValueError: no data here; fix the file"):
+        Space("refused", {ref: {}}).expand()
+    assert list(tmp_path.glob("crossover-plan-*")) == []  # its one line says it all: no log named, none left
 
 
 def test_what_a_module_forks_as_it_is_planned_does_not_outlive_the_planning(tmp_path, fresh):
@@ -260,7 +280,7 @@ def test_a_check_that_exits_or_hangs_faults_its_workload_in_planning_not_the_dri
     assert said and "pl_badcheck's check of " in said and words in said and "its trials are error rows" in said, said
     assert os.getpid() not in seen(marker)
     assert capfd.readouterr().err.count("error: ") == 1
-    Path(re.search(r"Its output: (\S+)\.", said).group(1)).unlink()
+    output_of(said)
 
 
 @pytest.mark.slow

@@ -99,6 +99,13 @@ def test_a_job_that_exits_is_named_with_its_exit_status_in_one_line(tmp_path):
     assert "python -m crossover.sweeps.count_step --workload" in line
 
 
+def test_one_step_is_counted_whatever_epochs_the_jobs_defaults_give(tmp_path):
+    path = tmp_path / "pred_one_epoch.py"
+    path.write_text(JOB.replace("{hook}", "pass").replace('"epochs": 3', '"epochs": 1'))
+    one = counted(f"{path}:workload", None, None, {}, {})  # a trial's warm-up epoch is no part of one step
+    assert (one["workload"], one["batch_size"], one["counted_on"]) == ("pred_mlp", 64, "meta")
+
+
 def test_a_step_counted_on_the_meta_device_counts_what_the_cpu_counts_with_a_gpus_optimiser(tmp_path):
     ref = job(tmp_path, "pred_meta")
     on_meta = counted(ref, 32, 1000, {"width": 128}, {})

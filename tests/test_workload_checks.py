@@ -1,7 +1,8 @@
 """A Workload is checked when it is made: each misuse is refused in one line naming the workload, the field and the
 fix, before any trial (trainables/workload.py Workload.__post_init__); a make_data that returns no Data, or targets
 its loss does not take, is refused where planning first makes a batch, in the planning process (sweeps/plan.py),
-and its trials never run.
+and its trials never run. A reference to a job is checked first as source, never run (trainables/job.py); a loss of
+the user's own without `reduction` trains as a mean.
 
     python -m pytest tests/test_workload_checks.py
 """
@@ -10,12 +11,16 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from crossover.sweeps import plan
 from crossover.sweeps.space import Space
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.data import Data
+from crossover.trainables.job import check
+from crossover.trainables.train import run_trial
+from crossover.trainables.trial import resolve
 from crossover.trainables.workload import Param, Workload, WorkloadError
 
 
@@ -182,3 +187,53 @@ def test_float_class_indices_are_faulted_as_planned_and_a_trial_given_them_is_an
     row = failed_row(trials[0], error_text(info.value))  # its row, as trainables/trainable.py writes it
     assert row["status"] == "error" and row["error"].startswith("WorkloadError: Workload 'wc_float': make_data's "
                                                                 "Data.y is torch.float32 of shape (64,)"), row
+
+
+class MeanCrossEntropy(nn.Module):
+    """A user's own loss, a plain nn.Module: no `reduction` attribute, averaging as F.cross_entropy does."""
+
+    def forward(self, out, y):
+        return F.cross_entropy(out, y)
+
+
+def test_a_users_loss_without_reduction_trains_as_the_mean_torchs_own_loss_takes():
+    cfg = TrialConfig("mine", batch_size=16, dataset_size=64, epochs=2, min_timed_s=0)
+    own, torchs = (run_trial(resolve(cfg, Workload("mine", **{**GOOD, "make_loss": loss})))
+                   for loss in (MeanCrossEntropy, nn.CrossEntropyLoss))
+    assert own["status"] == "ok", own.get("error")
+    assert own["train_loss"] == pytest.approx(torchs["train_loss"])  # per sample, not a batch's sum of them
+
+
+def test_a_reference_is_checked_as_source_and_its_packages_are_never_run(tmp_path, monkeypatch):
+    package = tmp_path / "wc_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise SystemExit('run')\n")
+    (package / "jobs.py").write_text("raise SystemExit('run')\ntry:\n    from x import y as workload\n"
+                                     "except ImportError:\n    if True:\n        (other, workload) = 1, 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    check("wc_pkg.jobs:workload")  # bound in an `except`'s `if`, by a tuple
+    check("wc_pkg.jobs:other")
+    with pytest.raises(WorkloadError, match=r"^--workload 'wc_pkg.jobs:workloads': \S+/wc_pkg/jobs.py defines no "
+                                            r"'workloads' at its top level; did you mean 'workload'\?$"):
+        check("wc_pkg.jobs:workloads")
+    assert "wc_pkg" not in sys.modules
+    check("tabular")  # a built-in's name: checked where the built-ins are
+
+
+@pytest.mark.parametrize("source, passes", [
+    ("globals()['workload'] = 1\n", True),
+    ("from elsewhere import *\n", True),
+    ("def __getattr__(name):\n    return 1\n", True),
+    ("def make():\n    workload = 1\n", False),  # a function's own name is not the module's
+    ("workload = (\n", False),
+], ids=["globals", "star-import", "module-getattr", "in-a-function", "syntax-error"])
+def test_a_name_a_module_may_make_as_it_runs_passes_and_one_it_cannot_is_refused(tmp_path, source, passes):
+    (tmp_path / "wc_made.py").write_text(source)
+    ref = f"{tmp_path}/wc_made.py:workload"
+    if passes:
+        check(ref)
+        return
+    with pytest.raises(WorkloadError) as info:
+        check(ref)
+    said = str(info.value)
+    assert said.startswith(f"--workload {ref!r}: {tmp_path}/wc_made.py ") and "\n" not in said, said

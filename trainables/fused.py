@@ -38,6 +38,7 @@ from crossover.trainables.measure import measure
 from crossover.trainables.placement import Placement, placement
 from crossover.trainables.timing import Timer
 from crossover.trainables.trial import Trial
+from crossover.trainables.workload import sums
 from crossover.trainables.workloads import n_params
 
 FUSABLE = ("seed", "lr")  # what members may differ in
@@ -329,7 +330,7 @@ class FusedLoop:
         losses = self.losses_of(out, yb)
         params = self.m.params
         self.opt.step(dict(zip(params, torch.autograd.grad(losses.sum(), list(params.values())))))
-        self.loss_sum.add_(losses.detach() if self.crit.reduction == "sum" else losses.detach() * idx.shape[1])
+        self.loss_sum.add_(losses.detach() if sums(self.crit) else losses.detach() * idx.shape[1])
         if self.wl.classifies:
             self.correct.add_((out.detach().argmax(-1) == yb).sum(-1))
 
@@ -367,7 +368,7 @@ class FusedLoop:
         out = self.forward(m.test_x)
         m.base.train()
         losses = self.losses_of(out, m.test_y)
-        per_sample = losses / m.test_x.shape[1] if self.crit.reduction == "sum" else losses
+        per_sample = losses / m.test_x.shape[1] if sums(self.crit) else losses
         accuracy = ((out.argmax(-1) == m.test_y).float().mean(-1)).tolist() if self.wl.classifies \
             else [None] * k
         return per_sample.tolist(), accuracy

@@ -33,6 +33,7 @@ from crossover.trainables.measure import measure
 from crossover.trainables.placement import Placement, placement
 from crossover.trainables.timing import Timer
 from crossover.trainables.trial import Trial
+from crossover.trainables.workload import sums
 
 def _batches(n: int, batch_size: int, order, rank: int, world: int):
     """Index pairs (inputs, targets) of one epoch: each global batch in order, this rank's share of it.
@@ -53,7 +54,7 @@ def _batches(n: int, batch_size: int, order, rank: int, world: int):
 
 def _per_sample(crit: torch.nn.Module, batch: int) -> int:
     """What a batch's loss is multiplied by to give its sum over the samples: 1 where the loss sums them."""
-    return 1 if crit.reduction == "sum" else batch
+    return 1 if sums(crit) else batch
 
 
 class Loop:
@@ -123,7 +124,7 @@ class Loop:
             loss, out = self.wl.run_step(self.model, xb, yb, crit)
         # DDP averages gradients over ranks: a loss summed over the batch (lenet) must count every rank's
         # share in full to step as one process would on the whole batch.
-        self.scaler.scale(loss * where.world if crit.reduction == "sum" else loss).backward()
+        self.scaler.scale(loss * where.world if sums(crit) else loss).backward()
         self.scaler.step(self.opt)
         self.scaler.update()
         factor = _per_sample(crit, len(yb))

@@ -54,6 +54,7 @@ from torch import nn
 from crossover.schema import SEED_AXES
 from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.data import Data
+from crossover.trainables.job import WorkloadError, is_reference, locate  # a reference, parsed with no torch
 
 # Every workload varies these; depth, width and context only where it declares them (`axes`).
 SHARED_AXES = frozenset(SEED_AXES) - {"depth", "width", "context"}
@@ -119,9 +120,12 @@ class Param:
         return value
 
 
-class WorkloadError(ValueError):
-    """A workload that cannot be used, in one line: a Workload made wrong (naming the workload, the field and the
-    fix), or a reference that names none (naming the module, the attribute and the fix)."""
+def sums(loss: nn.Module) -> bool:
+    """Whether `loss` sums its batch's samples (reduction 'sum') rather than averaging them: what turns its value
+    into a per-sample loss, and under DDP scales its gradient. A loss of the user's with no `reduction` (a plain
+    nn.Module) is taken to average, as torch's losses and functions do by default; one that sums says so with
+    `self.reduction = "sum"`."""
+    return getattr(loss, "reduction", "mean") == "sum"
 
 
 def default_step(model: nn.Module, x, y, loss: nn.Module):
@@ -172,7 +176,7 @@ class Workload:
     name: str  # the rows' `workload`: letters, digits, '_', '-', '.' (NAME)
     make_data: Callable[[TrialConfig], object]  # -> crossover.Data: inputs (a tensor, or a dict of them), targets
     make_model: Callable[[TrialConfig], nn.Module]
-    make_loss: Callable[[], nn.Module]  # its reduction 'mean' or 'sum' says how a batch's loss is counted
+    make_loss: Callable[[], nn.Module]  # its reduction 'mean' or 'sum' says how a batch's loss is counted (`sums`)
     make_optimizer: Callable[[object, float], torch.optim.Optimizer]  # (parameters, lr)
     defaults: dict = field(default_factory=dict)  # the shared axes' values where a sweep leaves them unset
     axes: frozenset = frozenset()  # of depth, width, context: the ones this workload varies (the rest always)
@@ -341,38 +345,14 @@ class WorkloadSpec:
         return cls(**{**given, "axes": frozenset(given["axes"]), "params": params})
 
 
-# -- registration: a reference on the command line, imported once here and by name in every worker
+# -- registration: a reference on the command line (parsed and checked in trainables/job.py), imported once here
+# and by name in every worker
 
 
-_REF = re.compile(r"(?P<module>[^:]+):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)")
 _SHIPPED: dict[str, Path] = {}  # module name -> the file or package folder shipped to the workers
 _SOURCES: dict[str, str] = {}  # module name -> sha256 of its file's bytes as declared here (`declare`)
 _FINGERPRINTS: dict[str, str] = {}  # ref -> fingerprint, once per version of its module
 _TEXTS: dict[str, bytes] = {}  # a shipped file's path -> its bytes as declared (`imported_text`)
-
-
-def is_reference(text: str) -> bool:
-    """Whether `text` names a workload by module ('module:attr', 'file.py:attr'), not a built-in's name."""
-    return ":" in text
-
-
-def locate(text: str) -> tuple[str, str, Path | None]:
-    """(module, attribute, file) of a reference, without importing it: the file where `text` names one
-    ('path/file.py:attr'), else None ('package.module:attr'). Raises WorkloadError naming what is wrong."""
-    match = _REF.fullmatch(text.strip())
-    if not match:
-        raise WorkloadError(f"--workload {text!r}: give MODULE:ATTR or path/to/file.py:ATTR (the attribute a "
-                            "Workload, or a function that returns one)")
-    module, attr = match["module"], match["attr"]
-    if not (module.endswith(".py") or "/" in module or module.startswith(".")):
-        return module, attr, None
-    path = Path(module).expanduser().resolve()
-    if not path.is_file():
-        raise WorkloadError(f"--workload {text!r}: no file {path}; give the path of a .py file that defines {attr}")
-    if not path.stem.isidentifier():
-        raise WorkloadError(f"--workload {text!r}: the file's name {path.name} is no Python module name; rename it "
-                            "to letters, digits and '_'")
-    return path.stem, attr, path
 
 
 def declare(text: str) -> tuple[str, str, Path | None]:
