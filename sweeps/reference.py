@@ -7,6 +7,8 @@
     python sweeps/reference.py --real --out /tmp/ref          # examples/realsize.py's REAL archs, plain loop,
                                                               # default and bf16, 2 batch sizes, 3 runs, peak memory
     python sweeps/reference.py --real --held-out --out /tmp/ref   # REAL_HELD_OUT the same
+    python sweeps/reference.py --rows /tmp/ref/*-real.jsonl --out results/reference/h100-2026-11-27-real
+                                                  # --real's runs as rows the model fits on, counted here
 
 Without --held-out: one sweep (sweeps/runner.run, as `python sweeps/scaling.py` runs its trials) of every
 REFERENCE architecture at a launch-bound and a compute-bound batch (BATCH_SIZES) on IMAGES random
@@ -129,6 +131,49 @@ def real(args, out) -> None:
                 if line["status"] == "ok" else line["error"][:80]), flush=True)
 
 
+def real_rows(files: list, out) -> None:
+    """The runs of `files` (--real's JSON lines) as rows of crossover/schema.py, one per arch, batch, precision and
+    GPU, in OUT/real/rows.parquet: the runs' median epochs (the first --repeats ok runs of each point, each run's
+    median over its timed epochs) and, in the per-class columns, the step as `crossover predict` counts it on a
+    laptop (sweeps/count_step.py, the meta device, at the row's precision), which is what analysis/model.py fits
+    and predicts from; peak_gpu_bytes the largest run's allocated peak, the training set on the GPU included."""
+    import datetime as dt
+    import hashlib
+
+    import pandas as pd
+
+    from crossover import schema
+    from crossover.sweeps.count_step import counted
+
+    runs = pd.concat([pd.read_json(f, lines=True) for f in files], ignore_index=True)
+    runs = runs[runs["status"] == "ok"]
+    rows, now = [], dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    for (gpu, arch, batch, precision), group in runs.groupby(["device_name", "arch", "batch_size", "precision"]):
+        group = group.head(3)
+        step = counted(REALSIZE, int(batch), int(group["dataset_size"].iloc[0]), {}, {"arch": arch}, precision)
+        medians = [float(m) for m in group["epoch_s_median"]]
+        config = {k: step[k] for k in ("workload", "workload_module", "batch_size", "dataset_size", "lr", "loop",
+                                        "engine", "seed", "workload_params", "n_params", "model", "steps_per_epoch")}
+        costs = {k: v for k, v in step.items() if k in schema.NAMES and (k.endswith("_per_step") or k == "costs_note")}
+        key = json.dumps([gpu, config["workload_params"], int(batch), precision], sort_keys=True)
+        rows.append({**config, **costs, "schema_version": schema.SCHEMA_VERSION, "sweep": "real", "trial_id": "plain",
+                     "config_hash": hashlib.sha256(key.encode()).hexdigest()[:16], "status": "ok", "finished_at": now,
+                     "device": "cuda", "precision": precision, "epochs": EPOCHS, "warmup_epochs": 1,
+                     "epoch_s": medians, "timed_epochs": len(medians), "epoch_s_median": statistics.median(medians),
+                     "epoch_s_min": min(medians), "epoch_s_max": max(medians),
+                     "samples_per_s": int(group["dataset_size"].iloc[0]) / statistics.median(medians),
+                     "world_size": 1, "fused_members": 1, "gpus_requested": 1.0, "data_on_device": True,
+                     "device_name": gpu, "peak_gpu_bytes": int(group["peak_allocated_bytes"].max()),
+                     "torch_version": group["torch"].iloc[0], "cuda_version": str(group["cuda"].iloc[0]),
+                     "hostname": group["host"].iloc[0], "cpu_model": group["cpu"].iloc[0], "cold_start": False,
+                     "data_source": "random inputs (timing only); timed in sweeps/parity.py's plain loop",
+                     "costs_note": "counted on the meta device as crossover predict counts a job (sweeps/count_step.py)"})
+        print(f"{gpu} {arch} batch {batch} {precision}: {statistics.median(medians):.4f} s an epoch", flush=True)
+    (out / "real").mkdir(parents=True, exist_ok=True)
+    import pyarrow.parquet as pq
+    pq.write_table(schema.to_table(rows), out / "real" / "rows.parquet")
+
+
 def main(argv=None) -> int:
     p = cli.parser(__doc__, "zoo-reference", "sweep name: rows go to OUT/NAME/")
     p.add_argument("--devices", default="cuda", help="one device: cuda (default), or cpu to check the path")
@@ -140,7 +185,12 @@ def main(argv=None) -> int:
     p.add_argument("--precisions", default=",".join(REAL_PRECISIONS), help="--real: comma-separated precisions")
     p.add_argument("--archs", type=cli.names(REFERENCE + HELD_OUT + tuple(REAL) + tuple(REAL_HELD_OUT)), default=None,
                    help="comma-separated archs of REFERENCE (HELD_OUT with --held-out) instead of all of them")
+    p.add_argument("--rows", nargs="+", default=None, metavar="JSONL",
+                   help="--real's runs as reference rows in OUT/real/ (`real_rows`), each step counted here")
     args = p.parse_args(argv)
+    if args.rows:
+        real_rows(args.rows, args.out)
+        return 0
     if args.real:
         args.out.mkdir(parents=True, exist_ok=True)
         real(args, args.out / f"{args.name}{'-held-out' if args.held_out else ''}-real.jsonl")
