@@ -108,17 +108,22 @@ def stop_signals():
     """Within it, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does, so a
     sweep stops by one path: its rows kept, how to resume said (`run`). Yields the signals received: Ray's
     ray.get turns the exception into a plain KeyboardInterrupt, so the number is kept here for the exit
-    status (`exit_status`). A second signal ends the process at once."""
+    status (`exit_status`). A second signal ends the process at once.
+
+    A signal ignored when the sweep began stays ignored, as Unix programs leave it: whoever started the sweep
+    asked that it outlive that signal (nohup ignores SIGHUP, so that a closed terminal leaves the sweep running;
+    a background job of a non-interactive shell ignores SIGINT, which Python leaves ignored too)."""
     received = []
 
     def stop(signum, frame):
         received.append(signum)
-        for stop_signal in STOP_SIGNALS:
+        for stop_signal in held:
             signal.signal(stop_signal, signal.SIG_DFL)
         raise KeyboardInterrupt
 
     main = threading.current_thread() is threading.main_thread()  # only the main thread may set handlers
-    held = {s: signal.signal(s, stop) for s in STOP_SIGNALS} if main else {}
+    caught = [s for s in STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN] if main else []
+    held = {s: signal.signal(s, stop) for s in caught}
     try:
         yield received
     finally:
@@ -496,7 +501,8 @@ def exit_status(body) -> int:
     and a status instead of a traceback: a bad space or flag 2, a row (or Tune's state) that could not
     be written WRITE_FAILED, Ctrl-C INTERRUPTED, SIGTERM or SIGHUP 128 + the signal, as a shell reports
     it (143, 129; said here where `run` has not said how to resume: while a workload was imported or
-    planned). The rows written stay. A sweep that ends with a workload whose planning failed (sweeps/plan.py:
+    planned). A stop signal ignored when the sweep began (nohup, a background job) stays ignored (`stop_signals`).
+    The rows written stay. A sweep that ends with a workload whose planning failed (sweeps/plan.py:
     its trials error rows) is PLAN_FAILED; one whose every trial failed, NOTHING_MEASURED (`measured_status`,
     which the body returns)."""
     with stop_signals() as received:

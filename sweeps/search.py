@@ -294,7 +294,7 @@ class Result:
     rounds: int
     trials: int  # trials it ran (Tune trials' rows written)
     skipped: int  # trials it skipped for the budget (rows 'skipped: ...')
-    seconds: float  # its wall time, from its plan to its verdicts
+    seconds: float  # its time by the search's clock (the wall clock), from its plan to its verdicts
     cut: tuple = ()  # (line, size) of each size with a trial stopped at trial_limit (error rows, CUT)
 
     def lines(self) -> list[str]:
@@ -302,16 +302,18 @@ class Result:
 
 
 def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concurrent: int | None = None,
-           log=print, detail=None, **run_kwargs) -> Result:
+           log=print, detail=None, clock=time.monotonic, **run_kwargs) -> Result:
     """The search over `space` (the full grid's Space) into `out`/<space.name>, in rounds of sweeps/runner.run
     until the rule wants nothing more, or the budget is spent. `log` says which sizes lack reference GPU rows
     and, at the end, what the search spent and skipped, in at most 3 lines of 100 columns; `detail` (default:
     `log`) each round, its runner.run's first line, each size skipped and why, and each line's verdict. `log`
     and `run_kwargs` go to runner.run. A line nothing predicts is probed first (sweeps/probe.py; said through
     `detail`); where no trial of the first round fits, `log` says the budget the cheapest needs
-    (sweeps/budget.py `needs`) before any trial runs."""
+    (sweeps/budget.py `needs`) before any trial runs. `clock` (seconds) is what the budget is spent by: the
+    wall clock, from before the plan; a test of the budget's rules gives one that the host's speed does not move
+    (each trial's limit is still real seconds: trainables/trainable.py Deadline)."""
     detail = log if detail is None else detail
-    start = time.monotonic()
+    start = clock()
     p = plan(space, out)
     # every size the rounds may ask, estimated in one planning process now, not one a round (about 5 s each
     # on 2 cores, out of the budget): runner.run finds them done
@@ -325,7 +327,7 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     tuner_s = [TUNER_S]  # what each Tune run took beyond its trials
     while found := asks(p, s := state(p), frozen):
         rounds += 1
-        left = budget_s - (time.monotonic() - start) - float(np.mean(tuner_s)) * len({a.upto for a in found})
+        left = budget_s - (clock() - start) - float(np.mean(tuner_s)) * len({a.upto for a in found})
         fresh = frozenset(line for line in p.lines if not any(d == p.cpu for _, _, d in s.own[line]))
         run, skip = afford(found, left, budget_s, fresh)
         if skip and not run and not ran:  # nothing can land: said before any trial starts, in one line
@@ -336,26 +338,26 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
             frozen[ask.line].add(ask.size)
         for upto, first in sorted({(a.upto, a.line in fresh) for a in run}):
             group = [a for a in run if a.upto == upto and (a.line in fresh) == first]
-            began = time.monotonic()
+            began = clock()
             limit_s, why = trial_limit(budget_s, space.timeout_s, budget_s - (began - start) if first else None)
             part = dataclasses.replace(space, grids=_grids(group), repeats=upto, timeout_s=limit_s, timeout_why=why)
             store = runner.run(part, out, max_concurrent, log, head=detail, **run_kwargs)
             ran += sum(len(a.trials) for a in group)
             rows = read(store.dir)
-            tuner_s.append(max(0.0, time.monotonic() - began - _trial_seconds(rows, group)))
+            tuner_s.append(max(0.0, clock() - began - _trial_seconds(rows, group)))
             for a in cut(rows, group):  # no more runs of a size that ran past its share of the budget
                 frozen[a.line].add(a.size)
                 stopped.append((a.line, a.size))
                 limits.add(limit_s)
                 detail(f"cut {a.line.workload} {a.line.axis}={a.size:,}: a trial ran past {in_s(limit_s)} ({why})")
         detail(f"search round {rounds}: {trial_count(sum(len(a.trials) for a in run))} at {len(run)} sizes, "
-               f"{len(skip)} sizes skipped; {in_s(time.monotonic() - start)} of --budget {in_s(budget_s)}")
+               f"{len(skip)} sizes skipped; {in_s(clock() - start)} of --budget {in_s(budget_s)}")
         if left <= 0:  # the budget is spent: what the rule wants next is not measured (rowed, and said at the end)
             break
     s = state(p)
     verdicts = [verdict(line, s.measured[line], frozenset(frozen[line])) for line in p.lines]
     skipped = sum(len(a.trials) for a, _ in skips)
-    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, time.monotonic() - start, tuple(stopped))
+    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, clock() - start, tuple(stopped))
     for text in result.lines():
         detail(text)
     log(f"search: {trial_count(ran)} in {rounds} round{'s' if rounds != 1 else ''}, {in_s(result.seconds)}"

@@ -410,13 +410,47 @@ def test_the_headline_of_a_tune_error_file_is_its_reason():
 
 # --- Ctrl-C ---------------------------------------------------------------------------------------------
 
+# How a sweep's launcher leaves the signals it inherits: a command typed at a terminal, and one started as
+# `(nohup crossover sweep ... &)` (nohup ignores SIGHUP; a background job of a non-interactive shell, SIGINT).
+FROM_A_TERMINAL = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL,
+                   signal.SIGHUP: signal.SIG_DFL}
+UNDER_NOHUP_IN_THE_BACKGROUND = {**FROM_A_TERMINAL, signal.SIGINT: signal.SIG_IGN, signal.SIGHUP: signal.SIG_IGN}
+
+
+@contextlib.contextmanager
+def started(launched):
+    """This process's signals as `launched` leaves them, then as they were: what a test of stopping sees must not
+    depend on how pytest itself was started."""
+    held = {s: signal.signal(s, handler) for s, handler in launched.items()}
+    try:
+        yield
+    finally:
+        for s, handler in held.items():
+            signal.signal(s, handler)
+
+
+def as_from_a_terminal():
+    """In a sweep's child process, before it execs: the signals as a command typed at a terminal has them (the
+    child's Python puts its Ctrl-C handler on a default SIGINT), not as it would inherit them from pytest."""
+    for s in FROM_A_TERMINAL:
+        signal.signal(s, signal.SIG_DFL)
+
+
+def sent(stop, wait):
+    """A sweep's body that receives `stop` from outside, then works on for `wait` seconds."""
+    os.kill(os.getpid(), stop)
+    time.sleep(wait)
+    return 0
+
+
 @pytest.mark.slow
 def test_ctrl_c_leaves_with_130_says_how_to_resume_and_keeps_every_row(tmp_path):
     cmd = SCALING + ["--workloads", "disc", "--grid", "full", "--devices", "cpu", "--cpu-threads", "1", "--out",
                      str(tmp_path), "--name", "cut", "--max-concurrent", "1", "--repeats", "1"]
     out = tmp_path / "cut"
     proc = subprocess.Popen(cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""})
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""},
+                            preexec_fn=as_from_a_terminal)
     try:
         deadline = time.monotonic() + 240
         while len(list(out.glob("*.parquet"))) < 2 and time.monotonic() < deadline and proc.poll() is None:
@@ -450,7 +484,8 @@ def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does_with_128_plus_the_signal
                      "1", "--repeats", "2", "--out", str(tmp_path), "--no-report", "--no-reference"]
     out = tmp_path / "smoke"
     proc = subprocess.Popen(cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""})
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""},
+                            preexec_fn=as_from_a_terminal)
     try:
         deadline = time.monotonic() + 240  # a guard against a hang, not a measurement
         while not (kept := sorted(out.glob("*.parquet"))) and time.monotonic() < deadline and proc.poll() is None:
@@ -481,17 +516,23 @@ def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does_with_128_plus_the_signal
 def test_exit_status_is_128_plus_the_stop_signal_and_the_handlers_are_put_back():
     from crossover.sweeps import runner
 
-    held = {s: signal.getsignal(s) for s in runner.STOP_SIGNALS}
+    with started(FROM_A_TERMINAL):
+        # 30 s: a guard, never waited for: the handler raises at the next bytecode
+        assert runner.exit_status(lambda: sent(signal.SIGTERM, 30)) == 143
+        assert runner.exit_status(lambda: sent(signal.SIGHUP, 30)) == 129
+        assert runner.exit_status(lambda: sent(signal.SIGINT, 30)) == runner.INTERRUPTED == 130
+        assert {s: signal.getsignal(s) for s in FROM_A_TERMINAL} == FROM_A_TERMINAL
 
-    def stopped_by(stop):
-        os.kill(os.getpid(), stop)
-        time.sleep(30)  # a guard: the handler raises at the next bytecode
-        return 0
 
-    assert runner.exit_status(lambda: stopped_by(signal.SIGTERM)) == 143
-    assert runner.exit_status(lambda: stopped_by(signal.SIGHUP)) == 129
-    assert runner.exit_status(lambda: stopped_by(signal.SIGINT)) == runner.INTERRUPTED == 130
-    assert {s: signal.getsignal(s) for s in runner.STOP_SIGNALS} == held
+def test_a_sweep_started_under_nohup_in_the_background_outlives_sighup_and_sigint_and_still_stops_on_sigterm():
+    from crossover.sweeps import runner
+
+    with started(UNDER_NOHUP_IN_THE_BACKGROUND):
+        # 0.2 s: time for a handler, had one been put on the signal, to raise (an ignored signal is discarded at once)
+        assert runner.exit_status(lambda: sent(signal.SIGHUP, 0.2)) == 0
+        assert runner.exit_status(lambda: sent(signal.SIGINT, 0.2)) == 0
+        assert runner.exit_status(lambda: sent(signal.SIGTERM, 30)) == 143
+        assert {s: signal.getsignal(s) for s in UNDER_NOHUP_IN_THE_BACKGROUND} == UNDER_NOHUP_IN_THE_BACKGROUND
 
 
 # --- rows of another schema, or with times that are no measurement ---------------------------------

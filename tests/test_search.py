@@ -264,9 +264,12 @@ def test_the_default_search_ends_within_25_lines_of_100_columns_with_what_it_ski
     lines = done.stdout.splitlines()
     assert len(lines) <= 25 and max(map(len, lines)) <= 100, done.stdout
     # a trial cut at its share of the budget (15% of 20 s) is said as it fails, before the summary: at most
-    # 2 lines of 100 columns each, its second indented
+    # 2 lines of 100 columns each, its second indented; past a round's third, the others are only counted. How
+    # many are cut is the host's speed (a busy one cuts more), how each is said is not
     first = next(i for i, text in enumerate(lines) if text.startswith("search: "))
-    assert all(": FAILED " in text or text.startswith("    ") for text in lines[:first]) and first <= 6, done.stdout
+    said = lines[:first]
+    assert all(": FAILED " in text or text.startswith(("    ", "more failures: ")) for text in said), done.stdout
+    assert all(": FAILED " in before for before, text in zip([""] + said, said) if text.startswith("    ")), done.stdout
     assert "sweep 'scaling'" not in done.stdout, done.stdout  # each round's first line: --verbose
     answer = next(i for i, text in enumerate(lines) if text.startswith("Where the GPU trains faster than the CPU"))
     assert all(text.startswith("  ") for text in lines[first + 1:answer]), done.stdout  # what it skipped, then it
