@@ -61,6 +61,12 @@ def test_every_shipped_price_older_than_12_months_is_flagged_and_says_why_it_was
     assert recent and not any("not re-read" in p.note for p in recent)  # a re-read price does not claim otherwise
 
 
+def test_no_shipped_price_was_over_12_months_old_when_they_were_re_read():
+    # issue 44: on 2026-11-27 every price is of the last 12 months (a line no 2026 source confirmed was dropped)
+    options, _ = cost.load_prices()
+    assert cost.stale(options, dt.date(2026, 11, 27)) == []
+
+
 def test_a_price_older_than_12_months_is_flagged_in_the_output(tmp_path, capsys):
     stamp = {"source": "https://example.com/pricing"}
     recent = dt.date.today().isoformat()  # `cost` judges by today's clock: a price of today is never stale
