@@ -314,6 +314,7 @@ class Plan:
     # (axis, value as given): a column of the configuration (batch_size, width, depth, context: their own
     # flags; lr, loop, ...: --param) or one of the workload's own axes (workload_params, --param k=v)
     axes: tuple[tuple[str, str], ...] = ()
+    precision: str = "default"  # the precision it trains at (trainables/precision.py): `crossover predict --precision`
 
     def __post_init__(self):
         for flag, value in (("--epochs", self.epochs), ("--dataset-size", self.samples), ("--trials", self.trials)):
@@ -1032,7 +1033,7 @@ def _plain(value):
 def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None) -> list[dict]:
     """Every option's figures as plain values, one object each, in the table's order (`decide --json`, and
     any command that prices a run): option; kind; gpu (the GPU model, e.g. "H100"; None for a CPU) and gpus;
-    the run's workload, epochs, batch_size and dataset_size (None where the sweep holds several); epoch_s
+    the run's workload, epochs, precision, batch_size and dataset_size (None where the sweep holds several); epoch_s
     and its 90% interval epoch_s_low, epoch_s_high (a planned run only; the same figure where measured);
     run_s (wall time, a cloud's start-up included), usd, each with _low and _high; fits (None for a CPU
     or where not known), needs_gb, memory_gb; largest_batch and accumulate_steps (`crossover predict`, where the
@@ -1045,6 +1046,7 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
         out.append({
             "option": o["option"], "kind": o["kind"], "gpu": o["model"] if gpu else None, "gpus": int(o["gpus"]),
             "workload": one["workload"] if one is not None else None, "epochs": plan.epochs if plan else None,
+            "precision": plan.precision if plan else "default",
             "batch_size": size("batch_size"), "dataset_size": size("dataset_size"),
             **{name: _plain(o.get(column, math.nan)) for name, column in
                (("epoch_s", "epoch_s"), ("epoch_s_low", "epoch_lo"), ("epoch_s_high", "epoch_hi"),

@@ -49,7 +49,7 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
-from crossover.analysis import public
+from crossover.analysis import public, roofline
 from crossover.analysis.load import REFERENCE, packaged, read
 from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OP_CLASSES, OP_COLUMNS, OP_MEASURES
 
@@ -342,9 +342,13 @@ def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str
     conv = precision.where(precision.isin(["bf16", "fp16", "fp32"]), "tf32")
     # a GPU's public efficiency (Predictor.efficiency): what its datasheet's figures reach against the
     # others', from its public training figure; 1 where none, and while fitting
+    # measured at TF32 (Lambda's "fp32" is TF32: analysis/public.py), so it scales the units that run at TF32
+    # alone, and the bandwidth: an A100's TF32 efficiency on its 19.5 TFLOP/s of strict FP32 made its FP32 matrix
+    # products faster than the card
     scale = frame[EFFICIENCY].to_numpy(float) if EFFICIENCY in frame else np.ones(len(frame))
-    return {"peak_matmul": scale * np.array([d.peak(p) for d, p in zip(table, precision)]),
-            "peak_conv": scale * np.array([d.peak(p) for d, p in zip(table, conv)]),
+    at_tf32 = np.where(precision.eq("tf32"), scale, 1.0), np.where(conv.eq("tf32"), scale, 1.0)
+    return {"peak_matmul": at_tf32[0] * np.array([d.peak(p) for d, p in zip(table, precision)]),
+            "peak_conv": at_tf32[1] * np.array([d.peak(p) for d, p in zip(table, conv)]),
             "bandwidth": scale * np.array([d.memory_bytes_per_s for d in table]),
             "overhead": np.array([d.launch_overhead_s for d in table]) * np.where(cupti_attached(frame), CUPTI_SLOWDOWN, 1)}
 
@@ -522,30 +526,47 @@ def _step_s(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device],
     return model.fit.step_s(on, devices) if len(on) else np.zeros(0)
 
 
+def public_precision(configs: pd.DataFrame) -> pd.Series:
+    """The public tables' precision each configuration's arithmetic runs at, None where no table ran it: bf16
+    and fp16 Lambda's "fp16" (AMP); tf32, and PyTorch's default where convolutions (TF32 by default) hold most
+    of the FLOPs, Lambda's "fp32", which ran at TF32; strict FP32 matrix products (fp32, and the default's),
+    none."""
+    precision = configs["precision"].fillna("default") if "precision" in configs else \
+        pd.Series("default", index=configs.index)
+    flops = configs.reindex(columns=["conv_flops_per_step", "matmul_flops_per_step"]).astype(float).fillna(0)
+    convs = flops["conv_flops_per_step"] >= flops["matmul_flops_per_step"]
+    table = precision.map({"bf16": "fp16", "fp16": "fp16", "tf32": "fp32", "fp32": None, "default": "fp32"})
+    return table.where(~precision.eq("default") | convs, None)
+
+
 def ordered_step_s(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str) -> np.ndarray:
     """The model's step time of `configs` on the GPU `key`, no slower than its prediction for any GPU that
-    `key` outran on every public benchmark at the configuration's precision (analysis/public.py
-    `faster_than`): where the datasheet's figures say otherwise (the A10's TF32 peak, which its 150 W never
-    reaches; the RTX 6000 Ada's over the A100s'), the public measurement orders them."""
+    `key` outran on every public benchmark at the precision the configuration's arithmetic runs at
+    (`public_precision`, analysis/public.py `faster_than`): where the datasheet's figures say otherwise (the
+    A10's TF32 peak, which its 150 W never reaches; the RTX 6000 Ada's over the A100s'), the public measurement
+    orders them; and never shorter than the hardware allows (analysis/roofline.py floor_s)."""
     step = _step_s(configs, model, devices, key)
-    precision = configs["precision"].fillna("default") if "precision" in configs else pd.Series("default", index=configs.index)
-    for value in precision.unique():
-        rows = (precision == value).to_numpy()
+    table = public_precision(configs)
+    for value in table.dropna().unique():
+        rows = (table == value).to_numpy()
         for other in public.faster_than(value).get(key, ()):
             if other in devices:
                 step[rows] = np.minimum(step[rows], _step_s(configs[rows], model, devices, other))
-    return step
+    return np.maximum(step, roofline.floor_s(configs, devices[key])) if len(configs) else step
 
 
 def _predicted(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str) -> pd.DataFrame:
     """The model's epoch times of `configs` (usable rows, one per configuration) on the GPU `key`
-    (`ordered_step_s`), with their conformal interval."""
+    (`ordered_step_s`), with their conformal interval, whose lower end is no shorter than the hardware allows
+    either (analysis/roofline.py)."""
     on = configs.assign(**{MATCH_KEY: key})
-    epoch = on["steps_per_epoch"].to_numpy(float) * ordered_step_s(configs, model, devices, key) if len(on) else np.zeros(0)
+    steps = on["steps_per_epoch"].to_numpy(float)
+    epoch = steps * ordered_step_s(configs, model, devices, key) if len(on) else np.zeros(0)
+    floor = steps * roofline.floor_s(configs, devices[key]) if len(on) else np.zeros(0)
     q, source = zip(*[model.interval(w) for w in on["workload"]]) if len(on) else ((), ())
     q = np.array(q, float)
     out = on[_config_keys(on) + ["n_params", "steps_per_epoch"]].assign(
-        device="cuda", device_name=key, epoch_s_median=epoch, epoch_s_lo=epoch * np.exp(-q),
+        device="cuda", device_name=key, epoch_s_median=epoch, epoch_s_lo=np.maximum(epoch * np.exp(-q), floor),
         epoch_s_hi=epoch * np.exp(q), predicted=True, model_form=model.fit.form, interval_from=list(source))
     return out.assign(samples_per_s=on["dataset_size"] / out["epoch_s_median"])
 

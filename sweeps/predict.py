@@ -3,6 +3,7 @@
     crossover predict --workload examples/zoo.py:workload --param arch=mobilenet_v2 --batch-size 128 \\
         --dataset-size 50000 --epochs 30
     crossover predict --workload job.py:workload --epochs 10 --json -      # the figures as JSON on stdout
+    crossover predict --workload job.py:workload --epochs 10 --precision bf16   # trained in bf16 autocast
 
 One step of the workload is counted (sweeps/count_step.py: FLOPs, bytes and launches per op class, as
 a CPU trial's row counts them) in a process of its own, with a time limit (--timeout): the user's code is
@@ -37,6 +38,7 @@ from crossover.analysis import cost, decide, model
 from crossover.analysis.cli import HelpFormatter
 from crossover.schema import SIZE_AXES
 from crossover.sweeps.cli import at_least, child_env, param
+from crossover.trainables.config import PRECISIONS
 
 TIMEOUT_S = 120  # s: counting one step may take this long; a make_data, make_model or step that hangs stops there
 AXES = ("depth", "width", "context")  # the shared axes a workload may declare, each with a flag of its own
@@ -57,12 +59,14 @@ class Request:
     axes: tuple[tuple[str, int], ...] = ()  # (depth | width | context, value) given
     params: tuple[tuple[str, object], ...] = ()  # the workload's own axes (--param NAME=VALUE)
     timeout_s: float = TIMEOUT_S  # s the counting process may run
+    precision: str = "default"  # the precision the run trains at (trainables/precision.py PRECISIONS)
 
     def command(self) -> list[str]:
         """The counting process's command line (sweeps/count_step.py)."""
         flags = [("--batch-size", self.batch_size), ("--dataset-size", self.dataset_size),
                  *((f"--{a}", v) for a, v in self.axes)]
         return [sys.executable, "-m", "crossover.sweeps.count_step", "--workload", self.workload,
+                "--precision", self.precision,
                 *(str(x) for flag, v in flags if v is not None for x in (flag, v)),
                 *(x for name, v in self.params for x in ("--param", f"{name}={v}"))]
 
@@ -162,8 +166,11 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
     shape = ", ".join([f"{a} {counted[a]}" for a in AXES if counted.get(a) is not None]
                       + [f"{k} {v}" for k, v in params.items()])
     where = "the meta device (shapes only)" if counted.get("counted_on") == "meta" else "the CPU"
+    precision = counted.get("precision", "default")
+    own = " (PyTorch's own)" if precision == "default" else ""
     head = (f"== {counted['workload']}{f' ({shape})' if shape else ''}: {epochs:,} epochs of "
-            f"{counted['dataset_size']:,} samples, batch {counted['batch_size']:,}; one step counted on {where}: "
+            f"{counted['dataset_size']:,} samples, batch {counted['batch_size']:,}, precision {precision}"
+            f"{own}; one step counted on {where}: "
             f"{counted['n_params']:,} parameters, {counted['steps_per_epoch']:,} steps an epoch ==")
     cells = [("GPU", "s/epoch", f"run, {epochs:,} epochs", "cost", "priced at", "fits")]
     for _, line in lines.iterrows():
@@ -222,6 +229,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
                    help="a value of your workload's own axis (Workload.params), e.g. --param arch=mobilenet_v2; "
                         "repeatable")
+    p.add_argument("--precision", default="default", choices=PRECISIONS,
+                   help="the precision you will train at: default (PyTorch's own: FP32, TF32 in cuDNN's convolutions), "
+                        "fp32 (strict), tf32, bf16 (autocast) or fp16 (autocast with a GradScaler)")
     p.add_argument("--timeout", type=at_least(1), default=TIMEOUT_S, metavar="S",
                    help="seconds the process that imports your job and counts one step may run before it is stopped")
     p.add_argument("--json", type=Path, default=None, metavar="PATH",
@@ -235,7 +245,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     request = Request(args.workload, args.epochs, args.batch_size, args.dataset_size,
                       tuple((a, getattr(args, a)) for a in AXES if getattr(args, a) is not None),
-                      tuple(args.param), args.timeout)
+                      tuple(args.param), args.timeout, args.precision)
     started = time.monotonic()
     process = start(request)
     try:
@@ -254,7 +264,8 @@ def main(argv=None) -> int:
     old = [line for line in cost.stale([o for o in options if o.name in used])]
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
-        listed = json.dumps(decide.records(lines, grid, decide.Plan(request.epochs, int(counted["dataset_size"]))),
+        listed = json.dumps(decide.records(lines, grid, decide.Plan(request.epochs, int(counted["dataset_size"]),
+                                                                 precision=request.precision)),
                             indent=1)
         print(listed) if str(args.json) == "-" else args.json.write_text(listed + "\n")
     print(render(lines, counted, request.epochs, old), file=text)
