@@ -19,7 +19,7 @@ peak FLOP/s, bandwidth, a per-launch overhead), a class with FLOPs F, bytes B an
     epoch_s = steps_per_epoch x step_s
 
 the forward pass's ops costing the host the workload's Python besides (autograd's engine dispatches the
-backward's from C++). u_c for matmul and conv, m for every class's bytes, k (k_launch for a kernel of
+backward's from C++). u_c for matmul and conv (a matmul on the tensor cores its own, u_tensor), m for every class's bytes, k (k_launch for a kernel of
 matmul, conv, norm or elementwise, k_optimizer for the optimiser's) and k_forward: shared by every GPU,
 fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A CPU, which no table
 knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is
@@ -91,7 +91,10 @@ PER_CLASS, THREE_TERM = "per-class", "three-term"
 # The per-class model's parameters, fitted as logs, each pulled weakly (PRIOR_WEIGHT per unit of log) towards
 # the value here: shared by every GPU (a CPU has its own).
 PARAMETERS = {
-    "u_matmul": 0.5,  # share of peak FLOP/s a large matmul reaches
+    "u_matmul": 0.5,  # share of peak FLOP/s a large matmul reaches, in FP32 (CUDA cores)
+    # the same on the tensor cores (TF32, BF16, FP16), whose peak is 8-15x FP32's and harder to reach: one share for
+    # both put BERT-large's and GPT-2's bf16 steps at twice their time on an H100 (docs/model.md, "Real-sized jobs")
+    "u_tensor": 0.5,
     "half_matmul": 1e8,  # FLOPs per launch at which a matmul reaches half of that
     "u_conv": 0.5,  # the same for convolutions
     "half_conv": 1e8,  # FLOPs per launch
@@ -103,6 +106,9 @@ PARAMETERS = {
     "k_launch": 1.0,
     "k_optimizer": 1.0,  # the same for the optimiser's launches: foreach kernels over every parameter
     "k_forward": 1.0,  # what an op of the forward pass costs the host besides: the workload's Python, nn.Module's call
+    # how the host's and the GPU's times combine (`step_time`): 1 their sum, as the model had it until the real-sized
+    # rows, whose compute-bound steps hide the host's dispatch behind the GPU's work (docs/model.md, "Real-sized jobs")
+    "overlap": 1.0,
 }
 # each class of `_counts` -> the parameter its launches cost
 LAUNCH_COST = {**{c: "k_optimizer" if c == "optimizer" else "k_launch" for c in OP_CLASSES}, "forward": "k_forward"}
@@ -347,7 +353,8 @@ def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str
     # products faster than the card
     scale = frame[EFFICIENCY].to_numpy(float) if EFFICIENCY in frame else np.ones(len(frame))
     at_tf32 = np.where(precision.eq("tf32"), scale, 1.0), np.where(conv.eq("tf32"), scale, 1.0)
-    return {"peak_matmul": at_tf32[0] * np.array([d.peak(p) for d, p in zip(table, precision)]),
+    tensor = [d.peak(p) > d.fp32_flops for d, p in zip(table, precision)]  # the GPU has the unit at that precision
+    return {"tensor_matmul": np.array(tensor), "peak_matmul": at_tf32[0] * np.array([d.peak(p) for d, p in zip(table, precision)]),
             "peak_conv": at_tf32[1] * np.array([d.peak(p) for d, p in zip(table, conv)]),
             "bandwidth": scale * np.array([d.memory_bytes_per_s for d in table]),
             "overhead": np.array([d.launch_overhead_s for d in table]) * np.where(cupti_attached(frame), CUPTI_SLOWDOWN, 1)}
@@ -363,19 +370,33 @@ def cupti_attached(frame: pd.DataFrame) -> np.ndarray:
     return (before & frame["cold_start"].eq(False) & frame["launches_per_step"].notna()).to_numpy()
 
 
-def class_times(theta, counts: dict, figures: dict) -> dict[str, np.ndarray]:
-    """Seconds a step spends in each op class of `_counts`: launches x overhead x k (LAUNCH_COST) + the larger
-    of F / (peak x u_c(F/launch)) and B / (bandwidth x m(B/launch)), with u(s) = u_max s / (s + s_half),
-    written F (1 + s_half / s) / (peak u_max) = (F + launches s_half) / (peak u_max); "forward", which
-    has no FLOPs or bytes of its own, its ops x overhead x k_forward alone."""
+def class_times(theta, counts: dict, figures: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Seconds a step spends in each op class of `_counts`, as (the host's, the GPU's): launches x overhead x k
+    (LAUNCH_COST), and the larger of F / (peak x u_c(F/launch)) and B / (bandwidth x m(B/launch)), with
+    u(s) = u_max s / (s + s_half), written F (1 + s_half / s) / (peak u_max) = (F + launches s_half) / (peak u_max);
+    "forward", which has no FLOPs or bytes of its own, its ops x overhead x k_forward on the host alone."""
     p = dict(zip(PARAMETERS, np.exp(theta)))
     times = {}
     for c, (f, b, n) in counts.items():
         memory = np.where(b > 0, (b + n * p["half_memory"]) / (figures["bandwidth"] * p["m_memory"]), 0.0)
-        compute = (np.where(f > 0, (f + n * p[f"half_{c}"]) / (figures[f"peak_{c}"] * p[f"u_{c}"]), 0.0)
+        u = np.where(figures.get("tensor_matmul", False), p["u_tensor"], p["u_matmul"]) if c == "matmul" else \
+            p.get(f"u_{c}")
+        compute = (np.where(f > 0, (f + n * p[f"half_{c}"]) / (figures[f"peak_{c}"] * u), 0.0)
                    if c in COMPUTE_CLASSES else 0.0)
-        times[c] = n * figures["overhead"] * p[LAUNCH_COST[c]] + np.maximum(compute, memory)
+        times[c] = (n * figures["overhead"] * p[LAUNCH_COST[c]], np.maximum(compute, memory))
     return times
+
+
+def step_time(theta, counts: dict, figures: dict) -> np.ndarray:
+    """Seconds a step takes: the host's time H and the GPU's G of every class (`class_times`), summed each, then
+    (H^q + G^q)^(1/q), q the fitted `overlap`: 1, the host's and the GPU's work one after the other (the sum, a
+    launch-bound step's); the larger, as q grows, the two overlapping as a GPU runs kernels while the host
+    dispatches the next (a compute-bound step's)."""
+    times = class_times(theta, counts, figures)
+    host, gpu = (sum(part[i] for part in times.values()) for i in (0, 1))
+    q = np.exp(theta[list(PARAMETERS).index("overlap")])
+    top = np.maximum(host, gpu)
+    return top * ((host / top) ** q + (gpu / top) ** q) ** (1 / q)
 
 
 @dataclass(frozen=True)
@@ -390,7 +411,7 @@ class Fit:
     def step_s(self, frame: pd.DataFrame, devices: dict[str, Device] | None) -> np.ndarray:
         """Predicted step time of each row (the three-term model's workload bias included)."""
         if self.form == PER_CLASS:
-            return sum(class_times(np.array(self.theta), _counts(frame), _figures(frame, devices)).values())
+            return step_time(np.array(self.theta), _counts(frame), _figures(frame, devices))
         bias = np.array([self.calibration.interval(w)[0] for w in frame["workload"]])
         return self.calibration.step_s(_terms(frame, devices)) * bias
 
@@ -409,16 +430,19 @@ def fit(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str = PER_
     measured, prior = np.log(frame["step_s"].to_numpy(float)), np.log(list(PARAMETERS.values()))
 
     def residual(theta):
-        return np.concatenate([np.log(sum(class_times(theta, counts, figures).values())) - measured,
+        return np.concatenate([np.log(step_time(theta, counts, figures)) - measured,
                                PRIOR_WEIGHT * (theta - prior)])
 
     launches = np.array([2.0 * n.startswith("k_") for n in PARAMETERS])  # a second start, launch-bound
     # on a table GPU, a utilisation of peak FLOP/s is at most 1 (a CPU's nominal peak is no peak); the
     # bandwidth's share is not capped: the bytes counted assume no cache reuse and overstate what small ops move
     capped = devices is not None
-    upper = np.array([0.0 if capped and n.startswith("u_") else p + 15 for n, p in zip(PARAMETERS, prior)])
-    fits = [least_squares(residual, np.minimum(prior + shift, upper - 1e-9), bounds=(prior - 15, upper))
-            for shift in (0 * launches, launches)]
+    upper = np.array([0.0 if capped and n.startswith("u_") else math.log(16) if n == "overlap" else p + 15
+                      for n, p in zip(PARAMETERS, prior)])
+    lower = np.array([0.0 if n == "overlap" else p - 15 for n, p in zip(PARAMETERS, prior)])  # q >= 1: no less than the larger
+    overlapped = np.array([math.log(4) if n == "overlap" else 0.0 for n in PARAMETERS])  # a third start, overlapped
+    fits = [least_squares(residual, np.clip(prior + shift, lower + 1e-6, upper - 1e-6), bounds=(lower, upper))
+            for shift in (0 * launches, launches, overlapped)]
     best = min(fits, key=lambda r: r.cost)
     return Fit(PER_CLASS, tuple(best.x), None, float(np.sqrt(np.mean(best.fun[:len(frame)] ** 2))))
 

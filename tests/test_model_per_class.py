@@ -15,8 +15,8 @@ from tests.test_model import device_table
 # ratio of launch overhead to bandwidth: where two did, a fit on them could not tell a launch's cost on the host
 # from a memory-bound op's floor (half_memory / bandwidth), which both scale a step's launches by.
 PLANTED = {"G1": (20e12, 2e12, 4e-6), "G2": (60e12, 4e12, 6e-6), "G3": (10e12, 0.5e12, 5e-6)}
-TRUTH = {"u_matmul": 0.6, "half_matmul": 3e7, "u_conv": 0.4, "half_conv": 2e8, "m_memory": 0.5,
-         "half_memory": 4e5, "k_launch": 3.0, "k_optimizer": 1.5, "k_forward": 2.0}
+TRUTH = {"u_matmul": 0.6, "u_tensor": 0.3, "half_matmul": 3e7, "u_conv": 0.4, "half_conv": 2e8, "m_memory": 0.5,
+         "half_memory": 4e5, "k_launch": 3.0, "k_optimizer": 1.5, "k_forward": 2.0, "overlap": 2.0}
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def _truth_step(key: str, costs: dict) -> float:
     figures = {"peak_matmul": np.array([peak]), "peak_conv": np.array([peak]), "bandwidth": np.array([bandwidth]),
                "overhead": np.array([overhead])}
     theta = np.log([TRUTH[p] for p in model.PARAMETERS])
-    return float(sum(model.class_times(theta, counts, figures).values())[0])
+    return float(model.step_time(theta, counts, figures)[0])
 
 
 def _rows(key: str, per_class: bool = True) -> pd.DataFrame:
