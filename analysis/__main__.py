@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-from crossover.analysis import charts, cost, decide, engines, migrate, model, ordering, parallel, report, summary, verdict
+from crossover.analysis import charts, cost, decide, engines, families, migrate, model, ordering, parallel, report, summary, verdict
 from crossover.analysis.cli import HelpFormatter
 from crossover.analysis.crossover import Bootstrap
 from crossover.analysis.load import REFERENCE, read, representative
@@ -169,6 +169,7 @@ def _model(args) -> int:
     print(model.render(rows, args.devices))
     if args.validate:
         print(model.render_validation(model.validate(rows, args.devices)))
+        print(families.render(families.validate(rows, args.devices)))
         print(ordering.render_held_out())  # the GPUs no reference row measured: Lambda's public figures
     return 0
 

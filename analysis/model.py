@@ -683,12 +683,19 @@ def _counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
     return joined.set_index("index")[costs].rename_axis(frame.index.name).reindex(columns=[*COST_COLUMNS, *CLASS_COLUMNS])
 
 
+# a row whose step was counted as `crossover predict` counts one (sweeps/reference.py real_rows) says so here
+COUNTED_NOTE = "counted on the meta device as crossover predict counts a job"
+
+
 def as_counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
     """`frame`'s rows with their step costs replaced by the CPU's count of the same configuration
     (`_counted`), the rows it has no count of left out: what a user without a GPU would have had to
-    predict them from."""
-    counted = _counted(frame, path).dropna(subset=["launches_per_step"])
-    return frame.drop(columns=counted.columns, errors="ignore").join(counted, how="inner")
+    predict them from. A row counted so already (COUNTED_NOTE) keeps its own."""
+    own = frame["costs_note"].fillna("").str.startswith(COUNTED_NOTE) if "costs_note" in frame else \
+        pd.Series(False, index=frame.index)
+    counted = _counted(frame[~own], path).dropna(subset=["launches_per_step"])
+    replaced = frame[~own].drop(columns=counted.columns, errors="ignore").join(counted, how="inner")
+    return pd.concat([replaced, frame[own]]).loc[lambda f: frame.index.intersection(f.index)]
 
 
 def public_rows(devices: dict[str, Device]) -> pd.DataFrame:

@@ -7,7 +7,7 @@
     python sweeps/reference.py --real --out /tmp/ref          # examples/realsize.py's REAL archs, plain loop,
                                                               # default and bf16, 2 batch sizes, 3 runs, peak memory
     python sweeps/reference.py --real --held-out --out /tmp/ref   # REAL_HELD_OUT the same
-    python sweeps/reference.py --rows /tmp/ref/*-real.jsonl --out results/reference/h100-2026-11-27-real
+    python sweeps/reference.py --rows /tmp/ref/*-real.jsonl --out results/reference/real-2026-11-27
                                                   # --real's runs as rows the model fits on, counted here
 
 Without --held-out: one sweep (sweeps/runner.run, as `python sweeps/scaling.py` runs its trials) of every
@@ -132,8 +132,8 @@ def real(args, out) -> None:
 
 
 def real_rows(files: list, out) -> None:
-    """The runs of `files` (--real's JSON lines) as rows of crossover/schema.py, one per arch, batch, precision and
-    GPU, in OUT/real/rows.parquet: the runs' median epochs (the first --repeats ok runs of each point, each run's
+    """The runs of `files` (--real's JSON lines, of one GPU or several) as rows of crossover/schema.py, one per
+    arch, batch, precision and GPU, in OUT/real/rows.parquet: the runs' median epochs (the first --repeats ok runs of each point, each run's
     median over its timed epochs) and, in the per-class columns, the step as `crossover predict` counts it on a
     laptop (sweeps/count_step.py, the meta device, at the row's precision), which is what analysis/model.py fits
     and predicts from; peak_gpu_bytes the largest run's allocated peak, the training set on the GPU included."""
@@ -143,14 +143,16 @@ def real_rows(files: list, out) -> None:
     import pandas as pd
 
     from crossover import schema
+    from crossover.analysis.model import COUNTED_NOTE
     from crossover.sweeps.count_step import counted
 
     runs = pd.concat([pd.read_json(f, lines=True) for f in files], ignore_index=True)
     runs = runs[runs["status"] == "ok"]
-    rows, now = [], dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    rows, now, steps = [], dt.datetime.now(dt.timezone.utc).replace(microsecond=0), {}
     for (gpu, arch, batch, precision), group in runs.groupby(["device_name", "arch", "batch_size", "precision"]):
         group = group.head(3)
-        step = counted(REALSIZE, int(batch), int(group["dataset_size"].iloc[0]), {}, {"arch": arch}, precision)
+        key = (arch, int(batch), int(group["dataset_size"].iloc[0]), precision)  # a step's count is every GPU's
+        step = steps[key] = steps.get(key) or counted(REALSIZE, key[1], key[2], {}, {"arch": arch}, precision)
         medians = [float(m) for m in group["epoch_s_median"]]
         config = {k: step[k] for k in ("workload", "workload_module", "batch_size", "dataset_size", "lr", "loop",
                                         "engine", "seed", "workload_params", "n_params", "model", "steps_per_epoch")}
@@ -167,7 +169,7 @@ def real_rows(files: list, out) -> None:
                      "torch_version": group["torch"].iloc[0], "cuda_version": str(group["cuda"].iloc[0]),
                      "hostname": group["host"].iloc[0], "cpu_model": group["cpu"].iloc[0], "cold_start": False,
                      "data_source": "random inputs (timing only); timed in sweeps/parity.py's plain loop",
-                     "costs_note": "counted on the meta device as crossover predict counts a job (sweeps/count_step.py)"})
+                     "costs_note": f"{COUNTED_NOTE} (sweeps/count_step.py)"})
         print(f"{gpu} {arch} batch {batch} {precision}: {statistics.median(medians):.4f} s an epoch", flush=True)
     (out / "real").mkdir(parents=True, exist_ok=True)
     import pyarrow.parquet as pq
