@@ -28,6 +28,20 @@ def at_least(low: int):
     return check
 
 
+def integers(low: int):
+    """An argparse type: comma-separated integers, each >= `low`, as a list (a grid axis's values); else the flag
+    is refused by name, with what was given (exit 2)."""
+    one = at_least(low)
+
+    def check(text: str) -> list[int]:
+        try:
+            return [one(v.strip()) for v in text.split(",")]
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"must be integers >= {low}, comma-separated (e.g. 8,16), "
+                                             f"got {text!r}") from None
+    return check
+
+
 def names(known):
     """An argparse type: a comma-separated subset of `known`, as a tuple; a name not among them is refused,
     naming the choices (exit 2)."""

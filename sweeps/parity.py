@@ -328,11 +328,6 @@ def header(flags: "Flags", default_threads: int) -> str:
             f"{worker['nice']}, OMP_NUM_THREADS={worker['omp']}, {worker['cores']} CPUs it may run on")
 
 
-def _sizes(text: str) -> list[int]:
-    """--batch-sizes: comma-separated integers >= 1."""
-    return [cli.at_least(1)(word) for word in text.split(",") if word.strip()]
-
-
 @dataclass(frozen=True)
 class Flags:
     """The command line, parsed and checked once (`parse_args`); named as the shared flags are (sweeps/cli.py)."""
@@ -368,7 +363,7 @@ def parse_args(argv=None) -> Flags:
                         "a labelled comparison); default: fast,seed for the seeds' configurations, fast for yours")
     p.add_argument("--dataset-size", type=cli.at_least(1), default=None, metavar="N",
                    help="every configuration's dataset size; default: its own")
-    p.add_argument("--batch-sizes", type=_sizes, default=None, metavar="B,B,...",
+    p.add_argument("--batch-sizes", type=cli.integers(1), default=None, metavar="B,B,...",
                    help="every configuration at each of these batch sizes (e.g. 32,128); default: its own")
     p.add_argument("--epochs", type=cli.at_least(2), default=None,
                    help="epochs of every run, its warm-up included; default: EPOCHS for the seeds' configurations, "

@@ -6,6 +6,7 @@
     python sweeps/scaling.py --smoke              # the whole grid cut down: under a minute on 2 cores
     python sweeps/scaling.py --devices cpu --workloads disc,peaks --name mine
     python sweeps/scaling.py --grid seeds --devices cpu,cuda  # each seed's own configuration
+    python sweeps/scaling.py --smoke --batch-size 8,16 --epochs 2  # those axes of every workload's grid replaced
     python sweeps/scaling.py --devices cuda,cuda/4 --fuse auto --exclusive
     python sweeps/scaling.py --address auto --storage-path s3://BUCKET/crossover   # on `ray up cluster.yaml`
 
@@ -74,6 +75,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="a benchmark: the search into OUT/NAME-search and the full grid into OUT/NAME-full (or read "
                         "from FULL_DIR, a full grid's folder), then per workload the crossover each finds, and the "
                         "trials and seconds each spent")
+    p.add_argument("--batch-size", type=cli.integers(1), default=None, metavar="B[,B...]",
+                   help="these batch sizes in every workload's grid, in place of the grid's own (or of its default)")
+    p.add_argument("--dataset-size", type=cli.integers(1), default=None, metavar="N[,N...]",
+                   help="these training-set sizes (samples) in every workload's grid, in place of the grid's own")
+    p.add_argument("--epochs", type=cli.at_least(1), default=None, metavar="N",
+                   help="epochs of every trial, in place of each workload's grid's")
     p.add_argument("--max-concurrent", type=cli.at_least(1), default=None, help="trials at once (default: as resources allow)")
     p.add_argument("--cluster-config", default=None, type=Path,
                    help="autoscaling config of the cluster, whose node types count as nodes it can add "
@@ -142,12 +149,21 @@ def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_
     own = WORKLOAD_GRID.get(grid, grid)
     builtin = {w: WORKLOADS[w].grid(own) for w in cli.builtins(args, WORKLOADS)}
     users = plan.user_grids(args, own)
-    return Space(args.name or sweep_name(builtin, users, grid), {**builtin, **users},
+    grids = {key: {**axes, **given_axes(args)} for key, axes in {**builtin, **users}.items()}
+    return Space(args.name or sweep_name(builtin, users, grid), grids,
                  devices, cpu_threads, args.repeats,
                  fixed={"loop": args.loop, "exclusive": args.exclusive, "precision": args.precision},
                  image_data={"data": args.data, "data_dir": args.data_dir}, fuse=args.fuse,
                  cpu_nodes_only=cpu_nodes_only, params=dict(args.param), timeout_s=args.trial_timeout,
                  plan_timeout_s=args.plan_timeout)
+
+def given_axes(args: argparse.Namespace) -> dict:
+    """The axes --batch-size, --dataset-size and --epochs give, as a grid's {axis: [values]}: each replaces that
+    axis in every workload's grid, so a grid's sizes change without editing the workload."""
+    given = {"batch_size": args.batch_size, "dataset_size": args.dataset_size,
+             "epochs": None if args.epochs is None else [args.epochs]}
+    return {axis: values for axis, values in given.items() if values is not None}
+
 
 def sweep_name(builtin: dict, users: dict, grid: str) -> str:
     """The sweep's folder under --out, where --name gives none: users' workloads alone sweep into their own

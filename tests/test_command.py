@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from analysis_rows import write
 from test_decide import planned_rows
@@ -88,3 +89,27 @@ def test_a_job_not_there_is_refused_in_one_line_by_every_command_before_torch_or
     assert done.stderr.splitlines() == [f"error: --workload {ref!r}: {why}"] * len(GIVEN), done.stderr
     assert [status for status, _ in took] == [2] * len(GIVEN) and max(s for _, s in took) < 2, took
     assert heavy == [] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_sweep_size_flags_replace_those_axes_of_the_grid_without_editing_it(tmp_path):
+    done = crossover("sweep", "--workloads", "disc", "--smoke", "--devices", "cpu", "--repeats", "1", "--no-report",
+                     "--batch-size", "8,16", "--dataset-size", "64", "--epochs", "2", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = pd.read_parquet(tmp_path / "smoke")
+    assert sorted(rows["batch_size"]) == [8, 8, 16, 16]  # disc's smoke depths 2 and 4, each at both batch sizes
+    assert set(rows["dataset_size"]) == {64} and set(rows["epochs"]) == {2} and set(rows["status"]) == {"ok"}
+
+
+@pytest.mark.parametrize("flag, value, why", [
+    ("--batch-size", "8,0", "must be integers >= 1, comma-separated (e.g. 8,16), got '8,0'"),
+    ("--dataset-size", "many", "must be integers >= 1, comma-separated (e.g. 8,16), got 'many'"),
+    ("--epochs", "1,2", "must be an integer >= 1, got '1,2'"),
+])
+def test_a_bad_sweep_size_is_refused_in_one_line_naming_the_flag(flag, value, why, capsys):
+    from crossover.sweeps import scaling
+
+    with pytest.raises(SystemExit) as exit:
+        scaling.parse_args([flag, value])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: argument {flag}: {why}")
