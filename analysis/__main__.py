@@ -1,6 +1,6 @@
 """The analysis command line: reports, summaries and costs from results directories.
 
-    python -m crossover.analysis report results/scaling [more dirs]     # HTML page + crossover table (prints both paths)
+    python -m crossover.analysis report results/scaling [more dirs]     # HTML page + crossover table; prints the answer, both paths
     python -m crossover.analysis report results/zoo --epochs 30 --dataset-size 50000 --batch-size 128   # opening with your run
     python -m crossover.analysis summary results/scaling                # median time per epoch per device and size
     python -m crossover.analysis cost results/scaling                   # cost per epoch, trial and million samples per row
@@ -48,6 +48,9 @@ def main(argv=None) -> int:
                      help="with --epochs: runs of the planned run, side by side where an option has the GPUs "
                           "(default: one)")
     _plan_arguments(rep, "the page opens with that run on every option (as decide prices it)")
+    rep.add_argument("--verbose", action="store_true",
+                     help="print every table of the page too: the crossover table and the whole decision (by "
+                          f"default: where the page is and the answer, in at most {report.SHORT_LINES} lines)")
     summ = sub.add_parser("summary", help="print median time per epoch per device and size")
     summ.add_argument("dirs", nargs="+", type=Path, help="results directories")
     cst = sub.add_parser("cost", help="print and draw cost per epoch, trial and million samples of each row")
@@ -140,7 +143,7 @@ def _report(args) -> int:
         raise ValueError(f"{'--workload' if args.workload else '--trials'} names your planned run: give --epochs and "
                          "--dataset-size too (--epochs 30 --dataset-size 50000)")
     page, text = report.build(args.dirs, args.out, Bootstrap(draws=args.draws, seed=args.seed), args.include_loaded,
-                              reference=not args.no_reference, plan=plan)
+                              reference=not args.no_reference, plan=plan, verbose=args.verbose)
     print(text)
     print(f"crossover table: {page.parent / 'crossover.parquet'}")
     print(f"report: {page}")

@@ -133,11 +133,17 @@ def _table(frame: pd.DataFrame) -> str:
     return re.sub(r"<th>([^<]*)</th>", lambda m: f"<th>{m.group(1).replace('_', '_<wbr>')}</th>", table)
 
 
+# Lines the report command prints by default, its two paths included: the answer on one screen, the tables on the page
+SHORT_LINES = 25
+
+
 def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Bootstrap(),
-          include_loaded: bool = False, reference: bool = False, plan: decide.Plan | None = None) -> tuple[Path, str]:
-    """Write the report for `dirs`; returns the page's path and the verdict in full as text (the answer,
-    the crossover table and, with `reference`, the decision: analysis/verdict.py), the planned run's
-    decision first where `plan` is given.
+          include_loaded: bool = False, reference: bool = False, plan: decide.Plan | None = None,
+          verbose: bool = False) -> tuple[Path, str]:
+    """Write the report for `dirs`; returns the page's path and the verdict as text, the planned run's decision
+    first where `plan` is given: in at most SHORT_LINES - 2 lines (`short`: the answer and the costs' picks, as
+    the end of a sweep says them), or with `verbose` in full (the answer, the crossover table and, with `reference`, the decision:
+    analysis/verdict.py).
 
     Rows flagged outside_load are left out of the crossovers and the charts where their configuration has
     quiet rows, and used where it has none, unless `include_loaded` keeps them all (analysis/crossover.py
@@ -149,10 +155,27 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
     rows = summary.with_reference(rows) if reference else rows
     said = verdict.reach(select(rows, include_loaded), boot, decision=reference)
     planned = verdict.priced(rows, plan) if plan else None
+    page = write_page(said, dirs, out, planned)
+    if not verbose:
+        return page, short(said, planned)
     text = verdict.render(said, verbose=True)
     if planned:
         text = decide.render(planned.options, planned.grid, planned.picks, planned.even, planned.notes, plan) + "\n" + text
-    return write_page(said, dirs, out, planned), text
+    return page, text
+
+
+def short(said: verdict.Verdict, planned: verdict.Decision | None = None, lines: int = SHORT_LINES - 2) -> str:
+    """The answer in at most `lines` lines: the planned run's picks (decide.brief) where `planned` holds them, then
+    each workload's verdict and what the sweep costs (verdict.render); past `lines`, the rest is left to the page,
+    and the last line says so."""
+    said_lines = verdict.render(said).splitlines()
+    if planned:
+        said_lines = decide.brief(planned.options, planned.grid, planned.picks, planned.notes, planned.plan,
+                                  lines=decide.BRIEF_LINES).splitlines() + said_lines
+    if len(said_lines) <= lines:
+        return "\n".join(said_lines)
+    return "\n".join(said_lines[:lines - 1] + [f"... {len(said_lines) - lines + 1} more lines: on the page below, "
+                                                 "or printed with --verbose"])
 
 
 STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 8px}"

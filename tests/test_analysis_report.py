@@ -35,9 +35,13 @@ def test_the_report_renders_from_a_real_sweep(swept, tmp_path, capsys):
     # --include-loaded: on a machine shared with other work the sweep's rows may be flagged
     # outside_load, and what is drawn should not depend on that (the last test here checks the flag)
     assert main(["report", str(swept), "--draws", "50", "--include-loaded", "--no-reference"]) == 0
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().out.splitlines()
     page = swept.parent / "_reports" / swept.name / "index.html"  # beside the rows, not among them
-    assert f"report: {page}" in printed and "no two arms measured at the same sizes (arms: cpu)" in printed
+    # the terminal gets the answer and where the page is, on one screen; the tables are the page's
+    assert printed[0].startswith("Where the GPU trains faster than the CPU") and printed[-1] == f"report: {page}"
+    assert len(printed) <= report.SHORT_LINES and not any(line.startswith("== ") for line in printed), printed
+    assert main(["report", str(swept), "--draws", "50", "--include-loaded", "--no-reference", "--verbose"]) == 0
+    assert "no two arms measured at the same sizes (arms: cpu)" in capsys.readouterr().out  # the crossover table
     text = page.read_text()
     for part in ("The crossover table", "epoch_time_vs_n_params", "epoch_times", "execution_time", "Devices measured",
                  "Failed trials", "CUDA not available on node", "<svg"):
@@ -59,7 +63,7 @@ def test_several_directories_make_one_report_with_arms_told_apart(swept, tmp_pat
         pq.write_table(table.set_column(column, "device_name", pa.array([elsewhere] * len(table))), other / path.name)
     rows = read(swept, other)
     assert set(rows.loc[rows["device"] == "cpu", "arm"]) == {f"cpu ({elsewhere})", f"cpu ({here})"}
-    page, text = report.build([swept, other], boot=Bootstrap(draws=50), include_loaded=True)  # as above
+    page, text = report.build([swept, other], boot=Bootstrap(draws=50), include_loaded=True, verbose=True)
     assert page == swept.parent / "_reports" / "smoke+other" / "index.html"
     assert "== disc ==" in text and f"cpu ({elsewhere})" in text  # two CPU arms at the same sizes: a crossover table
 
