@@ -30,9 +30,10 @@ from crossover.analysis.crossover import Bootstrap
 from crossover.analysis.load import REFERENCE, read, representative
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m crossover.analysis", description=__doc__.split("\n\n")[0],
-                                formatter_class=HelpFormatter)
+def main(argv=None, prog: str = "python -m crossover.analysis") -> int:
+    """`prog`: the command as the user typed it, which every usage line and error begins with (`crossover` where
+    sweeps/command.py hands a subcommand over: `usage: crossover decide ...`)."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the HTML report and the crossover table")
     rep.add_argument("dirs", nargs="+", type=Path, help="results directories (results/<sweep>), or folders of them (results/)")

@@ -81,7 +81,10 @@ def main(argv=None) -> int:
         return 2
     # Imported on demand: crossover.sweeps.scaling imports torch and Ray (16 s on a 2-core machine, against 7 s
     # for the analysis), which `crossover decide` and `crossover report` never need.
-    return importlib.import_module(command.module).main([*command.prefix, *argv[1:]])
+    module = importlib.import_module(command.module)
+    if command.prefix:  # analysis/__main__.py's subcommand: its parser named `crossover`, so its usage `crossover decide`
+        return module.main([*command.prefix, *argv[1:]], prog="crossover")
+    return module.main(argv[1:])
 
 
 if __name__ == "__main__":

@@ -24,9 +24,9 @@ def crossover(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("command, usage, flags", [
     ("sweep", "usage: crossover sweep", ["--smoke", "the whole study cut to tiny sizes", "--devices", "--repeats"]),
-    ("decide", "usage: python -m crossover.analysis decide", ["--epochs", "--dataset-size N", "your planned run's samples",
-                                                    "--workload", "--deadline"]),
-    ("report", "usage: python -m crossover.analysis report", ["--draws", "bootstrap draws per crossover", "--include-loaded"]),
+    ("decide", "usage: crossover decide", ["--epochs", "--dataset-size N", "your planned run's samples", "--workload",
+                                           "--deadline"]),
+    ("report", "usage: crossover report", ["--draws", "bootstrap draws per crossover", "--include-loaded"]),
     ("predict", "usage: crossover predict", ["--workload", "--epochs", "--timeout", "--json", "--param"]),
 ])
 def test_each_subcommand_shows_the_flags_of_the_command_it_stands_for(command, usage, flags):
@@ -35,6 +35,13 @@ def test_each_subcommand_shows_the_flags_of_the_command_it_stands_for(command, u
     assert done.stdout.startswith(usage)
     for flag in flags:
         assert flag in done.stdout
+
+
+def test_the_analysis_run_by_its_module_names_itself_so_in_its_help():
+    done = subprocess.run([sys.executable, "-m", "crossover.analysis", "decide", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m crossover.analysis decide")
 
 
 def test_the_top_level_help_names_every_subcommand_and_what_it_stands_for():
