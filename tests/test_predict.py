@@ -56,7 +56,8 @@ def test_predict_prints_every_gpu_with_its_interval_and_fit_and_the_same_as_json
     done = crossover(*run)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("== pred_mlp (width 512, n_features 100): 20 epochs of 60,000 samples, batch 256;")
+    assert lines[0].startswith("== pred_mlp (width 512, n_features 100): 20 epochs of 60,000 samples, batch 256, "
+                               "precision default")
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["GPU", "s/epoch"])
     assert lines[header].split()[-1] == "fits"
     table = lines[header + 1:header + 1 + len(model.load_devices())]
@@ -71,8 +72,8 @@ def test_predict_prints_every_gpu_with_its_interval_and_fit_and_the_same_as_json
     listed = json.loads(done.stdout)  # stdout holds the JSON alone; the table went to stderr
     assert "s/epoch" in done.stderr and len(listed) == len(model.load_devices())
     fields = {"option", "gpu", "batch_size", "dataset_size", "epoch_s", "epoch_s_low", "epoch_s_high", "run_s", "usd",
-              "fits", "basis"}
-    assert all(fields <= set(r) for r in listed)
+              "fits", "basis", "precision"}
+    assert all(fields <= set(r) for r in listed) and {r["precision"] for r in listed} == {"default"}
     assert {r["gpu"] for r in listed} == set(model.load_devices())
     for r in listed:
         assert (r["batch_size"], r["dataset_size"], r["basis"], r["fits"]) == (256, 60000, "predicted", True)

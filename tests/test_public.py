@@ -57,11 +57,13 @@ def test_no_gpu_faster_on_every_public_benchmark_is_predicted_slower(violations)
 
 def test_the_datasheet_alone_would_misorder_the_a10_so_the_check_has_something_to_catch():
     # the A10's TF32 peak (62.5 TFLOP/s at 150 W) is above the RTX 3090's (35.6), which beat it on every one of
-    # Lambda's benchmarks: without the public ordering the model predicts the A10 faster on compute-bound steps
+    # Lambda's benchmarks: the datasheets order them wrong, and the prediction must follow the public ordering
+    # (whether the model's own figures already do depends on the GPUs' public efficiencies, fitted)
     devices, fitted = model.load_devices(), model.shipped(model.PER_CLASS)
+    assert devices["A10"].tf32_flops > devices["RTX 3090"].tf32_flops
+    assert "A10" in public.faster_than("tf32")["RTX 3090"]
     configs = ordering.reference_configs().assign(precision="tf32")
-    a10, rtx3090 = (model._step_s(configs, fitted, devices, g) for g in ("A10", "RTX 3090"))
-    assert (rtx3090 > a10 * 1.02).any()
+    a10 = model._step_s(configs, fitted, devices, "A10")
     assert (model.ordered_step_s(configs, fitted, devices, "RTX 3090") <= a10 * 1.0000001).all()
 
 
