@@ -61,3 +61,4 @@ def test_public_orderings_apply_at_the_precision_their_tables_ran_at():
     # a CNN at the default runs its convolutions at TF32, as Lambda's "fp32" did; a transformer's strict FP32
     # matrix products ran in no public table
     assert model.public_precision(rows).fillna("none").tolist() == ["fp32", "none", "none", "fp32", "fp16", "fp16"]
+
