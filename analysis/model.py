@@ -440,9 +440,8 @@ def fit(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str = PER_
     upper = np.array([0.0 if capped and n.startswith("u_") else math.log(16) if n == "overlap" else p + 15
                       for n, p in zip(PARAMETERS, prior)])
     lower = np.array([0.0 if n == "overlap" else p - 15 for n, p in zip(PARAMETERS, prior)])  # q >= 1: no less than the larger
-    overlapped = np.array([math.log(4) if n == "overlap" else 0.0 for n in PARAMETERS])  # a third start, overlapped
     fits = [least_squares(residual, np.clip(prior + shift, lower + 1e-6, upper - 1e-6), bounds=(lower, upper))
-            for shift in (0 * launches, launches, overlapped)]
+            for shift in (0 * launches, launches)]
     best = min(fits, key=lambda r: r.cost)
     return Fit(PER_CLASS, tuple(best.x), None, float(np.sqrt(np.mean(best.fun[:len(frame)] ** 2))))
 
