@@ -36,8 +36,10 @@ def family(rows: pd.DataFrame) -> pd.Series:
 def _predicted(rest: pd.DataFrame, held: pd.DataFrame, devices) -> np.ndarray:
     """Step times of `held` by the fit on `rest`, never under the hardware's floor (analysis/roofline.py)."""
     step = model.fit(rest, devices).step_s(held, devices)
-    floor = np.array([roofline.floor_s(held.loc[[i]], devices[k])[0] for i, k in zip(held.index, held[model.MATCH_KEY])])
-    return np.maximum(step, floor)
+    floor = pd.Series(np.nan, index=held.index)
+    for key, on in held.groupby(model.MATCH_KEY):  # one floor a GPU, over its rows together
+        floor[on.index] = roofline.floor_s(on, devices[key])
+    return np.maximum(step, floor.to_numpy())
 
 
 def _residuals(frame: pd.DataFrame, devices) -> pd.Series:
