@@ -8,19 +8,21 @@
                                      # (epoch_s_lo, epoch_s_hi), from the fit on the shipped reference rows
     predict_counted(configs, ["A100"])   # the same for a step counted, never timed (crossover predict)
 
-THE model is per op class (matmul, conv, norm, elementwise, optimizer: crossover/schema.py's OP_CLASSES,
+THE model is per op class (matmul, conv, rnn, norm, elementwise, optimizer: crossover/schema.py's OP_CLASSES,
 counted by trainables/costs.py into each row as {class}_{flops,bytes,launches}_per_step, and the ops the
 forward pass dispatches as forward_ops_per_step). On a GPU of the device table (analysis/devices.yaml:
 peak FLOP/s, bandwidth, a per-launch overhead), a class with FLOPs F, bytes B and launches n costs
 
-    t_c = n x overhead x k + max(F / (peak x u_c(F/n)), B / (bandwidth x m(B/n)))
+    host_c = n x overhead x k,   gpu_c = max(F / (peak x u_c(F/n)), B / (bandwidth x m(B/n)))
     u(s) = u_max s / (s + s_half)          (a saturating utilisation in the op's size, NeuSight-style)
-    step_s = sum over classes of t_c + forward ops x overhead x k_forward
+    H = sum of host_c + forward ops x overhead x k_forward,   G = sum of gpu_c
+    step_s = (H^q + G^q)^(1/q)             (q = overlap: 1 the sum, larger as the GPU's work hides the host's)
     epoch_s = steps_per_epoch x step_s
 
 the forward pass's ops costing the host the workload's Python besides (autograd's engine dispatches the
-backward's from C++). u_c for matmul and conv (a matmul on the tensor cores its own, u_tensor), m for every class's bytes, k (k_launch for a kernel of
-matmul, conv, norm or elementwise, k_optimizer for the optimiser's) and k_forward: shared by every GPU,
+backward's from C++). u_c for matmul, conv and rnn (a matmul on the tensor cores its own, u_tensor; a cuDNN
+recurrent net the matmul's, without the size term), m for every class's bytes, k (k_launch for a kernel of
+matmul, conv, rnn, norm or elementwise, k_optimizer for the optimiser's) and k_forward: shared by every GPU,
 fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A CPU, which no table
 knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is
 only explained where measured, never predicted. Rows without the per-class columns (written before them)
@@ -100,7 +102,7 @@ PARAMETERS = {
     "half_conv": 1e8,  # FLOPs per launch
     "m_memory": 0.7,  # share of bandwidth a large memory-bound op reaches (every class's bytes)
     "half_memory": 1e6,  # bytes per launch at which an op reaches half of that
-    # what one kernel launch of matmul, conv, norm or elementwise costs the host, in the device's launch
+    # what one kernel launch of matmul, conv, rnn, norm or elementwise costs the host, in the device's launch
     # overheads: one for the four. A cost per class split conv from norm, which come in pairs, arbitrarily,
     # and priced DenseNet-121's element-wise ops 1.5x too dear (docs/model.md, "One launch cost for the kernels")
     "k_launch": 1.0,
