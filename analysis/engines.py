@@ -106,7 +106,7 @@ def member_epochs(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
     """Per workload, size, engine and members per trial (K; 1: trials alone), for the sizes measured fused,
     on GPUs of the device table (analysis/devices.yaml): the median time of one member's epoch (the trial's
     epoch over K, in µs) with its range over the trials, and `floor_us`, the epoch's FLOPs at the GPU's fp32
-    peak (analysis/model.py counts them: 6 per weight per sample less the first layer's input gradient);
+    peak (analysis/model/ counts them: 6 per weight per sample less the first layer's input gradient);
     `vs_floor` the ratio.
     The floor counts no memory traffic: a step that keeps its activations on chip (engine 'triton') reads
     each sample once, a few bytes, so on these models FLOPs are the bound that cannot be beaten."""

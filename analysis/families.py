@@ -6,7 +6,7 @@ A row's family is read from its model's shape and its counted step (`family`), n
 name: `CNN` (two convolution layers or more), `vision transformer` (one: a patch embedding), `recurrent` (no
 convolution layer, and work in the rnn class: cuDNN's recurrent nets, trainables/costs.py), `MLP or
 transformer` (fully connected layers alone: the step's count does not tell attention's matrix products from
-an MLP's). Each family in turn is held out of the fit (analysis/model.py `fit`, on every other GPU row and
+an MLP's). Each family in turn is held out of the fit (analysis/model/ `fit`, on every other GPU row and
 the public tables' rows, as `shipped` fits) and predicted from its step counted on a laptop (`as_counted`):
 per (family, model, GPU, precision) the median and worst |predicted / measured - 1| of step time, and how
 many rows fell inside the 90% conformal interval drawn from the rest's own leave-one-family-out residuals.

@@ -17,7 +17,7 @@ import pandas as pd
 from crossover.analysis import model, public
 
 # The model's precision for each of Lambda's: TF32 tensor cores in convolutions and matmuls for its "fp32"
-# (module docstring), FP16 for its mixed precision (analysis/model.py: the BF16 peak, FP32's without one).
+# (module docstring), FP16 for its mixed precision (analysis/model/: the BF16 peak, FP32's without one).
 PRECISION = {"fp32": "tf32", "fp16": "fp16"}
 TIE = 0.02  # predictions this close (relative step time) count as a tie in the ordering check
 TARGET = 0.25  # the model's target: median leave-one-GPU-out error over the public tables, on >= MIN_GPUS GPU models
@@ -28,7 +28,7 @@ def reference_configs() -> pd.DataFrame:
     """One row per configuration of the shipped reference rows' GPU rows with every per-class column: the
     representative step costs the ordering check predicts."""
     rows = model.reference_gpu_rows(model.load_devices())
-    return rows.drop_duplicates(model._config_keys(rows)).reset_index(drop=True)
+    return rows.drop_duplicates(model.config_keys(rows)).reset_index(drop=True)
 
 
 def step_s(configs: pd.DataFrame, gpus: list[str], precision: str) -> pd.DataFrame:

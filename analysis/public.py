@@ -2,8 +2,8 @@
 
     throughputs()              # one row per (precision, table, benchmark, GPU key): median over Lambda's hosts
     dominance(throughputs())   # (precision, A, B): A faster than B on every benchmark both ran at that precision
-    faster_than("default")     # per GPU, those it outran on every public benchmark (analysis/model.py orders by it)
-    fit_rows(keys)             # Lambda's ResNet-50 as rows the model fits on (analysis/model.py shipped)
+    faster_than("default")     # per GPU, those it outran on every public benchmark (analysis/model/ orders by it)
+    fit_rows(keys)             # Lambda's ResNet-50 as rows the model fits on (analysis/model/ shipped)
 
 analysis/ordering.py checks the model against them.
 
@@ -49,7 +49,7 @@ def gpu_key(name: str) -> str | None:
 
 def load(path: Path = LAMBDA, devices_path: Path = packaged("devices.yaml")) -> pd.DataFrame:
     """Lambda's single-GPU rows with their devices.yaml key in `gpu` (rows of unmapped names dropped); a key
-    the device table lacks is refused by name (its keys alone are read here: analysis/model.py reads the table)."""
+    the device table lacks is refused by name (its keys alone are read here: analysis/model/ reads the table)."""
     rows = pd.read_csv(path)
     rows = rows.assign(gpu=rows["name_gpu"].map(gpu_key)).dropna(subset=["gpu"])
     unknown = sorted(set(rows["gpu"]) - set(yaml.safe_load(Path(devices_path).read_text()) or {}))
@@ -121,7 +121,7 @@ def resnet50_steps(batches) -> pd.DataFrame:
 
 
 def fit_rows(devices, public: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Lambda's fp32 ResNet-50 figures as rows the model fits on (analysis/model.py `shipped`): one per GPU of
+    """Lambda's fp32 ResNet-50 figures as rows the model fits on (analysis/model/ `shipped`): one per GPU of
     `devices` (keys), its counted step at Lambda's batch, its step time the batch over the images a second,
     at TF32 convolutions (precision 'default'), its GPU's key in `gpu`. The large, compute-bound steps the
     reference rows lack."""

@@ -91,7 +91,7 @@ def _svg(chart) -> str:
 
 
 def bounds_section(rows: pd.DataFrame) -> list[str]:
-    """What bounds a step, per workload (analysis/model.py): why the GPU loses on small models."""
+    """What bounds a step, per workload (analysis/model/): why the GPU loses on small models."""
     tables = model.bound_table(rows)
     if not tables:
         return []
@@ -245,7 +245,7 @@ def answer_section(said: verdict.Verdict) -> list[str]:
     module = ok.groupby("workload")["workload_module"].first() if "workload_module" in ok else pd.Series(dtype=object)
     out = ["<h2>Where the GPU trains faster than the CPU</h2>",
            f"<p class=note>Time per epoch, the CPU against a GPU, {said.boot.confidence:.0%} intervals; '~': predicted "
-           "by analysis/model.py, with its 90% interval.</p>"]
+           "by analysis/model/, with its 90% interval.</p>"]
     for f in said.findings:
         whose = module.get(f.workload)
         whose = "built-in" if whose is None or pd.isna(whose) or whose == BUILTIN_MODULE else f"yours: {whose}"
@@ -274,7 +274,7 @@ def decision_section(d: verdict.Decision, heading: str) -> list[str]:
     named = decide.pareto(d.options) | d.options["option"].isin([p["option"] for p in d.picks.values() if p is not None])
     cards = decide.cards(d.options)
     out += [f"<ul>{picks}</ul>", options_table(d.options[named], d.picks, plan),
-            "<p class=note>The cost-versus-time front and the picks; '~': rests on a prediction (analysis/model.py, "
+            "<p class=note>The cost-versus-time front and the picks; '~': rests on a prediction (analysis/model/, "
             "or a time extrapolated outside the dataset sizes measured), its 90% interval in brackets."
             + (f" {html.escape(cards)}." if cards else "") + "</p>",
             *[f"<p class=note>{html.escape(n)}</p>" for n in decide.busy_notes(d.options)],

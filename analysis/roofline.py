@@ -7,7 +7,7 @@ A counted step's matrix products, convolutions and recurrent nets (their FLOPs: 
 than the GPU's dense peak at the precision their operands have (`peaks`), and its optimiser's update, which
 reads and writes every weight, gradient and state once, at no more than its memory bandwidth. Kernels on one
 stream run one after another, so the floor is the sum of the three. The other classes' bytes are left out:
-their count assumes no cache reuse and may overstate what a GPU moves. analysis/model.py clamps every prediction
+their count assumes no cache reuse and may overstate what a GPU moves. analysis/model/ clamps every prediction
 for a GPU of the table to this floor; tests/test_roofline.py checks that it does, for every GPU, reference
 configuration and precision. Reads rows only.
 """

@@ -164,7 +164,7 @@ def _why_not(rows: pd.DataFrame) -> str:
 
 def predicted(workload: str, rows: pd.DataFrame) -> Finding:
     """A workload measured on the CPU alone, answered per GPU model of analysis/devices.yaml from
-    analysis/model.py's prediction (fitted on the shipped reference rows, applied to its rows' counted
+    analysis/model/'s prediction (fitted on the shipped reference rows, applied to its rows' counted
     step costs: decide.predictions): along the first axis of HEADLINE_AXES its CPU rows vary (the slice
     with most sizes), each GPU's time per epoch at the largest size with its 90% interval, and where it
     overtakes the CPU (`_against`). NOT_COMPARED, saying why, where nothing can be predicted."""
@@ -189,7 +189,7 @@ def predicted(workload: str, rows: pd.DataFrame) -> Finding:
             last = at.iloc[-1]
             lines.append((last["epoch_s_median"], f"{gpu}: predicted ~{_seconds(last['epoch_s_median'])} s/epoch "
                           f"({_seconds(last['epoch_s_lo'])}-{_seconds(last['epoch_s_hi'])}); {_against(at, axis)}"))
-    words = (f"no GPU row: predicted per GPU from its step's counted costs (analysis/model.py, fitted on the "
+    words = (f"no GPU row: predicted per GPU from its step's counted costs (analysis/model/, fitted on the "
              f"reference GPUs; 90% intervals), time per epoch at {_at(axis, points[axis].iloc[-1])}:")
     return Finding(workload, PREDICTED, words, gpus=tuple(text for _, text in sorted(lines)))
 
@@ -363,7 +363,7 @@ def costs(v: Verdict) -> list[str]:
            f"{'s' if runs.max() > 1 else ''} each) costs, on the best options:"]
     out += [f"  {name}: {decide.said(line) if line is not None else 'none'}" for name, line in d.picks.items()]
     if any(line is not None and line["predicted"] for line in d.picks.values()):
-        out.append("  ~: rests on analysis/model.py's prediction for a GPU no row measured; (a-b): its 90% interval")
+        out.append("  ~: rests on analysis/model/'s prediction for a GPU no row measured; (a-b): its 90% interval")
     return out
 
 

@@ -43,7 +43,7 @@ CROSSOVER_AXES = ("n_params",) + SIZE_AXES
 PHASES = ("setup", "h2d", "warmup", "train", "eval")
 COMPILE_PHASE = "compile"
 PHASE_COLUMNS = tuple(f"{phase}_s" for phase in PHASES)
-# The op classes a step's costs are split into (trainables/costs.py classifies each aten op; analysis/model.py
+# The op classes a step's costs are split into (trainables/costs.py classifies each aten op; analysis/model/
 # predicts each class's time from its roofline bound): the optimiser's step is its own class, whatever its ops;
 # cuDNN's recurrent nets are one too (rnn): one op that runs a chain of small matrix products, a kernel or two a
 # time step, each waiting on the one before.
@@ -121,7 +121,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("per_rank_samples_per_s", pa.list_(_F64), "samples per second of each data-parallel rank, in rank order"),
     # what one optimiser step costs, counted once after the timed epochs on copies of the model and optimiser
     # (trainables/costs.py; docs/model.md); a fused member's: the group's step over its members; null for
-    # data-parallel and pipeline trials and rows written before the columns existed (analysis/model.py
+    # data-parallel and pipeline trials and rows written before the columns existed (analysis/model/
     # computes them from the config there)
     ("flops_per_step", _I64, "FLOPs of one forward, backward and optimiser step on a full batch: matrix products "
                              "and convolutions (torch.utils.flop_counter.FlopCounterMode), 2 a multiply-add"),

@@ -36,7 +36,7 @@ def as_on_a_gpu(opt) -> None:
     (foreach=None): its multi-tensor (foreach) ops, a few a step, where the meta device and the CPU take the
     loop of an op or more per parameter tensor. The count is then the one a GPU row has (ResNet-18's SGD
     with momentum: 186 ops a step on the CPU, 3 on the GPU; the reference rows of 2026-11-26), which is
-    what analysis/model.py's launch terms were fitted on."""
+    what analysis/model/'s launch terms were fitted on."""
     for group in opt.param_groups:
         if group.get("foreach", False) is None:
             group["foreach"] = True

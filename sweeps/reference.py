@@ -12,7 +12,7 @@
 
 Without --held-out: one sweep (sweeps/runner.run, as `python sweeps/scaling.py` runs its trials) of every
 REFERENCE architecture at a launch-bound and a compute-bound batch (BATCH_SIZES) on IMAGES random
-CIFAR-shaped images (HELD_OUT_IMAGES with --held-out), --repeats runs a point, into OUT/NAME/: the rows analysis/model.py fits on once
+CIFAR-shaped images (HELD_OUT_IMAGES with --held-out), --repeats runs a point, into OUT/NAME/: the rows analysis/model/ fits on once
 they are shipped under results/reference/.
 
 With --held-out: the HELD_OUT architectures, which the reference set leaves out so that a prediction for
@@ -135,7 +135,7 @@ def real_rows(files: list, out) -> None:
     """The runs of `files` (--real's JSON lines, of one GPU or several) as rows of crossover/schema.py, one per
     arch, batch, precision and GPU, in OUT/real/rows.parquet: the runs' median epochs (the first --repeats ok runs of each point, each run's
     median over its timed epochs) and, in the per-class columns, the step as `crossover predict` counts it on a
-    laptop (sweeps/count_step.py, the meta device, at the row's precision), which is what analysis/model.py fits
+    laptop (sweeps/count_step.py, the meta device, at the row's precision), which is what analysis/model/ fits
     and predicts from; peak_gpu_bytes the largest run's allocated peak, the training set on the GPU included."""
     import datetime as dt
     import hashlib

@@ -1,5 +1,5 @@
 """What a step costs, counted on a real trial (trainables/costs.py): FLOPs by hand, launches and bytes
-as analysis/model.py computes them for rows that lack the columns, and a counting that leaves the
+as analysis/model/ computes them for rows that lack the columns, and a counting that leaves the
 trial as it was."""
 
 import pandas as pd
@@ -54,7 +54,7 @@ def test_counting_a_step_leaves_the_trial_as_it_was():
     ("mnist_cnn", {"width": 3, "batch_size": 20, "dataset_size": 100, "data": "digits"}),
 ])
 def test_analysis_model_computes_what_the_counter_counts(workload, kw):
-    # rows written before the columns existed get them from analysis/model.py: FLOPs and launches
+    # rows written before the columns existed get them from analysis/model/: FLOPs and launches
     # exactly (launches as that loop's), bytes within 10% (a formula fitted to the counter, docs/model.md)
     row = _trial(workload, **kw)
     blank = pd.DataFrame([{**row, "flops_per_step": None, "bytes_per_step": None, "launches_per_step": None}])

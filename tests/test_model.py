@@ -1,4 +1,4 @@
-"""The model of time per epoch (analysis/model.py): it recovers a GPU planted in synthetic rows, its
+"""The model of time per epoch (analysis/model/): it recovers a GPU planted in synthetic rows, its
 held-out error is |predicted/measured - 1| with the device left out, a GPU is never predicted where
 a row of it measured, and the device table refuses an entry without its source or date."""
 

@@ -1,4 +1,4 @@
-"""The per-class model and its conformal intervals (analysis/model.py): it recovers a GPU planted in
+"""The per-class model and its conformal intervals (analysis/model/): it recovers a GPU planted in
 synthetic rows with per-op-class costs, its conformal quantile covers at the nominal 90% over many
 draws, and rows without the per-class columns fall back to the three-term model and say so."""
 
@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from crossover.analysis import model
+from crossover.analysis.model.perclass import _counts
 from crossover.analysis.load import device_fields
 from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OP_CLASSES
 from tests.test_model import device_table
@@ -41,7 +42,7 @@ def _costs(workload: str, size: int) -> dict:
 
 def _truth_step(key: str, costs: dict) -> float:
     peak, bandwidth, overhead = PLANTED[key]
-    counts = model._counts(pd.DataFrame([costs]))
+    counts = _counts(pd.DataFrame([costs]))
     figures = {"tensor_matmul": np.array([False]), "tensor_conv": np.array([False]), "peak_matmul": np.array([peak]), "peak_conv": np.array([peak]), "bandwidth": np.array([bandwidth]),
                "overhead": np.array([overhead])}
     theta = np.log([TRUTH[p] for p in model.PARAMETERS])

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from crossover.analysis import model, ordering, public
+from crossover.analysis.model.predict import _step_s
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,7 +64,7 @@ def test_the_datasheet_alone_would_misorder_the_a10_so_the_check_has_something_t
     assert devices["A10"].tf32_flops > devices["RTX 3090"].tf32_flops
     assert "A10" in public.faster_than("tf32")["RTX 3090"]
     configs = ordering.reference_configs().assign(precision="tf32")
-    a10 = model._step_s(configs, fitted, devices, "A10")
+    a10 = _step_s(configs, fitted, devices, "A10")
     assert (model.ordered_step_s(configs, fitted, devices, "RTX 3090") <= a10 * 1.0000001).all()
 
 

@@ -23,7 +23,7 @@ def configs():
     """One row of every configuration the reference rows measured on a GPU, with its counted step."""
     devices = model.load_devices()
     rows = model.reference_gpu_rows(devices)
-    return rows.drop_duplicates(model._config_keys(rows) + ["workload_params"]).reset_index(drop=True)
+    return rows.drop_duplicates(model.config_keys(rows) + ["workload_params"]).reset_index(drop=True)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

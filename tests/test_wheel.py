@@ -90,7 +90,7 @@ def test_the_installed_wheel_sweeps_decides_and_reports_from_a_folder_outside_th
                                        ours / "trainables"]
     swept = run([bin_ / "crossover", "sweep", "--workload", "job.py:workload", "--smoke", "--devices", "cpu",
                  "--out", "OUT"], cwd=tmp_path, env=env)
-    # every GPU predicted: analysis/model.py fitted on the wheel's reference rows, with its devices.yaml
+    # every GPU predicted: analysis/model/ fitted on the wheel's reference rows, with its devices.yaml
     assert re.search(r"H100: predicted ~[0-9.]+ s/epoch", swept.stdout), swept.stdout[-3000:]
     assert "report: " in swept.stdout
     decided = run([bin_ / "crossover", "decide", "OUT"], cwd=tmp_path, env=env)

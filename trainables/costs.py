@@ -30,12 +30,12 @@ are taken: the counting's own time is in no timing column, total_s included. Wha
   C++ and a foreach optimiser its own: the host pays more for each (docs/model.md). A cuDNN RNN op is one.
 
 The same three are split by op class (crossover/schema.py OP_CLASSES), the per-layer model's input
-(analysis/model.py): every aten op dispatched while an optimiser's step() runs is `optimizer`, whatever
+(analysis/model/): every aten op dispatched while an optimiser's step() runs is `optimizer`, whatever
 it is; the others are classed by their aten name (`op_class`). FLOPs come from FlopCounterMode's per-op
 counts, bytes and launches (aten ops that are not views) from Traffic, on every device alike: a class's
 launches are its ops, about one kernel each on a GPU in eager mode.
 
-analysis/model.py computes the same three from a row's configuration for rows written before these
+analysis/model/ computes the same three from a row's configuration for rows written before these
 columns existed; tests/test_costs.py checks that the two agree.
 """
 

@@ -1,0 +1,68 @@
+"""A model of time per epoch, fitted on the measured devices, that predicts the GPUs nobody measured.
+
+    python -m crossover.analysis model --validate            # the shipped reference rows: held-out error, coverage, targets
+    python -m crossover.analysis model RESULTS... [--validate]
+
+    predict(rows, ["A100", "L4"], fitted=shipped)   # what analysis/decide.py asks: one predicted row per
+                                     # configuration and GPU, epoch_s_median with a 90% conformal interval
+                                     # (epoch_s_lo, epoch_s_hi), from the fit on the shipped reference rows
+    predict_counted(configs, ["A100"])   # the same for a step counted, never timed (crossover predict)
+
+THE model is per op class (matmul, conv, rnn, norm, elementwise, optimizer: crossover/schema.py's OP_CLASSES,
+counted by trainables/costs.py into each row as {class}_{flops,bytes,launches}_per_step, and the ops the
+forward pass dispatches as forward_ops_per_step). On a GPU of the device table (analysis/devices.yaml:
+peak FLOP/s, bandwidth, a per-launch overhead), a class with FLOPs F, bytes B and launches n costs
+
+    host_c = n x overhead x k,   gpu_c = max(F / (peak x u_c(F/n)), B / (bandwidth x m(B/n)))
+    u(s) = u_max s / (s + s_half)          (a saturating utilisation in the op's size, NeuSight-style)
+    H = sum of host_c + forward ops x overhead x k_forward,   G = sum of gpu_c
+    step_s = (H^q + G^q)^(1/q)             (q = overlap: 1 the sum, larger as the GPU's work hides the host's)
+    epoch_s = steps_per_epoch x step_s
+
+the forward pass's ops costing the host the workload's Python besides (autograd's engine dispatches the
+backward's from C++). u_c for matmul, conv and rnn (a matmul on the tensor cores its own, u_tensor; a cuDNN
+recurrent net the matmul's, without the size term), m for every class's bytes, k (k_launch for a kernel of
+matmul, conv, rnn, norm or elementwise, k_optimizer for the optimiser's) and k_forward: shared by every GPU,
+fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A CPU, which no table
+knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is
+only explained where measured, never predicted. Rows without the per-class columns (written before them)
+fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per
+workload); every prediction says which in `model_form`.
+
+Every prediction carries a 90% split-conformal interval from leave-one-device-out residuals (a
+workload the fit saw) or leave-one-workload-out residuals (a new one): `conformal_q`. docs/model.md
+gives the equations and the validation. Reads rows only: never imports torch or ray.
+
+The package, one idea a module, each reading only those before it:
+
+    devices     the device table (analysis/devices.yaml)
+    counts      a row's step counts: measured, computed for old rows, or counted on a laptop (as_counted)
+    threeterm   the fallback model of rows without the per-class columns
+    perclass    the per-class model: its equations and its fit
+    intervals   split-conformal intervals from held-out residuals
+    predict     predictions for unmeasured GPUs, ordered by the public tables and floored by the roofline
+    validate    model --validate: the held-out errors, the coverage and the targets
+    bounds      what bounds each measured step, and the text of `crossover.analysis model`
+"""
+
+from __future__ import annotations
+
+from crossover.analysis.model.devices import (  # noqa: F401 (the package's names)
+    DEVICES, DEVICE_FIELDS, Device, MATCH_KEY, PRECISION_PEAK, device_key, load_devices)
+from crossover.analysis.model.counts import (  # noqa: F401 (the package's names)
+    BYTES_WORDS, CLASS_COLUMNS, CNNS, COST_COLUMNS, COUNTED, COUNTED_NOTE, COUNT_KEYS, LAUNCHES, MODEL,
+    PER_CLASS, THREE_TERM, as_counted, config_keys, cpu_groups, form_of, gpu_rows, step_costs, with_model)
+from crossover.analysis.model.threeterm import (  # noqa: F401 (the package's names)
+    Calibration, calibrate)
+from crossover.analysis.model.perclass import (  # noqa: F401 (the package's names)
+    COMPUTE_CLASSES, CPU_NOMINAL, CUPTI_FIXED, CUPTI_SLOWDOWN, EFFICIENCY, Fit, LAUNCH_COST, PARAMETERS,
+    PRIOR_WEIGHT, class_times, cupti_attached, fit, step_time)
+from crossover.analysis.model.intervals import (  # noqa: F401 (the package's names)
+    ALPHA, conformal_q, held_out, scores)
+from crossover.analysis.model.predict import (  # noqa: F401 (the package's names)
+    Predictor, ordered_step_s, predict, predict_counted, predictor, public_precision, public_rows,
+    reference_gpu_rows, reference_rows, shipped)
+from crossover.analysis.model.validate import (  # noqa: F401 (the package's names)
+    TARGETS, count_ratio, host_launch_us, render_validation, targets, validate)
+from crossover.analysis.model.bounds import (  # noqa: F401 (the package's names)
+    bound_table, bounds, render, render_bounds)

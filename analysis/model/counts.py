@@ -1,0 +1,191 @@
+"""A row's step counts as the model reads them: the usable rows (ok, eager, one device) with their step costs,
+counted where the row has them, computed from the configuration for the old rows that lack them, or counted on
+the meta device as `crossover predict` counts a job (`as_counted`); each row's model (MODEL) and form.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from crossover.analysis.load import REFERENCE
+from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OP_COLUMNS
+from crossover.analysis.model.devices import Device, MATCH_KEY, device_key
+
+# Every reference configuration's step counted as `crossover predict` counts a job on a laptop
+# (sweeps/count_reference.py): the laptop's case of --validate, and the intervals of a workload never measured.
+# In a folder of its own under the reference rows, so a wheel carries it with them: '_' first, no sweep's rows; a
+# '-' in it, no Python package's name (setuptools takes it as data, not as a package it was not told of).
+COUNTED = REFERENCE / "_step-counts" / "counts.parquet"
+
+
+COUNT_KEYS = ["workload", "workload_params", "depth", "width", "context", "batch_size"]
+
+
+COST_COLUMNS = ("flops_per_step", "bytes_per_step", "launches_per_step")
+
+
+# Bytes a step moves, for rows without bytes_per_step: 4-byte words per parameter, per activation element
+# (every layer's output per sample, input included), per sample, and fixed; fitted on 2026-11-23 to what
+# trainables/costs.py counts on the CPU (within 8% over 36 configurations; tests/test_costs.py checks it).
+BYTES_WORDS = {"disc": (6.143, 11.82, -13.07, -510.4), "tabular": (22.08, 11.67, -127.9, 8312.0),
+               "peaks": (34.85, 10.88, -12.6, -1343.0), "lenet": (6.0, 5.8, -1862.0, 314200.0),
+               "mnist_cnn": (11.0, 6.831, -2667.0, 314300.0)}
+
+
+# Launches (aten ops that are not views) a step: fixed + per layer, as trainables/costs.py counted them on
+# the CPU (loop 'fast', eager) in the loop those rows ran, before 2026-11-26, when the step's loss and
+# accuracy sums launched up to 6 kernels a step (now held and summed once an epoch); used for rows without
+# launches_per_step.
+LAUNCHES = {"disc": (12, 8), "tabular": (14, 24), "peaks": (6, 24), "lenet": (48, 0), "mnist_cnn": (63, 0)}
+
+
+# The CNNs' convolutions, per width w: (FLOPs of a sample's forward as (per w, per w^2, fixed) with the
+# fully-connected layers, FLOPs of the first convolution per w (its input needs no gradient), activation
+# elements per sample as (per w, fixed)).
+CNNS = {"mnist_cnn": ((320_000, 640_000, 1_000), 288_000, (8_760, 844)),
+        "lenet": ((180_672, 480_000, 21_840), 84_672, (7_880, 998))}
+
+
+# What validation holds out as one unseen model: a workload, or one model of it where the workload's own
+# axes pick the network (examples/zoo.py's arch: eighteen architectures under one workload name) (`with_model`)
+MODEL = "_model"
+
+
+CLASS_COLUMNS = (*OP_COLUMNS, FORWARD_OPS)  # {class}_{flops,bytes,launches}_per_step, forward_ops_per_step
+
+
+PER_CLASS, THREE_TERM = "per-class", "three-term"
+
+
+def _sizes(model: str) -> list[int]:
+    return [int(s) for s in model.split("fc ")[-1].split("-")]
+
+
+def _analytic(row) -> tuple[float, float, float]:
+    """FLOPs, bytes and launches of one step from the configuration (module docstring)."""
+    wl, batch = row["workload"], row["batch_size"]
+    if wl in CNNS:
+        (per_w, per_w2, fixed), first, (act_w, act_0) = CNNS[wl]
+        w = row["width"]
+        forward = per_w * w + per_w2 * w * w + fixed
+        flops, activations, layers = batch * (3 * forward - first * w), act_w * w + act_0, 0
+    else:
+        sizes = _sizes(row["model"])
+        products = [a * b for a, b in itertools.pairwise(sizes)]
+        flops = batch * 2 * (3 * sum(products) - products[0])  # the first layer's input needs no gradient
+        activations, layers = sum(sizes), len(products)
+    per_param, per_act, per_sample, fixed = BYTES_WORDS[wl]
+    words = per_param * row["n_params"] + per_act * batch * activations + per_sample * batch + fixed
+    base, per_layer = LAUNCHES[wl]
+    return flops, 4 * words, base + per_layer * layers
+
+
+def step_costs(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each row's flops_per_step, bytes_per_step, launches_per_step: counted where the row has them,
+    else computed from its configuration; `costs_counted` says which (rows of unknown workloads: null)."""
+    counted = rows.reindex(columns=list(COST_COLUMNS)).astype(float)
+    known = rows["workload"].isin(list(BYTES_WORDS)) & rows["model"].notna()
+    analytic = pd.DataFrame([_analytic(r) if k else (np.nan,) * 3 for (_, r), k in zip(rows.iterrows(), known)],
+                            index=rows.index, columns=list(COST_COLUMNS))
+    out = counted.fillna(analytic)
+    return out.assign(costs_counted=counted.notna().all(axis=1))
+
+
+def _usable(rows: pd.DataFrame) -> pd.DataFrame:
+    """ok eager rows of one process on one device (cpu, cuda), with their step costs and measured step_s.
+
+    Engines graph and compile are left out: a replayed graph launches 3 times a step but still runs
+    every kernel of it, a cost per kernel on the GPU this model has no term for. Fused trials are left
+    out too: their epoch is the whole group's. The per-class columns are added, null, where absent; a row
+    written before forward_ops_per_step takes it from the CPU's count of its configuration (`_counted`) where
+    one was made: count_step counts the forward pass's ops as a GPU dispatches them."""
+    fused = rows["fused_members"].fillna(1).gt(1) if "fused_members" in rows else False
+    ok = rows[(rows["status"] == "ok") & (rows["is_cpu"] | rows["whole_gpu"]) & rows["engine"].eq("eager") & ~fused]
+    ok = ok.reindex(columns=list(dict.fromkeys([*ok.columns, *CLASS_COLUMNS])))
+    lacking = ok[FORWARD_OPS].isna()
+    if lacking.any():  # rows written before the column: only they are looked up in the count
+        ok[FORWARD_OPS] = ok[FORWARD_OPS].fillna(_counted(ok[lacking])[FORWARD_OPS])
+    ok = ok.drop(columns=list(COST_COLUMNS), errors="ignore").join(step_costs(ok))
+    ok = ok.dropna(subset=list(COST_COLUMNS) + ["epoch_s_median", "steps_per_epoch"])
+    return ok.assign(step_s=ok["epoch_s_median"] / ok["steps_per_epoch"])
+
+
+def gpu_rows(rows: pd.DataFrame, devices: dict[str, Device]) -> pd.DataFrame:
+    """Usable single-GPU rows whose device the table knows, with its key in MATCH_KEY."""
+    usable = _usable(rows)
+    usable = usable[usable["whole_gpu"]]
+    keyed = usable.assign(**{MATCH_KEY: usable["device_name"].map(lambda n: device_key(n, devices))})
+    return keyed[keyed[MATCH_KEY].notna()]
+
+
+def config_keys(rows: pd.DataFrame) -> list[str]:
+    extra = ["engine"] + (["precision"] if "precision" in rows else [])
+    return [c for c in CONFIG_COLUMNS if c != "device"] + extra
+
+
+def cpu_groups(rows: pd.DataFrame):
+    """Usable CPU rows, one group per CPU model and thread count: (label, rows)."""
+    cpus = _usable(rows)
+    cpus = cpus[cpus["is_cpu"]]
+    for (name, threads), own in cpus.groupby(["device_name", cpus["torch_threads"].fillna(0)]):
+        yield f"{name} ({threads:.0f} threads)", own
+
+
+def form_of(frame: pd.DataFrame) -> pd.Series:
+    """PER_CLASS where a row has every per-class column, else THREE_TERM (rows written before them)."""
+    return frame[list(CLASS_COLUMNS)].notna().all(axis=1).map({True: PER_CLASS, False: THREE_TERM})
+
+
+def with_model(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its MODEL column: each row's workload, and where the workload's own axes differ
+    between its rows, the ones that differ (`zoo arch=vgg11_bn`), so that each network is held out alone."""
+    if MODEL in frame:
+        return frame
+    params = frame["workload_params"] if "workload_params" in frame else pd.Series(None, index=frame.index)
+    parsed = params.map(lambda p: json.loads(p) if isinstance(p, str) and p else {})
+    keys = {}
+    for workload, group in parsed.groupby(frame["workload"]):
+        values = pd.DataFrame(list(group)).astype(str)
+        keys[workload] = [k for k in values if values[k].nunique() > 1]
+    label = [w if not keys.get(w) else " ".join([w, *(f"{k}={p.get(k)}" for k in keys[w])])
+             for w, p in zip(frame["workload"], parsed)]
+    return frame.assign(**{MODEL: label})
+
+
+@cache
+def _counted_table(path: Path) -> pd.DataFrame | None:
+    return pd.read_parquet(path) if path.exists() else None
+
+
+def _counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
+    """The CPU's count of each row's configuration (sweeps/count_reference.py, as `crossover predict` counts a
+    user's job): its *_per_step columns, on `frame`'s index, null where none was made."""
+    table = _counted_table(path)
+    if table is None or frame.empty:
+        return pd.DataFrame(index=frame.index, columns=[*COST_COLUMNS, *CLASS_COLUMNS], dtype=float)
+    keys = [k for k in COUNT_KEYS if k in frame]
+    costs = [c for c in table.columns if c.endswith("_per_step")]
+    sizes = {k: lambda f, k=k: pd.to_numeric(f[k], errors="coerce") for k in keys if k not in ("workload", "workload_params")}
+    joined = (frame[keys].assign(**sizes).reset_index()
+              .merge(table[keys + costs].assign(**sizes), on=keys, how="left"))
+    return joined.set_index("index")[costs].rename_axis(frame.index.name).reindex(columns=[*COST_COLUMNS, *CLASS_COLUMNS])
+
+
+# a row whose step was counted as `crossover predict` counts one (sweeps/reference.py real_rows) says so here
+COUNTED_NOTE = "counted on the meta device as crossover predict counts a job"
+
+
+def as_counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
+    """`frame`'s rows with their step costs replaced by the CPU's count of the same configuration
+    (`_counted`), the rows it has no count of left out: what a user without a GPU would have had to
+    predict them from. A row counted so already (COUNTED_NOTE) keeps its own."""
+    own = frame["costs_note"].fillna("").str.startswith(COUNTED_NOTE) if "costs_note" in frame else \
+        pd.Series(False, index=frame.index)
+    counted = _counted(frame[~own], path).dropna(subset=["launches_per_step"])
+    replaced = frame[~own].drop(columns=counted.columns, errors="ignore").join(counted, how="inner")
+    return pd.concat([replaced, frame[own]]).loc[lambda f: frame.index.intersection(f.index)]

@@ -1,0 +1,77 @@
+"""The device table (analysis/devices.yaml): each GPU's datasheet peaks, bandwidth, memory and launch overhead,
+with its source and date; `device_key` finds a device name's entry.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from crossover.analysis.load import packaged
+
+
+DEVICES = packaged("devices.yaml")
+
+
+DEVICE_FIELDS = ("name", "fp32_flops", "tf32_flops", "bf16_flops", "memory_bytes_per_s", "launch_overhead_s",
+                 "source", "date")
+
+
+PRECISION_PEAK = {"fp32": "fp32_flops", "tf32": "tf32_flops", "bf16": "bf16_flops", "fp16": "bf16_flops"}
+
+
+MATCH_KEY = "_device_key"
+
+
+@dataclass(frozen=True)
+class Device:
+    key: str  # short name, as prices and home boxes write it
+    name: str
+    fp32_flops: float  # FLOP/s, dense
+    tf32_flops: float | None  # FLOP/s, dense tensor cores; None: no TF32
+    bf16_flops: float | None  # FLOP/s, dense, FP32 accumulate; None: no BF16
+    memory_bytes_per_s: float
+    launch_overhead_s: float  # s per eager op, before the fitted scale
+    source: str
+    date: str
+    memory_gb: float | None = None  # the card's memory, GB (10^9 bytes); None: not known
+
+    def peak(self, precision: str) -> float:
+        """FLOP/s at `precision`, falling back to FP32 where the GPU lacks the unit."""
+        return getattr(self, PRECISION_PEAK.get(precision, "fp32_flops")) or self.fp32_flops
+
+
+def load_devices(path: Path = DEVICES) -> dict[str, Device]:
+    """The device table; an entry missing a field (its source and date included) is refused by name."""
+    table = yaml.safe_load(Path(path).read_text()) or {}
+    devices = {}
+    for key, entry in table.items():
+        missing = [f for f in DEVICE_FIELDS if f not in (entry or {}) or
+                   (f in ("name", "source", "date", "fp32_flops", "memory_bytes_per_s", "launch_overhead_s")
+                    and not entry[f])]
+        if missing:
+            raise ValueError(f"{path}: device {key!r} lacks {missing}: give every entry its figures, the source "
+                             "they come from and its date (YYYY-MM)")
+        figures = {}
+        for f in DEVICE_FIELDS[1:6]:
+            try:
+                figures[f] = None if entry[f] is None else float(entry[f])
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}: device {key!r}: {f} must be a number (e.g. 66.9e12), "
+                                 f"got {entry[f]!r}") from None
+        memory = entry.get("memory_gb")
+        if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory <= 0):
+            raise ValueError(f"{path}: device {key!r}: memory_gb must be a number of GB above 0 (e.g. 80), "
+                             f"got {memory!r}; leave it out where not known")
+        devices[str(key)] = Device(key=str(key), name=str(entry["name"]), **figures,
+                                   source=str(entry["source"]), date=str(entry["date"]),
+                                   memory_gb=None if memory is None else float(memory))
+    return devices
+
+
+def device_key(device_name: str, devices: dict[str, Device]) -> str | None:
+    """The table's key that `device_name` contains as a whole word, case-insensitive (the longest)."""
+    found = [k for k in devices if re.search(rf"(?<![a-z0-9]){re.escape(k.lower())}(?![a-z0-9])", str(device_name).lower())]
+    return max(found, key=len) if found else None

@@ -1,0 +1,203 @@
+"""Predictions for GPUs nobody measured: the fit on the measured GPUs with its intervals and the public
+tables' efficiencies (`Predictor`), ordered by the public tables at their precision and never under the
+hardware's floor (analysis/roofline.py); `shipped`, the model fitted on the shipped reference rows.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from crossover.analysis import public, roofline
+from crossover.analysis.load import REFERENCE, read
+from crossover.analysis.model.devices import DEVICES, Device, MATCH_KEY, load_devices
+from crossover.analysis.model.counts import CLASS_COLUMNS, PER_CLASS, THREE_TERM, _usable, config_keys, form_of, gpu_rows
+from crossover.analysis.model.perclass import COMPUTE_CLASSES, EFFICIENCY, Fit, fit
+from crossover.analysis.model.intervals import conformal_q, scores
+
+@dataclass(frozen=True)
+class Predictor:
+    """A fit on the measured GPUs' rows and the conformal quantiles of its held-out log errors."""
+
+    fit: Fit
+    seen: frozenset  # workloads of the rows fitted
+    q: dict  # 'device' / 'workload' -> conformal quantile of |log(measured / predicted)| at ALPHA
+    # GPU key -> measured / predicted speed of its public rows (analysis/public.py) under the fit: its
+    # FLOP/s and bandwidth are scaled by it, so a GPU faster than another on the public benchmarks is not
+    # predicted slower for its datasheet (the A10's TF32 peak is 1.8x the RTX 3090's; Lambda has the 3090
+    # 1.1-1.5x faster on all of its benchmarks)
+    efficiency: dict = dataclasses.field(default_factory=dict)
+
+    def interval(self, workload: str) -> tuple[float, str]:
+        """The quantile for a prediction of `workload` on an unmeasured GPU, and whose residuals it is:
+        leave-one-device-out's for a workload the fit saw, leave-one-workload-out's for a new one (either
+        one where the other could not be computed)."""
+        order = ("device", "workload") if workload in self.seen else ("workload", "device")
+        source = next((s for s in order if s in self.q), None)
+        return (self.q[source], source) if source else (float("nan"), "none: one GPU and one workload only")
+
+
+def predictor(frame: pd.DataFrame, devices: dict[str, Device], form: str) -> Predictor:
+    fitted = fit(frame, devices, form)
+    rows = frame[frame["workload"].eq(public.PUBLIC_WORKLOAD)]
+    speed = fitted.step_s(rows, devices) / rows["step_s"].to_numpy(float) if len(rows) else []
+    return Predictor(fitted, frozenset(frame["workload"]),
+                     {k: conformal_q(s) for k, s in scores(frame, devices, form).items()},
+                     pd.Series(speed, index=rows[MATCH_KEY].to_numpy()).groupby(level=0).median().to_dict())
+
+
+def _step_s(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str) -> np.ndarray:
+    on = configs.assign(**{MATCH_KEY: key, EFFICIENCY: model.efficiency.get(key, 1.0)})
+    return model.fit.step_s(on, devices) if len(on) else np.zeros(0)
+
+
+def public_precision(configs: pd.DataFrame) -> pd.Series:
+    """The public tables' precision each configuration's arithmetic runs at, None where no table ran it: bf16
+    and fp16 Lambda's "fp16" (AMP); tf32, and PyTorch's default where cuDNN's convolutions and recurrent nets
+    (TF32 by default) hold most of the FLOPs, Lambda's "fp32", which ran at TF32; strict FP32 matrix products (fp32, and the default's),
+    none."""
+    precision = configs["precision"].fillna("default") if "precision" in configs else \
+        pd.Series("default", index=configs.index)
+    flops = configs.reindex(columns=[f"{c}_flops_per_step" for c in COMPUTE_CLASSES]).astype(float).fillna(0)
+    convs = flops["conv_flops_per_step"] + flops["rnn_flops_per_step"] >= flops["matmul_flops_per_step"]
+    table = precision.map({"bf16": "fp16", "fp16": "fp16", "tf32": "fp32", "fp32": None, "default": "fp32"})
+    return table.where(~precision.eq("default") | convs, None)
+
+
+def ordered_step_s(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str) -> np.ndarray:
+    """The model's step time of `configs` on the GPU `key`, no slower than its prediction for any GPU that
+    `key` outran on every public benchmark at the precision the configuration's arithmetic runs at
+    (`public_precision`, analysis/public.py `faster_than`): where the datasheet's figures say otherwise (the
+    A10's TF32 peak, which its 150 W never reaches; the RTX 6000 Ada's over the A100s'), the public measurement
+    orders them; and never shorter than the hardware allows (analysis/roofline.py floor_s)."""
+    step = _step_s(configs, model, devices, key)
+    table = public_precision(configs)
+    for value in table.dropna().unique():
+        rows = (table == value).to_numpy()
+        for other in public.faster_than(value).get(key, ()):
+            if other in devices:
+                step[rows] = np.minimum(step[rows], _step_s(configs[rows], model, devices, other))
+    return np.maximum(step, roofline.floor_s(configs, devices[key])) if len(configs) else step
+
+
+def _predicted(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str) -> pd.DataFrame:
+    """The model's epoch times of `configs` (usable rows, one per configuration) on the GPU `key`
+    (`ordered_step_s`), with their conformal interval, whose lower end is no shorter than the hardware allows
+    either (analysis/roofline.py)."""
+    on = configs.assign(**{MATCH_KEY: key})
+    steps = on["steps_per_epoch"].to_numpy(float)
+    epoch = steps * ordered_step_s(configs, model, devices, key) if len(on) else np.zeros(0)
+    floor = steps * roofline.floor_s(configs, devices[key]) if len(on) else np.zeros(0)
+    q, source = zip(*[model.interval(w) for w in on["workload"]]) if len(on) else ((), ())
+    q = np.array(q, float)
+    out = on[config_keys(on) + ["n_params", "steps_per_epoch"]].assign(
+        device="cuda", device_name=key, epoch_s_median=epoch, epoch_s_lo=np.maximum(epoch * np.exp(-q), floor),
+        epoch_s_hi=epoch * np.exp(q), predicted=True, model_form=model.fit.form, interval_from=list(source))
+    return out.assign(samples_per_s=on["dataset_size"] / out["epoch_s_median"])
+
+
+def predict(rows: pd.DataFrame, gpus: list[str], path: Path = DEVICES,
+            fitted: Callable[[str], Predictor] | None = None) -> pd.DataFrame:
+    """For each configuration measured in `rows` and each GPU key in `gpus` that no row measured at that
+    configuration: its predicted epoch_s_median with a 90% conformal interval (epoch_s_lo, epoch_s_hi),
+    samples_per_s, predicted=True, model_form (PER_CLASS, or THREE_TERM for a configuration whose rows
+    lack the per-class columns) and interval_from (whose held-out residuals gave the interval).
+
+    `fitted(form)` gives the model of each form: `shipped` (what analysis/decide.py passes: the shipped
+    reference rows' fit, so a prediction never moves with what else `rows` holds); None, a fit on `rows`'
+    own GPU rows. The step costs of a configuration come from one of its rows (a GPU row first: its
+    launches are the GPU's). Where a row of the GPU measured the configuration, it is not predicted: the
+    measurement wins; a GPU measured at some configurations (the H100 reference rows: disc and peaks
+    only) is predicted at the others."""
+    devices = _known(gpus, path)
+    measured = gpu_rows(rows, devices)
+    per_class = measured[form_of(measured) == PER_CLASS]
+    if fitted is None:
+        if measured.empty:
+            raise ValueError("no rows of a GPU in the device table to calibrate the model on: read a GPU's results "
+                             "alongside, e.g. results/reference/h200-2026-11-26/scaling")
+        models = {}
+
+        def fitted(form: str) -> Predictor:
+            if form not in models:
+                models[form] = predictor(per_class if form == PER_CLASS else measured, devices, form)
+            return models[form]
+        per_class_known = len(per_class) > 0
+    else:
+        per_class_known = True  # the shipped reference rows have the per-class columns
+    usable = _usable(rows).sort_values("whole_gpu", key=lambda whole: ~whole, kind="stable")
+    keys = config_keys(usable)
+    configs = usable.drop_duplicates(keys)
+    forms = form_of(configs) if per_class_known else pd.Series(THREE_TERM, index=configs.index)
+    frames = []
+    for key in gpus:
+        done = measured.loc[measured[MATCH_KEY] == key, keys].drop_duplicates()
+        todo = configs.assign(_form=forms).merge(done, on=keys, how="left", indicator=True)
+        todo = todo[todo["_merge"] == "left_only"].drop(columns="_merge")
+        frames += [_predicted(part.drop(columns="_form"), fitted(form), devices, key)
+                   for form, part in todo.groupby("_form")]
+    if frames:
+        return pd.concat(frames, ignore_index=True)
+    empty = configs.iloc[:0]
+    return _predicted(empty, Predictor(Fit(THREE_TERM, (), None, 0.0), frozenset(), {}), devices, "")
+
+
+def predict_counted(configs: pd.DataFrame, gpus: list[str], path: Path = DEVICES) -> pd.DataFrame:
+    """`predict` for configurations nobody timed (sweeps/predict.py: a step counted on the CPU, not
+    trained): one line each with the configuration's columns, workload, precision, steps_per_epoch and
+    the step's counted costs (every per-class column), predicted on each GPU of `gpus` by the `shipped`
+    per-class model."""
+    devices = _known(gpus, path)
+    lacking = [c for c in CLASS_COLUMNS if c not in configs or configs[c].isna().any()]
+    if lacking:
+        raise ValueError(f"the step's counted costs lack {lacking[:3]}{'...' if len(lacking) > 3 else ''}: the "
+                         "per-class model predicts from every op class's FLOPs, bytes and launches")
+    on = configs.reindex(columns=list(dict.fromkeys([*config_keys(configs), *configs.columns])))
+    return pd.concat([_predicted(on, shipped(PER_CLASS, path), devices, key) for key in gpus], ignore_index=True)
+
+
+def _known(gpus: list[str], path: Path) -> dict[str, Device]:
+    """The device table, where it knows every GPU of `gpus`; else refused naming the unknown ones."""
+    devices = load_devices(path)
+    unknown = [g for g in gpus if g not in devices]
+    if unknown:
+        raise ValueError(f"GPUs {unknown} are not in {path}: use its keys {sorted(devices)}, or add an entry")
+    return devices
+
+
+def public_rows(devices: dict[str, Device]) -> pd.DataFrame:
+    """The public tables' rows the model fits on (analysis/public.py fit_rows), keyed as GPU rows are."""
+    return public.fit_rows(list(devices)).rename(columns={"gpu": MATCH_KEY})
+
+
+@cache
+def reference_rows() -> pd.DataFrame:
+    """Every row of the shipped results/reference/ (analysis/load.py REFERENCE), read once a process: what
+    `shipped` fits on. The folders do not change while a process runs; callers filter, never modify."""
+    return read(REFERENCE)
+
+
+def reference_gpu_rows(devices: dict[str, Device], form: str = PER_CLASS) -> pd.DataFrame:
+    """The shipped reference rows' usable GPU rows of `form` (`gpu_rows`), per-class ones alone for PER_CLASS:
+    what `shipped` fits on beside the public rows, and what analysis/ordering.py predicts and holds out."""
+    measured = gpu_rows(reference_rows(), devices)
+    return measured[form_of(measured) == PER_CLASS] if form == PER_CLASS else measured
+
+
+@cache
+def shipped(form: str, path: Path = DEVICES) -> Predictor:
+    """The model of `form` fitted on the shipped reference rows' GPU rows (`reference_rows`) and, in the
+    per-class form, the public training figures of the GPUs we cannot rent (analysis/public.py `fit_rows`:
+    Lambda's ResNet-50, one row a GPU), with its conformal quantiles and the GPUs' public efficiencies: what analysis/decide.py, the verdict and sweeps/predict.py predict with, so that a
+    prediction rests on the reference GPUs alone, never on what else the user's folder holds. Fitted once a
+    process (a few seconds on a 2-core VM: each model and GPU held out once for the intervals)."""
+    devices = load_devices(path)
+    measured = reference_gpu_rows(devices, form)
+    if form == PER_CLASS:
+        measured = pd.concat([measured, public_rows(devices)], ignore_index=True)
+    return predictor(measured, devices, form)

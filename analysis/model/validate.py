@@ -1,0 +1,229 @@
+"""`model --validate`: the model's error on what it was not fitted on (a GPU held out, a workload held out and
+predicted from its count on a laptop), the coverage of its intervals, and the targets met or missed.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from crossover.schema import OP_CLASSES
+from crossover.analysis.model.devices import DEVICES, MATCH_KEY, load_devices
+from crossover.analysis.model.counts import COUNTED, MODEL, PER_CLASS, THREE_TERM, as_counted, cpu_groups, form_of, gpu_rows, with_model
+from crossover.analysis.model.perclass import fit
+from crossover.analysis.model.intervals import ALPHA, conformal_q, held_out
+from crossover.analysis.model.predict import public_rows
+
+# The targets --validate prints: a workload held out and predicted from its CPU count (median and worst of the
+# cells' median errors), a GPU held out (median over the GPU models, and how many GPU models at least), and the
+# coverage of the 90% intervals.
+TARGETS = {"laptop_median": 0.20, "laptop_worst": 0.50, "gpu_median": 0.25, "gpu_models": 8, "coverage": (0.85, 0.95)}
+
+
+def _inner(rest: pd.DataFrame, devices, form: str, by: str, costs=None) -> tuple[pd.Series, str]:
+    """Conformal scores from `rest` alone (the held-out rows unseen): its own leave-one-`by`-out
+    residuals (from `costs`, as the held rows are predicted), or leave-one-workload-out's where `rest`
+    has one value of `by`; and a note where so."""
+    if rest[by].nunique() > 1:
+        return held_out(rest, devices, form, by, costs).dropna(), ""
+    if by != MODEL and rest[MODEL].nunique() > 1:
+        return held_out(rest, devices, form, MODEL), "interval from leave-one-model-out (one GPU left)"
+    return pd.Series(dtype=float), "no interval: nothing left to hold out"
+
+
+def _cells(split: str, group: str, frame: pd.DataFrame, by: str, devices, form: str,
+           costs: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> list[dict]:
+    """Each value of `by` held out in turn: per (held-out value, workload, device) of the rows of `form`,
+    their number, median and worst |predicted/measured - 1|, and how many fell inside the 90% interval
+    drawn from `rest` alone; the held rows predicted from their own step costs or from `costs(held)`'s
+    (`as_counted`, the laptop's case). The three-term model is fitted on every row (it needs only the
+    totals), the per-class model on the rows that have its columns."""
+    frame = frame[form_of(frame) == PER_CLASS] if form == PER_CLASS else frame
+    shown = form_of(frame) == form
+    out, device = [], frame[MATCH_KEY] if MATCH_KEY in frame else pd.Series(np.nan, index=frame.index)
+    for value, held in frame[shown].groupby(by):
+        rest = frame.drop(index=frame.index[frame[by] == value])
+        if rest.empty:
+            out.append({"split": split, "group": group, "held_out": value, "rows": len(held), "form": form,
+                        "note": f"no other {split} to fit on"})
+            continue
+        held = costs(held) if costs else held
+        if held.empty:
+            continue
+        residual = np.log(held["step_s"].to_numpy(float) / fit(rest, devices, form).step_s(held, devices))
+        inner, note = _inner(rest, devices, form, by, costs)
+        q = conformal_q(inner)
+        cells = pd.DataFrame({"error": np.abs(np.exp(-residual) - 1), "inside": np.abs(residual) <= q,
+                              "workload": held[MODEL].to_numpy(), "device": device[held.index].to_numpy()})
+        for (workload, dev), cell in cells.groupby(["workload", "device"], dropna=False):
+            out.append({"split": split, "group": group, "held_out": value, "device": dev, "workload": workload,
+                        "rows": len(cell), "median_error": cell["error"].median(), "worst_error": cell["error"].max(),
+                        "inside": int(cell["inside"].sum()) if not math.isnan(q) else np.nan, "form": form,
+                        "note": note})
+    return out
+
+
+def validate(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
+    """Held-out error and coverage: each GPU held out whole (fitted on the others, predicted from its
+    table entry; the public tables' GPUs among them, as `shipped` fits on their rows too), then each
+    workload held out on the GPUs together, then each from its step counted on the CPU (the laptop's
+    case), and on each CPU (a CPU, which no table knows, is only ever held out by workload). Rows with and without the per-class columns are
+    validated apart, in their forms. `inside` counts the rows within the 90% conformal interval drawn
+    from the other rows' own held-out residuals (the held-out rows unseen)."""
+    devices, out = load_devices(path), []
+    gpus = gpu_rows(rows, devices)
+    # as `shipped` fits: the public tables' rows beside the measured ones, each of their GPUs held out in turn too
+    gpus = pd.concat([gpus, public_rows(devices)], ignore_index=True) if (form_of(gpus) == PER_CLASS).any() else gpus
+    gpus = with_model(gpus)
+    for form in form_of(gpus).unique():
+        out += _cells("device", "GPU", gpus, MATCH_KEY, devices, form)
+        out += _cells("workload", "GPU", gpus, MODEL, devices, form)
+        if form == PER_CLASS:
+            out += _cells("counted", "GPU", gpus, MODEL, devices, form, as_counted)
+    for label, own in cpu_groups(rows):
+        own = with_model(own)
+        out += [cell for form in form_of(own).unique() for cell in _cells("workload", label, own, MODEL, None, form)]
+    columns = ["split", "group", "held_out", "device", "workload", "rows", "median_error", "worst_error", "inside",
+               "form", "note"]
+    table = pd.DataFrame(out).reindex(columns=columns)
+    table.attrs["host_launch_us"] = host_launch_us(gpus)  # for the targets' note (`_host_note`)
+    table.attrs["count_ratio"] = count_ratio(gpus)  # and for the laptop's case's (`_laptop_why`)
+    return table
+
+
+def _coverage(cells: pd.DataFrame) -> tuple[float, int]:
+    """Share of rows inside their interval, and the rows that had one."""
+    has = cells.dropna(subset=["inside"])
+    return (has["inside"].sum() / has["rows"].sum(), int(has["rows"].sum())) if len(has) else (float("nan"), 0)
+
+
+def host_launch_us(gpus: pd.DataFrame) -> dict[str, float]:
+    """Per GPU key, the median measured step time per op dispatched (us), over the workloads every GPU
+    measured: on launch-bound steps, what one op costs that GPU's host."""
+    per_class = gpus[form_of(gpus) == PER_CLASS]
+    shared = set.intersection(*[set(g["workload"]) for _, g in per_class.groupby(MATCH_KEY)]) if len(per_class) else set()
+    rows = per_class[per_class["workload"].isin(shared)]
+    ops = rows[[f"{c}_launches_per_step" for c in OP_CLASSES]].sum(axis=1)
+    return (1e6 * rows["step_s"] / ops).groupby(rows[MATCH_KEY]).median().to_dict()
+
+
+def count_ratio(gpus: pd.DataFrame) -> dict[str, float]:
+    """Per model (MODEL), the ops in the op classes of its step as the CPU counts it (`as_counted`) over
+    those its GPU rows counted, the median over its configurations: near 1 where the two counts agree."""
+    classes = [f"{c}_launches_per_step" for c in OP_CLASSES]
+    gpus = gpus[form_of(gpus) == PER_CLASS]
+    counted = as_counted(gpus)
+    if counted.empty:
+        return {}
+    ratio = counted[classes].sum(axis=1) / gpus.loc[counted.index, classes].sum(axis=1)
+    return ratio.groupby(gpus.loc[counted.index, MODEL]).median().to_dict()
+
+
+def _laptop_why(cell, table: pd.DataFrame) -> str:
+    """Why a model held out and predicted from its CPU count missed: the two counts disagree, or the fit."""
+    ratio = table.attrs.get("count_ratio", {}).get(cell["workload"], 1.0)
+    if not 0.5 <= ratio <= 2:
+        return (f"its CPU count has {ratio:.0f}x the ops its GPU rows counted: the two counts disagree (the "
+                "shipped recurrent rows were counted on a GPU before trainables/costs.py counted a cuDNN RNN op as "
+                "its kernels and matrix products, each as one element-wise op); its rows counted again on a GPU "
+                "would fix it")
+    return ("the two counts agree: the fit's own error on an op mix unlike the other models' (its rows' "
+            "utilisation and launch cost differ from what the others give); more models of its kind would pin it")
+
+
+def _why(cell, table: pd.DataFrame) -> str:
+    """Why a held-out GPU cell missed, and what data would fix it."""
+    gpu = table[(table["group"] == "GPU") & (table["split"] == "device")]
+    others = sorted(set(gpu["held_out"]) - {cell["held_out"]})
+    seen = set(gpu[gpu["held_out"].isin(others)]["workload"])
+    if cell["workload"] not in seen:
+        return (f"measured on {cell['held_out']} only, so the fit never saw it on another GPU: measure it on "
+                f"{' or '.join(others) or 'a second GPU'}")
+    return "the host's launch cost (below)"
+
+
+def _host_note(table: pd.DataFrame) -> list[str]:
+    """Why leave-one-device-out misses with the GPUs at hand: their hosts' cost per op, and the fix."""
+    us = table.attrs.get("host_launch_us", {})
+    if len(us) < 2:
+        return []
+    slow, fast = max(us, key=us.get), min(us, key=us.get)
+    return [f"    why: {len(us)} GPU models only ({', '.join(sorted(us))}), on {len(us)} hosts. Their steps are launch-bound, "
+            f"and an op cost the {slow} host {us[slow]:.0f} us against {us[fast]:.0f} us on the {fast} host "
+            f"({us[slow] / us[fast]:.1f}x, median over the workloads both measured): the host CPU's time, which "
+            "no figure of the GPU's table entry predicts (both have the same 5 us launch overhead and FP32 peak). "
+            "Predicting one from the other misses by about that factor. Rows of more GPUs on more hosts (an A100, "
+            "an L4, a consumer card) would give the fit and the intervals that spread; a host-speed figure in the "
+            "rows would separate host from GPU."]
+
+
+def targets(table: pd.DataFrame) -> list[str]:
+    """The three targets (TARGETS) on the GPUs' held-out cells of the per-class model (the three-term
+    fallback's only where no row has the per-class columns), each met or missed, and why where missed:
+    a workload held out and predicted from its CPU count (the laptop's case), a GPU held out, and the
+    coverage of the 90% intervals over both."""
+    gpu = table[(table["group"] == "GPU") & table["median_error"].notna()]
+    form = PER_CLASS if (gpu["form"] == PER_CLASS).any() else THREE_TERM
+    gpu = gpu[gpu["form"] == form]
+    device, laptop = gpu[gpu["split"] == "device"], gpu[gpu["split"] == "counted"]
+    lines = [f"== targets ({form} model, GPU rows; printed, not asserted"
+             + ("; the three-term fallback's cells above are not held to them" if form == PER_CLASS and
+                (table["form"] == THREE_TERM).any() else "") + ") =="]
+    if len(laptop):
+        median, worst = laptop["median_error"].median(), laptop["median_error"].max()
+        ok = median <= TARGETS["laptop_median"] and worst <= TARGETS["laptop_worst"]
+        lines.append(f"  leave one workload out, from counts taken on the CPU: median {median:.0%} (target "
+                     f"<= {TARGETS['laptop_median']:.0%}), worst {worst:.0%} (target <= {TARGETS['laptop_worst']:.0%}), "
+                     f"over the {len(laptop)} (workload, GPU) cells' median errors: " + ("met" if ok else "missed"))
+        if not ok:
+            bad = laptop.sort_values("median_error", ascending=False)
+            bad = bad[bad["median_error"] > TARGETS["laptop_worst"]] if worst > TARGETS["laptop_worst"] else bad.head(3)
+            lines += [f"    {c['workload']} on {c['device']} {c['median_error']:.0%}: {_laptop_why(c, table)}"
+                      for _, c in bad.iterrows()]
+    else:
+        lines.append("  leave one workload out, from counts taken on the CPU: no counted configurations "
+                     f"({COUNTED} absent: python -m crossover.sweeps.count_reference)")
+    per_gpu = device.groupby("held_out")["median_error"].median()
+    ok = len(per_gpu) >= TARGETS["gpu_models"] and per_gpu.median() <= TARGETS["gpu_median"]
+    lines.append(f"  leave one GPU out, every GPU with rows (the reference rows' and the public tables'): median {per_gpu.median():.0%} (target <= "
+                 f"{TARGETS['gpu_median']:.0%}) on {len(per_gpu)} GPU models ({', '.join(f'{g} {e:.0%}' for g, e in per_gpu.items())}; "
+                 f"target at least {TARGETS['gpu_models']}): " + ("met" if ok else "missed")
+)
+    if not ok:
+        lines += sorted({f"    {c['held_out']} {c['workload']}: {_why(c, table)}" for _, c in device.iterrows()
+                         if c["median_error"] > TARGETS["gpu_median"] and _why(c, table) != "the host's launch cost (below)"})
+        lines += _host_note(table)
+    share, n = _coverage(pd.concat([device, laptop]))
+    low, high = TARGETS["coverage"]
+    ok = bool(n) and low <= share <= high
+    lines.append(f"  coverage of the {1 - ALPHA:.0%} intervals (GPU held out, and workload held out from its CPU count): "
+                 + (f"{share:.0%} over {n} rows" if n else "no interval") + f" (target {low:.0%}-{high:.0%}): "
+                 + ("met" if ok else "missed"))
+    if n and not ok:
+        lines.append("    why: the guarantee holds for exchangeable held-out errors; " + (
+            "wider than needed: the held-out residuals the intervals are drawn from mix launch-bound and "
+            "compute-bound steps, whose errors differ; a quantile per bound would narrow them" if share > high else
+            "the held-out rows err past the residuals of the rows left (too few GPUs and workloads to be exchangeable)"))
+    return lines
+
+
+def render_validation(table: pd.DataFrame) -> str:
+    """The held-out table (errors and coverage per cell), then the targets."""
+    if table.empty:
+        return "nothing to validate: no usable rows of a table GPU or a CPU"
+    shown = table.assign(coverage=table["inside"] / table["rows"]).drop(columns="inside")
+    for c in ("median_error", "worst_error", "coverage"):
+        shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else f"{v:.0%}")
+    parts = []
+    for split, title in (("device", "leave one GPU out"), ("workload", "leave one workload out"),
+                         ("counted", "leave one workload out, predicted from its step counted on the CPU (the laptop's case)")):
+        same = "device" if split == "device" else "held_out"  # a copy of another column in this split
+        part = shown[shown["split"] == split].drop(columns=["split", same])
+        if len(part):
+            parts += [f"== {title}: |predicted / measured - 1| of step time; coverage of the {1 - ALPHA:.0%} "
+                      "conformal interval (drawn without the held-out rows) ==",
+                      part.fillna("").to_string(index=False)]
+    return "\n".join(parts + targets(table))
