@@ -77,6 +77,9 @@ def measure(trials: list[Trial], where: Placement, build: Callable[[Timer], Tria
     threads_note = "; ".join(filter(None, changed)) or None
     with Window(loop.label, loop.key, cfg.threads) as window, Meter(where.devices) as meter:
         epoch_s, sums = timer.epochs(cfg.epochs - cfg.warmup_epochs, loop.epoch, cfg.min_timed_s, where.largest)
+    # read here, not as the row is built: the row's fingerprint (config_row) calls make_model again, which may set
+    # another count after the timing
+    timed_threads = torch.get_num_threads()
 
     n = loop.samples
     per_epoch = where.all_reduce(torch.stack(sums)).view(len(sums), k)  # epochs x members
@@ -99,7 +102,8 @@ def measure(trials: list[Trial], where: Placement, build: Callable[[Timer], Tria
         rows.append(measured_row(
             t, loop.model, timer, epoch_s, n, where.devices, started, window, world_size=where.world, **loop.group,
             **loop.columns, train_loss=curves[i][-1], loss_curve=curves[i], test_loss=test_loss[i],
-            **quality(wl, scores[i], test_score[i]), **energy, threads_note=threads_note))
+            **quality(wl, scores[i], test_score[i]), **energy, torch_threads=timed_threads,
+            threads_note=threads_note))
     # after the rows' timings (total_s included): the counting's time is in none of them
     costs = _share(loop.step_costs(), k) if len(failed) < k else {}
     return [{**row, **costs, "per_rank_samples_per_s": [row["samples_per_s"] / where.world]}
