@@ -513,6 +513,66 @@ def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does_with_128_plus_the_signal
     assert len(after) == 4 and after["config_hash"].is_unique and set(after["status"]) == {"ok"}
 
 
+# A job whose every step sleeps: its trials end one at a time, seconds apart, so that a signal finds rows written and
+# trials left (the built-ins' smoke trials can all end within one poll)
+STEADY = """
+import time
+import torch
+from torch import nn
+from crossover import Data, Workload
+
+
+class Steady(nn.Linear):
+    def forward(self, x):
+        time.sleep(0.02)
+        return super().forward(x)
+
+
+def data(cfg):
+    x = torch.randn(cfg.dataset_size, 4)
+    return Data(x, (x.sum(1) > 0).long(), None, None, source="random")
+
+
+workload = Workload("steady", make_data=data, make_model=lambda cfg: Steady(4, 2), make_loss=nn.CrossEntropyLoss,
+                    make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+                    defaults={"batch_size": 16, "dataset_size": 160, "epochs": 3})
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=["SIGTERM", "SIGHUP", "SIGINT"])
+@pytest.mark.slow
+def test_a_stop_signal_to_the_whole_process_group_ends_the_sweep_in_seconds_with_its_line_and_rows(tmp_path, stop):
+    # timeout, systemd and a closing terminal signal the whole group, Ray's GCS and raylet with the driver: before,
+    # the driver then waited 60 s for the gone GCS and ended with Ray's "Failed to connect to GCS", status 1
+    (tmp_path / "steady.py").write_text(STEADY)
+    cmd = SCALING + ["--workload", f"{tmp_path / 'steady.py'}:workload", "--grid", "full", "--devices", "cpu",
+                     "--batch-size", "8,16,32,40", "--dataset-size", "160", "--epochs", "3", "--cpu-threads", "1",
+                     "--max-concurrent", "1", "--repeats", "2", "--out", str(tmp_path), "--no-report", "--no-reference"]
+    out = tmp_path / "steady"
+    proc = subprocess.Popen(cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""},
+                            preexec_fn=as_from_a_terminal)
+    try:
+        deadline = time.monotonic() + 240  # a guard against a hang, not a measurement
+        while not (kept := sorted(out.glob("*.parquet"))) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        before = {p.name: pd.read_parquet(p) for p in kept}
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        os.killpg(proc.pid, stop)  # the group: the driver, Ray's GCS, raylet, agents and workers
+        printed, _ = proc.communicate(timeout=30)  # the fault waited 60 s: a hang, not a time
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + stop, printed[-3000:]
+    assert "GCS" not in printed and "Traceback" not in printed, printed[-3000:]
+    assert [line for line in printed.splitlines() if "run the same command again" in line] == [
+        f"interrupted: the {len(list(out.glob('*.parquet')))} rows in {out} are kept; run the same command again to "
+        "measure the rest (configs with an 'ok' row are skipped)"]
+    assert 1 <= len(before) < 8
+    for name, row in before.items():  # still there, whole, unchanged
+        assert pd.read_parquet(out / name).equals(row)
+
+
 def test_exit_status_is_128_plus_the_stop_signal_and_the_handlers_are_put_back():
     from crossover.sweeps import runner
 
