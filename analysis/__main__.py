@@ -198,7 +198,8 @@ def _cost(args) -> int:
     rows, (options, _) = read(*args.dirs), cost.load_prices(args.prices)
     costs = cost.table(rows, options)
     shown = costs[costs["config_hash"].isin(representative(rows)["config_hash"])]
-    print(cost.render(costs, representative(rows), options))
+    boxes = [cost.load_home_box(p) for p in cost.home_boxes()]  # their purchase prices' age is counted too
+    print(cost.render(costs, representative(rows), options, boxes=boxes))
     out = args.out or report.default_out(args.dirs)
     drawn, why = charts.save_all({"cost_per_million": charts.cost_per_million(shown)}, out)
     print(why or f"chart: {drawn['cost_per_million']}")

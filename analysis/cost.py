@@ -126,6 +126,13 @@ class HomeBox:
     source: str = ""  # where the other figures come from
     # GB of the box's card where it differs from analysis/devices.yaml's for its gpu (a 4 GB GTX 960); None: the table's
     memory_gb: float | None = _number("GB (10^9 bytes)", 0, default=None)
+    # true: purchase_usd is what was paid on purchase_date (seed 002's box of 2017), a record no later source can
+    # change, so it is never counted stale; false (the default): a price of the market, re-read after STALE_DAYS
+    record: bool = False
+
+    def is_stale(self, today: dt.date) -> bool:
+        """A market price older than STALE_DAYS on `today` (a record never is): re-read its source."""
+        return not self.record and (today - _day(self.purchase_date)).days > STALE_DAYS
 
     @property
     def fixed_usd_per_month(self) -> float:
@@ -245,6 +252,8 @@ def _value(entry, f, where: str):
         except re.error as exc:
             raise ValueError(f"{at}: not a valid regular expression ({exc}): escape its special characters, "
                              "or leave the field out to match the gpu model as a word") from None
+    if f.name == "record" and not isinstance(value, bool):
+        raise ValueError(f"{at}: must be true or false, got {value!r}")
     if f.name in ("source", "purchase_source", "name", "provider") and not str(value or "").strip():
         raise ValueError(f"{at}: is empty; say where the figure comes from")
     return value
@@ -433,6 +442,28 @@ def stale(options: list[Option], today: dt.date | None = None) -> list[str]:
             for o in options for kind, p in o.prices() if p.is_stale(today)]
 
 
+def stale_boxes(boxes: list[HomeBox], today: dt.date | None = None) -> list[str]:
+    """A line for every home box whose purchase price is older than STALE_DAYS (a record is not)."""
+    today = today or dt.date.today()
+    return [f"{b.name} purchase: ${b.purchase_usd:g} is of {b.purchase_date}, over 12 months before {today}: "
+            f"re-read {b.purchase_source}" for b in boxes if b.is_stale(today)]
+
+
+def dated(options: list[Option], boxes: list[HomeBox] = (), today: dt.date | None = None) -> list[str]:
+    """The prices' age in lines: how many are over 12 months old, of how many, then each one with its source
+    (`stale`, `stale_boxes`), then each home box whose price is a record of a past purchase (never counted)."""
+    today = today or dt.date.today()
+    old = stale(options, today) + stale_boxes(boxes, today)
+    rented = sum(len(o.prices()) for o in options)
+    market = [b for b in boxes if not b.record]
+    lines = [f"prices over 12 months old: {len(old)} of {rented + len(market)} ({rented} rental, {len(market)} home-box "
+             f"purchase{'' if len(market) == 1 else 's'}) on {today}"]
+    lines += [f"stale price: {line}" for line in old]
+    lines += [f"a record, not a price: {b.name}'s ${b.purchase_usd:g} is what was paid in {b.purchase_date}, never re-read"
+              for b in boxes if b.record]
+    return lines
+
+
 def secondary(options: list[Option]) -> list[str]:
     """A line for every price read only on a third-party page (`via`), not on the provider's own."""
     return [f"{o.name} {kind}: ${p.usd_per_h:g}/h of {p.date} was read on {p.via}, not on {p.source}: a secondary source only"
@@ -479,9 +510,11 @@ def table(rows: pd.DataFrame, options: list[Option]) -> pd.DataFrame:
     )
 
 
-def render(costs: pd.DataFrame, shown: pd.DataFrame, options: list[Option], today: dt.date | None = None) -> str:
-    """The cost table for one configuration per workload (`shown`), its assumptions and the stale prices:
-    an option priced over STALE_DAYS before `today` says so where it is listed ('AWS g4dn.xlarge (stale
+def render(costs: pd.DataFrame, shown: pd.DataFrame, options: list[Option], today: dt.date | None = None,
+           boxes: list[HomeBox] = ()) -> str:
+    """The cost table for one configuration per workload (`shown`), its assumptions and the prices' age:
+    how many prices (the options' and the home boxes' purchases) are over STALE_DAYS old before `today`,
+    and each one named; an option so priced says so where it is listed ('AWS g4dn.xlarge (stale
     price of 2025-06)'), and its line under the table names the source to re-read."""
     today = today or dt.date.today()
     keep = costs[costs["config_hash"].isin(shown["config_hash"])]
@@ -497,7 +530,7 @@ def render(costs: pd.DataFrame, shown: pd.DataFrame, options: list[Option], toda
         parts.append(f"no price applies to any measured row: the price file's GPU models are {models}, and CPU "
                      "rows need a CPU instance with at least their thread count")
     parts += [f"  assumption: {text}" for text in sorted(set(costs["assumption"]))]
-    parts += [f"  stale price: {line}" for line in stale(options, today)]
+    parts += [f"  {line}" for line in dated(options, boxes, today)]
     parts += [f"  secondary source: {line}" for line in secondary(options)]
     parts.append("  the whole sweep's time and cost on each option, and the home boxes: python -m crossover.analysis decide")
     return "\n".join(parts)

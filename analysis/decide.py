@@ -86,7 +86,7 @@ import pandas as pd
 
 from crossover.analysis import model
 from crossover.analysis.crossover import BUSY, loaded, timed
-from crossover.analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option, measures, stale
+from crossover.analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option, measures, stale, stale_boxes
 from crossover.analysis.load import KEY, eager_ok, is_reference, keys, sizes_label
 from crossover.schema import SIZE_AXES
 
@@ -1097,8 +1097,9 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     found = table(grid, speed, options, billing, boxes, own, power)
     picks = pick(found, deadline_h) if len(found) else {}
     even = break_even(found) if len(found) else pd.DataFrame()
-    old = stale(options)
-    dated = f"  {STALE} {len(old)} of {sum(len(o.prices()) for o in options)} are over 12 months old: re-read them " \
+    old = stale(options) + stale_boxes(boxes)
+    priced = sum(len(o.prices()) for o in options) + sum(not b.record for b in boxes)
+    dated = f"  {STALE} {len(old)} of {priced} are over 12 months old: re-read them " \
             "(python -m crossover.analysis cost lists them)"
     return grid, found, picks, even, notes + missing(grid, speed, gpus) + ([dated] if old else [])
 

@@ -4,7 +4,7 @@
 
 A row's family is read from its model's shape and its counted step (`family`), never from its workload's
 name: `CNN` (two convolution layers or more), `vision transformer` (one: a patch embedding), `recurrent` (no
-convolution layer, yet work in the conv class: cuDNN's recurrent nets, trainables/costs.py), `MLP or
+convolution layer, and work in the rnn class: cuDNN's recurrent nets, trainables/costs.py), `MLP or
 transformer` (fully connected layers alone: the step's count does not tell attention's matrix products from
 an MLP's). Each family in turn is held out of the fit (analysis/model.py `fit`, on every other GPU row and
 the public tables' rows, as `shipped` fits) and predicted from its step counted on a laptop (`as_counted`):
@@ -29,8 +29,8 @@ def family(rows: pd.DataFrame) -> pd.Series:
     """Each row's family (module docstring), from `model` ("conv 64-64-...; fc 2048-1000") and its counted step."""
     shape = rows["model"].fillna("")
     convs = shape.str.extract(r"conv ([\d-]+)")[0].fillna("").map(lambda s: len(s.split("-")) if s else 0)
-    cudnn = rows["conv_flops_per_step"].fillna(0).gt(0)
-    return pd.Series(np.select([convs >= 2, convs == 1, cudnn], FAMILIES[:3], FAMILIES[3]), index=rows.index)
+    rnn = rows["rnn_flops_per_step"].fillna(0).gt(0)
+    return pd.Series(np.select([convs >= 2, convs == 1, rnn], FAMILIES[:3], FAMILIES[3]), index=rows.index)
 
 
 def _predicted(rest: pd.DataFrame, held: pd.DataFrame, devices) -> np.ndarray:

@@ -8,19 +8,21 @@
                                      # (epoch_s_lo, epoch_s_hi), from the fit on the shipped reference rows
     predict_counted(configs, ["A100"])   # the same for a step counted, never timed (crossover predict)
 
-THE model is per op class (matmul, conv, norm, elementwise, optimizer: crossover/schema.py's OP_CLASSES,
+THE model is per op class (matmul, conv, rnn, norm, elementwise, optimizer: crossover/schema.py's OP_CLASSES,
 counted by trainables/costs.py into each row as {class}_{flops,bytes,launches}_per_step, and the ops the
 forward pass dispatches as forward_ops_per_step). On a GPU of the device table (analysis/devices.yaml:
 peak FLOP/s, bandwidth, a per-launch overhead), a class with FLOPs F, bytes B and launches n costs
 
-    t_c = n x overhead x k + max(F / (peak x u_c(F/n)), B / (bandwidth x m(B/n)))
+    host_c = n x overhead x k,   gpu_c = max(F / (peak x u_c(F/n)), B / (bandwidth x m(B/n)))
     u(s) = u_max s / (s + s_half)          (a saturating utilisation in the op's size, NeuSight-style)
-    step_s = sum over classes of t_c + forward ops x overhead x k_forward
+    H = sum of host_c + forward ops x overhead x k_forward,   G = sum of gpu_c
+    step_s = (H^q + G^q)^(1/q)             (q = overlap: 1 the sum, larger as the GPU's work hides the host's)
     epoch_s = steps_per_epoch x step_s
 
 the forward pass's ops costing the host the workload's Python besides (autograd's engine dispatches the
-backward's from C++). u_c for matmul and conv (a matmul on the tensor cores its own, u_tensor), m for every class's bytes, k (k_launch for a kernel of
-matmul, conv, norm or elementwise, k_optimizer for the optimiser's) and k_forward: shared by every GPU,
+backward's from C++). u_c for matmul, conv and rnn (a matmul on the tensor cores its own, u_tensor; a cuDNN
+recurrent net the matmul's, without the size term), m for every class's bytes, k (k_launch for a kernel of
+matmul, conv, rnn, norm or elementwise, k_optimizer for the optimiser's) and k_forward: shared by every GPU,
 fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A CPU, which no table
 knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is
 only explained where measured, never predicted. Rows without the per-class columns (written before them)
@@ -85,7 +87,7 @@ MATCH_KEY = "_device_key"
 # axes pick the network (examples/zoo.py's arch: eighteen architectures under one workload name) (`with_model`)
 MODEL = "_model"
 EFFICIENCY = "_efficiency"  # a prediction's column: the GPU's public efficiency (Predictor.efficiency)
-COMPUTE_CLASSES = ("matmul", "conv")  # the classes FlopCounterMode counts FLOPs of; the others are memory-bound
+COMPUTE_CLASSES = ("matmul", "conv", "rnn")  # the classes with FLOPs counted (trainables/costs.py); the others are memory-bound
 CLASS_COLUMNS = (*OP_COLUMNS, FORWARD_OPS)  # {class}_{flops,bytes,launches}_per_step, forward_ops_per_step
 PER_CLASS, THREE_TERM = "per-class", "three-term"
 # The per-class model's parameters, fitted as logs, each pulled weakly (PRIOR_WEIGHT per unit of log) towards
@@ -100,7 +102,7 @@ PARAMETERS = {
     "half_conv": 1e8,  # FLOPs per launch
     "m_memory": 0.7,  # share of bandwidth a large memory-bound op reaches (every class's bytes)
     "half_memory": 1e6,  # bytes per launch at which an op reaches half of that
-    # what one kernel launch of matmul, conv, norm or elementwise costs the host, in the device's launch
+    # what one kernel launch of matmul, conv, rnn, norm or elementwise costs the host, in the device's launch
     # overheads: one for the four. A cost per class split conv from norm, which come in pairs, arbitrarily,
     # and priced DenseNet-121's element-wise ops 1.5x too dear (docs/model.md, "One launch cost for the kernels")
     "k_launch": 1.0,
@@ -334,14 +336,16 @@ def _counts(frame: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray, np.n
 
 
 def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str, np.ndarray]:
-    """Per row, the device's peak FLOP/s for matmuls and for convolutions, bandwidth and launch overhead:
-    a table GPU's (matmuls at the row's precision, FP32 for PyTorch's default; convolutions at TF32, cuDNN's
-    default, unless the row asks BF16, FP16 or strict FP32), or a CPU's nominal figures (CPU_NOMINAL x its thread count), which
-    its own fit scales."""
+    """Per row, the device's peak FLOP/s for matmuls and for what cuDNN computes (convolutions, recurrent nets),
+    whether each runs on a unit faster than FP32's (tensor cores), bandwidth and launch overhead: a table GPU's
+    (matmuls at the row's precision, FP32 for PyTorch's default; cuDNN at TF32, its default, unless the row asks
+    BF16, FP16 or strict FP32), or a CPU's nominal figures (CPU_NOMINAL x its thread count), which its own fit
+    scales."""
     if devices is None:
         threads = frame["torch_threads"].fillna(1).to_numpy(float)
         flops, bandwidth, overhead = CPU_NOMINAL
-        return {"peak_matmul": flops * threads, "peak_conv": flops * threads,
+        none = np.zeros(len(frame), dtype=bool)  # a CPU's arithmetic has no faster unit
+        return {"tensor_matmul": none, "tensor_conv": none, "peak_matmul": flops * threads, "peak_conv": flops * threads,
                 "bandwidth": np.full(len(frame), bandwidth), "overhead": np.full(len(frame), overhead)}
     table = [devices[k] for k in frame[MATCH_KEY]]
     precision = frame["precision"].fillna("fp32") if "precision" in frame else pd.Series("fp32", index=frame.index)
@@ -353,9 +357,12 @@ def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str
     # products faster than the card
     scale = frame[EFFICIENCY].to_numpy(float) if EFFICIENCY in frame else np.ones(len(frame))
     at_tf32 = np.where(precision.eq("tf32"), scale, 1.0), np.where(conv.eq("tf32"), scale, 1.0)
-    tensor = [d.peak(p) > d.fp32_flops for d, p in zip(table, precision)]  # the GPU has the unit at that precision
-    return {"tensor_matmul": np.array(tensor), "peak_matmul": at_tf32[0] * np.array([d.peak(p) for d, p in zip(table, precision)]),
-            "peak_conv": at_tf32[1] * np.array([d.peak(p) for d, p in zip(table, conv)]),
+    def peaks(precisions) -> np.ndarray:
+        return np.array([d.peak(p) for d, p in zip(table, precisions)])
+
+    fp32 = np.array([d.fp32_flops for d in table])
+    return {"tensor_matmul": peaks(precision) > fp32, "tensor_conv": peaks(conv) > fp32,  # a unit faster than FP32's
+            "peak_matmul": at_tf32[0] * peaks(precision), "peak_conv": at_tf32[1] * peaks(conv),
             "bandwidth": scale * np.array([d.memory_bytes_per_s for d in table]),
             "overhead": np.array([d.launch_overhead_s for d in table]) * np.where(cupti_attached(frame), CUPTI_SLOWDOWN, 1)}
 
@@ -373,18 +380,28 @@ def cupti_attached(frame: pd.DataFrame) -> np.ndarray:
 def class_times(theta, counts: dict, figures: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Seconds a step spends in each op class of `_counts`, as (the host's, the GPU's): launches x overhead x k
     (LAUNCH_COST), and the larger of F / (peak x u_c(F/launch)) and B / (bandwidth x m(B/launch)), with
-    u(s) = u_max s / (s + s_half), written F (1 + s_half / s) / (peak u_max) = (F + launches s_half) / (peak u_max);
-    "forward", which has no FLOPs or bytes of its own, its ops x overhead x k_forward on the host alone."""
+    u(s) = u_max s / (s + s_half), written F (1 + s_half / s) / (peak u_max) = (F + launches s_half) / (peak u_max)
+    (`_compute_s`; a recurrent net's without the size term); "forward", which has no FLOPs or bytes of its own, its ops x overhead x k_forward on the host alone."""
     p = dict(zip(PARAMETERS, np.exp(theta)))
     times = {}
     for c, (f, b, n) in counts.items():
         memory = np.where(b > 0, (b + n * p["half_memory"]) / (figures["bandwidth"] * p["m_memory"]), 0.0)
-        u = np.where(figures.get("tensor_matmul", False), p["u_tensor"], p["u_matmul"]) if c == "matmul" else \
-            p.get(f"u_{c}")
-        compute = (np.where(f > 0, (f + n * p[f"half_{c}"]) / (figures[f"peak_{c}"] * u), 0.0)
-                   if c in COMPUTE_CLASSES else 0.0)
+        compute = np.where(f > 0, _compute_s(c, f, n, p, figures), 0.0) if c in COMPUTE_CLASSES else 0.0
         times[c] = (n * figures["overhead"] * p[LAUNCH_COST[c]], np.maximum(compute, memory))
     return times
+
+
+def _compute_s(c: str, f, n, p: dict, figures: dict):
+    """The compute bound of class `c`'s F FLOPs in n launches (`class_times`). A cuDNN recurrent net (rnn) runs
+    at cuDNN's precision (peak_conv) the matrix products it is made of, at the matmul class's share of the
+    peak and without its size term: its n kernels are a time step's small products each, whose cost is the
+    launch `class_times` charges every kernel; a convolution's half_conv (tens of GFLOPs a launch, fitted on
+    CNNs' few large kernels) charged each of an LSTM's thousands of kernels a tenth of a millisecond, 6-13x
+    its measured step (docs/model.md, "cuDNN's recurrent nets")."""
+    if c == "rnn":
+        return f / (figures["peak_conv"] * np.where(figures["tensor_conv"], p["u_tensor"], p["u_matmul"]))
+    u = np.where(figures["tensor_matmul"], p["u_tensor"], p["u_matmul"]) if c == "matmul" else p[f"u_{c}"]
+    return (f + n * p[f"half_{c}"]) / (figures[f"peak_{c}"] * u)
 
 
 def step_time(theta, counts: dict, figures: dict) -> np.ndarray:
@@ -551,13 +568,13 @@ def _step_s(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device],
 
 def public_precision(configs: pd.DataFrame) -> pd.Series:
     """The public tables' precision each configuration's arithmetic runs at, None where no table ran it: bf16
-    and fp16 Lambda's "fp16" (AMP); tf32, and PyTorch's default where convolutions (TF32 by default) hold most
-    of the FLOPs, Lambda's "fp32", which ran at TF32; strict FP32 matrix products (fp32, and the default's),
+    and fp16 Lambda's "fp16" (AMP); tf32, and PyTorch's default where cuDNN's convolutions and recurrent nets
+    (TF32 by default) hold most of the FLOPs, Lambda's "fp32", which ran at TF32; strict FP32 matrix products (fp32, and the default's),
     none."""
     precision = configs["precision"].fillna("default") if "precision" in configs else \
         pd.Series("default", index=configs.index)
-    flops = configs.reindex(columns=["conv_flops_per_step", "matmul_flops_per_step"]).astype(float).fillna(0)
-    convs = flops["conv_flops_per_step"] >= flops["matmul_flops_per_step"]
+    flops = configs.reindex(columns=[f"{c}_flops_per_step" for c in COMPUTE_CLASSES]).astype(float).fillna(0)
+    convs = flops["conv_flops_per_step"] + flops["rnn_flops_per_step"] >= flops["matmul_flops_per_step"]
     table = precision.map({"bf16": "fp16", "fp16": "fp16", "tf32": "fp32", "fp32": None, "default": "fp32"})
     return table.where(~precision.eq("default") | convs, None)
 

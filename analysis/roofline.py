@@ -3,7 +3,7 @@ at the datasheet's bandwidth.
 
     floor_s(configs, device)   # per configuration (rows with the per-class step counts), seconds a step
 
-A counted step's matrix products and convolutions (FlopCounterMode's FLOPs, trainables/costs.py) run at no more
+A counted step's matrix products, convolutions and recurrent nets (their FLOPs: trainables/costs.py) run at no more
 than the GPU's dense peak at the precision their operands have (`peaks`), and its optimiser's update, which
 reads and writes every weight, gradient and state once, at no more than its memory bandwidth. Kernels on one
 stream run one after another, so the floor is the sum of the three. The other classes' bytes are left out:
@@ -30,10 +30,12 @@ def peaks(device, precision: str) -> tuple[float, float]:
 
 def floor_s(configs: pd.DataFrame, device) -> np.ndarray:
     """Seconds a step of each configuration takes at least on `device` (module docstring): its matrix products'
-    and convolutions' FLOPs at the peaks of its precision, and its optimiser's bytes at the bandwidth."""
+    and cuDNN's (convolutions', recurrent nets') FLOPs at the peaks of its precision, and its optimiser's bytes at
+    the bandwidth."""
     precision = configs["precision"].fillna("default") if "precision" in configs else \
         pd.Series("default", index=configs.index)
     matmul, conv = np.array([peaks(device, p) for p in precision], float).reshape(-1, 2).T
-    counts = configs.reindex(columns=["matmul_flops_per_step", "conv_flops_per_step", "optimizer_bytes_per_step"])
+    counts = configs.reindex(columns=["matmul_flops_per_step", "conv_flops_per_step", "rnn_flops_per_step",
+                                      "optimizer_bytes_per_step"])
     counts = counts.astype(float).fillna(0).to_numpy()
-    return counts[:, 0] / matmul + counts[:, 1] / conv + counts[:, 2] / device.memory_bytes_per_s
+    return counts[:, 0] / matmul + (counts[:, 1] + counts[:, 2]) / conv + counts[:, 3] / device.memory_bytes_per_s

@@ -44,8 +44,10 @@ PHASES = ("setup", "h2d", "warmup", "train", "eval")
 COMPILE_PHASE = "compile"
 PHASE_COLUMNS = tuple(f"{phase}_s" for phase in PHASES)
 # The op classes a step's costs are split into (trainables/costs.py classifies each aten op; analysis/model.py
-# predicts each class's time from its roofline bound): the optimiser's step is its own class, whatever its ops.
-OP_CLASSES = ("matmul", "conv", "norm", "elementwise", "optimizer")
+# predicts each class's time from its roofline bound): the optimiser's step is its own class, whatever its ops;
+# cuDNN's recurrent nets are one too (rnn): one op that runs a chain of small matrix products, a kernel or two a
+# time step, each waiting on the one before.
+OP_CLASSES = ("matmul", "conv", "rnn", "norm", "elementwise", "optimizer")
 OP_MEASURES = ("flops", "bytes", "launches")  # per class: the column <class>_<measure>_per_step
 OP_COLUMNS = tuple(f"{c}_{m}_per_step" for c in OP_CLASSES for m in OP_MEASURES)
 # Of those ops, the ones the forward pass dispatches (trainables/costs.py Traffic): the host pays the workload's

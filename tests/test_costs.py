@@ -115,7 +115,7 @@ def test_the_forward_ops_are_the_forward_passs_alone():
 @pytest.mark.parametrize("name, cls", [("addmm", "matmul"), ("mm", "matmul"), ("convolution_backward", "conv"),
                                        ("native_batch_norm", "norm"), ("native_layer_norm_backward", "norm"),
                                        ("relu", "elementwise"), ("nll_loss_forward", "elementwise"),
-                                       ("_cudnn_rnn", "conv"), ("_cudnn_rnn_backward", "conv")])
+                                       ("_cudnn_rnn", "rnn"), ("_cudnn_rnn_backward", "rnn")])
 def test_op_class_names_the_class_of_an_aten_op(name, cls):
     assert op_class(name) == cls
 
@@ -144,10 +144,11 @@ def test_a_cudnn_rnns_flops_are_the_matrix_products_the_cpu_spells_out(make):
         cpu = count(step("cpu"), False)
     with rnn_as_on_a_gpu():
         cudnn = count(step("meta"), False)
-    assert cudnn["conv_flops_per_step"] == cudnn["flops_per_step"] > 0  # cuDNN's class: its precision's
-    assert cudnn["conv_flops_per_step"] == pytest.approx(cpu["matmul_flops_per_step"], rel=0.03)
+    assert cudnn["rnn_flops_per_step"] == cudnn["flops_per_step"] > 0  # a class of its own, at cuDNN's precision
+    assert cudnn["conv_flops_per_step"] == cpu["rnn_flops_per_step"] == 0
+    assert cudnn["rnn_flops_per_step"] == pytest.approx(cpu["matmul_flops_per_step"], rel=0.03)
     # two ops counted as cuDNN's kernels, a few per time step, layer and direction, in place of the cells'
     net = make()
     layers = net.num_layers * (2 if net.bidirectional else 1)
-    assert cudnn["conv_launches_per_step"] == sum(round(a * 24 * layers + b * layers + c) for a, b, c in RNN_KERNELS.values())
+    assert cudnn["rnn_launches_per_step"] == sum(round(a * 24 * layers + b * layers + c) for a, b, c in RNN_KERNELS.values())
     assert cudnn["launches_per_step"] < cpu["launches_per_step"] / 2

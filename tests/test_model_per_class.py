@@ -30,9 +30,9 @@ def _costs(workload: str, size: int) -> dict:
     optimiser's and the forward pass's launch costs show apart in the steps the host bounds."""
     s = 2.0 ** size
     n = np.random.default_rng([size, workload == "cnn"]).integers(1, 40, size=6)
-    mix = {"mlp": {"matmul": (6e5 * s * s, 4e3 * s * s, 4 + n[0]), "conv": (0, 0, 0), "norm": (0, 0, 0),
+    mix = {"mlp": {"matmul": (6e5 * s * s, 4e3 * s * s, 4 + n[0]), "conv": (0, 0, 0), "rnn": (0, 0, 0), "norm": (0, 0, 0),
                    "elementwise": (0, 2e4 * s, 20 + n[1]), "optimizer": (0, 3e3 * s * s, 20 + n[2])},
-           "cnn": {"matmul": (2e5 * s, 1e4 * s, 4 + n[0]), "conv": (4e6 * s * s, 3e4 * s * s, 6 + n[3]),
+           "cnn": {"matmul": (2e5 * s, 1e4 * s, 4 + n[0]), "conv": (4e6 * s * s, 3e4 * s * s, 6 + n[3]), "rnn": (0, 0, 0),
                    "norm": (0, 6e4 * s, 6 + n[4]), "elementwise": (0, 9e4 * s, 20 + n[1]),
                    "optimizer": (0, 1e3 * s, 20 + n[2])}}[workload]
     return {f"{c}_{m}_per_step": int(v) for c, values in mix.items() for m, v in zip(("flops", "bytes", "launches"), values)} | {
@@ -42,7 +42,7 @@ def _costs(workload: str, size: int) -> dict:
 def _truth_step(key: str, costs: dict) -> float:
     peak, bandwidth, overhead = PLANTED[key]
     counts = model._counts(pd.DataFrame([costs]))
-    figures = {"peak_matmul": np.array([peak]), "peak_conv": np.array([peak]), "bandwidth": np.array([bandwidth]),
+    figures = {"tensor_matmul": np.array([False]), "tensor_conv": np.array([False]), "peak_matmul": np.array([peak]), "peak_conv": np.array([peak]), "bandwidth": np.array([bandwidth]),
                "overhead": np.array([overhead])}
     theta = np.log([TRUTH[p] for p in model.PARAMETERS])
     return float(model.step_time(theta, counts, figures)[0])

@@ -164,7 +164,7 @@ def test_a_recurrent_net_is_counted_as_the_cudnn_ops_a_gpu_runs_not_as_its_cells
     # the cells' hundreds of element-wise ops gone; the matrix products one forward and one backward op,
     # counted as their kernels
     assert cudnn["elementwise_launches_per_step"] < cells["elementwise_launches_per_step"] / 10
-    assert cudnn["conv_flops_per_step"] > cells["matmul_flops_per_step"] > 0  # cuDNN's first state gradient
+    assert cudnn["rnn_flops_per_step"] > cells["matmul_flops_per_step"] > 0  # cuDNN's first state gradient
 
 
 def test_a_run_that_does_not_fit_a_card_says_the_largest_batch_that_does_and_the_steps_to_accumulate():

@@ -3,6 +3,7 @@
 import datetime as dt
 import os
 
+import pandas as pd
 import pytest
 import yaml
 from analysis_rows import row
@@ -67,6 +68,39 @@ def test_no_shipped_price_was_over_12_months_old_when_they_were_re_read():
     assert cost.stale(options, dt.date(2026, 11, 27)) == []
 
 
+def test_every_shipped_home_box_is_priced_in_2026_with_a_source_and_none_is_stale():
+    # issue 44: the cards' prices re-read on 2026-11-27; seed 002's box is what the seed paid, a record
+    boxes = {b.name: b for b in map(cost.load_home_box, cost.home_boxes())}
+    market = [b for b in boxes.values() if not b.record]
+    assert len(market) == 3 and all(cost._day(b.purchase_date).year == 2026 for b in market)
+    assert all("https://" in b.purchase_source for b in market)
+    assert cost.stale_boxes(list(boxes.values()), dt.date(2026, 11, 27)) == []
+    assert boxes["seed 002 box (used GTX 960)"].record and boxes["seed 002 box (used GTX 960)"].purchase_date == "2017-12"
+    assert boxes["RTX 5090 card"].purchase_usd == 2699 and boxes["RTX 3060 card"].purchase_usd == 339
+
+
+def test_the_prices_age_counts_and_names_every_stale_price_a_home_box_s_included():
+    stamp = {"source": "https://example.com/pricing"}
+    options = [cost.Option("cpu2", "P", "r", None, 0, 2, cost.Price(0.05, "2025-06", **stamp),
+                           cost.Price(0.02, "2026-11", **stamp))]
+    box = dict(gpu="RTX 4090", lifetime_years=4, power_w=600, utilisation=0.25, electricity_usd_per_kwh=0.17)
+    boxes = [cost.HomeBox("old box", purchase_usd=3000, purchase_date="2025-06", purchase_source="https://shop/4090", **box),
+             cost.HomeBox("new box", purchase_usd=2699, purchase_date="2026-06-22", purchase_source="https://shop/5090", **box),
+             cost.HomeBox("seed box", purchase_usd=250, purchase_date="2017-12", purchase_source="the seed", record=True, **box)]
+    lines = cost.dated(options, boxes, AS_OF)
+    assert lines[0] == "prices over 12 months old: 2 of 4 (2 rental, 2 home-box purchases) on 2026-11-26"
+    assert lines[1] == ("stale price: cpu2 on-demand: $0.05/h is of 2025-06, over 12 months before 2026-11-26: "
+                        "re-read https://example.com/pricing")
+    assert lines[2] == ("stale price: old box purchase: $3000 is of 2025-06, over 12 months before 2026-11-26: "
+                        "re-read https://shop/4090")  # a stale home box's price is named, with its source
+    assert not any("new box" in line for line in lines)  # of this year
+    assert lines[3:] == ["a record, not a price: seed box's $250 is what was paid in 2017-12, never re-read"]
+    assert cost.dated(options[:0], boxes[1:], AS_OF)[0].startswith("prices over 12 months old: 0 of 1 ")
+    rows = pd.DataFrame(columns=["config_hash", "workload", "config", "assumption", "price_date", "option"])
+    out = cost.render(rows, rows, options, AS_OF, boxes)
+    assert "  prices over 12 months old: 2 of 4" in out and "  stale price: old box purchase: $3000" in out
+
+
 def test_a_price_older_than_12_months_is_flagged_in_the_output(tmp_path, capsys):
     stamp = {"source": "https://example.com/pricing"}
     recent = dt.date.today().isoformat()  # `cost` judges by today's clock: a price of today is never stale
@@ -80,6 +114,7 @@ def test_a_price_older_than_12_months_is_flagged_in_the_output(tmp_path, capsys)
     assert main(["cost", str(results), "--prices", str(prices), "--out", str(tmp_path / "charts")]) == 0
     out = capsys.readouterr().out
     assert "stale price: cpu2 on-demand: $0.05/h is of 2025-06, over 12 months before" in out
+    assert "  prices over 12 months old: " in out and " rental, 3 home-box purchases) on " in out  # counted, boxes too
     assert "cpu2 (stale price of 2025-06)" in out.split("assumption:")[0]  # flagged where it is listed
     assert "cpu2 (spot) (stale" not in out
     assert "cpu2 spot" not in out.split("stale price:")[1].split("\n")[0]  # today's is recent

@@ -71,7 +71,8 @@ MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linea
 
 
 # cuDNN's whole recurrent net, forward and backward: a matrix product per layer and time step and the gates'
-# element-wise arithmetic in between, classed with the convolutions, which cuDNN runs at its precision too
+# element-wise arithmetic in between, a class of its own (rnn): a chain of small kernels, each waiting on the one
+# before, at cuDNN's precision, where a convolution is a few large ones
 RNNS = frozenset({"_cudnn_rnn", "_cudnn_rnn_backward"})
 # Kernels cuDNN launches for one RNN call, forward and backward: (a, b, c) in a x time steps x layers x directions
 # + b x layers x directions + c, least squares over 72 configurations profiled on an H100 (LSTM and GRU; 8, 32
@@ -82,12 +83,14 @@ RNN_KERNELS = {"_cudnn_rnn": (2.03, -0.80, 10.6), "_cudnn_rnn_backward": (2.02, 
 
 def op_class(name: str) -> str:
     """The class of an aten op that runs outside an optimiser's step, from its name: 'addmm' -> matmul,
-    'convolution_backward' -> conv, '_cudnn_rnn' -> conv, 'native_batch_norm' -> norm, anything else ->
-    elementwise. Class conv is what cuDNN computes, convolutions and recurrent nets, at cuDNN's precision: TF32
-    by default (torch.backends.cudnn.allow_tf32), where PyTorch's matrix products run at strict FP32."""
+    'convolution_backward' -> conv, '_cudnn_rnn' -> rnn, 'native_batch_norm' -> norm, anything else ->
+    elementwise. Classes conv and rnn are what cuDNN computes, at cuDNN's precision: TF32 by default
+    (torch.backends.cudnn.allow_tf32), where PyTorch's matrix products run at strict FP32."""
     if name in MATMULS:
         return "matmul"
-    if "conv" in name or name in RNNS:
+    if name in RNNS:
+        return "rnn"
+    if "conv" in name:
         return "conv"
     return "norm" if "_norm" in name else "elementwise"
 
