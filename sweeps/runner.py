@@ -532,8 +532,9 @@ def exit_status(body) -> int:
 def _leave(status: int) -> None:
     """This process ended at once with `status`, past Ray's shutdown and the interpreter's own exit: both wait on
     the GCS, which the signal that stopped the sweep may have stopped too. Every row is already on disk (each written
-    whole as its trial ended: sweeps/store.py) and the store's lock is the kernel's (flock), let go with the process;
-    Ray's processes on this machine end with it (Ray's kernel fate-sharing: PR_SET_PDEATHSIG), and a cluster's GCS
+    whole as its trial ended: sweeps/store.py) and the store's lock is the kernel's (flock), let go with the process.
+    The GCS and raylet this process started end with it (Ray's kernel fate-sharing, PR_SET_PDEATHSIG), the raylet's
+    agents once they find it gone (a minute or two, seen where SIGTERM went to the driver alone), and a cluster's GCS
     ends the job of a driver whose connection is gone. Ctrl-C (SIGINT) never comes here: Ray's processes block it
     (ray/_private/services.py), so its shutdown finds them."""
     sys.stdout.flush()
