@@ -178,12 +178,27 @@ def short(said: verdict.Verdict, planned: verdict.Decision | None = None, lines:
                                                  "or printed with --verbose"])
 
 
-STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 8px}"
-         "table{border-collapse:collapse;font-size:13px;max-width:100%}"
-         "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}td{overflow-wrap:anywhere}"
+# The page's layout, for a 1,400-px screen and a 390-px phone alike (tests/test_report_browser.py): a word wider than
+# the page (a title's path) breaks where it must (overflow-wrap:break-word), a figure never does (no overflow-wrap in
+# cells, where a column once broke "~$0.⏎01"), and a table wider than the screen scrolls in its own box
+STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 8px;overflow-wrap:break-word}"
+         "table{border-collapse:collapse;font-size:13px;display:block;max-width:100%;overflow-x:auto}"
+         "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}"
          "svg{max-width:100%;height:auto}summary{cursor:pointer;font-weight:bold;margin:8px 0}"
          ".note{color:#555;font-size:13px}.whose{color:#555;font-weight:normal;font-size:14px}"
-         "ul.gpus{margin:2px 0 8px;font-size:14px}")
+         "ul.gpus{margin:2px 0 8px;font-size:14px}.n{white-space:nowrap}")
+# A figure a browser would break after its '-' or '–' (a range, "(1.7-⏎5.2)" in a phone's column; a date): `_unbroken`
+FIGURE = re.compile(r"\d+(?:[.,]\d+)*(?:[-–]\d+(?:[.,]\d+)*)+")
+
+
+def _unbroken(body: str) -> str:
+    """`body` (the page's HTML) with each FIGURE of its text in a span that never breaks (class n). Text alone: not
+    inside a tag, and not in an inline SVG, whose <text> takes no span."""
+    def spans(text: re.Match) -> str:
+        return FIGURE.sub(lambda f: f"<span class=n>{f.group(0)}</span>", text.group(0))
+
+    return "".join(part if part.startswith("<svg") else re.sub(r"(?<=>)[^<]+(?=<)", spans, part)
+                   for part in re.split(r"(<svg.*?</svg>)", body, flags=re.S))
 
 
 def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None = None,
@@ -231,8 +246,9 @@ def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None =
         *failed_section(failed),
     ]
     page = out / "index.html"
-    page.write_text(f"<!doctype html><meta charset='utf-8'><title>crossover report</title><style>{STYLE}</style>\n"
-                    + "\n".join(sections))
+    # the viewport: a phone lays the page out at its own width, not as a 980-px desktop page shrunk
+    page.write_text("<!doctype html><meta charset='utf-8'><meta name='viewport' content='width=device-width,initial-scale=1'>"
+                    f"<title>crossover report</title><style>{STYLE}</style>\n" + _unbroken("\n".join(sections)))
     return page
 
 

@@ -182,7 +182,11 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
                                 "every rank's for ddp:N), in order; null on CPU and in rows written before the column existed"),
     ("peak_gpu_bytes", _I64, "peak GPU memory allocated by torch during the trial, summed over its GPUs; null on CPU"),
     ("cpu_model", _STR, "CPU model of the node"),
-    ("torch_threads", _I64, "torch.get_num_threads() during the trial"),
+    ("torch_threads", _I64, "torch.get_num_threads() as the trial's timed epochs ended"),
+    ("threads_note", _STR, "where the workload's own code changed torch's thread count (torch.set_num_threads in "
+                           "make_model, say) as the trial built it or warmed up: the count it set; the trial put its "
+                           "own back (torch_threads) before the timed epochs. Null where the count was left alone, "
+                           "and in rows written before the column existed"),
     ("nice", _I64, "niceness of the trial's thread (0: the driver's priority, as sweeps/runner.py starts Ray's "
                    "workers; 15: Ray's own default, below every other process on the node); null in rows written "
                    "before the column existed"),

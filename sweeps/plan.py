@@ -11,9 +11,9 @@ the meta device (its fingerprint's parameter shapes: trainables/workload.py), it
 (Workload.check), and making a batch of its data and running a forward pass on the meta device (its memory
 estimate: trainables/fused.py member_bytes). Each runs here in `python -m crossover.sweeps.plan`, under a time limit
 (--plan-timeout), on copies of the user's modules (a module that writes to its own file writes the copy), its
-output in a log file (at most LOG_MAX_BYTES; never on the terminal) that a failure names (none is left where it
-printed nothing, or where the failure's one line says it all: a module that does not import), and its whole
-process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain
+output in a log file (its first MiB: trainables/output.py keep; never on the terminal) that a failure names (none
+is left where it printed nothing, or where the failure's one line says it all: a module that does not import),
+and its whole process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain
 data (JSON): a WorkloadSpec (trainables/workload.py), a check's refusal, a size. The driver never imports a
 user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.workload.declare) and works
 from the spec alone: a workload that calls os._exit, hangs, shuts Ray down or raises KeyboardInterrupt while
@@ -48,10 +48,10 @@ from crossover.sweeps.cli import PLAN_TIMEOUT_S, child_env
 from crossover.trainables import fused
 from crossover.trainables import workload as workloads
 from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.output import keep
 from crossover.trainables.trial import Trial
 from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
 
-LOG_MAX_BYTES = 2**20  # of the planning process's output kept in its log; the rest is counted, not kept
 COPY_EXCLUDES = ("__pycache__", "*.pyc", ".git", "*.pt", "*.pth", "*.ckpt", "*.parquet")  # a package's copy: code
 NOT_PLANNED = "not built: its planning process failed"  # a faulted workload's shapes, in its fingerprint
 
@@ -244,7 +244,7 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
         process = subprocess.Popen([sys.executable, "-P", "-m", "crossover.sweeps.plan", str(request), str(answer)],
                                    env=child_env(str(copies)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, start_new_session=True)
-        drain = threading.Thread(target=_keep, args=(process.stdout, log), daemon=True)
+        drain = threading.Thread(target=keep, args=(process.stdout, log), daemon=True)
         drain.start()
         try:
             process.wait(timeout=timeout_s)
@@ -267,19 +267,6 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
             os.unlink(log.name)
             return events, how, None
         return events, how, log.name
-
-
-def _keep(stream, log) -> None:
-    """The child's output into `log`, its first LOG_MAX_BYTES; the rest read (the child never blocks on a full
-    pipe) and counted at the end."""
-    kept = dropped = 0
-    with log:
-        for chunk in iter(lambda: stream.read(65536), b""):
-            room = max(LOG_MAX_BYTES - kept, 0)
-            log.write(chunk[:room])
-            kept, dropped = kept + min(len(chunk), room), dropped + max(len(chunk) - room, 0)
-        if dropped:
-            log.write(f"\n[crossover: {dropped:,} more bytes of output not kept]\n".encode())
 
 
 # -- the child -----------------------------------------------------------------------------------------------

@@ -504,7 +504,12 @@ def exit_status(body) -> int:
     planned). A stop signal ignored when the sweep began (nohup, a background job) stays ignored (`stop_signals`).
     The rows written stay. A sweep that ends with a workload whose planning failed (sweeps/plan.py:
     its trials error rows) is PLAN_FAILED; one whose every trial failed, NOTHING_MEASURED (`measured_status`,
-    which the body returns)."""
+    which the body returns).
+
+    A sweep that SIGTERM or SIGHUP stopped while it ran (`run`'s Interrupted) ends its process here, once its line
+    is said (`_leave`): `timeout`, systemd and a closing terminal send the signal to the whole process group, Ray's
+    GCS and raylet too, and Ray's shutdown as the interpreter exited then waited 60 s for the GCS that was gone
+    ("Failed to connect to GCS within 60 seconds", status 1)."""
     with stop_signals() as received:
         try:
             status = body()
@@ -518,8 +523,23 @@ def exit_status(body) -> int:
             if not isinstance(exc, Interrupted):
                 print("interrupted: the rows written so far are kept; run the same command again to measure the "
                       "rest", file=sys.stderr)
+            elif received:
+                _leave(128 + received[0])
             return 128 + received[0] if received else INTERRUPTED
         return status or (PLAN_FAILED if plan.faulted() else 0)
+
+
+def _leave(status: int) -> None:
+    """This process ended at once with `status`, past Ray's shutdown and the interpreter's own exit: both wait on
+    the GCS, which the signal that stopped the sweep may have stopped too. Every row is already on disk (each written
+    whole as its trial ended: sweeps/store.py) and the store's lock is the kernel's (flock), let go with the process.
+    The GCS and raylet this process started end with it (Ray's kernel fate-sharing, PR_SET_PDEATHSIG), the raylet's
+    agents once they find it gone (a minute or two, seen where SIGTERM went to the driver alone), and a cluster's GCS
+    ends the job of a driver whose connection is gone. Ctrl-C (SIGINT) never comes here: Ray's processes block it
+    (ray/_private/services.py), so its shutdown finds them."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def measured_status(rows, where: str) -> int:

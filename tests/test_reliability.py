@@ -475,6 +475,37 @@ def test_ctrl_c_leaves_with_130_says_how_to_resume_and_keeps_every_row(tmp_path)
     assert list(kept) == list(before["finished_at"])
 
 
+def stopped(cmd: list[str], out: Path, send, wait_s: float) -> tuple[int, str, dict]:
+    """A sweep run as `cmd`, as from a terminal, in a process group of its own, and stopped by `send(its pid)` once its
+    first row is in `out`: its exit status, what it printed, and every row file there when the signal was sent (name
+    -> rows). It must end within `wait_s` of the signal: a guard against a hang, not a measurement."""
+    proc = subprocess.Popen(cmd, cwd=out.parent, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""},
+                            preexec_fn=as_from_a_terminal)
+    try:
+        deadline = time.monotonic() + 240  # a guard against a hang, not a measurement
+        while not (kept := sorted(out.glob("*.parquet"))) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        before = {p.name: pd.read_parquet(p) for p in kept}
+        assert proc.poll() is None, proc.communicate()[0][-3000:]  # still running: the signal finds trials left
+        send(proc.pid)
+        printed, _ = proc.communicate(timeout=wait_s)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, printed, before
+
+
+def assert_said_and_kept(printed: str, out: Path, before: dict) -> None:
+    """The stopped sweep's one line says how many rows it kept and how to go on; each row there before is unchanged."""
+    assert "Traceback" not in printed and "Fatal Python error" not in printed, printed[-3000:]
+    assert [line for line in printed.splitlines() if "run the same command again" in line] == [
+        f"interrupted: the {len(list(out.glob('*.parquet')))} rows in {out} are kept; run the same command again to "
+        "measure the rest (configs with an 'ok' row are skipped)"]
+    for name, row in before.items():  # still there, whole, unchanged
+        assert pd.read_parquet(out / name).equals(row)
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 @pytest.mark.slow
 def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does_with_128_plus_the_signal(tmp_path, stop):
@@ -483,34 +514,60 @@ def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does_with_128_plus_the_signal
     cmd = SCALING + ["--workloads", "disc", "--smoke", "--devices", "cpu", "--cpu-threads", "1", "--max-concurrent",
                      "1", "--repeats", "2", "--out", str(tmp_path), "--no-report", "--no-reference"]
     out = tmp_path / "smoke"
-    proc = subprocess.Popen(cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""},
-                            preexec_fn=as_from_a_terminal)
-    try:
-        deadline = time.monotonic() + 240  # a guard against a hang, not a measurement
-        while not (kept := sorted(out.glob("*.parquet"))) and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        before = {p.name: pd.read_parquet(p) for p in kept}  # every row file there when the signal is sent
-        os.kill(proc.pid, stop)  # the driver alone
-        printed, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 128 + stop, printed[-3000:]
-    assert "Traceback" not in printed and "Fatal Python error" not in printed, printed[-3000:]
+    status, printed, before = stopped(cmd, out, lambda pid: os.kill(pid, stop), 120)  # the driver alone
+    assert status == 128 + stop, printed[-3000:]
     assert "received" not in printed and "most recent call first" not in printed, printed[-3000:]
-    assert [line for line in printed.splitlines() if "run the same command again" in line] == [
-        f"interrupted: the {len(list(out.glob('*.parquet')))} rows in {out} are kept; run the same command again to "
-        "measure the rest (configs with an 'ok' row are skipped)"]
+    assert_said_and_kept(printed, out, before)
     assert 1 <= len(before) < 4
-    for name, row in before.items():  # still there, whole, unchanged
-        assert pd.read_parquet(out / name).equals(row)
 
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=400,
                            env={**os.environ, "RAY_ADDRESS": ""})
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     after = pd.read_parquet(out)
     assert len(after) == 4 and after["config_hash"].is_unique and set(after["status"]) == {"ok"}
+
+
+# A job whose every step sleeps: its trials end one at a time, seconds apart, so that a signal finds rows written and
+# trials left (the built-ins' smoke trials can all end within one poll)
+STEADY = """
+import time
+import torch
+from torch import nn
+from crossover import Data, Workload
+
+
+class Steady(nn.Linear):
+    def forward(self, x):
+        time.sleep(0.02)
+        return super().forward(x)
+
+
+def data(cfg):
+    x = torch.randn(cfg.dataset_size, 4)
+    return Data(x, (x.sum(1) > 0).long(), None, None, source="random")
+
+
+workload = Workload("steady", make_data=data, make_model=lambda cfg: Steady(4, 2), make_loss=nn.CrossEntropyLoss,
+                    make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+                    defaults={"batch_size": 16, "dataset_size": 160, "epochs": 3})
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=["SIGTERM", "SIGHUP", "SIGINT"])
+@pytest.mark.slow
+def test_a_stop_signal_to_the_whole_process_group_ends_the_sweep_in_seconds_with_its_line_and_rows(tmp_path, stop):
+    # timeout, systemd and a closing terminal signal the whole group, Ray's GCS and raylet with the driver: before,
+    # the driver then waited 60 s for the gone GCS and ended with Ray's "Failed to connect to GCS", status 1
+    (tmp_path / "steady.py").write_text(STEADY)
+    cmd = SCALING + ["--workload", f"{tmp_path / 'steady.py'}:workload", "--grid", "full", "--devices", "cpu",
+                     "--batch-size", "8,16,32,40", "--dataset-size", "160", "--epochs", "3", "--cpu-threads", "1",
+                     "--max-concurrent", "1", "--repeats", "2", "--out", str(tmp_path), "--no-report", "--no-reference"]
+    out = tmp_path / "steady"
+    # the group: the driver, Ray's GCS, raylet, agents and workers; 30 s, where the fault waited 60
+    status, printed, before = stopped(cmd, out, lambda pid: os.killpg(pid, stop), 30)
+    assert status == 128 + stop and "GCS" not in printed, printed[-3000:]
+    assert_said_and_kept(printed, out, before)
+    assert 1 <= len(before) < 8
 
 
 def test_exit_status_is_128_plus_the_stop_signal_and_the_handlers_are_put_back():

@@ -2,7 +2,8 @@
 fix, before any trial (trainables/workload.py Workload.__post_init__); a make_data that returns no Data, or targets
 its loss does not take, is refused where planning first makes a batch, in the planning process (sweeps/plan.py),
 and its trials never run. A reference to a job is checked first as source, never run (trainables/job.py); a loss of
-the user's own without `reduction` trains as a mean.
+the user's own without `reduction` trains as a mean; a make_model that sets torch's threads does not set the
+trial's.
 
     python -m pytest tests/test_workload_checks.py
 """
@@ -237,3 +238,22 @@ def test_a_name_a_module_may_make_as_it_runs_passes_and_one_it_cannot_is_refused
         check(ref)
     said = str(info.value)
     assert said.startswith(f"--workload {ref!r}: {tmp_path}/wc_made.py ") and "\n" not in said, said
+
+
+def test_a_make_model_that_sets_torchs_threads_is_timed_at_the_trials_own_and_its_row_says_so():
+    def grabbing(cfg):
+        torch.set_num_threads(3)  # as a job that sizes torch for a whole machine does
+        return nn.Linear(8, 2)
+
+    before = torch.get_num_threads()
+    try:
+        row = run_trial(resolve(TrialConfig("mine", threads=2, batch_size=16, dataset_size=64, epochs=2, min_timed_s=0),
+                                Workload("mine", **{**GOOD, "make_model": grabbing})))
+        alone = run_trial(resolve(TrialConfig("mine", threads=2, batch_size=16, dataset_size=64, epochs=2,
+                                              min_timed_s=0), Workload("mine", **GOOD)))
+    finally:
+        torch.set_num_threads(before)
+    assert row["status"] == "ok" and row["torch_threads"] == 2  # the timed epochs ran at the trial's count
+    assert row["threads_note"] == ("the workload set torch's threads to 3 as it built its data, model, optimiser and "
+                                   "loss; put back to the trial's 2 before the timed epochs")
+    assert alone["threads_note"] is None and alone["torch_threads"] == 2

@@ -71,9 +71,15 @@ def measure(trials: list[Trial], where: Placement, build: Callable[[Timer], Tria
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
     loop = build(timer)
+    changed = [_threads_back(cfg.threads, "built its data, model, optimiser and loss")]
     warm_up(timer, cfg, where.input_device, loop.epoch, loop.capture)
+    changed.append(_threads_back(cfg.threads, "ran its warm-up epochs"))
+    threads_note = "; ".join(filter(None, changed)) or None
     with Window(loop.label, loop.key, cfg.threads) as window, Meter(where.devices) as meter:
         epoch_s, sums = timer.epochs(cfg.epochs - cfg.warmup_epochs, loop.epoch, cfg.min_timed_s, where.largest)
+    # read here, not as the row is built: the row's fingerprint (config_row) calls make_model again, which may set
+    # another count after the timing
+    timed_threads = torch.get_num_threads()
 
     n = loop.samples
     per_epoch = where.all_reduce(torch.stack(sums)).view(len(sums), k)  # epochs x members
@@ -96,11 +102,25 @@ def measure(trials: list[Trial], where: Placement, build: Callable[[Timer], Tria
         rows.append(measured_row(
             t, loop.model, timer, epoch_s, n, where.devices, started, window, world_size=where.world, **loop.group,
             **loop.columns, train_loss=curves[i][-1], loss_curve=curves[i], test_loss=test_loss[i],
-            **quality(wl, scores[i], test_score[i]), **energy))
+            **quality(wl, scores[i], test_score[i]), **energy, torch_threads=timed_threads,
+            threads_note=threads_note))
     # after the rows' timings (total_s included): the counting's time is in none of them
     costs = _share(loop.step_costs(), k) if len(failed) < k else {}
     return [{**row, **costs, "per_rank_samples_per_s": [row["samples_per_s"] / where.world]}
             if row["status"] == "ok" else row for row in rows]
+
+
+def _threads_back(threads: int, when: str) -> str | None:
+    """The trial's `threads` put back where the workload's own code changed torch's count (a make_model that called
+    torch.set_num_threads(64) timed every epoch at 64 threads on the few cores Ray gave the trial, 7-14x slower,
+    and its row said only torch_threads=64): what it set, in words for the row's threads_note; None where the count
+    was left alone."""
+    found = torch.get_num_threads()
+    if found == threads:
+        return None
+    torch.set_num_threads(threads)
+    return (f"the workload set torch's threads to {found} as it {when}; put back to the trial's {threads} "
+            "before the timed epochs")
 
 
 def _share(columns: dict, members: int) -> dict:

@@ -116,7 +116,8 @@ def measured_row(trial: Trial, model, timer: Timer, epoch_s: list[float], sample
                  started: float, window: Window, **columns) -> dict:
     """A finished trial's row. `samples`: training samples per epoch (all workers together);
     `started`: the trial's perf_counter at its start; `window`: the Window around its timed epochs
-    (co_running and the host's load); `columns`: the rest (quality, data, group)."""
+    (co_running and the host's load); `columns`: the rest (quality, data, group, and `torch_threads` as the timed
+    epochs ended, over the environment's: the count when the row is built is not the timing's)."""
     samples_per_s = samples * len(epoch_s) / sum(epoch_s)
     return {
         **config_row(trial),
@@ -130,8 +131,8 @@ def measured_row(trial: Trial, model, timer: Timer, epoch_s: list[float], sample
         "world_size": 1,
         "fused_members": 1,
         "per_rank_samples_per_s": [samples_per_s],
+        **env.environment(devices),
         **columns,
         **window.columns(),
-        **env.environment(devices),
         "total_s": time.perf_counter() - started,
     }

@@ -6,7 +6,8 @@ The config Tune hands the worker is converted and resolved here, once (trainable
 resolved trials go down to the one runner that fits them: fused (several members), data-parallel
 (ddp:N, ddp-cpu:N) or a single process (everything else). Any failure is a measurement too: it
 becomes the trials' rows, not an exception. While it runs, the trial claims its cores in the node's
-registry (trainables/neighbours.py), and its rows say whether it was its worker's first (cold_start).
+registry (trainables/neighbours.py), what it prints goes to its trial folder, capped (trainables/output.py), and
+its rows say whether it was its worker's first (cold_start).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from crossover.trainables.ddp import run_ddp
 from crossover.trainables.exits import LAST_WORDS, WorkerExit, exits_trapped, last_words
 from crossover.trainables.fused import run_fused
 from crossover.trainables.neighbours import Claim
+from crossover.trainables.output import OUTPUT, capped
 from crossover.trainables.rows import error_text, failed_row
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import Trial, resolve
@@ -92,8 +94,10 @@ def trainable(config: dict) -> None:
     _trials_started += 1
     subjects: list[Trial | TrialConfig] = [TrialConfig.from_dict(c) for c in config["group"]["trials"]]
     try:
-        # a crash no exception can carry (a segfault): its signal and stack, left in the trial's folder for the driver
-        with last_words(Path(tune.get_context().get_trial_dir()) / LAST_WORDS), \
+        folder = Path(tune.get_context().get_trial_dir())
+        # what it prints: its first MiB in the trial's folder, not all of it in Ray's session logs under /tmp; a
+        # crash no exception can carry (a segfault): its signal and stack, left there for the driver
+        with capped(folder / OUTPUT), last_words(folder / LAST_WORDS), \
                 Deadline(config["group"].get("timeout_s"), config["group"].get("timeout_why")), exits_trapped():
             subjects = [resolve(cfg) for cfg in subjects]
             # the cores it asked Ray for, claimed for the whole trial: beside trials' windows count its
