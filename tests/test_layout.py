@@ -1,12 +1,16 @@
 """The checkout's layout is what tools read: every module's dotted name resolves, with nothing but the checkout on
 the path and nothing run at import, to its own file through a folder of that name (crossover/sweeps ->
-../sweeps), as an editor or a type checker resolves it."""
+../sweeps), as an editor or a type checker resolves it. And a name means something in one place: a built-in
+workload's name keys nothing outside its Workload (trainables/workloads.py)."""
 
+import ast
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from crossover.trainables.workloads import WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("trainables", "sweeps", "analysis")
@@ -47,3 +51,29 @@ def test_the_folders_are_relative_links_so_a_clone_anywhere_resolves_them():
     for package in PACKAGES:
         link = ROOT / "crossover" / package
         assert link.is_symlink() and os.readlink(link) == f"../{package}", link
+
+
+# Where a built-in's name may be a string: its own definition. And two modules being rewritten elsewhere, each to
+# follow this rule when it lands: analysis/model.py's per-workload formulas (issue 42, the model's package) and
+# analysis/decide.py (issue 44's decide split). Tests and examples/ name built-ins as a user would.
+NAMED_HERE = {"trainables/workloads.py", "analysis/model.py", "analysis/decide.py"}
+
+
+def literals(tree: ast.AST):
+    """The string constants of a module that are no docstring: (line, text)."""
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs]
+
+
+def test_no_built_in_workload_name_is_a_string_outside_its_workload():
+    """A study's grid lives on the Workload (Workload.grids, trainables/workloads.with_grid), a capability in its flags:
+    a name used as a key elsewhere would be a second definition of what the workload is."""
+    files = [f for f in [*(ROOT / "crossover").glob("*.py"), *(f for p in PACKAGES for f in (ROOT / p).rglob("*.py"))]
+             if f.relative_to(ROOT).as_posix() not in NAMED_HERE]
+    assert len(files) > 60
+    found = [f"{f.relative_to(ROOT)}:{line}: {text!r}" for f in files for line, text in literals(ast.parse(f.read_text()))
+             if text in WORKLOADS]
+    assert found == []

@@ -11,6 +11,7 @@ import pytest
 from crossover.analysis import overhead
 from crossover.sweeps import overhead as benchmark
 from crossover.trainables import workload
+from crossover.trainables.workloads import WORKLOADS
 
 # A user's workload file: its smoke grid (Workload.grid) is 2 epochs of 64 samples at batch 64.
 JOB = """
@@ -44,7 +45,7 @@ def test_a_users_workload_replaces_discs_trial_and_only_one_is_taken(tmp_path, m
             for t in trials} == {("mine", "overhead_job:workload", 64, 5, 1, 0)}  # its smoke configuration, one thread
     assert sorted(t.cfg.seed for t in trials) == [0, 1, 2, 3]
     disc = benchmark.space(benchmark.measured(benchmark.parse_args(["--smoke"])), "o", 5, 2).expand()
-    assert {(t.cfg.workload, t.cfg.depth) for t in disc} == {("disc", benchmark.DEPTH)}
+    assert {(t.cfg.workload, t.cfg.depth) for t in disc} == {("disc", *WORKLOADS["disc"].grids["overhead"]["depth"])}
     with pytest.raises(ValueError, match="overhead repeats one trial, so give one workload, got 2"):
         benchmark.measured(benchmark.parse_args(["--workload", ref, "--workload", ref]))
 

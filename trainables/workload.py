@@ -186,7 +186,9 @@ class Workload:
     check: Callable[[TrialConfig], None] | None = None  # raises ConfigError for a config it cannot run
     shuffle: bool = True  # reshuffle the training set every epoch
     test_batch_size: int | None = None  # None: the training batch size
-    grids: dict = field(default_factory=dict)  # sweeps/scaling.py's grids: grid name -> {axis: [values]}
+    # grid name -> {axis: [values]}: sweeps/scaling.py's ('smoke', 'seeds') and a study's ('engines-default': the
+    # built-ins a study sweeps are those that declare its grid, trainables/workloads.py with_grid)
+    grids: dict = field(default_factory=dict)
     # Capabilities: what crossover may do with it beyond a single process (never a check of its name)
     fusable: bool = False  # K seeds as one vmapped model (trainables/fused.py): its optimiser is SGD or Adam
     pipeline: bool = False  # an nn.Sequential a pipeline (pipe:N) can cut into stages
