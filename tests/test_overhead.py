@@ -36,7 +36,7 @@ workload = Workload(
 
 def test_a_users_workload_replaces_discs_trial_and_only_one_is_taken(tmp_path, monkeypatch):
     # registering ships its module to any Ray this process starts later: restored after the test
-    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    monkeypatch.setattr(workload.REGISTRY, "files", dict(workload.REGISTRY.files))
     (tmp_path / "overhead_job.py").write_text(JOB)
     ref = f"{tmp_path / 'overhead_job.py'}:workload"
     trial = benchmark.measured(benchmark.parse_args(["--smoke", "--workload", ref]))

@@ -61,7 +61,7 @@ workload = Workload(
 def job(tmp_path, monkeypatch):
     """JOB's reference, as --workload takes it. Registering ships its module to every Ray this process
     starts later (crossover.trainables.workload.shipped): restored after the test, so no later sweep here asks for it."""
-    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    monkeypatch.setattr(workload.REGISTRY, "files", dict(workload.REGISTRY.files))
     path = tmp_path / "parity_job.py"
     path.write_text(JOB)
     return f"{path}:workload"

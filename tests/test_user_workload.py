@@ -5,7 +5,7 @@ shape accounted; bad references refused by name before anything runs; its failur
     python -m pytest tests/test_user_workload.py
 
 Every workload here is a real file in a temporary folder, imported as a user's would be. Registered
-modules are this process's (crossover.trainables.workload._SHIPPED), so their names are this module's own (uw_*).
+modules are this process's (crossover.trainables.workload.REGISTRY), so their names are this module's own (uw_*).
 Ray is started here, after they are registered, with crossover.sweeps.runner.runtime_env(): conftest's local_ray
 starts it without them.
 """
@@ -185,7 +185,7 @@ def jobs(tmp_path_factory):
         (folder / f"{stem}.py").write_text(text)
     refs = {stem: f"{folder / stem}.py" for stem in files}
     with pytest.MonkeyPatch.context() as patch:  # shipped to no Ray of a later test module: restored after
-        patch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+        patch.setattr(workload.REGISTRY, "files", dict(workload.REGISTRY.files))
         yield SimpleNamespace(folder=folder, **refs, job=register(f"{refs['uw_job']}:workload"),
                               edited=register(f"{refs['uw_edited']}:workload"),
                               models=[register(f"{refs['uw_models']}:{a}") for a in ("conv", "resnet", "pair")],
@@ -531,7 +531,7 @@ def test_the_probe_runs_the_users_code_in_a_process_of_its_own_within_its_time_l
     from crossover.trainables.config import TrialConfig
     from crossover.trainables.trial import resolve
 
-    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    monkeypatch.setattr(workload.REGISTRY, "files", dict(workload.REGISTRY.files))
     name, marker = f"uw_probed_{hang}", tmp_path / "pids"
     (tmp_path / f"{name}.py").write_text(PROBED.format(marker=str(marker), hang=hang, name=name))
     wl = register(f"{tmp_path / name}.py:workload")

@@ -351,63 +351,115 @@ class WorkloadSpec:
 # and by name in every worker
 
 
-_SHIPPED: dict[str, Path] = {}  # module name -> the file or package folder shipped to the workers
-_SOURCES: dict[str, str] = {}  # module name -> sha256 of its file's bytes as declared here (`declare`)
-_FINGERPRINTS: dict[str, str] = {}  # ref -> fingerprint, once per version of its module
-_TEXTS: dict[str, bytes] = {}  # a shipped file's path -> its bytes as declared (`imported_text`)
+class Registry:
+    """What a process has registered of users' workloads: the modules it ships to Ray's workers and their sources
+    as declared, and the fingerprint of each workload it has found. State of the process, as sys.modules is (what
+    it records is what this process imported, and a worker imports by name what the driver shipped): one per
+    process, REGISTRY, whose methods are this module's functions of the same names (`declare`, `register`,
+    `load`, ...). A test starts from a copy of its dicts (tests/conftest.py `fresh`)."""
 
+    def __init__(self):
+        self.files: dict[str, Path] = {}  # module name -> the file or package folder shipped to the workers
+        self.sources: dict[str, str] = {}  # module name -> sha256 of its file's bytes as declared here (`declare`)
+        self.texts: dict[str, bytes] = {}  # a shipped file's path -> its bytes as declared (`imported_text`)
+        self.fingerprints: dict[str, str] = {}  # ref -> fingerprint, once per version of its module
 
-def declare(text: str) -> tuple[str, str, Path | None]:
-    """(module, attribute, file) of the reference `text` (`locate`), a file's module shipped to the Ray workers
-    from now on (`shipped`) without importing it here: what a sweep's driver does (sweeps/plan.py), whose planning
-    process imports it. A package's module is shipped once that process has found its folder (`ship`)."""
-    module, attr, path = locate(text)
-    if path is not None:
-        shipped = _SHIPPED.get(module)
-        if shipped is not None and shipped != path:
-            raise WorkloadError(f"--workload {text!r}: module {module!r} is already {shipped}; two files of one name "
-                                "cannot both reach the workers: rename one")
-        data = path.read_bytes()
-        _SOURCES[module], _TEXTS[str(path)], _SHIPPED[module] = hashlib.sha256(data).hexdigest(), data, path
-    return module, attr, path
+    def declare(self, text: str) -> tuple[str, str, Path | None]:
+        """(module, attribute, file) of the reference `text` (`locate`), a file's module shipped to the Ray workers
+        from now on (`shipped`) without importing it here: what a sweep's driver does (sweeps/plan.py), whose
+        planning process imports it. A package's module is shipped once that process has found its folder (`ship`)."""
+        module, attr, path = locate(text)
+        if path is not None:
+            shipped = self.files.get(module)
+            if shipped is not None and shipped != path:
+                raise WorkloadError(f"--workload {text!r}: module {module!r} is already {shipped}; two files of one "
+                                    "name cannot both reach the workers: rename one")
+            data = path.read_bytes()
+            self.sources[module], self.texts[str(path)] = hashlib.sha256(data).hexdigest(), data
+            self.files[module] = path
+        return module, attr, path
 
+    def ship(self, module: str, path: str | None) -> None:
+        """The top-level package `module` shipped to the workers from its `path` (`package_path`, as the process
+        that imported it found it), unless it is shipped already (that process imported a copy of it); None:
+        installed, or crossover's own, which every worker has."""
+        if path is not None and module not in self.files:
+            self.files[module] = Path(path)
 
-def ship(module: str, path: str | None) -> None:
-    """The top-level package `module` shipped to the workers from its `path` (`package_path`, as the process that
-    imported it found it), unless it is shipped already (that process imported a copy of it); None: installed,
-    or crossover's own, which every worker has."""
-    if path is not None and module not in _SHIPPED:
-        _SHIPPED[module] = Path(path)
-
-
-def register(text: str) -> Workload:
-    """The Workload `text` names ('path/file.py:attr' or 'package.module:attr'), imported in this process; its
-    module is then shipped to the Ray workers by `runtime_env` (`shipped`). Raises WorkloadError naming what is
-    wrong. A sweep's driver never calls it: its planning process does (sweeps/plan.py), and the driver `declare`s."""
-    module, attr, path = locate(text)
-    if path is not None:
-        # imported again where the file changed since (an edit in a notebook): its new code, its new fingerprint
-        stale = (module not in sys.modules or getattr(sys.modules[module], "__file__", None) != str(path)
-                 or _SOURCES.get(module) != digest(path))
-        declare(text)
-        if stale:
-            _import_file(module, path, text)
-    else:
-        _import(module, text)
-        ship(module.split(".")[0], package_path(module))
-    return _resolve_attr(module, attr, text)
-
-
-def load(ref: str) -> Workload:
-    """The workload 'module:attr' in this process: imported by name (a worker has it from `runtime_env`), or from
-    the file `declare`d for it (a benchmark that times a user's trial in its own process: sweeps/parity.py)."""
-    module, attr = ref.rsplit(":", 1)
-    if module not in sys.modules:
-        if module in _SHIPPED and _SHIPPED[module].is_file():
-            _import_file(module, _SHIPPED[module], ref)
+    def register(self, text: str) -> Workload:
+        """The Workload `text` names ('path/file.py:attr' or 'package.module:attr'), imported in this process; its
+        module is then shipped to the Ray workers by `runtime_env` (`shipped`). Raises WorkloadError naming what is
+        wrong. A sweep's driver never calls it: its planning process does (sweeps/plan.py), and the driver
+        `declare`s."""
+        module, attr, path = locate(text)
+        if path is not None:
+            # imported again where the file changed since (an edit in a notebook): its new code, its new fingerprint
+            stale = (module not in sys.modules or getattr(sys.modules[module], "__file__", None) != str(path)
+                     or self.sources.get(module) != digest(path))
+            self.declare(text)
+            if stale:
+                self._import_file(module, path, text)
         else:
-            _import(module, ref)
-    return _resolve_attr(module, attr, ref)
+            _import(module, text)
+            self.ship(module.split(".")[0], package_path(module))
+        return _resolve_attr(module, attr, text)
+
+    def load(self, ref: str) -> Workload:
+        """The workload 'module:attr' in this process: imported by name (a worker has it from `runtime_env`), or
+        from the file `declare`d for it (a benchmark that times a user's trial in its own process: sweeps/parity.py)."""
+        module, attr = ref.rsplit(":", 1)
+        if module not in sys.modules:
+            if module in self.files and self.files[module].is_file():
+                self._import_file(module, self.files[module], ref)
+            else:
+                _import(module, ref)
+        return _resolve_attr(module, attr, ref)
+
+    def shipped(self) -> list[str]:
+        """The user modules to ship to every worker (runtime_env py_modules): files and package folders."""
+        return [str(p) for p in self.files.values()]
+
+    def shipped_sources(self, modules=None) -> dict[str, str | None]:
+        """Each module of `shipped` (or of those named `modules`), by path, with the sha256 of its file as
+        imported here (None: a package)."""
+        return {str(p): self.sources.get(module) for module, p in self.files.items()
+                if modules is None or module in modules}
+
+    def imported_text(self, path: str | Path) -> bytes | None:
+        """The bytes of the shipped file `path` as it was declared here (None: not a registered file): what a
+        planning process copies where the file has gone since (the workers have it from Ray's runtime_env)."""
+        return self.texts.get(str(path))
+
+    def source(self, ref: str) -> str | None:
+        """The sha256 of the file module of `ref` ('module:attr') as declared here; None for a package's, or one
+        not registered."""
+        return self.sources.get(ref.split(":")[0])
+
+    def fingerprint(self, workload: Workload | WorkloadSpec) -> str:
+        """16 hex digits of the workload module's source and of its model's parameter shapes at its defaults
+        (built on the meta device: no memory, no time), found once a version of its module in this process: a
+        worker's, or a planning process's (sweeps/plan.py), which a WorkloadSpec holds. What changes either
+        measures again."""
+        if isinstance(workload, WorkloadSpec):
+            return workload.fingerprint
+        key = workload.ref or workload.name
+        if key not in self.fingerprints:
+            module = sys.modules[(workload.ref or "crossover.trainables.workloads:").split(":")[0]]
+            # the file's bytes, as the worker's copy from runtime_env has them (not linecache's, which may be
+            # stale), read before the model is built (a model that writes its file changes no fingerprint)
+            self.fingerprints[key] = _fingerprint(Path(module.__file__).read_bytes(), shapes(workload))
+        return self.fingerprints[key]
+
+    def _import_file(self, module: str, path: Path, text: str) -> None:
+        for ref in [r for r in self.fingerprints if r.split(":")[0] == module]:  # its previous version's
+            del self.fingerprints[ref]
+        _exec_file(module, path, text)
+
+
+REGISTRY = Registry()  # this process's
+declare, ship, register, load = REGISTRY.declare, REGISTRY.ship, REGISTRY.register, REGISTRY.load
+shipped, shipped_sources, imported_text = REGISTRY.shipped, REGISTRY.shipped_sources, REGISTRY.imported_text
+source, fingerprint = REGISTRY.source, REGISTRY.fingerprint
 
 
 def reference(workload: Workload) -> str:
@@ -425,45 +477,6 @@ def reference(workload: Workload) -> str:
                             "it from there), e.g. `workload = Workload(...)` in job.py")
     in_package = "." in module.__name__ and module.__name__ != "__main__"
     return f"{module.__name__}:{names[0]}" if in_package else f"{path}:{names[0]}"
-
-
-def shipped() -> list[str]:
-    """The user modules to ship to every worker (runtime_env py_modules): files and package folders."""
-    return [str(p) for p in _SHIPPED.values()]
-
-
-def shipped_sources(modules=None) -> dict[str, str | None]:
-    """Each module of `shipped` (or of those named `modules`), by path, with the sha256 of its file as imported
-    here (None: a package)."""
-    return {str(p): _SOURCES.get(module) for module, p in _SHIPPED.items() if modules is None or module in modules}
-
-
-def imported_text(path: str | Path) -> bytes | None:
-    """The bytes of the shipped file `path` as it was declared here (None: not a registered file): what a
-    planning process copies where the file has gone since (the workers have it from Ray's runtime_env)."""
-    return _TEXTS.get(str(path))
-
-
-def source(ref: str) -> str | None:
-    """The sha256 of the file module of `ref` ('module:attr') as declared here; None for a package's, or one not
-    registered."""
-    return _SOURCES.get(ref.split(":")[0])
-
-
-def fingerprint(workload: Workload | WorkloadSpec) -> str:
-    """16 hex digits of the workload module's source and of its model's parameter shapes at its defaults
-    (built on the meta device: no memory, no time), found once a version of its module in this process: a
-    worker's, or a planning process's (sweeps/plan.py), which a WorkloadSpec holds. What changes either measures
-    again."""
-    if isinstance(workload, WorkloadSpec):
-        return workload.fingerprint
-    key = workload.ref or workload.name
-    if key not in _FINGERPRINTS:
-        module = sys.modules[(workload.ref or "crossover.trainables.workloads:").split(":")[0]]
-        # the file's bytes, as the worker's copy from runtime_env has them (not linecache's, which may be stale),
-        # read before the model is built (a model that writes its file changes no fingerprint)
-        _FINGERPRINTS[key] = _fingerprint(Path(module.__file__).read_bytes(), shapes(workload))
-    return _FINGERPRINTS[key]
 
 
 def _fingerprint(text: bytes, found: str) -> str:
@@ -487,9 +500,8 @@ def shapes(workload: Workload) -> str:
         return repr(f"not built at its defaults: {type(exc).__name__}")
 
 
-def _import_file(module: str, path: Path, text: str) -> None:
-    for ref in [r for r in _FINGERPRINTS if r.split(":")[0] == module]:  # its previous version's
-        del _FINGERPRINTS[ref]
+def _exec_file(module: str, path: Path, text: str) -> None:
+    """The file `path` imported as `module` (in sys.modules from now on); WorkloadError where it does not import."""
     spec = importlib.util.spec_from_file_location(module, path)
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[module] = loaded
