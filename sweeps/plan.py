@@ -15,7 +15,7 @@ output in a log file (at most LOG_MAX_BYTES; never on the terminal) that a failu
 printed nothing, or where the failure's one line says it all: a module that does not import), and its whole
 process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain
 data (JSON): a WorkloadSpec (trainables/workload.py), a check's refusal, a size. The driver never imports a
-user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.workload.declare) and works
+user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.shipping.declare) and works
 from the spec alone: a workload that calls os._exit, hangs, shuts Ray down or raises KeyboardInterrupt while
 it is planned touches neither the driver's process nor its Ray. The workers import the module itself.
 
@@ -45,11 +45,15 @@ import threading
 from pathlib import Path
 
 from crossover.sweeps.cli import PLAN_TIMEOUT_S, child_env
+from crossover.trainables import fingerprint as fingerprints
 from crossover.trainables import fused
-from crossover.trainables import workload as workloads
+from crossover.trainables import registry
 from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.job import locate
+from crossover.trainables.registry import Registry
+from crossover.trainables.shipping import Shipping, digest
 from crossover.trainables.trial import Trial
-from crossover.trainables.workload import Registry, Workload, WorkloadError, WorkloadSpec
+from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
 
 LOG_MAX_BYTES = 2**20  # of the planning process's output kept in its log; the rest is counted, not kept
 COPY_EXCLUDES = ("__pycache__", "*.pyc", ".git", "*.pt", "*.pth", "*.ckpt", "*.parquet")  # a package's copy: code
@@ -76,18 +80,18 @@ class Planner:
 
     def spec(self, given: str | Workload, timeout_s: float = PLAN_TIMEOUT_S) -> WorkloadSpec:
         """The WorkloadSpec of the workload `given` names ('path/file.py:attr', 'package.module:attr', or a
-        Workload object: crossover.trainables.workload.reference), from a child process that imports it; its module
+        Workload object: crossover.trainables.registry.reference), from a child process that imports it; its module
         shipped to Ray's workers from here on (its registry's `declare`, `ship`), never imported here. Planned once a
         version of its file. Raises PlanError (or WorkloadError for a reference that names no file) where the module
         does not import there."""
-        text = (workloads.reference(given) if isinstance(given, Workload) else given).strip()
-        module, attr, path = self.registry.declare(text)
-        key = (text, workloads.digest(path) if path else self.registry.source(text))
+        text = (registry.reference(given) if isinstance(given, Workload) else given).strip()
+        module, attr, path = self.registry.shipping.declare(text)
+        key = (text, digest(path) if path else self.registry.shipping.source(text))
         if key not in self.planned:  # planned again where the file changed since
             load = f"{{copy}}/{path.name}:{attr}" if path else f"{module}:{attr}"
             self.planned[key] = self._plan([(text, load)], timeout_s)[0][text]
         found, package = self.planned[key]
-        self.registry.ship(module.split(".")[0], package)
+        self.registry.shipping.ship(module.split(".")[0], package)
         return found
 
     def user_grids(self, args, grid: str) -> dict:
@@ -154,7 +158,7 @@ class Planner:
         checked: dict[int, tuple | None] = {}
         refs, sizes, checks = list(refs), list(enumerate(sizes)), list(enumerate(checks))
         while refs or sizes or checks:
-            events, how, log = _call(refs, sizes, checks, timeout_s, self.registry)
+            events, how, log = _call(refs, sizes, checks, timeout_s, self.registry.shipping)
             doing = None
             for event in events:
                 if "error" in event:  # the module does not import, or the reference names nothing: the line says it
@@ -205,7 +209,7 @@ class Planner:
             print(f"error: {why}", file=sys.stderr)
 
 
-PLANNER = Planner(workloads.REGISTRY)  # this process's, over its registry
+PLANNER = Planner(registry.REGISTRY)  # this process's, over its registry
 spec, user_grids, refusals, fault = PLANNER.spec, PLANNER.user_grids, PLANNER.refusals, PLANNER.fault
 faulted, member_sizes, member_bytes = PLANNER.faulted, PLANNER.member_sizes, PLANNER.member_bytes
 
@@ -223,25 +227,25 @@ def _found(event: dict, fingerprint: str | None) -> tuple[WorkloadSpec, str | No
     """The spec the child's `event` gave, its fingerprint `fingerprint` (None: its model was never built, the
     workload faulted: one of its source and NOT_PLANNED), and its package's folder to ship."""
     if fingerprint is None:
-        fingerprint = workloads._fingerprint(event["source"].encode(), NOT_PLANNED)
+        fingerprint = fingerprints.of(event["source"].encode(), NOT_PLANNED)
     return WorkloadSpec.from_dict({**event["spec"], "fingerprint": fingerprint}), event["ship"]
 
 
 def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: list[tuple[int, dict]],
-          timeout_s: float, registry: Registry) -> tuple[list, str | None, str | None]:
-    """One run of the child, on copies of the modules `registry` ships: its events, how it failed (None: it did
+          timeout_s: float, shipping: Shipping) -> tuple[list, str | None, str | None]:
+    """One run of the child, on copies of the modules `shipping` ships: its events, how it failed (None: it did
     not), and its log file's path (None: it printed nothing, and no empty log is left behind)."""
     with tempfile.TemporaryDirectory(prefix="crossover-plan-") as tmp:
         copies = Path(tmp) / "copies"
         copies.mkdir()
         # the modules declared so far (those of `refs` too: plan.spec), by name, as a worker has them
-        for path in map(Path, registry.shipped()):
+        for path in map(Path, shipping.shipped()):
             if path.is_dir():
                 shutil.copytree(path, copies / path.name, ignore=shutil.ignore_patterns(*COPY_EXCLUDES))
             elif path.exists():
                 shutil.copy2(path, copies / path.name)
-            elif registry.imported_text(path) is not None:  # moved since it was declared: as then, as Ray has it
-                (copies / path.name).write_bytes(registry.imported_text(path))
+            elif shipping.imported_text(path) is not None:  # moved since it was declared: as then, as Ray has it
+                (copies / path.name).write_bytes(shipping.imported_text(path))
         request, answer = Path(tmp) / "request.json", Path(tmp) / "answer.jsonl"
         request.write_text(json.dumps({
             "refs": [{"text": text, "load": load.replace("{copy}", str(copies))} for text, load in refs],
@@ -322,12 +326,12 @@ def main(request_path: str, answer_path: str) -> int:
 def _spec(text: str, load: str, say) -> bool:
     """The child's import of `load` (the copy of what `text` names), its spec said, then its fingerprint (its
     model built on the meta device); False where it does not import (said as an error)."""
-    module, _, path = workloads.locate(text)
+    module, _, path = locate(text)
     say(doing=f"importing {path or module}", text=text, imports=str(path or module))
     try:
-        wl = workloads.register(load)
+        wl = registry.register(load)
     except WorkloadError as exc:  # said as the user named it, not as the copy's path
-        copy = workloads.locate(load)[2]
+        copy = locate(load)[2]
         said = str(exc).replace(load, text)
         say(error=said.replace(str(copy), str(path)) if copy and path else said)
         return False
@@ -340,9 +344,9 @@ def _spec(text: str, load: str, say) -> bool:
                   f"(numbers, strings, lists of them), as a sweep's rows and Tune take them: {exc}")
         return False
     source = hashlib.sha256(Path(sys.modules[name].__file__).read_bytes()).hexdigest()
-    say(text=text, spec=plain, source=source, ship=None if path else workloads.package_path(name))
+    say(text=text, spec=plain, source=source, ship=None if path else registry.package_path(name))
     say(doing=f"{wl.name}'s make_model at its defaults on the meta device (its fingerprint)", text=text, ref=wl.ref)
-    say(text=text, fingerprint=workloads.fingerprint(wl))
+    say(text=text, fingerprint=registry.fingerprint(wl))
     return True
 
 

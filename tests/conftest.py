@@ -60,11 +60,12 @@ def local_gpu_ray():
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """This process's registered modules and planned workloads (trainables/workload.py REGISTRY, sweeps/plan.py
-    PLANNER), restored after the test: each of their dicts a copy while it runs."""
+    """This process's shipped and registered modules and planned workloads (trainables/shipping.py SHIPPING,
+    trainables/registry.py REGISTRY, sweeps/plan.py PLANNER), restored after the test: each of their dicts a copy
+    while it runs."""
     from crossover.sweeps.plan import PLANNER
 
-    for state in (PLANNER.registry, PLANNER):
+    for state in (PLANNER.registry.shipping, PLANNER.registry, PLANNER):
         for name, value in vars(state).items():
             if isinstance(value, dict):
                 monkeypatch.setattr(state, name, dict(value))

@@ -10,7 +10,7 @@ import pytest
 
 from crossover.analysis import overhead
 from crossover.sweeps import overhead as benchmark
-from crossover.trainables import workload
+from crossover.trainables import shipping
 from crossover.trainables.workloads import WORKLOADS
 
 # A user's workload file: its smoke grid (Workload.grid) is 2 epochs of 64 samples at batch 64.
@@ -36,7 +36,7 @@ workload = Workload(
 
 def test_a_users_workload_replaces_discs_trial_and_only_one_is_taken(tmp_path, monkeypatch):
     # registering ships its module to any Ray this process starts later: restored after the test
-    monkeypatch.setattr(workload.REGISTRY, "files", dict(workload.REGISTRY.files))
+    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
     (tmp_path / "overhead_job.py").write_text(JOB)
     ref = f"{tmp_path / 'overhead_job.py'}:workload"
     trial = benchmark.measured(benchmark.parse_args(["--smoke", "--workload", ref]))
