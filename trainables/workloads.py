@@ -186,7 +186,8 @@ def _features(n: int) -> Callable[[TrialConfig], torch.Tensor]:
 # timed. 'smoke': the whole grid cut to about a minute on 2 cores, at sizes of 'default' (so the shipped
 # reference rows have the same configurations to set beside), two per workload. 'seeds': each seed's own
 # configuration (MNIST-sized image sets: synthetic unless --data-dir), fewer epochs, the same per-epoch work.
-# The studies' grids, named '<study>-<its grid>' (`with_grid`; each script's docstring says what its study measures):
+# The studies' grids, named '<study>-<its grid>' (`with_grid`; each script's docstring says what its study
+# measures):
 # - engines-*: sizes where every batch is full, as the graph engine requires (dataset_size a multiple of
 #   batch_size); engines-fused-*: seed 003's trial at 40,000 points, the fused steps' member (docs/engines.md).
 # - precision-*: a small and a large size of an MLP, a CNN and the transformer.
@@ -197,7 +198,8 @@ def _features(n: int) -> Callable[[TrialConfig], torch.Tensor]:
 #   on ddp:N; parallel-*, the large MLP of the ddp and pipe studies: 8 hidden layers of 8,192, 537M parameters
 #   (fp32, with Adam's state, 8.6 GB per replica): compute-bound steps, as DDP and pipelines are meant for;
 #   32,768 samples, 8 steps an epoch at B = 4,096, about 2 s on one H200.
-# - overhead: the trial sweeps/overhead.py repeats: a small step (2 -> 4 -> ... -> 64 -> 2), so epochs set its length.
+# - overhead: the trial sweeps/overhead.py repeats: a small step (2 -> 4 -> ... -> 64 -> 2), so epochs set its
+#   length.
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload(
         "disc", defaults=dict(depth=10, width=None, batch_size=100, dataset_size=1000, epochs=100, lr=0.1),
