@@ -9,26 +9,20 @@ factories read (TrialConfig, trainables/config.py) and the error that refuses a 
 A job file that imports them from here does not depend on where they live inside the project.
 
 The package holds the rest too: crossover.schema (the rows' columns, below every layer), crossover.trainables,
-crossover.sweeps and crossover.analysis (the folders trainables/, sweeps/ and analysis/ of a checkout;
-pyproject.toml's package-dir installs them here). The names above are imported when first asked for, so that
-`import crossover.schema` or `crossover.analysis` imports no torch.
+crossover.sweeps and crossover.analysis. In a checkout they are the folders trainables/, sweeps/ and analysis/ at
+its top, and this folder holds a relative symlink to each (crossover/sweeps -> ../sweeps), so that the dotted name
+is a path: Python, an editor and a type checker all find crossover.sweeps.runner at crossover/sweeps/runner.py,
+with nothing computed at import. A wheel holds them as real folders (pyproject.toml's package-dir). The names above
+are imported when first asked for, so that `import crossover.schema` or `crossover.analysis` imports no torch.
 """
 
 import importlib
-from pathlib import Path
 
 # name -> the module that defines it
 _NAMES = {"ConfigError": "crossover.trainables.config", "TrialConfig": "crossover.trainables.config",
           "Data": "crossover.trainables.data", "Param": "crossover.trainables.workload",
           "Workload": "crossover.trainables.workload"}
 __all__ = sorted(_NAMES)
-
-# In a checkout the packages sit beside this folder, not in it: the checkout's root joins the search path of
-# crossover's subpackages, so that crossover.sweeps is the sweeps/ beside this file whatever else is installed
-# (a checkout on sys.path, as a notebook or a child process puts it, runs its own code; a wheel has them inside).
-_HERE = Path(__file__).resolve().parent
-if not (_HERE / "trainables").is_dir() and (_HERE.parent / "trainables" / "__init__.py").is_file():
-    __path__.append(str(_HERE.parent))
 
 
 def __getattr__(name: str):

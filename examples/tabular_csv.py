@@ -41,7 +41,8 @@ from crossover.sweeps.space import Space
 from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.data import Data
 from crossover.trainables.trial import resolve
-from crossover.trainables.workload import Param, Workload, register
+from crossover.trainables.registry import register
+from crossover.trainables.workload import Param, Workload
 from crossover.trainables.workloads import mlp
 
 TEST_SHARE = 5  # the last 1/TEST_SHARE of the rows is the test split

@@ -142,11 +142,12 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
     import torch
 
     from crossover.trainables.config import TrialConfig
+    from crossover.trainables.job import is_reference
     from crossover.trainables.placement import Placement, placement
+    from crossover.trainables.registry import register
     from crossover.trainables.timing import Clock, Timer
     from crossover.trainables.train import Loop
     from crossover.trainables.trial import resolve
-    from crossover.trainables.workload import is_reference, register
     from crossover.trainables.workloads import WORKLOADS, describe, n_params
 
     wl = register(ref) if is_reference(ref) else WORKLOADS.get(ref)

@@ -33,24 +33,14 @@ from crossover.sweeps.space import Space
 from crossover.trainables.config import ENGINES
 from crossover.trainables.devices import parse
 from crossover.trainables.fused import FUSED_ENGINES
+from crossover.trainables.workloads import with_grid
 
-# Sizes where every batch is full, as the graph engine requires (dataset_size a multiple of batch_size).
-GRIDS = {
-    "default": {
-        "disc": {"depth": list(range(2, 13)), "epochs": [20]},
-        "peaks": {"dataset_size": [400, 2500, 10000, 40000, 160000], "epochs": [200]},
-        "tabular": {"dataset_size": [10240], "width": [64, 256, 1024], "epochs": [4]},
-        "lenet": {"dataset_size": [1400], "batch_size": [25, 50, 100], "epochs": [4]},
-        "mnist_cnn": {"dataset_size": [1400], "width": [1, 2, 4, 8], "epochs": [4]},
-    },
-    "smoke": {
-        "disc": {"depth": [2, 4], "epochs": [3]},
-        "peaks": {"dataset_size": [400], "epochs": [5]},
-    },
-}
-# seed 003's trial at 40,000 points (docs/engines.md's measure of fused steps, one member's epoch); members per fused trial, K = 1 alone
-FUSED = {"default": ({"peaks": {"dataset_size": [40000], "epochs": [200]}}, (1, 8, 64)),
-         "smoke": ({"peaks": {"dataset_size": [400], "epochs": [5]}}, (1, 4))}
+# The built-ins and their sizes, by grid: those that declare the study's grids (trainables/workloads.py: sizes where
+# every batch is full, as the graph engine requires), and the fused part's, with its members per fused trial
+# (K = 1 alone).
+GRIDS = {grid: with_grid(f"engines-{grid}") for grid in ("default", "smoke")}
+FUSED = {grid: (with_grid(f"engines-fused-{grid}"), ks)
+         for grid, ks in (("default", (1, 8, 64)), ("smoke", (1, 4)))}
 FUSED_RUNS = 3  # fused trials (or trials alone) of each K and engine
 GPU_ENGINES = ("eager", "graph", "compile")  # of single trials at every size; 'triton' runs in the fused part
 

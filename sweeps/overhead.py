@@ -5,7 +5,7 @@
     python sweeps/overhead.py --trial-seconds 1 --trials 40 --concurrency 1 --repeats 5
     python sweeps/overhead.py --workload path/to/job.py:workload --trial-seconds 10   # your trial instead of disc's
 
-Each measurement is a sweep of N short `disc` trials (depth DEPTH, one CPU thread, seeds 0..N-1)
+Each measurement is a sweep of N short `disc` trials (its grid 'overhead', one CPU thread, seeds 0..N-1)
 through the whole path: Ray Tune, the trainable of trainables/trainable.py, the Parquet rows written
 by sweeps/runner.py. With --workload (one), your workload's trial replaces disc's: the first
 configuration of its 'smoke' grid (Workload.grid), on one CPU thread, its module shipped to the
@@ -39,21 +39,21 @@ from crossover.sweeps import cli, plan, runner
 from crossover.sweeps.space import Space
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import here
+from crossover.trainables.workloads import with_grid
 
-DEPTH = 6  # disc's doubling MLP 2 -> 4 -> ... -> 64 -> 2: a small step, so epochs set the trial's length
 CALIBRATION_EPOCHS = 20  # epochs of the calibration trial, one warm-up included
 
 
 def measured(flags: "Flags") -> Space:
-    """The trial every measurement repeats, as a space of one configuration, its epochs unset: disc at
-    DEPTH, or your --workload's first 'smoke' configuration; one CPU thread, exactly its epochs timed."""
+    """The trial every measurement repeats, as a space of one configuration, its epochs unset: disc's grid
+    'overhead', or your --workload's first 'smoke' configuration; one CPU thread, exactly its epochs timed."""
     if len(flags.workload) > 1:
         raise ValueError(f"--workload: overhead repeats one trial, so give one workload, got {len(flags.workload)}")
     if flags.workload:
         ref, grid = next(iter(plan.user_grids(flags, "smoke").items()))
         grids = {ref: {axis: values[:1] for axis, values in grid.items() if axis != "epochs"}}
     else:
-        grids = {"disc": {"depth": [DEPTH]}}
+        grids = with_grid("overhead")  # the built-in that declares it (trainables/workloads.py)
     return Space(flags.name, grids, ("cpu",), cpu_threads=1, fixed={"min_timed_s": 0}, params=dict(flags.param),
                  timeout_s=flags.trial_timeout)
 

@@ -35,14 +35,10 @@ import sys
 from crossover.analysis.parallel import render
 from crossover.sweeps import cli, plan, runner
 from crossover.sweeps.space import Space
+from crossover.trainables.workloads import with_grid
 
 PACKING = (1, 2, 4, 8)  # trials per GPU
 MICRO_BATCHES = (1, 4, 8, 16)
-# A large MLP for data- and model-parallel work: 8 hidden layers of 8,192, 537M parameters (fp32,
-# with Adam's state, 8.6 GB per replica): compute-bound steps, as DDP and pipelines are meant for.
-# 32,768 samples: 8 steps an epoch at B = 4,096, about 2 s on one H200.
-BIG = {"depth": [8], "width": [8192], "dataset_size": [32768], "epochs": [3]}
-SMOKE_BIG = {"depth": [8], "width": [64], "dataset_size": [2048], "epochs": [3]}
 # The data-parallel crossover's widths, with 8,192 from the scaling rows. At 8,192, ddp:4 runs a step
 # 3.1 times as fast as one GPU (h200x8 reference); a step of width w costs about 48 w^2 B FLOPs and
 # all-reduces 32 w^2 bytes, so by 512 (51 GFLOP, 1 ms on one H200 in fp32) ddp should still win, and
@@ -57,34 +53,41 @@ def gpu_counts(gpus: int) -> list[int]:
     return [2**i for i in range(gpus.bit_length()) if 2**i <= gpus]
 
 
+def over(grids: dict, **axes) -> dict:
+    """Each of `grids` ({workload: grid}) with `axes` ({axis: [values]}) laid over its own."""
+    return {w: {**grid, **axes} for w, grid in grids.items()}
+
+
 def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int, users: dict | None = None,
            params: dict | None = None, timeout_s: float = cli.TRIAL_TIMEOUT_S, log=print) -> list[Space]:
     """A study's sweeps; `users` ({reference: grid}, plan.user_grids) join ddp, and pipe where they can be
     piped, with `params` (--param) and every trial's `timeout_s` (--trial-timeout)."""
-    big = SMOKE_BIG if smoke else BIG
+    # the built-ins that declare each part's grid (trainables/workloads.py): the large MLP of ddp and pipe, the
+    # small trial packed, seed 000's MLP on ddp:N
+    big, packed, seeds = (with_grid(f"{part}-{'smoke' if smoke else 'default'}")
+                          for part in ("parallel", "packed", "ddp-seed"))
     batch = 256 if smoke else 4096
     counts = gpu_counts(gpus)
     one_at_a_time = {"exclusive": True}
     users = users or {}
     if study == "packed":
         # the same small trial, K per GPU, enough of them to fill every GPU once
-        grid = {"disc": {"depth": [4 if smoke else 8], "epochs": [5 if smoke else 150]}}
-        return [Space(f"{name}-packed-{k}", grid, ("cuda" if k == 1 else f"cuda/{k}",), repeats=k * gpus,
+        return [Space(f"{name}-packed-{k}", packed, ("cuda" if k == 1 else f"cuda/{k}",), repeats=k * gpus,
                       timeout_s=timeout_s)
                 for k in PACKING]
     if study == "ddp":
         if gpus < 1:
             raise ValueError("--studies ddp needs a GPU; this cluster has none")
         cross = max(n for n in counts if n <= 4)
-        scaling = [Space(f"{name}-ddp-{n}", {"tabular": {**big, "batch_size": sorted({batch, n * batch})}},
+        scaling = [Space(f"{name}-ddp-{n}", over(big, batch_size=sorted({batch, n * batch})),
                          (f"ddp:{n}",) + (("cuda",) if n == 1 else ()), repeats=repeats, fixed=one_at_a_time,
                          timeout_s=timeout_s)
                    for n in counts]
-        seed = Space(f"{name}-ddp-seed", {"disc": {"epochs": [5 if smoke else 20]}},
+        seed = Space(f"{name}-ddp-seed", seeds,
                      ("cuda",) + tuple(f"ddp:{n}" for n in counts), repeats=repeats, fixed=one_at_a_time,
                      timeout_s=timeout_s)
         widths = SMOKE_CROSS_WIDTHS if smoke else CROSS_WIDTHS
-        crossover = Space(f"{name}-ddp-width", {"tabular": {**big, "width": list(widths), "batch_size": [batch]}},
+        crossover = Space(f"{name}-ddp-width", over(big, width=list(widths), batch_size=[batch]),
                           ("cuda", f"ddp:{cross}"), repeats=repeats, fixed=one_at_a_time, timeout_s=timeout_s)
         # yours at its own sizes, as the seed 000 MLP at its own
         yours = [Space(f"{name}-ddp-user", users, ("cuda",) + tuple(f"ddp:{n}" for n in counts), repeats=repeats,
@@ -103,7 +106,7 @@ def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int, users: d
                     "cut (Workload.pipeline)")
         devices = ("cuda",) + tuple(f"pipe:{n}" for n in stages)
         own = {k: v for k, v in (params or {}).items() if any(k in plan.spec(ref).params for ref in piped)}
-        return [Space(f"{name}-pipe", {"tabular": {**big, "batch_size": [batch], "micro_batches": list(MICRO_BATCHES)}},
+        return [Space(f"{name}-pipe", over(big, batch_size=[batch], micro_batches=list(MICRO_BATCHES)),
                       devices, repeats=repeats, fixed=one_at_a_time, timeout_s=timeout_s)] + \
             ([Space(f"{name}-pipe-user", piped, devices, repeats=repeats, fixed=one_at_a_time, params=own,
                     timeout_s=timeout_s)] if piped else [])

@@ -83,18 +83,16 @@ from crossover.trainables.timing import MIN_TIMED_EPOCHS, more_epochs
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import Trial, here
 from crossover.trainables.workload import sums
-from crossover.trainables.workloads import WORKLOADS
+from crossover.trainables.workloads import WORKLOADS, with_grid
 
-# Epochs of every run of the seeds' configurations, its warm-up included, by device: enough timed
-# epochs for a median, few enough for 7 minutes in all on 16 cores and an H200 (disc depth 12 about
-# 0.5 s an epoch on the CPU there, peaks about 10 ms on the GPU). Its workloads, the five with a seed,
-# are the default --workloads.
-EPOCHS = {"cpu": {"disc": 6, "mnist_cnn": 4, "lenet": 4, "peaks": 100, "tabular": 6},
-          "cuda": {"disc": 20, "mnist_cnn": 4, "lenet": 4, "peaks": 200, "tabular": 6}}
-CPU_IMAGES = 10_000  # images of mnist_cnn's and lenet's CPU runs (all 60,000: seconds an epoch on 16 cores)
-SMOKE = {"disc": {"depth": [6], "epochs": [4]}, "peaks": {"dataset_size": [2500], "epochs": [40]}}
 WAYS = ("plain", "direct", "sweep")
 DEVICES = ("cpu", "cuda")  # the devices a plain loop runs on: a CPU's threads, or one whole GPU
+# Epochs of every run of the seeds' configurations, its warm-up included, by device, as {workload: {"epochs":
+# [n]}}: the built-ins that declare the study's grid 'parity-<device>' (trainables/workloads.py says why those
+# counts), laid over their 'seeds' grid. Its workloads, the five with a seed, are the default --workloads.
+EPOCHS = {device: with_grid(f"parity-{device}") for device in DEVICES}
+CPU_IMAGES = 10_000  # images of the image workloads' CPU runs (all 60,000: seconds an epoch on 16 cores)
+SMOKE = with_grid("parity-smoke")  # --smoke's configurations
 
 
 def grids(flags: "Flags", device: str) -> dict:
@@ -105,9 +103,7 @@ def grids(flags: "Flags", device: str) -> dict:
         if flags.smoke:
             out[name] = dict(SMOKE.get(name) or WORKLOADS[name].grid("smoke"))
             continue
-        out[name] = dict(WORKLOADS[name].grid("seeds"))
-        if name in EPOCHS[device]:
-            out[name]["epochs"] = [EPOCHS[device][name]]
+        out[name] = {**WORKLOADS[name].grid("seeds"), **EPOCHS[device].get(name, {})}
         if parse(device).is_cpu and WORKLOADS[name].images:
             out[name]["dataset_size"] = [CPU_IMAGES]
     for ref, grid in plan.user_grids(flags, "smoke" if flags.smoke else "default").items():

@@ -15,7 +15,7 @@ output in a log file (its first MiB: trainables/output.py keep; never on the ter
 is left where it printed nothing, or where the failure's one line says it all: a module that does not import),
 and its whole process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain
 data (JSON): a WorkloadSpec (trainables/workload.py), a check's refusal, a size. The driver never imports a
-user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.workload.declare) and works
+user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.shipping.declare) and works
 from the spec alone: a workload that calls os._exit, hangs, shuts Ray down or raises KeyboardInterrupt while
 it is planned touches neither the driver's process nor its Ray. The workers import the module itself.
 
@@ -45,158 +45,177 @@ import threading
 from pathlib import Path
 
 from crossover.sweeps.cli import PLAN_TIMEOUT_S, child_env
+from crossover.trainables import fingerprint as fingerprints
 from crossover.trainables import fused
-from crossover.trainables import workload as workloads
+from crossover.trainables import registry
 from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.trainables.job import locate
 from crossover.trainables.output import keep
+from crossover.trainables.registry import Registry
+from crossover.trainables.shipping import Shipping, digest
 from crossover.trainables.trial import Trial
 from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
 
 COPY_EXCLUDES = ("__pycache__", "*.pyc", ".git", "*.pt", "*.pth", "*.ckpt", "*.parquet")  # a package's copy: code
 NOT_PLANNED = "not built: its planning process failed"  # a faulted workload's shapes, in its fingerprint
 
-_planned: dict[tuple, tuple] = {}  # (reference, its source's sha256 or None) -> (its spec, its package's folder)
-_faults: dict[str, str] = {}  # a workload's ref ('module:attr') -> why its planning failed
-_sizes: dict[str, int | None] = {}  # trial hash -> member_bytes, as the child found it (None: not estimated)
-_checks: dict[str, tuple | None] = {}  # trial hash -> (field, why) where its workload's check refused it, else None
-
 
 class PlanError(WorkloadError):
     """A workload that cannot be planned at all (its module does not import): one line, the sweep refused."""
 
 
-def spec(given: str | Workload, timeout_s: float = PLAN_TIMEOUT_S) -> WorkloadSpec:
-    """The WorkloadSpec of the workload `given` names ('path/file.py:attr', 'package.module:attr', or a Workload
-    object: crossover.trainables.workload.reference), from a child process that imports it; its module shipped to Ray's
-    workers from here on (crossover.trainables.workload.declare, ship), never imported here. Planned once a version of its
-    file. Raises PlanError (or WorkloadError for a reference that names no file) where the module does not import
-    there."""
-    text = (workloads.reference(given) if isinstance(given, Workload) else given).strip()
-    module, attr, path = workloads.declare(text)
-    key = (text, workloads.digest(path) if path else workloads.source(text))
-    if key not in _planned:  # planned again where the file changed since
-        load = f"{{copy}}/{path.name}:{attr}" if path else f"{module}:{attr}"
-        _planned[key] = _plan([(text, load)], timeout_s)[0][text]
-    found, package = _planned[key]
-    workloads.ship(module.split(".")[0], package)
-    return found
+class Planner:
+    """What a sweep's driver has planned of its users' workloads, each once: their specs, which faulted and why,
+    their trials' sizes and their checks' refusals; the modules it ships are its `registry`'s. One per sweep
+    process, PLANNER, whose methods are this module's functions of the same names (`spec`, `fault`, `faulted`,
+    ...): sweeps/runner.py asks `fault` of each trial and `faulted` for the exit status. A test starts from a copy
+    of its dicts (tests/conftest.py `fresh`)."""
 
+    def __init__(self, registry: Registry):
+        self.registry = registry  # the modules declared (shipped to the workers) and their sources
+        self.planned: dict[tuple, tuple] = {}  # (reference, its source's sha256 or None) -> (spec, package folder)
+        self.faults: dict[str, str] = {}  # a workload's ref ('module:attr') -> why its planning failed
+        self.sizes: dict[str, int | None] = {}  # trial hash -> member_bytes, as the child found it (None: not estimated)
+        self.checks: dict[str, tuple | None] = {}  # trial hash -> (field, why) where its check refused it, else None
 
-def user_grids(args, grid: str) -> dict:
-    """The --workload references of a sweep script's flags, each with its Workload's grid of that name
-    (Workload.grid), each planned first within --plan-timeout (`spec`)."""
-    return {ref: spec(ref, args.plan_timeout).grid(grid) for ref in args.workload}
+    def spec(self, given: str | Workload, timeout_s: float = PLAN_TIMEOUT_S) -> WorkloadSpec:
+        """The WorkloadSpec of the workload `given` names ('path/file.py:attr', 'package.module:attr', or a
+        Workload object: crossover.trainables.registry.reference), from a child process that imports it; its module
+        shipped to Ray's workers from here on (its registry's `declare`, `ship`), never imported here. Planned once a
+        version of its file. Raises PlanError (or WorkloadError for a reference that names no file) where the module
+        does not import there."""
+        text = (registry.reference(given) if isinstance(given, Workload) else given).strip()
+        module, attr, path = self.registry.shipping.declare(text)
+        key = (text, digest(path) if path else self.registry.shipping.source(text))
+        if key not in self.planned:  # planned again where the file changed since
+            load = f"{{copy}}/{path.name}:{attr}" if path else f"{module}:{attr}"
+            self.planned[key] = self._plan([(text, load)], timeout_s)[0][text]
+        found, package = self.planned[key]
+        self.registry.shipping.ship(module.split(".")[0], package)
+        return found
 
+    def user_grids(self, args, grid: str) -> dict:
+        """The --workload references of a sweep script's flags, each with its Workload's grid of that name
+        (Workload.grid), each planned first within --plan-timeout (`spec`)."""
+        return {ref: self.spec(ref, args.plan_timeout).grid(grid) for ref in args.workload}
 
-def refusals(trials: list[Trial], timeout_s: float = PLAN_TIMEOUT_S) -> dict[str, tuple[str, str]]:
-    """{trial hash: (field, why)} for each trial of `trials` whose workload's own check (Workload.check) refuses
-    its config, as a ConfigError would say it; each config not checked yet is checked in one child process (the
-    whole of crossover.trainables.trial.resolve, with the Workload itself). A workload that has no check, or whose check
-    faulted (`fault`: its trials become error rows), refuses nothing."""
-    ask = [t for t in trials if isinstance(t.wl, WorkloadSpec) and t.wl.has_check and t.hash not in _checks
-           and not fault(t.wl)]
-    ask = list({t.hash: t for t in ask}.values())
-    if ask:
-        _, _, got = _plan([], timeout_s, checks=[t.cfg.to_dict() for t in ask])
-        _checks.update({t.hash: got.get(i) for i, t in enumerate(ask)})
-    return {t.hash: _checks[t.hash] for t in trials if _checks.get(t.hash)}
+    def refusals(self, trials: list[Trial], timeout_s: float = PLAN_TIMEOUT_S) -> dict[str, tuple[str, str]]:
+        """{trial hash: (field, why)} for each trial of `trials` whose workload's own check (Workload.check)
+        refuses its config, as a ConfigError would say it; each config not checked yet is checked in one child
+        process (the whole of crossover.trainables.trial.resolve, with the Workload itself). A workload that has no
+        check, or whose check faulted (`fault`: its trials become error rows), refuses nothing."""
+        ask = [t for t in trials if isinstance(t.wl, WorkloadSpec) and t.wl.has_check and t.hash not in self.checks
+               and not self.fault(t.wl)]
+        ask = list({t.hash: t for t in ask}.values())
+        if ask:
+            _, _, got = self._plan([], timeout_s, checks=[t.cfg.to_dict() for t in ask])
+            self.checks.update({t.hash: got.get(i) for i, t in enumerate(ask)})
+        return {t.hash: self.checks[t.hash] for t in trials if self.checks.get(t.hash)}
 
+    def fault(self, wl: Workload | WorkloadSpec) -> str | None:
+        """Why planning `wl` failed, in one line (module docstring), or None: a built-in's, or a user's planned."""
+        return self.faults.get(wl.ref) if wl.ref else None
 
-def fault(wl: Workload | WorkloadSpec) -> str | None:
-    """Why planning `wl` failed, in one line (module docstring), or None: a built-in's, or a user's planned."""
-    return _faults.get(wl.ref) if wl.ref else None
+    def faulted(self) -> bool:
+        """Whether planning any workload failed in this process (runner.exit_status: the sweep's exit status 2)."""
+        return bool(self.faults)
 
-
-def faulted() -> bool:
-    """Whether planning any workload failed in this process (runner.exit_status: the sweep's exit status 2)."""
-    return bool(_faults)
-
-
-def member_sizes(trials: list[Trial], timeout_s: float = PLAN_TIMEOUT_S) -> dict[str, int | None]:
-    """crossover.trainables.fused.member_bytes of each user's trial of `trials` not estimated yet, in one child process
-    (a configuration per size: the seed and learning rate change no shape), by trial hash; None where it was not
-    estimated (the model failed on the meta device, or its workload is faulted). The built-ins' are not here:
-    their code is crossover's, estimated where they are needed."""
-    ask: dict[str, Trial] = {}  # one trial per size
-    for t in trials:
-        if t.wl.ref and t.hash not in _sizes and not fault(t.wl):
-            ask.setdefault(_size_key(t), t)
-    if ask:
-        _, got, _ = _plan([], timeout_s, sizes=[t.cfg.to_dict() for t in ask.values()])
-        by_key = {k: got.get(i) for i, k in enumerate(ask)}
+    def member_sizes(self, trials: list[Trial], timeout_s: float = PLAN_TIMEOUT_S) -> dict[str, int | None]:
+        """crossover.trainables.fused.member_bytes of each user's trial of `trials` not estimated yet, in one
+        child process (a configuration per size: the seed and learning rate change no shape), by trial hash; None
+        where it was not estimated (the model failed on the meta device, or its workload is faulted). The built-ins'
+        are not here: their code is crossover's, estimated where they are needed."""
+        ask: dict[str, Trial] = {}  # one trial per size
         for t in trials:
-            if t.wl.ref and t.hash not in _sizes and not fault(t.wl):
-                _sizes[t.hash] = by_key.get(_size_key(t))
-    return {t.hash: _sizes.get(t.hash) for t in trials if t.wl.ref}
+            if t.wl.ref and t.hash not in self.sizes and not self.fault(t.wl):
+                ask.setdefault(_size_key(t), t)
+        if ask:
+            _, got, _ = self._plan([], timeout_s, sizes=[t.cfg.to_dict() for t in ask.values()])
+            by_key = {k: got.get(i) for i, k in enumerate(ask)}
+            for t in trials:
+                if t.wl.ref and t.hash not in self.sizes and not self.fault(t.wl):
+                    self.sizes[t.hash] = by_key.get(_size_key(t))
+        return {t.hash: self.sizes.get(t.hash) for t in trials if t.wl.ref}
+
+    def member_bytes(self, trial: Trial, timeout_s: float = PLAN_TIMEOUT_S) -> int | None:
+        """crossover.trainables.fused.member_bytes of `trial`: a user's from a child process (`member_sizes`,
+        asked now where it was not before), None where not estimated; a built-in's here (it may raise: a shape past
+        int64)."""
+        if trial.wl.ref is None:
+            return fused.member_bytes(trial)
+        return self.member_sizes([trial], timeout_s)[trial.hash]
+
+    def _plan(self, refs: list[tuple[str, str]], timeout_s: float, sizes: list[dict] = (),
+              checks: list[dict] = ()) -> tuple[dict, dict, dict]:
+        """The child's work: each (reference, what the child registers) of `refs` imported and its spec found,
+        each config of `sizes` estimated, and each of `checks` checked: ({reference: (WorkloadSpec, its package's
+        folder to ship or None)}, {index in sizes: bytes or None}, {index in checks: (field, why) or None}). Raises
+        PlanError where a module does not import. Where the child dies in a workload's code, that workload is
+        faulted (its fingerprint of NOT_PLANNED) and the rest is asked of a new child."""
+        found: dict[str, tuple[WorkloadSpec, str | None]] = {}
+        partial: dict[str, dict] = {}  # reference -> the child's spec event, before its fingerprint
+        sized: dict[int, int | None] = {}
+        checked: dict[int, tuple | None] = {}
+        refs, sizes, checks = list(refs), list(enumerate(sizes)), list(enumerate(checks))
+        while refs or sizes or checks:
+            events, how, log = _call(refs, sizes, checks, timeout_s, self.registry.shipping)
+            doing = None
+            for event in events:
+                if "error" in event:  # the module does not import, or the reference names nothing: the line says it
+                    if log:
+                        Path(log).unlink()
+                    raise PlanError(event["error"])
+                if "doing" in event:
+                    doing = event
+                elif "spec" in event:
+                    partial[event["text"]] = event
+                elif "fingerprint" in event:
+                    found[event["text"]], doing = _found(partial[event["text"]], event["fingerprint"]), None
+                elif "bytes" in event:
+                    sized[event["config"]], doing = event["bytes"], None
+                elif "refused" in event:
+                    sized[event["config"]], doing = None, None
+                    self._fault(event["ref"],
+                                f"{event['ref']}: {event['refused']}; its trials are error rows and do not run")
+                elif "check" in event:
+                    checked[event["check"]], doing = event["said"] and (event["field"], event["said"]), None
+            refs = [r for r in refs if r[0] not in found]
+            sizes = [c for c in sizes if c[0] not in sized]
+            checks = [c for c in checks if c[0] not in checked]
+            if how is None:
+                if log:
+                    Path(log).unlink()
+                break
+            if doing is None:  # crossover's own start-up failed, before any of the user's code
+                raise PlanError(f"the planning process (python -m crossover.sweeps.plan) {how} before it ran your "
+                                f"code. {_output(log)}")
+            said = f"{doing['doing']}, in a process of its own (planning), {how}"
+            if "imports" in doing:
+                raise PlanError(f"--workload {doing['text']}: {said}; nothing ran. {_output(log)}. Fix the module "
+                                f"(python {doing['imports']} runs it alone), or give --plan-timeout more seconds")
+            ref = doing["ref"]
+            self._fault(ref, f"{ref}: {said}; its trials are error rows and do not run. {_output(log)}. Fix the "
+                             "workload, or give --plan-timeout more seconds")
+            found.update({text: _found(partial[text], None) for text, _ in refs if text == doing.get("text")})
+            refs = [r for r in refs if r[0] not in found]
+            sizes = [c for c in sizes if c[1]["module"] != ref]
+            checks = [c for c in checks if c[1]["module"] != ref]
+        return found, sized, checked
+
+    def _fault(self, ref: str, why: str) -> None:
+        """The workload `ref` faulted, `why` said once on stderr (the first reason found is kept: `fault`)."""
+        if ref not in self.faults:
+            self.faults[ref] = why
+            print(f"error: {why}", file=sys.stderr)
 
 
-def member_bytes(trial: Trial, timeout_s: float = PLAN_TIMEOUT_S) -> int | None:
-    """crossover.trainables.fused.member_bytes of `trial`: a user's from a child process (`member_sizes`, asked now where it
-    was not before), None where not estimated; a built-in's here (it may raise: a shape past int64)."""
-    if trial.wl.ref is None:
-        return fused.member_bytes(trial)
-    return member_sizes([trial], timeout_s)[trial.hash]
+PLANNER = Planner(registry.REGISTRY)  # this process's, over its registry
+spec, user_grids, refusals, fault = PLANNER.spec, PLANNER.user_grids, PLANNER.refusals, PLANNER.fault
+faulted, member_sizes, member_bytes = PLANNER.faulted, PLANNER.member_sizes, PLANNER.member_bytes
 
 
 def _size_key(trial: Trial) -> str:
     return TrialConfig.from_dict({**trial.cfg.to_dict(), "seed": 0, "lr": None}).config_hash()
-
-
-def _plan(refs: list[tuple[str, str]], timeout_s: float, sizes: list[dict] = (),
-          checks: list[dict] = ()) -> tuple[dict, dict, dict]:
-    """The child's work: each (reference, what the child registers) of `refs` imported and its spec found, each
-    config of `sizes` estimated, and each of `checks` checked: ({reference: (WorkloadSpec, its package's folder to
-    ship or None)}, {index in sizes: bytes or None}, {index in checks: (field, why) or None}). Raises PlanError
-    where a module does not import. Where the child dies in a workload's code, that workload is faulted (its
-    fingerprint of NOT_PLANNED) and the rest is asked of a new child."""
-    found: dict[str, tuple[WorkloadSpec, str | None]] = {}
-    partial: dict[str, dict] = {}  # reference -> the child's spec event, before its fingerprint
-    sized: dict[int, int | None] = {}
-    checked: dict[int, tuple | None] = {}
-    refs, sizes, checks = list(refs), list(enumerate(sizes)), list(enumerate(checks))
-    while refs or sizes or checks:
-        events, how, log = _call(refs, sizes, checks, timeout_s)
-        doing = None
-        for event in events:
-            if "error" in event:  # the module does not import, or the reference names nothing: the line says it
-                if log:
-                    Path(log).unlink()
-                raise PlanError(event["error"])
-            if "doing" in event:
-                doing = event
-            elif "spec" in event:
-                partial[event["text"]] = event
-            elif "fingerprint" in event:
-                found[event["text"]], doing = _found(partial[event["text"]], event["fingerprint"]), None
-            elif "bytes" in event:
-                sized[event["config"]], doing = event["bytes"], None
-            elif "refused" in event:
-                sized[event["config"]], doing = None, None
-                _fault(event["ref"], f"{event['ref']}: {event['refused']}; its trials are error rows and do not run")
-            elif "check" in event:
-                checked[event["check"]], doing = event["said"] and (event["field"], event["said"]), None
-        refs = [r for r in refs if r[0] not in found]
-        sizes = [c for c in sizes if c[0] not in sized]
-        checks = [c for c in checks if c[0] not in checked]
-        if how is None:
-            if log:
-                Path(log).unlink()
-            break
-        if doing is None:  # crossover's own start-up failed, before any of the user's code
-            raise PlanError(f"the planning process (python -m crossover.sweeps.plan) {how} before it ran your code. "
-                            f"{_output(log)}")
-        said = f"{doing['doing']}, in a process of its own (planning), {how}"
-        if "imports" in doing:
-            raise PlanError(f"--workload {doing['text']}: {said}; nothing ran. {_output(log)}. Fix the module "
-                            f"(python {doing['imports']} runs it alone), or give --plan-timeout more seconds")
-        ref = doing["ref"]
-        _fault(ref, f"{ref}: {said}; its trials are error rows and do not run. {_output(log)}. Fix the workload, "
-                    "or give --plan-timeout more seconds")
-        found.update({text: _found(partial[text], None) for text, _ in refs if text == doing.get("text")})
-        refs = [r for r in refs if r[0] not in found]
-        sizes = [c for c in sizes if c[1]["module"] != ref]
-        checks = [c for c in checks if c[1]["module"] != ref]
-    return found, sized, checked
 
 
 def _output(log: str | None) -> str:
@@ -208,32 +227,25 @@ def _found(event: dict, fingerprint: str | None) -> tuple[WorkloadSpec, str | No
     """The spec the child's `event` gave, its fingerprint `fingerprint` (None: its model was never built, the
     workload faulted: one of its source and NOT_PLANNED), and its package's folder to ship."""
     if fingerprint is None:
-        fingerprint = workloads._fingerprint(event["source"].encode(), NOT_PLANNED)
+        fingerprint = fingerprints.of(event["source"].encode(), NOT_PLANNED)
     return WorkloadSpec.from_dict({**event["spec"], "fingerprint": fingerprint}), event["ship"]
 
 
-def _fault(ref: str, why: str) -> None:
-    """The workload `ref` faulted, `why` said once on stderr (the first reason found is kept: `fault`)."""
-    if ref not in _faults:
-        _faults[ref] = why
-        print(f"error: {why}", file=sys.stderr)
-
-
 def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: list[tuple[int, dict]],
-          timeout_s: float) -> tuple[list, str | None, str | None]:
-    """One run of the child: its events, how it failed (None: it did not), and its log file's path (None: it
-    printed nothing, and no empty log is left behind)."""
+          timeout_s: float, shipping: Shipping) -> tuple[list, str | None, str | None]:
+    """One run of the child, on copies of the modules `shipping` ships: its events, how it failed (None: it did
+    not), and its log file's path (None: it printed nothing, and no empty log is left behind)."""
     with tempfile.TemporaryDirectory(prefix="crossover-plan-") as tmp:
         copies = Path(tmp) / "copies"
         copies.mkdir()
         # the modules declared so far (those of `refs` too: plan.spec), by name, as a worker has them
-        for path in map(Path, workloads.shipped()):
+        for path in map(Path, shipping.shipped()):
             if path.is_dir():
                 shutil.copytree(path, copies / path.name, ignore=shutil.ignore_patterns(*COPY_EXCLUDES))
             elif path.exists():
                 shutil.copy2(path, copies / path.name)
-            elif workloads.imported_text(path) is not None:  # moved since it was declared: as then, as Ray has it
-                (copies / path.name).write_bytes(workloads.imported_text(path))
+            elif shipping.imported_text(path) is not None:  # moved since it was declared: as then, as Ray has it
+                (copies / path.name).write_bytes(shipping.imported_text(path))
         request, answer = Path(tmp) / "request.json", Path(tmp) / "answer.jsonl"
         request.write_text(json.dumps({
             "refs": [{"text": text, "load": load.replace("{copy}", str(copies))} for text, load in refs],
@@ -301,12 +313,12 @@ def main(request_path: str, answer_path: str) -> int:
 def _spec(text: str, load: str, say) -> bool:
     """The child's import of `load` (the copy of what `text` names), its spec said, then its fingerprint (its
     model built on the meta device); False where it does not import (said as an error)."""
-    module, _, path = workloads.locate(text)
+    module, _, path = locate(text)
     say(doing=f"importing {path or module}", text=text, imports=str(path or module))
     try:
-        wl = workloads.register(load)
+        wl = registry.register(load)
     except WorkloadError as exc:  # said as the user named it, not as the copy's path
-        copy = workloads.locate(load)[2]
+        copy = locate(load)[2]
         said = str(exc).replace(load, text)
         say(error=said.replace(str(copy), str(path)) if copy and path else said)
         return False
@@ -319,9 +331,9 @@ def _spec(text: str, load: str, say) -> bool:
                   f"(numbers, strings, lists of them), as a sweep's rows and Tune take them: {exc}")
         return False
     source = hashlib.sha256(Path(sys.modules[name].__file__).read_bytes()).hexdigest()
-    say(text=text, spec=plain, source=source, ship=None if path else workloads.package_path(name))
+    say(text=text, spec=plain, source=source, ship=None if path else registry.package_path(name))
     say(doing=f"{wl.name}'s make_model at its defaults on the meta device (its fingerprint)", text=text, ref=wl.ref)
-    say(text=text, fingerprint=workloads.fingerprint(wl))
+    say(text=text, fingerprint=registry.fingerprint(wl))
     return True
 
 

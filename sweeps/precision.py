@@ -25,21 +25,12 @@ from pathlib import Path
 from crossover.analysis.engines import render
 from crossover.sweeps import cli, plan, runner
 from crossover.sweeps.space import Space
+from crossover.trainables.workloads import with_grid
 
 # Per device kind, the precisions it takes (trainables/precision.py refuses the rest by name).
 PRECISIONS = {"cpu": ("default", "bf16"), "cuda": ("default", "fp32", "tf32", "bf16", "fp16")}
-GRIDS = {
-    "default": {
-        "disc": {"depth": [6, 10], "epochs": [20]},
-        "mnist_cnn": {"width": [1, 4], "dataset_size": [1437], "epochs": [6]},
-        "transformer": {"width": [64, 256], "dataset_size": [1024], "epochs": [4]},
-    },
-    "smoke": {
-        "disc": {"depth": [4], "epochs": [3]},
-        "mnist_cnn": {"width": [1], "dataset_size": [1437], "epochs": [2]},
-        "transformer": {"width": [32], "context": [32], "dataset_size": [256], "epochs": [2]},
-    },
-}
+# The built-ins and their sizes, by grid: those that declare the study's grids (trainables/workloads.py).
+GRIDS = {grid: with_grid(f"precision-{grid}") for grid in ("default", "smoke")}
 
 
 def spaces(flags: "Flags", grid: str, devices: tuple) -> list[Space]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from crossover.sweeps.cli import child_env
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.trial import Trial
-from crossover.trainables.workload import shipped
+from crossover.trainables.shipping import shipped
 
 PROBE_BATCHES = 2  # batches an epoch of the probe: a step's time, not an epoch's, is what it is after
 PROBE_TIMEOUT_S = 120  # s the probe's process may run: past it, the trial runs unpredicted, as with no probe

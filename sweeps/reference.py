@@ -33,7 +33,7 @@ from crossover.sweeps import cli, runner
 from crossover.sweeps.space import Space
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.trial import resolve
-from crossover.trainables.workload import register
+from crossover.trainables.registry import register
 
 ZOO = "examples/zoo.py:workload"
 # Of examples/zoo.py's ARCHS: the families the model is fitted on (resnet18 is examples/resnet_cifar.py's,

@@ -50,7 +50,7 @@ from crossover.sweeps.store import DISK_FULL, RowWriter, Store, WriteFailed  # n
 from crossover.trainables.devices import ddp_worker_resources  # noqa: E402
 from crossover.trainables.rows import failed_row  # noqa: E402
 from crossover.trainables.trainable import trainable  # noqa: E402
-from crossover.trainables.workload import shipped, shipped_sources  # noqa: E402
+from crossover.trainables.shipping import shipped, shipped_sources  # noqa: E402
 
 # Tune's end-of-run analysis looks for the logger files switched off above; the rows are in Parquet.
 logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
@@ -70,7 +70,7 @@ BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
 WORKER_ENV = {"RAY_worker_niceness": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
 
 
-# What a user's module (trainables/workload.py) ships with, to every worker, through runtime_env's
+# What a user's module (trainables/shipping.py) ships with, to every worker, through runtime_env's
 # py_modules: a single .py file, or its package's folder less these. Ray packs each into a zip in its GCS,
 # refused past GCS_STORAGE_MAX_SIZE (512 MiB, gRPC's message limit) and warned of past half that; a
 # folder past SHIP_MAX_BYTES is refused here first, naming it: data and checkpoints belong on disk.
@@ -81,7 +81,7 @@ _sent: dict[str, str | None] = {}  # the modules this process started Ray with (
 
 def runtime_env() -> dict:
     """This job's runtime_env: its workers at the driver's priority (WORKER_ENV), and the user's workload
-    modules registered so far (crossover.trainables.workload.shipped) on every worker's import path."""
+    modules registered so far (crossover.trainables.shipping.shipped) on every worker's import path."""
     modules = shipped()
     for path in map(Path, modules):
         if path.is_dir():

@@ -30,8 +30,10 @@ from crossover.sweeps.store import check_name
 from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.devices import parse, threads_for
 from crossover.trainables.fused import fusion_key
+from crossover.trainables.job import is_reference
+from crossover.trainables.registry import fingerprint
 from crossover.trainables.trial import Trial, resolve
-from crossover.trainables.workload import Workload, WorkloadSpec, fingerprint, is_reference
+from crossover.trainables.workload import Workload, WorkloadSpec
 from crossover.trainables.workloads import WORKLOADS
 # Custom resources that mark node types (cluster.yaml, tests/test_cluster.py): 1 on each such node.
 CPU_NODE = "cpu_node"

@@ -60,13 +60,13 @@ def local_gpu_ray():
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """This process's registered modules and planned workloads (trainables/workload.py, sweeps/plan.py), restored
-    after the test."""
-    from crossover.sweeps import plan
-    from crossover.trainables import workload
+    """This process's shipped and registered modules and planned workloads (trainables/shipping.py SHIPPING,
+    trainables/registry.py REGISTRY, sweeps/plan.py PLANNER), restored after the test: each of their dicts a copy
+    while it runs."""
+    from crossover.sweeps.plan import PLANNER
 
-    for module, name in ((workload, "_SHIPPED"), (workload, "_SOURCES"), (workload, "_FINGERPRINTS"),
-                         (workload, "_TEXTS"), (plan, "_planned"), (plan, "_faults"), (plan, "_sizes"),
-                         (plan, "_checks")):
-        monkeypatch.setattr(module, name, dict(getattr(module, name)))
+    for state in (PLANNER.registry.shipping, PLANNER.registry, PLANNER):
+        for name, value in vars(state).items():
+            if isinstance(value, dict):
+                monkeypatch.setattr(state, name, dict(value))
 

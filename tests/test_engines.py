@@ -14,7 +14,7 @@ from crossover.analysis import engines
 from crossover.analysis.load import labelled
 from crossover.sweeps.engines import GRIDS, spaces
 from crossover.sweeps.space import groups
-from crossover.trainables import workload
+from crossover.trainables import shipping
 
 
 def args(**kw):
@@ -47,7 +47,7 @@ workload = Workload(
 
 def test_a_users_workload_joins_the_cpu_baseline_and_every_engine_that_can_run_its_grid(tmp_path, monkeypatch):
     # registering ships its module to any Ray this process starts later: restored after the test
-    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
     (tmp_path / "engines_job.py").write_text(JOB)
     ref = f"{tmp_path / 'engines_job.py'}:workload"
     notes = []

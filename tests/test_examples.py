@@ -20,7 +20,7 @@ from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.fused import run_fused
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
-from crossover.trainables.workload import fingerprint, register
+from crossover.trainables.registry import fingerprint, register
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 RESNET = register(f"{EXAMPLES / 'resnet_cifar.py'}:workload")

@@ -9,7 +9,7 @@ from crossover.analysis import parallel
 from crossover import schema
 from crossover.analysis.load import labelled
 from crossover.sweeps.parallel import MICRO_BATCHES, gpu_counts, spaces
-from crossover.trainables import workload
+from crossover.trainables import shipping
 
 
 def rows(*specs, depth=8, width=64, workload="tabular"):
@@ -133,7 +133,7 @@ whole = dataclasses.replace(piped, name="whole", pipeline=False)
 
 def test_a_users_workload_joins_ddp_on_every_gpu_count_and_pipe_where_it_can_be_piped(tmp_path, monkeypatch):
     # registering ships its module to any Ray this process starts later: restored after the test
-    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
     (tmp_path / "parallel_job.py").write_text(JOB)
     refs = [f"{tmp_path / 'parallel_job.py'}:{attr}" for attr in ("piped", "whole")]
     users = {ref: {"dataset_size": [256]} for ref in refs}

@@ -13,7 +13,7 @@ import torch
 
 from crossover.schema import SIZE_AXES
 from crossover.sweeps import parity
-from crossover.trainables import workload
+from crossover.trainables import shipping
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.timing import more_epochs
 from crossover.trainables.train import run_trial
@@ -60,8 +60,8 @@ workload = Workload(
 @pytest.fixture
 def job(tmp_path, monkeypatch):
     """JOB's reference, as --workload takes it. Registering ships its module to every Ray this process
-    starts later (crossover.trainables.workload.shipped): restored after the test, so no later sweep here asks for it."""
-    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    starts later (crossover.trainables.shipping.shipped): restored after the test, so no later sweep here asks for it."""
+    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
     path = tmp_path / "parity_job.py"
     path.write_text(JOB)
     return f"{path}:workload"

@@ -21,7 +21,7 @@ import pytest
 
 from crossover.sweeps import plan
 from crossover.sweeps.space import Space
-from crossover.trainables import workload
+from crossover.trainables import fingerprint, workload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,8 +93,8 @@ def test_planning_runs_the_users_code_in_a_process_of_its_own_on_a_copy_of_its_f
     assert sizes[trials[0].hash] > 16 * (8 * 2 + 2)  # weights, gradients, moments, and more
     out, err = capfd.readouterr()
     assert len(out) + len(err) < 10_000  # its 3 MB print went to the child's log, and the log away with it
-    # the fingerprint a worker finds, reading its file and building the model itself (trainables/workload.py)
-    assert trials[0].cfg.fingerprint == workload._fingerprint(before, repr([("fc.weight", (2, 8)), ("fc.bias", (2,))]))
+    # the fingerprint a worker finds, reading its file and building the model itself (trainables/fingerprint.py)
+    assert trials[0].cfg.fingerprint == fingerprint.of(before, repr([("fc.weight", (2, 8)), ("fc.bias", (2,))]))
     assert "pl_seen" not in sys.modules  # the driver knows it by its spec alone
 
 

@@ -9,7 +9,7 @@ import torch
 
 from crossover import schema
 from crossover.analysis.load import arm_labels
-from crossover.trainables import workload
+from crossover.trainables import shipping
 from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
@@ -97,7 +97,7 @@ def test_a_users_workload_joins_every_device_and_precision(tmp_path, monkeypatch
     from crossover.sweeps import precision as study
 
     # registering ships its module to any Ray this process starts later: restored after the test
-    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
     (tmp_path / "precision_job.py").write_text(JOB)
     ref = f"{tmp_path / 'precision_job.py'}:workload"
     flags = study.parse_args(["--workloads", "disc", "--workload", ref, "--param", "n_features=8", "--name", "p",

@@ -19,7 +19,7 @@ from crossover.sweeps.count_step import as_on_a_gpu, counted
 from crossover.trainables.timing import Clock, Timer
 from crossover.trainables.train import Loop
 from crossover.trainables.trial import resolve
-from crossover.trainables.workload import register
+from crossover.trainables.registry import register
 
 JOB = """
 import torch

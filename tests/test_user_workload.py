@@ -5,7 +5,7 @@ shape accounted; bad references refused by name before anything runs; its failur
     python -m pytest tests/test_user_workload.py
 
 Every workload here is a real file in a temporary folder, imported as a user's would be. Registered
-modules are this process's (crossover.trainables.workload._SHIPPED), so their names are this module's own (uw_*).
+modules are this process's (crossover.trainables.shipping.SHIPPING), so their names are this module's own (uw_*).
 Ray is started here, after they are registered, with crossover.sweeps.runner.runtime_env(): conftest's local_ray
 starts it without them.
 """
@@ -27,11 +27,12 @@ import torch
 from crossover.sweeps import runner, search
 from crossover.sweeps.budget import MAX_SHARE
 from crossover.sweeps.space import Space, groups
-from crossover.trainables import workload
+from crossover.trainables import shipping
 from crossover.trainables.fused import member_bytes
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import here
-from crossover.trainables.workload import Workload, WorkloadError, fingerprint, register
+from crossover.trainables.registry import fingerprint, register
+from crossover.trainables.workload import Workload, WorkloadError
 
 ROOT = Path(__file__).resolve().parent.parent
 CPUS = min(2, os.cpu_count() or 1)  # as conftest's local_ray: never more than the machine has
@@ -185,7 +186,7 @@ def jobs(tmp_path_factory):
         (folder / f"{stem}.py").write_text(text)
     refs = {stem: f"{folder / stem}.py" for stem in files}
     with pytest.MonkeyPatch.context() as patch:  # shipped to no Ray of a later test module: restored after
-        patch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+        patch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
         yield SimpleNamespace(folder=folder, **refs, job=register(f"{refs['uw_job']}:workload"),
                               edited=register(f"{refs['uw_edited']}:workload"),
                               models=[register(f"{refs['uw_models']}:{a}") for a in ("conv", "resnet", "pair")],
@@ -531,7 +532,7 @@ def test_the_probe_runs_the_users_code_in_a_process_of_its_own_within_its_time_l
     from crossover.trainables.config import TrialConfig
     from crossover.trainables.trial import resolve
 
-    monkeypatch.setattr(workload, "_SHIPPED", dict(workload._SHIPPED))
+    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
     name, marker = f"uw_probed_{hang}", tmp_path / "pids"
     (tmp_path / f"{name}.py").write_text(PROBED.format(marker=str(marker), hang=hang, name=name))
     wl = register(f"{tmp_path / name}.py:workload")

@@ -6,7 +6,7 @@ without running it: no import of the user's module, nor of torch.
 `check` is what the `crossover` command runs first (sweeps/command.py): a file that is not there, a module not on
 the Python path, or an attribute the file does not define is refused in one line, where importing torch and Ray
 and starting the process that imports the job would take 5 to 60 s to say the same. `locate` is the reference's
-parse that trainables/workload.py registers and declares by. A name the module could make as it runs (a
+parse that trainables/registry.py registers and declares by. A name the module could make as it runs (a
 `from x import *`, a module `__getattr__`, `globals()`) passes here and is found, or not, when it is imported.
 """
 

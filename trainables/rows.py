@@ -25,7 +25,7 @@ from crossover.trainables.config import TrialConfig
 from crossover.trainables.neighbours import Window
 from crossover.trainables.timing import Timer, summarize
 from crossover.trainables.trial import Trial
-from crossover.trainables.workload import fingerprint
+from crossover.trainables.registry import fingerprint
 from crossover.trainables.workloads import WORKLOADS, describe, n_params
 
 # TrialConfig fields that are not columns of their own, and what the row holds instead.

@@ -26,7 +26,8 @@ from crossover.trainables import precision
 from crossover.trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig, count
 from crossover.trainables.devices import DeviceSpec, parse, resources
 from crossover.trainables.graph import CAPTURED
-from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec, fingerprint, load
+from crossover.trainables.registry import fingerprint, load
+from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
 from crossover.trainables.workloads import WORKLOADS
 
 # counts, each in [1, MAXIMA]; dataset_size first: peaks' full batch is its dataset_size, and a bad one is named as such

@@ -25,28 +25,20 @@ interface and nothing else; a user's own job is one more `Workload` in a file of
     crossover sweep --workload job.py:workload          # or: --workload package.module:workload
 
 A workload is named on the command line as `path/to/file.py:attr` or `package.module:attr`; the
-attribute is a Workload, or a function of no arguments that returns one. A sweep's driver never imports it:
-it `declare`s the module, to ship it to every Ray worker through `runtime_env` (`py_modules`), and a process
-of its own imports it (sweeps/plan.py) and answers with a WorkloadSpec, the Workload as plain data, which is
-all the driver knows of it. A worker imports it by module name (`load`), never by the driver's path;
-`register` imports it in the process that calls it. Its `fingerprint` (the module's source and the model's
-parameter shapes) is part of every trial's config hash, so editing the model measures again instead of
-returning the old rows.
+attribute is a Workload, or a function of no arguments that returns one. A sweep's driver knows it as a
+WorkloadSpec, the Workload as plain data that a process of its own found (sweeps/plan.py). How it is imported
+and shipped to Ray's workers: trainables/registry.py; its fingerprint in every trial's config hash:
+trainables/fingerprint.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
-import importlib
-import importlib.util
 import inspect
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -54,7 +46,7 @@ from torch import nn
 from crossover.schema import SEED_AXES
 from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.data import Data
-from crossover.trainables.job import WorkloadError, is_reference, locate  # a reference, parsed with no torch
+from crossover.trainables.job import WorkloadError
 
 # Every workload varies these; depth, width and context only where it declares them (`axes`).
 SHARED_AXES = frozenset(SEED_AXES) - {"depth", "width", "context"}
@@ -186,7 +178,9 @@ class Workload:
     check: Callable[[TrialConfig], None] | None = None  # raises ConfigError for a config it cannot run
     shuffle: bool = True  # reshuffle the training set every epoch
     test_batch_size: int | None = None  # None: the training batch size
-    grids: dict = field(default_factory=dict)  # sweeps/scaling.py's grids: grid name -> {axis: [values]}
+    # grid name -> {axis: [values]}: sweeps/scaling.py's ('smoke', 'seeds') and a study's ('engines-default': the
+    # built-ins a study sweeps are those that declare its grid, trainables/workloads.py with_grid)
+    grids: dict = field(default_factory=dict)
     # Capabilities: what crossover may do with it beyond a single process (never a check of its name)
     fusable: bool = False  # K seeds as one vmapped model (trainables/fused.py): its optimiser is SGD or Adam
     pipeline: bool = False  # an nn.Sequential a pipeline (pipe:N) can cut into stages
@@ -343,210 +337,3 @@ class WorkloadSpec:
         params = {n: Param(**{**p, "choices": None if p["choices"] is None else tuple(p["choices"])})
                   for n, p in given["params"].items()}
         return cls(**{**given, "axes": frozenset(given["axes"]), "params": params})
-
-
-# -- registration: a reference on the command line (parsed and checked in trainables/job.py), imported once here
-# and by name in every worker
-
-
-_SHIPPED: dict[str, Path] = {}  # module name -> the file or package folder shipped to the workers
-_SOURCES: dict[str, str] = {}  # module name -> sha256 of its file's bytes as declared here (`declare`)
-_FINGERPRINTS: dict[str, str] = {}  # ref -> fingerprint, once per version of its module
-_TEXTS: dict[str, bytes] = {}  # a shipped file's path -> its bytes as declared (`imported_text`)
-
-
-def declare(text: str) -> tuple[str, str, Path | None]:
-    """(module, attribute, file) of the reference `text` (`locate`), a file's module shipped to the Ray workers
-    from now on (`shipped`) without importing it here: what a sweep's driver does (sweeps/plan.py), whose planning
-    process imports it. A package's module is shipped once that process has found its folder (`ship`)."""
-    module, attr, path = locate(text)
-    if path is not None:
-        shipped = _SHIPPED.get(module)
-        if shipped is not None and shipped != path:
-            raise WorkloadError(f"--workload {text!r}: module {module!r} is already {shipped}; two files of one name "
-                                "cannot both reach the workers: rename one")
-        data = path.read_bytes()
-        _SOURCES[module], _TEXTS[str(path)], _SHIPPED[module] = hashlib.sha256(data).hexdigest(), data, path
-    return module, attr, path
-
-
-def ship(module: str, path: str | None) -> None:
-    """The top-level package `module` shipped to the workers from its `path` (`package_path`, as the process that
-    imported it found it), unless it is shipped already (that process imported a copy of it); None: installed,
-    or crossover's own, which every worker has."""
-    if path is not None and module not in _SHIPPED:
-        _SHIPPED[module] = Path(path)
-
-
-def register(text: str) -> Workload:
-    """The Workload `text` names ('path/file.py:attr' or 'package.module:attr'), imported in this process; its
-    module is then shipped to the Ray workers by `runtime_env` (`shipped`). Raises WorkloadError naming what is
-    wrong. A sweep's driver never calls it: its planning process does (sweeps/plan.py), and the driver `declare`s."""
-    module, attr, path = locate(text)
-    if path is not None:
-        # imported again where the file changed since (an edit in a notebook): its new code, its new fingerprint
-        stale = (module not in sys.modules or getattr(sys.modules[module], "__file__", None) != str(path)
-                 or _SOURCES.get(module) != digest(path))
-        declare(text)
-        if stale:
-            _import_file(module, path, text)
-    else:
-        _import(module, text)
-        ship(module.split(".")[0], package_path(module))
-    return _resolve_attr(module, attr, text)
-
-
-def load(ref: str) -> Workload:
-    """The workload 'module:attr' in this process: imported by name (a worker has it from `runtime_env`), or from
-    the file `declare`d for it (a benchmark that times a user's trial in its own process: sweeps/parity.py)."""
-    module, attr = ref.rsplit(":", 1)
-    if module not in sys.modules:
-        if module in _SHIPPED and _SHIPPED[module].is_file():
-            _import_file(module, _SHIPPED[module], ref)
-        else:
-            _import(module, ref)
-    return _resolve_attr(module, attr, ref)
-
-
-def reference(workload: Workload) -> str:
-    """The reference of a Workload object given in Python (`Space(grids={workload: ...})`): the one it was
-    registered by, else its file and the top-level name it is found under (a module in a package: the module's
-    name), so that a planning process and the workers import it as a file on the command line would be. Reads
-    the module's names, and runs none of its code."""
-    if workload.ref:
-        return workload.ref
-    module = sys.modules.get(getattr(workload.make_model, "__module__", ""), None)
-    names = [n for n, v in vars(module).items() if v is workload] if module else []
-    path = getattr(module, "__file__", None)
-    if not names or not path:
-        raise WorkloadError(f"workload {workload.name!r}: define it at the top level of a module or file (workers import "
-                            "it from there), e.g. `workload = Workload(...)` in job.py")
-    in_package = "." in module.__name__ and module.__name__ != "__main__"
-    return f"{module.__name__}:{names[0]}" if in_package else f"{path}:{names[0]}"
-
-
-def shipped() -> list[str]:
-    """The user modules to ship to every worker (runtime_env py_modules): files and package folders."""
-    return [str(p) for p in _SHIPPED.values()]
-
-
-def shipped_sources(modules=None) -> dict[str, str | None]:
-    """Each module of `shipped` (or of those named `modules`), by path, with the sha256 of its file as imported
-    here (None: a package)."""
-    return {str(p): _SOURCES.get(module) for module, p in _SHIPPED.items() if modules is None or module in modules}
-
-
-def imported_text(path: str | Path) -> bytes | None:
-    """The bytes of the shipped file `path` as it was declared here (None: not a registered file): what a
-    planning process copies where the file has gone since (the workers have it from Ray's runtime_env)."""
-    return _TEXTS.get(str(path))
-
-
-def source(ref: str) -> str | None:
-    """The sha256 of the file module of `ref` ('module:attr') as declared here; None for a package's, or one not
-    registered."""
-    return _SOURCES.get(ref.split(":")[0])
-
-
-def fingerprint(workload: Workload | WorkloadSpec) -> str:
-    """16 hex digits of the workload module's source and of its model's parameter shapes at its defaults
-    (built on the meta device: no memory, no time), found once a version of its module in this process: a
-    worker's, or a planning process's (sweeps/plan.py), which a WorkloadSpec holds. What changes either measures
-    again."""
-    if isinstance(workload, WorkloadSpec):
-        return workload.fingerprint
-    key = workload.ref or workload.name
-    if key not in _FINGERPRINTS:
-        module = sys.modules[(workload.ref or "crossover.trainables.workloads:").split(":")[0]]
-        # the file's bytes, as the worker's copy from runtime_env has them (not linecache's, which may be stale),
-        # read before the model is built (a model that writes its file changes no fingerprint)
-        _FINGERPRINTS[key] = _fingerprint(Path(module.__file__).read_bytes(), shapes(workload))
-    return _FINGERPRINTS[key]
-
-
-def _fingerprint(text: bytes, found: str) -> str:
-    """`fingerprint` of a module's bytes `text` and its model's shapes `found`."""
-    hashed = hashlib.sha256(text)
-    hashed.update(found.encode())
-    return hashed.hexdigest()[:16]
-
-
-def shapes(workload: Workload) -> str:
-    """The model's parameter shapes at its defaults, built on the meta device, as text (the fingerprint's part):
-    where it cannot be built there, what it raised."""
-    cfg = TrialConfig(workload.name, **{k: v for k, v in workload.defaults.items()},
-                      params={n: p.default for n, p in workload.params.items()} or None)
-    try:
-        with torch.device("meta"):
-            model = workload.make_model(cfg)
-        return repr([(n, tuple(p.shape)) for n, p in model.named_parameters()])
-    except (Exception, SystemExit) as exc:  # a model that needs its data to be built: the source alone identifies
-        # it; a sys.exit in the user's factory is its trial's to report (a row), not the planner's to obey
-        return repr(f"not built at its defaults: {type(exc).__name__}")
-
-
-def _import_file(module: str, path: Path, text: str) -> None:
-    for ref in [r for r in _FINGERPRINTS if r.split(":")[0] == module]:  # its previous version's
-        del _FINGERPRINTS[ref]
-    spec = importlib.util.spec_from_file_location(module, path)
-    loaded = importlib.util.module_from_spec(spec)
-    sys.modules[module] = loaded
-    try:
-        spec.loader.exec_module(loaded)
-    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM: sweeps/runner.py stop_signals) while it imports: an interruption
-        del sys.modules[module]
-        raise
-    except WorkloadError as exc:  # a Workload it makes, refused: that line says the field and the fix
-        del sys.modules[module]
-        raise WorkloadError(f"--workload {text!r}: {exc}") from None
-    except BaseException as exc:  # SystemExit too: a user's module is not ours to end the sweep
-        del sys.modules[module]
-        raise WorkloadError(f"--workload {text!r}: {path} does not import: {type(exc).__name__}: {exc}; "
-                            f"fix the file (python {path} shows the traceback)") from None
-
-
-def _import(module: str, text: str) -> None:
-    try:
-        importlib.import_module(module)
-    except KeyboardInterrupt:
-        raise
-    except WorkloadError as exc:
-        raise WorkloadError(f"workload {text!r}: {exc}") from None
-    except BaseException as exc:
-        raise WorkloadError(f"workload {text!r}: module {module!r} does not import: {type(exc).__name__}: {exc}; "
-                            "give a module on the Python path, or the path of its file (path/to/job.py:ATTR)") from None
-
-
-def digest(path: Path) -> str:
-    """The sha256 of a file's bytes: what tells an edited module from the one imported."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def package_path(module: str) -> str | None:
-    """The folder (or file) of an imported module's top-level package, to ship (`ship`); None where it is
-    installed (site-packages) or ours."""
-    top = sys.modules[module.split(".")[0]]
-    path = Path(getattr(top, "__file__", None) or "")
-    if not path.name or "site-packages" in path.parts or top.__name__ == "crossover":
-        return None
-    return str(path.parent if path.name == "__init__.py" else path)
-
-
-def _resolve_attr(module: str, attr: str, text: str) -> Workload:
-    try:
-        found = getattr(sys.modules[module], attr)
-    except AttributeError:
-        public = sorted(n for n, v in vars(sys.modules[module]).items() if isinstance(v, Workload))
-        raise WorkloadError(f"workload {text!r}: module {module!r} has no attribute {attr!r}"
-                            + (f"; its Workloads: {public}" if public else "; define `workload = Workload(...)` there"))
-    if callable(found) and not isinstance(found, Workload):
-        try:
-            found = found()
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
-            raise WorkloadError(f"workload {text!r}: {module}.{attr}() raised {type(exc).__name__}: {exc}") from None
-    if not isinstance(found, Workload):
-        raise WorkloadError(f"workload {text!r}: {module}.{attr} is a {type(found).__name__}, not a "
-                            "crossover.Workload (or a function returning one)")
-    return dataclasses.replace(found, ref=f"{module}:{attr}") if found.ref is None else found

@@ -26,7 +26,8 @@ The image workloads' 60,000 samples are MNIST's; without MNIST they fall back as
 trainables/trial.py fills a config's unset axes from these defaults and checks every field; each workload's
 `check` adds its own (peaks' perfect square, the transformer's heads), its capabilities say what else
 may run it (fused: all but the transformer, whose AdamW the fused optimiser lacks; a pipeline: the
-MLPs; engine 'triton': peaks), and its `grids` are sweeps/scaling.py's.
+MLPs; engine 'triton': peaks), and its `grids` are sweeps/scaling.py's and the studies' (`with_grid`): a study
+sweeps the built-ins that declare its grid, so that no other file keys anything by a built-in's name.
 """
 
 from __future__ import annotations
@@ -185,6 +186,20 @@ def _features(n: int) -> Callable[[TrialConfig], torch.Tensor]:
 # timed. 'smoke': the whole grid cut to about a minute on 2 cores, at sizes of 'default' (so the shipped
 # reference rows have the same configurations to set beside), two per workload. 'seeds': each seed's own
 # configuration (MNIST-sized image sets: synthetic unless --data-dir), fewer epochs, the same per-epoch work.
+# The studies' grids, named '<study>-<its grid>' (`with_grid`; each script's docstring says what its study
+# measures):
+# - engines-*: sizes where every batch is full, as the graph engine requires (dataset_size a multiple of
+#   batch_size); engines-fused-*: seed 003's trial at 40,000 points, the fused steps' member (docs/engines.md).
+# - precision-*: a small and a large size of an MLP, a CNN and the transformer.
+# - parity-cpu, parity-cuda: the epochs of sweeps/parity.py's runs of the 'seeds' configuration, warm-up
+#   included: enough timed epochs for a median, few enough for 7 minutes in all on 16 cores and an H200 (disc
+#   depth 12 about 0.5 s an epoch on a CPU there, peaks about 10 ms on a GPU); parity-smoke: its --smoke.
+# - sweeps/parallel.py: packed-*, the small trial packed K to a GPU; ddp-seed-*, seed 000's MLP at its own size
+#   on ddp:N; parallel-*, the large MLP of the ddp and pipe studies: 8 hidden layers of 8,192, 537M parameters
+#   (fp32, with Adam's state, 8.6 GB per replica): compute-bound steps, as DDP and pipelines are meant for;
+#   32,768 samples, 8 steps an epoch at B = 4,096, about 2 s on one H200.
+# - overhead: the trial sweeps/overhead.py repeats: a small step (2 -> 4 -> ... -> 64 -> 2), so epochs set its
+#   length.
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload(
         "disc", defaults=dict(depth=10, width=None, batch_size=100, dataset_size=1000, epochs=100, lr=0.1),
@@ -195,7 +210,16 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr),
         grids={"default": {"depth": list(range(2, 13)), "epochs": [6]},  # seed 000: parameter count
                "smoke": {"depth": [2, 4], "epochs": [3]},
-               "seeds": {"depth": [8, 9, 10, 11, 12], "epochs": [20]}},
+               "seeds": {"depth": [8, 9, 10, 11, 12], "epochs": [20]},
+               "engines-default": {"depth": list(range(2, 13)), "epochs": [20]},
+               "engines-smoke": {"depth": [2, 4], "epochs": [3]},
+               "precision-default": {"depth": [6, 10], "epochs": [20]},
+               "precision-smoke": {"depth": [4], "epochs": [3]},
+               "parity-cpu": {"epochs": [6]}, "parity-cuda": {"epochs": [20]},
+               "parity-smoke": {"depth": [6], "epochs": [4]},
+               "packed-default": {"depth": [8], "epochs": [150]}, "packed-smoke": {"depth": [4], "epochs": [5]},
+               "ddp-seed-default": {"epochs": [20]}, "ddp-seed-smoke": {"epochs": [5]},
+               "overhead": {"depth": [6]}},
     ),
     Workload(
         "mnist_cnn", defaults=dict(depth=None, width=1, batch_size=200, dataset_size=60000, epochs=25, lr=0.01),
@@ -207,7 +231,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         test_batch_size=800,
         grids={"default": {"width": [1, 2, 4, 8], "dataset_size": [1437], "epochs": [4]},  # all of digits
                "smoke": {"width": [1, 2], "dataset_size": [1437], "epochs": [2]},
-               "seeds": {"epochs": [3]}},
+               "seeds": {"epochs": [3]},
+               "engines-default": {"dataset_size": [1400], "width": [1, 2, 4, 8], "epochs": [4]},
+               "precision-default": {"width": [1, 4], "dataset_size": [1437], "epochs": [6]},
+               "precision-smoke": {"width": [1], "dataset_size": [1437], "epochs": [2]},
+               "parity-cpu": {"epochs": [4]}, "parity-cuda": {"epochs": [4]}},
     ),
     Workload(
         "lenet", defaults=dict(depth=None, width=1, batch_size=100, dataset_size=60000, epochs=50, lr=1e-3),
@@ -219,7 +247,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         # seed 002's loss is summed over the batch, so its step grows with the batch: past ~200 it diverges
         grids={"default": {"batch_size": [16, 32, 64, 100], "dataset_size": [1437], "epochs": [4]},
                "smoke": {"batch_size": [64, 100], "dataset_size": [1437], "epochs": [2]},
-               "seeds": {"epochs": [3]}},
+               "seeds": {"epochs": [3]},
+               "engines-default": {"dataset_size": [1400], "batch_size": [25, 50, 100], "epochs": [4]},
+               "parity-cpu": {"epochs": [4]}, "parity-cuda": {"epochs": [4]}},
     ),
     Workload(
         "peaks", defaults=dict(depth=2, width=None, batch_size=None, dataset_size=40000, epochs=2000, lr=0.08),
@@ -231,7 +261,13 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         make_optimizer=lambda p, lr: torch.optim.Adam(p, lr=lr),
         grids={"default": {"dataset_size": [100, 400, 2500, 10000, 40000, 160000], "epochs": [200]},  # seed: 40,000
                "smoke": {"dataset_size": [100, 400], "epochs": [20]},
-               "seeds": {"dataset_size": [40000], "epochs": [2000]}},
+               "seeds": {"dataset_size": [40000], "epochs": [2000]},
+               "engines-default": {"dataset_size": [400, 2500, 10000, 40000, 160000], "epochs": [200]},
+               "engines-smoke": {"dataset_size": [400], "epochs": [5]},
+               "engines-fused-default": {"dataset_size": [40000], "epochs": [200]},
+               "engines-fused-smoke": {"dataset_size": [400], "epochs": [5]},
+               "parity-cpu": {"epochs": [100]}, "parity-cuda": {"epochs": [200]},
+               "parity-smoke": {"dataset_size": [2500], "epochs": [40]}},
     ),
     Workload(
         "tabular", defaults=dict(depth=2, width=64, batch_size=64, dataset_size=10000, epochs=20, lr=1e-3),
@@ -242,7 +278,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         make_optimizer=lambda p, lr: torch.optim.Adam(p, lr=lr),
         grids={"default": {"dataset_size": [1000, 10000, 100000], "width": [64, 256, 1024], "epochs": [3]},  # seed 004
                "smoke": {"dataset_size": [1000, 10000], "epochs": [2]},
-               "seeds": {"epochs": [5]}},
+               "seeds": {"epochs": [5]},
+               "engines-default": {"dataset_size": [10240], "width": [64, 256, 1024], "epochs": [4]},
+               "parity-cpu": {"epochs": [6]}, "parity-cuda": {"epochs": [6]},
+               "parallel-default": {"depth": [8], "width": [8192], "dataset_size": [32768], "epochs": [3]},
+               "parallel-smoke": {"depth": [8], "width": [64], "dataset_size": [2048], "epochs": [3]}},
     ),
     Workload(
         "transformer", defaults=dict(depth=2, width=64, batch_size=32, dataset_size=1024, epochs=3, lr=1e-3, context=64),
@@ -256,9 +296,17 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         # no seed: what people rent GPUs for, at sizes a 2-core laptop trains in seconds (35k to 1.6M parameters)
         grids={"default": {"width": [32, 64, 128, 256], "context": [32], "dataset_size": [512], "epochs": [3]},
                "smoke": {"width": [32, 64], "context": [32], "dataset_size": [512], "epochs": [2]},
-               "seeds": {"epochs": [3]}},
+               "seeds": {"epochs": [3]},
+               "precision-default": {"width": [64, 256], "dataset_size": [1024], "epochs": [4]},
+               "precision-smoke": {"width": [32], "context": [32], "dataset_size": [256], "epochs": [2]}},
     ),
 ]}
+
+
+def with_grid(grid: str) -> dict[str, dict]:
+    """The built-ins that declare the study grid `grid` ('engines-default', WORKLOADS' comment), each with it:
+    what a study sweeps of them, in WORKLOADS' order."""
+    return {name: wl.grids[grid] for name, wl in WORKLOADS.items() if grid in wl.grids}
 
 
 def describe(model: nn.Module) -> str:

@@ -1,0 +1,169 @@
+"""Loading and shipping a user's workload: a reference on the command line (parsed and checked in trainables/job.py)
+imported once in the process that plans it and by name in every Ray worker, its module shipped to the workers.
+
+    wl = register("job.py:workload")        # imported here; job.py shipped to the workers from now on
+    wl = load("job:workload")               # a worker: by module name, as runtime_env's py_modules put it there
+
+A sweep's driver never imports a user's module: it declares it (trainables/shipping.py), to ship it to every
+Ray worker through `runtime_env` (`py_modules`), and a process of its own imports it (sweeps/plan.py) and
+answers with a WorkloadSpec (trainables/workload.py), all that the driver knows of it. A worker imports it by
+module name (`load`), never by the driver's path; `register` imports it in the process that calls it. What a
+process has registered is its Registry's, REGISTRY; the functions here are its methods.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from crossover.trainables import fingerprint as fingerprints
+from crossover.trainables.job import WorkloadError, locate  # a reference, parsed with no torch
+from crossover.trainables.shipping import SHIPPING, Shipping, digest
+from crossover.trainables.workload import Workload, WorkloadSpec
+
+
+class Registry:
+    """What a process has imported of users' workloads, over what it ships of them (`shipping`), and the
+    fingerprint of each workload it has found. State of the process, as sys.modules is (what it records is what
+    this process imported; a worker imports by name what the driver shipped): one per process, REGISTRY, whose
+    methods are this module's functions of the same names (`register`, `load`, `fingerprint`); sweeps/plan.py's
+    Planner holds it. A test starts from a copy of its dicts (tests/conftest.py `fresh`)."""
+
+    def __init__(self, shipping: Shipping):
+        self.shipping = shipping  # the modules shipped to the workers, and their sources as declared
+        self.fingerprints: dict[str, str] = {}  # ref -> fingerprint, once per version of its module
+
+    def register(self, text: str) -> Workload:
+        """The Workload `text` names ('path/file.py:attr' or 'package.module:attr'), imported in this process; its
+        module is then shipped to the Ray workers by `runtime_env` (`shipped`). Raises WorkloadError naming what is
+        wrong. A sweep's driver never calls it: its planning process does (sweeps/plan.py), and the driver
+        `declare`s."""
+        module, attr, path = locate(text)
+        if path is not None:
+            # imported again where the file changed since (an edit in a notebook): its new code, its new fingerprint
+            stale = (module not in sys.modules or getattr(sys.modules[module], "__file__", None) != str(path)
+                     or self.shipping.sources.get(module) != digest(path))
+            self.shipping.declare(text)
+            if stale:
+                self._import_file(module, path, text)
+        else:
+            _import(module, text)
+            self.shipping.ship(module.split(".")[0], package_path(module))
+        return _resolve_attr(module, attr, text)
+
+    def load(self, ref: str) -> Workload:
+        """The workload 'module:attr' in this process: imported by name (a worker has it from `runtime_env`), or
+        from the file `declare`d for it (a benchmark that times a user's trial in its own process: sweeps/parity.py)."""
+        module, attr = ref.rsplit(":", 1)
+        if module not in sys.modules:
+            shipped = self.shipping.files.get(module)
+            if shipped is not None and shipped.is_file():
+                self._import_file(module, shipped, ref)
+            else:
+                _import(module, ref)
+        return _resolve_attr(module, attr, ref)
+
+    def fingerprint(self, workload: Workload | WorkloadSpec) -> str:
+        """16 hex digits of the workload module's source and of its model's parameter shapes at its defaults
+        (built on the meta device: no memory, no time), found once a version of its module in this process: a
+        worker's, or a planning process's (sweeps/plan.py), which a WorkloadSpec holds. What changes either
+        measures again."""
+        if isinstance(workload, WorkloadSpec):
+            return workload.fingerprint
+        key = workload.ref or workload.name
+        if key not in self.fingerprints:
+            module = sys.modules[(workload.ref or "crossover.trainables.workloads:").split(":")[0]]
+            # the file's bytes, as the worker's copy from runtime_env has them (not linecache's, which may be
+            # stale), read before the model is built (a model that writes its file changes no fingerprint)
+            self.fingerprints[key] = fingerprints.of(Path(module.__file__).read_bytes(), fingerprints.shapes(workload))
+        return self.fingerprints[key]
+
+    def _import_file(self, module: str, path: Path, text: str) -> None:
+        for ref in [r for r in self.fingerprints if r.split(":")[0] == module]:  # its previous version's
+            del self.fingerprints[ref]
+        _exec_file(module, path, text)
+
+
+REGISTRY = Registry(SHIPPING)  # this process's
+register, load, fingerprint = REGISTRY.register, REGISTRY.load, REGISTRY.fingerprint
+
+
+def reference(workload: Workload) -> str:
+    """The reference of a Workload object given in Python (`Space(grids={workload: ...})`): the one it was
+    registered by, else its file and the top-level name it is found under (a module in a package: the module's
+    name), so that a planning process and the workers import it as a file on the command line would be. Reads
+    the module's names, and runs none of its code."""
+    if workload.ref:
+        return workload.ref
+    module = sys.modules.get(getattr(workload.make_model, "__module__", ""), None)
+    names = [n for n, v in vars(module).items() if v is workload] if module else []
+    path = getattr(module, "__file__", None)
+    if not names or not path:
+        raise WorkloadError(f"workload {workload.name!r}: define it at the top level of a module or file (workers import "
+                            "it from there), e.g. `workload = Workload(...)` in job.py")
+    in_package = "." in module.__name__ and module.__name__ != "__main__"
+    return f"{module.__name__}:{names[0]}" if in_package else f"{path}:{names[0]}"
+
+
+def _exec_file(module: str, path: Path, text: str) -> None:
+    """The file `path` imported as `module` (in sys.modules from now on); WorkloadError where it does not import."""
+    spec = importlib.util.spec_from_file_location(module, path)
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[module] = loaded
+    try:
+        spec.loader.exec_module(loaded)
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM: sweeps/runner.py stop_signals) while it imports: an interruption
+        del sys.modules[module]
+        raise
+    except WorkloadError as exc:  # a Workload it makes, refused: that line says the field and the fix
+        del sys.modules[module]
+        raise WorkloadError(f"--workload {text!r}: {exc}") from None
+    except BaseException as exc:  # SystemExit too: a user's module is not ours to end the sweep
+        del sys.modules[module]
+        raise WorkloadError(f"--workload {text!r}: {path} does not import: {type(exc).__name__}: {exc}; "
+                            f"fix the file (python {path} shows the traceback)") from None
+
+
+def _import(module: str, text: str) -> None:
+    try:
+        importlib.import_module(module)
+    except KeyboardInterrupt:
+        raise
+    except WorkloadError as exc:
+        raise WorkloadError(f"workload {text!r}: {exc}") from None
+    except BaseException as exc:
+        raise WorkloadError(f"workload {text!r}: module {module!r} does not import: {type(exc).__name__}: {exc}; "
+                            "give a module on the Python path, or the path of its file (path/to/job.py:ATTR)") from None
+
+
+def package_path(module: str) -> str | None:
+    """The folder (or file) of an imported module's top-level package, to ship (`ship`); None where it is
+    installed (site-packages) or ours."""
+    top = sys.modules[module.split(".")[0]]
+    path = Path(getattr(top, "__file__", None) or "")
+    if not path.name or "site-packages" in path.parts or top.__name__ == "crossover":
+        return None
+    return str(path.parent if path.name == "__init__.py" else path)
+
+
+def _resolve_attr(module: str, attr: str, text: str) -> Workload:
+    try:
+        found = getattr(sys.modules[module], attr)
+    except AttributeError:
+        public = sorted(n for n, v in vars(sys.modules[module]).items() if isinstance(v, Workload))
+        raise WorkloadError(f"workload {text!r}: module {module!r} has no attribute {attr!r}"
+                            + (f"; its Workloads: {public}" if public else "; define `workload = Workload(...)` there"))
+    if callable(found) and not isinstance(found, Workload):
+        try:
+            found = found()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            raise WorkloadError(f"workload {text!r}: {module}.{attr}() raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(found, Workload):
+        raise WorkloadError(f"workload {text!r}: {module}.{attr} is a {type(found).__name__}, not a "
+                            "crossover.Workload (or a function returning one)")
+    return dataclasses.replace(found, ref=f"{module}:{attr}") if found.ref is None else found
