@@ -537,11 +537,78 @@ def _planned(points: pd.DataFrame, plan: Plan) -> dict:
             "reach": epoch.reach}
 
 
+def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFrame | None, str]:
+    """The planned configuration's one step and its counted costs (one line: the configuration's columns and
+    model.CLASS_COLUMNS), what `at_plan` predicts the GPUs from, and a note where it is not `count`'s. `count(ref,
+    plan, line)`: the step counted as `crossover predict` counts it (sweeps/predict.py count_planned, in a process of
+    its own; `crossover decide` passes it), for the job the rows name (workload_module, else the built-in's name);
+    where it fails or is not given, the count a row of the configuration made (the CPU's first). None: the rows
+    hold no count of every op class, or the batch is the whole dataset (it grows with the run's size)."""
+    mine = planned_rows(rows, plan)
+    if mine["full_batch"].any():
+        return None, ""
+    line = mine.sort_values("is_cpu", ascending=False, kind="stable").iloc[0]
+    note = ""
+    if count is not None:
+        module = line.get("workload_module")
+        ref = module if isinstance(module, str) and module else line["workload"]
+        try:
+            return pd.DataFrame([count(ref, plan, line.to_dict())]), ""
+        except ValueError as exc:
+            note = (f"  the planned step was not counted as crossover predict counts it ({exc}); the GPUs are "
+                    "predicted from the step a row counted")
+    counted = mine[mine[list(model.CLASS_COLUMNS)].notna().all(axis=1)] if set(model.CLASS_COLUMNS) <= set(mine) \
+        else mine.iloc[:0]
+    if counted.empty:
+        return None, note
+    return counted.sort_values("is_cpu", ascending=False, kind="stable").head(1), note
+
+
+def at_plan(config_key: str, counted: pd.DataFrame, plan: Plan, gpus: list[str]) -> pd.DataFrame:
+    """analysis/model.py's prediction of the planned configuration itself on each GPU of `gpus` its device table
+    knows, as `speeds` lines (SPEED, and a planned run's columns): the step of `counted` (`planned_step`, counted at
+    the run's batch size), plan.samples' steps an epoch, at plan.precision; the run's time plan.epochs x the time
+    per epoch, on the GPU alone (nothing of it was timed: no set-up, transfer or evaluation). What `crossover
+    predict` and `decide` both price a GPU no row measured at that configuration by, so that both say one figure."""
+    batch = int(counted["batch_size"].iloc[0])
+    configs = counted.assign(dataset_size=plan.samples, steps_per_epoch=-(-plan.samples // batch),
+                             precision=plan.precision)
+    known = [g for g in gpus if g in model.load_devices()]
+    guess = model.predict_counted(configs, known) if known else pd.DataFrame(columns=["device_name"])
+    needs = memory_needed(configs, plan.samples, False)
+    return pd.DataFrame([{
+        "config_key": config_key, "source": g.device_name, "k": 1, "predicted": True, "hosts": "", "date": pd.NaT,
+        "busy": "", "power_w": math.nan, "threads": math.nan, **needs, "modelled": True, "extrapolated": False,
+        "unreliable": False, "factor": 1.0, "spread": math.nan, "reach": OWN_SIZE,
+        **{f"trial{end}": plan.epochs * v for end, v in (("_s", g.epoch_s_median), ("_lo", g.epoch_s_lo),
+                                                           ("_hi", g.epoch_s_hi))},
+        "epoch_s": g.epoch_s_median, "epoch_lo": g.epoch_s_lo, "epoch_hi": g.epoch_s_hi} for g in guess.itertuples()],
+        columns=SPEED + PLANNED)
+
+
+OWN_SIZE = "predicted at its own size"  # a planned run's `reach` where the model predicted that configuration itself
+PLANNED = ["modelled", "extrapolated", "unreliable", "factor", "spread", "reach", "epoch_s", "epoch_lo", "epoch_hi"]
+
+
+def corrected(line: dict, points: pd.DataFrame, plan: Plan, batch: int) -> dict:
+    """`at_plan`'s line for a GPU whose rows measured the configuration at other dataset sizes, scaled by what
+    they measured against what the model says at the nearest of them (the same step, that size's steps an
+    epoch); its interval scaled alike, and its reach naming the size the correction rests on."""
+    near = points.iloc[(points["dataset_size"] - plan.samples).abs().argsort()[:1]].iloc[0]
+    said = line["epoch_s"] * -(-int(near["dataset_size"]) // batch) / -(-plan.samples // batch)
+    scale = float(near["epoch_s"]) / said if said > 0 else 1.0
+    scaled = {c: line[c] * scale for c in ("trial_s", "trial_lo", "trial_hi", "epoch_s", "epoch_lo", "epoch_hi")}
+    return line | scaled | {"reach": f"{OWN_SIZE}, x{scale:.2g} as measured at {near['dataset_size']:,.0f}"}
+
+
 def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus: list[str],
-                plan: Plan) -> pd.DataFrame:
-    """`speeds` for the planned run: per shape and GPU model or CPU arm, the run's time at plan.samples
-    from the dataset sizes measured (a GPU's own rows, your machine's first; the model's predictions at
-    the sizes they lack)."""
+                plan: Plan, counted: pd.DataFrame | None = None) -> pd.DataFrame:
+    """`speeds` for the planned run: per shape and GPU model or CPU arm, the run's time at plan.samples.
+    A GPU's own rows (your machine's first) at plan.samples, or around it (the line between the two sizes
+    around it), give the measurement, at PyTorch's default precision (the rows'); elsewhere the model's
+    prediction of the configuration itself (`at_plan`, from `counted`: `planned_step`), scaled by the GPU's
+    rows at other sizes where it has some (`corrected`); without a count of every op class, the model's
+    predictions at the sizes measured, along them (`along`). A CPU's rows along the sizes they measured."""
     ok = planned_rows(rows, plan)
     pred = _keyed(predicted)
     pred = pred.assign(shape=pred["config_key"].map(dict(zip(ok["config_key"], ok["shape"]))))
@@ -550,13 +617,23 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
         at = ok[ok["shape"] == line.config_key]
         needs = memory_needed(at, plan.samples, line.full_batch)
         gpu_rows = at[at["whole_gpu"]]  # one run holds a whole GPU: packed rows (cuda/K) left aside
+        own = at_plan(line.config_key, counted, plan, gpus) if counted is not None else pd.DataFrame(columns=SPEED)
         for gpu in gpus:
             mine = gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]]
             mine = pd.concat([_yours_first(g) for _, g in mine.groupby("config_key")]) if len(mine) else mine
-            points = _points(mine) if len(mine) else pd.DataFrame()
+            points = _points(mine) if len(mine) and plan.precision == "default" else pd.DataFrame()
+            sizes = points.get("dataset_size", pd.Series(dtype=float))
+            covered = len(points) and (sizes.eq(plan.samples).any() or sizes.min() < plan.samples < sizes.max())
+            guessed = own[own["source"] == gpu]
+            if not covered and len(guessed):
+                said = guessed.iloc[0].to_dict()
+                said = corrected(said, points, plan, int(line.batch_size)) if len(points) else said
+                measured_peak = str(needs["needs_how"]).startswith("peak measured")  # a GPU's peak beats a count
+                lines.append(said | (needs if measured_peak else {}))
+                continue
             guess = pred[(pred["shape"] == line.config_key) & (pred["device_name"] == gpu)]
-            guess = guess[~guess["dataset_size"].isin(points.get("dataset_size", []))]  # a measured size wins
-            if len(guess):
+            guess = guess[~guess["dataset_size"].isin(sizes)]  # a measured size wins
+            if len(guess) and not covered:
                 points = pd.concat([points, _guessed(guess, gpu_rows if len(gpu_rows) else at)], ignore_index=True)
             if len(points):
                 where = (_measured(line.config_key, gpu, 0.0, mine) if len(mine) else
@@ -568,8 +645,7 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
             lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", 0.0, group)
                          | {"k": 1, **_planned(_points(group), plan), "power_w": _power_w(group, "cpu_energy_j"),
                             "threads": int(threads), "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
-    return pd.DataFrame(lines, columns=SPEED + ["modelled", "extrapolated", "unreliable", "factor", "spread", "reach", "epoch_s",
-                                                "epoch_lo", "epoch_hi"])
+    return pd.DataFrame(lines, columns=SPEED + PLANNED)
 
 
 def makespan(trial_s: np.ndarray, share: np.ndarray, gpus: int) -> float:
@@ -1077,10 +1153,11 @@ def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[
 
 def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Option], billing: dict[str, Billing],
            boxes: list[HomeBox], asked: dict[str, int] | None = None, deadline_h: float | None = None,
-           plan: Plan | None = None, power: Electricity = Electricity()):
+           plan: Plan | None = None, power: Electricity = Electricity(), count=None):
     """The sweep (or the planned run, where `plan` is given: `asked` is then unused), every option's time
     and cost, your own CPU and GPUs among them (`own_gpus`; their electricity, `power`), the picks and the
-    break-even; and the notes (models left out, stale prices). `predicted` None: analysis/model.py's
+    break-even; and the notes (models left out, stale prices). `count`: how a planned run's step is counted
+    (`planned_step`; None: a row's count). `predicted` None: analysis/model.py's
     predictions (`predictions`). Rows flagged outside_load are left out where their point has quiet rows,
     as the crossovers leave them (crossover.timed); those kept mark the figures resting on them (`busy`)."""
     rows = timed(rows)
@@ -1093,7 +1170,12 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     if predicted is None:
         predicted, note = predictions(rows, gpus)
         notes += [note] if note else []
-    speed = plan_speeds(rows, predicted, grid, gpus, plan) if plan else speeds(rows, predicted, grid, gpus)
+    if plan:
+        counted, note = planned_step(rows, plan, count)
+        notes += [note] if note else []
+        speed = plan_speeds(rows, predicted, grid, gpus, plan, counted)
+    else:
+        speed = speeds(rows, predicted, grid, gpus)
     found = table(grid, speed, options, billing, boxes, own, power)
     picks = pick(found, deadline_h) if len(found) else {}
     even = break_even(found) if len(found) else pd.DataFrame()

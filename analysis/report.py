@@ -139,9 +139,9 @@ SHORT_LINES = 25
 
 def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Bootstrap(),
           include_loaded: bool = False, reference: bool = False, plan: decide.Plan | None = None,
-          verbose: bool = False) -> tuple[Path, str]:
+          verbose: bool = False, count=None) -> tuple[Path, str]:
     """Write the report for `dirs`; returns the page's path and the verdict as text, the planned run's decision
-    first where `plan` is given: in at most SHORT_LINES - 2 lines (`short`: the answer and the costs' picks, as
+    first where `plan` is given (its step counted by `count`: analysis/decide.py planned_step): in at most SHORT_LINES - 2 lines (`short`: the answer and the costs' picks, as
     the end of a sweep says them), or with `verbose` in full (the answer, the crossover table and, with `reference`, the decision:
     analysis/verdict.py).
 
@@ -154,7 +154,7 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
     rows = read(*dirs)
     rows = summary.with_reference(rows) if reference else rows
     said = verdict.reach(select(rows, include_loaded), boot, decision=reference)
-    planned = verdict.priced(rows, plan) if plan else None
+    planned = verdict.priced(rows, plan, count) if plan else None
     page = write_page(said, dirs, out, planned)
     if not verbose:
         return page, short(said, planned)

@@ -115,12 +115,12 @@ def yours_first(rows: pd.DataFrame) -> list[str]:
     return sorted(set(rows["workload"]), key=lambda w: (w not in own, w))
 
 
-def priced(rows: pd.DataFrame, plan: decide.Plan | None = None) -> Decision:
+def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, count=None) -> Decision:
     """The decision for `rows` on every option of analysis/prices.yaml and every home box: the measured grid
-    as the sweep, or the planned run `plan`."""
+    as the sweep, or the planned run `plan` (its step counted by `count`: decide.planned_step)."""
     options, billing = cost.load_prices()
     boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
-    return Decision(*decide.decide(rows, None, options, billing, boxes, plan=plan), plan=plan)
+    return Decision(*decide.decide(rows, None, options, billing, boxes, plan=plan, count=count), plan=plan)
 
 
 def _candidates(table: pd.DataFrame) -> pd.DataFrame:
