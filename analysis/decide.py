@@ -40,11 +40,15 @@ finished_at), "predicted", or "62% predicted; measured on ..." (the predicted sh
                 GPU have gpu_energy_j (their mean power over the timed epochs, train_s), else its nominal power_w.
 
 Your planned run (`Plan`, `planned_rows`, `plan_grid`, `plan_speeds`; --epochs E --dataset-size N
-[--workload W] [--batch-size B, --width, --depth, --context, --param k=v]): E epochs of N samples of
+[--workload W] [--batch-size B, --width, --depth, --context, --param k=v, --precision P]): E epochs of N samples of
 exactly one configuration, priced instead of the measured grid, once (or --trials runs of it). Where
 the workload's rows hold several shapes (its configurations less the dataset size) and the flags name
-none, it is refused in one line listing them: shapes are never summed. Each option's time per epoch
-(`per_epoch`) and fixed costs at N come from the
+none, it is refused in one line listing them: shapes are never summed. A GPU whose rows did not measure
+N (nor sizes around it) at PyTorch's default precision is priced at the model's prediction of the run's own
+configuration (`at_plan`: its step counted as `crossover predict` counts it, `planned_step`; the same function
+predict prices with, so both say one figure), scaled by that GPU's rows at other sizes where it has some
+(`corrected`), never at a line far past the sizes measured. A CPU's time per epoch
+(`per_epoch`), and the measured GPUs', and their fixed costs at N come from the
 dataset sizes its rows measured (`along`): at a measured size, the measurement; between two, the
 straight line through them; outside, a least-squares line a + b x N over the NEAREST sizes at that
 end, its spread the RMS of its relative residuals (one size measured: its time per sample x N). The
@@ -64,8 +68,9 @@ memory_gb, a home box's own): the GPU rows' measured peak_gpu_bytes, else the pe
 (docs/cost.md); where it does not fit, `largest_batch` says the batch that would. One that does not fit is never picked nor on the front.
 
 Output (`brief`, the default): at most BRIEF_LINES lines of at most WIDTH columns: the GPU memory the run
-needs and the cards it does not fit, the cost-versus-time front (fastest first), the fastest, the cheapest,
-the cheapest within --deadline, the stale prices in one line. `render` (--verbose, and the report) adds
+needs and the cards it does not fit, the three picks (`three`: the GPU to rent, fastest and cheapest; the box
+to buy, its break-even and what its write-off assumes, `bought`; your CPU), the cheapest within --deadline, the
+cost-versus-time front where lines are left, the stale prices in one line. `render` (--verbose, and the report) adds
 every option, the break-even, how each is costed, the notes. `records` (--json): every option's figures.
 
 Rows of the eager engine at PyTorch's default precision only (analysis/load.py `eager_ok`;
@@ -798,7 +803,13 @@ def _rented(o: Option, bill: Billing, run: dict, basis: str) -> list[dict]:
              "gpus": o.gpus, **run, **_figures(run, lambda s, p=p: (bill.startup_s + s, p.usd_per_h * bill.charged_s(bill.startup_s + s) / 3600)),
              "basis": f"{basis}; {bill.startup_s:.0f} s start-up; billed per {bill.step_s:g} s, at least {bill.minimum_s:g} s"
                       + (f"; stale price of {p.date}" if p.is_stale(dt.date.today()) else ""),
-             "price_date": p.date} for kind, p in o.prices()]
+             "price_date": p.date, "price_source": p.source, "price_stale": p.is_stale(dt.date.today())}
+            for kind, p in o.prices()]
+
+
+def _month(date: str) -> dt.date:
+    """A price's date, YYYY-MM or YYYY-MM-DD, as its first day."""
+    return dt.date.fromisoformat(date if len(date) > 7 else f"{date}-01")
 
 
 def _home(box: HomeBox, run: dict) -> dict:
@@ -810,6 +821,8 @@ def _home(box: HomeBox, run: dict) -> dict:
     return {"option": box.name, "kind": HOME_BOX, "model": box.gpu, "gpus": 1, **run,
             **_figures(run, lambda s: (s, per_h * s / 3600)), "energy_usd": energy,
             "fixed_usd_per_month": box.fixed_usd_per_month, "price_date": box.purchase_date,
+            "price_source": box.purchase_source, "price_stale": (dt.date.today() - _month(box.purchase_date)).days > 365,
+            "purchase_usd": box.purchase_usd, "lifetime_years": box.lifetime_years, "utilisation": box.utilisation,
             "basis": f"write-off at {box.utilisation:.0%} utilisation + electricity at {what}"}
 
 
@@ -824,6 +837,51 @@ def pick(options: pd.DataFrame, deadline_h: float | None = None) -> dict[str, pd
         within = by_cost[by_cost["wall_h"] <= deadline_h]
         out[f"cheapest within {deadline_h:g} h"] = within.iloc[0] if len(within) else None
     return out
+
+
+RENT_FASTEST, RENT_CHEAPEST, BUY, YOUR_CPU = "rent, fastest", "rent, cheapest", "buy", "your CPU"
+
+
+def three(options: pd.DataFrame) -> dict[str, pd.Series | None]:
+    """The first screen's picks, among the options the run fits (`fitting`): the GPU to rent (the fastest
+    on-demand instance, and the cheapest where it is another), the box to buy (the home box that pays for itself
+    at the fewest runs a month against the cheapest on-demand GPU, `break_even`; its line carries that
+    break-even as buy_even), and your own CPU; None where the options hold none of that kind."""
+    ok = options[fitting(options)]
+    rented = ok[(ok["kind"] == "on-demand") & (ok["gpus"] > 0)]
+    fastest = rented.sort_values(["wall_s", "usd"]).iloc[0] if len(rented) else None
+    cheapest = rented.sort_values(["usd", "wall_s"]).iloc[0] if len(rented) else None
+    out = {RENT_FASTEST: fastest}
+    if cheapest is not None and cheapest["option"] != fastest["option"]:
+        out[RENT_CHEAPEST] = cheapest
+    even = break_even(options)
+    even = even[even["versus"] == "cheapest on-demand GPU"] if len(even) else even
+    if len(even):
+        best = even.sort_values("sweeps_per_month").iloc[0]
+        even = {"even_n": best["sweeps_per_month"], "even_against": best["against"],
+                "even_against_usd": best["against_usd"], "even_predicted": best["predicted"]}
+        out[BUY] = pd.concat([ok[ok["option"] == best["box"]].iloc[0], pd.Series(even)])
+    else:
+        boxes = ok[ok["kind"] == HOME_BOX]
+        out[BUY] = boxes.sort_values(["usd", "wall_s"]).iloc[0] if len(boxes) else None
+    cpus = ok[ok["kind"] == OWN_CPU]
+    out[YOUR_CPU] = cpus.sort_values(["usd", "wall_s"]).iloc[0] if len(cpus) else None
+    return out
+
+
+def bought(line, unit: str) -> str:
+    """What buying the box means: its break-even in runs a month against renting, and what its write-off
+    assumes ('pays for itself past ~680 runs a month against RunPod RTX 4090 community ($0.02 a run); write-off:
+    $3,900 over 4 years, training 25% of each month, + electricity')."""
+    assumes = (f"write-off: ${line['purchase_usd']:,.0f} over {line['lifetime_years']:g} years, training "
+               f"{line['utilisation']:.0%} of each month, + electricity")
+    if "even_n" not in line:
+        return assumes
+    n, guessed = line["even_n"], bool(line["even_predicted"])
+    when = (f"never pays for itself: its electricity a {unit} costs more than renting" if math.isinf(n) else
+            f"pays for itself past {'~' if guessed else ''}{significant(n, 2 if guessed else 3)} "
+            f"{unit}s a month against renting {line['even_against']} (${cents(line['even_against_usd'])} a {unit})")
+    return f"{when}; {assumes}"
 
 
 def pareto(options: pd.DataFrame) -> pd.Series:
@@ -979,8 +1037,10 @@ def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
     sizes += [f"{a} {v}" for a, v in plan.axes if a not in SIZE_AXES]
     full = " (one batch: the whole dataset)" if line["full_batch"] else ""
     runs = f", {plan.trials:,} runs of it" if plan.trials and plan.trials > 1 else ""
+    precision = (f", precision {plan.precision} on the GPUs (the CPU's as measured, PyTorch's default)"
+                 if plan.precision != "default" else "")
     return (f"== the planned run: {plan.epochs:,} epochs of {plan.samples:,} samples of {line['workload']}{full}, "
-            f"{', '.join(sizes)}{runs} ==")
+            f"{', '.join(sizes)}{runs}{precision} ==")
 
 
 def cards(options: pd.DataFrame) -> str:
@@ -998,10 +1058,12 @@ def cards(options: pd.DataFrame) -> str:
 def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[str], plan: Plan | None = None,
           head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
     """The decision in at most `lines` lines of at most WIDTH columns (`python -m crossover.analysis decide`):
-    `head` (wrapped), the sweep, what it needs of a GPU's memory and the cards it does not fit, the
-    cost-versus-time front (fastest first, as many as fit; a planned run's time per epoch first), the
-    fastest, the cheapest, the cheapest within the deadline (each wrapped, not cut), the stale prices in one
-    line, what each busy mark means, what --verbose adds. Every figure is marked: '~' and its 90% interval where it rests on a prediction, and its source."""
+    `head` (wrapped), the sweep, what it needs of a GPU's memory and the cards it does not fit, the three picks
+    (`three`: the GPU to rent, fastest and cheapest; the box to buy, with its break-even and what its write-off
+    assumes; your CPU), each with its time per epoch (a planned run), run time and cost, the cheapest within the
+    deadline where one was asked, the cost-versus-time front where lines are left, the stale prices in one line,
+    what each busy mark means, what --verbose adds. Every figure is marked: '~' and its 90% interval where it
+    rests on a prediction, and its source."""
     top = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")] + [_fit(header(grid, plan))]
     dated = [n.strip() for n in notes if n.strip().startswith(STALE)]
     rest = len(notes) - len(dated)
@@ -1012,22 +1074,26 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     top += [w for w in textwrap.wrap(cards(options), WIDTH, subsequent_indent="    ")]
     more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
             + (f", {rest} notes" if rest else ""))
-    # a pick wraps rather than lose its end, where an extrapolation says it is unreliable
-    tail = [w for name, line in picks.items() for w in textwrap.wrap(
-        f"{name}: " + ("none" if line is None else f"{said(line)}; {how_known(line, plan, picked=True)}"), WIDTH,
-        subsequent_indent="    ")]
-    tail += [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]
+    chosen = three(options) | {k: v for k, v in picks.items() if k.startswith("cheapest within")}
+    said_picks = []
+    for name, line in chosen.items():  # each wraps rather than lose its end
+        text = ("none" if line is None else f"{said(line)}; {how_known(line, plan, picked=True)}"
+                + (f"; {bought(line, 'run' if plan else 'sweep')}" if name == BUY else ""))
+        said_picks += textwrap.wrap(f"{name}: {text}", WIDTH, subsequent_indent="    ")
+    tail = [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]
     front = options[pareto(options)].sort_values(["wall_s", "usd"])
-    room = max(lines - len(top) - len(tail) - 1, 1)
-    shown = front.head(room)
+    room = lines - len(top) - len(said_picks) - len(tail) - 1
+    shown = front.head(max(room, 0))
+    if not len(shown):
+        return "\n".join(top + said_picks + tail)
     said_front = ("the cost-versus-time front, fastest first" +
                   (f" ({len(shown)} of {len(front)}; --verbose shows all):" if len(front) > room else ":"))
     cells = [(o["option"],) + ((per_epoch(o),) if plan else ()) + (run_time(o), money(o), how_known(o, plan))
              for _, o in shown.iterrows()]
-    n = len(cells[0]) - 1 if cells else 0
+    n = len(cells[0]) - 1
     widths = [min(max(len(c[i]) for c in cells), 34) for i in range(n)]
     body = [_fit("  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(n)) + "  " + c[n]) for c in cells]
-    return "\n".join(top + [said_front] + body + tail)
+    return "\n".join(top + said_picks + [said_front] + body + tail)
 
 
 def how_known(line, plan: Plan | None, short: bool = True, picked: bool = False) -> str:
@@ -1042,6 +1108,8 @@ def how_known(line, plan: Plan | None, short: bool = True, picked: bool = False)
     if picked:
         said_source = (said_source.split(";")[0].split(" [busy")[0] if "predicted" in said_source else "measured") \
             + _busy_mark(line)
+    if isinstance(reach, str) and reach.startswith(OWN_SIZE):  # 'predicted' says it; a correction is named
+        return said_source + reach[len(OWN_SIZE):]
     return said_source + ("" if reach == "measured" or pd.isna(reach) else f"; {reach}")
 
 
@@ -1056,15 +1124,17 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
         return "\n".join(parts + [f"no option has a measured or predicted time for every configuration of the {unit}"] + notes)
     shown = options.assign(wall=options.apply(run_time, axis=1), cost=options.apply(money, axis=1),
                            memory=options.apply(memory, axis=1), source=options.apply(source, axis=1),
-                           front=pareto(options).map({True: "*", False: ""}))
+                           front=pareto(options).map({True: "*", False: ""}),
+                           precision=options.apply(precision_of, axis=1, plan=plan),
+                           price=options.apply(priced_on, axis=1))
     if plan:
         why = shown["modelled"].map({True: ["model"], False: []}) + shown["extrapolated"].map({True: ["extrapolated"], False: []})
         shown = shown.assign(predicted=why.map(", ".join), **{"dataset size": shown["reach"]},
                              epoch=options.apply(per_epoch, axis=1))
-        columns = ["option", "kind", "model", "gpus", "epoch", "wall", "cost", "memory", "predicted", "dataset size",
-                   "source", "front"]
+        columns = ["option", "kind", "model", "gpus", "precision", "epoch", "wall", "cost", "memory", "predicted",
+                   "dataset size", "source", "price", "front"]
     else:
-        columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "source", "front"]
+        columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "source", "price", "front"]
     parts.append(shown[columns].to_string(index=False))
     parts.append("  ~: rests on analysis/model.py's prediction for a GPU no row measured, its 90% interval in brackets" +
                  (" (model), or on a time extrapolated outside the dataset sizes measured" if plan else "") +
@@ -1083,15 +1153,41 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
     return "\n".join(parts + notes)
 
 
+def significant(v: float, digits: int) -> str:
+    """`v` to `digits` significant figures, without an exponent: 683.06 to two is '680', 0.04567 '0.046'. A
+    figure resting on a prediction (a 90% interval of ±30% or more) carries two; a measured one three."""
+    if v == 0 or not math.isfinite(v):
+        return f"{v:g}"
+    places = digits - 1 - math.floor(math.log10(abs(v)))
+    return f"{round(v, places):,.{max(places, 0)}f}"
+
+
 def evens(even: pd.DataFrame, unit: str) -> list[str]:
     """Each home box's break-even against each class's best, a line each (`unit`: 'sweep' or 'run')."""
     lines = []
     for e in even.itertuples():
+        digits = 2 if e.predicted else 3
         when = (f"never: its electricity per {unit} costs more" if math.isinf(e.sweeps_per_month) else
-                f"beyond {'~' if e.predicted else ''}{e.sweeps_per_month:,.2f} {unit}s a month "
-                f"({e.box_hours_per_month:,.1f} h of use)")
+                f"beyond {'~' if e.predicted else ''}{significant(e.sweeps_per_month, digits)} {unit}s a month "
+                f"({significant(e.box_hours_per_month, digits)} h of use)")
         lines.append(f"{e.box} against the {e.versus} ({e.against}, ${cents(e.against_usd)} a {unit}): cheaper {when}")
     return lines
+
+
+def priced_on(line) -> str:
+    """Where an option's price came from and when: 'of 2025-06 (runpod.io/pricing)', 'of 2024-05, STALE: re-read
+    (aws.amazon.com/...)' past 12 months; '-' for your own machine (its electricity alone)."""
+    date = line.get("price_date")
+    if not isinstance(date, str) or not date:
+        return "-"
+    stale_mark = ", STALE: re-read" if bool(line.get("price_stale", False)) else ""
+    return f"of {date}{stale_mark} ({line.get('price_source') or 'no source given'})"
+
+
+def precision_of(line, plan: Plan | None) -> str:
+    """The precision an option's figure is for: the planned run's on a GPU (predicted at it, or measured where the
+    rows ran it); PyTorch's default on a CPU, the one its rows ran at."""
+    return plan.precision if plan and line["gpus"] > 0 else "default"
 
 
 def costed(options: pd.DataFrame) -> list[str]:
@@ -1113,7 +1209,9 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
     and its 90% interval epoch_s_low, epoch_s_high (a planned run only; the same figure where measured);
     run_s (wall time, a cloud's start-up included), usd, each with _low and _high; fits (None for a CPU
     or where not known), needs_gb, memory_gb; largest_batch and accumulate_steps (`crossover predict`, where the
-    run does not fit: the largest batch that would, and the steps of it that make the run's batch); basis ("measured" or "predicted"), source, costed (how)."""
+    run does not fit: the largest batch that would, and the steps of it that make the run's batch); basis ("measured" or "predicted"), source, costed (how);
+    price_date, price_source and price_stale (over 12 months old) of the price it is costed at, None for your own
+    machine; precision (`precision_of`)."""
     one = grid.iloc[0] if len(grid) == 1 else None
     size = lambda axis: None if one is None or pd.isna(one[axis]) else int(one[axis])  # noqa: E731
     out = []
@@ -1122,7 +1220,7 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
         out.append({
             "option": o["option"], "kind": o["kind"], "gpu": o["model"] if gpu else None, "gpus": int(o["gpus"]),
             "workload": one["workload"] if one is not None else None, "epochs": plan.epochs if plan else None,
-            "precision": plan.precision if plan else "default",
+            "precision": precision_of(o, plan),
             "batch_size": size("batch_size"), "dataset_size": size("dataset_size"),
             **{name: _plain(o.get(column, math.nan)) for name, column in
                (("epoch_s", "epoch_s"), ("epoch_s_low", "epoch_lo"), ("epoch_s_high", "epoch_hi"),
@@ -1133,7 +1231,10 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
             "memory_gb": _plain(o.get("memory_gb")) if gpu else None,
             **{name: None if not gpu or pd.isna(o.get(name)) else int(o.get(name))
                for name in ("largest_batch", "accumulate_steps")},
-            "basis": "predicted" if o["predicted"] else "measured", "source": source(o), "costed": o["basis"]})
+            "basis": "predicted" if o["predicted"] else "measured", "source": source(o), "costed": o["basis"],
+            "price_date": o.get("price_date") if isinstance(o.get("price_date"), str) else None,
+            "price_stale": bool(o.get("price_stale")) if isinstance(o.get("price_date"), str) else None,
+            "price_source": o.get("price_source") if isinstance(o.get("price_source"), str) else None})
     return out
 
 
