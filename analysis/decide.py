@@ -839,7 +839,7 @@ def pick(options: pd.DataFrame, deadline_h: float | None = None) -> dict[str, pd
     return out
 
 
-RENT_FASTEST, RENT_CHEAPEST, BUY, YOUR_CPU = "rent, fastest", "rent, cheapest", "buy", "your CPU"
+RENT_FASTEST, RENT_CHEAPEST, BUY, YOUR_CPU, YOUR_GPU = "rent, fastest", "rent, cheapest", "buy", "your CPU", "your GPU"
 
 
 def three(options: pd.DataFrame) -> dict[str, pd.Series | None]:
@@ -864,9 +864,9 @@ def three(options: pd.DataFrame) -> dict[str, pd.Series | None]:
     else:
         boxes = ok[ok["kind"] == HOME_BOX]
         out[BUY] = boxes.sort_values(["usd", "wall_s"]).iloc[0] if len(boxes) else None
-    cpus = ok[ok["kind"] == OWN_CPU]
+    cpus, gpus = ok[ok["kind"] == OWN_CPU], ok[ok["kind"] == OWN_GPU]
     out[YOUR_CPU] = cpus.sort_values(["usd", "wall_s"]).iloc[0] if len(cpus) else None
-    return out
+    return out | ({YOUR_GPU: gpus.sort_values(["wall_s", "usd"]).iloc[0]} if len(gpus) else {})
 
 
 def bought(line, unit: str) -> str:
