@@ -807,11 +807,6 @@ def _rented(o: Option, bill: Billing, run: dict, basis: str) -> list[dict]:
             for kind, p in o.prices()]
 
 
-def _month(date: str) -> dt.date:
-    """A price's date, YYYY-MM or YYYY-MM-DD, as its first day."""
-    return dt.date.fromisoformat(date if len(date) > 7 else f"{date}-01")
-
-
 def _home(box: HomeBox, run: dict) -> dict:
     measured = not math.isnan(run["power_w"])
     power = run["power_w"] if measured else box.power_w
@@ -821,7 +816,7 @@ def _home(box: HomeBox, run: dict) -> dict:
     return {"option": box.name, "kind": HOME_BOX, "model": box.gpu, "gpus": 1, **run,
             **_figures(run, lambda s: (s, per_h * s / 3600)), "energy_usd": energy,
             "fixed_usd_per_month": box.fixed_usd_per_month, "price_date": box.purchase_date,
-            "price_source": box.purchase_source, "price_stale": (dt.date.today() - _month(box.purchase_date)).days > 365,
+            "price_source": box.purchase_source, "price_stale": box.is_stale(dt.date.today()),
             "purchase_usd": box.purchase_usd, "lifetime_years": box.lifetime_years, "utilisation": box.utilisation,
             "basis": f"write-off at {box.utilisation:.0%} utilisation + electricity at {what}"}
 
@@ -846,7 +841,8 @@ def three(options: pd.DataFrame) -> dict[str, pd.Series | None]:
     """The first screen's picks, among the options the run fits (`fitting`): the GPU to rent (the fastest
     on-demand instance, and the cheapest where it is another), the box to buy (the home box that pays for itself
     at the fewest runs a month against the cheapest on-demand GPU, `break_even`; its line carries that
-    break-even as buy_even), and your own CPU; None where the options hold none of that kind."""
+    break-even: even_n runs a month, even_against, even_against_usd, even_predicted), your own CPU, and your own
+    GPU (the fastest) where the rows measured one; None where the options hold none of that kind."""
     ok = options[fitting(options)]
     rented = ok[(ok["kind"] == "on-demand") & (ok["gpus"] > 0)]
     fastest = rented.sort_values(["wall_s", "usd"]).iloc[0] if len(rented) else None
