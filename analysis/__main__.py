@@ -89,7 +89,7 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=None) -> i
     dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
     dec.add_argument("--verbose", action="store_true",
                      help="print the whole decision: every option, the break-even, how each is costed, the notes "
-                          "(by default: the cost-versus-time front and the picks, in at most 15 lines)")
+                          f"(by default: the GPU to rent, the box to buy, your CPU, in at most {decide.BRIEF_LINES} lines)")
     for command in (rep, summ, dec):
         command.add_argument("--no-reference", action="store_true",
                              help="leave out the reference rows of results/reference/ (by default, the newest "

@@ -103,7 +103,7 @@ SHAPE = [c for c in KEY if c != "dataset_size"]
 FULL_BATCH = "dataset_size"  # a shape's batch_size where its batch is the whole dataset (peaks): it grows with N
 NEAREST = 3  # measured sizes a line is fitted to past either end of the measured range
 # lines of the default output at most, so the answer is read before the detail: the front, the picks, the stale prices
-BRIEF_LINES = 15
+BRIEF_LINES = 20  # the three picks, each wrapped rather than cut, and what is known of them
 WIDTH = 100  # columns of a line of the default output
 STALE = "stale prices:"  # the note on prices older than 12 months, the one note the default output keeps
 
@@ -1071,9 +1071,11 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
             + (f", {rest} notes" if rest else ""))
     chosen = three(options) | {k: v for k, v in picks.items() if k.startswith("cheapest within")}
-    said_picks = []
-    for name, line in chosen.items():  # each wraps rather than lose its end
-        text = ("none" if line is None else f"{said(line)}; {how_known(line, plan, picked=True)}"
+    said_picks, named = [], {}
+    for name, line in chosen.items():  # each wraps rather than lose its end; an option named again is not said again
+        again = None if line is None else named.setdefault(line["option"], name)
+        text = ("none" if line is None else f"{line['option']}, as {again} above" if again != name else
+                f"{said(line)}; {how_known(line, plan, picked=True)}"
                 + (f"; {bought(line, 'run' if plan else 'sweep')}" if name == BUY else ""))
         said_picks += textwrap.wrap(f"{name}: {text}", WIDTH, subsequent_indent="    ")
     tail = [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]

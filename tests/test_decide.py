@@ -315,7 +315,7 @@ def test_a_predicted_figure_prints_its_interval_and_the_chart_draws_it(planted):
     assert "usd_hi" in str(drawn["sweep_cost"].to_dict())
 
 
-def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp_path, monkeypatch, capsys):
+def test_the_default_decision_names_three_picks_in_its_lines_and_verbose_shows_the_break_even(tmp_path, monkeypatch, capsys):
     """A realistic set: an H100 host's own rows of every built-in (the shipped ones, copied as yours), the
     reference rows set beside them, the shipped prices and home boxes."""
     import shutil
@@ -324,11 +324,12 @@ def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp
     assert main(["decide", "mine", "--deadline", "1", "--out", "charts"]) == 0
     text = capsys.readouterr().out
     lines = text.splitlines()
-    assert len(lines) <= 15 and max(map(len, lines)) <= 100, text
+    assert len(lines) <= decide.BRIEF_LINES <= 25 and max(map(len, lines)) <= 100, text
     # the three picks, each with its run time and cost: the GPU to rent, the box to buy (its break-even in sweeps a
     # month and what its write-off assumes), your CPU; and your own GPU, which the rows measured
     picked = {t.split(": ")[0]: t for t in lines if ": " in t}
     assert {"rent, fastest", "buy", "your CPU", "your GPU", "cheapest within 1 h"} <= set(picked), text
+    assert picked["cheapest within 1 h"] == "cheapest within 1 h: your H100 (measured here), as your GPU above"
     assert all(" min" in picked[k] or " h," in picked[k] for k in ("rent, fastest", "buy", "your CPU")), text
     buy = " ".join(text.split("buy: ")[1].split("\n")[:4])
     assert "sweeps a month against renting" in buy and "write-off: $" in buy and "of each month" in buy, text
