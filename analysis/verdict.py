@@ -207,7 +207,7 @@ def _against(at: pd.DataFrame, axis: str) -> str:
     x = at[axis].to_numpy(float)
     mid, low, high = (at["cpu_s"].to_numpy(float) / at[c].to_numpy(float)
                       for c in ("epoch_s_median", "epoch_s_hi", "epoch_s_lo"))
-    where = everywhere(len(x), axis, x[-1])
+    where = everywhere(len(np.unique(x)), axis, x[-1])  # a configuration's seeds are points at one size
     if (mid > 1).all():
         return f"GPU faster {where}, ~{times(mid[-1])} ({times(low[-1])}-{times(high[-1])})"
     if (mid < 1).all():

@@ -97,8 +97,9 @@ def test_a_predicted_gpu_overtakes_the_cpu_where_the_prediction_crosses_it_with_
     assert verdict._against(at.assign(cpu_s=[20.0, 40.0, 80.0]), "dataset_size") == \
         "GPU faster at every size measured, ~8x (4x-16x)"
     # one size measured: the claim names it, no wider than the data
-    assert verdict._against(at.iloc[:1].assign(cpu_s=20.0), "dataset_size") == \
-        "GPU faster at the one size measured (1,000 samples), ~2x (1x-4x)"
+    for one in (at.iloc[:1], at.assign(dataset_size=1e3)):  # one size, as one point or as several seeds' points
+        assert verdict._against(one.assign(cpu_s=20.0), "dataset_size") == \
+            "GPU faster at the one size measured (1,000 samples), ~2x (1x-4x)"
 
 
 def test_a_cpu_only_workload_whose_step_was_not_counted_is_not_compared_and_says_why():
