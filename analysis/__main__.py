@@ -131,8 +131,9 @@ def _plan_arguments(command: argparse.ArgumentParser, what: str) -> None:
     command.add_argument("--epochs", type=int, default=None,
                          help=f"your planned run's epochs (with --dataset-size): {what}")
     command.add_argument("--dataset-size", "--samples", dest="dataset_size", type=int, default=None, metavar="N",
-                         help="your planned run's samples an epoch (with --epochs); its time per epoch is fitted along "
-                              "the dataset sizes measured, and each option says how far outside them N lies")
+                         help="your planned run's samples an epoch (with --epochs): a CPU's and a measured GPU's time per "
+                              "epoch are fitted along the dataset sizes measured, each saying how far outside them N "
+                              "lies; a GPU not measured at N is the model's prediction of the run itself")
     for axis, flag in decide.AXIS_FLAGS.items():
         command.add_argument(flag, dest=axis, default=None, metavar="N",
                              help=f"your planned run's {decide.AXIS_NAMES[axis][:-1]} (with --epochs): needed where the "
