@@ -503,6 +503,14 @@ def plan_grid(rows: pd.DataFrame, plan: Plan) -> pd.DataFrame:
     return grid.assign(config=sizes_label(grid))
 
 
+def counted_grid(counted: dict, plan: Plan) -> pd.DataFrame:
+    """The planned run as a sweep of one line (config_key 'run'), from a step counted without rows
+    (sweeps/predict.py): what `table` and `records` price beside `at_plan`'s speeds."""
+    return pd.DataFrame([{"config_key": "run", "workload": counted["workload"], "epochs": plan.epochs,
+                          "warmup_epochs": 0, "trials": 1, "full_batch": False,
+                          **{a: counted.get(a) for a in SIZE_AXES}, "dataset_size": plan.samples}])
+
+
 def _points(group: pd.DataFrame) -> pd.DataFrame:
     """Measured rows as one point per dataset size: median epoch time (no interval: epoch_lo and epoch_hi
     the same), and median fixed seconds of a run besides its epochs (set-up, transfer, evaluation, and

@@ -36,7 +36,6 @@ import pandas as pd
 
 from crossover.analysis import cost, decide, model
 from crossover.analysis.cli import HelpFormatter
-from crossover.schema import SIZE_AXES
 from crossover.sweeps.cli import at_least, child_env, param
 from crossover.trainables.config import PRECISIONS
 
@@ -125,8 +124,7 @@ def predicted(counted: dict, epochs: int, options: list[cost.Option],
     else with no price; and the run as decide's grid of one line (for decide.records)."""
     gpus = list(model.load_devices())
     plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
-    grid = pd.DataFrame([{"config_key": "run", "workload": counted["workload"], "epochs": epochs, "warmup_epochs": 0,
-                          "trials": 1, "full_batch": False, **{a: counted.get(a) for a in SIZE_AXES}}])
+    grid = decide.counted_grid(counted, plan)
     speed = decide.at_plan("run", pd.DataFrame([counted]), plan, gpus)  # the one prediction decide makes too
     rented = decide.table(grid, speed, options, billing, [])
     cards = {k: d.memory_gb for k, d in model.load_devices().items()}
