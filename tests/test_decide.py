@@ -218,9 +218,9 @@ def test_the_planned_run_says_whether_its_size_was_measured_or_how_far_outside(p
     assert past["predicted"].all() and past["extrapolated"].all() and not past["modelled"].any()
     own = past[past["kind"] == decide.OWN_CPU].index[0]
     line = next(t for t in text.split("\n") if t.strip().startswith(own))
-    # its time per epoch and the run's (1 + 10 x 0.41 s), extrapolated, and its electricity at the nominal 65 W
+    # its time per epoch and the run's (1 + 10 x 0.41 s), extrapolated, its electricity at the nominal 65 W, no price
     assert " ".join(line.split()).endswith("0.41 s/epoch ~0.085 min ~$0.000016 extrapolated 10x past 4,000 ±0.0% "
-                                           "measured on box; electricity: nominal 65 W (--cpu-watts) *")
+                                           "measured on box; electricity: nominal 65 W (--cpu-watts) - *")
     below, _ = _priced(planned, 10, 100)
     assert set(below["reach"]) == {"10x below 1,000 ±0.0%"}
 
@@ -507,7 +507,7 @@ def test_a_busy_extrapolation_whose_error_exceeds_it_is_marked_and_never_called_
     assert len(brief.splitlines()) <= decide.BRIEF_LINES and max(map(len, brief.splitlines())) <= decide.WIDTH
     flat = " ".join(brief.split())  # a pick wraps rather than lose its end
     assert "[busy]: timed while your machine was busy" in flat
-    cheapest = flat[flat.index("cheapest:"):]
+    cheapest = flat[flat.index("your CPU: "):]  # the CPU pick: the only option
     assert cheapest.split("~$0.0094; ")[1].startswith("unreliable: measure nearer 50,000") and "; measured" not in cheapest
     # the verbose table and its source column carry the mark too
     assert "[busy]" in decide.source(mine) and "unreliable: measure nearer 50,000" in decide.render(
