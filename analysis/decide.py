@@ -93,7 +93,7 @@ from crossover.analysis import model
 from crossover.analysis.crossover import BUSY, loaded, timed
 from crossover.analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option, measures, stale
 from crossover.analysis.load import KEY, eager_ok, is_reference, keys, sizes_label
-from crossover.schema import SIZE_AXES
+from crossover.schema import BUILTIN_MODULE, SIZE_AXES
 
 FIXED = ["setup_s", "h2d_s", "warmup_s", "eval_s"]  # a trial's time besides its timed epochs
 OWN_CPU, OWN_GPU, HOME_BOX = "own CPU", "own GPU", "home box"
@@ -554,7 +554,7 @@ def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFra
     """The planned configuration's one step and its counted costs (one line: the configuration's columns and
     model.CLASS_COLUMNS), what `at_plan` predicts the GPUs from, and a note where it is not `count`'s. `count(ref,
     plan, line)`: the step counted as `crossover predict` counts it (sweeps/predict.py count_planned, in a process of
-    its own; `crossover decide` passes it), for the job the rows name (workload_module, else the built-in's name);
+    its own; `crossover decide` passes it), for the job the rows name (workload_module; a built-in's by its name);
     where it fails or is not given, the count a row of the configuration made (the CPU's first). None: the rows
     hold no count of every op class, or the batch is the whole dataset (it grows with the run's size)."""
     mine = planned_rows(rows, plan)
@@ -562,9 +562,9 @@ def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFra
         return None, ""
     line = mine.sort_values("is_cpu", ascending=False, kind="stable").iloc[0]
     note = ""
-    if count is not None:
-        module = line.get("workload_module")
-        ref = module if isinstance(module, str) and module else line["workload"]
+    module = line.get("workload_module")
+    if count is not None and isinstance(module, str) and module:  # rows that name no job have only their own count
+        ref = line["workload"] if module == BUILTIN_MODULE else module
         try:
             return pd.DataFrame([count(ref, plan, line.to_dict())]), ""
         except ValueError as exc:
