@@ -28,11 +28,14 @@ from crossover.analysis import charts, cost, decide, engines, families, migrate,
 from crossover.analysis.cli import HelpFormatter
 from crossover.analysis.crossover import Bootstrap
 from crossover.analysis.load import REFERENCE, read, representative
+from crossover.schema import PRECISIONS
 
 
-def main(argv=None, prog: str = "python -m crossover.analysis") -> int:
+def main(argv=None, prog: str = "python -m crossover.analysis", count=None) -> int:
     """`prog`: the command as the user typed it, which every usage line and error begins with (`crossover` where
-    sweeps/command.py hands a subcommand over: `usage: crossover decide ...`)."""
+    sweeps/command.py hands a subcommand over: `usage: crossover decide ...`). `count`: how a planned run's step is
+    counted (analysis/decide.py planned_step; sweeps/command.py passes sweeps/predict.py's count_planned, which
+    runs the job in a process of its own); None: from the rows' own counts."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the HTML report and the crossover table")
@@ -86,7 +89,7 @@ def main(argv=None, prog: str = "python -m crossover.analysis") -> int:
     dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
     dec.add_argument("--verbose", action="store_true",
                      help="print the whole decision: every option, the break-even, how each is costed, the notes "
-                          "(by default: the cost-versus-time front and the picks, in at most 15 lines)")
+                          f"(by default: the GPU to rent, the box to buy, your CPU, in at most {decide.BRIEF_LINES} lines)")
     for command in (rep, summ, dec):
         command.add_argument("--no-reference", action="store_true",
                              help="leave out the reference rows of results/reference/ (by default, the newest "
@@ -112,6 +115,7 @@ def main(argv=None, prog: str = "python -m crossover.analysis") -> int:
                      help="instead: each sweep's folder of row files below DIRS as one file (analysis/migrate.py compact)")
     args = p.parse_args(argv)
     try:
+        args.count = count
         return {"report": _report, "summary": _summary, "cost": _cost, "decide": _decide, "parallel": _parallel,
                 "engines": _engines, "model": _model, "migrate": _migrate}[args.command](args)
     except (FileNotFoundError, ValueError) as exc:
@@ -127,8 +131,9 @@ def _plan_arguments(command: argparse.ArgumentParser, what: str) -> None:
     command.add_argument("--epochs", type=int, default=None,
                          help=f"your planned run's epochs (with --dataset-size): {what}")
     command.add_argument("--dataset-size", "--samples", dest="dataset_size", type=int, default=None, metavar="N",
-                         help="your planned run's samples an epoch (with --epochs); its time per epoch is fitted along "
-                              "the dataset sizes measured, and each option says how far outside them N lies")
+                         help="your planned run's samples an epoch (with --epochs): a CPU's and a measured GPU's time per "
+                              "epoch are fitted along the dataset sizes measured, each saying how far outside them N "
+                              "lies; a GPU not measured at N is the model's prediction of the run itself")
     for axis, flag in decide.AXIS_FLAGS.items():
         command.add_argument(flag, dest=axis, default=None, metavar="N",
                              help=f"your planned run's {decide.AXIS_NAMES[axis][:-1]} (with --epochs): needed where the "
@@ -136,6 +141,10 @@ def _plan_arguments(command: argparse.ArgumentParser, what: str) -> None:
     command.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
                          help="your planned run's value of any other axis (with --epochs): a workload's own "
                               "(--param image_size=32) or a column of the configuration (--param lr=0.1); repeatable")
+    command.add_argument("--precision", default="default", choices=PRECISIONS,
+                         help="the precision your planned run trains at (with --epochs), as crossover predict takes it: "
+                              "default (PyTorch's own), fp32 (strict), tf32, bf16 or fp16 (autocast); a GPU measured "
+                              "at the default is then predicted at this one")
 
 
 def _report(args) -> int:
@@ -144,7 +153,8 @@ def _report(args) -> int:
         raise ValueError(f"{'--workload' if args.workload else '--trials'} names your planned run: give --epochs and "
                          "--dataset-size too (--epochs 30 --dataset-size 50000)")
     page, text = report.build(args.dirs, args.out, Bootstrap(draws=args.draws, seed=args.seed), args.include_loaded,
-                              reference=not args.no_reference, plan=plan, verbose=args.verbose)
+                              reference=not args.no_reference, plan=plan, verbose=args.verbose,
+                              count=args.count)
     print(text)
     print(f"crossover table: {page.parent / 'crossover.parquet'}")
     print(f"report: {page}")
@@ -244,7 +254,7 @@ def _plan(args) -> decide.Plan | None:
             raise ValueError(f"{flag} given {len(values)} times: with --epochs and --dataset-size, the planned run "
                              f"is one workload's; give {flag} once")
     return decide.Plan(args.epochs, args.dataset_size, (args.workload or [None])[0], (args.trials or [None])[0],
-                       _axes(args))
+                       _axes(args), args.precision)
 
 
 def _decide(args) -> int:
@@ -255,7 +265,8 @@ def _decide(args) -> int:
     options, billing = cost.load_prices(args.prices)
     boxes = [cost.load_home_box(p) for p in (args.home_box or cost.home_boxes())]
     grid, found, picks, even, notes = decide.decide(rows, None, options, billing, boxes,
-                                                    None if plan else _trials(args), args.deadline, plan, power)
+                                                    None if plan else _trials(args), args.deadline, plan, power,
+                                                    args.count)
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
         listed = json.dumps(decide.records(found, grid, plan), indent=1)

@@ -520,13 +520,18 @@ def answer(line) -> str:
         over = f" over the {placed:.1%} of draws not within noise" if placed < 1 else ""
         return f"{name[line.faster_above]} faster past {line.axis} ~ {line.crossover:.3g} (CI {ci}{over}; {draws})"
     if line.verdict == B_EVERYWHERE:
-        return f"{line.device_b} faster at every size{noisy} ({draws})"
+        return f"{line.device_b} faster at {_every(line)}{noisy} ({draws})"
     if line.verdict == A_EVERYWHERE:
-        return f"no crossover in the measured range: {line.device_a} faster at every size{noisy} ({draws})"
+        return f"no crossover in the measured range: {line.device_a} faster at {_every(line)}{noisy} ({draws})"
     if line.verdict == SEVERAL:
         return f"several crossings, at {line.axis} ~ " + ", ".join(f"{c:.3g}" for c in line.crossings) + f" ({draws})"
     return (f"within noise over the measured range: neither {line.device_a} nor {line.device_b} faster beyond "
             f"the noise at any of {line.n_points} sizes ({draws})")
+
+
+def _every(line) -> str:
+    """'every size', or where one size was measured 'the one size measured (x 256)': a claim no wider than the data."""
+    return "every size" if line.n_points > 1 else f"the one size measured ({line.axis} {line.x_max:.3g})"
 
 
 def _draws(line) -> str:

@@ -21,7 +21,7 @@ finished_at), "predicted", or "62% predicted; measured on ..." (the predicted sh
                 epochs. Where rows measured K trials packed on one GPU (device cuda/K), the K that gives
                 the most trials per GPU-second is used: a trial then holds 1/K of a GPU for its trial_s.
                 A GPU's rows at a configuration always win, your machine's over the reference rows
-                (`_yours_first`); at a configuration no row of it measured, analysis/model.py's
+                (`_yours_first`); at a configuration no row of it measured, analysis/model/'s
                 epoch_s_median and its interval (epoch_s_lo, epoch_s_hi) over the sweep's epochs (fitted
                 on the shipped reference rows alone, applied to the configuration's counted step costs:
                 `predictions`), plus the fixed seconds of the measured GPUs' rows, else of the CPU's
@@ -40,11 +40,15 @@ finished_at), "predicted", or "62% predicted; measured on ..." (the predicted sh
                 GPU have gpu_energy_j (their mean power over the timed epochs, train_s), else its nominal power_w.
 
 Your planned run (`Plan`, `planned_rows`, `plan_grid`, `plan_speeds`; --epochs E --dataset-size N
-[--workload W] [--batch-size B, --width, --depth, --context, --param k=v]): E epochs of N samples of
+[--workload W] [--batch-size B, --width, --depth, --context, --param k=v, --precision P]): E epochs of N samples of
 exactly one configuration, priced instead of the measured grid, once (or --trials runs of it). Where
 the workload's rows hold several shapes (its configurations less the dataset size) and the flags name
-none, it is refused in one line listing them: shapes are never summed. Each option's time per epoch
-(`per_epoch`) and fixed costs at N come from the
+none, it is refused in one line listing them: shapes are never summed. A GPU whose rows did not measure
+N (nor sizes around it) at PyTorch's default precision is priced at the model's prediction of the run's own
+configuration (`at_plan`: its step counted as `crossover predict` counts it, `planned_step`; the same function
+predict prices with, so both say one figure), scaled by that GPU's rows at other sizes where it has some
+(`corrected`), never at a line far past the sizes measured. A CPU's time per epoch
+(`per_epoch`), and the measured GPUs', and their fixed costs at N come from the
 dataset sizes its rows measured (`along`): at a measured size, the measurement; between two, the
 straight line through them; outside, a least-squares line a + b x N over the NEAREST sizes at that
 end, its spread the RMS of its relative residuals (one size measured: its time per sample x N). The
@@ -64,8 +68,9 @@ memory_gb, a home box's own): the GPU rows' measured peak_gpu_bytes, else the pe
 (docs/cost.md); where it does not fit, `largest_batch` says the batch that would. One that does not fit is never picked nor on the front.
 
 Output (`brief`, the default): at most BRIEF_LINES lines of at most WIDTH columns: the GPU memory the run
-needs and the cards it does not fit, the cost-versus-time front (fastest first), the fastest, the cheapest,
-the cheapest within --deadline, the stale prices in one line. `render` (--verbose, and the report) adds
+needs and the cards it does not fit, the three picks (`three`: the GPU to rent, fastest and cheapest; the box
+to buy, its break-even and what its write-off assumes, `bought`; your CPU), the cheapest within --deadline, the
+cost-versus-time front where lines are left, the stale prices in one line. `render` (--verbose, and the report) adds
 every option, the break-even, how each is costed, the notes. `records` (--json): every option's figures.
 
 Rows of the eager engine at PyTorch's default precision only (analysis/load.py `eager_ok`;
@@ -88,7 +93,7 @@ from crossover.analysis import model
 from crossover.analysis.crossover import BUSY, loaded, timed
 from crossover.analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option, measures, stale, stale_boxes
 from crossover.analysis.load import KEY, eager_ok, is_reference, keys, sizes_label
-from crossover.schema import SIZE_AXES
+from crossover.schema import BUILTIN_MODULE, SIZE_AXES
 
 FIXED = ["setup_s", "h2d_s", "warmup_s", "eval_s"]  # a trial's time besides its timed epochs
 OWN_CPU, OWN_GPU, HOME_BOX = "own CPU", "own GPU", "home box"
@@ -98,7 +103,7 @@ SHAPE = [c for c in KEY if c != "dataset_size"]
 FULL_BATCH = "dataset_size"  # a shape's batch_size where its batch is the whole dataset (peaks): it grows with N
 NEAREST = 3  # measured sizes a line is fitted to past either end of the measured range
 # lines of the default output at most, so the answer is read before the detail: the front, the picks, the stale prices
-BRIEF_LINES = 15
+BRIEF_LINES = 20  # the three picks, each wrapped rather than cut, and what is known of them
 WIDTH = 100  # columns of a line of the default output
 STALE = "stale prices:"  # the note on prices older than 12 months, the one note the default output keeps
 
@@ -256,7 +261,7 @@ def _measured(config_key: str, source: str, trial_s: float, group: pd.DataFrame)
 
 
 def _epochs(guess: pd.DataFrame) -> tuple[float, float, float]:
-    """analysis/model.py's epoch time and its interval (epoch_s_lo, epoch_s_hi; the median where absent)."""
+    """analysis/model/'s epoch time and its interval (epoch_s_lo, epoch_s_hi; the median where absent)."""
     mid = float(guess["epoch_s_median"].median())
     ends = [float(guess[c].median()) if c in guess and guess[c].notna().any() else mid for c in ("epoch_s_lo", "epoch_s_hi")]
     return mid, ends[0], ends[1]
@@ -498,6 +503,14 @@ def plan_grid(rows: pd.DataFrame, plan: Plan) -> pd.DataFrame:
     return grid.assign(config=sizes_label(grid))
 
 
+def counted_grid(counted: dict, plan: Plan) -> pd.DataFrame:
+    """The planned run as a sweep of one line (config_key 'run'), from a step counted without rows
+    (sweeps/predict.py): what `table` and `records` price beside `at_plan`'s speeds."""
+    return pd.DataFrame([{"config_key": "run", "workload": counted["workload"], "epochs": plan.epochs,
+                          "warmup_epochs": 0, "trials": 1, "full_batch": False,
+                          **{a: counted.get(a) for a in SIZE_AXES}, "dataset_size": plan.samples}])
+
+
 def _points(group: pd.DataFrame) -> pd.DataFrame:
     """Measured rows as one point per dataset size: median epoch time (no interval: epoch_lo and epoch_hi
     the same), and median fixed seconds of a run besides its epochs (set-up, transfer, evaluation, and
@@ -510,7 +523,7 @@ def _points(group: pd.DataFrame) -> pd.DataFrame:
 
 
 def _guessed(guess: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
-    """analysis/model.py's predictions as points: its epoch time and interval, and the fixed seconds the
+    """analysis/model/'s predictions as points: its epoch time and interval, and the fixed seconds the
     measured rows of the same configuration took (the warm-up counted as a steady epoch, as `speeds` does)."""
     fixed = measured.assign(f=measured[["setup_s", "h2d_s", "eval_s"]].sum(axis=1)).groupby("config_key")["f"].median()
     ends = {e: guess[c] if c in guess else guess["epoch_s_median"] for e, c in (("epoch_lo", "epoch_s_lo"), ("epoch_hi", "epoch_s_hi"))}
@@ -537,11 +550,78 @@ def _planned(points: pd.DataFrame, plan: Plan) -> dict:
             "reach": epoch.reach}
 
 
+def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFrame | None, str]:
+    """The planned configuration's one step and its counted costs (one line: the configuration's columns and
+    model.CLASS_COLUMNS), what `at_plan` predicts the GPUs from, and a note where it is not `count`'s. `count(ref,
+    plan, line)`: the step counted as `crossover predict` counts it (sweeps/predict.py count_planned, in a process of
+    its own; `crossover decide` passes it), for the job the rows name (workload_module; a built-in's by its name);
+    where it fails or is not given, the count a row of the configuration made (the CPU's first). None: the rows
+    hold no count of every op class, or the batch is the whole dataset (it grows with the run's size)."""
+    mine = planned_rows(rows, plan)
+    if mine["full_batch"].any():
+        return None, ""
+    line = mine.sort_values("is_cpu", ascending=False, kind="stable").iloc[0]
+    note = ""
+    module = line.get("workload_module")
+    if count is not None and isinstance(module, str) and module:  # rows that name no job have only their own count
+        ref = line["workload"] if module == BUILTIN_MODULE else module
+        try:
+            return pd.DataFrame([count(ref, plan, line.to_dict())]), ""
+        except ValueError as exc:
+            note = (f"  the planned step was not counted as crossover predict counts it ({exc}); the GPUs are "
+                    "predicted from the step a row counted")
+    counted = mine[mine[list(model.CLASS_COLUMNS)].notna().all(axis=1)] if set(model.CLASS_COLUMNS) <= set(mine) \
+        else mine.iloc[:0]
+    if counted.empty:
+        return None, note
+    return counted.sort_values("is_cpu", ascending=False, kind="stable").head(1), note
+
+
+def at_plan(config_key: str, counted: pd.DataFrame, plan: Plan, gpus: list[str]) -> pd.DataFrame:
+    """analysis/model/'s prediction of the planned configuration itself on each GPU of `gpus` its device table
+    knows, as `speeds` lines (SPEED, and a planned run's columns): the step of `counted` (`planned_step`, counted at
+    the run's batch size), plan.samples' steps an epoch, at plan.precision; the run's time plan.epochs x the time
+    per epoch, on the GPU alone (nothing of it was timed: no set-up, transfer or evaluation). What `crossover
+    predict` and `decide` both price a GPU no row measured at that configuration by, so that both say one figure."""
+    batch = int(counted["batch_size"].iloc[0])
+    configs = counted.assign(dataset_size=plan.samples, steps_per_epoch=-(-plan.samples // batch),
+                             precision=plan.precision)
+    known = [g for g in gpus if g in model.load_devices()]
+    guess = model.predict_counted(configs, known) if known else pd.DataFrame(columns=["device_name"])
+    needs = memory_needed(configs, plan.samples, False)
+    return pd.DataFrame([{
+        "config_key": config_key, "source": g.device_name, "k": 1, "predicted": True, "hosts": "", "date": pd.NaT,
+        "busy": "", "power_w": math.nan, "threads": math.nan, **needs, "modelled": True, "extrapolated": False,
+        "unreliable": False, "factor": 1.0, "spread": math.nan, "reach": OWN_SIZE,
+        **{f"trial{end}": plan.epochs * v for end, v in (("_s", g.epoch_s_median), ("_lo", g.epoch_s_lo),
+                                                           ("_hi", g.epoch_s_hi))},
+        "epoch_s": g.epoch_s_median, "epoch_lo": g.epoch_s_lo, "epoch_hi": g.epoch_s_hi} for g in guess.itertuples()],
+        columns=SPEED + PLANNED)
+
+
+OWN_SIZE = "predicted at its own size"  # a planned run's `reach` where the model predicted that configuration itself
+PLANNED = ["modelled", "extrapolated", "unreliable", "factor", "spread", "reach", "epoch_s", "epoch_lo", "epoch_hi"]
+
+
+def corrected(line: dict, points: pd.DataFrame, plan: Plan, batch: int) -> dict:
+    """`at_plan`'s line for a GPU whose rows measured the configuration at other dataset sizes, scaled by what
+    they measured against what the model says at the nearest of them (the same step, that size's steps an
+    epoch); its interval scaled alike, and its reach naming the size the correction rests on."""
+    near = points.iloc[(points["dataset_size"] - plan.samples).abs().argsort()[:1]].iloc[0]
+    said = line["epoch_s"] * -(-int(near["dataset_size"]) // batch) / -(-plan.samples // batch)
+    scale = float(near["epoch_s"]) / said if said > 0 else 1.0
+    scaled = {c: line[c] * scale for c in ("trial_s", "trial_lo", "trial_hi", "epoch_s", "epoch_lo", "epoch_hi")}
+    return line | scaled | {"reach": f"{OWN_SIZE}, x{scale:.2g} as measured at {near['dataset_size']:,.0f}"}
+
+
 def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus: list[str],
-                plan: Plan) -> pd.DataFrame:
-    """`speeds` for the planned run: per shape and GPU model or CPU arm, the run's time at plan.samples
-    from the dataset sizes measured (a GPU's own rows, your machine's first; the model's predictions at
-    the sizes they lack)."""
+                plan: Plan, counted: pd.DataFrame | None = None) -> pd.DataFrame:
+    """`speeds` for the planned run: per shape and GPU model or CPU arm, the run's time at plan.samples.
+    A GPU's own rows (your machine's first) at plan.samples, or around it (the line between the two sizes
+    around it), give the measurement, at PyTorch's default precision (the rows'); elsewhere the model's
+    prediction of the configuration itself (`at_plan`, from `counted`: `planned_step`), scaled by the GPU's
+    rows at other sizes where it has some (`corrected`); without a count of every op class, the model's
+    predictions at the sizes measured, along them (`along`). A CPU's rows along the sizes they measured."""
     ok = planned_rows(rows, plan)
     pred = _keyed(predicted)
     pred = pred.assign(shape=pred["config_key"].map(dict(zip(ok["config_key"], ok["shape"]))))
@@ -550,13 +630,23 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
         at = ok[ok["shape"] == line.config_key]
         needs = memory_needed(at, plan.samples, line.full_batch)
         gpu_rows = at[at["whole_gpu"]]  # one run holds a whole GPU: packed rows (cuda/K) left aside
+        own = at_plan(line.config_key, counted, plan, gpus) if counted is not None else pd.DataFrame(columns=SPEED)
         for gpu in gpus:
             mine = gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]]
             mine = pd.concat([_yours_first(g) for _, g in mine.groupby("config_key")]) if len(mine) else mine
-            points = _points(mine) if len(mine) else pd.DataFrame()
+            points = _points(mine) if len(mine) and plan.precision == "default" else pd.DataFrame()
+            sizes = points.get("dataset_size", pd.Series(dtype=float))
+            covered = len(points) and (sizes.eq(plan.samples).any() or sizes.min() < plan.samples < sizes.max())
+            guessed = own[own["source"] == gpu]
+            if not covered and len(guessed):
+                said = guessed.iloc[0].to_dict()
+                said = corrected(said, points, plan, int(line.batch_size)) if len(points) else said
+                measured_peak = str(needs["needs_how"]).startswith("peak measured")  # a GPU's peak beats a count
+                lines.append(said | (needs if measured_peak else {}))
+                continue
             guess = pred[(pred["shape"] == line.config_key) & (pred["device_name"] == gpu)]
-            guess = guess[~guess["dataset_size"].isin(points.get("dataset_size", []))]  # a measured size wins
-            if len(guess):
+            guess = guess[~guess["dataset_size"].isin(sizes)]  # a measured size wins
+            if len(guess) and not covered:
                 points = pd.concat([points, _guessed(guess, gpu_rows if len(gpu_rows) else at)], ignore_index=True)
             if len(points):
                 where = (_measured(line.config_key, gpu, 0.0, mine) if len(mine) else
@@ -568,8 +658,7 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
             lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", 0.0, group)
                          | {"k": 1, **_planned(_points(group), plan), "power_w": _power_w(group, "cpu_energy_j"),
                             "threads": int(threads), "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
-    return pd.DataFrame(lines, columns=SPEED + ["modelled", "extrapolated", "unreliable", "factor", "spread", "reach", "epoch_s",
-                                                "epoch_lo", "epoch_hi"])
+    return pd.DataFrame(lines, columns=SPEED + PLANNED)
 
 
 def makespan(trial_s: np.ndarray, share: np.ndarray, gpus: int) -> float:
@@ -722,7 +811,8 @@ def _rented(o: Option, bill: Billing, run: dict, basis: str) -> list[dict]:
              "gpus": o.gpus, **run, **_figures(run, lambda s, p=p: (bill.startup_s + s, p.usd_per_h * bill.charged_s(bill.startup_s + s) / 3600)),
              "basis": f"{basis}; {bill.startup_s:.0f} s start-up; billed per {bill.step_s:g} s, at least {bill.minimum_s:g} s"
                       + (f"; stale price of {p.date}" if p.is_stale(dt.date.today()) else ""),
-             "price_date": p.date} for kind, p in o.prices()]
+             "price_date": p.date, "price_source": p.source, "price_stale": p.is_stale(dt.date.today())}
+            for kind, p in o.prices()]
 
 
 def _home(box: HomeBox, run: dict) -> dict:
@@ -734,6 +824,8 @@ def _home(box: HomeBox, run: dict) -> dict:
     return {"option": box.name, "kind": HOME_BOX, "model": box.gpu, "gpus": 1, **run,
             **_figures(run, lambda s: (s, per_h * s / 3600)), "energy_usd": energy,
             "fixed_usd_per_month": box.fixed_usd_per_month, "price_date": box.purchase_date,
+            "price_source": box.purchase_source, "price_stale": box.is_stale(dt.date.today()),
+            "purchase_usd": box.purchase_usd, "lifetime_years": box.lifetime_years, "utilisation": box.utilisation,
             "basis": f"write-off at {box.utilisation:.0%} utilisation + electricity at {what}"}
 
 
@@ -748,6 +840,52 @@ def pick(options: pd.DataFrame, deadline_h: float | None = None) -> dict[str, pd
         within = by_cost[by_cost["wall_h"] <= deadline_h]
         out[f"cheapest within {deadline_h:g} h"] = within.iloc[0] if len(within) else None
     return out
+
+
+RENT_FASTEST, RENT_CHEAPEST, BUY, YOUR_CPU, YOUR_GPU = "rent, fastest", "rent, cheapest", "buy", "your CPU", "your GPU"
+
+
+def three(options: pd.DataFrame) -> dict[str, pd.Series | None]:
+    """The first screen's picks, among the options the run fits (`fitting`): the GPU to rent (the fastest
+    on-demand instance, and the cheapest where it is another), the box to buy (the home box that pays for itself
+    at the fewest runs a month against the cheapest on-demand GPU, `break_even`; its line carries that
+    break-even: even_n runs a month, even_against, even_against_usd, even_predicted), your own CPU, and your own
+    GPU (the fastest) where the rows measured one; None where the options hold none of that kind."""
+    ok = options[fitting(options)]
+    rented = ok[(ok["kind"] == "on-demand") & (ok["gpus"] > 0)]
+    fastest = rented.sort_values(["wall_s", "usd"]).iloc[0] if len(rented) else None
+    cheapest = rented.sort_values(["usd", "wall_s"]).iloc[0] if len(rented) else None
+    out = {RENT_FASTEST: fastest}
+    if cheapest is not None and cheapest["option"] != fastest["option"]:
+        out[RENT_CHEAPEST] = cheapest
+    even = break_even(options)
+    even = even[even["versus"] == "cheapest on-demand GPU"] if len(even) else even
+    if len(even):
+        best = even.sort_values("sweeps_per_month").iloc[0]
+        even = {"even_n": best["sweeps_per_month"], "even_against": best["against"],
+                "even_against_usd": best["against_usd"], "even_predicted": best["predicted"]}
+        out[BUY] = pd.concat([ok[ok["option"] == best["box"]].iloc[0], pd.Series(even)])
+    else:
+        boxes = ok[ok["kind"] == HOME_BOX]
+        out[BUY] = boxes.sort_values(["usd", "wall_s"]).iloc[0] if len(boxes) else None
+    cpus, gpus = ok[ok["kind"] == OWN_CPU], ok[ok["kind"] == OWN_GPU]
+    out[YOUR_CPU] = cpus.sort_values(["usd", "wall_s"]).iloc[0] if len(cpus) else None
+    return out | ({YOUR_GPU: gpus.sort_values(["wall_s", "usd"]).iloc[0]} if len(gpus) else {})
+
+
+def bought(line, unit: str) -> str:
+    """What buying the box means: its break-even in runs a month against renting, and what its write-off
+    assumes ('pays for itself past ~680 runs a month against RunPod RTX 4090 community ($0.02 a run); write-off:
+    $3,900 over 4 years, training 25% of each month, + electricity')."""
+    assumes = (f"write-off: ${line['purchase_usd']:,.0f} over {line['lifetime_years']:g} years, training "
+               f"{line['utilisation']:.0%} of each month, + electricity")
+    if "even_n" not in line:
+        return assumes
+    n, guessed = line["even_n"], bool(line["even_predicted"])
+    when = (f"never pays for itself: its electricity a {unit} costs more than renting" if math.isinf(n) else
+            f"pays for itself past {'~' if guessed else ''}{significant(n, 2 if guessed else 3)} "
+            f"{unit}s a month against renting {line['even_against']} (${cents(line['even_against_usd'])} a {unit})")
+    return f"{when}; {assumes}"
 
 
 def pareto(options: pd.DataFrame) -> pd.Series:
@@ -903,8 +1041,10 @@ def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
     sizes += [f"{a} {v}" for a, v in plan.axes if a not in SIZE_AXES]
     full = " (one batch: the whole dataset)" if line["full_batch"] else ""
     runs = f", {plan.trials:,} runs of it" if plan.trials and plan.trials > 1 else ""
+    precision = (f", precision {plan.precision} on the GPUs (the CPU's as measured, PyTorch's default)"
+                 if plan.precision != "default" else "")
     return (f"== the planned run: {plan.epochs:,} epochs of {plan.samples:,} samples of {line['workload']}{full}, "
-            f"{', '.join(sizes)}{runs} ==")
+            f"{', '.join(sizes)}{runs}{precision} ==")
 
 
 def cards(options: pd.DataFrame) -> str:
@@ -922,10 +1062,12 @@ def cards(options: pd.DataFrame) -> str:
 def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[str], plan: Plan | None = None,
           head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
     """The decision in at most `lines` lines of at most WIDTH columns (`python -m crossover.analysis decide`):
-    `head` (wrapped), the sweep, what it needs of a GPU's memory and the cards it does not fit, the
-    cost-versus-time front (fastest first, as many as fit; a planned run's time per epoch first), the
-    fastest, the cheapest, the cheapest within the deadline (each wrapped, not cut), the stale prices in one
-    line, what each busy mark means, what --verbose adds. Every figure is marked: '~' and its 90% interval where it rests on a prediction, and its source."""
+    `head` (wrapped), the sweep, what it needs of a GPU's memory and the cards it does not fit, the three picks
+    (`three`: the GPU to rent, fastest and cheapest; the box to buy, with its break-even and what its write-off
+    assumes; your CPU), each with its time per epoch (a planned run), run time and cost, the cheapest within the
+    deadline where one was asked, the cost-versus-time front where lines are left, the stale prices in one line,
+    what each busy mark means, what --verbose adds. Every figure is marked: '~' and its 90% interval where it
+    rests on a prediction, and its source."""
     top = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")] + [_fit(header(grid, plan))]
     dated = [n.strip() for n in notes if n.strip().startswith(STALE)]
     rest = len(notes) - len(dated)
@@ -936,22 +1078,28 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     top += [w for w in textwrap.wrap(cards(options), WIDTH, subsequent_indent="    ")]
     more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
             + (f", {rest} notes" if rest else ""))
-    # a pick wraps rather than lose its end, where an extrapolation says it is unreliable
-    tail = [w for name, line in picks.items() for w in textwrap.wrap(
-        f"{name}: " + ("none" if line is None else f"{said(line)}; {how_known(line, plan, picked=True)}"), WIDTH,
-        subsequent_indent="    ")]
-    tail += [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]
+    chosen = three(options) | {k: v for k, v in picks.items() if k.startswith("cheapest within")}
+    said_picks, named = [], {}
+    for name, line in chosen.items():  # each wraps rather than lose its end; an option named again is not said again
+        again = None if line is None else named.setdefault(line["option"], name)
+        text = ("none" if line is None else f"{line['option']}, as {again} above" if again != name else
+                f"{said(line)}; {how_known(line, plan, picked=True)}"
+                + (f"; {bought(line, 'run' if plan else 'sweep')}" if name == BUY else ""))
+        said_picks += textwrap.wrap(f"{name}: {text}", WIDTH, subsequent_indent="    ")
+    tail = [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]
     front = options[pareto(options)].sort_values(["wall_s", "usd"])
-    room = max(lines - len(top) - len(tail) - 1, 1)
-    shown = front.head(room)
+    room = lines - len(top) - len(said_picks) - len(tail) - 1
+    shown = front.head(max(room, 0))
+    if not len(shown):
+        return "\n".join(top + said_picks + tail)
     said_front = ("the cost-versus-time front, fastest first" +
                   (f" ({len(shown)} of {len(front)}; --verbose shows all):" if len(front) > room else ":"))
     cells = [(o["option"],) + ((per_epoch(o),) if plan else ()) + (run_time(o), money(o), how_known(o, plan))
              for _, o in shown.iterrows()]
-    n = len(cells[0]) - 1 if cells else 0
+    n = len(cells[0]) - 1
     widths = [min(max(len(c[i]) for c in cells), 34) for i in range(n)]
     body = [_fit("  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(n)) + "  " + c[n]) for c in cells]
-    return "\n".join(top + [said_front] + body + tail)
+    return "\n".join(top + said_picks + [said_front] + body + tail)
 
 
 def how_known(line, plan: Plan | None, short: bool = True, picked: bool = False) -> str:
@@ -966,6 +1114,8 @@ def how_known(line, plan: Plan | None, short: bool = True, picked: bool = False)
     if picked:
         said_source = (said_source.split(";")[0].split(" [busy")[0] if "predicted" in said_source else "measured") \
             + _busy_mark(line)
+    if isinstance(reach, str) and reach.startswith(OWN_SIZE):  # 'predicted' says it; a correction is named
+        return said_source + reach[len(OWN_SIZE):]
     return said_source + ("" if reach == "measured" or pd.isna(reach) else f"; {reach}")
 
 
@@ -980,17 +1130,19 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
         return "\n".join(parts + [f"no option has a measured or predicted time for every configuration of the {unit}"] + notes)
     shown = options.assign(wall=options.apply(run_time, axis=1), cost=options.apply(money, axis=1),
                            memory=options.apply(memory, axis=1), source=options.apply(source, axis=1),
-                           front=pareto(options).map({True: "*", False: ""}))
+                           front=pareto(options).map({True: "*", False: ""}),
+                           precision=options.apply(precision_of, axis=1, plan=plan),
+                           price=options.apply(priced_on, axis=1))
     if plan:
         why = shown["modelled"].map({True: ["model"], False: []}) + shown["extrapolated"].map({True: ["extrapolated"], False: []})
         shown = shown.assign(predicted=why.map(", ".join), **{"dataset size": shown["reach"]},
                              epoch=options.apply(per_epoch, axis=1))
-        columns = ["option", "kind", "model", "gpus", "epoch", "wall", "cost", "memory", "predicted", "dataset size",
-                   "source", "front"]
+        columns = ["option", "kind", "model", "gpus", "precision", "epoch", "wall", "cost", "memory", "predicted",
+                   "dataset size", "source", "price", "front"]
     else:
-        columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "source", "front"]
+        columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "source", "price", "front"]
     parts.append(shown[columns].to_string(index=False))
-    parts.append("  ~: rests on analysis/model.py's prediction for a GPU no row measured, its 90% interval in brackets" +
+    parts.append("  ~: rests on analysis/model/'s prediction for a GPU no row measured, its 90% interval in brackets" +
                  (" (model), or on a time extrapolated outside the dataset sizes measured" if plan else "") +
                  "; *: on the cost-versus-time front; source: where the rows were measured, and the share predicted"
                  "; memory: what the run needs of the card (peak measured or estimated, docs/cost.md) of its GB")
@@ -1007,15 +1159,41 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
     return "\n".join(parts + notes)
 
 
+def significant(v: float, digits: int) -> str:
+    """`v` to `digits` significant figures, without an exponent: 683.06 to two is '680', 0.04567 '0.046'. A
+    figure resting on a prediction (a 90% interval of ±30% or more) carries two; a measured one three."""
+    if v == 0 or not math.isfinite(v):
+        return f"{v:g}"
+    places = digits - 1 - math.floor(math.log10(abs(v)))
+    return f"{round(v, places):,.{max(places, 0)}f}"
+
+
 def evens(even: pd.DataFrame, unit: str) -> list[str]:
     """Each home box's break-even against each class's best, a line each (`unit`: 'sweep' or 'run')."""
     lines = []
     for e in even.itertuples():
+        digits = 2 if e.predicted else 3
         when = (f"never: its electricity per {unit} costs more" if math.isinf(e.sweeps_per_month) else
-                f"beyond {'~' if e.predicted else ''}{e.sweeps_per_month:,.2f} {unit}s a month "
-                f"({e.box_hours_per_month:,.1f} h of use)")
+                f"beyond {'~' if e.predicted else ''}{significant(e.sweeps_per_month, digits)} {unit}s a month "
+                f"({significant(e.box_hours_per_month, digits)} h of use)")
         lines.append(f"{e.box} against the {e.versus} ({e.against}, ${cents(e.against_usd)} a {unit}): cheaper {when}")
     return lines
+
+
+def priced_on(line) -> str:
+    """Where an option's price came from and when: 'of 2025-06 (runpod.io/pricing)', 'of 2024-05, STALE: re-read
+    (aws.amazon.com/...)' past 12 months; '-' for your own machine (its electricity alone)."""
+    date = line.get("price_date")
+    if not isinstance(date, str) or not date:
+        return "-"
+    stale_mark = ", STALE: re-read" if bool(line.get("price_stale", False)) else ""
+    return f"of {date}{stale_mark} ({line.get('price_source') or 'no source given'})"
+
+
+def precision_of(line, plan: Plan | None) -> str:
+    """The precision an option's figure is for: the planned run's on a GPU (predicted at it, or measured where the
+    rows ran it); PyTorch's default on a CPU, the one its rows ran at."""
+    return plan.precision if plan and line["gpus"] > 0 else "default"
 
 
 def costed(options: pd.DataFrame) -> list[str]:
@@ -1037,7 +1215,9 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
     and its 90% interval epoch_s_low, epoch_s_high (a planned run only; the same figure where measured);
     run_s (wall time, a cloud's start-up included), usd, each with _low and _high; fits (None for a CPU
     or where not known), needs_gb, memory_gb; largest_batch and accumulate_steps (`crossover predict`, where the
-    run does not fit: the largest batch that would, and the steps of it that make the run's batch); basis ("measured" or "predicted"), source, costed (how)."""
+    run does not fit: the largest batch that would, and the steps of it that make the run's batch); basis ("measured" or "predicted"), source, costed (how);
+    price_date, price_source and price_stale (over 12 months old) of the price it is costed at, None for your own
+    machine; precision (`precision_of`)."""
     one = grid.iloc[0] if len(grid) == 1 else None
     size = lambda axis: None if one is None or pd.isna(one[axis]) else int(one[axis])  # noqa: E731
     out = []
@@ -1046,7 +1226,7 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
         out.append({
             "option": o["option"], "kind": o["kind"], "gpu": o["model"] if gpu else None, "gpus": int(o["gpus"]),
             "workload": one["workload"] if one is not None else None, "epochs": plan.epochs if plan else None,
-            "precision": plan.precision if plan else "default",
+            "precision": precision_of(o, plan),
             "batch_size": size("batch_size"), "dataset_size": size("dataset_size"),
             **{name: _plain(o.get(column, math.nan)) for name, column in
                (("epoch_s", "epoch_s"), ("epoch_s_low", "epoch_lo"), ("epoch_s_high", "epoch_hi"),
@@ -1057,7 +1237,10 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
             "memory_gb": _plain(o.get("memory_gb")) if gpu else None,
             **{name: None if not gpu or pd.isna(o.get(name)) else int(o.get(name))
                for name in ("largest_batch", "accumulate_steps")},
-            "basis": "predicted" if o["predicted"] else "measured", "source": source(o), "costed": o["basis"]})
+            "basis": "predicted" if o["predicted"] else "measured", "source": source(o), "costed": o["basis"],
+            "price_date": o.get("price_date") if isinstance(o.get("price_date"), str) else None,
+            "price_stale": bool(o.get("price_stale")) if isinstance(o.get("price_date"), str) else None,
+            "price_source": o.get("price_source") if isinstance(o.get("price_source"), str) else None})
     return out
 
 
@@ -1069,7 +1252,7 @@ def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[
         if lacking:
             names = grid.loc[grid["config_key"].isin(lacking), "workload"].value_counts()
             notes.append(f"  left out: {gpu}, with no measured or predicted time at {len(lacking)} of {len(grid)} "
-                         f"configurations ({', '.join(f'{w} {n}' for w, n in names.items())}); analysis/model.py predicts "
+                         f"configurations ({', '.join(f'{w} {n}' for w, n in names.items())}); analysis/model/ predicts "
                          "a configuration from its rows' counted step costs (trainables/costs.py), which these lack: "
                          "sweep it again with this version, which counts them")
     return notes
@@ -1077,10 +1260,11 @@ def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[
 
 def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Option], billing: dict[str, Billing],
            boxes: list[HomeBox], asked: dict[str, int] | None = None, deadline_h: float | None = None,
-           plan: Plan | None = None, power: Electricity = Electricity()):
+           plan: Plan | None = None, power: Electricity = Electricity(), count=None):
     """The sweep (or the planned run, where `plan` is given: `asked` is then unused), every option's time
     and cost, your own CPU and GPUs among them (`own_gpus`; their electricity, `power`), the picks and the
-    break-even; and the notes (models left out, stale prices). `predicted` None: analysis/model.py's
+    break-even; and the notes (models left out, stale prices). `count`: how a planned run's step is counted
+    (`planned_step`; None: a row's count). `predicted` None: analysis/model/'s
     predictions (`predictions`). Rows flagged outside_load are left out where their point has quiet rows,
     as the crossovers leave them (crossover.timed); those kept mark the figures resting on them (`busy`)."""
     rows = timed(rows)
@@ -1093,7 +1277,12 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     if predicted is None:
         predicted, note = predictions(rows, gpus)
         notes += [note] if note else []
-    speed = plan_speeds(rows, predicted, grid, gpus, plan) if plan else speeds(rows, predicted, grid, gpus)
+    if plan:
+        counted, note = planned_step(rows, plan, count)
+        notes += [note] if note else []
+        speed = plan_speeds(rows, predicted, grid, gpus, plan, counted)
+    else:
+        speed = speeds(rows, predicted, grid, gpus)
     found = table(grid, speed, options, billing, boxes, own, power)
     picks = pick(found, deadline_h) if len(found) else {}
     even = break_even(found) if len(found) else pd.DataFrame()
@@ -1105,7 +1294,7 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
 
 
 def predictions(rows: pd.DataFrame, gpus: list[str]) -> tuple[pd.DataFrame, str]:
-    """analysis/model.py's predictions, with their interval, for the GPU models among `gpus` that its
+    """analysis/model/'s predictions, with their interval, for the GPU models among `gpus` that its
     device table knows, at every configuration no row of theirs measured, and a note where it could make
     none. The model is fitted on the shipped reference rows alone (model.shipped), and each configuration
     is predicted from its own rows' counted step costs: a user's model measured on the CPU alone is

@@ -139,9 +139,9 @@ SHORT_LINES = 25
 
 def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Bootstrap(),
           include_loaded: bool = False, reference: bool = False, plan: decide.Plan | None = None,
-          verbose: bool = False) -> tuple[Path, str]:
+          verbose: bool = False, count=None) -> tuple[Path, str]:
     """Write the report for `dirs`; returns the page's path and the verdict as text, the planned run's decision
-    first where `plan` is given: in at most SHORT_LINES - 2 lines (`short`: the answer and the costs' picks, as
+    first where `plan` is given (its step counted by `count`: analysis/decide.py planned_step): in at most SHORT_LINES - 2 lines (`short`: the answer and the costs' picks, as
     the end of a sweep says them), or with `verbose` in full (the answer, the crossover table and, with `reference`, the decision:
     analysis/verdict.py).
 
@@ -154,7 +154,7 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
     rows = read(*dirs)
     rows = summary.with_reference(rows) if reference else rows
     said = verdict.reach(select(rows, include_loaded), boot, decision=reference)
-    planned = verdict.priced(rows, plan) if plan else None
+    planned = verdict.priced(rows, plan, count) if plan else None
     page = write_page(said, dirs, out, planned)
     if not verbose:
         return page, short(said, planned)
@@ -275,27 +275,33 @@ def answer_section(said: verdict.Verdict) -> list[str]:
 
 
 def decision_section(d: verdict.Decision, heading: str) -> list[str]:
-    """`d` as HTML: what was priced, the picks in a sentence each, a table of the front and the picks (time
-    per epoch for a planned run, the run's time and cost, each with its interval where predicted, and how
-    each is known), and folded below it every option, the break-even, how each is costed and the notes."""
+    """`d` as HTML: what was priced, the three picks as the terminal names them (decide.three: the GPU to rent, the
+    box to buy with its break-even and what its write-off assumes, your CPU), a sentence each and a table of them
+    (time per epoch for a planned run, the run's time and cost, each with its interval where predicted, how each is
+    known, its precision and its price's date); folded below, the cost-versus-time front, every option, the
+    break-even, how each is costed and the notes."""
     plan = d.plan
+    unit = "run" if plan else "sweep"
     head = decide.header(d.grid, plan).strip("= ")
     out = [f"<h2>{html.escape(heading)}</h2>", f"<p>{html.escape(head[0].upper() + head[1:])}.</p>"]
     if d.options.empty:
         return out + [f"<p>{html.escape(n.strip())}</p>" for n in
                       ["no option has a measured or predicted time for every configuration", *d.notes]]
-    picks = "".join(f"<li><b>{html.escape(name)}:</b> " + ("none" if line is None else
-                    html.escape(f"{decide.said(line)}; {decide.how_known(line, plan, picked=True)}")) + "</li>"
-                    for name, line in d.picks.items())
-    named = decide.pareto(d.options) | d.options["option"].isin([p["option"] for p in d.picks.values() if p is not None])
+    chosen = decide.three(d.options) | {k: v for k, v in d.picks.items() if k.startswith("cheapest within")}
+    picks = "".join(f"<li><b>{html.escape(name)}:</b> " + ("none" if line is None else html.escape(
+                    f"{decide.said(line)}; {decide.how_known(line, plan, picked=True)}"
+                    + (f"; {decide.bought(line, unit)}" if name == decide.BUY else ""))) + "</li>"
+                    for name, line in chosen.items())
+    named = d.options["option"].isin([p["option"] for p in chosen.values() if p is not None])
     cards = decide.cards(d.options)
-    out += [f"<ul>{picks}</ul>", options_table(d.options[named], d.picks, plan),
-            "<p class=note>The cost-versus-time front and the picks; '~': rests on a prediction (analysis/model/, "
-            "or a time extrapolated outside the dataset sizes measured), its 90% interval in brackets."
-            + (f" {html.escape(cards)}." if cards else "") + "</p>",
+    out += [f"<ul>{picks}</ul>", options_table(d.options[named], chosen, plan),
+            "<p class=note>'~': rests on a prediction (analysis/model/, or a time extrapolated outside the dataset "
+            "sizes measured), its 90% interval in brackets." + (f" {html.escape(cards)}." if cards else "") + "</p>",
             *[f"<p class=note>{html.escape(n)}</p>" for n in decide.busy_notes(d.options)],
-            f"<details><summary>All {len(d.options)} options</summary>{options_table(d.options, d.picks, plan)}</details>"]
-    for title, lines in (("The home boxes' break-even", decide.evens(d.even, "run" if plan else "sweep")),
+            f"<details><summary>The cost-versus-time front</summary>"
+            f"{options_table(d.options[decide.pareto(d.options)], chosen, plan)}</details>",
+            f"<details><summary>All {len(d.options)} options</summary>{options_table(d.options, chosen, plan)}</details>"]
+    for title, lines in (("The home boxes' break-even", decide.evens(d.even, unit)),
                          ("How each option is costed", decide.costed(d.options)),
                          ("Notes", [n.strip() for n in d.notes])):
         if lines:
@@ -307,14 +313,16 @@ def decision_section(d: verdict.Decision, heading: str) -> list[str]:
 def options_table(options: pd.DataFrame, picks: dict, plan: decide.Plan | None) -> str:
     """Options as an HTML table, cheapest first: the option (and which pick it is), time per epoch (a
     planned run), the run's time, its cost, how it is known (measured, predicted, where the planned size lies),
-    whether it fits the card."""
+    whether it fits the card, the precision it is for, and where and when its price was read (stale marked)."""
     named = {line["option"]: name for name, line in picks.items() if line is not None}
     shown = pd.DataFrame({
         "option": options["option"] + options["option"].map(lambda o: f" ({named[o]})" if o in named else ""),
         **({"time per epoch": options.apply(decide.per_epoch, axis=1)} if plan else {}),
         "run time": options.apply(decide.run_time, axis=1), "cost": options.apply(decide.money, axis=1),
         "measured or predicted": options.apply(lambda o: decide.how_known(o, plan), axis=1),
-        "GPU memory": options.apply(decide.memory, axis=1)})
+        "GPU memory": options.apply(decide.memory, axis=1),
+        "precision": options.apply(decide.precision_of, axis=1, plan=plan),
+        "price": options.apply(decide.priced_on, axis=1)})
     return _table(shown.loc[options.sort_values(["usd", "wall_s"]).index])
 
 

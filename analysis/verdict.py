@@ -115,12 +115,12 @@ def yours_first(rows: pd.DataFrame) -> list[str]:
     return sorted(set(rows["workload"]), key=lambda w: (w not in own, w))
 
 
-def priced(rows: pd.DataFrame, plan: decide.Plan | None = None) -> Decision:
+def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, count=None) -> Decision:
     """The decision for `rows` on every option of analysis/prices.yaml and every home box: the measured grid
-    as the sweep, or the planned run `plan`."""
+    as the sweep, or the planned run `plan` (its step counted by `count`: decide.planned_step)."""
     options, billing = cost.load_prices()
     boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
-    return Decision(*decide.decide(rows, None, options, billing, boxes, plan=plan), plan=plan)
+    return Decision(*decide.decide(rows, None, options, billing, boxes, plan=plan, count=count), plan=plan)
 
 
 def _candidates(table: pd.DataFrame) -> pd.DataFrame:
@@ -200,17 +200,18 @@ def _seconds(x: float) -> str:
 
 
 def _against(at: pd.DataFrame, axis: str) -> str:
-    """A predicted GPU against the measured CPU along `axis`: 'GPU faster at every size, ~6.6x (3.6-12)'
-    (at the largest size, the interval from the prediction's), 'CPU faster at every size: the GPU takes
+    """A predicted GPU against the measured CPU along `axis`: 'GPU faster at every size measured, ~6.6x (3.6-12)'
+    (at the largest size, the interval from the prediction's; one size: 'at the one size measured (256 samples)'), 'CPU faster at every size: the GPU takes
     ~2.1x as long (1.2-3.9)', or 'GPU faster past ~2,050 samples (CI 512->8,190)' where the median
     prediction crosses the CPU, the interval where its ends do (log-log between the sizes around)."""
     x = at[axis].to_numpy(float)
     mid, low, high = (at["cpu_s"].to_numpy(float) / at[c].to_numpy(float)
                       for c in ("epoch_s_median", "epoch_s_hi", "epoch_s_lo"))
+    where = everywhere(len(np.unique(x)), axis, x[-1])  # a configuration's seeds are points at one size
     if (mid > 1).all():
-        return f"GPU faster at every size, ~{times(mid[-1])} ({times(low[-1])}-{times(high[-1])})"
+        return f"GPU faster {where}, ~{times(mid[-1])} ({times(low[-1])}-{times(high[-1])})"
     if (mid < 1).all():
-        return (f"CPU faster at every size: the GPU takes ~{times(1 / mid[-1])} as long "
+        return (f"CPU faster {where}: the GPU takes ~{times(1 / mid[-1])} as long "
                 f"({times(1 / high[-1])}-{times(1 / low[-1])})")
     side = "past" if mid[-1] > 1 else "below"
     at_mid = _crossing(x, mid)
@@ -269,6 +270,12 @@ def _at(axis: str, x: float) -> str:
     return f"{amount(x)} {UNITS[axis]}" if axis in UNITS else f"{axis.replace('_', ' ')} {amount(x)}"
 
 
+def everywhere(sizes: int, axis: str, x: float) -> str:
+    """'at every size measured' where several were; one alone is named, a claim no wider than the data:
+    'at the one size measured (256 samples)'."""
+    return "at every size measured" if sizes > 1 else f"at the one size measured ({_at(axis, x)})"
+
+
 def _bound(value: float, edge: float, sign: str) -> str:
     return f"{sign}{amount(edge)}" if np.isinf(value) else amount(value)
 
@@ -294,11 +301,12 @@ def words(line) -> str:
                 f"(the GPU takes {times(1 / line['speedup_high'])}-{times(1 / line['speedup_low'])} as long)"
                 f"{noisy}{agree}")
     if kind == B_EVERYWHERE:
-        return f"GPU faster at every size measured: {speedup.format(_at(axis, line['x_max']))}{noisy}{agree}"
+        where = everywhere(line["n_points"], axis, line["x_max"])
+        return f"GPU faster {where}: {speedup.format(_at(axis, line['x_max']))}{noisy}{agree}"
     if kind == A_EVERYWHERE:
         slower = (f"{times(1 / line['speedup'])} as long at {_at(axis, line['x_max'])} "
                   f"({times(1 / line['speedup_high'])}-{times(1 / line['speedup_low'])})")
-        return f"the CPU is faster at every size measured: the GPU takes {slower}{noisy}{agree}"
+        return f"the CPU is faster {everywhere(line['n_points'], axis, line['x_max'])}: the GPU takes {slower}{noisy}{agree}"
     if kind == SEVERAL:
         return (f"the faster device changes more than once, at {axis} ~ "
                 f"{', '.join(amount(c) for c in line['crossings'])}{agree}")

@@ -31,6 +31,10 @@ _F64, _I64, _STR = pa.float64(), pa.int64(), pa.string()
 
 # The axes, each a config column. Sizes: what makes a model or its data bigger, the axes a crossover
 # is found along (with n_params, the model's parameters, which depth and width together set).
+# default (PyTorch's own: what a plain loop gets); fp32 (strict: no TF32 anywhere); tf32 (TF32 matmuls and
+# convolutions: a GPU); bf16 (autocast); fp16 (autocast and a GradScaler: a GPU). trainables/precision.py
+# says what each does and where it runs; a planned run names one (crossover predict, decide --precision).
+PRECISIONS = ("default", "fp32", "tf32", "bf16", "fp16")
 SIZE_AXES = ("depth", "width", "batch_size", "dataset_size", "context")
 # Axes whose unset value is the workload's seed's (trainables/workloads.py gives each its default).
 SEED_AXES = SIZE_AXES + ("epochs", "lr")

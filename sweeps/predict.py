@@ -8,7 +8,7 @@
 One step of the workload is counted (sweeps/count_step.py: FLOPs, bytes and launches per op class, as
 a CPU trial's row counts them) in a process of its own, with a time limit (--timeout): the user's code is
 imported and run there, never here, and a hang or a crash ends this command with one line naming the
-workload, what happened and the fix (exit status 2). Meanwhile this process fits analysis/model.py on the
+workload, what happened and the fix (exit status 2). Meanwhile this process fits analysis/model/ on the
 shipped reference rows (model.shipped), the same fit `decide` and the end of a sweep predict with.
 
 Per GPU model, fastest first: the time per epoch with its 90% interval; the run's time, --epochs epochs
@@ -36,7 +36,6 @@ import pandas as pd
 
 from crossover.analysis import cost, decide, model
 from crossover.analysis.cli import HelpFormatter
-from crossover.schema import SIZE_AXES
 from crossover.sweeps.cli import at_least, child_env, param
 from crossover.trainables.config import PRECISIONS
 
@@ -44,7 +43,7 @@ TIMEOUT_S = 120  # s: counting one step may take this long; a make_data, make_mo
 AXES = ("depth", "width", "context")  # the shared axes a workload may declare, each with a flag of its own
 
 
-class PredictError(Exception):
+class PredictError(ValueError):
     """Why no prediction: one line naming the workload, what happened and the fix."""
 
 
@@ -106,23 +105,27 @@ def finish(process: subprocess.Popen, request: Request, started: float) -> dict:
                            "hides them: remove it") from None
 
 
+def count_planned(ref: str, plan: decide.Plan, line: dict) -> dict:
+    """A planned run's step counted as `crossover predict` counts it (`start`, `finish`): what `crossover decide`
+    predicts the GPUs from (analysis/decide.py planned_step), so that both say one figure. `ref`: the job (a row's
+    workload_module, or a built-in's name); `line`: a row of the planned configuration, for its batch size, depth,
+    width, context and the workload's own axes. PredictError (a ValueError) where it cannot be counted."""
+    params = json.loads(line["workload_params"]) if isinstance(line.get("workload_params"), str) else {}
+    request = Request(ref, plan.epochs, int(line["batch_size"]), plan.samples,
+                      tuple((a, int(line[a])) for a in AXES if pd.notna(line.get(a))),
+                      tuple(sorted(params.items())), precision=plan.precision)
+    return finish(start(request), request, time.monotonic())
+
+
 def predicted(counted: dict, epochs: int, options: list[cost.Option],
               billing: dict[str, cost.Billing]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One line per GPU model of analysis/devices.yaml, fastest first, with decide's columns (`table`'s:
     epoch_s and its interval, wall_s, usd, fits, ...): priced at its cheapest one-GPU on-demand option,
     else with no price; and the run as decide's grid of one line (for decide.records)."""
-    configs = pd.DataFrame([counted])
     gpus = list(model.load_devices())
-    guess = model.predict_counted(configs, gpus)
-    grid = pd.DataFrame([{"config_key": "run", "workload": counted["workload"], "epochs": epochs, "warmup_epochs": 0,
-                          "trials": 1, "full_batch": False, **{a: counted.get(a) for a in SIZE_AXES}}])
-    needs = decide.memory_needed(configs, counted["dataset_size"], False)
-    speed = pd.DataFrame([{
-        "config_key": "run", "source": g.device_name, "trial_s": epochs * g.epoch_s_median,
-        "trial_lo": epochs * g.epoch_s_lo, "trial_hi": epochs * g.epoch_s_hi, "k": 1, "predicted": True, "hosts": "",
-        "date": pd.NaT, "busy": "", "power_w": math.nan, "threads": math.nan, **needs, "modelled": True,
-        "extrapolated": False, "unreliable": False, "factor": 1.0, "spread": math.nan, "reach": "predicted", "epoch_s": g.epoch_s_median,
-        "epoch_lo": g.epoch_s_lo, "epoch_hi": g.epoch_s_hi} for g in guess.itertuples()])
+    plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
+    grid = decide.counted_grid(counted, plan)
+    speed = decide.at_plan("run", pd.DataFrame([counted]), plan, gpus)  # the one prediction decide makes too
     rented = decide.table(grid, speed, options, billing, [])
     cards = {k: d.memory_gb for k, d in model.load_devices().items()}
     lines = []
@@ -130,12 +133,12 @@ def predicted(counted: dict, epochs: int, options: list[cost.Option],
         one = rented[(rented["model"] == gpu) & (rented["gpus"] == 1) & (rented["kind"] == "on-demand")] \
             if len(rented) else rented
         run = speed[speed["source"] == gpu].iloc[0]
-        # the run's time on the GPU alone, priced or not; a price's bill adds its provider's start-up
+        if len(one):  # its run as decide prices it: the provider's start-up included, as in its bill
+            lines.append(one.sort_values(["usd", "wall_s"]).iloc[0].to_dict())
+            continue
+        # no price: the run's time on the GPU alone
         wall = {f"wall{end}_s": run[column] for end, column in (("", "trial_s"), ("_lo", "trial_lo"), ("_hi", "trial_hi"))}
         wall |= {k.replace("_s", "_h"): v / 3600 for k, v in wall.items()}
-        if len(one):
-            lines.append(one.sort_values(["usd", "wall_s"]).iloc[0].to_dict() | wall)
-            continue
         lines.append({"option": f"{gpu} (no price)", "kind": "no price", "model": gpu, "gpus": 1,
                       **run[["epoch_s", "epoch_lo", "epoch_hi", "predicted", "reach"]].to_dict(), **wall,
                       "predicted_share": 1.0, "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan,
@@ -187,11 +190,11 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
               f"run needs ({gpu['needs_how'].iloc[0]}, + {decide.CONTEXT_BYTES / 1e9:g} GB CUDA context)" if len(gpu)
               else "not known: the step's bytes were not counted")
     notes = [
-        "predicted by analysis/model.py from the step's counted costs, fitted on the shipped reference GPUs' rows "
+        "predicted by analysis/model/ from the step's counted costs, fitted on the shipped reference GPUs' rows "
         "(results/reference); '~': predicted, its 90% interval in brackets. Nothing here was timed.",
-        f"run: {epochs:,} epochs at the time per epoch (its interval {epochs:,} times the epoch's), on the GPU alone "
-        "(no set-up, evaluation or transfer); cost: "
-        "the cheapest one-GPU on-demand option of analysis/prices.yaml, billed as it bills, its start-up included; "
+        f"run: {epochs:,} epochs at the time per epoch, on the GPU alone (no set-up, evaluation or transfer), plus "
+        "the start-up of the option it is priced at; cost: "
+        "the cheapest one-GPU on-demand option of analysis/prices.yaml, billed as it bills; "
         f"fits: {memory}",
     ]
     notes += [smaller_note(lines, counted)] if lines["largest_batch"].notna().any() else []

@@ -2,6 +2,7 @@
 clear errors for an empty or missing directory and rows of two schema versions, the rows it left out
 (outside_load) counted, and without torch or ray."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -228,6 +229,13 @@ def test_the_page_opens_with_your_planned_run_then_your_workload_before_the_buil
     for header in ("time per epoch", "run time", "cost", "measured or predicted"):
         assert f"<th>{header}</th>" in planned
     assert "30 epochs of 50,000 samples of my_cnn" in planned and "s/epoch (" in planned  # a predicted one's interval
+    # its first screen, before any fold, names the terminal's three picks: the GPU to rent, the box to buy with its
+    # break-even and what its write-off assumes, your CPU; each option's precision and its price's date
+    first = planned[:planned.index("<details>")]
+    for pick in ("<b>rent, fastest:</b>", "<b>buy:</b>", "<b>your CPU:</b>", "runs a month against renting", "write-off: $",
+                 "<th>precision</th>", "<th>price</th>"):
+        assert pick in first, pick
+    assert re.search(r"<td>of 20\d\d-\d\d", first)  # a rented or bought option's price, with its date
 
 
 def test_the_report_and_decide_write_their_own_chart_files(yours_and_built_in):

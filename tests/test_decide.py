@@ -218,9 +218,9 @@ def test_the_planned_run_says_whether_its_size_was_measured_or_how_far_outside(p
     assert past["predicted"].all() and past["extrapolated"].all() and not past["modelled"].any()
     own = past[past["kind"] == decide.OWN_CPU].index[0]
     line = next(t for t in text.split("\n") if t.strip().startswith(own))
-    # its time per epoch and the run's (1 + 10 x 0.41 s), extrapolated, and its electricity at the nominal 65 W
+    # its time per epoch and the run's (1 + 10 x 0.41 s), extrapolated, its electricity at the nominal 65 W, no price
     assert " ".join(line.split()).endswith("0.41 s/epoch ~0.085 min ~$0.000016 extrapolated 10x past 4,000 ±0.0% "
-                                           "measured on box; electricity: nominal 65 W (--cpu-watts) *")
+                                           "measured on box; electricity: nominal 65 W (--cpu-watts) - *")
     below, _ = _priced(planned, 10, 100)
     assert set(below["reach"]) == {"10x below 1,000 ±0.0%"}
 
@@ -315,7 +315,7 @@ def test_a_predicted_figure_prints_its_interval_and_the_chart_draws_it(planted):
     assert "usd_hi" in str(drawn["sweep_cost"].to_dict())
 
 
-def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp_path, monkeypatch, capsys):
+def test_the_default_decision_names_three_picks_in_its_lines_and_verbose_shows_the_break_even(tmp_path, monkeypatch, capsys):
     """A realistic set: an H100 host's own rows of every built-in (the shipped ones, copied as yours), the
     reference rows set beside them, the shipped prices and home boxes."""
     import shutil
@@ -324,10 +324,16 @@ def test_the_default_decision_fits_15_lines_and_verbose_shows_the_break_even(tmp
     assert main(["decide", "mine", "--deadline", "1", "--out", "charts"]) == 0
     text = capsys.readouterr().out
     lines = text.splitlines()
-    assert len(lines) <= 15 and max(map(len, lines)) <= 100, text
-    assert "the cost-versus-time front" in text and "your H100 (measured here)" in text
-    assert "measured on vm, 2026-11-26; electricit" in next(t for t in lines if "your H100" in t)
-    assert any(t.startswith("cheapest within 1 h: ") for t in lines) and any(t.startswith("fastest: ") for t in lines)
+    assert len(lines) <= decide.BRIEF_LINES <= 25 and max(map(len, lines)) <= 100, text
+    # the three picks, each with its run time and cost: the GPU to rent, the box to buy (its break-even in sweeps a
+    # month and what its write-off assumes), your CPU; and your own GPU, which the rows measured
+    picked = {t.split(": ")[0]: t for t in lines if ": " in t}
+    assert {"rent, fastest", "buy", "your CPU", "your GPU", "cheapest within 1 h"} <= set(picked), text
+    assert picked["cheapest within 1 h"] == "cheapest within 1 h: your H100 (measured here), as your GPU above"
+    assert all(" min" in picked[k] or " h," in picked[k] for k in ("rent, fastest", "buy", "your CPU")), text
+    buy = " ".join(text.split("buy: ")[1].split("\n")[:4])
+    assert "sweeps a month against renting" in buy and "write-off: $" in buy and "of each month" in buy, text
+    assert picked["your GPU"].startswith("your GPU: your H100 (measured here)"), text
     assert sum("stale prices" in t for t in lines) <= 1 and "against the cheapest" not in text
     assert main(["decide", "mine", "--verbose", "--out", "charts"]) == 0
     verbose = capsys.readouterr().out
@@ -381,7 +387,7 @@ def test_the_decision_is_printed_even_where_its_charts_cannot_be_written(tmp_pat
     assert main(["decide", "mine", "--out", "file/charts"]) == 0
     out, err = capsys.readouterr()
     lines = out.splitlines()
-    assert "the cost-versus-time front" in out and any(t.startswith("fastest: ") for t in lines), out
+    assert any(t.startswith("rent, fastest: ") for t in lines), out
     assert lines[-1] == ("charts: not written (cannot write file/charts: Not a directory; give --out a folder you "
                          "can write)")
     assert "Traceback" not in out + err
@@ -501,7 +507,7 @@ def test_a_busy_extrapolation_whose_error_exceeds_it_is_marked_and_never_called_
     assert len(brief.splitlines()) <= decide.BRIEF_LINES and max(map(len, brief.splitlines())) <= decide.WIDTH
     flat = " ".join(brief.split())  # a pick wraps rather than lose its end
     assert "[busy]: timed while your machine was busy" in flat
-    cheapest = flat[flat.index("cheapest:"):]
+    cheapest = flat[flat.index("your CPU: "):]  # the CPU pick: the only option
     assert cheapest.split("~$0.0094; ")[1].startswith("unreliable: measure nearer 50,000") and "; measured" not in cheapest
     # the verbose table and its source column carry the mark too
     assert "[busy]" in decide.source(mine) and "unreliable: measure nearer 50,000" in decide.render(
@@ -533,3 +539,13 @@ def test_the_largest_batch_that_fits_is_the_cards_memory_less_the_fixed_part_ove
     assert decide.largest_batch(10e9, 0.1e9, 64, 8) == 44
     assert decide.largest_batch(10e9, 0.1e9, 64, 3) == 0  # not even the fixed part fits
     assert decide.largest_batch(10e9, 0.0, 64, 8) == 0  # a sample adds nothing: a smaller batch cannot help
+
+
+def test_figures_carry_the_digits_their_interval_supports():
+    # a break-even resting on a prediction to two figures ('~680 runs a month', never '~683.06'); a measured one three
+    assert [decide.significant(v, 2) for v in (683.06, 0.04567, 12_345.6, 7.0)] == ["680", "0.046", "12,000", "7.0"]
+    assert decide.significant(683.06, 3) == "683"
+    even = pd.DataFrame([{"box": "box", "versus": "cheapest on-demand GPU", "against": "one H100", "against_usd": 1.0,
+                          "sweeps_per_month": 683.06, "box_hours_per_month": 12.345, "predicted": True}])
+    assert decide.evens(even, "run") == ["box against the cheapest on-demand GPU (one H100, $1.00 a run): cheaper "
+                                          "beyond ~680 runs a month (12 h of use)"]

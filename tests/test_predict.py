@@ -77,7 +77,13 @@ def test_predict_prints_every_gpu_with_its_interval_and_fit_and_the_same_as_json
     assert {r["gpu"] for r in listed} == set(model.load_devices())
     for r in listed:
         assert (r["batch_size"], r["dataset_size"], r["basis"], r["fits"]) == (256, 60000, "predicted", True)
-        assert r["epoch_s_low"] < r["epoch_s"] < r["epoch_s_high"] and r["run_s"] == pytest.approx(20 * r["epoch_s"])
+        assert r["epoch_s_low"] < r["epoch_s"] < r["epoch_s_high"]
+        # the GPU alone where no option prices it; where one does, its run as it bills it: its start-up beside it,
+        # and the price's date
+        if r["usd"] is None:
+            assert r["run_s"] == pytest.approx(20 * r["epoch_s"]) and r["price_date"] is None
+        else:
+            assert r["run_s"] > 20 * r["epoch_s"] and re.fullmatch(r"20\d\d-\d\d(-\d\d)?", r["price_date"]), r
     assert any(r["usd"] is None for r in listed) and any(r["usd"] > 0 for r in listed if r["usd"] is not None)
 
 
@@ -182,3 +188,39 @@ def test_a_run_that_does_not_fit_a_card_says_the_largest_batch_that_does_and_the
     assert note == ("does not fit: V100, T4: largest batch that fits: 176 (accumulate 2 steps for batch 256); "
                     "GTX 960: not even batch 1 fits")
     assert smaller(lines, {"batch_size": 1, "peak_memory_per_sample_bytes": None})["largest_batch"].isna().all()
+
+
+def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp_path):
+    # the user's CPU rows measured 256 samples; the run is 50,000: decide, like predict, prices each GPU at the model's
+    # prediction of the run's own configuration, its step counted as predict counts it, never the 256 scaled 195x
+    from analysis_rows import frame, row
+
+    from crossover.analysis import cost, decide
+    from crossover.sweeps.predict import count_planned, predicted
+
+    ref = job(tmp_path, "pred_same")
+    step = counted(ref, 64, 50_000, {"width": 128}, {"n_features": 16})
+    as_the_cpu_counts = {c: step[c] for c in step if c.endswith("_per_step")} | {
+        "optimizer_launches_per_step": step["optimizer_launches_per_step"] + 40,  # the CPU's loop over the tensors
+        "launches_per_step": step["launches_per_step"] + 40}
+    mine = frame([row("pred_mlp", "cpu", [0.01, 0.011, 0.012], batch_size=64, dataset_size=256, width=128, depth=None,
+                      steps_per_epoch=4, n_params=step["n_params"], workload_params='{"n_features": 16}',
+                      workload_module=ref, **as_the_cpu_counts)])
+    options, billing = cost.load_prices()
+    plan = decide.Plan(10, 50_000, axes=(("batch_size", "64"),))
+    _, found, _, _, notes = decide.decide(mine, None, options, billing, [], plan=plan, count=count_planned)
+    said, _ = predicted(step, 10, options, billing)
+    priced = said[said["kind"] != "no price"]
+    assert len(priced) >= 5 and not any("not counted" in n for n in notes)
+    for line in priced.itertuples():
+        same = found[found["option"] == line.option].iloc[0]
+        assert same["reach"] == decide.OWN_SIZE and same["predicted"]
+        for figure in ("epoch_s", "epoch_lo", "epoch_hi", "wall_s", "usd", "usd_lo", "usd_hi"):
+            assert same[figure] == pytest.approx(getattr(line, figure), rel=1e-9), (line.option, figure)
+    # the CPU: its 256 samples measured, x 50,000 / 256 (no model of a CPU: a line per sample, and said so)
+    own = found[found["kind"] == decide.OWN_CPU].iloc[0]
+    assert own["epoch_s"] == pytest.approx(0.011 * 50_000 / 256)
+    # without predict's count (python -m crossover.analysis decide), a row's count: another step, another figure
+    _, alone, _, _, _ = decide.decide(mine, None, options, billing, [], plan=plan)
+    h100 = [found.loc[found["model"] == "H100", "epoch_s"].iloc[0], alone.loc[alone["model"] == "H100", "epoch_s"].iloc[0]]
+    assert h100[1] > h100[0]

@@ -81,7 +81,8 @@ def test_a_workload_measured_on_the_cpu_alone_is_answered_on_every_gpu_each_figu
     # an 11M-parameter CNN, 4.4 s an epoch of 8,192 images on the CPU: every GPU predicted, with its interval, and
     # set against the CPU; every one but the 2015 GTX 960 (2.4 TFLOP/s) faster at every size
     assert all(": predicted ~" in line and "; GPU faster" in line for line in found.gpus), found.gpus
-    assert all("GPU faster at every size, ~" in line for line in found.gpus if not line.startswith("GTX 960")), found.gpus
+    assert all("GPU faster at every size measured, ~" in line for line in found.gpus if not line.startswith("GTX 960")), \
+        found.gpus
     text = verdict.render(said)
     assert "not compared" not in text and max(map(len, text.splitlines())) <= 100
     assert all(line in " ".join(text.split()) for line in found.gpus)
@@ -94,7 +95,11 @@ def test_a_predicted_gpu_overtakes_the_cpu_where_the_prediction_crosses_it_with_
                        "epoch_s_lo": 5.0, "epoch_s_hi": 20.0})
     assert verdict._against(at, "dataset_size") == "GPU faster past ~10k samples (between 5,000 and 20k)"
     assert verdict._against(at.assign(cpu_s=[20.0, 40.0, 80.0]), "dataset_size") == \
-        "GPU faster at every size, ~8x (4x-16x)"
+        "GPU faster at every size measured, ~8x (4x-16x)"
+    # one size measured: the claim names it, no wider than the data
+    for one in (at.iloc[:1], at.assign(dataset_size=1e3)):  # one size, as one point or as several seeds' points
+        assert verdict._against(one.assign(cpu_s=20.0), "dataset_size") == \
+            "GPU faster at the one size measured (1,000 samples), ~2x (1x-4x)"
 
 
 def test_a_cpu_only_workload_whose_step_was_not_counted_is_not_compared_and_says_why():

@@ -94,7 +94,7 @@ def test_the_installed_wheel_sweeps_decides_and_reports_from_a_folder_outside_th
     assert re.search(r"H100: predicted ~[0-9.]+ s/epoch", swept.stdout), swept.stdout[-3000:]
     assert "report: " in swept.stdout
     decided = run([bin_ / "crossover", "decide", "OUT"], cwd=tmp_path, env=env)
-    assert "cheapest: " in decided.stdout  # priced: the wheel's prices.yaml, read (where it is: WHERE, above)
+    assert "rent, fastest: " in decided.stdout  # priced: the wheel's prices.yaml, read (where it is: WHERE, above)
     reported = run([bin_ / "crossover", "report", "OUT"], cwd=tmp_path, env=env)
     assert (tmp_path / reported.stdout.strip().splitlines()[-1].removeprefix("report: ")).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["OUT", "job.py"]  # nothing written outside --out

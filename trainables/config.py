@@ -13,12 +13,10 @@ import json
 import numbers
 from dataclasses import dataclass
 
+from crossover.schema import PRECISIONS  # beside the rows' columns: the analysis reads them too
+
 LOOPS = ("fast", "seed")
 ENGINES = ("eager", "graph", "compile", "triton")
-# default (PyTorch's own: what a plain loop gets); fp32 (strict: no TF32 anywhere); tf32 (TF32 matmuls and
-# convolutions: a GPU); bf16 (autocast); fp16 (autocast and a GradScaler: a GPU). trainables/precision.py
-# says what each does and where it runs.
-PRECISIONS = ("default", "fp32", "tf32", "bf16", "fp16")
 
 
 class ConfigError(ValueError):
