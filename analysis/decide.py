@@ -823,7 +823,7 @@ def _home(box: HomeBox, run: dict) -> dict:
     what = (f"measured GPU power {power:.0f} W (gpu_energy_j)" if measured else f"nominal power {power:.0f} W (power_w)")
     return {"option": box.name, "kind": HOME_BOX, "model": box.gpu, "gpus": 1, **run,
             **_figures(run, lambda s: (s, per_h * s / 3600)), "energy_usd": energy,
-            "fixed_usd_per_month": box.fixed_usd_per_month, "price_date": box.purchase_date,
+            "fixed_usd_per_month": box.fixed_usd_per_month, "for_sale": not box.record, "price_date": box.purchase_date,
             "price_source": box.purchase_source, "price_stale": box.is_stale(dt.date.today()),
             "purchase_usd": box.purchase_usd, "lifetime_years": box.lifetime_years, "utilisation": box.utilisation,
             "basis": f"write-off at {box.utilisation:.0%} utilisation + electricity at {what}"}
@@ -847,8 +847,9 @@ RENT_FASTEST, RENT_CHEAPEST, BUY, YOUR_CPU, YOUR_GPU = "rent, fastest", "rent, c
 
 def three(options: pd.DataFrame) -> dict[str, pd.Series | None]:
     """The first screen's picks, among the options the run fits (`fitting`): the GPU to rent (the fastest
-    on-demand instance, and the cheapest where it is another), the box to buy (the home box that pays for itself
-    at the fewest runs a month against the cheapest on-demand GPU, `break_even`; its line carries that
+    on-demand instance, and the cheapest where it is another), the box to buy (of the home boxes for sale, not a
+    record of what a box cost once (cost.HomeBox.record), the one that pays for itself at the fewest runs a month
+    against the cheapest on-demand GPU, `break_even`; its line carries that
     break-even: even_n runs a month, even_against, even_against_usd, even_predicted), your own CPU, and your own
     GPU (the fastest) where the rows measured one; None where the options hold none of that kind."""
     ok = options[fitting(options)]
@@ -858,15 +859,16 @@ def three(options: pd.DataFrame) -> dict[str, pd.Series | None]:
     out = {RENT_FASTEST: fastest}
     if cheapest is not None and cheapest["option"] != fastest["option"]:
         out[RENT_CHEAPEST] = cheapest
+    sale = ok.loc[(ok["kind"] == HOME_BOX) & ok["for_sale"].eq(True), "option"]
     even = break_even(options)
-    even = even[even["versus"] == "cheapest on-demand GPU"] if len(even) else even
+    even = even[(even["versus"] == "cheapest on-demand GPU") & even["box"].isin(sale)] if len(even) else even
     if len(even):
         best = even.sort_values("sweeps_per_month").iloc[0]
         even = {"even_n": best["sweeps_per_month"], "even_against": best["against"],
                 "even_against_usd": best["against_usd"], "even_predicted": best["predicted"]}
         out[BUY] = pd.concat([ok[ok["option"] == best["box"]].iloc[0], pd.Series(even)])
     else:
-        boxes = ok[ok["kind"] == HOME_BOX]
+        boxes = ok[ok["option"].isin(sale)]
         out[BUY] = boxes.sort_values(["usd", "wall_s"]).iloc[0] if len(boxes) else None
     cpus, gpus = ok[ok["kind"] == OWN_CPU], ok[ok["kind"] == OWN_GPU]
     out[YOUR_CPU] = cpus.sort_values(["usd", "wall_s"]).iloc[0] if len(cpus) else None
