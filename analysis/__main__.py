@@ -34,7 +34,7 @@ from crossover.schema import PRECISIONS
 def main(argv=None, prog: str = "python -m crossover.analysis", count=None) -> int:
     """`prog`: the command as the user typed it, which every usage line and error begins with (`crossover` where
     sweeps/command.py hands a subcommand over: `usage: crossover decide ...`). `count`: how a planned run's step is
-    counted (analysis/decide.py planned_step; sweeps/command.py passes sweeps/predict.py's count_planned, which
+    counted (analysis/decide/ planned_step; sweeps/command.py passes sweeps/predict.py's count_planned, which
     runs the job in a process of its own); None: from the rows' own counts."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -77,7 +77,7 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=None) -> i
     dec.add_argument("--json", type=Path, default=None, metavar="PATH",
                      help="also write every option's figures as a JSON list to PATH ('-': stdout alone, the text "
                           "answer then to stderr): option, gpu, batch_size, dataset_size, epoch_s and its interval, "
-                          "run_s, usd, fits, basis and more (analysis/decide.py, records)")
+                          "run_s, usd, fits, basis and more (analysis/decide/, records)")
     dec.add_argument("--usd-per-kwh", type=float, default=cost.USD_PER_KWH,
                      help="your electricity's price: costs your own CPU and GPUs' runs (US dollars per kWh)")
     dec.add_argument("--cpu-watts", type=float, default=cost.CPU_W,
@@ -264,9 +264,9 @@ def _decide(args) -> int:
     rows = rows if args.no_reference else summary.with_reference(rows)
     options, billing = cost.load_prices(args.prices)
     boxes = [cost.load_home_box(p) for p in (args.home_box or cost.home_boxes())]
-    grid, found, picks, even, notes = decide.decide(rows, None, options, billing, boxes,
-                                                    None if plan else _trials(args), args.deadline, plan, power,
-                                                    args.count)
+    answer = decide.decide(rows, None, options, billing, boxes, None if plan else _trials(args), args.deadline, plan,
+                           power, args.count)
+    grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
         listed = json.dumps(decide.records(found, grid, plan), indent=1)
@@ -283,7 +283,7 @@ def _decide(args) -> int:
     if args.json is not None and str(args.json) != "-":
         print(f"json: {args.json} ({len(found)} options)", file=text)
     out = args.out or report.default_out(args.dirs)
-    priced = verdict.Decision(grid, found, picks, even, notes, plan).priced
+    priced = answer.priced
     named = charts.decision(found, even, picks, priced, "decide")  # its own names: the report's never overwrite them
     drawn, why = charts.save_all(named, out)  # after the answer: charts that cannot be written never lose it
     if why or not named:

@@ -10,7 +10,7 @@
     throughput_vs_batch  training samples per second vs batch size
     cost_per_million     dollars per million training samples per price option, bars (analysis/cost.py)
     sweep_cost           what was priced (the sweep, or a planned run) per option: a point on a log dollar axis,
-                         a predicted one's 90% interval as a rule (analysis/decide.py)
+                         a predicted one's 90% interval as a rule (analysis/decide/)
     pareto_front         its cost against its wall time per option, log axes ticked in dollars and in s, min,
                          h; the front and the picks labelled, no two labels meeting (`placed`), the rest by
                          tooltip; the intervals of predicted options as rules across (time) and up (cost)
@@ -333,7 +333,7 @@ def break_even(lines: pd.DataFrame, points: pd.DataFrame, priced: str):
 
 
 def decision(options: pd.DataFrame, even: pd.DataFrame, picks: dict, priced: str, prefix: str) -> dict[str, object]:
-    """The decision's charts (analysis/decide.py's table, picks and break-even) by file name, each name
+    """The decision's charts (analysis/decide/'s table, picks and break-even) by file name, each name
     starting with `prefix` so that each command writes its own files ('sweep' for the report's sweep, 'run'
     for its planned run, 'decide' for `decide`'s); `priced` names what was priced in every title."""
     drawn = ({f"{prefix}_cost": sweep_cost(options, picks, priced), f"{prefix}_front": pareto_front(options, picks, priced)}

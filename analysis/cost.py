@@ -19,7 +19,7 @@ For every measured row and every price that applies to it (`table`):
 
 Which price applies to which row is an assumption, and each line says which it made:
     GPU rows   every instance of the row's GPU model; a trial using k of an instance's n GPUs pays k/n
-               of its price, as if the other GPUs ran other trials (analysis/decide.py prices a whole
+               of its price, as if the other GPUs ran other trials (analysis/decide/ prices a whole
                sweep on a whole instance instead);
     CPU rows   per provider, the smallest CPU instance with at least the trial's thread count,
                assuming its cores are as fast as the measured CPU (they may not be).
@@ -152,7 +152,7 @@ class HomeBox:
         return self.fixed_usd_per_month / (self.utilisation * HOURS_PER_MONTH) + self.energy_usd_per_h
 
 
-# Your own machine's electricity (analysis/decide.py's "your CPU", "your GPU"), costed as a home box's:
+# Your own machine's electricity (analysis/decide/'s "your CPU", "your GPU"), costed as a home box's:
 # the power its rows measured, else these nominal watts; docs/cost.md gives the sources.
 CPU_W = 65.0  # a desktop CPU's package power under load: the TDP of AMD's and Intel's mainstream desktop parts
 GPU_W = 300.0  # a data-centre PCIe card's board power (NVIDIA's A100 PCIe datasheet: 300 W; H100 PCIe: 350 W)

@@ -1,6 +1,6 @@
 """One standalone HTML page per analysis: the answer first, as HTML (your planned run's options where one is
 given, then each workload's verdict, yours before the built-ins: analysis/verdict.py, then what the sweep
-costs: analysis/decide.py); behind it the crossover table per workload (folded), the charts, what bounds a
+costs: analysis/decide/); behind it the crossover table per workload (folded), the charts, what bounds a
 step, energy, every measured device's environment and the trials not measured.
 
     python -m crossover.analysis report results/scaling                   # writes results/_reports/scaling/index.html
@@ -11,7 +11,7 @@ step, energy, every measured device's environment and the trials not measured.
 By default (the command line, and sweeps/scaling.py) your rows are set beside the reference GPU rows of
 the same configurations (analysis/summary.py: with_reference), and the answer holds the decision: the
 measured grid as the sweep, on every option of analysis/prices.yaml and every home box
-(analysis/decide.py), predicted figures marked.
+(analysis/decide/), predicted figures marked.
 
 `python sweeps/scaling.py` writes it at the end of a run. Next to index.html: crossover.parquet (the
 tidy table) and every chart as HTML and PNG (the decision's as run_* and sweep_*: `decide` writes its own,
@@ -141,7 +141,7 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
           include_loaded: bool = False, reference: bool = False, plan: decide.Plan | None = None,
           verbose: bool = False, count=None) -> tuple[Path, str]:
     """Write the report for `dirs`; returns the page's path and the verdict as text, the planned run's decision
-    first where `plan` is given (its step counted by `count`: analysis/decide.py planned_step): in at most SHORT_LINES - 2 lines (`short`: the answer and the costs' picks, as
+    first where `plan` is given (its step counted by `count`: analysis/decide/ planned_step): in at most SHORT_LINES - 2 lines (`short`: the answer and the costs' picks, as
     the end of a sweep says them), or with `verbose` in full (the answer, the crossover table and, with `reference`, the decision:
     analysis/verdict.py).
 
@@ -164,7 +164,7 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
     return page, text
 
 
-def short(said: verdict.Verdict, planned: verdict.Decision | None = None, lines: int = SHORT_LINES - 2) -> str:
+def short(said: verdict.Verdict, planned: decide.Decision | None = None, lines: int = SHORT_LINES - 2) -> str:
     """The answer in at most `lines` lines: the planned run's picks (decide.brief) where `planned` holds them, then
     each workload's verdict and what the sweep costs (verdict.render); past `lines`, the rest is left to the page,
     and the last line says so."""
@@ -202,7 +202,7 @@ def _unbroken(body: str) -> str:
 
 
 def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None = None,
-               planned: verdict.Decision | None = None) -> Path:
+               planned: decide.Decision | None = None) -> Path:
     """The page of `said` (the verdict of the rows of `dirs`), with its charts and crossover.parquet, in
     `out` (default: default_out). It opens with the answer: the planned run's options where `planned`
     holds them, then each workload's verdict (yours first), then what the sweep costs; behind it, the
@@ -274,7 +274,7 @@ def answer_section(said: verdict.Verdict) -> list[str]:
     return out + [f"<p class=note>{html.escape(m)}</p>" for m in marks]
 
 
-def decision_section(d: verdict.Decision, heading: str) -> list[str]:
+def decision_section(d: decide.Decision, heading: str) -> list[str]:
     """`d` as HTML: what was priced, the three picks as the terminal names them (decide.three: the GPU to rent, the
     box to buy with its break-even and what its write-off assumes, your CPU), a sentence each and a table of them
     (time per epoch for a planned run, the run's time and cost, each with its interval where predicted, how each is

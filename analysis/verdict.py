@@ -1,6 +1,6 @@
 """The verdict, made once: per workload, where the GPU trains faster than the CPU and by how much, with
 the crossover's interval, or "within noise" where that is the truth (analysis/crossover.py); and what a
-run like the sweep costs on the best options (analysis/decide.py). The end of a sweep
+run like the sweep costs on the best options (analysis/decide/). The end of a sweep
 (sweeps/scaling.py), the report (analysis/report.py) and the summary (analysis/summary.py) render this
 one structure; none derives a verdict of its own.
 
@@ -64,31 +64,12 @@ class Finding:
 
 
 @dataclass(frozen=True, eq=False)
-class Decision:
-    """analysis/decide.py's answer (decide.decide's five parts) for the measured grid as the sweep, or for
-    the planned run `plan`."""
-    grid: pd.DataFrame
-    options: pd.DataFrame
-    picks: dict
-    even: pd.DataFrame
-    notes: list
-    plan: decide.Plan | None = None
-
-    @property
-    def priced(self) -> str:
-        """What was priced, as a chart's title names it: 'the sweep', or 'the planned run (30 epochs of ...)'."""
-        if self.plan is None:
-            return "the sweep"
-        return f"the planned run ({self.plan.epochs:,} epochs of {self.plan.samples:,} samples of {self.grid['workload'].iloc[0]})"
-
-
-@dataclass(frozen=True, eq=False)
 class Verdict:
     findings: tuple[Finding, ...]  # per workload: yours first (`yours_first`), then the built-ins
     crossovers: pd.DataFrame  # analysis/crossover.py's whole table
     selected: Selected  # what it was reached from: every row, and those the crossovers timed
     boot: Bootstrap
-    decision: Decision | None  # None: not asked for (no reference rows set beside yours)
+    decision: decide.Decision | None  # None: not asked for (no reference rows set beside yours)
 
     @property
     def rows(self) -> pd.DataFrame:
@@ -115,12 +96,12 @@ def yours_first(rows: pd.DataFrame) -> list[str]:
     return sorted(set(rows["workload"]), key=lambda w: (w not in own, w))
 
 
-def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, count=None) -> Decision:
+def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, count=None) -> decide.Decision:
     """The decision for `rows` on every option of analysis/prices.yaml and every home box: the measured grid
     as the sweep, or the planned run `plan` (its step counted by `count`: decide.planned_step)."""
     options, billing = cost.load_prices()
     boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
-    return Decision(*decide.decide(rows, None, options, billing, boxes, plan=plan, count=count), plan=plan)
+    return decide.decide(rows, None, options, billing, boxes, plan=plan, count=count)
 
 
 def _candidates(table: pd.DataFrame) -> pd.DataFrame:
@@ -360,7 +341,7 @@ def answer(v: Verdict) -> list[str]:
 
 
 def costs(v: Verdict) -> list[str]:
-    """What a run like the sweep costs on the fastest and the cheapest option (analysis/decide.py): the
+    """What a run like the sweep costs on the fastest and the cheapest option (analysis/decide/): the
     configurations your rows measured, each as many times as they ran it (decide.sweep)."""
     d = v.decision
     if d is None or d.options.empty:

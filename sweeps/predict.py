@@ -14,7 +14,7 @@ shipped reference rows (model.shipped), the same fit `decide` and the end of a s
 Per GPU model, fastest first: the time per epoch with its 90% interval; the run's time, --epochs epochs
 of it (no set-up, evaluation or transfer: nothing was timed), plus the start-up of the option it is
 priced at; its cost at the cheapest one-GPU on-demand option of analysis/prices.yaml, billed as that
-provider bills (analysis/decide.py `table`), where one exists; and whether the run fits the card's
+provider bills (analysis/decide/ `table`), where one exists; and whether the run fits the card's
 memory (decide.memory_needed: the peak of the step, counted by trainables/memory.py) and, on a card it
 does not fit, the largest batch that would and the steps of it that accumulate the run's batch. Every figure
 is predicted, never measured. Reads no rows of the user's; imports neither torch nor ray.
@@ -107,7 +107,7 @@ def finish(process: subprocess.Popen, request: Request, started: float) -> dict:
 
 def count_planned(ref: str, plan: decide.Plan, line: dict) -> dict:
     """A planned run's step counted as `crossover predict` counts it (`start`, `finish`): what `crossover decide`
-    predicts the GPUs from (analysis/decide.py planned_step), so that both say one figure. `ref`: the job (a row's
+    predicts the GPUs from (analysis/decide/ planned_step), so that both say one figure. `ref`: the job (a row's
     workload_module, or a built-in's name); `line`: a row of the planned configuration, for its batch size, depth,
     width, context and the workload's own axes. PredictError (a ValueError) where it cannot be counted."""
     params = json.loads(line["workload_params"]) if isinstance(line.get("workload_params"), str) else {}
@@ -240,7 +240,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, default=None, metavar="PATH",
                    help="also write every GPU's figures as a JSON list to PATH ('-': stdout alone, the table then to "
                         "stderr): option, gpu, batch_size, dataset_size, epoch_s and its interval, run_s, usd, fits, "
-                        "basis and more (analysis/decide.py, records)")
+                        "basis and more (analysis/decide/, records)")
     return p
 
 

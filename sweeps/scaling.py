@@ -21,7 +21,7 @@ Rows go to results/<name>/ as Parquet, one file per trial, as each trial ends; r
 command again resumes. While it runs, one line shows the trials done of all and an ETA (--verbose: a
 line per trial). It ends with the answer on one screen (analysis/verdict.py): per workload, where the
 GPU trains faster than the CPU and by how much, with intervals; what a run like this one costs on the
-fastest and the cheapest option (analysis/decide.py); where the HTML report is (analysis/report.py).
+fastest and the cheapest option (analysis/decide/); where the HTML report is (analysis/report.py).
 --verbose adds every table behind it: the median time per epoch on each device at each size, the
 crossover table and every option. By default it sets your rows beside the shipped reference GPU rows
 of the same configurations (results/reference/: "your cpu against the NVIDIA H200 measured on

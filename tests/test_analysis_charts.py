@@ -34,7 +34,8 @@ def every_chart(rows):
     boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
     gpu = eager_ok(rows)[lambda r: r["device"] == "cuda"]  # the boxes' GPUs predicted at half the H100's speed
     predicted = pd.concat([gpu[KEY].assign(device_name=b.gpu, epoch_s_median=2 * gpu["epoch_s_median"]) for b in boxes])
-    _, found, picks, even, _ = decide.decide(rows, predicted, options, billing, boxes)
+    answer = decide.decide(rows, predicted, options, billing, boxes)
+    found, picks, even = answer.options, answer.picks, answer.even
     return {
         "epoch_time_vs_size": charts.epoch_time_vs_size(rows, table, "n_params"),
         "speedup_heatmap": charts.speedup_heatmap(rows, "tabular"),

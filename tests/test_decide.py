@@ -52,7 +52,8 @@ def planted(tmp_path):
 
 
 def test_the_sweep_costs_what_the_hand_figures_say(planted):
-    grid, found, picks, _, _ = decide.decide(*planted, asked={"disc": 10}, deadline_h=0.1)
+    answer = decide.decide(*planted, asked={"disc": 10}, deadline_h=0.1)
+    grid, found, picks = answer.grid, answer.options, answer.picks
     assert grid["trials"].sum() == 10
     got = found.set_index("option")
     # one H100: packed four to the GPU (11.5 GPU-s < 24 s a trial), 10 x 11.5 = 115 s, + 600 s start-up,
@@ -78,7 +79,7 @@ def test_the_sweep_costs_what_the_hand_figures_say(planted):
 
 
 def test_the_break_even_uses_the_box_at_its_own_speed(planted):
-    *_, even, _ = decide.decide(*planted, asked={"disc": 10})
+    even = decide.decide(*planted, asked={"disc": 10}).even
     line = even.set_index("versus").loc["cheapest on-demand GPU"]
     assert line["against"] == "eight H100"
     energy = 350 / 3600 * 1.0 * 0.5  # the box's electricity per sweep at its nominal 1 kW
@@ -92,7 +93,7 @@ def test_measured_gpu_energy_replaces_the_nominal_power(planted):
     measured = frame([_timed(row("disc", "cuda", [3.0] * 3, device_name="NVIDIA GeForce RTX 4090", gpus_requested=1.0,
                                  gpu_energy_j=900.0 * 2, train_s=9.0), 1, 1, 0)])
     rows = pd.concat([rows, measured.assign(results_dir="/x")], ignore_index=True)
-    _, found, *_ = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 10})
+    found = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 10}).options
     box = found[found["option"] == "4090 box"].iloc[0]
     assert not box["predicted"]  # the measured row wins over the prediction
     assert "measured GPU power 200 W" in box["basis"]  # 1,800 J over 9 s of timed epochs
@@ -106,7 +107,8 @@ def test_the_measured_grid_is_the_default_sweep_and_a_missing_workload_is_refuse
 
 
 def test_the_front_and_every_decision_chart_render(planted):
-    _, found, picks, even, _ = decide.decide(*planted, asked={"disc": 10})
+    answer = decide.decide(*planted, asked={"disc": 10})
+    found, picks, even = answer.options, answer.picks, answer.even
     front = found[decide.pareto(found)].sort_values("wall_s")["option"].tolist()
     assert front == ["eight H100", "4090 box", found[found["kind"] == decide.OWN_CPU]["option"].iloc[0]]
     drawn = charts.decision(found, even, picks, "the sweep", "sweep")
@@ -193,7 +195,8 @@ def planned(planted):
 
 def _priced(planned, epochs, samples):
     plan = decide.Plan(epochs, samples)
-    grid, found, picks, even, notes = decide.decide(*planned, plan=plan)
+    answer = decide.decide(*planned, plan=plan)
+    grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
     return found.set_index("option"), decide.render(found, grid, picks, even, notes, plan)
 
 
@@ -231,14 +234,16 @@ def test_a_planned_run_is_one_named_shape_never_a_sum_and_a_whole_dataset_batch_
     none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median"])
     with pytest.raises(ValueError, match=r"the rows hold widths 64 and 128: give --width 64 or --width 128"):
         decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000))
-    grid, found, *_ = decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000, axes=(("width", "128"),)))
+    answer = decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000, axes=(("width", "128"),)))
+    grid, found = answer.grid, answer.options
     assert grid["width"].tolist() == [128] and grid["trials"].tolist() == [1]
     own = found[found["kind"] == decide.OWN_CPU].iloc[0]
     assert own["wall_s"] == pytest.approx(1 + 10 * 2 * (0.01 + 1e-5 * 8_000))  # the wide shape alone
     assert own["epoch_s"] == pytest.approx(2 * (0.01 + 1e-5 * 8_000))
     full = frame(planned_rows(batch_size="N")).assign(results_dir="/home/me/r")  # peaks: one batch, the whole set
     plan = decide.Plan(10, 8_000)
-    grid, found, *_ = decide.decide(full, none, options, billing, [], plan=plan)
+    answer = decide.decide(full, none, options, billing, [], plan=plan)
+    grid, found = answer.grid, answer.options
     assert grid["batch_size"].tolist() == [8_000] and len(grid) == 1
     assert found[found["kind"] == decide.OWN_CPU].iloc[0]["wall_s"] == pytest.approx(1 + 10 * (0.01 + 1e-5 * 8_000))
 
@@ -280,7 +285,7 @@ def test_a_measured_gpu_is_never_labelled_predicted_and_the_one_you_ran_on_is_an
     # the model's word for the H100 at tabular, the one configuration no H100 row measured: 2 s fixed + 11 x 6 s
     predicted = tab.assign(device_name="H100", epoch_s_median=6.0, epoch_s_lo=5.0, epoch_s_hi=8.0, predicted=True)
 
-    _, found, *_ = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 4})
+    found = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 4}).options
     got = found.set_index("option")
     yours = got.loc["your H100 (measured here)"]
     # already owned: its electricity alone, at the nominal 300 W (no gpu_energy_j in these rows)
@@ -291,7 +296,7 @@ def test_a_measured_gpu_is_never_labelled_predicted_and_the_one_you_ran_on_is_an
         assert not line["predicted"] and decide.source(line).startswith("measured on h100-host, 2026-11-24")
         assert "~" not in decide.said(line) and "predicted" not in decide.source(line)
 
-    _, found, *_ = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 1, "tabular": 1})
+    found = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 1, "tabular": 1}).options
     got = found.set_index("option")
     share = 68 / (24 + 68)  # the tabular trial's share of the GPU-time: predicted
     for option in ("your H100 (measured here)", "one H100"):
@@ -302,7 +307,8 @@ def test_a_measured_gpu_is_never_labelled_predicted_and_the_one_you_ran_on_is_an
 
 
 def test_a_predicted_figure_prints_its_interval_and_the_chart_draws_it(planted):
-    _, found, picks, *_ = decide.decide(*planted, asked={"disc": 10})
+    answer = decide.decide(*planted, asked={"disc": 10})
+    found, picks = answer.options, answer.picks
     box = found[found["option"] == "4090 box"].iloc[0]
     # 10 trials of 2 s fixed + 11 epochs at 3 s (2.5 s to 4 s): the fixed seconds are measured, not uncertain
     assert (box["wall_lo_s"], box["wall_s"], box["wall_hi_s"]) == pytest.approx((295, 350, 460))
@@ -456,7 +462,8 @@ def test_a_model_too_large_for_a_16_gb_card_does_not_fit_the_t4_and_is_never_pic
     guess = [key.assign(device_name=gpu, epoch_s_median=1e-4, epoch_s_lo=1e-4, epoch_s_hi=2e-4) for gpu in ["T4"] +
              ([] if measured else ["H100"])]
     plan = decide.Plan(10, 3000)
-    grid, found, picks, even, notes = decide.decide(rows, pd.concat(guess), options, billing, [], plan=plan)
+    answer = decide.decide(rows, pd.concat(guess), options, billing, [], plan=plan)
+    grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
     t4 = found[found["option"] == "one T4"].iloc[0]
     needs = 30e9 + decide.CONTEXT_BYTES if measured else 16 * 1.5e9 + 4e9 / 4 + decide.FLOOR_BYTES + decide.CONTEXT_BYTES
     assert t4["fits"] is False and t4["needs_gb"] == pytest.approx(needs / 1e9)
@@ -476,15 +483,15 @@ def test_your_cpu_costs_its_electricity_measured_by_rapl_else_at_nominal_watts(p
     rows = planned_rows()
     plan = decide.Plan(10, 3000)
     wall = 1 + 10 * (0.01 + 1e-5 * 3000)
-    _, found, *_ = decide.decide(frame(rows).assign(results_dir="/home/me/r"), none, options, billing, [], plan=plan,
-                                 power=cost.Electricity(usd_per_kwh=0.2, cpu_w=30))
+    found = decide.decide(frame(rows).assign(results_dir="/home/me/r"), none, options, billing, [], plan=plan,
+                          power=cost.Electricity(usd_per_kwh=0.2, cpu_w=30)).options
     own = found[found["kind"] == decide.OWN_CPU].iloc[0]
     assert own["usd"] > 0 and own["usd"] == pytest.approx(wall / 3600 * 0.030 * 0.2)
     assert decide.source(own).endswith("electricity: nominal 30 W (--cpu-watts)") and "30 W" in own["basis"]
     for r in rows:  # RAPL read 40 W over the timed epochs
         r["cpu_energy_j"] = 40.0 * r["train_s"] if r["device"] == "cpu" else None
-    _, found, *_ = decide.decide(frame(rows).assign(results_dir="/home/me/r"), none, options, billing, [], plan=plan,
-                                 power=cost.Electricity(usd_per_kwh=0.2, cpu_w=30))
+    found = decide.decide(frame(rows).assign(results_dir="/home/me/r"), none, options, billing, [], plan=plan,
+                          power=cost.Electricity(usd_per_kwh=0.2, cpu_w=30)).options
     own = found[found["kind"] == decide.OWN_CPU].iloc[0]
     assert own["usd"] == pytest.approx(wall / 3600 * 0.040 * 0.2)
     assert decide.source(own).endswith("electricity: RAPL 40 W")
@@ -499,7 +506,8 @@ def test_a_busy_extrapolation_whose_error_exceeds_it_is_marked_and_never_called_
     rows = frame([_timed(row("net", "cpu", [t] * 3, dataset_size=n, outside_load=True), 1.0, t, 0.0) | {"epochs": 4}
                   for n, t in ((1_000, 22.0), (2_000, 1.5), (4_000, 23.0))]).assign(results_dir="/home/me/results/mine")
     plan = decide.Plan(epochs=30, samples=50_000)
-    grid, found, picks, even, notes = decide.decide(rows, none, options, billing, [], plan=plan)
+    answer = decide.decide(rows, none, options, billing, [], plan=plan)
+    grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
     mine = found[found["kind"] == decide.OWN_CPU].iloc[0]
     said = decide.how_known(mine, plan, picked=True)
     assert said.startswith("unreliable: measure nearer 50,000 (12.5x past 4,000 ±") and said.endswith("[busy]")
@@ -520,7 +528,7 @@ def test_a_loaded_row_beside_a_quiet_one_of_its_configuration_is_left_out_of_the
     quiet = row("net", "cpu", [1.0] * 3, seed=0)
     loaded = row("net", "cpu", [9.0] * 3, seed=1, outside_load=True)  # the same configuration, timed on a busy host
     rows = frame([_timed(r, 0.0, r["epoch_s"][0], 0.0) for r in (quiet, loaded)]).assign(results_dir="/home/me/results/mine")
-    _, found, *_ = decide.decide(rows, none, options, billing, [])
+    found = decide.decide(rows, none, options, billing, []).options
     mine = found[found["kind"] == decide.OWN_CPU].iloc[0]
     assert mine["wall_s"] == pytest.approx(10 * 1.0 + 1.0) and "[busy]" not in decide.source(mine)
 

@@ -208,7 +208,8 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
                       workload_module=ref, **as_the_cpu_counts)])
     options, billing = cost.load_prices()
     plan = decide.Plan(10, 50_000, axes=(("batch_size", "64"),))
-    _, found, _, _, notes = decide.decide(mine, None, options, billing, [], plan=plan, count=count_planned)
+    answer = decide.decide(mine, None, options, billing, [], plan=plan, count=count_planned)
+    found, notes = answer.options, answer.notes
     said, _ = predicted(step, 10, options, billing)
     priced = said[said["kind"] != "no price"]
     assert len(priced) >= 5 and not any("not counted" in n for n in notes)
@@ -221,6 +222,6 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
     own = found[found["kind"] == decide.OWN_CPU].iloc[0]
     assert own["epoch_s"] == pytest.approx(0.011 * 50_000 / 256)
     # without predict's count (python -m crossover.analysis decide), a row's count: another step, another figure
-    _, alone, _, _, _ = decide.decide(mine, None, options, billing, [], plan=plan)
+    alone = decide.decide(mine, None, options, billing, [], plan=plan).options
     h100 = [found.loc[found["model"] == "H100", "epoch_s"].iloc[0], alone.loc[alone["model"] == "H100", "epoch_s"].iloc[0]]
     assert h100[1] > h100[0]

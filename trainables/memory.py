@@ -4,7 +4,7 @@
 
 sweeps/count_step.py asks it, through trainables/train.py `Loop.step_peak`, for the `peak_memory_bytes` of
 `crossover predict`'s count: what torch's allocator holds at the worst moment of one steady step, the CUDA
-context excluded (analysis/decide.py adds CONTEXT_BYTES). torch's own MemTracker
+context excluded (analysis/decide/ adds CONTEXT_BYTES). torch's own MemTracker
 (torch.distributed._tools.mem_tracker) follows every tensor storage through the step: the parameters, the
 gradients, the optimiser's states, the batch (handed in: made before the step), and each tensor the
 step's ops make, from its creation until its storage is freed, so the activations autograd saves and the

@@ -3,7 +3,7 @@
     python -m crossover.analysis model --validate            # the shipped reference rows: held-out error, coverage, targets
     python -m crossover.analysis model RESULTS... [--validate]
 
-    predict(rows, ["A100", "L4"], fitted=shipped)   # what analysis/decide.py asks: one predicted row per
+    predict(rows, ["A100", "L4"], fitted=shipped)   # what analysis/decide/ asks: one predicted row per
                                      # configuration and GPU, epoch_s_median with a 90% conformal interval
                                      # (epoch_s_lo, epoch_s_hi), from the fit on the shipped reference rows
     predict_counted(configs, ["A100"])   # the same for a step counted, never timed (crossover predict)

@@ -108,7 +108,7 @@ def predict(rows: pd.DataFrame, gpus: list[str], path: Path = DEVICES,
     samples_per_s, predicted=True, model_form (PER_CLASS, or THREE_TERM for a configuration whose rows
     lack the per-class columns) and interval_from (whose held-out residuals gave the interval).
 
-    `fitted(form)` gives the model of each form: `shipped` (what analysis/decide.py passes: the shipped
+    `fitted(form)` gives the model of each form: `shipped` (what analysis/decide/ passes: the shipped
     reference rows' fit, so a prediction never moves with what else `rows` holds); None, a fit on `rows`'
     own GPU rows. The step costs of a configuration come from one of its rows (a GPU row first: its
     launches are the GPU's). Where a row of the GPU measured the configuration, it is not predicted: the
@@ -193,7 +193,7 @@ def reference_gpu_rows(devices: dict[str, Device], form: str = PER_CLASS) -> pd.
 def shipped(form: str, path: Path = DEVICES) -> Predictor:
     """The model of `form` fitted on the shipped reference rows' GPU rows (`reference_rows`) and, in the
     per-class form, the public training figures of the GPUs we cannot rent (analysis/public.py `fit_rows`:
-    Lambda's ResNet-50, one row a GPU), with its conformal quantiles and the GPUs' public efficiencies: what analysis/decide.py, the verdict and sweeps/predict.py predict with, so that a
+    Lambda's ResNet-50, one row a GPU), with its conformal quantiles and the GPUs' public efficiencies: what analysis/decide/, the verdict and sweeps/predict.py predict with, so that a
     prediction rests on the reference GPUs alone, never on what else the user's folder holds. Fitted once a
     process (a few seconds on a 2-core VM: each model and GPU held out once for the intervals)."""
     devices = load_devices(path)

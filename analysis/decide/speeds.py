@@ -1,0 +1,265 @@
+"""Each configuration's time on each GPU model and CPU: measured where rows measured it, else analysis/model/'s
+prediction (`predictions`, `at_plan` for a planned run), along the dataset size where the rows measured others.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from crossover.analysis import model
+from crossover.analysis.cost import measures
+from crossover.analysis.decide.grid import Plan, _power_w, _trial_s, along, busy, planned_rows
+from crossover.analysis.decide.memory import memory_needed
+from crossover.analysis.load import KEY, eager_ok, is_reference, keys
+from crossover.schema import BUILTIN_MODULE
+
+
+SPEED = ["config_key", "source", "trial_s", "trial_lo", "trial_hi", "k", "predicted", "hosts", "date", "busy", "power_w",
+         "threads", "own", "cpu", "needs_bytes", "needs_how"]
+
+
+def _yours_first(group: pd.DataFrame) -> pd.DataFrame:
+    """A GPU model's rows at one configuration: those of your machine (not under results/reference/)
+    where there are any, else all of them."""
+    own = group[~group["results_dir"].map(is_reference)] if "results_dir" in group else group
+    return own if len(own) else group
+
+
+def _measured(config_key: str, source: str, trial_s: float, group: pd.DataFrame) -> dict:
+    """A measured speed: no interval, where and when its rows were measured (hosts, newest finished_at), and
+    whether they were timed on a busy host (`busy`)."""
+    hosts = sorted(set(group["hostname"].dropna().astype(str))) if "hostname" in group else []
+    when = pd.to_datetime(group["finished_at"], utc=True).max() if "finished_at" in group else pd.NaT
+    return {"config_key": config_key, "source": source, "trial_s": trial_s, "trial_lo": trial_s, "trial_hi": trial_s,
+            "predicted": False, "hosts": ", ".join(hosts), "date": when, "busy": busy(group)}
+
+
+def _epochs(guess: pd.DataFrame) -> tuple[float, float, float]:
+    """analysis/model/'s epoch time and its interval (epoch_s_lo, epoch_s_hi; the median where absent)."""
+    mid = float(guess["epoch_s_median"].median())
+    ends = [float(guess[c].median()) if c in guess and guess[c].notna().any() else mid for c in ("epoch_s_lo", "epoch_s_hi")]
+    return mid, ends[0], ends[1]
+
+
+def _keyed(predicted: pd.DataFrame) -> pd.DataFrame:
+    return predicted.assign(config_key=keys(predicted)) if len(predicted) else predicted.assign(config_key=[])
+
+
+def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus: list[str]) -> pd.DataFrame:
+    """Per configuration of the sweep and GPU model or CPU arm: the trial's time with its interval (a
+    prediction's; none where measured), its packing K, whether predicted, where and when it was measured,
+    and the measured GPU power (null where not measured). A GPU's own rows at a configuration always win
+    over a prediction, and your machine's rows over the reference rows (`_yours_first`)."""
+    ok = eager_ok(rows)
+    ok = ok[ok["config_key"].isin(grid["config_key"])]
+    pred = _keyed(predicted)
+    lines = []
+    for line in grid.itertuples():
+        at = ok[ok["config_key"] == line.config_key]
+        needs = memory_needed(at, line.dataset_size, False)
+        gpu_rows = at[at["whole_gpu"] | at["packed"]]
+        for gpu in gpus:
+            mine = _yours_first(gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]])
+            if len(mine):
+                packs = {int(d.split("/")[1]) if "/" in d else 1: g for d, g in mine.groupby("device")}
+                k, group = min(packs.items(), key=lambda kg: _trial_s(kg[1], line) / kg[0])
+                lines.append(_measured(line.config_key, gpu, _trial_s(group, line), group)
+                             | {"k": k, "power_w": _power_w(group), **needs})
+                continue
+            guess = pred[(pred["config_key"] == line.config_key) & (pred["device_name"] == gpu)]
+            if len(guess):  # the fixed seconds are measured (another GPU's, else the CPU's); the epochs predicted
+                fixed = (gpu_rows if len(gpu_rows) else at)[["setup_s", "h2d_s", "eval_s"]].sum(axis=1).median()
+                epochs = max(line.epochs - line.warmup_epochs, 1) + line.warmup_epochs
+                mid, lo, hi = ((0 if pd.isna(fixed) else fixed) + epochs * e for e in _epochs(guess))
+                lines.append({"config_key": line.config_key, "source": gpu, "trial_s": mid, "trial_lo": lo, "trial_hi": hi,
+                              "k": 1, "predicted": True, "hosts": "", "date": pd.NaT, "busy": "", "power_w": math.nan,
+                              **needs})
+        for (cpu, threads), group in at[at["is_cpu"]].groupby(["device_name", "torch_threads"]):
+            group = _yours_first(group)
+            lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", _trial_s(group, line), group)
+                         | {"k": 1, "power_w": _power_w(group, "cpu_energy_j"), "threads": int(threads), "cpu": "CPU",
+                            "own": not all(map(is_reference, group["results_dir"]))})
+    return pd.DataFrame(lines, columns=SPEED)
+
+
+def _points(group: pd.DataFrame) -> pd.DataFrame:
+    """Measured rows as one point per dataset size: median epoch time (no interval: epoch_lo and epoch_hi
+    the same), and median fixed seconds of a run besides its epochs (set-up, transfer, evaluation, and
+    what the warm-up epochs took beyond steady ones)."""
+    parts = group[["setup_s", "h2d_s", "eval_s"]].sum(axis=1)
+    beyond = (group["warmup_s"] - group["warmup_epochs"] * group["epoch_s_median"]).fillna(0)
+    points = (group.assign(epoch_s=group["epoch_s_median"], fixed_s=parts + beyond)
+              .groupby("dataset_size", as_index=False)[["epoch_s", "fixed_s"]].median())
+    return points.assign(epoch_lo=points["epoch_s"], epoch_hi=points["epoch_s"], modelled=False)
+
+
+def _guessed(guess: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """analysis/model/'s predictions as points: its epoch time and interval, and the fixed seconds the
+    measured rows of the same configuration took (the warm-up counted as a steady epoch, as `speeds` does)."""
+    fixed = measured.assign(f=measured[["setup_s", "h2d_s", "eval_s"]].sum(axis=1)).groupby("config_key")["f"].median()
+    ends = {e: guess[c] if c in guess else guess["epoch_s_median"] for e, c in (("epoch_lo", "epoch_s_lo"), ("epoch_hi", "epoch_s_hi"))}
+    points = guess.assign(epoch_s=guess["epoch_s_median"], fixed_s=guess["config_key"].map(fixed).fillna(0), **ends)
+    points = points.assign(epoch_lo=points["epoch_lo"].fillna(points["epoch_s"]), epoch_hi=points["epoch_hi"].fillna(points["epoch_s"]))
+    return (points.groupby("dataset_size", as_index=False)[["epoch_s", "fixed_s", "epoch_lo", "epoch_hi"]].median()
+            .assign(modelled=True))
+
+
+def _planned(points: pd.DataFrame, plan: Plan) -> dict:
+    """The planned run's time from one source's points, its interval (the model's, carried along the
+    same lines; the fixed seconds are measured), and where plan.samples lies against the points."""
+    points = points.sort_values("dataset_size", ignore_index=True)
+    sizes = points["dataset_size"].to_numpy(float)
+    epoch, lo, hi = (along(sizes, points[c].to_numpy(float), plan.samples) for c in ("epoch_s", "epoch_lo", "epoch_hi"))
+    fixed = max(along(sizes, points["fixed_s"].to_numpy(float), plan.samples).value, 0.0)
+    modelled = bool(points["modelled"].to_numpy()[list(epoch.used)].any())
+    outside = epoch.side in ("past", "below")
+    return {"trial_s": fixed + plan.epochs * epoch.value, "trial_lo": fixed + plan.epochs * min(lo.value, epoch.value),
+            "trial_hi": fixed + plan.epochs * max(hi.value, epoch.value), "epoch_s": epoch.value,
+            "epoch_lo": min(lo.value, epoch.value), "epoch_hi": max(hi.value, epoch.value), "predicted": modelled or outside,
+            "modelled": modelled, "extrapolated": outside, "unreliable": epoch.unreliable, "factor": epoch.factor,
+            "spread": epoch.spread,
+            "reach": epoch.reach}
+
+
+def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFrame | None, str]:
+    """The planned configuration's one step and its counted costs (one line: the configuration's columns and
+    model.CLASS_COLUMNS), what `at_plan` predicts the GPUs from, and a note where it is not `count`'s. `count(ref,
+    plan, line)`: the step counted as `crossover predict` counts it (sweeps/predict.py count_planned, in a process of
+    its own; `crossover decide` passes it), for the job the rows name (workload_module; a built-in's by its name);
+    where it fails or is not given, the count a row of the configuration made (the CPU's first). None: the rows
+    hold no count of every op class, or the batch is the whole dataset (it grows with the run's size)."""
+    mine = planned_rows(rows, plan)
+    if mine["full_batch"].any():
+        return None, ""
+    line = mine.sort_values("is_cpu", ascending=False, kind="stable").iloc[0]
+    note = ""
+    module = line.get("workload_module")
+    if count is not None and isinstance(module, str) and module:  # rows that name no job have only their own count
+        ref = line["workload"] if module == BUILTIN_MODULE else module
+        try:
+            return pd.DataFrame([count(ref, plan, line.to_dict())]), ""
+        except ValueError as exc:
+            note = (f"  the planned step was not counted as crossover predict counts it ({exc}); the GPUs are "
+                    "predicted from the step a row counted")
+    counted = mine[mine[list(model.CLASS_COLUMNS)].notna().all(axis=1)] if set(model.CLASS_COLUMNS) <= set(mine) \
+        else mine.iloc[:0]
+    if counted.empty:
+        return None, note
+    return counted.sort_values("is_cpu", ascending=False, kind="stable").head(1), note
+
+
+def at_plan(config_key: str, counted: pd.DataFrame, plan: Plan, gpus: list[str]) -> pd.DataFrame:
+    """analysis/model/'s prediction of the planned configuration itself on each GPU of `gpus` its device table
+    knows, as `speeds` lines (SPEED, and a planned run's columns): the step of `counted` (`planned_step`, counted at
+    the run's batch size), plan.samples' steps an epoch, at plan.precision; the run's time plan.epochs x the time
+    per epoch, on the GPU alone (nothing of it was timed: no set-up, transfer or evaluation). What `crossover
+    predict` and `decide` both price a GPU no row measured at that configuration by, so that both say one figure."""
+    batch = int(counted["batch_size"].iloc[0])
+    configs = counted.assign(dataset_size=plan.samples, steps_per_epoch=-(-plan.samples // batch),
+                             precision=plan.precision)
+    known = [g for g in gpus if g in model.load_devices()]
+    guess = model.predict_counted(configs, known) if known else pd.DataFrame(columns=["device_name"])
+    needs = memory_needed(configs, plan.samples, False)
+    return pd.DataFrame([{
+        "config_key": config_key, "source": g.device_name, "k": 1, "predicted": True, "hosts": "", "date": pd.NaT,
+        "busy": "", "power_w": math.nan, "threads": math.nan, **needs, "modelled": True, "extrapolated": False,
+        "unreliable": False, "factor": 1.0, "spread": math.nan, "reach": OWN_SIZE,
+        **{f"trial{end}": plan.epochs * v for end, v in (("_s", g.epoch_s_median), ("_lo", g.epoch_s_lo),
+                                                           ("_hi", g.epoch_s_hi))},
+        "epoch_s": g.epoch_s_median, "epoch_lo": g.epoch_s_lo, "epoch_hi": g.epoch_s_hi} for g in guess.itertuples()],
+        columns=SPEED + PLANNED)
+
+
+OWN_SIZE = "predicted at its own size"  # a planned run's `reach` where the model predicted that configuration itself
+PLANNED = ["modelled", "extrapolated", "unreliable", "factor", "spread", "reach", "epoch_s", "epoch_lo", "epoch_hi"]
+
+
+def corrected(line: dict, points: pd.DataFrame, plan: Plan, batch: int) -> dict:
+    """`at_plan`'s line for a GPU whose rows measured the configuration at other dataset sizes, scaled by what
+    they measured against what the model says at the nearest of them (the same step, that size's steps an
+    epoch); its interval scaled alike, and its reach naming the size the correction rests on."""
+    near = points.iloc[(points["dataset_size"] - plan.samples).abs().argsort()[:1]].iloc[0]
+    said = line["epoch_s"] * -(-int(near["dataset_size"]) // batch) / -(-plan.samples // batch)
+    scale = float(near["epoch_s"]) / said if said > 0 else 1.0
+    scaled = {c: line[c] * scale for c in ("trial_s", "trial_lo", "trial_hi", "epoch_s", "epoch_lo", "epoch_hi")}
+    return line | scaled | {"reach": f"{OWN_SIZE}, x{scale:.2g} as measured at {near['dataset_size']:,.0f}"}
+
+
+def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus: list[str],
+                plan: Plan, counted: pd.DataFrame | None = None) -> pd.DataFrame:
+    """`speeds` for the planned run: per shape and GPU model or CPU arm, the run's time at plan.samples.
+    A GPU's own rows (your machine's first) at plan.samples, or around it (the line between the two sizes
+    around it), give the measurement, at PyTorch's default precision (the rows'); elsewhere the model's
+    prediction of the configuration itself (`at_plan`, from `counted`: `planned_step`), scaled by the GPU's
+    rows at other sizes where it has some (`corrected`); without a count of every op class, the model's
+    predictions at the sizes measured, along them (`along`). A CPU's rows along the sizes they measured."""
+    ok = planned_rows(rows, plan)
+    pred = _keyed(predicted)
+    pred = pred.assign(shape=pred["config_key"].map(dict(zip(ok["config_key"], ok["shape"]))))
+    lines = []
+    for line in grid.itertuples():
+        at = ok[ok["shape"] == line.config_key]
+        needs = memory_needed(at, plan.samples, line.full_batch)
+        gpu_rows = at[at["whole_gpu"]]  # one run holds a whole GPU: packed rows (cuda/K) left aside
+        own = at_plan(line.config_key, counted, plan, gpus) if counted is not None else pd.DataFrame(columns=SPEED)
+        for gpu in gpus:
+            mine = gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]]
+            mine = pd.concat([_yours_first(g) for _, g in mine.groupby("config_key")]) if len(mine) else mine
+            points = _points(mine) if len(mine) and plan.precision == "default" else pd.DataFrame()
+            sizes = points.get("dataset_size", pd.Series(dtype=float))
+            covered = len(points) and (sizes.eq(plan.samples).any() or sizes.min() < plan.samples < sizes.max())
+            guessed = own[own["source"] == gpu]
+            if not covered and len(guessed):
+                said = guessed.iloc[0].to_dict()
+                said = corrected(said, points, plan, int(line.batch_size)) if len(points) else said
+                measured_peak = str(needs["needs_how"]).startswith("peak measured")  # a GPU's peak beats a count
+                lines.append(said | (needs if measured_peak else {}))
+                continue
+            guess = pred[(pred["shape"] == line.config_key) & (pred["device_name"] == gpu)]
+            guess = guess[~guess["dataset_size"].isin(sizes)]  # a measured size wins
+            if len(guess) and not covered:
+                points = pd.concat([points, _guessed(guess, gpu_rows if len(gpu_rows) else at)], ignore_index=True)
+            if len(points):
+                where = (_measured(line.config_key, gpu, 0.0, mine) if len(mine) else
+                         {"hosts": "", "date": pd.NaT, "busy": ""})
+                lines.append(where | {"config_key": line.config_key, "source": gpu, "k": 1, **_planned(points, plan),
+                                      "power_w": _power_w(mine) if len(mine) else math.nan, **needs})
+        for (cpu, threads), group in at[at["is_cpu"]].groupby(["device_name", "torch_threads"]):
+            group = pd.concat([_yours_first(g) for _, g in group.groupby("config_key")])
+            lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", 0.0, group)
+                         | {"k": 1, **_planned(_points(group), plan), "power_w": _power_w(group, "cpu_energy_j"),
+                            "threads": int(threads), "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
+    return pd.DataFrame(lines, columns=SPEED + PLANNED)
+
+
+def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[str]:
+    """A note for every GPU model left out: neither measured nor predicted at some configuration of the sweep."""
+    notes = []
+    for gpu in models:
+        lacking = set(grid["config_key"]) - set(speed.loc[speed["source"] == gpu, "config_key"])
+        if lacking:
+            names = grid.loc[grid["config_key"].isin(lacking), "workload"].value_counts()
+            notes.append(f"  left out: {gpu}, with no measured or predicted time at {len(lacking)} of {len(grid)} "
+                         f"configurations ({', '.join(f'{w} {n}' for w, n in names.items())}); analysis/model/ predicts "
+                         "a configuration from its rows' counted step costs (trainables/costs.py), which these lack: "
+                         "sweep it again with this version, which counts them")
+    return notes
+
+
+def predictions(rows: pd.DataFrame, gpus: list[str]) -> tuple[pd.DataFrame, str]:
+    """analysis/model/'s predictions, with their interval, for the GPU models among `gpus` that its
+    device table knows, at every configuration no row of theirs measured, and a note where it could make
+    none. The model is fitted on the shipped reference rows alone (model.shipped), and each configuration
+    is predicted from its own rows' counted step costs: a user's model measured on the CPU alone is
+    predicted on every GPU, and no figure moves with what else the folder holds (the built-ins' rows, the
+    reference rows set beside them, --no-reference)."""
+    known = [g for g in gpus if g in model.load_devices()]
+    none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median", "epoch_s_lo", "epoch_s_hi"])
+    if not known:
+        return none, ""
+    try:
+        return model.predict(rows, known, fitted=model.shipped), ""
+    except ValueError as exc:  # the model's own words: what to read alongside
+        return none, f"  not predicted ({', '.join(known)}): {exc}"

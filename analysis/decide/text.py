@@ -1,0 +1,351 @@
+"""The decision in words: the first screen (`brief`), every option (`render`, --verbose), the JSON records (`records`),
+and the figures' rounding and marks.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+import pandas as pd
+
+from crossover.analysis.decide.choosing import BUY, pareto, three
+from crossover.analysis.decide.grid import BUSY_MARKS, NEAREST, Plan
+from crossover.analysis.decide.memory import CONTEXT_BYTES
+from crossover.analysis.decide.speeds import OWN_SIZE
+from crossover.schema import SIZE_AXES
+
+
+# lines of the default output at most, so the answer is read before the detail: the front, the picks, the stale prices
+BRIEF_LINES = 20  # the three picks, each wrapped rather than cut, and what is known of them
+WIDTH = 100  # columns of a line of the default output
+STALE = "stale prices:"  # the note on prices older than 12 months, the one note the default output keeps
+
+
+def busy_notes(options: pd.DataFrame) -> list[str]:
+    """What each busy mark among `options` means, a line each ('[busy]: timed while ...')."""
+    used = "".join(options["busy"].fillna("")) if "busy" in options else ""  # '[busy]' is not in '[busy ref]'
+    return [f"{mark}: {why}" for mark, why in BUSY_MARKS.items() if mark in used]
+
+
+def bought(line, unit: str) -> str:
+    """What buying the box means: its break-even in runs a month against renting, and what its write-off
+    assumes ('pays for itself past ~680 runs a month against RunPod RTX 4090 community ($0.02 a run); write-off:
+    $3,900 over 4 years, training 25% of each month, + electricity')."""
+    assumes = (f"write-off: ${line['purchase_usd']:,.0f} over {line['lifetime_years']:g} years, training "
+               f"{line['utilisation']:.0%} of each month, + electricity")
+    if "even_n" not in line:
+        return assumes
+    n, guessed = line["even_n"], bool(line["even_predicted"])
+    when = (f"never pays for itself: its electricity a {unit} costs more than renting" if math.isinf(n) else
+            f"pays for itself past {'~' if guessed else ''}{significant(n, 2 if guessed else 3)} "
+            f"{unit}s a month against renting {line['even_against']} (${cents(line['even_against_usd'])} a {unit})")
+    return f"{when}; {assumes}"
+
+
+def _range(line, columns: tuple[str, str, str], figure, end) -> str:
+    """A predicted figure and its interval: '4.82 (3.9-6.1)'; the figure alone where both ends round alike."""
+    mid = figure(line[columns[0]])
+    lo, hi = (end(line[c]) if c in line and pd.notna(line[c]) else end(line[columns[0]]) for c in columns[1:])
+    return mid if lo == hi else f"{mid} ({lo}-{hi})"
+
+
+def money(line) -> str:
+    """'$0.31', or where it rests on a prediction '~$0.31 (0.25-0.40)'; $0 is exact."""
+    if line["usd"] == 0 or not line["predicted"]:
+        return f"${cents(line['usd'])}"
+    return "~$" + _range(line, ("usd", "usd_lo", "usd_hi"), cents, cents)
+
+
+def cents(v: float) -> str:
+    """Dollars to the cent, or to two figures below a cent (a CPU's electricity: 0.0024)."""
+    return f"{v:,.2f}" if v == 0 or abs(v) >= 0.01 else np.format_float_positional(v, precision=2, fractional=False)
+
+
+def _two(v: float) -> str:
+    """An interval's end to two figures, without an exponent: 0.91, 13, 430."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2g}"
+
+
+def run_time(line) -> str:
+    """'4.82 min', '1.5 h', or where it rests on a prediction '~4.82 min (3.9-6.1)'."""
+    scale, unit = (60, "min") if line["wall_h"] < 1 else (1, "h")
+    figure = lambda h: f"{h * scale:,.3g}"  # noqa: E731
+    if not line["predicted"]:
+        return f"{figure(line['wall_h'])} {unit}"
+    mid, _, interval = _range(line, ("wall_h", "wall_lo_h", "wall_hi_h"), figure, lambda h: _two(h * scale)).partition(" ")
+    return f"~{mid} {unit}" + (f" {interval}" if interval else "")
+
+
+def source(line, short: bool = False) -> str:
+    """Where an option's figures come from: 'measured on vm, 2026-11-21'; 'predicted' where wholly the
+    model's; '62% predicted; measured on vm, 2026-11-21' where some configurations were measured (the
+    share of its GPU-time that is predicted). `short`: '62% predicted; vm, 2026-11-21'. Your own machine's
+    adds what its electricity is costed at: '...; electricity: RAPL 41 W' (measured), or 'nominal 65 W';
+    rows timed on a busy host add their mark (`busy`): '... [busy]'."""
+    power = line.get("electricity")
+    power = (f"; electricity: {power}" if isinstance(power, str) and power else "") + _busy_mark(line)
+    share = line.get("predicted_share", float(line["predicted"]))
+    if share >= 1 - 1e-9:
+        return "predicted" + power
+    when = line.get("measured_at", pd.NaT)
+    where = ", ".join(filter(None, [line.get("hosts") or "", f"{when:%Y-%m-%d}" if pd.notna(when) else ""]))
+    said_where = ("" if short and share > 0 else "measured") + (" on " if where and not (short and share > 0) else "") + where
+    return (f"{share:.0%} predicted; {said_where}".rstrip("; ") if share > 0 else said_where) + power
+
+
+def _busy_mark(line) -> str:
+    said = line.get("busy", "")
+    return said if isinstance(said, str) else ""
+
+
+def per_epoch(line) -> str:
+    """A planned run's time per epoch: '9.41 s/epoch', or where it rests on a prediction '~9.41 s/epoch (4.7-19)'."""
+    figure = lambda v: f"{v:,.3g}"  # noqa: E731
+    if not line["predicted"]:
+        return f"{figure(line['epoch_s'])} s/epoch"
+    mid, _, interval = _range(line, ("epoch_s", "epoch_lo", "epoch_hi"), figure, _two).partition(" ")
+    return f"~{mid} s/epoch" + (f" {interval}" if interval else "")
+
+
+def memory(line) -> str:
+    """Whether the run fits a GPU option's card: 'fits: ~0.87 GB of 80', 'does not fit: needs ~31 GB of 16',
+    'not known'; '' for a CPU."""
+    if not line.get("gpus", 0) or "fits" not in line:
+        return ""
+    if line["fits"] is None or pd.isna(line["fits"]):
+        return "not known" + ("" if pd.isna(line.get("memory_gb")) else f": ? of {line['memory_gb']:g} GB")
+    said = f"~{line['needs_gb']:,.2g} GB of {line['memory_gb']:g}"
+    return f"fits: {said}" if line["fits"] else f"does not fit: needs {said}"
+
+
+def said(line) -> str:
+    """An option in a few words: 'RTX 5090 box, ~0.147 min (0.12-0.19), ~$0.01' ('~': predicted, 90% interval);
+    a planned run's with its time per epoch first: 'RTX 5090 box, ~9.5 s/epoch (4.8-19), ~4.78 min ...'."""
+    epoch = f"{per_epoch(line)}, " if pd.notna(line.get("epoch_s", math.nan)) else ""
+    return f"{line['option']}, {epoch}{run_time(line)}, {money(line)}"
+
+
+def _fit(text: str) -> str:
+    """One line of at most WIDTH columns, cut with '…' where longer."""
+    return text if len(text) <= WIDTH else text[:WIDTH - 1] + "…"
+
+
+def header(grid: pd.DataFrame, plan: Plan | None) -> str:
+    if plan:
+        return _planned_header(grid, plan)
+    trials = int(grid["trials"].sum())
+    return (f"== the sweep: {trials:,} trials, {len(grid)} configurations: "
+            f"{', '.join(f'{w} {n:,}' for w, n in grid.groupby('workload')['trials'].sum().items())}")
+
+
+def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
+    """'30 epochs of 50,000 samples of resnet18_cifar, batch 128', and its other sizes and named axes."""
+    line = grid.iloc[0]
+    sizes = [f"{'batch' if a == 'batch_size' else a} {line[a]:,.0f}" for a in SIZE_AXES
+             if a != "dataset_size" and pd.notna(line[a])]
+    sizes += [f"{a} {v}" for a, v in plan.axes if a not in SIZE_AXES]
+    full = " (one batch: the whole dataset)" if line["full_batch"] else ""
+    runs = f", {plan.trials:,} runs of it" if plan.trials and plan.trials > 1 else ""
+    precision = (f", precision {plan.precision} on the GPUs (the CPU's as measured, PyTorch's default)"
+                 if plan.precision != "default" else "")
+    return (f"== the planned run: {plan.epochs:,} epochs of {plan.samples:,} samples of {line['workload']}{full}, "
+            f"{', '.join(sizes)}{runs}{precision} ==")
+
+
+def cards(options: pd.DataFrame) -> str:
+    """One line: what the run needs of a GPU's memory, how that was found, and the cards it does not fit."""
+    gpu = options[(options["gpus"] > 0) & options["needs_gb"].notna()] if "needs_gb" in options else options.iloc[:0]
+    if gpu.empty:
+        return ""
+    need = gpu.loc[gpu["needs_gb"].idxmax()]
+    small = gpu[gpu["fits"].eq(False)].drop_duplicates(["model", "memory_gb"])
+    said = ", ".join(f"{o.model} ({o.memory_gb:g} GB)" for o in small.itertuples())
+    return (f"GPU memory: needs ~{need['needs_gb']:,.2g} GB ({need['needs_how']}, + {CONTEXT_BYTES / 1e9:g} GB CUDA "
+            f"context): " + (f"does not fit {said}, left out of the picks" if said else "fits every card offered"))
+
+
+def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[str], plan: Plan | None = None,
+          head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
+    """The decision in at most `lines` lines of at most WIDTH columns (`python -m crossover.analysis decide`):
+    `head` (wrapped), the sweep, what it needs of a GPU's memory and the cards it does not fit, the three picks
+    (`three`: the GPU to rent, fastest and cheapest; the box to buy, with its break-even and what its write-off
+    assumes; your CPU), each with its time per epoch (a planned run), run time and cost, the cheapest within the
+    deadline where one was asked, the cost-versus-time front where lines are left, the stale prices in one line,
+    what each busy mark means, what --verbose adds. Every figure is marked: '~' and its 90% interval where it
+    rests on a prediction, and its source."""
+    top = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")] + [_fit(header(grid, plan))]
+    dated = [n.strip() for n in notes if n.strip().startswith(STALE)]
+    rest = len(notes) - len(dated)
+    if options.empty:
+        unit = "run" if plan else "sweep"
+        return "\n".join(top + [f"no option has a measured or predicted time for every configuration of the {unit}"]
+                         + [_fit(n.strip()) for n in notes][:max(lines - len(top) - 1, 0)])
+    top += [w for w in textwrap.wrap(cards(options), WIDTH, subsequent_indent="    ")]
+    more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
+            + (f", {rest} notes" if rest else ""))
+    chosen = three(options) | {k: v for k, v in picks.items() if k.startswith("cheapest within")}
+    said_picks, named = [], {}
+    for name, line in chosen.items():  # each wraps rather than lose its end; an option named again is not said again
+        again = None if line is None else named.setdefault(line["option"], name)
+        text = ("none" if line is None else f"{line['option']}, as {again} above" if again != name else
+                f"{said(line)}; {how_known(line, plan, picked=True)}"
+                + (f"; {bought(line, 'run' if plan else 'sweep')}" if name == BUY else ""))
+        said_picks += textwrap.wrap(f"{name}: {text}", WIDTH, subsequent_indent="    ")
+    tail = [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]
+    front = options[pareto(options)].sort_values(["wall_s", "usd"])
+    room = lines - len(top) - len(said_picks) - len(tail) - 1
+    shown = front.head(max(room, 0))
+    if not len(shown):
+        return "\n".join(top + said_picks + tail)
+    said_front = ("the cost-versus-time front, fastest first" +
+                  (f" ({len(shown)} of {len(front)}; --verbose shows all):" if len(front) > room else ":"))
+    cells = [(o["option"],) + ((per_epoch(o),) if plan else ()) + (run_time(o), money(o), how_known(o, plan))
+             for _, o in shown.iterrows()]
+    n = len(cells[0]) - 1
+    widths = [min(max(len(c[i]) for c in cells), 34) for i in range(n)]
+    body = [_fit("  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(n)) + "  " + c[n]) for c in cells]
+    return "\n".join(top + said_picks + [said_front] + body + tail)
+
+
+def how_known(line, plan: Plan | None, short: bool = True, picked: bool = False) -> str:
+    """`source` (`short`; a pick's: 'measured', 'predicted', '62% predicted'), and for a planned run
+    where its size lies outside the sizes measured; an extrapolation whose error exceeds its figure is
+    'unreliable: measure nearer N (...)' alone, never 'measured'. A busy host's mark stays."""
+    reach = line.get("reach", "measured") if plan else "measured"
+    unreliable = line.get("unreliable", False)
+    if plan and pd.notna(unreliable) and bool(unreliable):
+        return reach + _busy_mark(line)
+    said_source = source(line, short)
+    if picked:
+        said_source = (said_source.split(";")[0].split(" [busy")[0] if "predicted" in said_source else "measured") \
+            + _busy_mark(line)
+    if isinstance(reach, str) and reach.startswith(OWN_SIZE):  # 'predicted' says it; a correction is named
+        return said_source + reach[len(OWN_SIZE):]
+    return said_source + ("" if reach == "measured" or pd.isna(reach) else f"; {reach}")
+
+
+def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.DataFrame, notes: list[str],
+           plan: Plan | None = None) -> str:
+    """The whole decision as text (--verbose, the report): the sweep (or the planned run), every option
+    (predicted figures marked '~' with their interval, every option's source), the picks, the break-even,
+    how each option is costed, the notes."""
+    unit = "run" if plan else "sweep"
+    parts = [header(grid, plan)]
+    if options.empty:
+        return "\n".join(parts + [f"no option has a measured or predicted time for every configuration of the {unit}"] + notes)
+    shown = options.assign(wall=options.apply(run_time, axis=1), cost=options.apply(money, axis=1),
+                           memory=options.apply(memory, axis=1), source=options.apply(source, axis=1),
+                           front=pareto(options).map({True: "*", False: ""}),
+                           precision=options.apply(precision_of, axis=1, plan=plan),
+                           price=options.apply(priced_on, axis=1))
+    if plan:
+        why = shown["modelled"].map({True: ["model"], False: []}) + shown["extrapolated"].map({True: ["extrapolated"], False: []})
+        shown = shown.assign(predicted=why.map(", ".join), **{"dataset size": shown["reach"]},
+                             epoch=options.apply(per_epoch, axis=1))
+        columns = ["option", "kind", "model", "gpus", "precision", "epoch", "wall", "cost", "memory", "predicted",
+                   "dataset size", "source", "price", "front"]
+    else:
+        columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "source", "price", "front"]
+    parts.append(shown[columns].to_string(index=False))
+    parts.append("  ~: rests on analysis/model/'s prediction for a GPU no row measured, its 90% interval in brackets" +
+                 (" (model), or on a time extrapolated outside the dataset sizes measured" if plan else "") +
+                 "; *: on the cost-versus-time front; source: where the rows were measured, and the share predicted"
+                 "; memory: what the run needs of the card (peak measured or estimated, docs/cost.md) of its GB")
+    parts += [f"  {line}" for line in [cards(options)] if line]
+    if plan:
+        parts.append(f"  dataset size: where {plan.samples:,} lies against the sizes the option's rows measured: inside "
+                     f"(a line between the two around it), or Kx past the largest / below the smallest (a least-squares "
+                     f"line over the {NEAREST} sizes nearest that end, ± its RMS residual; one size: its time per sample)")
+    for name, line in picks.items():
+        parts.append(f"{name}: " + ("none" if line is None else said(line)))
+    parts += evens(even, unit) + [f"  {note}" for note in busy_notes(options)]
+    parts.append("how each option is costed:")
+    parts += [f"  {line}" for line in costed(options)]
+    return "\n".join(parts + notes)
+
+
+def significant(v: float, digits: int) -> str:
+    """`v` to `digits` significant figures, without an exponent: 683.06 to two is '680', 0.04567 '0.046'. A
+    figure resting on a prediction (a 90% interval of ±30% or more) carries two; a measured one three."""
+    if v == 0 or not math.isfinite(v):
+        return f"{v:g}"
+    places = digits - 1 - math.floor(math.log10(abs(v)))
+    return f"{round(v, places):,.{max(places, 0)}f}"
+
+
+def evens(even: pd.DataFrame, unit: str) -> list[str]:
+    """Each home box's break-even against each class's best, a line each (`unit`: 'sweep' or 'run')."""
+    lines = []
+    for e in even.itertuples():
+        digits = 2 if e.predicted else 3
+        when = (f"never: its electricity per {unit} costs more" if math.isinf(e.sweeps_per_month) else
+                f"beyond {'~' if e.predicted else ''}{significant(e.sweeps_per_month, digits)} {unit}s a month "
+                f"({significant(e.box_hours_per_month, digits)} h of use)")
+        lines.append(f"{e.box} against the {e.versus} ({e.against}, ${cents(e.against_usd)} a {unit}): cheaper {when}")
+    return lines
+
+
+def priced_on(line) -> str:
+    """Where an option's price came from and when: 'of 2025-06 (runpod.io/pricing)', 'of 2024-05, STALE: re-read
+    (aws.amazon.com/...)' past 12 months; '-' for your own machine (its electricity alone)."""
+    date = line.get("price_date")
+    if not isinstance(date, str) or not date:
+        return "-"
+    stale_mark = ", STALE: re-read" if bool(line.get("price_stale", False)) else ""
+    return f"of {date}{stale_mark} ({line.get('price_source') or 'no source given'})"
+
+
+def precision_of(line, plan: Plan | None) -> str:
+    """The precision an option's figure is for: the planned run's on a GPU (predicted at it, or measured where the
+    rows ran it); PyTorch's default on a CPU, the one its rows ran at."""
+    return plan.precision if plan and line["gpus"] > 0 else "default"
+
+
+def costed(options: pd.DataFrame) -> list[str]:
+    """How each option is costed, a line per basis naming its options."""
+    return [f"{basis}: {', '.join(group['option'])}" for basis, group in options.groupby("basis")]
+
+
+def _plain(value):
+    """A figure as JSON holds it: None where null, a Python number or bool."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None) -> list[dict]:
+    """Every option's figures as plain values, one object each, in the table's order (`decide --json`, and
+    any command that prices a run): option; kind; gpu (the GPU model, e.g. "H100"; None for a CPU) and gpus;
+    the run's workload, epochs, precision, batch_size and dataset_size (None where the sweep holds several); epoch_s
+    and its 90% interval epoch_s_low, epoch_s_high (a planned run only; the same figure where measured);
+    run_s (wall time, a cloud's start-up included), usd, each with _low and _high; fits (None for a CPU
+    or where not known), needs_gb, memory_gb; largest_batch and accumulate_steps (`crossover predict`, where the
+    run does not fit: the largest batch that would, and the steps of it that make the run's batch); basis ("measured" or "predicted"), source, costed (how);
+    price_date, price_source and price_stale (over 12 months old) of the price it is costed at, None for your own
+    machine; precision (`precision_of`)."""
+    one = grid.iloc[0] if len(grid) == 1 else None
+    size = lambda axis: None if one is None or pd.isna(one[axis]) else int(one[axis])  # noqa: E731
+    out = []
+    for _, o in options.iterrows():
+        gpu = o["gpus"] > 0
+        out.append({
+            "option": o["option"], "kind": o["kind"], "gpu": o["model"] if gpu else None, "gpus": int(o["gpus"]),
+            "workload": one["workload"] if one is not None else None, "epochs": plan.epochs if plan else None,
+            "precision": precision_of(o, plan),
+            "batch_size": size("batch_size"), "dataset_size": size("dataset_size"),
+            **{name: _plain(o.get(column, math.nan)) for name, column in
+               (("epoch_s", "epoch_s"), ("epoch_s_low", "epoch_lo"), ("epoch_s_high", "epoch_hi"),
+                ("run_s", "wall_s"), ("run_s_low", "wall_lo_s"), ("run_s_high", "wall_hi_s"),
+                ("usd", "usd"), ("usd_low", "usd_lo"), ("usd_high", "usd_hi"))},
+            "fits": _plain(o.get("fits")) if gpu else None,
+            "needs_gb": _plain(o.get("needs_gb", math.nan)) if gpu else None,
+            "memory_gb": _plain(o.get("memory_gb")) if gpu else None,
+            **{name: None if not gpu or pd.isna(o.get(name)) else int(o.get(name))
+               for name in ("largest_batch", "accumulate_steps")},
+            "basis": "predicted" if o["predicted"] else "measured", "source": source(o), "costed": o["basis"],
+            "price_date": o.get("price_date") if isinstance(o.get("price_date"), str) else None,
+            "price_stale": bool(o.get("price_stale")) if isinstance(o.get("price_date"), str) else None,
+            "price_source": o.get("price_source") if isinstance(o.get("price_source"), str) else None})
+    return out
