@@ -48,7 +48,7 @@ def three(options: pd.DataFrame) -> dict[str, pd.Series | None]:
     out = {RENT_FASTEST: fastest}
     if cheapest is not None and cheapest["option"] != fastest["option"]:
         out[RENT_CHEAPEST] = cheapest
-    sale = ok.loc[(ok["kind"] == HOME_BOX) & ok["for_sale"].eq(True), "option"]
+    sale = ok.loc[ok["for_sale"].eq(True), "option"] if "for_sale" in ok else ok["option"].iloc[:0]  # home boxes' alone
     even = break_even(options)
     even = even[(even["versus"] == "cheapest on-demand GPU") & even["box"].isin(sale)] if len(even) else even
     if len(even):
