@@ -138,10 +138,6 @@ class HomeBox:
     def fixed_usd_per_month(self) -> float:
         return self.purchase_usd / (self.lifetime_years * 12)
 
-    def is_stale(self, today: dt.date) -> bool:
-        """Its purchase price older than STALE_DAYS on `today`, as a Price's is: re-read its source."""
-        return (today - _day(self.purchase_date)).days > STALE_DAYS
-
     @property
     def energy_usd_per_h(self) -> float:
         return self.power_w / 1000 * self.electricity_usd_per_kwh
