@@ -96,12 +96,10 @@ def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str
     # products faster than the card
     scale = frame[EFFICIENCY].to_numpy(float) if EFFICIENCY in frame else np.ones(len(frame))
     at_tf32 = np.where(precision.eq("tf32"), scale, 1.0), np.where(conv.eq("tf32"), scale, 1.0)
-    def peaks(precisions) -> np.ndarray:
-        return np.array([d.peak(p) for d, p in zip(table, precisions)])
-
+    matmul, cudnn = (np.array([d.peak(p) for d, p in zip(table, on)]) for on in (precision, conv))
     fp32 = np.array([d.fp32_flops for d in table])
-    return {"tensor_matmul": peaks(precision) > fp32, "tensor_conv": peaks(conv) > fp32,  # a unit faster than FP32's
-            "peak_matmul": at_tf32[0] * peaks(precision), "peak_conv": at_tf32[1] * peaks(conv),
+    return {"tensor_matmul": matmul > fp32, "tensor_conv": cudnn > fp32,  # a unit faster than FP32's
+            "peak_matmul": at_tf32[0] * matmul, "peak_conv": at_tf32[1] * cudnn,
             "bandwidth": scale * np.array([d.memory_bytes_per_s for d in table]),
             "overhead": np.array([d.launch_overhead_s for d in table]) * np.where(cupti_attached(frame), CUPTI_SLOWDOWN, 1)}
 
