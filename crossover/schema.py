@@ -57,6 +57,10 @@ OP_COLUMNS = tuple(f"{c}_{m}_per_step" for c in OP_CLASSES for m in OP_MEASURES)
 # Of those ops, the ones the forward pass dispatches (trainables/costs.py Traffic): the host pays the workload's
 # Python for each, where autograd's engine dispatches the backward's from C++ (docs/model.md).
 FORWARD_OPS = "forward_ops_per_step"
+# Each distinct op of the step as the per-op model reads it (analysis/model/perclass.py): a JSON list of [class,
+# dtype, FLOPs, bytes, launches, times dispatched] (trainables/costs.py ops_json); a class of OP_CLASSES, or
+# 'conv_grouped' for a grouped or depthwise convolution (`op_kind`), which the per-class columns count in conv.
+OPS_PER_STEP = "ops_per_step"
 
 # (name, type, description). Order is the column order in the files.
 COLUMNS: list[tuple[str, pa.DataType, str]] = [
@@ -143,6 +147,9 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
                         "workload's Python, each op paying the interpreter's and nn.Module's cost on the host), "
                         "where autograd's engine dispatches the backward's and the optimiser its own; null where "
                         "not counted"),
+    (OPS_PER_STEP, _STR, "each distinct op of one step: a JSON list of [class, dtype, FLOPs, bytes, launches, times "
+                         "dispatched] (the per-class columns, op by op; a grouped convolution's class "
+                         "'conv_grouped'); null where not counted"),
     ("costs_note", _STR, "why flops/bytes/launches_per_step are null where they could not be counted (an op torch's "
                          "counters do not know); null where counted or not asked"),
     # energy over the timed epochs (trainables/energy.py)

@@ -24,11 +24,11 @@ import pandas as pd
 
 from crossover.analysis.load import REFERENCE, read
 from crossover.analysis.model import COUNTED as OUT
-from crossover.schema import BUILTIN_MODULE, FORWARD_OPS, OP_COLUMNS
+from crossover.schema import BUILTIN_MODULE, FORWARD_OPS, OPS_PER_STEP, OP_COLUMNS
 from crossover.sweeps.count_step import counted
 
 KEYS = ["workload", "workload_params", "depth", "width", "context", "batch_size"]
-COUNTS = ["flops_per_step", "bytes_per_step", "launches_per_step", FORWARD_OPS, *OP_COLUMNS]
+COUNTS = ["flops_per_step", "bytes_per_step", "launches_per_step", FORWARD_OPS, *OP_COLUMNS, OPS_PER_STEP]
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 

@@ -2,12 +2,14 @@
 as analysis/model/ computes them for rows that lack the columns, and a counting that leaves the
 trial as it was."""
 
+import json
+
 import pandas as pd
 import pytest
 import torch
 
 from crossover.analysis import model
-from crossover.schema import FORWARD_OPS, OP_CLASSES, OP_MEASURES
+from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.costs import RNN_KERNELS, count, op_class
 from crossover.trainables.train import run_trial
@@ -80,6 +82,13 @@ def test_a_steps_costs_split_by_op_class_add_up_to_its_totals():
     assert classes["conv"]["flops"] > 0 and classes["matmul"]["flops"] > 0  # convolutions, then the classifier
     assert classes["optimizer"]["launches"] > 0 and classes["optimizer"]["flops"] == 0
     assert classes["elementwise"]["bytes"] > 0
+    # and the same step op by op (the per-op model's input) adds up to each class's columns
+    ops = json.loads(row[OPS_PER_STEP])
+    for c in OP_CLASSES:
+        mine = [op for op in ops if op[0] == c]
+        for m, at in (("flops", 2), ("bytes", 3), ("launches", 4)):
+            assert sum(op[at] * op[5] for op in mine) == row[f"{c}_{m}_per_step"], (c, m)
+    assert {op[1] for op in ops} <= {"float32", "int64", "none"}  # the dtypes a float32 step computes in
 
 
 def test_an_mlp_has_no_conv_or_norm_ops_and_its_optimiser_reads_every_weight():
@@ -152,3 +161,15 @@ def test_a_cudnn_rnns_flops_are_the_matrix_products_the_cpu_spells_out(make):
     layers = net.num_layers * (2 if net.bidirectional else 1)
     assert cudnn["rnn_launches_per_step"] == sum(round(a * 24 * layers + b * layers + c) for a, b, c in RNN_KERNELS.values())
     assert cudnn["launches_per_step"] < cpu["launches_per_step"] / 2
+
+
+@pytest.mark.parametrize("groups", [1, 4, 32])
+def test_a_grouped_convolutions_backward_counts_what_it_computes(groups):
+    # forward, input's gradient and weight's gradient: each a multiply-add per output element and filter element
+    x = torch.randn(2, 32, 9, 9, requires_grad=True)
+    w = torch.randn(16 if groups == 4 else 32, 32 // groups, 3, 3, requires_grad=True)
+
+    def step():
+        torch.nn.functional.conv2d(x, w, padding=1, groups=groups).sum().backward()
+    out = torch.nn.functional.conv2d(x, w, padding=1, groups=groups)
+    assert count(step, on_gpu=False)["conv_flops_per_step"] == 3 * 2 * out.numel() * w[0].numel()

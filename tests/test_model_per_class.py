@@ -7,6 +7,9 @@ import pandas as pd
 import pytest
 
 from crossover.analysis import model
+import json
+
+from crossover.analysis.model import perclass
 from crossover.analysis.model.perclass import _counts
 from crossover.analysis.load import device_fields
 from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OP_CLASSES
@@ -15,8 +18,11 @@ from tests.test_model import device_table
 # Planted GPUs: (peak FLOP/s, bytes/s, s per launch), and the parameters the rows' times follow. No two share a
 # ratio of launch overhead to bandwidth: where two did, a fit on them could not tell a launch's cost on the host
 # from a memory-bound op's floor (half_memory / bandwidth), which both scale a step's launches by.
+# half_rnn, m_norm, m_grouped and u_conv_tensor at their priors: these steps have no recurrent net, grouped
+# convolution or tensor cores, and too few norm bytes to show them, and
+# a parameter the rows cannot tell apart stays at its prior (model.fit)
 PLANTED = {"G1": (20e12, 2e12, 4e-6), "G2": (60e12, 4e12, 6e-6), "G3": (10e12, 0.5e12, 5e-6)}
-TRUTH = {"u_matmul": 0.6, "u_tensor": 0.3, "half_matmul": 3e7, "u_conv": 0.4, "half_conv": 2e8, "m_memory": 0.5,
+TRUTH = {"u_matmul": 0.6, "u_tensor": 0.3, "half_matmul": 3e7, "u_conv": 0.4, "u_conv_tensor": 0.5, "half_conv": 2e8, "half_rnn": 1e6, "m_memory": 0.5, "m_norm": 0.7, "m_grouped": 0.7,
          "half_memory": 4e5, "k_launch": 3.0, "k_optimizer": 1.5, "k_forward": 2.0, "overlap": 2.0}
 
 
@@ -42,9 +48,9 @@ def _costs(workload: str, size: int) -> dict:
 
 def _truth_step(key: str, costs: dict) -> float:
     peak, bandwidth, overhead = PLANTED[key]
-    counts = _counts(pd.DataFrame([costs]))
     figures = {"tensor_matmul": np.array([False]), "tensor_conv": np.array([False]), "peak_matmul": np.array([peak]), "peak_conv": np.array([peak]), "bandwidth": np.array([bandwidth]),
                "overhead": np.array([overhead])}
+    counts = _counts(pd.DataFrame([costs]), None, figures)
     theta = np.log([TRUTH[p] for p in model.PARAMETERS])
     return float(model.step_time(theta, counts, figures)[0])
 
@@ -80,6 +86,53 @@ def test_the_per_class_model_recovers_a_planted_gpu_and_its_parameters(table):
     assert np.allclose(got, truth.loc[got.index], rtol=0.03)
     assert ((predicted["epoch_s_lo"] <= got.to_numpy()) & (got.to_numpy() <= predicted["epoch_s_hi"])).all()
     assert set(predicted["interval_from"]) == {"device"}  # a workload the fit saw: leave-one-device-out's
+
+
+def test_a_step_listed_op_by_op_costs_the_gpu_what_each_op_costs(table):
+    # one op a class carrying the class's totals is the per-class model, and so is any split of it: each op's
+    # compute and memory bounds, (F + n s_half) / (peak u) and (B + n b_half) / (bandwidth m), are linear in its
+    # FLOPs, bytes and launches; the ops differ from their class where each takes the larger of its own two
+    rows = model.gpu_rows(_rows("G1"), model.load_devices(table))
+    devices, theta = model.load_devices(table), np.log([TRUTH[p] for p in model.PARAMETERS])
+    figures = perclass._figures(rows, devices)
+
+    def listed(split):
+        return [json.dumps([[c, "float32", r[f"{c}_flops_per_step"] / split, r[f"{c}_bytes_per_step"] / split,
+                             r[f"{c}_launches_per_step"] / split, split] for c in OP_CLASSES
+                            if r[f"{c}_launches_per_step"]]) for _, r in rows.iterrows()]
+    per_class = model.step_time(theta, _counts(rows, None, figures), figures)
+    one = model.step_time(theta, _counts(rows.assign(ops_per_step=listed(1)), devices, figures), figures)
+    halves = model.step_time(theta, _counts(rows.assign(ops_per_step=listed(2)), devices, figures), figures)
+    assert np.allclose(one, per_class)
+    assert np.allclose(halves, per_class)
+    # a compute-bound op and a memory-bound one, against the two summed into one op that compute bounds
+    apart = [json.dumps([["matmul", "float32", 1e12, 1e6, 1, 1], ["matmul", "float32", 1e3, 1e11, 1, 1]])] * len(rows)
+    summed = [json.dumps([["matmul", "float32", 1e12 + 1e3, 1e11 + 1e6, 2, 1]])] * len(rows)
+    zero = {c: 0 for c in model.CLASS_COLUMNS}
+    got = [model.step_time(theta, _counts(rows.assign(**zero, ops_per_step=v), devices, figures), figures)
+           for v in (apart, summed)]
+    assert (got[0] > 1.5 * got[1]).all()  # apart, each pays its own bound: the memory-bound op's bytes count
+
+
+def test_the_op_study_fits_the_gpu_parameters_it_was_planted_with(table, tmp_path):
+    # an op table drawn from the model's own GPU time at planted parameters: its residuals vanish there alone
+    devices = model.load_devices(table)
+    truth = np.log([TRUTH[p] for p in model.PARAMETERS])
+    ops = pd.DataFrame([{"device_name": "NVIDIA Planted G1", "precision": "default", "op_class": c, "flops": f,
+                         "bytes": b, "ops": n} for c, f, b, n in [("matmul", 1e9, 1e7, 1), ("matmul", 1e6, 1e5, 1),
+                                                                  ("conv", 4e9, 1e8, 2), ("rnn", 1e9, 1e7, 300),
+                                                                  ("norm", 0, 1e8, 2), ("elementwise", 0, 1e4, 1),
+                                                                  ("optimizer", 0, 1e9, 20)]])
+    ops = ops.assign(**{model.MATCH_KEY: "G1"})
+    p = dict(zip(model.PARAMETERS, np.exp(truth)))
+    figures = perclass._figures(ops, devices)
+    ops["gpu_s"] = [float(perclass.gpu_s(r.op_class, np.array([r.flops]), np.array([r.bytes]), np.array([r.ops]), p,
+                                         {k: v[[i]] for k, v in figures.items()})[0]) for i, r in enumerate(ops.itertuples())]
+    ops.drop(columns=[model.MATCH_KEY]).to_parquet(tmp_path / "ops.parquet")
+    residual = perclass._op_residuals(devices, tmp_path / "ops.parquet")
+    assert np.allclose(residual(truth), 0)
+    moved = truth + np.log(2) * np.array([n == "half_rnn" for n in model.PARAMETERS])
+    assert abs(residual(moved)[3]) > 0.1 and np.allclose(np.delete(residual(moved), 3), 0)  # the rnn op alone
 
 
 def test_conformal_intervals_cover_at_their_nominal_rate_over_many_draws():

@@ -9,7 +9,9 @@ are taken: the counting's own time is in no timing column, total_s included. Wha
 
 - FLOPs: torch.utils.flop_counter.FlopCounterMode over one forward, backward and optimiser step. It
   counts matrix products and convolutions (2 FLOPs a multiply-add), not element-wise ops, so an
-  optimiser's arithmetic counts 0: those ops are memory-bound and are in the bytes.
+  optimiser's arithmetic counts 0: those ops are memory-bound and are in the bytes. A grouped or depthwise
+  convolution's backward is counted by a formula of ours (`grouped_conv_backward_flops`): torch's counts
+  its weight's gradient `groups` times over.
 - Bytes: an estimate. Every aten op that is not a view reads each of its tensor inputs once and writes
   each of its outputs once, from and to the device's memory: no cache reuse, no fusion. So a
   Linear's forward reads the batch, the weight and the bias and writes its output; an SGD step reads
@@ -41,6 +43,8 @@ columns existed; tests/test_costs.py checks that the two agree.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -50,9 +54,9 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, conv_backward_flop
 
-from crossover.schema import FORWARD_OPS, OP_CLASSES, OP_MEASURES
+from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
 
 # CUDA runtime and driver calls that launch a kernel or a captured graph (torch.profiler's names).
 LAUNCH_EVENTS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -95,8 +99,19 @@ def op_class(name: str) -> str:
     return "norm" if "_norm" in name else "elementwise"
 
 
+def op_kind(func, args, kwargs, cls: str) -> str:
+    """An op's class as the per-op model reads it (`Traffic.per_op`): its class, but 'conv_grouped' for a grouped or
+    depthwise convolution, forward or backward, whose kernels reach a fraction of the bandwidth a dense one's
+    arithmetic hides (the operator study: 3-6x slower than their bytes at the element-wise ops' pace, docs/model.md).
+    The per-class columns keep it in conv."""
+    if cls != "conv":
+        return cls
+    call = _rnn_call(func, args, kwargs)
+    return "conv_grouped" if "depthwise" in func.overloadpacket.__name__ or call.get("groups", 1) > 1 else cls
+
+
 def _rnn_call(func, args, kwargs) -> dict:
-    """A `_cudnn_rnn` or `_cudnn_rnn_backward` call's arguments by their schema's names."""
+    """An op's call's arguments by their schema's names (a `_cudnn_rnn`'s, a convolution's)."""
     names = [a.name for a in func._schema.arguments]
     return {**dict(zip(names, args)), **(kwargs or {})}
 
@@ -144,7 +159,33 @@ def _raw(op):
     return flops
 
 
-RNN_FLOPS = {op: _raw(op.default) for op in (torch.ops.aten._cudnn_rnn, torch.ops.aten._cudnn_rnn_backward)}
+def grouped_conv_backward_flops(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed,
+                                output_padding, groups, output_mask, out_shape=None, **kwargs) -> int:
+    """FLOPs of `convolution_backward`: each gradient asked for (input's, weight's: `output_mask`) is as many
+    multiply-adds as the forward, one per element of the output's gradient and of a filter (the weight's shape past
+    its first dimension, which is in-channels / groups). torch's own formula (torch.utils.flop_counter
+    conv_backward_flop) counts the weight's gradient as a convolution over every channel, `groups` times what a
+    grouped or depthwise convolution computes: a MobileNet's 3x3 depthwise backward 16x over (docs/model.md, "The
+    operator study"). A transposed convolution keeps torch's formula."""
+    if transposed:
+        return conv_backward_flop(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed,
+                                  output_padding, groups, output_mask, out_shape)
+    per_gradient = 2 * math.prod(grad_out_shape) * math.prod(w_shape[1:])
+    return per_gradient * (bool(output_mask[0]) + bool(output_mask[1]))
+
+
+# FlopCounterMode's formulas where torch has none (cuDNN's recurrent nets) or miscounts (grouped convolutions)
+FLOP_FIXES = {**{op: _raw(op.default) for op in (torch.ops.aten._cudnn_rnn, torch.ops.aten._cudnn_rnn_backward)},
+              torch.ops.aten.convolution_backward: grouped_conv_backward_flops}
+
+
+FLOP_FORMULAS = FlopCounterMode(display=False, custom_mapping=FLOP_FIXES).flop_registry  # packet -> its FLOPs
+
+
+def _dtype(tensors: list[torch.Tensor]) -> str:
+    """The dtype an op computes in, by name ('float32', 'bfloat16'): its first floating-point tensor's (an
+    autocast op's inputs are cast before it is dispatched), 'none' where it has none."""
+    return next((str(t.dtype).removeprefix("torch.") for t in tensors if t.is_floating_point()), "none")
 
 
 class Traffic(TorchDispatchMode):
@@ -152,11 +193,13 @@ class Traffic(TorchDispatchMode):
     input and output once; see the module's docstring), in all and per op class (`ops`, `bytes` by class).
     A cuDNN RNN op counts as the kernels it launches (`rnn_kernels`). `forward` counts the ops the forward
     pass dispatches, one each (outside autograd's backward, which `_current_graph_task_id` tells, and the
-    optimiser's step)."""
+    optimiser's step). `per_op` counts each distinct op as the per-op model reads it (`ops_json`): (class,
+    `op_kind`'s, dtype, FLOPs by FlopCounterMode's formulas, bytes, launches) -> how many times a step dispatched it."""
 
     def __init__(self):
         super().__init__()
         self.by_class = {"ops": Counter(), "bytes": Counter()}
+        self.per_op = Counter()
         self.forward = 0
         self.in_optimizer = False  # set by the optimiser step hooks around every optimiser's step()
 
@@ -174,8 +217,13 @@ class Traffic(TorchDispatchMode):
             name = func.overloadpacket.__name__
             cls = "optimizer" if self.in_optimizer else op_class(name)
             tensors = [t for t in tree_leaves((args, kwargs, out)) if isinstance(t, torch.Tensor)]
-            self.by_class["ops"][cls] += rnn_kernels(func, args, kwargs) if name in RNNS else 1
-            self.by_class["bytes"][cls] += sum(t.numel() * t.element_size() for t in tensors)
+            launches = rnn_kernels(func, args, kwargs) if name in RNNS else 1
+            moved = sum(t.numel() * t.element_size() for t in tensors)
+            formula = FLOP_FORMULAS.get(func.overloadpacket)
+            flops = int(formula(*args, **(kwargs or {}), out_val=out)) if formula else 0
+            self.by_class["ops"][cls] += launches
+            self.by_class["bytes"][cls] += moved
+            self.per_op[(op_kind(func, args, kwargs, cls), _dtype(tensors), flops, moved, launches)] += 1
             self.forward += not self.in_optimizer and torch._C._current_graph_task_id() == -1
         return out
 
@@ -204,10 +252,16 @@ def cuda_launches(step: Callable[[], None]) -> int:
     return sum(1 for event in prof.events() if event.name in LAUNCH_EVENTS)
 
 
+def ops_json(per_op: Counter) -> str:
+    """`Traffic.per_op` as a row keeps it (column ops_per_step): a JSON list of [class, dtype, FLOPs, bytes,
+    launches, times dispatched], the largest FLOPs and bytes first."""
+    return json.dumps([[*key, n] for key, n in sorted(per_op.items(), key=lambda kv: (-kv[0][2], -kv[0][3]))])
+
+
 def count(step: Callable[[], None], on_gpu: bool) -> dict:
     """FLOPs, bytes and launches of one step: `step` is called twice (counted, then profiled on a GPU),
     so it must be safe to repeat (a copy of the model and optimiser)."""
-    with FlopCounterMode(display=False, custom_mapping=RNN_FLOPS) as flops, Traffic() as traffic:
+    with FlopCounterMode(display=False, custom_mapping=FLOP_FIXES) as flops, Traffic() as traffic:
         step()
     per_op = flops.get_flop_counts().get("Global", {})  # FlopCounterMode counts no op of the optimiser's
     by_class = {"flops": Counter(), "launches": traffic.by_class["ops"], "bytes": traffic.by_class["bytes"]}
@@ -215,7 +269,7 @@ def count(step: Callable[[], None], on_gpu: bool) -> dict:
         by_class["flops"][op_class(op.__name__)] += n
     return {"flops_per_step": int(flops.get_total_flops()), "bytes_per_step": int(traffic.bytes),
             "launches_per_step": cuda_launches(step) if on_gpu else traffic.ops,
-            FORWARD_OPS: traffic.forward,
+            FORWARD_OPS: traffic.forward, OPS_PER_STEP: ops_json(traffic.per_op),
             **{f"{c}_{m}_per_step": int(by_class[m][c]) for c in OP_CLASSES for m in OP_MEASURES}}
 
 

@@ -15,15 +15,19 @@ peak FLOP/s, bandwidth, a per-launch overhead), a class with FLOPs F, bytes B an
 
     host_c = n x overhead x k,   gpu_c = max(F / (peak x u_c(F/n)), B / (bandwidth x m(B/n)))
     u(s) = u_max s / (s + s_half)          (a saturating utilisation in the op's size, NeuSight-style)
-    H = sum of host_c + forward ops x overhead x k_forward,   G = sum of gpu_c
+    H = sum of host_c + forward ops x overhead x k_forward
+    G = sum of gpu_c, or on a table GPU, where the row lists its ops (ops_per_step), the same gpu_c op by op,
+        each op taking the larger of its own compute and memory bounds
     step_s = (H^q + G^q)^(1/q)             (q = overlap: 1 the sum, larger as the GPU's work hides the host's)
     epoch_s = steps_per_epoch x step_s
 
 the forward pass's ops costing the host the workload's Python besides (autograd's engine dispatches the
 backward's from C++). u_c for matmul, conv and rnn (a matmul on the tensor cores its own, u_tensor; a cuDNN
-recurrent net the matmul's, without the size term), m for every class's bytes, k (k_launch for a kernel of
-matmul, conv, rnn, norm or elementwise, k_optimizer for the optimiser's) and k_forward: shared by every GPU,
-fitted by least squares on log step time (each pulled weakly towards PARAMETERS). A CPU, which no table
+recurrent net the matmul's, with a size term of its own), m for every class's bytes (a norm's its own), k
+(k_launch for a kernel of matmul, conv, rnn, norm or elementwise, k_optimizer for the optimiser's) and k_forward:
+shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS) and, on the
+table GPUs, on the operator study's GPU time of about 1,900 single ops measured on an H100 (sweeps/opbench.py,
+perclass.OPS_TABLE), so that the GPU's terms rest on ops and not only on the steps of twenty-odd networks. A CPU, which no table
 knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is
 only explained where measured, never predicted. Rows without the per-class columns (written before them)
 fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from crossover.analysis.load import REFERENCE
-from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OP_COLUMNS
+from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OPS_PER_STEP, OP_COLUMNS
 from crossover.analysis.model.devices import Device, MATCH_KEY, device_key
 
 # Every reference configuration's step counted as `crossover predict` counts a job on a laptop
@@ -103,13 +103,18 @@ def _usable(rows: pd.DataFrame) -> pd.DataFrame:
     every kernel of it, a cost per kernel on the GPU this model has no term for. Fused trials are left
     out too: their epoch is the whole group's. The per-class columns are added, null, where absent; a row
     written before forward_ops_per_step takes it from the CPU's count of its configuration (`_counted`) where
-    one was made: count_step counts the forward pass's ops as a GPU dispatches them."""
+    one was made: count_step counts the forward pass's ops as a GPU dispatches them. So does a row without
+    ops_per_step (the per-op GPU time, analysis/model/perclass.py) at a precision whose ops are the default's (the
+    count is the default's: autocast's casts and dtypes differ)."""
     fused = rows["fused_members"].fillna(1).gt(1) if "fused_members" in rows else False
     ok = rows[(rows["status"] == "ok") & (rows["is_cpu"] | rows["whole_gpu"]) & rows["engine"].eq("eager") & ~fused]
-    ok = ok.reindex(columns=list(dict.fromkeys([*ok.columns, *CLASS_COLUMNS])))
-    lacking = ok[FORWARD_OPS].isna()
-    if lacking.any():  # rows written before the column: only they are looked up in the count
-        ok[FORWARD_OPS] = ok[FORWARD_OPS].fillna(_counted(ok[lacking])[FORWARD_OPS])
+    ok = ok.reindex(columns=list(dict.fromkeys([*ok.columns, *CLASS_COLUMNS, OPS_PER_STEP])))
+    same_ops = ok["precision"].fillna("default").isin(["default", "fp32", "tf32"]) if "precision" in ok else True
+    lacking = ok[FORWARD_OPS].isna() | (ok[OPS_PER_STEP].isna() & same_ops)
+    if lacking.any():  # rows written before the columns: only they are looked up in the count
+        counted = _counted(ok[lacking])
+        ok[FORWARD_OPS] = ok[FORWARD_OPS].fillna(counted[FORWARD_OPS])
+        ok[OPS_PER_STEP] = ok[OPS_PER_STEP].where(ok[OPS_PER_STEP].notna() | ~same_ops, counted[OPS_PER_STEP])
     ok = ok.drop(columns=list(COST_COLUMNS), errors="ignore").join(step_costs(ok))
     ok = ok.dropna(subset=list(COST_COLUMNS) + ["epoch_s_median", "steps_per_epoch"])
     return ok.assign(step_s=ok["epoch_s_median"] / ok["steps_per_epoch"])
@@ -167,13 +172,14 @@ def _counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
     user's job): its *_per_step columns, on `frame`'s index, null where none was made."""
     table = _counted_table(path)
     if table is None or frame.empty:
-        return pd.DataFrame(index=frame.index, columns=[*COST_COLUMNS, *CLASS_COLUMNS], dtype=float)
+        return pd.DataFrame(index=frame.index, columns=[*COST_COLUMNS, *CLASS_COLUMNS, OPS_PER_STEP], dtype=object)
     keys = [k for k in COUNT_KEYS if k in frame]
-    costs = [c for c in table.columns if c.endswith("_per_step")]
+    costs = [c for c in table.columns if c.endswith("_per_step")]  # OPS_PER_STEP among them
     sizes = {k: lambda f, k=k: pd.to_numeric(f[k], errors="coerce") for k in keys if k not in ("workload", "workload_params")}
     joined = (frame[keys].assign(**sizes).reset_index()
               .merge(table[keys + costs].assign(**sizes), on=keys, how="left"))
-    return joined.set_index("index")[costs].rename_axis(frame.index.name).reindex(columns=[*COST_COLUMNS, *CLASS_COLUMNS])
+    return (joined.set_index("index")[costs].rename_axis(frame.index.name)
+            .reindex(columns=[*COST_COLUMNS, *CLASS_COLUMNS, OPS_PER_STEP]))
 
 
 # a row whose step was counted as `crossover predict` counts one (sweeps/reference.py real_rows) says so here

@@ -3,15 +3,19 @@ step's time from the two, and its least-squares fit on log step time.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from crossover.schema import FORWARD_OPS, OP_CLASSES, OP_MEASURES
-from crossover.analysis.model.devices import Device, MATCH_KEY
+from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
+from crossover.analysis.load import REFERENCE
+from crossover.analysis.model.devices import Device, MATCH_KEY, device_key
 from crossover.analysis.model.counts import PER_CLASS, THREE_TERM
 from crossover.analysis.model.threeterm import Calibration, _terms, calibrate
 
@@ -19,6 +23,11 @@ EFFICIENCY = "_efficiency"  # a prediction's column: the GPU's public efficiency
 
 
 COMPUTE_CLASSES = ("matmul", "conv", "rnn")  # the classes with FLOPs counted (trainables/costs.py); the others are memory-bound
+
+
+# An op of a step's list (ops_per_step) whose kind the per-class columns count in a class: a grouped or depthwise
+# convolution (trainables/costs.py op_kind), priced as a convolution but for its bytes' share (m_grouped)
+KINDS = {"conv_grouped": "conv"}
 
 
 # The per-class model's parameters, fitted as logs, each pulled weakly (PRIOR_WEIGHT per unit of log) towards
@@ -29,10 +38,23 @@ PARAMETERS = {
     # both put BERT-large's and GPT-2's bf16 steps at twice their time on an H100 (docs/model.md, "Real-sized jobs")
     "u_tensor": 0.5,
     "half_matmul": 1e8,  # FLOPs per launch at which a matmul reaches half of that
-    "u_conv": 0.5,  # the same for convolutions
+    "u_conv": 0.5,  # the same for convolutions, in FP32 (cuDNN at strict FP32: precision fp32)
+    # the same on the tensor cores (TF32 by default, BF16, FP16): the operator study's convolutions ran at 0.45x
+    # the one share's prediction in FP32 and 1.0x at TF32 (docs/model.md, "The operator study")
+    "u_conv_tensor": 0.5,
     "half_conv": 1e8,  # FLOPs per launch
+    # the same for a cuDNN recurrent net's kernels (a time step's small products each), at the matmul's share:
+    # fitted on the operator study's LSTMs and GRUs (OPS_TABLE), never on a CNN's convolutions (docs/model.md)
+    "half_rnn": 1e6,
     "m_memory": 0.7,  # share of bandwidth a large memory-bound op reaches (every class's bytes)
     "half_memory": 1e6,  # bytes per launch at which an op reaches half of that
+    # the same share for a norm's bytes: a batch norm's backward reads its input again for the statistics, which
+    # the bytes counted (each tensor once) leave out; the operator study measured norms 1.5-3.8x slower than the
+    # other classes' share priced them (docs/model.md, "The operator study")
+    "m_norm": 0.7,
+    # the same for a grouped or depthwise convolution's bytes (KINDS): its kernels ran 3-6x slower than its bytes
+    # at the element-wise ops' share in the operator study; fitted on it alone (no per-class column has the kind)
+    "m_grouped": 0.7,
     # what one kernel launch of matmul, conv, rnn, norm or elementwise costs the host, in the device's launch
     # overheads: one for the four. A cost per class split conv from norm, which come in pairs, arbitrarily,
     # and priced DenseNet-121's element-wise ops 1.5x too dear (docs/model.md, "One launch cost for the kernels")
@@ -52,6 +74,21 @@ LAUNCH_COST = {**{c: "k_optimizer" if c == "optimizer" else "k_launch" for c in 
 PRIOR_WEIGHT = 0.03
 
 
+# The operator study (sweeps/opbench.py): each op class's GPU time over about 1,900 shapes and precisions on an
+# H100, kernels timed by torch.profiler. A fit on a table GPU's rows fits the classes' GPU parameters to it too
+# (`_op_residuals`), so those rest on thousands of ops and not only on the steps of twenty-odd networks. In a
+# folder of its own under the reference rows, like the step counts (analysis/model/counts.py COUNTED).
+OPS_TABLE = REFERENCE / "_ops" / "ops.parquet"
+
+
+# The op study's weight in a fit, in rows: its ops together count as this many whole steps, so that neither drowns
+# the other (2026-11-28: 1,900 ops and 200-400 whole GPU rows per fit).
+OPS_WEIGHT = 200.0
+
+
+OPS = "_ops"  # `_counts`' key of the per-op entries (`Entries`)
+
+
 # Until CUPTI_FIXED the harness left CUPTI attached to a worker after counting a trial's kernel launches
 # with torch.profiler (trainables/costs.py now has Kineto tear it down), and every later trial of that
 # worker paid for it in each launch (measured: docs/parity.md, "The Ray worker's excess"). The shipped
@@ -66,12 +103,87 @@ CUPTI_FIXED = pd.Timestamp("2026-11-26T07:02:29Z")  # commit f7b256b
 CPU_NOMINAL = (1e10, 1e10, 1e-6)
 
 
-def _counts(frame: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+GPU_FIGURES = ("tensor_matmul", "tensor_conv", "peak_matmul", "peak_conv", "bandwidth")  # what `gpu_s` reads
+
+
+@dataclass(frozen=True)
+class Entries:
+    """The rows' distinct ops (column ops_per_step, trainables/costs.py ops_json) flattened once per distinct
+    (op list, the GPU's figures): rows of one configuration on one GPU share their entries. Per class its
+    entries, their groups and those groups' figures; each entry's FLOPs, bytes, launches and times a step
+    dispatches it; each group's figures; each row's group (-1: no op list)."""
+
+    by_class: tuple  # (class, its entries' indices, their groups, the groups' figures at them), once a class
+    flops: np.ndarray
+    bytes: np.ndarray
+    launches: np.ndarray
+    times: np.ndarray
+    figures: dict
+    of_row: np.ndarray
+
+    @property
+    def has(self) -> np.ndarray:
+        return self.of_row >= 0
+
+
+def _entries(frame: pd.DataFrame, figures: dict) -> Entries:
+    listed = frame[OPS_PER_STEP] if OPS_PER_STEP in frame else pd.Series(None, index=frame.index, dtype=object)
+    keys = pd.DataFrame({"ops": listed.to_numpy(), **{k: figures[k] for k in GPU_FIGURES}})
+    has = listed.map(lambda v: isinstance(v, str)).to_numpy(bool)
+    of_row = np.full(len(frame), -1)
+    of_row[has] = keys[has].groupby(list(keys), sort=False).ngroup().to_numpy()
+    first = keys[has].drop_duplicates()  # one row a group, in the groups' order
+    flat = [(g, *op) for g, v in enumerate(first["ops"]) for op in json.loads(v)]
+    group, cls, _, f, b, n, k = (np.array(col) for col in zip(*flat)) if flat else [np.zeros(0)] * 7
+    cls, group, own = cls.astype(str), group.astype(int), {k: first[k].to_numpy() for k in GPU_FIGURES}
+    by_class = tuple((c, on, group[on], {k: v[group[on]] for k, v in own.items()})
+                     for c, on in ((c, np.flatnonzero(cls == c)) for c in np.unique(cls)))
+    return Entries(by_class, f.astype(float), b.astype(float), n.astype(float), k.astype(float), own, of_row)
+
+
+def _counts(frame: pd.DataFrame, devices: dict[str, Device] | None, figures: dict) -> dict:
     """Per op class, its (FLOPs, bytes, launches) per step of each row; under "forward", (0, 0, the
-    forward pass's ops)."""
+    forward pass's ops); on a table GPU, under OPS, each row's ops one by one (`Entries`: a CPU's fit, from
+    nominal figures, stays per class)."""
     zero = np.zeros(len(frame))
-    return {**{c: tuple(frame[f"{c}_{k}_per_step"].to_numpy(float) for k in OP_MEASURES) for c in OP_CLASSES},
-            "forward": (zero, zero, frame[FORWARD_OPS].to_numpy(float))}
+    classes = {c: tuple(frame[f"{c}_{k}_per_step"].to_numpy(float) for k in OP_MEASURES) for c in OP_CLASSES}
+    return {**classes, "forward": (zero, zero, frame[FORWARD_OPS].to_numpy(float)),
+            **({OPS: _entries(frame, figures)} if devices is not None else {})}
+
+
+@cache
+def _op_table(path: Path) -> pd.DataFrame | None:
+    """The operator study's rows with a GPU time (ops whose kernels the profiler saw), or None where not shipped."""
+    if not path.exists():
+        return None
+    table = pd.read_parquet(path)
+    return table[(table["gpu_s"] > 0) & ((table["flops"] > 0) | (table["bytes"] > 0))].reset_index(drop=True)
+
+
+def _op_residuals(devices: dict[str, Device], path: Path = OPS_TABLE):
+    """theta -> the operator study's log residuals of GPU time, each op's `gpu_s` on its GPU's figures at its
+    precision, weighted so that together they count as OPS_WEIGHT rows; None where the study is not there or
+    its GPU not in the table."""
+    table = _op_table(path)
+    if table is None:
+        return None
+    keys = {n: device_key(n, devices) for n in table["device_name"].unique()}
+    table = table.assign(**{MATCH_KEY: table["device_name"].map(keys)}).dropna(subset=[MATCH_KEY])
+    if table.empty:
+        return None
+    figures, measured = _figures(table, devices), np.log(table["gpu_s"].to_numpy(float))
+    weight = math.sqrt(OPS_WEIGHT / len(table))
+    columns = {k: table[k].to_numpy(float) for k in ("flops", "bytes", "ops")}
+    by_class = [(c, at, [columns[k][at] for k in ("flops", "bytes", "ops")], {k: v[at] for k, v in figures.items()})
+                for c, at in ((c, on.to_numpy()) for c, on in table.groupby("op_class").groups.items())]
+
+    def residual(theta):
+        p = dict(zip(PARAMETERS, np.exp(theta)))
+        predicted = np.zeros(len(table))
+        for c, at, measures, own in by_class:
+            predicted[at] = gpu_s(c, *measures, p, own)
+        return weight * (np.log(predicted) - measured)
+    return residual
 
 
 def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str, np.ndarray]:
@@ -120,25 +232,44 @@ def class_times(theta, counts: dict, figures: dict) -> dict[str, tuple[np.ndarra
     u(s) = u_max s / (s + s_half), written F (1 + s_half / s) / (peak u_max) = (F + launches s_half) / (peak u_max)
     (`_compute_s`; a recurrent net's without the size term); "forward", which has no FLOPs or bytes of its own, its ops x overhead x k_forward on the host alone."""
     p = dict(zip(PARAMETERS, np.exp(theta)))
-    times = {}
-    for c, (f, b, n) in counts.items():
-        memory = np.where(b > 0, (b + n * p["half_memory"]) / (figures["bandwidth"] * p["m_memory"]), 0.0)
-        compute = np.where(f > 0, _compute_s(c, f, n, p, figures), 0.0) if c in COMPUTE_CLASSES else 0.0
-        times[c] = (n * figures["overhead"] * p[LAUNCH_COST[c]], np.maximum(compute, memory))
-    return times
+    return {c: (n * figures["overhead"] * p[LAUNCH_COST[c]], gpu_s(c, f, b, n, p, figures))
+            for c, (f, b, n) in ((c, v) for c, v in counts.items() if c != OPS)}
+
+
+def gpu_s(c: str, f, b, n, p: dict, figures: dict):
+    """The GPU's seconds for F FLOPs and B bytes of class `c` in n launches, a class's in a step or one op's: the
+    larger of its compute bound (`_compute_s`) and its memory bound, B / (bandwidth x m(B/n)), m's largest share
+    m_norm for a norm, m_grouped for a grouped convolution (KINDS) and m_memory for the other classes."""
+    share = p[{"norm": "m_norm", "conv_grouped": "m_grouped"}.get(c, "m_memory")]
+    memory = np.where(b > 0, (b + n * p["half_memory"]) / (figures["bandwidth"] * share), 0.0)
+    base = KINDS.get(c, c)
+    compute = np.where(f > 0, _compute_s(base, f, n, p, figures), 0.0) if base in COMPUTE_CLASSES else 0.0
+    return np.maximum(compute, memory)
 
 
 def _compute_s(c: str, f, n, p: dict, figures: dict):
     """The compute bound of class `c`'s F FLOPs in n launches (`class_times`). A cuDNN recurrent net (rnn) runs
     at cuDNN's precision (peak_conv) the matrix products it is made of, at the matmul class's share of the
-    peak and without its size term: its n kernels are a time step's small products each, whose cost is the
-    launch `class_times` charges every kernel; a convolution's half_conv (tens of GFLOPs a launch, fitted on
-    CNNs' few large kernels) charged each of an LSTM's thousands of kernels a tenth of a millisecond, 6-13x
-    its measured step (docs/model.md, "cuDNN's recurrent nets")."""
+    peak, with a size term of its own (half_rnn): its n kernels are a time step's small products each; a
+    convolution's half_conv (tens of GFLOPs a launch, fitted on CNNs' few large kernels) charged each of an
+    LSTM's thousands of kernels a tenth of a millisecond, 6-13x its measured step (docs/model.md, "cuDNN's
+    recurrent nets")."""
     if c == "rnn":
-        return f / (figures["peak_conv"] * np.where(figures["tensor_conv"], p["u_tensor"], p["u_matmul"]))
-    u = np.where(figures["tensor_matmul"], p["u_tensor"], p["u_matmul"]) if c == "matmul" else p[f"u_{c}"]
+        return (f + n * p["half_rnn"]) / (figures["peak_conv"] * np.where(figures["tensor_conv"], p["u_tensor"],
+                                                                          p["u_matmul"]))
+    u = np.where(figures[f"tensor_{c}"], p["u_tensor" if c == "matmul" else "u_conv_tensor"], p[f"u_{c}"])
     return (f + n * p[f"half_{c}"]) / (figures[f"peak_{c}"] * u)
+
+
+def _ops_gpu_s(theta, ops: Entries) -> np.ndarray:
+    """Each row's GPU seconds a step as the sum of its ops' (`gpu_s` op by op, on its group's figures); 0 for a
+    row without an op list."""
+    p = dict(zip(PARAMETERS, np.exp(theta)))
+    total = np.zeros(len(next(iter(ops.figures.values()))))
+    for c, on, at, figures in ops.by_class:
+        each = gpu_s(c, ops.flops[on], ops.bytes[on], ops.launches[on], p, figures)
+        total += np.bincount(at, weights=each * ops.times[on], minlength=len(total))
+    return np.where(ops.has, total[np.maximum(ops.of_row, 0)], 0.0)
 
 
 def step_time(theta, counts: dict, figures: dict) -> np.ndarray:
@@ -148,6 +279,9 @@ def step_time(theta, counts: dict, figures: dict) -> np.ndarray:
     dispatches the next (a compute-bound step's)."""
     times = class_times(theta, counts, figures)
     host, gpu = (sum(part[i] for part in times.values()) for i in (0, 1))
+    ops = counts.get(OPS)
+    if ops is not None and ops.has.any():  # a row whose ops were counted one by one: the GPU's time is their sum
+        gpu = np.where(ops.has, _ops_gpu_s(theta, ops), gpu)
     q = np.exp(theta[list(PARAMETERS).index("overlap")])
     top = np.maximum(host, gpu)
     return top * ((host / top) ** q + (gpu / top) ** q) ** (1 / q)
@@ -165,7 +299,8 @@ class Fit:
     def step_s(self, frame: pd.DataFrame, devices: dict[str, Device] | None) -> np.ndarray:
         """Predicted step time of each row (the three-term model's workload bias included)."""
         if self.form == PER_CLASS:
-            return step_time(np.array(self.theta), _counts(frame), _figures(frame, devices))
+            figures = _figures(frame, devices)
+            return step_time(np.array(self.theta), _counts(frame, devices, figures), figures)
         bias = np.array([self.calibration.interval(w)[0] for w in frame["workload"]])
         return self.calibration.step_s(_terms(frame, devices)) * bias
 
@@ -180,12 +315,14 @@ def fit(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str = PER_
     if form == THREE_TERM:
         cal = calibrate(frame, devices)
         return Fit(THREE_TERM, cal.theta, cal, cal.rms)
-    counts, figures = _counts(frame), _figures(frame, devices)
+    figures = _figures(frame, devices)
+    counts = _counts(frame, devices, figures)
     measured, prior = np.log(frame["step_s"].to_numpy(float)), np.log(list(PARAMETERS.values()))
+    ops = _op_residuals(devices) if devices is not None else None
 
     def residual(theta):
         return np.concatenate([np.log(step_time(theta, counts, figures)) - measured,
-                               PRIOR_WEIGHT * (theta - prior)])
+                               PRIOR_WEIGHT * (theta - prior), *([ops(theta)] if ops else [])])
 
     launches = np.array([2.0 * n.startswith("k_") for n in PARAMETERS])  # a second start, launch-bound
     # on a table GPU, a utilisation of peak FLOP/s is at most 1 (a CPU's nominal peak is no peak); the
@@ -196,5 +333,5 @@ def fit(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str = PER_
     lower = np.array([0.0 if n == "overlap" else p - 15 for n, p in zip(PARAMETERS, prior)])  # q >= 1: no less than the larger
     fits = [least_squares(residual, np.clip(prior + shift, lower + 1e-6, upper - 1e-6), bounds=(lower, upper))
             for shift in (0 * launches, launches)]
-    best = min(fits, key=lambda r: r.cost)
+    best = min(fits, key=lambda r: r.cost)  # `fun` starts with the rows' own residuals
     return Fit(PER_CLASS, tuple(best.x), None, float(np.sqrt(np.mean(best.fun[:len(frame)] ** 2))))
