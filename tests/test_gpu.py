@@ -230,3 +230,15 @@ def test_a_cuda_trial_measures_its_gpu_energy_and_counts_its_launches():
     assert row["launches_per_step"] > 10 and row["flops_per_step"] > 0  # 10 Linears forward alone
     graph = run_trial(resolve(TrialConfig("disc", device="cuda", depth=10, epochs=3, engine="graph")))
     assert graph["launches_per_step"] == 3 and graph["flops_per_step"] == row["flops_per_step"]
+
+
+def test_the_operator_study_times_each_kind_of_op_it_counts(tmp_path):
+    from crossover.sweeps import opbench
+    assert opbench.main(["--out", str(tmp_path), "--groups", "matmul,conv", "--precisions", "default,bf16",
+                         "--budget", "20"]) == 0
+    rows = pd.read_parquet(tmp_path / "ops.parquet")
+    timed = rows[rows["gpu_s"] > 0]
+    assert {"matmul", "conv"} <= set(timed["op_class"])
+    assert set(rows["precision"]) == {"default", "bf16"}
+    mm = timed[timed["case"].eq("mm") & timed["op_class"].eq("matmul")]
+    assert (mm["flops"] > 0).all() and (mm["flops"] / mm["gpu_s"] < 2e15).all()  # no op past any GPU's datasheet

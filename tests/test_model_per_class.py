@@ -18,11 +18,11 @@ from tests.test_model import device_table
 # Planted GPUs: (peak FLOP/s, bytes/s, s per launch), and the parameters the rows' times follow. No two share a
 # ratio of launch overhead to bandwidth: where two did, a fit on them could not tell a launch's cost on the host
 # from a memory-bound op's floor (half_memory / bandwidth), which both scale a step's launches by.
-# half_rnn, m_norm, m_grouped and u_conv_tensor at their priors: these steps have no recurrent net, grouped
-# convolution or tensor cores, and too few norm bytes to show them, and
+# m_norm, m_grouped and u_conv_tensor at their priors: these steps have no grouped convolution or tensor cores, and
+# too few norm bytes to show them, and
 # a parameter the rows cannot tell apart stays at its prior (model.fit)
 PLANTED = {"G1": (20e12, 2e12, 4e-6), "G2": (60e12, 4e12, 6e-6), "G3": (10e12, 0.5e12, 5e-6)}
-TRUTH = {"u_matmul": 0.6, "u_tensor": 0.3, "half_matmul": 3e7, "u_conv": 0.4, "u_conv_tensor": 0.5, "half_conv": 2e8, "half_rnn": 1e6, "m_memory": 0.5, "m_norm": 0.7, "m_grouped": 0.7,
+TRUTH = {"u_matmul": 0.6, "u_tensor": 0.3, "half_matmul": 3e7, "u_conv": 0.4, "u_conv_tensor": 0.5, "half_conv": 2e8, "m_memory": 0.5, "m_norm": 0.7, "m_grouped": 0.7,
          "half_memory": 4e5, "k_launch": 3.0, "k_optimizer": 1.5, "k_forward": 2.0, "overlap": 2.0}
 
 
@@ -114,25 +114,25 @@ def test_a_step_listed_op_by_op_costs_the_gpu_what_each_op_costs(table):
     assert (got[0] > 1.5 * got[1]).all()  # apart, each pays its own bound: the memory-bound op's bytes count
 
 
-def test_the_op_study_fits_the_gpu_parameters_it_was_planted_with(table, tmp_path):
-    # an op table drawn from the model's own GPU time at planted parameters: its residuals vanish there alone
-    devices = model.load_devices(table)
-    truth = np.log([TRUTH[p] for p in model.PARAMETERS])
-    ops = pd.DataFrame([{"device_name": "NVIDIA Planted G1", "precision": "default", "op_class": c, "flops": f,
-                         "bytes": b, "ops": n} for c, f, b, n in [("matmul", 1e9, 1e7, 1), ("matmul", 1e6, 1e5, 1),
-                                                                  ("conv", 4e9, 1e8, 2), ("rnn", 1e9, 1e7, 300),
-                                                                  ("norm", 0, 1e8, 2), ("elementwise", 0, 1e4, 1),
-                                                                  ("optimizer", 0, 1e9, 20)]])
-    ops = ops.assign(**{model.MATCH_KEY: "G1"})
-    p = dict(zip(model.PARAMETERS, np.exp(truth)))
-    figures = perclass._figures(ops, devices)
+def test_the_op_study_sets_each_op_as_the_fit_prices_it_against_its_measured_time(tmp_path):
+    # an op table drawn from the shipped fit's own GPU time: no error; each op twice as slow: 50% each
+    devices = model.load_devices()
+    p = dict(zip(model.PARAMETERS, np.exp(model.shipped(model.PER_CLASS).fit.theta)))
+    ops = pd.DataFrame([{"device_name": "NVIDIA H100 80GB HBM3", "precision": precision, "op_class": c, "flops": f,
+                         "bytes": b, "ops": n} for precision in ("default", "bf16")
+                        for c, f, b, n in [("matmul", 1e9, 1e7, 1), ("conv", 4e9, 1e8, 2), ("conv_grouped", 1e8, 1e8, 2),
+                                           ("rnn", 1e9, 1e7, 300), ("norm", 0, 1e8, 2), ("optimizer", 0, 1e9, 20)]])
+    keyed = ops.assign(**{model.MATCH_KEY: "H100"})
+    figures = perclass._figures(keyed, devices)
     ops["gpu_s"] = [float(perclass.gpu_s(r.op_class, np.array([r.flops]), np.array([r.bytes]), np.array([r.ops]), p,
                                          {k: v[[i]] for k, v in figures.items()})[0]) for i, r in enumerate(ops.itertuples())]
-    ops.drop(columns=[model.MATCH_KEY]).to_parquet(tmp_path / "ops.parquet")
-    residual = perclass._op_residuals(devices, tmp_path / "ops.parquet")
-    assert np.allclose(residual(truth), 0)
-    moved = truth + np.log(2) * np.array([n == "half_rnn" for n in model.PARAMETERS])
-    assert abs(residual(moved)[3]) > 0.1 and np.allclose(np.delete(residual(moved), 3), 0)  # the rnn op alone
+    ops.to_parquet(tmp_path / "exact.parquet")
+    ops.assign(gpu_s=2 * ops["gpu_s"]).to_parquet(tmp_path / "slow.parquet")
+    exact, slow = (model.op_study(ops=tmp_path / f"{name}.parquet") for name in ("exact", "slow"))
+    assert len(exact) == 12 and exact["ops"].eq(1).all()
+    assert np.allclose(exact[["median_error", "p90_error"]], 0)
+    assert np.allclose(slow[["median_error", "p90_error"]], 0.5)
+    assert "never fitted on" in model.render_op_study(slow)
 
 
 def test_conformal_intervals_cover_at_their_nominal_rate_over_many_draws():

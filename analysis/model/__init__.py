@@ -23,11 +23,12 @@ peak FLOP/s, bandwidth, a per-launch overhead), a class with FLOPs F, bytes B an
 
 the forward pass's ops costing the host the workload's Python besides (autograd's engine dispatches the
 backward's from C++). u_c for matmul, conv and rnn (a matmul on the tensor cores its own, u_tensor; a cuDNN
-recurrent net the matmul's, with a size term of its own), m for every class's bytes (a norm's its own), k
+recurrent net the matmul's, without the size term), m for every class's bytes (a norm's and a grouped
+convolution's their own), k
 (k_launch for a kernel of matmul, conv, rnn, norm or elementwise, k_optimizer for the optimiser's) and k_forward:
-shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS) and, on the
-table GPUs, on the operator study's GPU time of about 1,900 single ops measured on an H100 (sweeps/opbench.py,
-perclass.OPS_TABLE), so that the GPU's terms rest on ops and not only on the steps of twenty-odd networks. A CPU, which no table
+shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS) on the
+table GPUs; `model --validate` sets it against the operator study's GPU time of about 1,900 single ops measured
+on an H100 (sweeps/opbench.py, perclass.OPS_TABLE), which it is never fitted on (`op_study`). A CPU, which no table
 knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is
 only explained where measured, never predicted. Rows without the per-class columns (written before them)
 fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per
@@ -67,6 +68,6 @@ from crossover.analysis.model.predict import (  # noqa: F401 (the package's name
     Predictor, ordered_step_s, predict, predict_counted, predictor, public_precision, public_rows,
     reference_gpu_rows, reference_rows, shipped)
 from crossover.analysis.model.validate import (  # noqa: F401 (the package's names)
-    TARGETS, count_ratio, host_launch_us, render_validation, targets, validate)
+    TARGETS, count_ratio, host_launch_us, op_study, render_op_study, render_validation, targets, validate)
 from crossover.analysis.model.bounds import (  # noqa: F401 (the package's names)
     bound_table, bounds, render, render_bounds)

@@ -31,12 +31,15 @@ def held_out(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str, 
     """log(measured / predicted) of each row's step time, predicted by a fit on the rows of the other
     values of `by` (a device key, a workload), from the held rows' own step costs or from `costs(held)`'s
     (`as_counted`: the CPU's count; a row it leaves out stays NaN); NaN where no other value has rows."""
-    out = pd.Series(np.nan, index=frame.index)
+    out, whole = pd.Series(np.nan, index=frame.index), None
     for _, held in frame.groupby(by):
         rest = frame.drop(index=held.index)
         held = costs(held) if costs else held
         if len(rest) and len(held):
-            out[held.index] = np.log(held["step_s"].to_numpy(float) / fit(rest, devices, form).step_s(held, devices))
+            if whole is None:  # each held-out fit starts from the whole's (`fit`)
+                whole = fit(frame, devices, form)
+            out[held.index] = np.log(held["step_s"].to_numpy(float)
+                                     / fit(rest, devices, form, start=whole).step_s(held, devices))
     return out
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
+from threadpoolctl import threadpool_limits
 
 from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
 from crossover.analysis.load import REFERENCE
-from crossover.analysis.model.devices import Device, MATCH_KEY, device_key
+from crossover.analysis.model.devices import Device, MATCH_KEY
 from crossover.analysis.model.counts import PER_CLASS, THREE_TERM
 from crossover.analysis.model.threeterm import Calibration, _terms, calibrate
 
@@ -43,9 +44,6 @@ PARAMETERS = {
     # the one share's prediction in FP32 and 1.0x at TF32 (docs/model.md, "The operator study")
     "u_conv_tensor": 0.5,
     "half_conv": 1e8,  # FLOPs per launch
-    # the same for a cuDNN recurrent net's kernels (a time step's small products each), at the matmul's share:
-    # fitted on the operator study's LSTMs and GRUs (OPS_TABLE), never on a CNN's convolutions (docs/model.md)
-    "half_rnn": 1e6,
     "m_memory": 0.7,  # share of bandwidth a large memory-bound op reaches (every class's bytes)
     "half_memory": 1e6,  # bytes per launch at which an op reaches half of that
     # the same share for a norm's bytes: a batch norm's backward reads its input again for the statistics, which
@@ -53,7 +51,7 @@ PARAMETERS = {
     # other classes' share priced them (docs/model.md, "The operator study")
     "m_norm": 0.7,
     # the same for a grouped or depthwise convolution's bytes (KINDS): its kernels ran 3-6x slower than its bytes
-    # at the element-wise ops' share in the operator study; fitted on it alone (no per-class column has the kind)
+    # at the element-wise ops' share in the operator study; fitted on the steps that list their ops (ops_per_step)
     "m_grouped": 0.7,
     # what one kernel launch of matmul, conv, rnn, norm or elementwise costs the host, in the device's launch
     # overheads: one for the four. A cost per class split conv from norm, which come in pairs, arbitrarily,
@@ -74,16 +72,11 @@ LAUNCH_COST = {**{c: "k_optimizer" if c == "optimizer" else "k_launch" for c in 
 PRIOR_WEIGHT = 0.03
 
 
-# The operator study (sweeps/opbench.py): each op class's GPU time over about 1,900 shapes and precisions on an
-# H100, kernels timed by torch.profiler. A fit on a table GPU's rows fits the classes' GPU parameters to it too
-# (`_op_residuals`), so those rest on thousands of ops and not only on the steps of twenty-odd networks. In a
-# folder of its own under the reference rows, like the step counts (analysis/model/counts.py COUNTED).
+# The operator study (sweeps/opbench.py): each op kind's GPU time over about 1,900 shapes and precisions on an
+# H100, kernels timed by torch.profiler; model --validate sets the fitted model's GPU time of each against it
+# (analysis/model/validate.py op_study), never fitted on. Fitted on as well, it made the held-out steps worse
+# (docs/model.md, "The operator study"). In a folder of its own under the reference rows, like the step counts.
 OPS_TABLE = REFERENCE / "_ops" / "ops.parquet"
-
-
-# The op study's weight in a fit, in rows: its ops together count as this many whole steps, so that neither drowns
-# the other (2026-11-28: 1,900 ops and 200-400 whole GPU rows per fit).
-OPS_WEIGHT = 200.0
 
 
 OPS = "_ops"  # `_counts`' key of the per-op entries (`Entries`)
@@ -152,38 +145,12 @@ def _counts(frame: pd.DataFrame, devices: dict[str, Device] | None, figures: dic
 
 
 @cache
-def _op_table(path: Path) -> pd.DataFrame | None:
+def op_table(path: Path = OPS_TABLE) -> pd.DataFrame | None:
     """The operator study's rows with a GPU time (ops whose kernels the profiler saw), or None where not shipped."""
     if not path.exists():
         return None
     table = pd.read_parquet(path)
     return table[(table["gpu_s"] > 0) & ((table["flops"] > 0) | (table["bytes"] > 0))].reset_index(drop=True)
-
-
-def _op_residuals(devices: dict[str, Device], path: Path = OPS_TABLE):
-    """theta -> the operator study's log residuals of GPU time, each op's `gpu_s` on its GPU's figures at its
-    precision, weighted so that together they count as OPS_WEIGHT rows; None where the study is not there or
-    its GPU not in the table."""
-    table = _op_table(path)
-    if table is None:
-        return None
-    keys = {n: device_key(n, devices) for n in table["device_name"].unique()}
-    table = table.assign(**{MATCH_KEY: table["device_name"].map(keys)}).dropna(subset=[MATCH_KEY])
-    if table.empty:
-        return None
-    figures, measured = _figures(table, devices), np.log(table["gpu_s"].to_numpy(float))
-    weight = math.sqrt(OPS_WEIGHT / len(table))
-    columns = {k: table[k].to_numpy(float) for k in ("flops", "bytes", "ops")}
-    by_class = [(c, at, [columns[k][at] for k in ("flops", "bytes", "ops")], {k: v[at] for k, v in figures.items()})
-                for c, at in ((c, on.to_numpy()) for c, on in table.groupby("op_class").groups.items())]
-
-    def residual(theta):
-        p = dict(zip(PARAMETERS, np.exp(theta)))
-        predicted = np.zeros(len(table))
-        for c, at, measures, own in by_class:
-            predicted[at] = gpu_s(c, *measures, p, own)
-        return weight * (np.log(predicted) - measured)
-    return residual
 
 
 def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str, np.ndarray]:
@@ -250,13 +217,12 @@ def gpu_s(c: str, f, b, n, p: dict, figures: dict):
 def _compute_s(c: str, f, n, p: dict, figures: dict):
     """The compute bound of class `c`'s F FLOPs in n launches (`class_times`). A cuDNN recurrent net (rnn) runs
     at cuDNN's precision (peak_conv) the matrix products it is made of, at the matmul class's share of the
-    peak, with a size term of its own (half_rnn): its n kernels are a time step's small products each; a
-    convolution's half_conv (tens of GFLOPs a launch, fitted on CNNs' few large kernels) charged each of an
-    LSTM's thousands of kernels a tenth of a millisecond, 6-13x its measured step (docs/model.md, "cuDNN's
-    recurrent nets")."""
+    peak and without its size term: its n kernels are a time step's small products each, whose cost is the
+    launch `class_times` charges every kernel; a convolution's half_conv (tens of GFLOPs a launch, fitted on
+    CNNs' few large kernels) charged each of an LSTM's thousands of kernels a tenth of a millisecond, 6-13x its
+    measured step (docs/model.md, "cuDNN's recurrent nets")."""
     if c == "rnn":
-        return (f + n * p["half_rnn"]) / (figures["peak_conv"] * np.where(figures["tensor_conv"], p["u_tensor"],
-                                                                          p["u_matmul"]))
+        return f / (figures["peak_conv"] * np.where(figures["tensor_conv"], p["u_tensor"], p["u_matmul"]))
     u = np.where(figures[f"tensor_{c}"], p["u_tensor" if c == "matmul" else "u_conv_tensor"], p[f"u_{c}"])
     return (f + n * p[f"half_{c}"]) / (figures[f"peak_{c}"] * u)
 
@@ -309,20 +275,21 @@ class Fit:
         return dict(zip(names, np.exp(self.theta)))
 
 
-def fit(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str = PER_CLASS) -> Fit:
+def fit(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str = PER_CLASS,
+        start: Fit | None = None) -> Fit:
     """Least squares on log step time over `frame`'s rows, each parameter pulled weakly (PRIOR_WEIGHT)
-    towards its PARAMETERS value, so that one the rows cannot tell apart stays where it started."""
+    towards its PARAMETERS value, so that one the rows cannot tell apart stays where it started. From two starts
+    (PARAMETERS, and one launch-bound), or from `start`'s parameters alone: a fit of nearly the same rows, as a
+    held-out fit is of the whole's (analysis/model/intervals.py held_out), which it moves from in a few steps."""
     if form == THREE_TERM:
         cal = calibrate(frame, devices)
         return Fit(THREE_TERM, cal.theta, cal, cal.rms)
     figures = _figures(frame, devices)
     counts = _counts(frame, devices, figures)
     measured, prior = np.log(frame["step_s"].to_numpy(float)), np.log(list(PARAMETERS.values()))
-    ops = _op_residuals(devices) if devices is not None else None
 
     def residual(theta):
-        return np.concatenate([np.log(step_time(theta, counts, figures)) - measured,
-                               PRIOR_WEIGHT * (theta - prior), *([ops(theta)] if ops else [])])
+        return np.concatenate([np.log(step_time(theta, counts, figures)) - measured, PRIOR_WEIGHT * (theta - prior)])
 
     launches = np.array([2.0 * n.startswith("k_") for n in PARAMETERS])  # a second start, launch-bound
     # on a table GPU, a utilisation of peak FLOP/s is at most 1 (a CPU's nominal peak is no peak); the
@@ -331,7 +298,12 @@ def fit(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str = PER_
     upper = np.array([0.0 if capped and n.startswith("u_") else math.log(16) if n == "overlap" else p + 15
                       for n, p in zip(PARAMETERS, prior)])
     lower = np.array([0.0 if n == "overlap" else p - 15 for n, p in zip(PARAMETERS, prior)])  # q >= 1: no less than the larger
-    fits = [least_squares(residual, np.clip(prior + shift, lower + 1e-6, upper - 1e-6), bounds=(lower, upper))
-            for shift in (0 * launches, launches)]
+    starts = [np.array(start.theta)] if start is not None and start.form == PER_CLASS else \
+        [prior + shift for shift in (0 * launches, launches)]
+    # one BLAS thread: the solver's products and SVDs of a thousand-odd rows by fifteen columns ran 8x slower on
+    # threads that contend for the cores (2026-11-28, the 2-core VM: 33 models held out in turn, 44 s, 5.5 s on one)
+    with threadpool_limits(limits=1, user_api="blas"):
+        fits = [least_squares(residual, np.clip(x0, lower + 1e-6, upper - 1e-6), bounds=(lower, upper))
+                for x0 in starts]
     best = min(fits, key=lambda r: r.cost)  # `fun` starts with the rows' own residuals
     return Fit(PER_CLASS, tuple(best.x), None, float(np.sqrt(np.mean(best.fun[:len(frame)] ** 2))))

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 
 from crossover.schema import OP_CLASSES
-from crossover.analysis.model.devices import DEVICES, MATCH_KEY, load_devices
+from crossover.analysis.model.devices import DEVICES, MATCH_KEY, device_key, load_devices
 from crossover.analysis.model.counts import COUNTED, MODEL, PER_CLASS, THREE_TERM, as_counted, cpu_groups, form_of, gpu_rows, with_model
-from crossover.analysis.model.perclass import fit
+from crossover.analysis.model.perclass import OPS_TABLE, PARAMETERS, _figures, fit, gpu_s, op_table
 from crossover.analysis.model.intervals import ALPHA, conformal_q, held_out
-from crossover.analysis.model.predict import public_rows
+from crossover.analysis.model.predict import public_rows, shipped
 
 # The targets --validate prints: a workload held out and predicted from its CPU count (median and worst of the
 # cells' median errors), a GPU held out (median over the GPU models, and how many GPU models at least), and the
@@ -44,6 +44,7 @@ def _cells(split: str, group: str, frame: pd.DataFrame, by: str, devices, form: 
     frame = frame[form_of(frame) == PER_CLASS] if form == PER_CLASS else frame
     shown = form_of(frame) == form
     out, device = [], frame[MATCH_KEY] if MATCH_KEY in frame else pd.Series(np.nan, index=frame.index)
+    whole = fit(frame, devices, form) if len(frame) else None  # each held-out fit starts from it (`fit`)
     for value, held in frame[shown].groupby(by):
         rest = frame.drop(index=frame.index[frame[by] == value])
         if rest.empty:
@@ -53,7 +54,7 @@ def _cells(split: str, group: str, frame: pd.DataFrame, by: str, devices, form: 
         held = costs(held) if costs else held
         if held.empty:
             continue
-        residual = np.log(held["step_s"].to_numpy(float) / fit(rest, devices, form).step_s(held, devices))
+        residual = np.log(held["step_s"].to_numpy(float) / fit(rest, devices, form, start=whole).step_s(held, devices))
         inner, note = _inner(rest, devices, form, by, costs)
         q = conformal_q(inner)
         cells = pd.DataFrame({"error": np.abs(np.exp(-residual) - 1), "inside": np.abs(residual) <= q,
@@ -227,3 +228,31 @@ def render_validation(table: pd.DataFrame) -> str:
                       "conformal interval (drawn without the held-out rows) ==",
                       part.fillna("").to_string(index=False)]
     return "\n".join(parts + targets(table))
+
+
+def op_study(path: Path = DEVICES, ops: Path = OPS_TABLE) -> pd.DataFrame:
+    """The shipped fit's GPU time of each op of the operator study (sweeps/opbench.py) against its kernels' measured
+    time, per op kind and precision: ops, and the median and 90th percentile of |predicted / measured - 1|. The
+    study is never fitted on: the per-op sum a step's GPU time is made of, checked op by op."""
+    table, devices = op_table(ops), load_devices(path)
+    if table is None:
+        return pd.DataFrame()
+    table = table.assign(**{MATCH_KEY: table["device_name"].map({n: device_key(n, devices)
+                                                                 for n in table["device_name"].unique()})})
+    table = table.dropna(subset=[MATCH_KEY]).reset_index(drop=True)
+    p, figures = dict(zip(PARAMETERS, np.exp(shipped(PER_CLASS, path).fit.theta))), _figures(table, devices)
+    predicted = np.zeros(len(table))
+    for kind, at in table.groupby("op_class").indices.items():
+        predicted[at] = gpu_s(kind, *(table[k].to_numpy(float)[at] for k in ("flops", "bytes", "ops")), p,
+                              {k: v[at] for k, v in figures.items()})
+    error = np.abs(predicted / table["gpu_s"].to_numpy(float) - 1)
+    return (table.assign(error=error).groupby(["op_class", "precision"])["error"]
+            .agg(ops="size", median_error="median", p90_error=lambda e: e.quantile(0.9)).reset_index())
+
+
+def render_op_study(table: pd.DataFrame) -> str:
+    if table.empty:
+        return ""
+    shown = table.assign(**{c: table[c].map(lambda v: f"{v:.0%}") for c in ("median_error", "p90_error")})
+    return "\n".join(["== the operator study (results/reference/_ops, one H100; never fitted on): each op's GPU time as "
+                      "the fit prices it, against its kernels' measured time ==", shown.to_string(index=False)])
