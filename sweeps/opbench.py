@@ -40,10 +40,6 @@ REPEATS, CALLS, WARMUP = 3, 5, 3
 PRECISIONS = ("default", "fp32", "tf32", "bf16", "fp16")
 
 
-def _low(precision: str) -> torch.dtype | None:
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-
-
 def _param(*shape, grad=True) -> torch.Tensor:
     return torch.randn(*shape, device="cuda", requires_grad=grad)
 
