@@ -37,6 +37,10 @@ it is; the others are classed by their aten name (`op_class`). FLOPs come from F
 counts, bytes and launches (aten ops that are not views) from Traffic, on every device alike: a class's
 launches are its ops, about one kernel each on a GPU in eager mode.
 
+And op by op (`ops_per_step`, `ops_json`): each distinct op's kind (its class, or `conv_grouped` for a grouped
+or depthwise convolution: `op_kind`), dtype, FLOPs, bytes and launches, and how many times the step dispatched it;
+the per-class columns are its sums.
+
 analysis/model/ computes the same three from a row's configuration for rows written before these
 columns existed; tests/test_costs.py checks that the two agree.
 """
