@@ -74,14 +74,19 @@ def ordered_step_s(configs: pd.DataFrame, model: Predictor, devices: dict[str, D
     `key` outran on every public benchmark at the precision the configuration's arithmetic runs at
     (`public_precision`, analysis/public.py `faster_than`): where the datasheet's figures say otherwise (the
     A10's TF32 peak, which its 150 W never reaches; the RTX 6000 Ada's over the A100s'), the public measurement
-    orders them; and never shorter than the hardware allows (analysis/roofline.py floor_s)."""
+    orders them; no faster than the hardware of any GPU that outran `key` allows (that GPU's roofline floor: else
+    the faster GPU, held at its floor, would be predicted slower); and never shorter than its own hardware allows
+    (analysis/roofline.py floor_s)."""
     step = _step_s(configs, model, devices, key)
     table = public_precision(configs)
     for value in table.dropna().unique():
         rows = (table == value).to_numpy()
-        for other in public.faster_than(value).get(key, ()):
+        outran = public.faster_than(value)
+        for other in outran.get(key, ()):
             if other in devices:
                 step[rows] = np.minimum(step[rows], _step_s(configs[rows], model, devices, other))
+        for other in (g for g, beaten in outran.items() if key in beaten and g in devices):
+            step[rows] = np.maximum(step[rows], roofline.floor_s(configs[rows], devices[other]))
     return np.maximum(step, roofline.floor_s(configs, devices[key])) if len(configs) else step
 
 
