@@ -165,10 +165,9 @@ def _wall_s(call: Callable[[], None]) -> float:
 def measure(name: str, params: dict, call: Callable[[], None], precision: str, group: str) -> list[dict]:
     """One case's rows, one per op kind it dispatched or launched kernels under."""
     set_tf32(precision)
-    ctx = lambda: autocast(precision, "cuda")  # noqa: E731  (a fresh context each call)
 
     def run():
-        with ctx():
+        with autocast(precision, "cuda"):
             call()
     for _ in range(WARMUP):
         run()

@@ -110,11 +110,11 @@ def op_kind(func, args, kwargs, cls: str) -> str:
     The per-class columns keep it in conv."""
     if cls != "conv":
         return cls
-    call = _rnn_call(func, args, kwargs)
+    call = _call(func, args, kwargs)
     return "conv_grouped" if "depthwise" in func.overloadpacket.__name__ or call.get("groups", 1) > 1 else cls
 
 
-def _rnn_call(func, args, kwargs) -> dict:
+def _call(func, args, kwargs) -> dict:
     """An op's call's arguments by their schema's names (a `_cudnn_rnn`'s, a convolution's)."""
     names = [a.name for a in func._schema.arguments]
     return {**dict(zip(names, args)), **(kwargs or {})}
@@ -131,7 +131,7 @@ def _rnn_steps(call: dict) -> tuple[int, int]:
 
 def rnn_kernels(func, args, kwargs) -> int:
     """Kernels cuDNN launches for one `_cudnn_rnn` or `_cudnn_rnn_backward` call (RNN_KERNELS)."""
-    call = _rnn_call(func, args, kwargs)
+    call = _call(func, args, kwargs)
     steps, _ = _rnn_steps(call)
     per_step, per_layer, fixed = RNN_KERNELS[func.overloadpacket.__name__]
     layers = call["num_layers"] * (2 if call["bidirectional"] else 1)
@@ -146,7 +146,7 @@ def rnn_flops(func, args, kwargs) -> int:
     the gradients of the input and the states, which torch has cuDNN compute whether they are wanted or not
     (the weights' gradients need the gates' gradients it makes on the way), and again for the weights'
     gradients where they are wanted (the last of its `output_mask`)."""
-    call = _rnn_call(func, args, kwargs)
+    call = _call(func, args, kwargs)
     _, rows = _rnn_steps(call)
     forward = 2 * rows * sum(w.numel() for w in call["weight"] if w.dim() == 2)
     if func.overloadpacket.__name__ == "_cudnn_rnn":

@@ -172,7 +172,8 @@ def _counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
     user's job): its *_per_step columns, on `frame`'s index, null where none was made."""
     table = _counted_table(path)
     if table is None or frame.empty:
-        return pd.DataFrame(index=frame.index, columns=[*COST_COLUMNS, *CLASS_COLUMNS, OPS_PER_STEP], dtype=object)
+        return pd.DataFrame(index=frame.index, columns=[*COST_COLUMNS, *CLASS_COLUMNS], dtype=float).assign(
+            **{OPS_PER_STEP: None})
     keys = [k for k in COUNT_KEYS if k in frame]
     costs = [c for c in table.columns if c.endswith("_per_step")]  # OPS_PER_STEP among them
     sizes = {k: lambda f, k=k: pd.to_numeric(f[k], errors="coerce") for k in keys if k not in ("workload", "workload_params")}

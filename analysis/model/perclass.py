@@ -124,8 +124,9 @@ def _entries(frame: pd.DataFrame, figures: dict) -> Entries:
     keys = pd.DataFrame({"ops": listed.to_numpy(), **{k: figures[k] for k in GPU_FIGURES}})
     has = listed.map(lambda v: isinstance(v, str)).to_numpy(bool)
     of_row = np.full(len(frame), -1)
-    of_row[has] = keys[has].groupby(list(keys), sort=False).ngroup().to_numpy()
-    first = keys[has].drop_duplicates()  # one row a group, in the groups' order
+    # one group a distinct (op list, figures), numbered as drop_duplicates keeps them: in order, a NaN a value
+    of_row[has] = keys[has].groupby(list(keys), sort=False, dropna=False).ngroup().to_numpy()
+    first = keys[has].drop_duplicates()
     flat = [(g, *op) for g, v in enumerate(first["ops"]) for op in json.loads(v)]
     group, cls, _, f, b, n, k = (np.array(col) for col in zip(*flat)) if flat else [np.zeros(0)] * 7
     cls, group, own = cls.astype(str), group.astype(int), {k: first[k].to_numpy() for k in GPU_FIGURES}
