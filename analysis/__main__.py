@@ -185,6 +185,7 @@ def _model(args) -> int:
         print(model.render_validation(model.validate(rows, args.devices)))
         print(families.render(families.validate(rows, args.devices)))
         print(model.render_op_study(model.op_study(args.devices)))
+        print(model.render_neusight(model.neusight(args.devices)))
         print(ordering.render_held_out())  # the GPUs no reference row measured: Lambda's public figures
     return 0
 

@@ -1,6 +1,7 @@
 """Every configuration of the shipped reference GPU rows, counted as `crossover predict` counts a user's job.
 
     python -m crossover.sweeps.count_reference            # writes results/reference/_step-counts/counts.parquet
+    python -m crossover.sweeps.count_reference --neusight # writes results/reference/_step-counts/neusight.parquet
 
 The laptop's case: a user without a GPU has only a step counted on the CPU (sweeps/count_step.py: the meta
 device, the optimiser's update as a GPU runs it), never the GPU's own count. `python -m crossover.analysis model
@@ -12,6 +13,10 @@ whole-GPU, ok reference rows at PyTorch's default or strict FP32 precision (one 
 a step's counts do not depend on the dataset's size. The examples' modules are read from examples/;
 the CSV example's data is made again where its rows name it (examples/make_csv.py, its seed). Run it
 again whenever the reference rows change; it prints what it counted.
+
+With --neusight it counts instead the configurations of NeuSight's whole-model labels
+(analysis/public-tables/neusight_train_latency.csv: BERT-large at 512 tokens, GPT-2 large at 1,024), written
+as examples/realsize.py's, for `model --validate` to predict: labels of GPUs nobody here measured, in no fit.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import pandas as pd
 
 from crossover.analysis.load import REFERENCE, read
 from crossover.analysis.model import COUNTED as OUT
+from crossover.analysis.model import NEUSIGHT_COUNTED, NEUSIGHT_LABELS
 from crossover.schema import BUILTIN_MODULE, FORWARD_OPS, OPS_PER_STEP, OP_COLUMNS
 from crossover.sweeps.count_step import counted
 
@@ -46,7 +52,30 @@ def configs(rows: pd.DataFrame) -> pd.DataFrame:
     return gpu.drop_duplicates(KEYS)[[*KEYS, "workload_module", "dataset_size"]]
 
 
+def neusight() -> int:
+    """Each (model, tokens, batch) of NeuSight's labels, counted as examples/realsize.py's arch of that name at
+    PyTorch's default precision (the labels are FP32), as `crossover predict` counts a user's job."""
+    from examples.realsize import ARCHS  # the labels' models the example writes: BERT-large and GPT-2 large
+
+    labels = pd.read_csv(NEUSIGHT_LABELS).drop_duplicates(["model", "seq_len", "batch_size"])
+    labels = labels[labels["model"].isin(ARCHS)]
+    out = []
+    for c in labels.itertuples(index=False):
+        batch = int(c.batch_size)
+        got = counted(f"{EXAMPLES / 'realsize'}.py:workload", batch, batch, {},
+                      {"arch": c.model, "tokens": int(c.seq_len)})
+        out.append({**got, "label_model": c.model, "seq_len": int(c.seq_len)})
+        print(c.model, f"{c.seq_len} tokens, batch {batch}: {got['flops_per_step'] / 1e12:.2f} TFLOP, "
+              f"{got['launches_per_step']} ops on {got['counted_on']}", flush=True)
+    NEUSIGHT_COUNTED.parent.mkdir(exist_ok=True)
+    pd.DataFrame(out).to_parquet(NEUSIGHT_COUNTED, index=False)
+    print(f"{len(out)} configurations counted: {NEUSIGHT_COUNTED}")
+    return 0
+
+
 def main() -> int:
+    if "--neusight" in sys.argv[1:]:
+        return neusight()
     from examples.make_csv import write  # the CSV example's data, where a row names its file
 
     out = []

@@ -10,6 +10,7 @@ from crossover.analysis import model
 import json
 
 from crossover.analysis.model import perclass
+from crossover.analysis.model.validate import _without_optimizer
 from crossover.analysis.model.perclass import _counts
 from crossover.analysis.load import device_fields
 from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OP_CLASSES
@@ -191,3 +192,29 @@ def test_rows_written_before_the_forward_count_take_it_from_the_cpus_count_of_th
     # a row the count has no configuration of stays without it, and the per-class model leaves it to the three-term one
     odd = rows.iloc[[0]].assign(batch_size=rows["batch_size"].iloc[0] + 1)
     assert model.form_of(model.gpu_rows(odd, model.load_devices())).eq(model.THREE_TERM).all()
+
+
+def test_neusight_labels_are_set_against_the_count_without_its_optimiser_step(tmp_path):
+    # labels drawn from the shipped fit's own prediction of the step without its optimiser: no error, every label
+    # inside; labels of half that time: 100% too slow, each GPU's target missed
+    counts = pd.read_parquet(model.NEUSIGHT_COUNTED)
+    counts = counts[(counts["label_model"] == "bert_large") & (counts["batch_size"] == 2)]
+    counts.to_parquet(tmp_path / "counts.parquet")
+    stripped = _without_optimizer(counts)
+    assert stripped["optimizer_flops_per_step"].eq(0).all() and stripped["optimizer_launches_per_step"].eq(0).all()
+    assert np.allclose(stripped["bytes_per_step"], counts["bytes_per_step"] - counts["optimizer_bytes_per_step"])
+    kinds = {op[0] for op in json.loads(stripped["ops_per_step"].iloc[0])}
+    assert "optimizer" not in kinds and "matmul" in kinds
+    gpus = {"H100": "NVIDIA H100 80GB HBM3", "V100": "Tesla V100-PCIE-32GB"}
+    predicted = model.predict_counted(stripped.drop(columns=["label_model", "seq_len"]), list(gpus))
+    labels = pd.DataFrame({"device_name": list(gpus.values()), "model": "bert_large", "seq_len": 512, "batch_size": 2,
+                           "train_ms": 1e3 * predicted.set_index("device_name").loc[list(gpus), "epoch_s_median"].to_numpy()})
+    labels.to_csv(tmp_path / "exact.csv", index=False)
+    labels.assign(train_ms=labels["train_ms"] / 2).to_csv(tmp_path / "fast.csv", index=False)
+    exact, fast = (model.neusight(labels=tmp_path / f"{name}.csv", counted=tmp_path / "counts.parquet")
+                   for name in ("exact", "fast"))
+    assert sorted(exact["gpu"]) == ["H100", "V100"] and np.allclose(exact["error"], 0) and exact["inside"].all()
+    assert np.allclose(fast["error"], 1)
+    assert model.render_neusight(exact).count(": met") == 2
+    text = model.render_neusight(fast)
+    assert text.count(": missed") == 2 and "predicted too slow" in text
