@@ -88,14 +88,58 @@ def _cudnn_rnn_backward_shapes(input, weight, weight_stride0, weight_buf, hx, cx
             [torch.empty_like(w) for w in weight] if output_mask[3] else [])
 
 
+def _rnn_shape(input, batch_first: bool) -> tuple[int, int]:
+    """(time steps, samples) of an unpacked recurrent net's input."""
+    return (input.shape[1], input.shape[0]) if batch_first else (input.shape[0], input.shape[1])
+
+
+def _workspace(name: str, input, hidden: int, bidirectional: bool, batch_first: bool):
+    """A meta tensor of the bytes cuDNN's workspace holds during one call (trainables/memory.py)."""
+    import torch
+
+    from crossover.trainables.memory import cudnn_rnn_workspace_bytes
+
+    size = cudnn_rnn_workspace_bytes(name, *_rnn_shape(input, batch_first), hidden, 1 + bidirectional,
+                                     input.element_size())
+    return torch.empty(size, dtype=torch.uint8, device=input.device)
+
+
+def _cudnn_rnn_meta(input, weight, weight_stride0, weight_buf, hx, cx, mode, hidden_size, proj_size, num_layers,
+                    batch_first, dropout, train, bidirectional, batch_sizes, dropout_state):
+    """aten::_cudnn_rnn on the meta device as torch's own (torch._meta_registrations), but with the reserve space
+    a training call returns at the size cuDNN gives it (trainables/memory.py `cudnn_rnn_reserve_bytes`), where
+    torch's is empty: autograd keeps it for the backward, so it counts from the forward until then."""
+    import torch
+    from torch._meta_registrations import _cudnn_rnn
+
+    from crossover.trainables.memory import cudnn_rnn_reserve_bytes
+
+    output, hy, cy, reserve, weight_buf = _cudnn_rnn(
+        input, weight, weight_stride0, weight_buf, hx, cx, mode, hidden_size, proj_size, num_layers, batch_first,
+        dropout, train, bidirectional, batch_sizes, dropout_state)
+    if train and not batch_sizes:
+        name = next(n for n, m in CUDNN_MODES.items() if m == mode)
+        size = cudnn_rnn_reserve_bytes(name, *_rnn_shape(input, batch_first), hidden_size, num_layers,
+                                       1 + bidirectional, input.element_size())
+        reserve = input.new_empty(size, dtype=torch.uint8)
+    return output, hy, cy, reserve, weight_buf
+
+
 @contextlib.contextmanager
-def rnn_as_on_a_gpu():
+def rnn_as_on_a_gpu(buffers: bool = False):
     """nn.LSTM, nn.GRU and nn.RNN, while a step is counted here on the meta device, as a GPU runs them: one
     cuDNN op forward (`aten::_cudnn_rnn`, which has shapes on the meta device) and one backward (given its
     shapes here for the count's lifetime), which trainables/costs.py counts as cuDNN's kernels and matrix
     products, where the meta device and the CPU spell every time step out in cell ops (a 2-layer LSTM over
     32 steps: about 2,350 ops a step; its reference rows' GPU count has 29 ops and two cuDNN calls). A packed
-    sequence is counted as the meta device has it."""
+    sequence is counted as the meta device has it.
+
+    With `buffers`, the memory cuDNN holds besides, which the meta device gives none of, is made as a GPU makes
+    it, so that trainables/memory.py's tracker sees it: the reserve space the forward returns and autograd keeps
+    for the backward (`_cudnn_rnn_meta`), and a workspace while the forward runs and again while its backward runs
+    (trainables/memory.py `cudnn_rnn_reserve_bytes`, `cudnn_rnn_workspace_bytes`). Only for the step's peak: the
+    costs are counted without them, as the shipped counts and the fit on them were (the workspace would be an op
+    more and its bytes, the reserve bytes the rnn class moves)."""
     import torch
     from torch import _VF
     from torch.utils._python_dispatch import _disable_current_modes
@@ -112,15 +156,24 @@ def rnn_as_on_a_gpu():
             hidden = (c if c is not None else h).shape[-1]
             with _disable_current_modes():  # on a GPU the module's weights already live in one flat buffer
                 flat = torch.empty(sum(p.numel() for p in params), dtype=input.dtype, device=input.device)
+            workspace = _workspace(name, input, hidden, bidirectional, batch_first) if buffers else None
             out = torch.ops.aten._cudnn_rnn(
                 input, list(params), len(params) // (layers * (2 if bidirectional else 1)), flat, h, c,
                 CUDNN_MODES[name], hidden, h.shape[-1] if h.shape[-1] != hidden else 0, layers, batch_first,
                 dropout, train, bidirectional, [], None)
+            del workspace
+            if buffers and out[0].grad_fn is not None:  # and again while its backward runs, made and freed around it
+                held = []
+                out[0].grad_fn.register_prehook(
+                    lambda grads: held.append(_workspace(name, input, hidden, bidirectional, batch_first)))
+                out[0].grad_fn.register_hook(lambda *_: held.clear())
             return out[:3] if name == "lstm" else out[:2]
         return run
 
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("_cudnn_rnn_backward", _cudnn_rnn_backward_shapes, "Meta")
+    if buffers:
+        lib.impl("_cudnn_rnn", _cudnn_rnn_meta, "Meta")
     originals = {name: getattr(_VF, name) for name in CUDNN_MODES}
     for name in CUDNN_MODES:  # this process counts one step and ends: nothing else sees them
         setattr(_VF, name, cudnn(name))
@@ -168,7 +221,9 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
             loop = Loop.build(one, where, Timer(Clock(where.devices)))
             as_on_a_gpu(loop.opt)
             with attention_as_on_a_gpu(), rnn_as_on_a_gpu():
-                costs = loop.step_costs() | loop.step_peak()
+                costs = loop.step_costs()
+            with attention_as_on_a_gpu(), rnn_as_on_a_gpu(buffers=True):
+                costs |= loop.step_peak()
         except Exception:
             if where.input_device.type != "meta":
                 raise

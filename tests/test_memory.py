@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from crossover.analysis import decide
-from crossover.sweeps.count_step import attention_as_on_a_gpu, counted
-from crossover.trainables.memory import step_peak
+from crossover.sweeps.count_step import attention_as_on_a_gpu, counted, rnn_as_on_a_gpu
+from crossover.trainables.memory import cudnn_rnn_reserve_bytes, cudnn_rnn_workspace_bytes, step_peak
 
 META = torch.device("meta")
 F32 = 4  # bytes an element
@@ -72,6 +72,75 @@ def test_the_counted_peak_grows_with_the_batch_as_its_share_a_sample_says():
 def test_a_step_at_batch_one_has_a_peak_but_no_share_a_sample():
     row = counted("tabular", 1, 64, {}, {})
     assert row["peak_memory_bytes"] > 0 and row["peak_memory_per_sample_bytes"] is None
+
+
+@pytest.mark.parametrize("shape, read_on_a_gpu", [
+    (("lstm", 64, 16, 512, 3, 2, 4), 71_303_424),  # 3 layers, both directions, fp32
+    (("gru", 300, 128, 768, 3, 1, 2), 1_179_648_256),  # bf16
+    (("rnn_tanh", 8, 1, 64, 3, 2, 2), 10_496),  # fp16: the 256 bytes every reserve holds besides show
+])
+def test_the_reserve_formula_gives_what_cudnn_returned_for_the_same_shape(shape, read_on_a_gpu):
+    # (mode, steps, batch, hidden, layers, directions, bytes an element) -> torch._cudnn_rnn's reserve's bytes on
+    # an H200 (torch 2.11.0+cu130, cuDNN 9.19), three of the 1,944 shapes the formula was read off
+    assert cudnn_rnn_reserve_bytes(*shape) == read_on_a_gpu
+
+
+def lstm_step(steps: int, batch: int, layers: int = 2, hidden: int = 64, features: int = 32):
+    """A steady training step of an nn.LSTM over (batch, steps, features) inputs, on the meta device, and what it
+    holds before the step (the model, its optimiser, the batch)."""
+    torch.manual_seed(0)
+    model = nn.LSTM(features, hidden, layers, batch_first=True).to(META)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.empty(batch, steps, features, device=META)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        model(x)[0].sum().backward()
+        opt.step()
+    step()
+    return step, (model, opt, x)
+
+
+def test_a_meta_lstms_forward_keeps_cudnns_reserve_at_the_formulas_size_and_none_when_not_training():
+    step, (model, _, x) = lstm_step(16, 8)
+    kept = {}
+
+    class Reserve(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten._cudnn_rnn.default:
+                kept[model.training] = out[3].nbytes
+            return out
+
+    with rnn_as_on_a_gpu(buffers=True), Reserve():
+        model(x)
+        model.eval()
+        model(x)
+    # 4 bytes x 16 steps x 8 samples x 64 units x (5 x 2 layers + the first layer's output) + 256
+    assert kept == {True: 4 * 16 * 8 * 64 * 11 + 256, False: 0}
+    assert kept[True] == cudnn_rnn_reserve_bytes("lstm", 16, 8, 64, 2, 1, 4)
+
+
+def test_an_lstms_counted_peak_holds_cudnns_reserve_and_grows_with_its_steps_and_its_batch():
+    def peak(steps, batch):
+        step, held = lstm_step(steps, batch)
+        with rnn_as_on_a_gpu(buffers=True):
+            step()
+            return step_peak(step, META, *held)
+
+    def cudnn(steps, batch):  # the reserve, and the workspace of the backward, which runs while the reserve is held
+        return cudnn_rnn_reserve_bytes("lstm", steps, batch, 64, 2, 1, 4) + \
+            cudnn_rnn_workspace_bytes("lstm", steps, batch, 64, 1, 4)
+
+    base = peak(16, 8)
+    # what the reserve and workspace add is in the step's peak, beside the outputs and their gradient
+    assert base > cudnn(16, 8) + 2 * 16 * 8 * 64 * F32
+    # twice the steps or twice the batch: the same rows, so the same growth (but the initial states, which are a
+    # batch's), and at least what cuDNN's buffers grow by
+    longer, wider = peak(32, 8) - base, peak(16, 16) - base
+    assert longer >= cudnn(32, 8) - cudnn(16, 8)
+    assert wider == pytest.approx(longer, rel=0.02)
+    assert peak(64, 8) - peak(32, 8) == pytest.approx(2 * longer, rel=0.02)  # a line in the steps
 
 
 def measured_against_counted(make_model, make_batch, make_opt) -> tuple[int, int]:

@@ -35,3 +35,38 @@ def step_peak(step: Callable[[], None], device: torch.device, *held) -> int:
     with tracker:
         step()
     return int(tracker.get_tracker_snapshot("peak").get(device, {}).get("Total", 0))
+
+
+# cuDNN's reserve space a training forward keeps for the backward, in elements of the input's dtype a time step,
+# sample, direction and unit of hidden width and layer (CUDNN_GATE_STATES) plus, for each layer but the last, its
+# output (one unit: the last layer's is the op's own output, already counted). The figures read as what each
+# backward needs: an LSTM's 4 gates and its cell state, a GRU's 3 gates and 3 hidden-side products (its reset gate
+# multiplies the candidate's hidden-side product, so that is kept apart), a plain RNN's activation. NVIDIA does not
+# document the layout (cudnnGetRNNTempSpaceSizes is all its API says), so the figures were read off cuDNN itself:
+# `torch._cudnn_rnn`'s reserve (PyTorch's aten/src/ATen/native/cudnn/RNN.cpp allocates exactly what
+# cudnnGetRNNTempSpaceSizes returns) on an H200, torch 2.11.0+cu130, cuDNN 9.19, over 1,944 shapes (LSTM, GRU, RNN;
+# fp32, bf16, fp16; 8-300 steps, batch 1-128, hidden 64-768, input 80 and 256, 1 and 3 layers, one and two
+# directions): this formula gave every one to the byte (docs/cost.md, "Fits in memory").
+CUDNN_GATE_STATES = {"lstm": 5, "gru": 6, "rnn_tanh": 1, "rnn_relu": 1}
+CUDNN_RESERVE_PAD = 256  # bytes every reserve holds besides, whatever the shape (the same 1,944 shapes)
+
+
+def cudnn_rnn_reserve_bytes(mode: str, steps: int, batch: int, hidden: int, layers: int, directions: int,
+                            element_size: int) -> int:
+    """Bytes of cuDNN's training reserve space for one `_cudnn_rnn` call (`CUDNN_GATE_STATES`): `mode` a
+    torch._VF name ('lstm', 'gru', 'rnn_tanh', 'rnn_relu'), `element_size` the input's dtype's. An LSTM with a
+    projection (proj_size) and a packed sequence were not among the shapes read."""
+    per_unit = CUDNN_GATE_STATES[mode] * layers + layers - 1
+    return element_size * steps * batch * directions * hidden * per_unit + CUDNN_RESERVE_PAD
+
+
+def cudnn_rnn_workspace_bytes(mode: str, steps: int, batch: int, hidden: int, directions: int,
+                              element_size: int) -> int:
+    """Bytes of the workspace a `_cudnn_rnn` call (and again its backward) holds while it runs, at least: one
+    layer's input-side products of every gate for every step and direction, which cuDNN's standard algorithm
+    computes in one matrix product before the recurrence (3 gates' for a GRU, 1 for a plain RNN). A floor, not
+    cuDNN's figure: on the 1,944 shapes above cuDNN's own (the allocator's peak in the call less what it returns)
+    was 1.2-14x this for an LSTM of 4,800 rows or more (median 2.3x at fp32), 1.4-19x a GRU's, more where the rows
+    are few (a fixed 8 MB or so). It is not measured per shape here, so it stays the floor it is."""
+    gates = {"lstm": 4, "gru": 3}.get(mode, 1)
+    return element_size * steps * batch * directions * gates * hidden
