@@ -6,7 +6,8 @@
     crossover predict --workload job.py:workload --epochs 10 --precision bf16   # trained in bf16 autocast
 
 One step of the workload is counted (sweeps/count_step.py: FLOPs, bytes and launches per op class, as
-a CPU trial's row counts them) in a process of its own, with a time limit (--timeout): the user's code is
+a CPU trial's row counts them) in a process of its own (analysis/counting.py, which `decide` counts a planned
+run's step through too), with a time limit (--timeout): the user's code is
 imported and run there, never here, and a hang or a crash ends this command with one line naming the
 workload, what happened and the fix (exit status 2). Meanwhile this process fits analysis/model/ on the
 shipped reference rows (model.shipped), the same fit `decide` and the end of a sweep predict with.
