@@ -1,10 +1,11 @@
 """The verdict, made once: per workload, where the GPU trains faster than the CPU and by how much, with
-the crossover's interval, or "within noise" where that is the truth (analysis/crossover.py); and what a
-run like the sweep costs on the best options (analysis/decide/). The end of a sweep
+the crossover's interval, or "within noise" where that is the truth (analysis/crossover.py); and what the
+sweep costs, in the three picks `crossover decide` names on the same rows (analysis/decide/ brief: the GPU
+to rent, the box to buy, your CPU). The end of a sweep
 (sweeps/scaling.py), the report (analysis/report.py) and the summary (analysis/summary.py) render this
 one structure; none derives a verdict of its own.
 
-    python sweeps/scaling.py --smoke              # ends with render(v): the answer first, on one screen
+    python sweeps/scaling.py --smoke              # ends with render(v): the answer first, in at most 25 lines
     python sweeps/scaling.py --smoke --verbose    # and every table behind it: render(v, verbose=True)
     from crossover.analysis.verdict import reach, render; print(render(reach(select(rows))))   # select: crossover.py's
 
@@ -50,6 +51,9 @@ UNITS = {"n_params": "parameters", "dataset_size": "samples"}  # "past 555k para
 NOT_COMPARED = "not compared"  # a workload without a line of the CPU against a GPU, and none predicted
 PREDICTED = "predicted"  # a workload measured on the CPU alone: each GPU of analysis/devices.yaml predicted
 WIDTH = 100  # columns of the default output, so the answer fits a terminal: longer lines wrap, indented
+# lines of the default output at most: the end of a sweep is 25 lines with its first and its last two (what it ran,
+# where the rows and the report are)
+SHORT = 22
 
 
 @dataclass(frozen=True)
@@ -327,8 +331,9 @@ def _shown(directory) -> str:
     return str(Path(directory).resolve().relative_to(REFERENCE.parent.parent))
 
 
-def answer(v: Verdict) -> list[str]:
-    """Per workload, its answer: the first lines of every rendering."""
+def answer(v: Verdict, every: bool = True) -> list[str]:
+    """Per workload, its answer: the first lines of every rendering. A workload predicted on every GPU model lists
+    each (`every`), or its fastest and how many more (the end of a sweep, whose picks name the GPU to rent)."""
     if not v.findings:
         return ["no ok row: every trial failed (see the 'error' column)"]
     pad = max(len(f.workload) for f in v.findings)
@@ -336,37 +341,37 @@ def answer(v: Verdict) -> list[str]:
     for f in v.findings:
         more = f" (1 of {f.others + 1} settings)" if f.others else ""
         out.append(f"  {f.workload:<{pad}}  {f.words}{more}")
-        out += [f"  {'':<{pad}}    {line}" for line in f.gpus]
+        shown = f.gpus if every or len(f.gpus) < 3 else f.gpus[:1] + (
+            f"and {len(f.gpus) - 1} more GPU models, the slowest {f.gpus[-1].split(':')[0]} (--verbose lists each)",)
+        out += [f"  {'':<{pad}}    {line}" for line in shown]
     return out + [f"  {mark}: {why}" for mark, why in decide.BUSY_MARKS.items() if any(mark in f.words for f in v.findings)]
 
 
-def costs(v: Verdict) -> list[str]:
-    """What a run like the sweep costs on the fastest and the cheapest option (analysis/decide/): the
-    configurations your rows measured, each as many times as they ran it (decide.sweep)."""
+def picks(v: Verdict, lines: int) -> list[str]:
+    """What the sweep (the configurations your rows measured, each as many times as they ran it: decide.sweep)
+    costs, as `crossover decide` on the same folder says it, in at most about `lines` lines: its first screen
+    (decide.brief: the GPU to rent, the box to buy, your CPU, then the front where lines are left)."""
     d = v.decision
-    if d is None or d.options.empty:
+    if d is None:
         return []
-    trials, runs = int(d.grid["trials"].sum()), d.grid["trials"]
-    each = f"{runs.min()}" if runs.min() == runs.max() else f"{runs.min()}-{runs.max()}"
-    out = [f"A run like this sweep ({trials:,} trials: {len(d.grid)} configurations, {each} run"
-           f"{'s' if runs.max() > 1 else ''} each) costs, on the best options:"]
-    out += [f"  {name}: {decide.said(line) if line is not None else 'none'}" for name, line in d.picks.items()]
-    if any(line is not None and line["predicted"] for line in d.picks.values()):
-        out.append("  ~: rests on analysis/model/'s prediction for a GPU no row measured; (a-b): its 90% interval")
-    return out
+    said = decide.brief(d.options, d.grid, d.picks, d.notes, d.plan, (reference_line(v.rows),), lines)
+    return said.splitlines()
 
 
 def render(v: Verdict, verbose: bool = False) -> str:
-    """The verdict as text: the answer first, then the costs, where the GPU rows come from and what was
-    left out, each in a line of at most WIDTH columns; `verbose` adds the reference note in full, the
-    crossover table and the whole decision (every option, the break-even, how each is costed)."""
+    """The verdict as text: the answer first, then what the sweep costs on the picks (`picks`: the GPU to rent,
+    the box to buy, your CPU, as `crossover decide` says them), where the GPU rows come from and what was left
+    out, in at most SHORT lines of at most WIDTH columns; `verbose` adds every GPU predicted, the reference note in
+    full, the crossover table and the whole decision (every option, the break-even, how each is costed)."""
     dropped = v.selected.left_out
     if not verbose:
         own = sorted(set(_reference(v.rows)[1]["results_dir"]))  # the flag is the report command's: say whose
         dropped = dropped.replace("--include-loaded keeps them",
                                   f"python -m crossover.analysis report {' '.join(own)} --include-loaded keeps them")
-        lines = answer(v) + costs(v) + list(filter(None, [reference_line(v.rows), dropped]))
-        return "\n".join(wrapped for line in lines for wrapped in _wrap(line))
+        said = [wrapped for line in answer(v, every=False) + ([dropped] if dropped else []) for wrapped in _wrap(line)]
+        if v.decision is None:
+            said += _wrap(reference_line(v.rows)) if reference_line(v.rows) else []
+        return "\n".join(said + picks(v, SHORT - len(said)))
     d = v.decision
     parts = answer(v) + list(filter(None, [reference_note(v.rows),
                                             render_crossovers(v.crossovers, v.selected)]))

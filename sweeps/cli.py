@@ -7,11 +7,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-import crossover
 from crossover.analysis.cli import HelpFormatter
+from crossover.analysis.counting import ROOT, child_env  # noqa: F401 (a child process's folder and environment)
 
 
 def at_least(low: int):
@@ -103,17 +102,3 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
                         help="seconds the process that imports your workload and plans its trials (its model's "
                              "shapes, its memory) may run before it is stopped (sweeps/plan.py)")
     return argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=HelpFormatter, parents=[shared])
-
-
-# The folder holding the crossover package, a checkout or site-packages: a child process imports crossover's code
-# from there, whatever folder the command runs in
-ROOT = Path(crossover.__file__).resolve().parent.parent
-
-
-def child_env(*folders: str) -> dict:
-    """The environment of a child process that runs a user's code for a command (sweeps/count_step.py,
-    sweeps/probe.py, sweeps/plan.py): crossover's own folder (ROOT) first on its path (the code that runs there is
-    the code that reads its answer), then `folders` (where the user's modules import from by name), then the
-    caller's PYTHONPATH."""
-    path = os.pathsep.join(filter(None, [str(ROOT), *folders, os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}

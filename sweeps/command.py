@@ -83,9 +83,7 @@ def main(argv=None) -> int:
     # for the analysis), which `crossover decide` and `crossover report` never need.
     module = importlib.import_module(command.module)
     if command.prefix:  # analysis/__main__.py's subcommand: its parser named `crossover`, so its usage `crossover decide`
-        # a planned run's step counted as `crossover predict` counts it, so both say one figure (torch-free here)
-        from crossover.sweeps.predict import count_planned
-        return module.main([*command.prefix, *argv[1:]], prog="crossover", count=count_planned)
+        return module.main([*command.prefix, *argv[1:]], prog="crossover")
     return module.main(argv[1:])
 
 

@@ -19,9 +19,10 @@ results/zoo, where --workload gives it alone), so each resumes the other.
 
 Rows go to results/<name>/ as Parquet, one file per trial, as each trial ends; running the same
 command again resumes. While it runs, one line shows the trials done of all and an ETA (--verbose: a
-line per trial). It ends with the answer on one screen (analysis/verdict.py): per workload, where the
-GPU trains faster than the CPU and by how much, with intervals; what a run like this one costs on the
-fastest and the cheapest option (analysis/decide/); where the HTML report is (analysis/report.py).
+line per trial). It ends with the answer in at most 25 lines (analysis/verdict.py): per workload, where the
+GPU trains faster than the CPU and by how much, with intervals; what the sweep costs, in the picks
+`crossover decide` names on the same folder (the GPU to rent, the box to buy, your CPU: analysis/decide/);
+where the HTML report is (analysis/report.py).
 --verbose adds every table behind it: the median time per epoch on each device at each size, the
 crossover table and every option. By default it sets your rows beside the shipped reference GPU rows
 of the same configurations (results/reference/: "your cpu against the NVIDIA H200 measured on

@@ -558,3 +558,20 @@ def test_figures_carry_the_digits_their_interval_supports():
                           "sweeps_per_month": 683.06, "box_hours_per_month": 12.345, "predicted": True}])
     assert decide.evens(even, "run") == ["box against the cheapest on-demand GPU (one H100, $1.00 a run): cheaper "
                                           "beyond ~680 runs a month (12 h of use)"]
+
+
+def test_a_cpu_measured_at_one_size_is_its_step_as_timed_there_never_a_line_per_sample(tmp_path):
+    # the user's CPU timed 256 samples (4 steps of 64) at 1.0 s an epoch, its epochs 0.9-1.2 s, 3 s of set-up; the run is
+    # 10 epochs of 50,000 (782 steps): 782 / 4 of its epoch, the interval its fastest and slowest epoch scaled alike, the
+    # set-up as timed (not 195x); the reach says how far from the size measured
+    mine = frame([_timed(row("mine", "cpu", [0.9, 1.0, 1.2], batch_size=64, dataset_size=256), 3.0, 1.0, 0.0)])
+    options, billing = cost.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
+    answer = decide.decide(mine, None, options, billing, [], plan=decide.Plan(10, 50_000))
+    own = answer.options[answer.options["kind"] == decide.OWN_CPU].iloc[0]
+    steps = 782 / 4
+    assert own["epoch_s"] == pytest.approx(1.0 * steps) and own["epoch_s"] != pytest.approx(1.0 * 50_000 / 256)
+    assert (own["epoch_lo"], own["epoch_hi"]) == (pytest.approx(0.9 * steps), pytest.approx(1.2 * steps))
+    assert own["wall_s"] == pytest.approx(3.0 + 10 * steps)
+    assert own["predicted"] and own["reach"] == "195x past 256, its step as timed there"
+    said = decide.brief(answer.options, answer.grid, answer.picks, answer.notes, answer.plan)
+    assert "your CPU: " in said and "~196 s/epoch (176-235)" in " ".join(said.split())

@@ -196,7 +196,8 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
     from analysis_rows import frame, row
 
     from crossover.analysis import cost, decide
-    from crossover.sweeps.predict import count_planned, predicted
+    from crossover.analysis.counting import count_planned
+    from crossover.sweeps.predict import predicted
 
     ref = job(tmp_path, "pred_same")
     step = counted(ref, 64, 50_000, {"width": 128}, {"n_features": 16})
@@ -218,10 +219,43 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
         assert same["reach"] == decide.OWN_SIZE and same["predicted"]
         for figure in ("epoch_s", "epoch_lo", "epoch_hi", "wall_s", "usd", "usd_lo", "usd_hi"):
             assert same[figure] == pytest.approx(getattr(line, figure), rel=1e-9), (line.option, figure)
-    # the CPU: its 256 samples measured, x 50,000 / 256 (no model of a CPU: a line per sample, and said so)
+    # the CPU: its step as timed at 256 samples (4 steps), x 50,000's 782 steps, never a line per sample
     own = found[found["kind"] == decide.OWN_CPU].iloc[0]
-    assert own["epoch_s"] == pytest.approx(0.011 * 50_000 / 256)
-    # without predict's count (python -m crossover.analysis decide), a row's count: another step, another figure
+    assert own["epoch_s"] == pytest.approx(0.011 * 782 / 4) and own["reach"] == "195x past 256, its step as timed there"
+    # without predict's count (decide(count=None)), a row's count: another step, another figure
     alone = decide.decide(mine, None, options, billing, [], plan=plan).options
     h100 = [found.loc[found["model"] == "H100", "epoch_s"].iloc[0], alone.loc[alone["model"] == "H100", "epoch_s"].iloc[0]]
     assert h100[1] > h100[0]
+
+
+def test_crossover_decide_and_the_analysis_run_alone_give_each_gpu_one_figure(tmp_path):
+    # `python -m crossover.analysis decide` counts the planned step in the same child process `crossover decide` does
+    # (analysis/counting.py), the analysis itself importing no torch: one figure per GPU, however it is run
+    import subprocess
+    import sys
+
+    from analysis_rows import row, write
+    from test_command import ROOT
+
+    ref = job(tmp_path, "pred_both")
+    step = counted(ref, 64, 256, {"width": 128}, {"n_features": 16})
+    # the row's own count is the CPU's (an optimiser launch per tensor and more): not the step predict counts
+    mine = [row("pred_mlp", "cpu", [0.01, 0.011, 0.012], batch_size=64, dataset_size=256, width=128, depth=None,
+                steps_per_epoch=4, n_params=step["n_params"], workload_params='{"n_features": 16}', workload_module=ref,
+                **{c: step[c] for c in step if c.endswith("_per_step")} | {"optimizer_launches_per_step": 99})]
+    results = write(mine, tmp_path / "mine")
+    run = ["decide", str(results), "--epochs", "10", "--dataset-size", "50000", "--no-reference",
+           "--out", str(tmp_path / "charts"), "--json", "-"]
+    said = {}
+    for name, command in (("crossover decide", ["-m", "crossover.sweeps.command"]),
+                          ("python -m crossover.analysis decide", ["-m", "crossover.analysis"])):
+        done = subprocess.run([sys.executable, *command, *run], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (name, done.stderr)
+        assert "not counted" not in done.stderr, (name, done.stderr)  # the step counted as predict counts it
+        said[name] = {r["option"]: r for r in json.loads(done.stdout) if r["gpu"]}
+    ours, alone = said.values()
+    assert len(ours) >= 5 and ours.keys() == alone.keys()
+    for option, figures in ours.items():
+        assert figures["source"] == "predicted", option
+        for figure in ("epoch_s", "epoch_s_low", "epoch_s_high", "run_s", "usd", "needs_gb"):
+            assert alone[option][figure] == pytest.approx(figures[figure], rel=1e-12), (option, figure)

@@ -144,7 +144,9 @@ def test_the_end_of_a_sweep_fits_one_screen_answer_first_and_verbose_shows_every
     assert len(lines) <= 25 and max(map(len, lines)) <= 100, done.stdout
     assert lines[0].startswith("sweep 'smoke': 2 trials")  # what it runs, then at the end the answer first
     assert lines[1].startswith("Where the GPU trains faster than the CPU") and lines[2].startswith("  disc  ")
-    assert "A run like this sweep" in done.stdout and "  fastest: " in done.stdout and "  cheapest: " in done.stdout
+    # what the sweep costs as `crossover decide` names it: the GPU to rent, the box to buy, your CPU
+    for pick in ("rent, fastest: ", "rent, cheapest: ", "buy: ", "your CPU: "):
+        assert sum(line.startswith(pick) for line in lines) == 1, (pick, done.stdout)
     assert lines[-1] == "report: not written (--no-report); python -m crossover.analysis report smoke writes it"
     assert "ms/epoch" not in done.stdout and "median time per epoch" not in done.stdout  # no line per trial, no table
     said = done.stdout + done.stderr

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crossover.analysis import summary, verdict
+from crossover.analysis import decide, summary, verdict
 from crossover.analysis.crossover import A_EVERYWHERE, Bootstrap, select
 from crossover.analysis.load import REFERENCE
 from analysis_rows import plant, user_cpu_rows
@@ -85,7 +85,21 @@ def test_a_workload_measured_on_the_cpu_alone_is_answered_on_every_gpu_each_figu
         found.gpus
     text = verdict.render(said)
     assert "not compared" not in text and max(map(len, text.splitlines())) <= 100
-    assert all(line in " ".join(text.split()) for line in found.gpus)
+    # the end of a sweep: the fastest GPU and how many more, then the three picks as `crossover decide` names them
+    lines = text.splitlines()
+    assert len(lines) <= verdict.SHORT and found.gpus[0] in " ".join(text.split()), text
+    assert f"and {len(found.gpus) - 1} more GPU models" in text
+    for pick in ("rent, fastest: ", "rent, cheapest: ", "buy: ", "your CPU: "):
+        assert sum(line.startswith(pick) for line in lines) == 1, (pick, text)
+    # one renderer: the picks' lines are decide.brief's for the same decision, as `crossover decide` prints them
+    d = said.decision
+    first = decide.brief(d.options, d.grid, d.picks, d.notes, None, (), decide.BRIEF_LINES).splitlines()
+    chosen = first[first.index(next(t for t in first if t.startswith("rent, fastest: "))):
+                   first.index(next(t for t in first if t.startswith("your CPU: "))) + 1]
+    assert "\n".join(chosen) in text
+    # --verbose lists every GPU predicted
+    full = " ".join(verdict.render(said, verbose=True).split())
+    assert all(line in full for line in found.gpus)
 
 
 def test_a_predicted_gpu_overtakes_the_cpu_where_the_prediction_crosses_it_with_the_ends_interval():
@@ -153,7 +167,7 @@ def test_the_cost_line_counts_the_trials_your_rows_ran_not_the_reference_rows_be
     rows = pd.concat([mine.assign(results_dir="/home/me/results/scaling"), ref], ignore_index=True)
     said = verdict.reach(select(rows), BOOT, decision=True)
     assert said.decision.grid["trials"].sum() == 11 and len(said.decision.grid) == 9
-    assert "A run like this sweep (11 trials: 9 configurations, 1-2 runs each) costs" in verdict.render(said)
+    assert "== the sweep: 11 trials, 9 configurations:" in verdict.render(said)
 
 
 def test_six_answers_on_a_busy_machine_fit_the_screen():

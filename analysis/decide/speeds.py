@@ -126,8 +126,8 @@ def _planned(points: pd.DataFrame, plan: Plan) -> dict:
 def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFrame | None, str]:
     """The planned configuration's one step and its counted costs (one line: the configuration's columns and
     model.CLASS_COLUMNS), what `at_plan` predicts the GPUs from, and a note where it is not `count`'s. `count(ref,
-    plan, line)`: the step counted as `crossover predict` counts it (sweeps/predict.py count_planned, in a process of
-    its own; `crossover decide` passes it), for the job the rows name (workload_module; a built-in's by its name);
+    plan, line)`: the step counted as `crossover predict` counts it (analysis/counting.py count_planned, in a process of
+    its own; `crossover decide` and `python -m crossover.analysis decide` pass it), for the job the rows name (workload_module; a built-in's by its name);
     where it fails or is not given, the count a row of the configuration made (the CPU's first). None: the rows
     hold no count of every op class, or the batch is the whole dataset (it grows with the run's size)."""
     mine = planned_rows(rows, plan)
@@ -187,6 +187,28 @@ def corrected(line: dict, points: pd.DataFrame, plan: Plan, batch: int) -> dict:
     return line | scaled | {"reach": f"{OWN_SIZE}, x{scale:.2g} as measured at {near['dataset_size']:,.0f}"}
 
 
+def stepped(group: pd.DataFrame, plan: Plan, batch: int) -> dict:
+    """A CPU's planned run where its rows measured the configuration at one dataset size, not plan.samples, as
+    `corrected` treats a GPU's: the run's step is the one they timed (the same model at the same batch; what a step
+    costs, as analysis/model/ prices it from the step's counted costs, does not change with N), so its time per
+    epoch is theirs a step x N's steps, its interval the fastest and the slowest epoch they timed (epoch_s_min,
+    epoch_s_max) scaled alike, and its fixed seconds (set-up, evaluation) theirs, never scaled by N. Its reach
+    says how far from the size measured: '195x past 256, its step as timed there'."""
+    point = _points(group).iloc[0]
+    size = int(point["dataset_size"])
+    scale = -(-plan.samples // batch) / -(-size // batch)
+    epoch = float(point["epoch_s"]) * scale
+    ends = [float(group[c].agg(f)) / float(point["epoch_s"]) if c in group and group[c].notna().any() else 1.0
+            for c, f in (("epoch_s_min", "min"), ("epoch_s_max", "max"))]
+    lo, hi = epoch * min(ends[0], 1.0), epoch * max(ends[1], 1.0)
+    fixed = max(float(point["fixed_s"]), 0.0)
+    side, factor = ("past", plan.samples / size) if plan.samples > size else ("below", size / plan.samples)
+    return {"trial_s": fixed + plan.epochs * epoch, "trial_lo": fixed + plan.epochs * lo,
+            "trial_hi": fixed + plan.epochs * hi, "epoch_s": epoch, "epoch_lo": lo, "epoch_hi": hi, "predicted": True,
+            "modelled": False, "extrapolated": True, "unreliable": False, "factor": factor, "spread": math.nan,
+            "reach": f"{factor:,.3g}x {side} {size:,}, its step as timed there"}
+
+
 def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus: list[str],
                 plan: Plan, counted: pd.DataFrame | None = None) -> pd.DataFrame:
     """`speeds` for the planned run: per shape and GPU model or CPU arm, the run's time at plan.samples.
@@ -194,7 +216,8 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
     around it), give the measurement, at PyTorch's default precision (the rows'); elsewhere the model's
     prediction of the configuration itself (`at_plan`, from `counted`: `planned_step`), scaled by the GPU's
     rows at other sizes where it has some (`corrected`); without a count of every op class, the model's
-    predictions at the sizes measured, along them (`along`). A CPU's rows along the sizes they measured."""
+    predictions at the sizes measured, along them (`along`). A CPU's rows along the sizes they measured; where they
+    measured one, its step as timed there (`stepped`), never a line per sample far past it."""
     ok = planned_rows(rows, plan)
     pred = _keyed(predicted)
     pred = pred.assign(shape=pred["config_key"].map(dict(zip(ok["config_key"], ok["shape"]))))
@@ -228,8 +251,11 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
                                       "power_w": _power_w(mine) if len(mine) else math.nan, **needs})
         for (cpu, threads), group in at[at["is_cpu"]].groupby(["device_name", "torch_threads"]):
             group = pd.concat([_yours_first(g) for _, g in group.groupby("config_key")])
+            points = _points(group)
+            one = len(points) == 1 and points["dataset_size"].iloc[0] != plan.samples and not line.full_batch
             lines.append(_measured(line.config_key, f"{cpu}, {threads:.0f} threads", 0.0, group)
-                         | {"k": 1, **_planned(_points(group), plan), "power_w": _power_w(group, "cpu_energy_j"),
+                         | {"k": 1, **(stepped(group, plan, int(line.batch_size)) if one else _planned(points, plan)),
+                            "power_w": _power_w(group, "cpu_energy_j"),
                             "threads": int(threads), "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
     return pd.DataFrame(lines, columns=SPEED + PLANNED)
 

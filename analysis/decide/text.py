@@ -102,7 +102,7 @@ def _busy_mark(line) -> str:
 
 def per_epoch(line) -> str:
     """A planned run's time per epoch: '9.41 s/epoch', or where it rests on a prediction '~9.41 s/epoch (4.7-19)'."""
-    figure = lambda v: f"{v:,.3g}"  # noqa: E731
+    figure = lambda v: f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"  # noqa: E731 (1,124, never 1.12e+03)
     if not line["predicted"]:
         return f"{figure(line['epoch_s'])} s/epoch"
     mid, _, interval = _range(line, ("epoch_s", "epoch_lo", "epoch_hi"), figure, _two).partition(" ")

@@ -1,0 +1,117 @@
+"""A planned run's step counted as `crossover predict` counts it, in a process of its own: what `crossover decide`,
+`python -m crossover.analysis decide` and `report --epochs` predict the GPUs from, so that all three and predict say
+one figure.
+
+    count_planned("job.py:workload", decide.Plan(30, 50_000), row)   # {n_params, *_per_step, peak_memory_bytes, ...}
+    python -m crossover.sweeps.count_step --workload job.py:workload --batch-size 64   # the process it starts
+
+The user's code (make_data, make_model, one step) and torch run in that process (sweeps/count_step.py), never in
+this one: the analysis stays free of torch, ray and the user's code, and starts the counting process by its
+module's name, as it would any command. A hang stops at a time limit; a crash or a hang is one line naming the
+workload, what happened and the fix (PredictError).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import crossover
+
+# The folder holding the crossover package, a checkout or site-packages: a child process imports crossover's code
+# from there, whatever folder the command runs in
+ROOT = Path(crossover.__file__).resolve().parent.parent
+
+
+def child_env(*folders: str) -> dict:
+    """The environment of a child process that runs a user's code for a command (sweeps/count_step.py,
+    sweeps/probe.py, sweeps/plan.py): crossover's own folder (ROOT) first on its path (the code that runs there is
+    the code that reads its answer), then `folders` (where the user's modules import from by name), then the
+    caller's PYTHONPATH."""
+    path = os.pathsep.join(filter(None, [str(ROOT), *folders, os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+TIMEOUT_S = 120  # s: counting one step may take this long; a make_data, make_model or step that hangs stops there
+AXES = ("depth", "width", "context")  # the shared axes a workload may declare, each with a flag of its own
+
+
+class PredictError(ValueError):
+    """Why no prediction: one line naming the workload, what happened and the fix."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What `crossover predict` was asked: the flags, frozen where they enter."""
+
+    workload: str  # path/to/job.py:ATTR, package.module:ATTR, or a built-in's name
+    epochs: int  # epochs of the planned run
+    batch_size: int | None = None  # samples a step; None: the workload's default
+    dataset_size: int | None = None  # samples an epoch; None: the workload's default
+    axes: tuple[tuple[str, int], ...] = ()  # (depth | width | context, value) given
+    params: tuple[tuple[str, object], ...] = ()  # the workload's own axes (--param NAME=VALUE)
+    timeout_s: float = TIMEOUT_S  # s the counting process may run
+    precision: str = "default"  # the precision the run trains at (trainables/precision.py PRECISIONS)
+
+    def command(self) -> list[str]:
+        """The counting process's command line (sweeps/count_step.py)."""
+        flags = [("--batch-size", self.batch_size), ("--dataset-size", self.dataset_size),
+                 *((f"--{a}", v) for a, v in self.axes)]
+        return [sys.executable, "-m", "crossover.sweeps.count_step", "--workload", self.workload,
+                "--precision", self.precision,
+                *(str(x) for flag, v in flags if v is not None for x in (flag, v)),
+                *(x for name, v in self.params for x in ("--param", f"{name}={v}"))]
+
+
+def start(request: Request) -> subprocess.Popen:
+    """The counting process, started: it imports the user's code, so it runs apart, with this checkout first
+    on its path (the code that counts is the code that predicts: child_env)."""
+    return subprocess.Popen(request.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env(), start_new_session=True)
+
+
+def finish(process: subprocess.Popen, request: Request, started: float) -> dict:
+    """The counted step (the JSON object on the process's last line of output), once the process ends
+    within request.timeout_s of `started`; else PredictError in one line."""
+    where = f"--workload {request.workload}"
+    alone = " ".join(request.command()[1:])
+    try:
+        out, err = process.communicate(timeout=max(request.timeout_s - (time.monotonic() - started), 0.1))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise PredictError(f"{where}: counting one step did not finish within {request.timeout_s:g} s and was "
+                           "stopped (a make_data, make_model or step that hangs or waits for input, or a model too "
+                           f"large to step here); fix the job, or give --timeout more seconds") from None
+    said = [line for line in err.splitlines() if line.strip()]
+    if process.returncode != 0:
+        how = (f"was killed by signal {-process.returncode}" if process.returncode < 0 else
+               f"exited with status {process.returncode}")
+        why = said[-1].removeprefix("error: ") if said else "it printed no error"
+        raise PredictError(f"{where}: the process counting one step {how} before it printed its counts: {why}; "
+                           f"fix the job (python -m {alone[3:]} runs it alone and shows the traceback)")
+    try:
+        return json.loads(out.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise PredictError(f"{where}: the process counting one step printed no counts (its last line of output: "
+                           f"{(out.strip().splitlines() or ['none'])[-1][:200]!r}); a print in the job's code at exit "
+                           "hides them: remove it") from None
+
+
+def count_planned(ref: str, plan, line: dict) -> dict:
+    """A planned run's step counted as `crossover predict` counts it (`start`, `finish`): what `crossover decide`
+    predicts the GPUs from (analysis/decide/ planned_step), so that both say one figure. `ref`: the job (a row's
+    workload_module, or a built-in's name); `line`: a row of the planned configuration, for its batch size, depth,
+    width, context and the workload's own axes. PredictError (a ValueError) where it cannot be counted."""
+    params = json.loads(line["workload_params"]) if isinstance(line.get("workload_params"), str) else {}
+    given = lambda v: v is not None and not (isinstance(v, float) and math.isnan(v))  # noqa: E731 (a row's null)
+    request = Request(ref, plan.epochs, int(line["batch_size"]), plan.samples,
+                      tuple((a, int(line[a])) for a in AXES if given(line.get(a))),
+                      tuple(sorted(params.items())), precision=plan.precision)
+    return finish(start(request), request, time.monotonic())
