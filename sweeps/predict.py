@@ -120,11 +120,24 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
         f"fits: {memory}",
     ]
     notes += [smaller_note(lines, counted)] if lines["largest_batch"].notna().any() else []
+    notes += [unit_note(precision, list(lines["model"]))] if unit_note(precision, list(lines["model"])) else []
     notes += [f"{decide.STALE} {len(old)} of the prices used are over 12 months old (python -m crossover.analysis cost "
               "lists them)"] if old else []
     def wrap(text: str) -> list[str]:
         return textwrap.wrap(text, decide.WIDTH, subsequent_indent="    ", break_on_hyphens=False)
     return "\n".join([*wrap(head), *body, *(w for n in notes for w in wrap(n))])
+
+
+def unit_note(precision: str, gpus: list[str]) -> str | None:
+    """The GPUs of `gpus` without the unit `precision` runs on (analysis/model/ Device.lacks), in one note: priced
+    at their FP32 peak, as PyTorch runs them; None where every one has it."""
+    devices = model.load_devices()
+    lacking = {}
+    for gpu in dict.fromkeys(gpus):
+        if gpu in devices and (unit := devices[gpu].lacks(precision)):
+            lacking.setdefault(unit, []).append(gpu)
+    return "; ".join(f"no {unit} unit on {', '.join(names)}: PyTorch runs {precision} there without it (emulated or "
+                     "on the FP32 cores), so they are priced at their FP32 peak" for unit, names in lacking.items()) or None
 
 
 def smaller_note(lines: pd.DataFrame, counted: dict) -> str:

@@ -114,6 +114,25 @@ def test_the_shipped_table_names_every_gpu_by_its_short_key():
     assert devices["T4"].peak("bf16") == devices["T4"].fp32_flops  # no BF16 unit: FP32's peak
 
 
+def test_fp16_runs_at_a_gpus_fp16_tensor_cores_and_a_gpu_without_a_precisions_unit_says_so():
+    devices = model.load_devices()
+    v100, h100, gtx = devices["V100"], devices["H100"], devices["GTX 960"]
+    assert v100.peak("fp16") == v100.fp16_flops > 5 * v100.fp32_flops  # Volta's FP16 tensor cores, no BF16
+    assert v100.lacks("fp16") is None and v100.lacks("bf16") == "BF16" and v100.lacks("tf32") == "TF32"
+    assert h100.peak("fp16") == h100.bf16_flops and h100.lacks("bf16") is None  # fp16 at bf16's rate where not given
+    assert gtx.peak("fp16") == gtx.fp32_flops and gtx.lacks("fp16") == "FP16 tensor-core"
+    assert all(d.lacks(p) is None for d in devices.values() for p in ("default", "fp32"))
+
+
+def test_an_fp16_figure_that_is_not_a_number_is_refused_by_name(table, tmp_path):
+    entries = yaml.safe_load(table.read_text())
+    entries["G2"]["fp16_flops"] = "fast"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(entries))
+    with pytest.raises(ValueError, match=r"device 'G2': fp16_flops must be a number above 0"):
+        model.load_devices(bad)
+
+
 def test_the_reference_rows_predict_unmeasured_gpus_and_model_imports_neither_torch_nor_ray():
     rows = __import__("crossover.analysis.load", fromlist=["read"]).read(ROOT / "results/reference/h200-2026-11-26/scaling")
     predicted = model.predict(rows, ["A100", "H200"])

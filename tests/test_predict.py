@@ -259,3 +259,11 @@ def test_crossover_decide_and_the_analysis_run_alone_give_each_gpu_one_figure(tm
         assert figures["source"] == "predicted", option
         for figure in ("epoch_s", "epoch_s_low", "epoch_s_high", "run_s", "usd", "needs_gb"):
             assert alone[option][figure] == pytest.approx(figures[figure], rel=1e-12), (option, figure)
+
+
+def test_the_gpus_without_the_unit_of_the_runs_precision_are_named_in_one_note():
+    from crossover.sweeps.predict import unit_note
+    assert unit_note("default", ["H100", "V100"]) is None and unit_note("bf16", ["H100", "A100"]) is None
+    note = unit_note("bf16", ["H100", "V100", "T4", "V100"])
+    assert note.startswith("no BF16 unit on V100, T4:") and "FP32 peak" in note
+    assert unit_note("fp16", ["V100", "T4"]) is None  # their tensor cores take FP16

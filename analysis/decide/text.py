@@ -14,6 +14,7 @@ from crossover.analysis.decide.choosing import BUY, pareto, three
 from crossover.analysis.decide.grid import BUSY_MARKS, NEAREST, Plan
 from crossover.analysis.decide.memory import CONTEXT_BYTES
 from crossover.analysis.decide.speeds import OWN_SIZE
+from crossover.analysis.model.devices import load_devices
 from crossover.schema import SIZE_AXES
 
 
@@ -324,7 +325,9 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
     or where not known), needs_gb, memory_gb; largest_batch and accumulate_steps (`crossover predict`, where the
     run does not fit: the largest batch that would, and the steps of it that make the run's batch); basis ("measured" or "predicted"), source, costed (how);
     price_date, price_source and price_stale (over 12 months old) of the price it is costed at, None for your own
-    machine; precision (`precision_of`)."""
+    machine; precision (`precision_of`); lacks_unit, the unit that precision runs on where the GPU has none (e.g.
+    "BF16" on a V100: priced at its FP32 peak, analysis/model/ Device.lacks), else None."""
+    devices = load_devices()
     one = grid.iloc[0] if len(grid) == 1 else None
     size = lambda axis: None if one is None or pd.isna(one[axis]) else int(one[axis])  # noqa: E731
     out = []
@@ -347,5 +350,6 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
             "basis": "predicted" if o["predicted"] else "measured", "source": source(o), "costed": o["basis"],
             "price_date": o.get("price_date") if isinstance(o.get("price_date"), str) else None,
             "price_stale": bool(o.get("price_stale")) if isinstance(o.get("price_date"), str) else None,
-            "price_source": o.get("price_source") if isinstance(o.get("price_source"), str) else None})
+            "price_source": o.get("price_source") if isinstance(o.get("price_source"), str) else None,
+            "lacks_unit": devices[o["model"]].lacks(precision_of(o, plan)) if gpu and o["model"] in devices else None})
     return out

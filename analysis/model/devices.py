@@ -19,7 +19,8 @@ DEVICE_FIELDS = ("name", "fp32_flops", "tf32_flops", "bf16_flops", "memory_bytes
                  "source", "date")
 
 
-PRECISION_PEAK = {"fp32": "fp32_flops", "tf32": "tf32_flops", "bf16": "bf16_flops", "fp16": "bf16_flops"}
+PRECISION_PEAK = {"fp32": "fp32_flops", "tf32": "tf32_flops", "bf16": "bf16_flops", "fp16": "fp16_flops"}
+UNIT = {"tf32": "TF32", "bf16": "BF16", "fp16": "FP16 tensor-core"}  # the unit a precision's peak needs
 
 
 MATCH_KEY = "_device_key"
@@ -37,10 +38,20 @@ class Device:
     source: str
     date: str
     memory_gb: float | None = None  # the card's memory, GB (10^9 bytes); None: not known
+    # FLOP/s, dense FP16 on tensor cores, FP32 accumulate, where it differs from bf16_flops: a GPU of FP16 tensor cores
+    # and no BF16 (Volta, Turing); None: as bf16_flops
+    fp16_flops: float | None = None
 
     def peak(self, precision: str) -> float:
-        """FLOP/s at `precision`, falling back to FP32 where the GPU lacks the unit."""
+        """FLOP/s at `precision`, falling back to FP32 where the GPU lacks the unit (`lacks`)."""
+        if precision == "fp16":
+            return self.fp16_flops or self.bf16_flops or self.fp32_flops
         return getattr(self, PRECISION_PEAK.get(precision, "fp32_flops")) or self.fp32_flops
+
+    def lacks(self, precision: str) -> str | None:
+        """The unit `precision` runs on that this GPU has not (its time is then priced at its FP32 peak: PyTorch runs
+        TF32 as FP32 there, and bf16 emulated or fp16 without tensor cores, no faster), else None."""
+        return UNIT[precision] if precision in UNIT and self.peak(precision) == self.fp32_flops else None
 
 
 def load_devices(path: Path = DEVICES) -> dict[str, Device]:
@@ -61,13 +72,22 @@ def load_devices(path: Path = DEVICES) -> dict[str, Device]:
             except (TypeError, ValueError):
                 raise ValueError(f"{path}: device {key!r}: {f} must be a number (e.g. 66.9e12), "
                                  f"got {entry[f]!r}") from None
+        fp16 = entry.get("fp16_flops")
+        try:  # as the figures above: YAML reads 125e12 (no dot) as a string
+            fp16 = None if fp16 is None else float(fp16)
+        except (TypeError, ValueError):
+            fp16 = -1.0
+        if fp16 is not None and fp16 <= 0:
+            raise ValueError(f"{path}: device {key!r}: fp16_flops must be a number above 0 (e.g. 125e12), got "
+                             f"{entry['fp16_flops']!r}; leave it out where FP16 runs at bf16_flops")
         memory = entry.get("memory_gb")
         if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory <= 0):
             raise ValueError(f"{path}: device {key!r}: memory_gb must be a number of GB above 0 (e.g. 80), "
                              f"got {memory!r}; leave it out where not known")
         devices[str(key)] = Device(key=str(key), name=str(entry["name"]), **figures,
                                    source=str(entry["source"]), date=str(entry["date"]),
-                                   memory_gb=None if memory is None else float(memory))
+                                   memory_gb=None if memory is None else float(memory),
+                                   fp16_flops=fp16)
     return devices
 
 
