@@ -187,6 +187,7 @@ def _model(args) -> int:
         print(families.render(families.validate(rows, args.devices)))
         print(model.render_op_study(model.op_study(args.devices)))
         print(model.render_neusight(model.neusight(args.devices)))
+        print(model.render_memory(model.memory(rows)))
         print(ordering.render_held_out())  # the GPUs no reference row measured: Lambda's public figures
     return 0
 

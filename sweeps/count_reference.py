@@ -2,6 +2,7 @@
 
     python -m crossover.sweeps.count_reference            # writes results/reference/_step-counts/counts.parquet
     python -m crossover.sweeps.count_reference --neusight # writes results/reference/_step-counts/neusight.parquet
+    python -m crossover.sweeps.count_reference --memory   # writes results/reference/_step-counts/memory.parquet
 
 The laptop's case: a user without a GPU has only a step counted on the CPU (sweeps/count_step.py: the meta
 device, the optimiser's update as a GPU runs it), never the GPU's own count. `python -m crossover.analysis model
@@ -17,6 +18,8 @@ again whenever the reference rows change; it prints what it counted.
 With --neusight it counts instead the configurations of NeuSight's whole-model labels
 (analysis/public-tables/neusight_train_latency.csv: BERT-large at 512 tokens, GPT-2 large at 1,024), written
 as examples/realsize.py's, for `model --validate` to predict: labels of GPUs nobody here measured, in no fit.
+With --memory, each real-sized reference configuration's peak memory as `crossover predict` counts it (its
+precision's), and its training set's bytes a sample, for `model --validate` to set against the peak its rows measured.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import pandas as pd
 
 from crossover.analysis.load import REFERENCE, read
 from crossover.analysis.model import COUNTED as OUT
-from crossover.analysis.model import NEUSIGHT_COUNTED, NEUSIGHT_LABELS
+from crossover.analysis.model import MEMORY_COUNTED, NEUSIGHT_COUNTED, NEUSIGHT_LABELS
 from crossover.schema import BUILTIN_MODULE, FORWARD_OPS, OPS_PER_STEP, OP_COLUMNS
 from crossover.sweeps.count_step import counted
 
@@ -73,9 +76,41 @@ def neusight() -> int:
     return 0
 
 
+def memory() -> int:
+    """Each configuration of the real-sized reference rows (the only ones that measured a peak in the plain loop:
+    sweeps/reference.py --real): the peak `crossover predict` counts for it (peak_memory_bytes, without the 70 MB
+    decide adds) and what a sample of its training set holds (sample_bytes), which the measured peak also holds
+    for every sample past one batch (the whole set stayed on the GPU)."""
+    from torch.utils._pytree import tree_leaves
+
+    from crossover.trainables.config import TrialConfig
+    from crossover.trainables.registry import register
+    from crossover.trainables.trial import resolve
+
+    rows = read(REFERENCE)
+    real = rows[rows["workload_module"].fillna("").str.startswith("realsize:") & rows["peak_gpu_bytes"].notna()]
+    ref = f"{EXAMPLES / 'realsize'}.py:workload"
+    wl, out = register(ref), []
+    for c in real.drop_duplicates(["workload_params", "batch_size", "precision"]).itertuples(index=False):
+        params, batch = json.loads(c.workload_params), int(c.batch_size)
+        got = counted(ref, batch, batch, {}, params, c.precision)
+        data = wl.data(resolve(TrialConfig(wl.name, batch_size=batch, dataset_size=batch, module=wl.ref,
+                                           params=params)).cfg)
+        out.append({"workload_params": c.workload_params, "batch_size": batch, "precision": c.precision,
+                    "peak_memory_bytes": got.get("peak_memory_bytes"),
+                    "sample_bytes": sum(t.nbytes for t in tree_leaves((data.x, data.y))) / batch})
+        print(params["arch"], f"batch {batch} {c.precision}: {out[-1]['peak_memory_bytes'] / 1e9:.2f} GB counted",
+              flush=True)
+    pd.DataFrame(out).to_parquet(MEMORY_COUNTED, index=False)
+    print(f"{len(out)} configurations counted: {MEMORY_COUNTED}")
+    return 0
+
+
 def main() -> int:
     if "--neusight" in sys.argv[1:]:
         return neusight()
+    if "--memory" in sys.argv[1:]:
+        return memory()
     from examples.make_csv import write  # the CSV example's data, where a row names its file
 
     out = []

@@ -218,3 +218,19 @@ def test_neusight_labels_are_set_against_the_count_without_its_optimiser_step(tm
     assert model.render_neusight(exact).count(": met") == 2
     text = model.render_neusight(fast)
     assert text.count(": missed") == 2 and "predicted too slow" in text
+
+
+def test_the_memory_check_sets_the_counted_peak_against_the_measured_one_batchs_data(tmp_path):
+    # a run that kept 8 batches of 1 MB samples on the GPU measured 7 batches' data more than a run of one batch holds
+    rows = pd.DataFrame({"workload_params": ['{"arch": "a"}', '{"arch": "b"}'], "batch_size": [4, 4],
+                         "precision": ["default", "bf16"], "dataset_size": [32, 32], "device_name": ["H100", "H100"],
+                         "peak_gpu_bytes": [1e9 + 28e6, 2e9 + 28e6]})
+    counted = pd.DataFrame({"workload_params": rows["workload_params"], "batch_size": 4, "precision": rows["precision"],
+                            "peak_memory_bytes": [1.1e9, 3e9], "sample_bytes": 1e6})
+    counted.to_parquet(tmp_path / "memory.parquet")
+    table = model.memory(rows, tmp_path / "memory.parquet")
+    assert list(table["model"]) == ["a", "b"] and np.allclose(table["measured_gb"], [1.0, 2.0])
+    assert np.allclose(table["error"], [0.1, 0.5])
+    text = model.render_memory(table)
+    assert "within 15%: 1 of 2" in text and "missed" in text and "+50% (b batch 4 bf16)" in text
+    assert model.render_memory(table.iloc[:1]).endswith("(a batch 4 default): met")

@@ -68,7 +68,7 @@ from crossover.analysis.model.predict import (  # noqa: F401 (the package's name
     Predictor, ordered_step_s, predict, predict_counted, predictor, public_precision, public_rows,
     reference_gpu_rows, reference_rows, shipped)
 from crossover.analysis.model.validate import (  # noqa: F401 (the package's names)
-    NEUSIGHT_COUNTED, NEUSIGHT_LABELS, TARGETS, count_ratio, host_launch_us, neusight, op_study, render_neusight,
-    render_op_study, render_validation, targets, validate)
+    MEMORY_COUNTED, NEUSIGHT_COUNTED, NEUSIGHT_LABELS, TARGETS, count_ratio, host_launch_us, memory, neusight, op_study,
+    render_memory, render_neusight, render_op_study, render_validation, targets, validate)
 from crossover.analysis.model.bounds import (  # noqa: F401 (the package's names)
     bound_table, bounds, render, render_bounds)
