@@ -253,8 +253,8 @@ def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None =
 
 
 def answer_section(said: verdict.Verdict) -> list[str]:
-    """Per workload, yours first: whose it is and its verdict in a sentence, with every GPU's predicted line
-    where no GPU row measured it; the busy marks explained once."""
+    """Per workload, yours first: whose it is and its verdict in a sentence, with the fastest GPU's predicted line
+    where no GPU row measured it and every other GPU's folded (`verdict.folded`); the busy marks explained once."""
     if not said.findings:
         return ["<h2>Where the GPU trains faster than the CPU</h2>", f"<p>{html.escape(verdict.answer(said)[0])}</p>"]
     ok = said.rows[said.rows["status"] == "ok"]
@@ -268,8 +268,12 @@ def answer_section(said: verdict.Verdict) -> list[str]:
         more = f" (1 of {f.others + 1} settings; the others in the crossover table)" if f.others else ""
         out.append(f"<h3>{html.escape(f.workload)} <span class=whose>({html.escape(whose)})</span></h3>"
                    f"<p>{html.escape(f.words + more)}</p>")
-        if f.gpus:
-            out.append("<ul class=gpus>" + "".join(f"<li>{html.escape(line)}</li>" for line in f.gpus) + "</ul>")
+        first, rest = verdict.folded(f)  # the fastest GPU on the first screen, as the terminal has it; the rest folded
+        if first:
+            out.append("<ul class=gpus>" + "".join(f"<li>{html.escape(line)}</li>" for line in first) + "</ul>")
+        if rest:
+            out.append(f"<details><summary>{html.escape(rest)}</summary><ul class=gpus>"
+                       + "".join(f"<li>{html.escape(line)}</li>" for line in f.gpus[1:]) + "</ul></details>")
     marks = [f"{m}: {why}" for m, why in decide.BUSY_MARKS.items() if any(m in f.words for f in said.findings)]
     return out + [f"<p class=note>{html.escape(m)}</p>" for m in marks]
 

@@ -331,6 +331,14 @@ def _shown(directory) -> str:
     return str(Path(directory).resolve().relative_to(REFERENCE.parent.parent))
 
 
+def folded(f) -> tuple[list[str], str | None]:
+    """A finding's predicted GPU lines as a short answer shows them: the fastest GPU's, and what the rest are in
+    words ('and 20 more GPU models, the slowest GTX 960'); all of them, and None, where there are fewer than three."""
+    if len(f.gpus) < 3:
+        return list(f.gpus), None
+    return list(f.gpus[:1]), f"and {len(f.gpus) - 1} more GPU models, the slowest {f.gpus[-1].split(':')[0]}"
+
+
 def answer(v: Verdict, every: bool = True) -> list[str]:
     """Per workload, its answer: the first lines of every rendering. A workload predicted on every GPU model lists
     each (`every`), or its fastest and how many more (the end of a sweep, whose picks name the GPU to rent)."""
@@ -341,9 +349,8 @@ def answer(v: Verdict, every: bool = True) -> list[str]:
     for f in v.findings:
         more = f" (1 of {f.others + 1} settings)" if f.others else ""
         out.append(f"  {f.workload:<{pad}}  {f.words}{more}")
-        shown = f.gpus if every or len(f.gpus) < 3 else f.gpus[:1] + (
-            f"and {len(f.gpus) - 1} more GPU models, the slowest {f.gpus[-1].split(':')[0]} (--verbose lists each)",)
-        out += [f"  {'':<{pad}}    {line}" for line in shown]
+        first, rest = (f.gpus, None) if every else folded(f)
+        out += [f"  {'':<{pad}}    {line}" for line in [*first, *([f"{rest} (--verbose lists each)"] if rest else [])]]
     return out + [f"  {mark}: {why}" for mark, why in decide.BUSY_MARKS.items() if any(mark in f.words for f in v.findings)]
 
 

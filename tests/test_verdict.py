@@ -100,6 +100,15 @@ def test_a_workload_measured_on_the_cpu_alone_is_answered_on_every_gpu_each_figu
     # --verbose lists every GPU predicted
     full = " ".join(verdict.render(said, verbose=True).split())
     assert all(line in full for line in found.gpus)
+    # the report's first screen as the terminal's: the fastest GPU's line, the others folded behind how many they are
+    import html
+    import re
+    from crossover.analysis import report
+    page = re.sub(r"<span class=n>(.*?)</span>", r"\1", report.write_page(said, [tmp_path / "my_cnn"], tmp_path / "page")
+                  .read_text())  # the figures' nowrap spans taken off
+    fold = page.index(f"<details><summary>and {len(found.gpus) - 1} more GPU models")
+    assert 0 < page.index(html.escape(found.gpus[0])) < fold
+    assert all(page.index(html.escape(line)) > fold for line in found.gpus[1:])
 
 
 def test_a_predicted_gpu_overtakes_the_cpu_where_the_prediction_crosses_it_with_the_ends_interval():
