@@ -26,6 +26,8 @@ class Shipping:
         self.files: dict[str, Path] = {}  # module name -> the file or package folder shipped to the workers
         self.sources: dict[str, str] = {}  # module name -> sha256 of its file's bytes as declared here (`declare`)
         self.texts: dict[str, bytes] = {}  # a shipped file's path -> its bytes as declared (`imported_text`)
+        # what this process started Ray with (sweeps/cluster.py runtime_env): a shipped path -> its source's sha256
+        self.sent: dict[str, str | None] = {}
 
     def declare(self, text: str) -> tuple[str, str, Path | None]:
         """(module, attribute, file) of the reference `text` (`locate`), a file's module shipped to the Ray workers
