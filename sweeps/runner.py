@@ -30,7 +30,7 @@ from crossover.sweeps.space import FIXED_BUDGET, FuseBudget, Space, fuse_budget,
 from crossover.sweeps.status import Interrupted, exit_status, measured_status
 from crossover.sweeps.store import DISK_FULL, RowWriter, Store, WriteFailed
 from crossover.trainables.rows import failed_row
-from crossover.trainables.trainable import Worker
+from crossover.trainables.trainable import TrialWorker
 
 
 
@@ -171,7 +171,7 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
 def _tuner(space: Space, trials: list, budget: FuseBudget, writer: RowWriter, max_concurrent: int | None,
            storage: str) -> tune.Tuner:
     return tune.Tuner(
-        tune.with_resources(Worker, resources_for),
+        tune.with_resources(TrialWorker, resources_for),
         param_space=space.param_space(groups(trials, space.fuse, budget, space.planner)),
         # reuse_actors: one worker runs trial after trial, so a worker's start and its ray.tune and torch
         # imports are paid once, not between every two trials (docs/overhead.md, "Measured").

@@ -271,12 +271,13 @@ DISC = SCALING + ["--workloads", "disc", "--grid", "full", "--devices", "cpu", "
 
 
 def _trial_workers(session: int) -> list[int]:
-    """Pids of the Tune trial workers (Ray names them ray::ImplicitFunc...) in the process session `session`."""
+    """Pids of the Tune trial workers (Ray names them by their class, trainables/trainable.py TrialWorker:
+    ray::TrialWorker...) in the process session `session`."""
     pids = []
     for entry in Path("/proc").iterdir():
         try:
             if entry.name.isdigit() and os.getsid(int(entry.name)) == session and \
-                    (entry / "cmdline").read_bytes().startswith(b"ray::ImplicitFunc"):
+                    (entry / "cmdline").read_bytes().startswith(b"ray::TrialWorker"):
                 pids.append(int(entry.name))
         except OSError:  # gone meanwhile
             pass

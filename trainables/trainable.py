@@ -1,13 +1,13 @@
 """The Tune entry point: one Tune trial (a single trial, or a fused group of them), one report of its rows.
 
-    tune.Tuner(tune.with_resources(Worker, ...), param_space={"group": ...})   # sweeps/runner.py
+    tune.Tuner(tune.with_resources(TrialWorker, ...), param_space={"group": ...})   # sweeps/runner.py
 
 The config Tune hands the worker is converted and resolved here, once (trainables/trial.py), and the
 resolved trials go down to the one runner that fits them: fused (several members), data-parallel
 (ddp:N, ddp-cpu:N) or a single process (everything else). Any failure is a measurement too: it
 becomes the trials' rows, not an exception. While it runs, the trial claims its cores in the node's
 registry (trainables/neighbours.py), what it prints goes to its trial folder, capped (trainables/output.py), and
-its rows say whether it was its worker's first (cold_start: `Worker` counts them).
+its rows say whether it was its worker's first (cold_start: `TrialWorker` counts them).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Deadline:
             self.timer.cancel()
 
 
-class Worker(FunctionTrainable):
+class TrialWorker(FunctionTrainable):
     """The Tune trainable: one per Ray worker process (Tune's actor), which `reuse_actors` (sweeps/runner.py) hands
     trial after trial. A Tune function trainable is such a class (ray/tune/trainable/function_trainable.py
     wrap_function); this one holds what only its process can know: how many Tune trials it has started. Its first
@@ -103,7 +103,7 @@ class Worker(FunctionTrainable):
 
 def trainable(config: dict, cold: bool) -> None:
     """One Tune trial: resolve the config once, run it, report its rows once, each marked cold_start where
-    `cold` (its worker process's first trial: `Worker`) or where it was data-parallel (its Ray Train workers start
+    `cold` (its worker process's first trial: `TrialWorker`) or where it was data-parallel (its Ray Train workers start
     afresh every time)."""
     subjects: list[Trial | TrialConfig] = [TrialConfig.from_dict(c) for c in config["group"]["trials"]]
     try:
