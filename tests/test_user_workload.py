@@ -24,7 +24,8 @@ import pytest
 import ray
 import torch
 
-from crossover.sweeps import cluster, runner, search
+from crossover.sweeps import runner, search
+from crossover.sweeps.cluster import runtime_env
 from crossover.sweeps.budget import MAX_SHARE
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space, groups
@@ -199,7 +200,7 @@ def jobs(tmp_path_factory):
 def start_ray() -> None:
     """Ray in this process, with every module registered so far shipped to its workers (runtime_env)."""
     ray.shutdown()
-    ray.init(num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=cluster.runtime_env())
+    ray.init(num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env())
 
 
 @pytest.fixture
@@ -377,7 +378,7 @@ def test_on_a_two_node_cluster_the_worker_node_runs_the_module_it_got_only_throu
         cluster.wait_for_nodes()
         moved = path.with_suffix(".away")
         try:
-            ray.init(address=cluster.address, log_to_driver=False, runtime_env=cluster.runtime_env())
+            ray.init(address=cluster.address, log_to_driver=False, runtime_env=runtime_env())
             path.rename(moved)  # uploaded at init: from now on the workers can have it from Ray alone
             rows = sweep(space, tmp_path)
         finally:
