@@ -96,7 +96,7 @@ def connect(address: str | None) -> None:
 
     ray.init puts its own handlers on SIGTERM: a Python one, and absl's failure handler in its core
     worker, which printed "*** SIGTERM received ***" and a stack of addresses, then aborted with 134 and
-    no word of the rows kept. The Python handlers the caller had (`stop_signals`) are put back."""
+    no word of the rows kept. The Python handlers the caller had (sweeps/status.py `stop_signals`) are put back."""
     tune_settings()
     if ray.is_initialized():
         return
@@ -120,13 +120,14 @@ def check_shipped(trials: list) -> None:
     missing = sorted(set(now) - set(SHIPPING.sent))
     if missing:
         raise ValueError(f"your workload's module {missing[0]} reaches Ray's workers only through runtime_env, and Ray "
-                         "was started without it: build the space before crossover.sweeps.cluster.connect, or start Ray with "
-                         "ray.init(runtime_env=crossover.sweeps.cluster.runtime_env())")
+                         "was started without it: build the space before crossover.sweeps.cluster.connect, or start "
+                         "Ray with ray.init(runtime_env=crossover.sweeps.cluster.runtime_env())")
     changed = sorted(path for path, source in now.items() if SHIPPING.sent[path] != source)
     if changed:  # its workers would run the old code, and refuse it as not what the sweep planned with
         raise ValueError(f"your workload's module {changed[0]} changed since Ray was started, and Ray's workers have "
                          "the copy it had then: start Ray again (ray.shutdown(), then "
-                         "ray.init(runtime_env=crossover.sweeps.cluster.runtime_env())), or run the sweep in a new process")
+                         "ray.init(runtime_env=crossover.sweeps.cluster.runtime_env())), or run the sweep in a new "
+                         "process")
 
 
 def workers_reniced() -> bool:

@@ -1,7 +1,8 @@
 """Tune trials no node of the cluster can ever hold, refused before anything runs: the Ray bundles a trial asks for,
 and an estimate of its memory, against every node the cluster has or may add (sweeps/cluster.py node_types).
 
-    check_placeable(space, groups(trials, space.fuse, budget, space.planner), node_types(cluster_config))   # sweeps/runner.py run
+    # sweeps/runner.py run, before any trial starts:
+    check_placeable(space, groups(trials, space.fuse, budget, space.planner), node_types(cluster_config))
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ def placement_problem(space: Space, group: list, nodes: list[dict]) -> tuple[str
     """Why the Tune trial of `group` can never be placed on `nodes` (every node the cluster has or may
     add), and the fix; None where it can: a bundle no node holds, more in all than the nodes have
     together, or an estimate of its memory past the memory of every node it fits on. The estimate is
-    trainables/fused.py's member_bytes (a user's found in a process of its own: sweeps/plan.py): weights, gradients and two optimiser moments (4 x 4 bytes a
-    parameter), the data, and every new tensor a batch's forward makes (activations, feature maps),
-    forward and backward; no allocator rounding or workspaces in it, so what it refuses cannot fit."""
+    trainables/fused.py's member_bytes (a user's found in a process of its own: sweeps/plan.py): weights,
+    gradients and two optimiser moments (4 x 4 bytes a parameter), the data, and every new tensor a batch's forward
+    makes (activations, feature maps), forward and backward; no allocator rounding or workspaces in it, so what it
+    refuses cannot fit."""
     def fits(bundle, node):
         return all(node.get(k, 0) >= v for k, v in bundle.items())
 

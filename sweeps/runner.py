@@ -1,7 +1,7 @@
 """Runs a Space on Ray Tune: skips what is already measured, writes rows as trials end.
 
     store = run(space, args.out, args.max_concurrent)     # a sweep script's, once sweeps/cluster.py connect has run
-    return run_studies(lambda: spaces(flags, planner), flags.out, render, planner)   # a study's sweeps, then its figures
+    return run_studies(lambda: spaces(flags, planner), flags.out, render, planner)   # a study's sweeps, its figures
 
 Every sweep script (sweeps/scaling.py, ...) builds a Space and calls `run`. Ray is started where the caller has
 not connected yet (sweeps/cluster.py `connect`), so tests and scripts share one path. The Ray it runs on:
@@ -47,8 +47,8 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     Tune's own state goes to `storage_path` (a URI such as s3://bucket/crossover on a cluster), else
     to `out`/_tune/<name>/, beside the rows' directory (sweeps/store.py), and what Tune logs to
     `out`/_logs/<name>.log (`tune_log`). The users' trials are planned in a process of their own first
-    (sweeps/plan.py); those of a workload whose planning failed are written as error rows, never run. A
-    trial whose worker was lost (killed from outside, its node dead) is run again in the sweep's next pass,
+    (the space's planner: sweeps/plan.py); those of a workload whose planning failed are written as error rows,
+    never run. A trial whose worker was lost (killed from outside, its node dead) is run again in the sweep's next pass,
     `max_failures` times and once more (RowWriter.on_trial_error); one whose own code crashed its worker (a
     segfault) is its row at once; any other failure is already a row (trainables/trainable.py). A worker Ray's
     memory monitor kills mid-training is an error row at once (`_fit`). Raises WriteFailed where a row, or Tune's
@@ -60,14 +60,15 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     if planner:
         planner.member_sizes(trials, space.plan_timeout_s)  # users' trials estimated in one process of their own
     # a workload whose planning failed (sweeps/plan.py said how, once) is rowed without running
-    why = {t.hash: planner.fault(t.wl) for t in trials if planner and planner.fault(t.wl)}
-    faulted, trials = [t for t in trials if t.hash in why], [t for t in trials if t.hash not in why]
+    faults = {t.hash: planner.fault(t.wl) for t in trials if planner and planner.fault(t.wl)}
+    faulted, trials = [t for t in trials if t.hash in faults], [t for t in trials if t.hash not in faults]
     tune_settings()  # for a caller that started Ray itself, not through connect
     budget = fuse_budget() if space.fuse == "auto" else FIXED_BUDGET  # read once, before any trial holds the GPU
     check_placeable(space, groups(trials, space.fuse, budget, planner), node_types(cluster_config))
     if not workers_reniced():
-        log("note: Ray was started without crossover.sweeps.cluster.connect, so its workers run at nice 15, below every "
-            "other process on the node; start it with runtime_env={'env_vars': crossover.sweeps.cluster.WORKER_ENV}")
+        log("note: Ray was started without crossover.sweeps.cluster.connect, so its workers run at nice 15, below "
+            "every other process on the node; start it with runtime_env={'env_vars': "
+            "crossover.sweeps.cluster.WORKER_ENV}")
     if storage_path and "://" not in storage_path:  # a local folder: refused now, not at Tune's first write
         try:
             Path(storage_path).mkdir(parents=True, exist_ok=True)
@@ -82,7 +83,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     store = Store(Path(out) / space.name)
     with store.locked(log):
         for trial in faulted:
-            store.write({**failed_row(trial, why[trial.hash]), "sweep": space.name, "trial_id": None,
+            store.write({**failed_row(trial, faults[trial.hash]), "sweep": space.name, "trial_id": None,
                          "schema_version": SCHEMA_VERSION, "finished_at": dt.datetime.now(dt.timezone.utc)})
         if faulted:
             log(f"{len(faulted)} trials of {sorted({t.wl.name for t in faulted})} written as error rows, not run: "
@@ -91,7 +92,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
             with tune_log(store.log_path):
                 _run(space, trials, store, max_concurrent, log, storage_path, max_failures, budget, progress,
                      log if head is None else head)
-        except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (stop_signals)
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (sweeps/status.py stop_signals)
             log(f"interrupted: the {len(store.files())} rows in {store.dir} are kept; run the same command again to "
                 "measure the rest (configs with an 'ok' row are skipped)")
             raise Interrupted from None

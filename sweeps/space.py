@@ -1,17 +1,17 @@
 """A sweep's search space: per-workload grids crossed with devices and seeds, checked before anything runs.
 
     space = Space("scaling", grids={"disc": {"depth": [2, 4, 6]}}, devices=("cpu", "cuda"))
-    space = Space("mine", grids={"job.py:workload": {"dataset_size": [1000, 10000]}})   # a user's workload
-    space = Space("mine", grids={workload: {"image_size": [32, 64]}})   # a Workload object, its own axis
+    space = Space("mine", grids={"job.py:workload": {"dataset_size": [1000, 10000]}}, planner=planner)   # a user's
+    space = Space("mine", grids={workload: {"image_size": [32, 64]}}, planner=planner)   # a Workload, its own axis
     trials = space.expand()              # list[Trial], every one resolved and checked
     space.param_space(groups(trials, space.fuse))   # Tune's param_space: a grid point per trial or fused group
     resources_for(config)                # Tune's per-trial resource request, as the grid point carries it
 
 A grid's key is a built-in's name, a user's workload as 'path/to/job.py:attr' or 'package.module:attr',
 or a Workload object (trainables/workload.py). A user's workload is known here by its WorkloadSpec alone, from
-a process of its own that imports it (sweeps/plan.py): its trials' `wl`, and its own check run there. Axes a
-grid may set: crossover.schema.GRID_AXES (depth, width, batch_size, dataset_size, epochs, lr, and micro_batches
-for pipe:N), and the workload's own (Workload.params).
+a process of its own that imports it (sweeps/plan.py: the `planner` the sweep script's main() made): its trials'
+`wl`, and its own check run there. Axes a grid may set: crossover.schema.GRID_AXES (depth, width, batch_size,
+dataset_size, epochs, lr, and micro_batches for pipe:N), and the workload's own (Workload.params).
 A bad value is refused with the sweep, the workload and the axis named, e.g.
 `width must be an integer >= 1, got 0 (sweep 'scaling', workload 'disc', axis width)`.
 """

@@ -24,7 +24,8 @@ NOTHING_MEASURED = 1  # exit status of a sweep that ran to its end with no ok ro
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C, SIGTERM or SIGHUP in a sweep that has said which rows it kept and how to resume (`run`)."""
+    """Ctrl-C, SIGTERM or SIGHUP in a sweep that has said which rows it kept and how to resume (sweeps/runner.py
+    `run`)."""
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # a scheduler's kill, a closed terminal: each stops a sweep as Ctrl-C does
@@ -33,9 +34,9 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # a scheduler's kill, a closed t
 @contextlib.contextmanager
 def stop_signals():
     """Within it, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does, so a
-    sweep stops by one path: its rows kept, how to resume said (`run`). Yields the signals received: Ray's
-    ray.get turns the exception into a plain KeyboardInterrupt, so the number is kept here for the exit
-    status (`exit_status`). A second signal ends the process at once.
+    sweep stops by one path: its rows kept, how to resume said (sweeps/runner.py `run`). Yields the signals
+    received: Ray's ray.get turns the exception into a plain KeyboardInterrupt, so the number is kept here for the
+    exit status (`exit_status`). A second signal ends the process at once.
 
     A signal ignored when the sweep began stays ignored, as Unix programs leave it: whoever started the sweep
     asked that it outlive that signal (nohup ignores SIGHUP, so that a closed terminal leaves the sweep running;
@@ -63,11 +64,11 @@ def exit_status(body, planner: Planner | None = None) -> int:
     """`body()`, a sweep script's work, and its exit status; what ends a sweep early becomes a message
     and a status instead of a traceback: a bad space or flag 2, a row (or Tune's state) that could not
     be written WRITE_FAILED, Ctrl-C INTERRUPTED, SIGTERM or SIGHUP 128 + the signal, as a shell reports
-    it (143, 129; said here where `run` has not said how to resume: while a workload was imported or
+    it (143, 129; said here where sweeps/runner.py `run` has not said how to resume: while a workload was imported or
     planned). A stop signal ignored when the sweep began (nohup, a background job) stays ignored (`stop_signals`).
-    The rows written stay. A sweep that ends with a workload whose planning failed (sweeps/plan.py:
-    its trials error rows) is PLAN_FAILED; one whose every trial failed, NOTHING_MEASURED (`measured_status`,
-    which the body returns).
+    The rows written stay. A sweep that ends with a workload whose planning failed (`planner`, the one the sweep's
+    Spaces were given: sweeps/plan.py; its trials error rows) is PLAN_FAILED; one whose every trial failed,
+    NOTHING_MEASURED (`measured_status`, which the body returns).
 
     A sweep that SIGTERM or SIGHUP stopped while it ran (`run`'s Interrupted) ends its process here, once its line
     is said (`_leave`): `timeout`, systemd and a closing terminal send the signal to the whole process group, Ray's
@@ -108,7 +109,7 @@ def _leave(status: int) -> None:
 def measured_status(rows, where: str, planner: Planner | None = None) -> int:
     """A sweep's exit status from its rows, read at its end (those of `where`, its folders): 0 where one is ok;
     else one line saying that every trial failed and where their errors are, and NOTHING_MEASURED, or
-    PLAN_FAILED where a workload's planning failed (its line said why already)."""
+    PLAN_FAILED where `planner` failed to plan a workload (its line said why already)."""
     if len(rows) == 0 or (rows["status"] == "ok").any():
         return 0
     print(f"error: every trial failed, none was measured: the {len(rows)} rows in {where} say why (their 'error' "

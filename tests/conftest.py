@@ -43,7 +43,7 @@ def local_ray():
 
     tune_settings()  # as crossover.sweeps.cluster.connect makes them before it starts Ray
     ray.init(num_cpus=CPUS, num_gpus=1, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": WORKER_ENV})  # workers at the driver's priority, as crossover.sweeps.cluster.connect
+             runtime_env={"env_vars": WORKER_ENV})  # workers at the driver's priority, as sweeps/cluster.py connect
     yield ray
     ray.shutdown()
 

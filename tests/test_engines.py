@@ -58,7 +58,8 @@ def test_a_users_workload_joins_the_cpu_baseline_and_every_engine_that_can_run_i
     # 250 samples are no whole number of batches of 64: graph cannot replay the last one, so it leaves it out
     assert len(notes) == 1 and f"--workload {ref} is left out of engine 'graph'" in notes[0]
     assert "multiple of batch_size" in notes[0]
-    smoke = {s.name: s for s in spaces(args(workload=[ref], workloads="disc"), planner, "smoke")}  # 64 samples: one full batch
+    # 64 samples: one full batch
+    smoke = {s.name: s for s in spaces(args(workload=[ref], workloads="disc"), planner, "smoke")}
     assert {t.cfg.workload for t in smoke["e-gpu-graph"].expand()} == {"disc", "mine"}
 
 

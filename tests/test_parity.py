@@ -106,11 +106,13 @@ def test_a_users_workload_runs_at_each_batch_size_and_its_plain_loop_takes_its_d
     assert len(run["seconds"]) == 2 + more_epochs(2, sum(first), trials[0].cfg.min_timed_s) > 2
     exact = resolve(dataclasses.replace(trials[0].cfg, min_timed_s=0))
     assert len(parity.plain(exact)["seconds"]) == 2
-    seed = resolve(dataclasses.replace(parity.space(flags, "p", "cpu", "seed", 1, planner).expand()[0].cfg, min_timed_s=0))
+    seed = resolve(dataclasses.replace(parity.space(flags, "p", "cpu", "seed", 1, planner).expand()[0].cfg,
+                                       min_timed_s=0))
     assert parity.plain(seed)["epoch_loss"] == pytest.approx(run_trial(seed)["train_loss"], rel=1e-6)
     # without --smoke: its default grid cut to one configuration, the first value of each axis
     # and at least 4 epochs (3 timed after the warm-up), as a sweep's median takes
-    assert parity.grids(parity.parse_args(["--workload", job]), "cpu", planner) == {job: {"dataset_size": [128], "epochs": [4]}}
+    assert parity.grids(parity.parse_args(["--workload", job]), "cpu", planner) == {
+        job: {"dataset_size": [128], "epochs": [4]}}
     # the seeds' configurations: both loops, the seeds' as a comparison
     assert parity.parse_args([]).loops == ("fast", "seed")
     with pytest.raises(SystemExit):
@@ -149,7 +151,7 @@ def test_smoke_run_prints_what_its_rows_give_again_from_trials_at_the_drivers_pr
     assert cluster.workers_reniced()
     assert parity.main(["--smoke", "--devices", "cpu", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    cpus = cluster.node_cpus(cluster.node_types())  # a sweep's CPU trial's: every core, but Ray's room (cluster.RAY_ROOM)
+    cpus = cluster.node_cpus(cluster.node_types())  # a sweep's CPU trial's: every core but Ray's room (RAY_ROOM)
     assert f"a Ray worker of {cpus} CPUs: nice {os.nice(0)}, OMP_NUM_THREADS={cpus}," in out[1]
 
     # Ray starts its workers at nice 15; the sweep's trials ran at this process's niceness, on the

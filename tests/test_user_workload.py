@@ -227,7 +227,8 @@ def swept(jobs, tmp_path_factory) -> pd.DataFrame:
     if not ray.is_initialized():
         start_ray()
     grids = {f"{jobs.uw_job}:workload": {"n_features": [4, 6]}, **{wl: {} for wl in jobs.failing}}
-    return sweep(Space("user", grids, fixed=TINY, timeout_s=3, planner=jobs.planner), tmp_path_factory.mktemp("swept"), max_failures=0)
+    return sweep(Space("user", grids, fixed=TINY, timeout_s=3, planner=jobs.planner), tmp_path_factory.mktemp("swept"),
+                 max_failures=0)
 
 
 # --- a user's workload, swept --------------------------------------------------------------------
@@ -273,7 +274,8 @@ def test_editing_the_file_changes_its_fingerprint_and_the_resumed_sweep_measures
 def test_a_conv_only_a_residual_and_a_two_input_model_train_and_are_accounted(jobs, index):
     wl = jobs.models[index]
     planned = Space("shapes", {wl: {}}, fixed=TINY, planner=jobs.planner).expand()[0]
-    assert groups([planned], "auto", planner=jobs.planner) == [[planned]]  # as the driver groups it, from its spec and planned size
+    # as the driver groups it, from its spec and planned size
+    assert groups([planned], "auto", planner=jobs.planner) == [[planned]]
     trial = here(planned)  # its Workload itself, in this process, to run it here
     model = wl.make_model(trial.cfg)
     assert index != 0 or not any(isinstance(m, torch.nn.Linear) for m in model.modules())  # conv-only: none at all
