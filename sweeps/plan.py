@@ -73,7 +73,7 @@ class Planner:
     exit_status, which asks `faulted` for the exit status. A test makes its own (tests/conftest.py `planner`)."""
 
     def __init__(self, registry: Registry | None = None):
-        self.registry = registry or REGISTRY  # the modules declared (shipped to the workers) and their sources
+        self.registry = REGISTRY if registry is None else registry  # the modules declared (shipped to the workers) and their sources
         self.planned: dict[tuple, tuple] = {}  # (reference, its source's sha256 or None) -> (spec, package folder)
         self.faults: dict[str, str] = {}  # a workload's ref ('module:attr') -> why its planning failed
         self.sizes: dict[str, int | None] = {}  # trial hash -> member_bytes, as the child found it (None: not estimated)
