@@ -198,7 +198,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
                            "make_model, say) as the trial built it or warmed up: the count it set; the trial put its "
                            "own back (torch_threads) before the timed epochs. Null where the count was left alone, "
                            "and in rows written before the column existed"),
-    ("nice", _I64, "niceness of the trial's thread (0: the driver's priority, as sweeps/runner.py starts Ray's "
+    ("nice", _I64, "niceness of the trial's thread (0: the driver's priority, as sweeps/cluster.py starts Ray's "
                    "workers; 15: Ray's own default, below every other process on the node); null in rows written "
                    "before the column existed"),
     ("peak_rss_bytes", _I64, "peak resident memory of the trial's worker process so far"),

@@ -36,7 +36,8 @@ from torch import nn
 
 from crossover.analysis import summary
 from crossover.analysis.cli import HelpFormatter
-from crossover.sweeps import cli, runner
+from crossover.sweeps import cli, cluster, runner
+from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
 from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.data import Data
@@ -155,23 +156,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def space(args: argparse.Namespace) -> Space:
-    """The sweep: the workload's grid rule (Workload.grid) at the CSV's training rows, at one width and depth."""
+def space(args: argparse.Namespace, planner: Planner) -> Space:
+    """The sweep: the workload's grid rule (Workload.grid) at the CSV's training rows, at one width and depth;
+    `planner` plans the workload in a process of its own (sweeps/plan.py)."""
     params = {"csv": str(args.csv.expanduser().resolve()), "target": args.target}
     ref = f"{Path(__file__).resolve()}:workload"
     wl = register(ref)  # before Ray starts: its runtime_env ships the file to the workers
     resolve(TrialConfig(wl.name, module=wl.ref, dataset_size=1, batch_size=1, params=params))  # the CSV, checked
     sized = dataclasses.replace(wl, defaults={**wl.defaults, "dataset_size": train_rows(len(frame(params["csv"])))})
     grid = {**sized.grid("smoke" if args.smoke else "default"), "width": [args.width], "depth": [args.depth]}
-    runner.connect(args.address)
-    types = runner.node_types()
-    devices = tuple(args.devices.split(",")) if args.devices else runner.cluster_devices(types)
-    return Space(args.name, {ref: grid}, devices, runner.node_cpus(types), args.repeats, params=params)
+    cluster.connect(args.address)
+    types = cluster.node_types()
+    devices = tuple(args.devices.split(",")) if args.devices else cluster.cluster_devices(types)
+    return Space(args.name, {ref: grid}, devices, cluster.node_cpus(types), args.repeats, params=params,
+                 planner=planner)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return runner.run_studies(lambda: [space(args)], args.out, render)
+    planner = Planner()
+    return runner.run_studies(lambda: [space(args, planner)], args.out, render, planner)
 
 
 def render(rows: pd.DataFrame) -> str:

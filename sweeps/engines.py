@@ -28,8 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crossover.analysis.engines import render
-from crossover.sweeps import cli, plan, runner
+from crossover.sweeps import cli, runner
+from crossover.sweeps.cluster import cluster_devices, connected
+from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
+from crossover.sweeps.status import exit_status
 from crossover.trainables.config import ENGINES
 from crossover.trainables.devices import parse
 from crossover.trainables.fused import FUSED_ENGINES
@@ -45,11 +48,11 @@ FUSED_RUNS = 3  # fused trials (or trials alone) of each K and engine
 GPU_ENGINES = ("eager", "graph", "compile")  # of single trials at every size; 'triton' runs in the fused part
 
 
-def spaces(flags: "Flags", grid: str, gpu: bool = True, log=print) -> list[Space]:
+def spaces(flags: "Flags", planner: Planner, grid: str, gpu: bool = True, log=print) -> list[Space]:
     """The study's sweeps in order; without a `gpu`, the CPU baseline alone. Your --workload joins every
-    part but the fused one, where its engine can run its grid (`runnable`)."""
+    part but the fused one, where its engine can run its grid (`runnable`); `planner` plans it (sweeps/plan.py)."""
     grids = {w: GRIDS[grid][w] for w in cli.builtins(flags, GRIDS[grid])}
-    users = plan.user_grids(flags, grid)
+    users = planner.user_grids(flags, grid)
     engines = flags.engines.split(",")
     unknown = [e for e in engines if e not in ENGINES]
     if unknown or not (grids or users):
@@ -57,14 +60,14 @@ def spaces(flags: "Flags", grid: str, gpu: bool = True, log=print) -> list[Space
                          f"--workload path/to/job.py:ATTR); got {flags.engines!r}, {flags.workloads!r}")
     params = dict(flags.param)
     out = [Space(f"{flags.name}-cpu", {**grids, **users}, ("cpu",), cpu_threads=flags.cpu_threads, params=params,
-                 timeout_s=flags.trial_timeout)]
+                 timeout_s=flags.trial_timeout, planner=planner)]
     if not gpu:
         return out
     for engine in (e for e in engines if e in GPU_ENGINES):
-        kept = runnable(users, engine, params, log)
+        kept = runnable(users, engine, params, log, planner)
         if grids or kept:
             out.append(Space(f"{flags.name}-gpu-{engine}", {**grids, **kept}, ("cuda",), fixed={"engine": engine},
-                             params=_declared(params, kept), timeout_s=flags.trial_timeout))
+                             params=_declared(params, kept, planner), timeout_s=flags.trial_timeout, planner=planner))
     fused, ks = FUSED[grid]
     if fused.keys() <= grids.keys():  # the fused part's workload among those asked for
         out += [Space(f"{flags.name}-fused-{engine}-k{k}", fused, ("cuda",), repeats=FUSED_RUNS * k,
@@ -73,14 +76,14 @@ def spaces(flags: "Flags", grid: str, gpu: bool = True, log=print) -> list[Space
     return out
 
 
-def runnable(users: dict, engine: str, params: dict, log) -> dict:
+def runnable(users: dict, engine: str, params: dict, log, planner: Planner) -> dict:
     """Of your workloads' grids ({reference: grid}), those `engine` can run on one GPU; each other is left
     out of that engine's sweep, and `log` says why (the config the engine refused, and the axis)."""
     kept = {}
     for ref, grid in users.items():
         try:
             Space(f"gpu-{engine}", {ref: grid}, ("cuda",), fixed={"engine": engine},
-                  params=_declared(params, [ref])).expand()
+                  params=_declared(params, [ref], planner), planner=planner).expand()
         except ValueError as exc:
             log(f"--workload {ref} is left out of engine {engine!r}: {exc}")
         else:
@@ -88,9 +91,9 @@ def runnable(users: dict, engine: str, params: dict, log) -> dict:
     return kept
 
 
-def _declared(params: dict, refs) -> dict:
+def _declared(params: dict, refs, planner: Planner) -> dict:
     """The --param values of the axes one of these workloads declares (Space refuses any other)."""
-    return {k: v for k, v in params.items() if any(k in plan.spec(ref).params for ref in refs)}
+    return {k: v for k, v in params.items() if any(k in planner.spec(ref).params for ref in refs)}
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def parse_args(argv=None) -> Flags:
                         "none where --workload names your own")
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated GPU engines ('triton': fused peaks only)")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
-                   help="threads of the CPU baseline (default: a CPU trial's, sweeps/runner.py node_cpus)")
+                   help="threads of the CPU baseline (default: a CPU trial's, sweeps/cluster.py node_cpus)")
     args = p.parse_args(argv)
     return Flags(args.out, args.name, args.workloads, args.workload, args.param, args.engines, args.cpu_threads,
                  args.smoke, args.address, args.trial_timeout, args.plan_timeout)
@@ -125,17 +128,18 @@ def parse_args(argv=None) -> Flags:
 
 def main(argv=None) -> int:
     flags = parse_args(argv)
-    return runner.exit_status(lambda: study(flags))
+    planner = Planner()  # this sweep's planning of your workload, handed to every Space it builds
+    return exit_status(lambda: study(flags, planner), planner)
 
 
-def study(flags: Flags) -> int:
+def study(flags: Flags, planner: Planner) -> int:
     grid = "smoke" if flags.smoke else "default"
-    plan.user_grids(flags, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
-    flags, types = runner.connected(flags)
-    gpu = any(parse(d).uses_gpu for d in runner.cluster_devices(types))
+    planner.user_grids(flags, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
+    flags, types = connected(flags)
+    gpu = any(parse(d).uses_gpu for d in cluster_devices(types))
     if not gpu:
         print("no GPU in the Ray cluster: the CPU baseline only (the GPU engines and fused trials need one)")
-    return runner.run_studies(lambda: spaces(flags, grid, gpu), flags.out, render)
+    return runner.run_studies(lambda: spaces(flags, planner, grid, gpu), flags.out, render, planner)
 
 
 if __name__ == "__main__":

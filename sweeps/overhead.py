@@ -35,8 +35,11 @@ from pathlib import Path
 
 from crossover.analysis.overhead import SWEEP_FILE, figures, header, line, measurement, summary
 from crossover.schema import SIZE_AXES
-from crossover.sweeps import cli, plan, runner
+from crossover.sweeps import cli, runner
+from crossover.sweeps.cluster import connect
+from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
+from crossover.sweeps.status import exit_status
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import here
 from crossover.trainables.workloads import with_grid
@@ -44,18 +47,19 @@ from crossover.trainables.workloads import with_grid
 CALIBRATION_EPOCHS = 20  # epochs of the calibration trial, one warm-up included
 
 
-def measured(flags: "Flags") -> Space:
+def measured(flags: "Flags", planner: Planner) -> Space:
     """The trial every measurement repeats, as a space of one configuration, its epochs unset: disc's grid
-    'overhead', or your --workload's first 'smoke' configuration; one CPU thread, exactly its epochs timed."""
+    'overhead', or your --workload's first 'smoke' configuration (planned by `planner`); one CPU thread, exactly its
+    epochs timed."""
     if len(flags.workload) > 1:
         raise ValueError(f"--workload: overhead repeats one trial, so give one workload, got {len(flags.workload)}")
     if flags.workload:
-        ref, grid = next(iter(plan.user_grids(flags, "smoke").items()))
+        ref, grid = next(iter(planner.user_grids(flags, "smoke").items()))
         grids = {ref: {axis: values[:1] for axis, values in grid.items() if axis != "epochs"}}
     else:
         grids = with_grid("overhead")  # the built-in that declares it (trainables/workloads.py)
     return Space(flags.name, grids, ("cpu",), cpu_threads=1, fixed={"min_timed_s": 0}, params=dict(flags.param),
-                 timeout_s=flags.trial_timeout)
+                 timeout_s=flags.trial_timeout, planner=planner)
 
 
 def space(trial: Space, name: str, epochs: int, trials: int) -> Space:
@@ -147,17 +151,18 @@ def parse_args(argv=None) -> Flags:
 
 def main(argv=None) -> int:
     flags = parse_args(argv)
-    return runner.exit_status(lambda: study(flags))
+    planner = Planner()  # this sweep's planning of your workload, handed to its Space
+    return exit_status(lambda: study(flags, planner), planner)
 
 
-def study(flags: Flags) -> int:
+def study(flags: Flags, planner: Planner) -> int:
     targets = _numbers(flags.trial_seconds, float, "--trial-seconds")
     concurrency = _numbers(flags.concurrency, int, "--concurrency")
     log = print if flags.verbose else (lambda line: None)
-    trial = measured(flags)  # checked, and your workload's module imported, before Ray starts (it ships it)
+    trial = measured(flags, planner)  # checked, and your workload's module imported, before Ray starts (it ships it)
     what = trial.expand()[0].label("workload", *SIZE_AXES)
     start = time.perf_counter()
-    runner.connect(flags.address)
+    connect(flags.address)
     print(f"ray start: {time.perf_counter() - start:.2f} s; load average {os.getloadavg()[0]:.2f}")
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     results = []

@@ -33,8 +33,11 @@ from __future__ import annotations
 import sys
 
 from crossover.analysis.parallel import render
-from crossover.sweeps import cli, plan, runner
+from crossover.sweeps import cli, runner
+from crossover.sweeps.cluster import connect
+from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
+from crossover.sweeps.status import exit_status
 from crossover.trainables.workloads import with_grid
 
 PACKING = (1, 2, 4, 8)  # trials per GPU
@@ -59,9 +62,10 @@ def over(grids: dict, **axes) -> dict:
 
 
 def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int, users: dict | None = None,
-           params: dict | None = None, timeout_s: float = cli.TRIAL_TIMEOUT_S, log=print) -> list[Space]:
-    """A study's sweeps; `users` ({reference: grid}, plan.user_grids) join ddp, and pipe where they can be
-    piped, with `params` (--param) and every trial's `timeout_s` (--trial-timeout)."""
+           params: dict | None = None, timeout_s: float = cli.TRIAL_TIMEOUT_S, log=print,
+           planner: Planner | None = None) -> list[Space]:
+    """A study's sweeps; `users` ({reference: grid}, Planner.user_grids of `planner`, which their Spaces get) join
+    ddp, and pipe where they can be piped, with `params` (--param) and every trial's `timeout_s` (--trial-timeout)."""
     # the built-ins that declare each part's grid (trainables/workloads.py): the large MLP of ddp and pipe, the
     # small trial packed, seed 000's MLP on ddp:N
     big, packed, seeds = (with_grid(f"{part}-{'smoke' if smoke else 'default'}")
@@ -91,7 +95,7 @@ def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int, users: d
                           ("cuda", f"ddp:{cross}"), repeats=repeats, fixed=one_at_a_time, timeout_s=timeout_s)
         # yours at its own sizes, as the seed 000 MLP at its own
         yours = [Space(f"{name}-ddp-user", users, ("cuda",) + tuple(f"ddp:{n}" for n in counts), repeats=repeats,
-                       fixed=one_at_a_time, params=params or {}, timeout_s=timeout_s)] if users else []
+                       fixed=one_at_a_time, params=params or {}, timeout_s=timeout_s, planner=planner)] if users else []
         return [*scaling, seed, crossover, *yours]
     if study == "pipe":
         stages = [n for n in counts if n >= 2]
@@ -99,17 +103,17 @@ def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int, users: d
             raise ValueError(f"--studies pipe needs 2 GPUs or more; this cluster has {gpus}")
         piped = {}
         for ref, grid in users.items():
-            if plan.spec(ref).pipeline:
+            if planner.spec(ref).pipeline:
                 piped[ref] = {"micro_batches": list(MICRO_BATCHES), **grid}
             else:
                 log(f"--workload {ref} is left out of --studies pipe: its model is no nn.Sequential a pipeline can "
                     "cut (Workload.pipeline)")
         devices = ("cuda",) + tuple(f"pipe:{n}" for n in stages)
-        own = {k: v for k, v in (params or {}).items() if any(k in plan.spec(ref).params for ref in piped)}
+        own = {k: v for k, v in (params or {}).items() if any(k in planner.spec(ref).params for ref in piped)}
         return [Space(f"{name}-pipe", over(big, batch_size=[batch], micro_batches=list(MICRO_BATCHES)),
                       devices, repeats=repeats, fixed=one_at_a_time, timeout_s=timeout_s)] + \
             ([Space(f"{name}-pipe-user", piped, devices, repeats=repeats, fixed=one_at_a_time, params=own,
-                    timeout_s=timeout_s)] if piped else [])
+                    timeout_s=timeout_s, planner=planner)] if piped else [])
     raise ValueError(f"--studies: unknown study {study!r}; choose from packed, ddp, pipe")
 
 
@@ -119,25 +123,26 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=cli.at_least(1), default=3,
                    help="independent runs (seeds) of every ddp and pipe point: the intervals are over them")
     args = p.parse_args(argv)
-    return runner.exit_status(lambda: study(args))
+    planner = Planner()  # this sweep's planning of your workloads, handed to every Space it builds
+    return exit_status(lambda: study(args, planner), planner)
 
 
-def study(args) -> int:
+def study(args, planner: Planner) -> int:
     # your workload's module declared before Ray starts (its planning process imports it), so Ray ships it
-    users = plan.user_grids(args, "smoke" if args.smoke else "default")
-    unknown = sorted(set(dict(args.param)) - {name for ref in users for name in plan.spec(ref).params})
+    users = planner.user_grids(args, "smoke" if args.smoke else "default")
+    unknown = sorted(set(dict(args.param)) - {name for ref in users for name in planner.spec(ref).params})
     if unknown:  # refused here, not left unused: packed takes no workload of yours, pipe only some
         raise ValueError(f"--param {unknown[0]} is an axis of none of your workloads (--workload {args.workload}): "
                          "give a NAME its Workload.params declares")
-    runner.connect(args.address)
+    connect(args.address)
     import ray
 
     gpus = int(ray.cluster_resources().get("GPU", 0))
     return runner.run_studies(
         lambda: [s for study in args.studies.split(",")
                  for s in spaces(study.strip(), args.name, gpus, args.smoke, args.repeats, users, dict(args.param),
-                                 args.trial_timeout)],
-        args.out, render)
+                                 args.trial_timeout, planner=planner)],
+        args.out, render, planner)
 
 
 if __name__ == "__main__":

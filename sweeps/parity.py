@@ -49,7 +49,7 @@ worker's). `load` is the 1-minute load average around the configuration's runs. 
 TARGET is starred, and a line under the table says whether it was past in every repeat or in the median
 alone, the target inside its repeats' spread (`verdict`). The header says how this process and a Ray
 worker are set up (niceness, threads, cores). CPU trials take every core but one where the node has four
-or more, two from sixteen (sweeps/runner.py node_cpus), which leaves Ray's own processes room.
+or more, two from sixteen (sweeps/cluster.py node_cpus), which leaves Ray's own processes room.
 
 Epochs are cut from the seeds' (EPOCHS: per-epoch times settle within a few), and the CPU runs of
 the image workloads train on CPU_IMAGES of MNIST's 60,000 images (synthetic either way). The trials'
@@ -73,8 +73,11 @@ from torch.utils._pytree import tree_leaves
 
 from crossover.analysis.load import read
 from crossover.schema import SIZE_AXES
-from crossover.sweeps import cli, plan, runner
+from crossover.sweeps import cli, runner
+from crossover.sweeps.cluster import connected
+from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
+from crossover.sweeps.status import exit_status
 from crossover.trainables import precision
 from crossover.trainables.config import LOOPS
 from crossover.trainables.data import move, take
@@ -95,9 +98,9 @@ CPU_IMAGES = 10_000  # images of the image workloads' CPU runs (all 60,000: seco
 SMOKE = with_grid("parity-smoke")  # --smoke's configurations
 
 
-def grids(flags: "Flags", device: str) -> dict:
+def grids(flags: "Flags", device: str, planner: Planner) -> dict:
     """The configurations measured on `device`: workload (a built-in's name, or your --workload's
-    reference) -> its grid, as the module's docstring says."""
+    reference, planned by `planner`) -> its grid, as the module's docstring says."""
     out = {}
     for name in flags.workloads:
         if flags.smoke:
@@ -106,7 +109,7 @@ def grids(flags: "Flags", device: str) -> dict:
         out[name] = {**WORKLOADS[name].grid("seeds"), **EPOCHS[device].get(name, {})}
         if parse(device).is_cpu and WORKLOADS[name].images:
             out[name]["dataset_size"] = [CPU_IMAGES]
-    for ref, grid in plan.user_grids(flags, "smoke" if flags.smoke else "default").items():
+    for ref, grid in planner.user_grids(flags, "smoke" if flags.smoke else "default").items():
         out[ref] = grid if flags.smoke else {axis: values[:1] for axis, values in grid.items()}
         if not flags.smoke:  # a median of MIN_TIMED_EPOCHS epochs at least, after the warm-up, as a sweep's
             out[ref]["epochs"] = [max(out[ref].get("epochs", [0])[0], 1 + MIN_TIMED_EPOCHS)]
@@ -117,13 +120,13 @@ def grids(flags: "Flags", device: str) -> dict:
     return out
 
 
-def space(flags: "Flags", name: str, device: str, loop: str, cpu_threads: int) -> Space:
+def space(flags: "Flags", name: str, device: str, loop: str, cpu_threads: int, planner: Planner) -> Space:
     """One device's configurations as one sweep in `loop` ('fast', the default path, or 'seed'), timed one
     trial at a time, each trial timing its epochs after the warm-up, and more up to its min_timed_s, as the
     plain loop does."""
-    return Space(name, grids(flags, device), (device,), cpu_threads, params=dict(flags.param),
+    return Space(name, grids(flags, device, planner), (device,), cpu_threads, params=dict(flags.param),
                  fixed={"loop": loop, "exclusive": True}, timeout_s=flags.trial_timeout,
-                 plan_timeout_s=flags.plan_timeout)
+                 plan_timeout_s=flags.plan_timeout, planner=planner)
 
 
 def _sync(device: torch.device) -> None:
@@ -366,7 +369,7 @@ def parse_args(argv=None) -> Flags:
                         "the grid's or the workload's own for the rest")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
                    help="threads (and Ray CPUs) of the CPU trials and the CPU plain loop; default: those a sweep's CPU "
-                        "trials take (every core but one from four cores up, two from sixteen: sweeps/runner.py "
+                        "trials take (every core but one from four cores up, two from sixteen: sweeps/cluster.py "
                         "node_cpus); GPU trials have one, as in a sweep")
     p.add_argument("--repeats", type=cli.at_least(1), default=3,
                    help="runs of each way per configuration, interleaved (1 with --smoke)")
@@ -393,15 +396,16 @@ def parse_args(argv=None) -> Flags:
 
 def main(argv=None) -> int:
     flags = parse_args(argv)
-    return runner.exit_status(lambda: study(flags))
+    planner = Planner()  # this sweep's planning of your workload, handed to every Space it builds
+    return exit_status(lambda: study(flags, planner), planner)
 
 
-def study(flags: Flags) -> int:
+def study(flags: Flags, planner: Planner) -> int:
     default_threads = torch.get_num_threads()  # before any loop sets it
     start = time.perf_counter()
     for device in flags.devices:  # every configuration checked, and your workload's module imported, before Ray starts
-        space(flags, flags.name, device, "fast", flags.cpu_threads or 1).expand()
-    flags, _ = runner.connected(flags)
+        space(flags, flags.name, device, "fast", flags.cpu_threads or 1, planner).expand()
+    flags, _ = connected(flags)
     print(header(flags, default_threads), flush=True)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     log = print if flags.verbose else (lambda line: None)
@@ -412,7 +416,7 @@ def study(flags: Flags) -> int:
             for device in flags.devices:
                 for loop in flags.loops:
                     name = f"{flags.name}-{stamp}-r{repeat}-{device}-{loop}"
-                    sp = space(flags, name, device, loop, flags.cpu_threads)
+                    sp = space(flags, name, device, loop, flags.cpu_threads, planner)
                     trials = {t.hash: t for t in sp.expand()}
                     for h, got in measure(sp, ways, flags.out, log, default_threads).items():
                         results.setdefault(h, (trials[h], []))[1].append(got)

@@ -1,10 +1,11 @@
 """A sweep's planning of a user's workload, in a process of its own: the driver never runs the user's code.
 
-    wl = plan.spec("job.py:workload", timeout_s=120)     # a WorkloadSpec: the Workload as plain data, from a child
-    wl = plan.spec(workload_object, timeout_s=120)       # a Workload given in Python: its spec likewise
-    plan.refusals(trials, timeout_s=120)                 # {trial hash: (field, why)} where its own check refuses it
-    sizes = plan.member_sizes(trials, timeout_s=120)     # {trial hash: bytes, or None where not estimated}
-    plan.fault(wl)                                       # why its planning failed (one line), or None
+    planner = Planner()                                     # a sweep script's main(), once; its Spaces get it
+    wl = planner.spec("job.py:workload", timeout_s=120)     # a WorkloadSpec: the Workload as plain data, from a child
+    wl = planner.spec(workload_object, timeout_s=120)       # a Workload given in Python: its spec likewise
+    planner.refusals(trials, timeout_s=120)                 # {trial hash: (field, why)} where its own check refuses it
+    sizes = planner.member_sizes(trials, timeout_s=120)     # {trial hash: bytes, or None where not estimated}
+    planner.fault(wl)                                       # why its planning failed (one line), or None
 
 Planning a sweep runs a user's code four ways: importing the module, building the model at its defaults on
 the meta device (its fingerprint's parameter shapes: trainables/workload.py), its own check of each config
@@ -25,7 +26,7 @@ Where the child fails:
 - building the model, its check, or its memory estimate (the process exited, was killed, ran past the limit, or
   the code raised what is no Exception, such as KeyboardInterrupt): the workload is faulted (`fault`). Its trials are
   error rows the driver writes without running them (sweeps/runner.py), the sweep's other workloads are
-  measured, and the sweep ends with exit status 2 (runner.exit_status). An Exception there is no fault: a
+  measured, and the sweep ends with exit status 2 (sweeps/status.py exit_status). An Exception there is no fault: a
   model that needs its data to be built is not estimated, and its trials run;
 - making its data, a misuse of the Workload that only its code shows (make_data returns no Data: Workload.data):
   faulted likewise, in the Workload's own one line.
@@ -51,7 +52,7 @@ from crossover.trainables import registry
 from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.job import locate
 from crossover.trainables.output import keep
-from crossover.trainables.registry import Registry
+from crossover.trainables.registry import REGISTRY, Registry
 from crossover.trainables.shipping import Shipping, digest
 from crossover.trainables.trial import Trial
 from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
@@ -66,13 +67,13 @@ class PlanError(WorkloadError):
 
 class Planner:
     """What a sweep's driver has planned of its users' workloads, each once: their specs, which faulted and why,
-    their trials' sizes and their checks' refusals; the modules it ships are its `registry`'s. One per sweep
-    process, PLANNER, whose methods are this module's functions of the same names (`spec`, `fault`, `faulted`,
-    ...): sweeps/runner.py asks `fault` of each trial and `faulted` for the exit status. A test starts from a copy
-    of its dicts (tests/conftest.py `fresh`)."""
+    their trials' sizes and their checks' refusals; the modules it ships are its `registry`'s (this process's,
+    trainables/registry.py REGISTRY, unless given). A sweep script's main() makes one and hands it down: to each
+    Space it builds (Space.planner), whose trials sweeps/runner.py asks `fault` of, and to sweeps/status.py
+    exit_status, which asks `faulted` for the exit status. A test makes its own (tests/conftest.py `planner`)."""
 
-    def __init__(self, registry: Registry):
-        self.registry = registry  # the modules declared (shipped to the workers) and their sources
+    def __init__(self, registry: Registry | None = None):
+        self.registry = REGISTRY if registry is None else registry  # the modules declared (shipped to the workers) and their sources
         self.planned: dict[tuple, tuple] = {}  # (reference, its source's sha256 or None) -> (spec, package folder)
         self.faults: dict[str, str] = {}  # a workload's ref ('module:attr') -> why its planning failed
         self.sizes: dict[str, int | None] = {}  # trial hash -> member_bytes, as the child found it (None: not estimated)
@@ -117,7 +118,7 @@ class Planner:
         return self.faults.get(wl.ref) if wl.ref else None
 
     def faulted(self) -> bool:
-        """Whether planning any workload failed in this process (runner.exit_status: the sweep's exit status 2)."""
+        """Whether planning any workload here failed (sweeps/status.py exit_status: the sweep's exit status 2)."""
         return bool(self.faults)
 
     def member_sizes(self, trials: list[Trial], timeout_s: float = PLAN_TIMEOUT_S) -> dict[str, int | None]:
@@ -209,11 +210,6 @@ class Planner:
             print(f"error: {why}", file=sys.stderr)
 
 
-PLANNER = Planner(registry.REGISTRY)  # this process's, over its registry
-spec, user_grids, refusals, fault = PLANNER.spec, PLANNER.user_grids, PLANNER.refusals, PLANNER.fault
-faulted, member_sizes, member_bytes = PLANNER.faulted, PLANNER.member_sizes, PLANNER.member_bytes
-
-
 def _size_key(trial: Trial) -> str:
     return TrialConfig.from_dict({**trial.cfg.to_dict(), "seed": 0, "lr": None}).config_hash()
 
@@ -238,7 +234,7 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
     with tempfile.TemporaryDirectory(prefix="crossover-plan-") as tmp:
         copies = Path(tmp) / "copies"
         copies.mkdir()
-        # the modules declared so far (those of `refs` too: plan.spec), by name, as a worker has them
+        # the modules declared so far (those of `refs` too: Planner.spec), by name, as a worker has them
         for path in map(Path, shipping.shipped()):
             if path.is_dir():
                 shutil.copytree(path, copies / path.name, ignore=shutil.ignore_patterns(*COPY_EXCLUDES))

@@ -23,8 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crossover.analysis.engines import render
-from crossover.sweeps import cli, plan, runner
+from crossover.sweeps import cli, runner
+from crossover.sweeps.cluster import cluster_devices, connected
+from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
+from crossover.sweeps.status import exit_status
 from crossover.trainables.workloads import with_grid
 
 # Per device kind, the precisions it takes (trainables/precision.py refuses the rest by name).
@@ -33,13 +36,14 @@ PRECISIONS = {"cpu": ("default", "bf16"), "cuda": ("default", "fp32", "tf32", "b
 GRIDS = {grid: with_grid(f"precision-{grid}") for grid in ("default", "smoke")}
 
 
-def spaces(flags: "Flags", grid: str, devices: tuple) -> list[Space]:
-    """A sweep per device and precision that device takes, of the built-ins asked for and your --workload."""
+def spaces(flags: "Flags", planner: Planner, grid: str, devices: tuple) -> list[Space]:
+    """A sweep per device and precision that device takes, of the built-ins asked for and your --workload (planned
+    by `planner`, which every Space gets)."""
     names = cli.builtins(flags, GRIDS[grid])
-    grids = {**{w: GRIDS[grid][w] for w in names}, **plan.user_grids(flags, grid)}
+    grids = {**{w: GRIDS[grid][w] for w in names}, **planner.user_grids(flags, grid)}
     return [Space(f"{flags.name}-{device}-{precision}", grids, (device,), cpu_threads=flags.cpu_threads,
                   repeats=flags.repeats, fixed={"precision": precision, "min_timed_s": 0}, params=dict(flags.param),
-                  timeout_s=flags.trial_timeout)
+                  timeout_s=flags.trial_timeout, planner=planner)
             for device in devices for precision in PRECISIONS[device]]
 
 
@@ -66,7 +70,7 @@ def parse_args(argv=None) -> Flags:
                    help=f"comma-separated built-in workloads of {list(GRIDS['default'])}; default: all of them, or "
                         "none where --workload names your own")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
-                   help="threads of the CPU trials (default: sweeps/runner.py node_cpus)")
+                   help="threads of the CPU trials (default: sweeps/cluster.py node_cpus)")
     p.add_argument("--repeats", type=cli.at_least(1), default=3, help="independent runs (seeds) per point")
     args = p.parse_args(argv)
     return Flags(args.out, args.name, args.workloads, args.workload, args.param, args.cpu_threads, args.repeats,
@@ -75,15 +79,16 @@ def parse_args(argv=None) -> Flags:
 
 def main(argv=None) -> int:
     flags = parse_args(argv)
-    return runner.exit_status(lambda: study(flags))
+    planner = Planner()  # this sweep's planning of your workload, handed to every Space it builds
+    return exit_status(lambda: study(flags, planner), planner)
 
 
-def study(flags: Flags) -> int:
+def study(flags: Flags, planner: Planner) -> int:
     grid = "smoke" if flags.smoke else "default"
-    plan.user_grids(flags, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
-    flags, types = runner.connected(flags)
-    devices = runner.cluster_devices(types)
-    return runner.run_studies(lambda: spaces(flags, grid, devices), flags.out, render)
+    planner.user_grids(flags, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
+    flags, types = connected(flags)
+    devices = cluster_devices(types)
+    return runner.run_studies(lambda: spaces(flags, planner, grid, devices), flags.out, render, planner)
 
 
 if __name__ == "__main__":

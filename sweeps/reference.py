@@ -30,7 +30,10 @@ import statistics
 import sys
 
 from crossover.sweeps import cli, runner
+from crossover.sweeps.cluster import connect
+from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
+from crossover.sweeps.status import exit_status
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.trial import resolve
 from crossover.trainables.registry import register
@@ -203,13 +206,13 @@ def main(argv=None) -> int:
         return 0
     wl = register(ZOO)
     sp = Space(args.name, {wl.ref: grid(args.archs or REFERENCE, args.smoke)}, (args.devices,), repeats=args.repeats,
-               fixed={"exclusive": True}, timeout_s=args.trial_timeout)
-    return runner.exit_status(lambda: _sweep(sp, args))
+               fixed={"exclusive": True}, timeout_s=args.trial_timeout, planner=Planner())
+    return exit_status(lambda: _sweep(sp, args), sp.planner)
 
 
 def _sweep(sp: Space, args) -> int:
     sp.expand()  # every configuration checked before Ray starts
-    runner.connect(args.address)
+    connect(args.address)
     store = runner.run(sp, args.out, max_concurrent=1, log=print)
     print(f"rows in {store.dir}")
     return 0

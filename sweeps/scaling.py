@@ -40,9 +40,12 @@ from pathlib import Path
 from crossover.analysis import charts, report, summary, verdict
 from crossover.analysis.crossover import select
 from crossover.analysis.load import read
-from crossover.sweeps import budget, cli, plan, runner, search, stopping
+from crossover.sweeps import budget, cli, runner, search, stopping
+from crossover.sweeps.cluster import cluster_devices, connect, cpu_nodes_only, node_cpus, node_types
 from crossover.sweeps.compare import run_seconds, side_by_side
+from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
+from crossover.sweeps.status import WRITE_FAILED, exit_status, measured_status
 from crossover.sweeps.store import Store
 from crossover.trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from crossover.trainables.devices import DEVICES
@@ -94,7 +97,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "and once more, before it becomes an error row; a worker its own code crashed is not")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
                    help="threads (and Ray CPUs) per CPU trial; default: the largest node's cores less Ray's room, "
-                        "one from 4 cores up and two from 16 (sweeps/runner.py node_cpus)")
+                        "one from 4 cores up and two from 16 (sweeps/cluster.py node_cpus)")
     p.add_argument("--fuse", default="off",
                    help="fuse trials that differ only in seed and lr into one batched model (HFTA): 'off', "
                         "'auto' (as many as fit the fused budget), or members per group")
@@ -144,19 +147,22 @@ def searching(args: argparse.Namespace) -> bool:
     return args.grid == "search" and not args.smoke
 
 
-def build_space(args: argparse.Namespace, devices: tuple, cpu_threads: int, cpu_nodes_only: bool) -> Space:
-    """The full grid's Space: the one --grid full runs, and the one the search explores."""
+def build_space(args: argparse.Namespace, planner: Planner, devices: tuple, cpu_threads: int,
+                cpu_nodes_only: bool) -> Space:
+    """The full grid's Space: the one --grid full runs, and the one the search explores; `planner` plans the
+    --workload ones (sweeps/plan.py), and the Space keeps it."""
     grid = "smoke" if args.smoke else args.grid
     own = WORKLOAD_GRID.get(grid, grid)
     builtin = {w: WORKLOADS[w].grid(own) for w in cli.builtins(args, WORKLOADS)}
-    users = plan.user_grids(args, own)
+    users = planner.user_grids(args, own)
     grids = {key: {**axes, **given_axes(args)} for key, axes in {**builtin, **users}.items()}
-    return Space(args.name or sweep_name(builtin, users, grid), grids,
+    return Space(args.name or sweep_name(builtin, users, grid, planner), grids,
                  devices, cpu_threads, args.repeats,
                  fixed={"loop": args.loop, "exclusive": args.exclusive, "precision": args.precision},
                  image_data={"data": args.data, "data_dir": args.data_dir}, fuse=args.fuse,
                  cpu_nodes_only=cpu_nodes_only, params=dict(args.param), timeout_s=args.trial_timeout,
-                 plan_timeout_s=args.plan_timeout)
+                 plan_timeout_s=args.plan_timeout, planner=planner)
+
 
 def given_axes(args: argparse.Namespace) -> dict:
     """The axes --batch-size, --dataset-size and --epochs give, as a grid's {axis: [values]}: each replaces that
@@ -166,38 +172,39 @@ def given_axes(args: argparse.Namespace) -> dict:
     return {axis: values for axis, values in given.items() if values is not None}
 
 
-def sweep_name(builtin: dict, users: dict, grid: str) -> str:
+def sweep_name(builtin: dict, users: dict, grid: str, planner: Planner) -> str:
     """The sweep's folder under --out, where --name gives none: users' workloads alone sweep into their own
     names' ('zoo', 'zoo+lstm'; '-smoke' or another grid's name after them), so that the end of the sweep,
     which reads the whole folder, speaks of them alone; the built-ins into 'scaling' (the search and the full
     grid share it) or the grid's name."""
     own = WORKLOAD_GRID.get(grid, grid)
     if users and not builtin:
-        names = "+".join(plan.spec(ref).name for ref in users)  # planned already: plan.user_grids
+        names = "+".join(planner.spec(ref).name for ref in users)  # planned already: Planner.user_grids
         return names if own == "default" else f"{names}-{grid}"
     return "scaling" if own == "default" else grid
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return runner.exit_status(lambda: compare(args) if args.compare else sweep(args))
+    planner = Planner()  # this sweep's planning of your workloads, handed to its Space
+    return exit_status(lambda: compare(args, planner) if args.compare else sweep(args, planner), planner)
 
 
-def connected_space(args, names: tuple = ("",)) -> Space:
+def connected_space(args, planner: Planner, names: tuple = ("",)) -> Space:
     """The space checked before Ray starts (its devices and threads may come from the cluster), Ray
     connected, then the space on the cluster's devices and cores. `names`: suffixes of the folders it
     will write (--compare's two), each checked too."""
     given = tuple(d.strip() for d in args.devices.split(",")) if args.devices else ("cpu",)
-    checked = build_space(args, given, args.cpu_threads or 1, False)
+    checked = build_space(args, planner, given, args.cpu_threads or 1, False)
     checked.expand()
     if searching(args) or args.compare:
         search.lines(checked)  # a workload the search cannot explore, refused now
     for suffix in names:
         Store(Path(args.out) / f"{checked.name}{suffix}").check()  # --out and --name too
-    runner.connect(args.address)
-    types = runner.node_types(args.cluster_config)
-    devices = given if args.devices else runner.cluster_devices(types)
-    return build_space(args, devices, args.cpu_threads or runner.node_cpus(types), runner.cpu_nodes_only(types))
+    connect(args.address)
+    types = node_types(args.cluster_config)
+    devices = given if args.devices else cluster_devices(types)
+    return build_space(args, planner, devices, args.cpu_threads or node_cpus(types), cpu_nodes_only(types))
 
 
 def measure(args, space: Space) -> Store:
@@ -210,16 +217,16 @@ def measure(args, space: Space) -> Store:
     return runner.run(space, args.out, args.max_concurrent, **tune)
 
 
-def sweep(args) -> int:
+def sweep(args, planner: Planner) -> int:
     start = time.perf_counter()
-    store = measure(args, connected_space(args))
-    return finish(args, store.dir, start)
+    store = measure(args, connected_space(args, planner))
+    return finish(args, store.dir, start, planner)
 
 
-def compare(args) -> int:
+def compare(args, planner: Planner) -> int:
     """--compare: the search and the full grid, each into a folder of its own (NAME-search, NAME-full: neither
     resumes on the other's rows), or the full grid's rows read from --compare FULL_DIR; then side by side."""
-    space = connected_space(args, ("-search",) if args.compare is not True else ("-search", "-full"))
+    space = connected_space(args, planner, ("-search",) if args.compare is not True else ("-search", "-full"))
     mine = dataclasses.replace(space, name=f"{space.name}-search")
     began = time.monotonic()
     measure(args, mine)
@@ -237,11 +244,11 @@ def compare(args) -> int:
     return 0
 
 
-def finish(args, directory: Path, start: float) -> int:
+def finish(args, directory: Path, start: float, planner: Planner) -> int:
     """The end of the sweep: the verdict of the rows in `directory` (beside the reference rows), the
     answer first; with --verbose every table behind it; the report written and where it is. Its exit status:
-    runner.measured_status's (NOTHING_MEASURED where every trial failed), or WRITE_FAILED where the report
-    could not be written."""
+    sweeps/status.py measured_status's (NOTHING_MEASURED where every trial failed, PLAN_FAILED where `planner`
+    failed to plan a workload), or WRITE_FAILED where the report could not be written."""
     rows = read(directory)
     shown = rows if args.no_reference else summary.with_reference(rows)
     said = verdict.reach(select(shown), decision=not args.no_reference)  # once, for what is printed and the report
@@ -251,15 +258,15 @@ def finish(args, directory: Path, start: float) -> int:
     print(f"{len(rows)} rows in {directory} ({time.perf_counter() - start:.0f} s)")
     if args.no_report:
         print(f"report: not written (--no-report); python -m crossover.analysis report {directory} writes it")
-        return runner.measured_status(rows, str(directory))
+        return measured_status(rows, str(directory), planner)
     try:
         print(f"report: {report.write_page(said, [directory])}")
     except OSError as exc:  # the rows are all written: only the report is missing
         print(f"error: {report.cannot_write(exc)} (python -m crossover.analysis report {directory})", file=sys.stderr)
-        return runner.WRITE_FAILED
+        return WRITE_FAILED
     except ImportError:  # altair draws through vl-convert: an install without it (the answer above stands)
         print(f"report: not written ({charts.NO_VL_CONVERT}); python -m crossover.analysis report {directory} writes it then")
-    return runner.measured_status(rows, str(directory))
+    return measured_status(rows, str(directory), planner)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from crossover.analysis import summary
 from crossover.analysis.crossover import timed
 from crossover.analysis.load import eager_ok, is_reference, keys, read
 from crossover.schema import GRID_AXES, SIZE_AXES
-from crossover.sweeps import plan as planning, runner
+from crossover.sweeps import runner
 from crossover.sweeps.budget import (BUDGET_S, PROBE_FLOOR_S, TUNER_S, Ask, afford, cut, needs, predict_s, in_s,
                            skipped_lines, trial_limit, trial_count)
 from crossover.sweeps.probe import PROBE_TIMEOUT_S, probe
@@ -316,8 +316,9 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     start = clock()
     p = plan(space, out)
     # every size the rounds may ask, estimated in one planning process now, not one a round (about 5 s each
-    # on 2 cores, out of the budget): runner.run finds them done
-    planning.member_sizes(space.expand(), space.plan_timeout_s)
+    # on 2 cores, out of the budget): runner.run finds them done. A space of built-ins alone has no planner
+    if space.planner:
+        space.planner.member_sizes(space.expand(), space.plan_timeout_s)
     _say_missing(p, log)
     p = dataclasses.replace(p, probed=_probe(p, detail, budget_s))
     frozen = {line: set() for line in p.lines}

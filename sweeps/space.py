@@ -1,17 +1,17 @@
 """A sweep's search space: per-workload grids crossed with devices and seeds, checked before anything runs.
 
     space = Space("scaling", grids={"disc": {"depth": [2, 4, 6]}}, devices=("cpu", "cuda"))
-    space = Space("mine", grids={"job.py:workload": {"dataset_size": [1000, 10000]}})   # a user's workload
-    space = Space("mine", grids={workload: {"image_size": [32, 64]}})   # a Workload object, its own axis
+    space = Space("mine", grids={"job.py:workload": {"dataset_size": [1000, 10000]}}, planner=planner)   # a user's
+    space = Space("mine", grids={workload: {"image_size": [32, 64]}}, planner=planner)   # a Workload, its own axis
     trials = space.expand()              # list[Trial], every one resolved and checked
     space.param_space(groups(trials, space.fuse))   # Tune's param_space: a grid point per trial or fused group
     resources_for(config)                # Tune's per-trial resource request, as the grid point carries it
 
 A grid's key is a built-in's name, a user's workload as 'path/to/job.py:attr' or 'package.module:attr',
 or a Workload object (trainables/workload.py). A user's workload is known here by its WorkloadSpec alone, from
-a process of its own that imports it (sweeps/plan.py): its trials' `wl`, and its own check run there. Axes a
-grid may set: crossover.schema.GRID_AXES (depth, width, batch_size, dataset_size, epochs, lr, and micro_batches
-for pipe:N), and the workload's own (Workload.params).
+a process of its own that imports it (sweeps/plan.py: the `planner` the sweep script's main() made): its trials'
+`wl`, and its own check run there. Axes a grid may set: crossover.schema.GRID_AXES (depth, width, batch_size,
+dataset_size, epochs, lr, and micro_batches for pipe:N), and the workload's own (Workload.params).
 A bad value is refused with the sweep, the workload and the axis named, e.g.
 `width must be an integer >= 1, got 0 (sweep 'scaling', workload 'disc', axis width)`.
 """
@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 import torch
 
 from crossover.schema import GRID_AXES
-from crossover.sweeps import plan
 from crossover.sweeps.cli import PLAN_TIMEOUT_S
+from crossover.sweeps.plan import Planner
 from crossover.sweeps.store import check_name
 from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.devices import parse, threads_for
+from crossover.trainables import fused
 from crossover.trainables.fused import fusion_key
 from crossover.trainables.job import is_reference
 from crossover.trainables.registry import fingerprint
@@ -55,6 +56,9 @@ class Space:
     timeout_s: float = 3600  # s a Tune trial may run before it is stopped and rowed as timed out (--trial-timeout)
     timeout_why: str = "--trial-timeout"  # what set timeout_s, in the timed-out row's error (the search: its budget)
     plan_timeout_s: float = PLAN_TIMEOUT_S  # s the process that plans a user's workload may run (--plan-timeout)
+    # what the sweep's driver has planned of its users' workloads (sweeps/plan.py), made by the sweep script's main()
+    # and handed to every Space it builds; None: the space holds built-ins alone
+    planner: Planner | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         check_name(self.name)  # a folder under --out: never a path out of it
@@ -101,7 +105,8 @@ class Space:
                 except ConfigError as exc:
                     raise ValueError(f"{exc} {self._where(wl.name, exc.field)}") from None
         trials = _unique(trials)
-        refused = plan.refusals(trials, self.plan_timeout_s)  # a user's own checks, in a process of their own
+        # a user's own checks, in a process of their own (a space of built-ins alone has none)
+        refused = self.planner.refusals(trials, self.plan_timeout_s) if self.planner else {}
         for trial in trials:
             if trial.hash in refused:
                 field, why = refused[trial.hash]
@@ -115,7 +120,11 @@ class Space:
         found = []
         for key in self.grids:
             if isinstance(key, Workload) or (isinstance(key, str) and is_reference(key)):
-                found.append(plan.spec(key, self.plan_timeout_s))
+                if self.planner is None:
+                    raise ValueError(f"workload {key!r} is a user's, planned in a process of its own: give the Space "
+                                     "the sweep's planner (Space(..., planner=Planner(REGISTRY)): sweeps/plan.py) "
+                                     f"{self._where()}")
+                found.append(self.planner.spec(key, self.plan_timeout_s))
             elif key in WORKLOADS:
                 found.append(WORKLOADS[key])
             else:
@@ -201,10 +210,12 @@ def fuse_budget() -> FuseBudget:
     return FIXED_BUDGET
 
 
-def groups(trials: list[Trial], fuse: str, budget: FuseBudget = FIXED_BUDGET) -> list[list[Trial]]:
+def groups(trials: list[Trial], fuse: str, budget: FuseBudget = FIXED_BUDGET,
+           planner: Planner | None = None) -> list[list[Trial]]:
     """The Tune trials: one per trial, or with `fuse`, trials that differ only in seed and learning
     rate (trainables/fused.py) in groups of up to `fuse` members ('auto': as many as `budget` holds
-    by member_bytes, at most FUSE_MAX, alone where it has none; sweeps/runner.py gives it fuse_budget())."""
+    by member_bytes, at most FUSE_MAX, alone where it has none; sweeps/runner.py gives it fuse_budget()).
+    A user's trial's member_bytes is its `planner`'s (the Space's), from a process of its own."""
     if fuse == "off":
         return [[t] for t in trials]
     if fuse != "auto" and not (fuse.isdigit() and int(fuse) >= 1):
@@ -218,7 +229,18 @@ def groups(trials: list[Trial], fuse: str, budget: FuseBudget = FIXED_BUDGET) ->
         else:
             buckets.setdefault(key, []).append(trial)
     for members in buckets.values():
-        one = plan.member_bytes(members[0]) if fuse == "auto" else None
+        one = member_bytes(members[0], planner) if fuse == "auto" else None
         size = int(fuse) if fuse != "auto" else 1 if one is None else max(1, min(FUSE_MAX, budget.bytes // one))
         out += [members[i:i + size] for i in range(0, len(members), size)]
     return out
+
+
+def member_bytes(trial: Trial, planner: Planner | None, timeout_s: float = PLAN_TIMEOUT_S) -> int | None:
+    """trainables/fused.py member_bytes of `trial`: a user's from `planner`'s process (Planner.member_bytes; None
+    where not estimated), a built-in's here (it may raise: a shape past int64)."""
+    if trial.wl.ref is None:
+        return fused.member_bytes(trial)
+    if planner is None:
+        raise ValueError(f"trial {trial.label()} is of a user's workload, sized in a process of its own: give the "
+                         "Space the sweep's planner (sweeps/plan.py)")
+    return planner.member_bytes(trial, timeout_s)

@@ -39,10 +39,11 @@ def local_ray():
     misconfigured cluster node; CPU trials never look at it.
     """
     import ray
-    from crossover.sweeps.runner import WORKER_ENV
+    from crossover.sweeps.cluster import WORKER_ENV, tune_settings
 
+    tune_settings()  # as crossover.sweeps.cluster.connect makes them before it starts Ray
     ray.init(num_cpus=CPUS, num_gpus=1, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": WORKER_ENV})  # workers at the driver's priority, as crossover.sweeps.runner.connect
+             runtime_env={"env_vars": WORKER_ENV})  # workers at the driver's priority, as sweeps/cluster.py connect
     yield ray
     ray.shutdown()
 
@@ -51,8 +52,9 @@ def local_ray():
 def local_gpu_ray():
     """Ray in this process with the machine's real CPUs and GPUs (the GPU tests)."""
     import ray
-    from crossover.sweeps.runner import WORKER_ENV
+    from crossover.sweeps.cluster import WORKER_ENV, tune_settings
 
+    tune_settings()  # as crossover.sweeps.cluster.connect makes them before it starts Ray
     ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": WORKER_ENV})
     yield ray
     ray.shutdown()
@@ -60,13 +62,20 @@ def local_gpu_ray():
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """This process's shipped and registered modules and planned workloads (trainables/shipping.py SHIPPING,
-    trainables/registry.py REGISTRY, sweeps/plan.py PLANNER), restored after the test: each of their dicts a copy
-    while it runs."""
-    from crossover.sweeps.plan import PLANNER
+    """This process's shipped and registered modules (trainables/shipping.py SHIPPING, trainables/registry.py
+    REGISTRY), restored after the test: each of their dicts a copy while it runs."""
+    from crossover.trainables.registry import REGISTRY
 
-    for state in (PLANNER.registry.shipping, PLANNER.registry, PLANNER):
+    for state in (REGISTRY.shipping, REGISTRY):
         for name, value in vars(state).items():
             if isinstance(value, dict):
                 monkeypatch.setattr(state, name, dict(value))
 
+
+@pytest.fixture
+def planner(fresh):
+    """A sweep's planner of its users' workloads (sweeps/plan.py), the test's own, as a sweep script's main() makes
+    one; over this process's registry, restored after the test (`fresh`)."""
+    from crossover.sweeps.plan import Planner
+
+    return Planner()

@@ -13,8 +13,8 @@ from crossover import schema
 from crossover.analysis import engines
 from crossover.analysis.load import labelled
 from crossover.sweeps.engines import GRIDS, spaces
+from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import groups
-from crossover.trainables import shipping
 
 
 def args(**kw):
@@ -45,13 +45,12 @@ workload = Workload(
 """
 
 
-def test_a_users_workload_joins_the_cpu_baseline_and_every_engine_that_can_run_its_grid(tmp_path, monkeypatch):
-    # registering ships its module to any Ray this process starts later: restored after the test
-    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
+def test_a_users_workload_joins_the_cpu_baseline_and_every_engine_that_can_run_its_grid(tmp_path, planner):
+    # registering ships its module to any Ray this process starts later: restored after the test (conftest's fresh)
     (tmp_path / "engines_job.py").write_text(JOB)
     ref = f"{tmp_path / 'engines_job.py'}:workload"
     notes = []
-    study = {s.name: s for s in spaces(args(workload=[ref], workloads=None), "default", log=notes.append)}
+    study = {s.name: s for s in spaces(args(workload=[ref], workloads=None), planner, "default", log=notes.append)}
     assert set(study) == {"e-cpu", "e-gpu-eager", "e-gpu-compile"}  # no built-in beside it: no fused part
     assert {(t.cfg.workload, t.cfg.module, t.cfg.dataset_size) for t in study["e-cpu"].expand()} == {
         ("mine", "engines_job:workload", n) for n in (64, 250, 1000)}
@@ -59,12 +58,13 @@ def test_a_users_workload_joins_the_cpu_baseline_and_every_engine_that_can_run_i
     # 250 samples are no whole number of batches of 64: graph cannot replay the last one, so it leaves it out
     assert len(notes) == 1 and f"--workload {ref} is left out of engine 'graph'" in notes[0]
     assert "multiple of batch_size" in notes[0]
-    smoke = {s.name: s for s in spaces(args(workload=[ref], workloads="disc"), "smoke")}  # 64 samples: one full batch
+    # 64 samples: one full batch
+    smoke = {s.name: s for s in spaces(args(workload=[ref], workloads="disc"), planner, "smoke")}
     assert {t.cfg.workload for t in smoke["e-gpu-graph"].expand()} == {"disc", "mine"}
 
 
 def test_every_engine_space_resolves_and_graph_gets_full_batches():
-    study = {space.name: space for space in spaces(args(engines="eager,graph,compile,triton"), "default")}
+    study = {space.name: space for space in spaces(args(engines="eager,graph,compile,triton"), Planner(), "default")}
     fused = {f"e-fused-{engine}-k{k}" for engine in ("eager", "graph", "triton") for k in (1, 8, 64)}
     assert set(study) == {"e-cpu", "e-gpu-eager", "e-gpu-graph", "e-gpu-compile"} | fused  # triton: fused only
     made = {name: [t.cfg for t in space.expand()] for name, space in study.items()}
@@ -75,9 +75,9 @@ def test_every_engine_space_resolves_and_graph_gets_full_batches():
             members = groups(study[f"e-fused-{engine}-k{k}"].expand(), str(k))
             assert [len(g) for g in members] == [k] * 3
             assert {(t.cfg.engine, t.cfg.dataset_size) for g in members for t in g} == {(engine, 40000)}
-    assert not [s for s in spaces(args(workloads="disc"), "default") if "fused" in s.name]  # fused: peaks
+    assert not [s for s in spaces(args(workloads="disc"), Planner(), "default") if "fused" in s.name]  # fused: peaks
     with pytest.raises(ValueError, match="--engines must be among"):
-        spaces(args(engines="eager,jit"), "default")
+        spaces(args(engines="eager,jit"), Planner(), "default")
 
 
 def row(sweep, device, engine, depth, ms, **kw):
@@ -175,7 +175,7 @@ def gpuless_ray():
 
     import ray
 
-    from crossover.sweeps.runner import WORKER_ENV
+    from crossover.sweeps.cluster import WORKER_ENV
 
     ray.init(num_cpus=min(2, os.cpu_count() or 1), num_gpus=0, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": WORKER_ENV})

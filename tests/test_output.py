@@ -55,15 +55,15 @@ workload = Workload("loud", make_data=data, make_model=lambda cfg: nn.Linear(4, 
 """
 
 
-def test_a_trial_that_prints_megabytes_leaves_a_mib_in_its_folder_and_none_in_rays_logs(fresh, tmp_path):
+def test_a_trial_that_prints_megabytes_leaves_a_mib_in_its_folder_and_none_in_rays_logs(planner, tmp_path):
     import ray
     from conftest import CPUS
-    from crossover.sweeps import runner
+    from crossover.sweeps import cluster, runner
 
     (tmp_path / "loud.py").write_text(LOUD)
-    space = Space("loud", {f"{tmp_path / 'loud.py'}:workload": {}}, ("cpu",))
+    space = Space("loud", {f"{tmp_path / 'loud.py'}:workload": {}}, ("cpu",), planner=planner)
     space.expand()  # planned, its module registered: shipped to the workers of the Ray started next
-    ray.init(num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=runner.runtime_env())
+    ray.init(num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=cluster.runtime_env())
     try:
         logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
         store = runner.run(space, tmp_path / "out", log=lambda line: None)

@@ -10,7 +10,6 @@ import pytest
 
 from crossover.analysis import overhead
 from crossover.sweeps import overhead as benchmark
-from crossover.trainables import shipping
 from crossover.trainables.workloads import WORKLOADS
 
 # A user's workload file: its smoke grid (Workload.grid) is 2 epochs of 64 samples at batch 64.
@@ -34,20 +33,19 @@ workload = Workload(
 """
 
 
-def test_a_users_workload_replaces_discs_trial_and_only_one_is_taken(tmp_path, monkeypatch):
-    # registering ships its module to any Ray this process starts later: restored after the test
-    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
+def test_a_users_workload_replaces_discs_trial_and_only_one_is_taken(tmp_path, planner):
+    # registering ships its module to any Ray this process starts later: restored after the test (conftest's fresh)
     (tmp_path / "overhead_job.py").write_text(JOB)
     ref = f"{tmp_path / 'overhead_job.py'}:workload"
-    trial = benchmark.measured(benchmark.parse_args(["--smoke", "--workload", ref]))
+    trial = benchmark.measured(benchmark.parse_args(["--smoke", "--workload", ref]), planner)
     trials = benchmark.space(trial, "o", epochs=5, trials=4).expand()
     assert {(t.cfg.workload, t.cfg.module, t.cfg.dataset_size, t.cfg.epochs, t.cfg.threads, t.cfg.min_timed_s)
             for t in trials} == {("mine", "overhead_job:workload", 64, 5, 1, 0)}  # its smoke configuration, one thread
     assert sorted(t.cfg.seed for t in trials) == [0, 1, 2, 3]
-    disc = benchmark.space(benchmark.measured(benchmark.parse_args(["--smoke"])), "o", 5, 2).expand()
+    disc = benchmark.space(benchmark.measured(benchmark.parse_args(["--smoke"]), planner), "o", 5, 2).expand()
     assert {(t.cfg.workload, t.cfg.depth) for t in disc} == {("disc", *WORKLOADS["disc"].grids["overhead"]["depth"])}
     with pytest.raises(ValueError, match="overhead repeats one trial, so give one workload, got 2"):
-        benchmark.measured(benchmark.parse_args(["--workload", ref, "--workload", ref]))
+        benchmark.measured(benchmark.parse_args(["--workload", ref, "--workload", ref]), planner)
 
 
 def planted(n: int, trial_s: float, start_s: float, gap_s: float) -> tuple[pd.DataFrame, dict]:

@@ -9,7 +9,6 @@ from crossover.analysis import parallel
 from crossover import schema
 from crossover.analysis.load import labelled
 from crossover.sweeps.parallel import MICRO_BATCHES, gpu_counts, spaces
-from crossover.trainables import shipping
 
 
 def rows(*specs, depth=8, width=64, workload="tabular"):
@@ -131,9 +130,8 @@ whole = dataclasses.replace(piped, name="whole", pipeline=False)
 """
 
 
-def test_a_users_workload_joins_ddp_on_every_gpu_count_and_pipe_where_it_can_be_piped(tmp_path, monkeypatch):
-    # registering ships its module to any Ray this process starts later: restored after the test
-    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
+def test_a_users_workload_joins_ddp_on_every_gpu_count_and_pipe_where_it_can_be_piped(tmp_path, planner):
+    # registering ships its module to any Ray this process starts later: restored after the test (conftest's fresh)
     (tmp_path / "parallel_job.py").write_text(JOB)
     refs = [f"{tmp_path / 'parallel_job.py'}:{attr}" for attr in ("piped", "whole")]
     users = {ref: {"dataset_size": [256]} for ref in refs}
@@ -141,12 +139,12 @@ def test_a_users_workload_joins_ddp_on_every_gpu_count_and_pipe_where_it_can_be_
 
     def swept(study):
         return {s.name: {(t.cfg.workload, t.cfg.device, t.cfg.micro_batches) for t in s.expand()}
-                for s in spaces(study, "p", 4, smoke=True, repeats=1, users=users, log=notes.append)}
+                for s in spaces(study, "p", 4, smoke=True, repeats=1, users=users, log=notes.append, planner=planner)}
 
     ddp = swept("ddp")
     devices = ("cuda", "ddp:1", "ddp:2", "ddp:4")
     assert ddp["p-ddp-user"] == {(w, d, None) for w in ("piped", "whole") for d in devices}
-    assert all(t.cfg.exclusive for s in spaces("ddp", "p", 4, True, 1, users) for t in s.expand())
+    assert all(t.cfg.exclusive for s in spaces("ddp", "p", 4, True, 1, users, planner=planner) for t in s.expand())
     pipe = swept("pipe")
     assert pipe["p-pipe-user"] == {("piped", "cuda", None)} | {
         ("piped", d, m) for d in ("pipe:2", "pipe:4") for m in MICRO_BATCHES}

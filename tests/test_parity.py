@@ -13,7 +13,6 @@ import torch
 
 from crossover.schema import SIZE_AXES
 from crossover.sweeps import parity
-from crossover.trainables import shipping
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.timing import more_epochs
 from crossover.trainables.train import run_trial
@@ -58,10 +57,10 @@ workload = Workload(
 
 
 @pytest.fixture
-def job(tmp_path, monkeypatch):
+def job(tmp_path, fresh):
     """JOB's reference, as --workload takes it. Registering ships its module to every Ray this process
-    starts later (crossover.trainables.shipping.shipped): restored after the test, so no later sweep here asks for it."""
-    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
+    starts later (crossover.trainables.shipping.shipped): restored after the test (conftest's fresh), so no later
+    sweep here asks for it."""
     path = tmp_path / "parity_job.py"
     path.write_text(JOB)
     return f"{path}:workload"
@@ -94,10 +93,10 @@ def test_the_plain_loop_runs_at_pytorchs_defaults_whatever_a_trial_left():
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[1:]
 
 
-def test_a_users_workload_runs_at_each_batch_size_and_its_plain_loop_takes_its_dict_batches(job):
+def test_a_users_workload_runs_at_each_batch_size_and_its_plain_loop_takes_its_dict_batches(job, planner):
     flags = parity.parse_args(["--smoke", "--workload", job, "--batch-sizes", "32,128", "--epochs", "3"])
     assert flags.loops == ("fast",) and flags.repeats == 1  # yours alone: the default path, once with --smoke
-    trials = parity.space(flags, "p", "cpu", "fast", 1).expand()
+    trials = parity.space(flags, "p", "cpu", "fast", 1, planner).expand()
     assert [(t.cfg.workload, t.cfg.module, t.cfg.batch_size, t.cfg.loop, t.cfg.precision) for t in trials] == [
         ("pairs", "parity_job:workload", 32, "fast", "default"),
         ("pairs", "parity_job:workload", 128, "fast", "default")]  # no built-in beside it
@@ -107,11 +106,13 @@ def test_a_users_workload_runs_at_each_batch_size_and_its_plain_loop_takes_its_d
     assert len(run["seconds"]) == 2 + more_epochs(2, sum(first), trials[0].cfg.min_timed_s) > 2
     exact = resolve(dataclasses.replace(trials[0].cfg, min_timed_s=0))
     assert len(parity.plain(exact)["seconds"]) == 2
-    seed = resolve(dataclasses.replace(parity.space(flags, "p", "cpu", "seed", 1).expand()[0].cfg, min_timed_s=0))
+    seed = resolve(dataclasses.replace(parity.space(flags, "p", "cpu", "seed", 1, planner).expand()[0].cfg,
+                                       min_timed_s=0))
     assert parity.plain(seed)["epoch_loss"] == pytest.approx(run_trial(seed)["train_loss"], rel=1e-6)
     # without --smoke: its default grid cut to one configuration, the first value of each axis
     # and at least 4 epochs (3 timed after the warm-up), as a sweep's median takes
-    assert parity.grids(parity.parse_args(["--workload", job]), "cpu") == {job: {"dataset_size": [128], "epochs": [4]}}
+    assert parity.grids(parity.parse_args(["--workload", job]), "cpu", planner) == {
+        job: {"dataset_size": [128], "epochs": [4]}}
     # the seeds' configurations: both loops, the seeds' as a comparison
     assert parity.parse_args([]).loops == ("fast", "seed")
     with pytest.raises(SystemExit):
@@ -120,12 +121,12 @@ def test_a_users_workload_runs_at_each_batch_size_and_its_plain_loop_takes_its_d
 
 @pytest.fixture(scope="module")
 def sweep_ray():
-    """Ray as every sweep script starts it (crossover.sweeps.runner.connect), with the machine's CPUs."""
+    """Ray as every sweep script starts it (crossover.sweeps.cluster.connect), with the machine's CPUs."""
     import ray
 
-    from crossover.sweeps import runner
+    from crossover.sweeps import cluster
 
-    runner.connect(None)
+    cluster.connect(None)
     yield ray
     ray.shutdown()
 
@@ -145,12 +146,12 @@ def test_a_ratio_past_the_target_says_whether_every_repeat_was_past_or_only_the_
 
 
 def test_smoke_run_prints_what_its_rows_give_again_from_trials_at_the_drivers_priority(sweep_ray, tmp_path, capsys):
-    from crossover.sweeps import runner
+    from crossover.sweeps import cluster
 
-    assert runner.workers_reniced()
+    assert cluster.workers_reniced()
     assert parity.main(["--smoke", "--devices", "cpu", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    cpus = runner.node_cpus(runner.node_types())  # a sweep's CPU trial's: every core, but Ray's room (runner.RAY_ROOM)
+    cpus = cluster.node_cpus(cluster.node_types())  # a sweep's CPU trial's: every core but Ray's room (RAY_ROOM)
     assert f"a Ray worker of {cpus} CPUs: nice {os.nice(0)}, OMP_NUM_THREADS={cpus}," in out[1]
 
     # Ray starts its workers at nice 15; the sweep's trials ran at this process's niceness, on the

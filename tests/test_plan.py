@@ -79,14 +79,14 @@ def output_of(said: str) -> str:
     return text
 
 
-def test_planning_runs_the_users_code_in_a_process_of_its_own_on_a_copy_of_its_file(tmp_path, fresh, capfd):
+def test_planning_runs_the_users_code_in_a_process_of_its_own_on_a_copy_of_its_file(tmp_path, planner, capfd):
     marker = tmp_path / "pids"
     ref = job(tmp_path, "pl_seen", model=f"open({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n'); "
                                          "open(__file__, 'a').write('# planned\\n')",
               forward="print('x' * 3_000_000)")
     before = Path(ref.split(":")[0]).read_bytes()
-    trials = Space("seen", {ref: {}}).expand()
-    sizes = plan.member_sizes(trials)
+    trials = Space("seen", {ref: {}}, planner=planner).expand()
+    sizes = planner.member_sizes(trials)
     pids = {int(p) for p in marker.read_text().split()}
     assert pids and os.getpid() not in pids  # its model was built, never in this process
     assert Path(ref.split(":")[0]).read_bytes() == before  # the copy it planned on took its writes
@@ -107,23 +107,23 @@ def test_planning_runs_the_users_code_in_a_process_of_its_own_on_a_copy_of_its_f
                                           "KeyboardInterrupt"),
 ], ids=["os._exit", "endless-forward", "KeyboardInterrupt"])
 def test_a_workload_that_exits_hangs_or_interrupts_while_planned_is_faulted_and_this_process_goes_on(
-        tmp_path, fresh, code, words, capfd):
+        tmp_path, planner, code, words, capfd):
     ref = job(tmp_path, f"pl_{list(code)[0]}", **code)
-    space = Space("faulty", {ref: {}, "disc": {"depth": [2]}}, plan_timeout_s=8)
+    space = Space("faulty", {ref: {}, "disc": {"depth": [2]}}, plan_timeout_s=8, planner=planner)
     trials = space.expand()
-    plan.member_sizes(trials, space.plan_timeout_s)
+    planner.member_sizes(trials, space.plan_timeout_s)
     mine = [t for t in trials if t.wl.ref]
-    said = plan.fault(mine[0].wl)
+    said = planner.fault(mine[0].wl)
     assert said and words in said and "its trials are error rows" in said, said
     output_of(said)
-    assert not any(plan.fault(t.wl) for t in trials if not t.wl.ref)  # the built-in beside it is planned as ever
+    assert not any(planner.fault(t.wl) for t in trials if not t.wl.ref)  # the built-in beside it is planned as ever
     assert capfd.readouterr().err.count("error: ") == 1  # said once, where it was found
 
 
-def test_a_module_that_exits_as_it_imports_is_refused_in_one_line_and_never_imported_here(tmp_path, fresh):
+def test_a_module_that_exits_as_it_imports_is_refused_in_one_line_and_never_imported_here(tmp_path, planner):
     ref = job(tmp_path, "pl_import", at_import="print('loading', flush=True); import os; os._exit(3)")
     with pytest.raises(plan.PlanError) as info:
-        Space("refused", {ref: {}}).expand()
+        Space("refused", {ref: {}}, planner=planner).expand()
     said = str(info.value)
     assert said.startswith(f"--workload {ref}: importing {tmp_path / 'pl_import.py'}, in a process of its own "
                            "(planning), exited with status 3; nothing ran") and "\n" not in said
@@ -133,22 +133,22 @@ def test_a_module_that_exits_as_it_imports_is_refused_in_one_line_and_never_impo
 
 @pytest.mark.parametrize("at_import", ["raise ValueError('no data here')",
                                        "print('loading'); raise ValueError('no data here')"], ids=["silent", "printing"])
-def test_a_module_refused_as_it_imports_leaves_no_log_behind(tmp_path, fresh, monkeypatch, at_import):
+def test_a_module_refused_as_it_imports_leaves_no_log_behind(tmp_path, planner, monkeypatch, at_import):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the planning process's log is written
     ref = job(tmp_path, "pl_raises", at_import=at_import)
     with pytest.raises(plan.PlanError, match=r"pl_raises.py does not import: ValueError: no data here; fix the file"):
-        Space("refused", {ref: {}}).expand()
+        Space("refused", {ref: {}}, planner=planner).expand()
     assert list(tmp_path.glob("crossover-plan-*")) == []  # its one line says it all: no log named, none left
 
 
-def test_what_a_module_forks_as_it_is_planned_does_not_outlive_the_planning(tmp_path, fresh):
+def test_what_a_module_forks_as_it_is_planned_does_not_outlive_the_planning(tmp_path, planner):
     marker = tmp_path / "forked"
     # each forked process appends its pid and its parent's: the planning child's fork alone (the driver never
     # imports the module)
     ref = job(tmp_path, "pl_fork", at_import=f"import os, time\nif os.fork() == 0:\n    with open({str(marker)!r}, 'a') "
                                              "as f:\n        f.write(f'{os.getpid()} {os.getppid()}\\n')\n"
                                              "    time.sleep(120)\n    os._exit(0)\n")
-    plan.spec(ref)
+    planner.spec(ref)
 
     def alive(pid):
         return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
@@ -252,13 +252,13 @@ def seen(marker: Path) -> dict[int, set]:
     return ran
 
 
-def test_the_driver_plans_and_checks_a_users_workload_from_its_spec_and_never_runs_its_code(tmp_path, fresh):
+def test_the_driver_plans_and_checks_a_users_workload_from_its_spec_and_never_runs_its_code(tmp_path, planner):
     ref, marker = seen_job(tmp_path, "pl_pids")
-    trials = Space("pids", {ref: {"width": [4, 8]}}).expand()
-    plan.member_sizes(trials)
+    trials = Space("pids", {ref: {"width": [4, 8]}}, planner=planner).expand()
+    planner.member_sizes(trials)
     with pytest.raises(ValueError, match=r"width 3 is refused by its check \(sweep 'pids', workload 'pl_pids', axis "
                                          r"width\)"):
-        Space("pids", {ref: {"width": [2, 3]}}).expand()
+        Space("pids", {ref: {"width": [2, 3]}}, planner=planner).expand()
     ran = seen(marker)
     assert os.getpid() not in ran, ran[os.getpid()]
     assert set().union(*ran.values()) >= {"import", "make_model", "check", "make_data"}  # in planning processes
@@ -272,11 +272,11 @@ def test_the_driver_plans_and_checks_a_users_workload_from_its_spec_and_never_ru
     ("os._exit(5)", "exited with status 5"),
     ("while True: pass", "ran past its limit of 8 s (--plan-timeout)"),
 ], ids=["os._exit", "endless"])
-def test_a_check_that_exits_or_hangs_faults_its_workload_in_planning_not_the_driver(tmp_path, fresh, capfd, check,
+def test_a_check_that_exits_or_hangs_faults_its_workload_in_planning_not_the_driver(tmp_path, planner, capfd, check,
                                                                                     words):
     ref, marker = seen_job(tmp_path, "pl_badcheck", check)
-    trials = Space("badcheck", {ref: {"width": [4]}}, plan_timeout_s=8).expand()
-    said = plan.fault(trials[0].wl)
+    trials = Space("badcheck", {ref: {"width": [4]}}, plan_timeout_s=8, planner=planner).expand()
+    said = planner.fault(trials[0].wl)
     assert said and "pl_badcheck's check of " in said and words in said and "its trials are error rows" in said, said
     assert os.getpid() not in seen(marker)
     assert capfd.readouterr().err.count("error: ") == 1

@@ -9,7 +9,6 @@ import torch
 
 from crossover import schema
 from crossover.analysis.load import arm_labels
-from crossover.trainables import shipping
 from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
@@ -93,23 +92,22 @@ workload = Workload(
 """
 
 
-def test_a_users_workload_joins_every_device_and_precision(tmp_path, monkeypatch):
+def test_a_users_workload_joins_every_device_and_precision(tmp_path, planner):
     from crossover.sweeps import precision as study
 
-    # registering ships its module to any Ray this process starts later: restored after the test
-    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
+    # registering ships its module to any Ray this process starts later: restored after the test (conftest's fresh)
     (tmp_path / "precision_job.py").write_text(JOB)
     ref = f"{tmp_path / 'precision_job.py'}:workload"
     flags = study.parse_args(["--workloads", "disc", "--workload", ref, "--param", "n_features=8", "--name", "p",
                               "--cpu-threads", "1", "--repeats", "1", "--trial-timeout", "60", "--plan-timeout", "60"])
     swept = {s.name: {(t.cfg.workload, t.cfg.precision, t.cfg.dataset_size, str(t.cfg.params)) for t in s.expand()}
-             for s in study.spaces(flags, "smoke", ("cpu", "cuda"))}
+             for s in study.spaces(flags, planner, "smoke", ("cpu", "cuda"))}
     assert set(swept) == {f"p-{d}-{p}" for d, ps in study.PRECISIONS.items() for p in ps}
     for name, trials in swept.items():
         precision = name.split("-")[-1]
         assert trials == {("disc", precision, 1000, "None"), ("mine", precision, 250, "{'n_features': 8}")}
     # without --workloads, yours alone
-    alone = study.spaces(dataclasses.replace(flags, workloads=None), "smoke", ("cpu",))
+    alone = study.spaces(dataclasses.replace(flags, workloads=None), planner, "smoke", ("cpu",))
     assert {t.cfg.workload for s in alone for t in s.expand()} == {"mine"}
 
 
@@ -133,7 +131,7 @@ def test_the_precision_study_runs_on_the_cpu_and_sets_loss_beside_time(tmp_path,
     from crossover.analysis import engines
     from crossover.analysis.load import read
     from crossover.sweeps import precision as study
-    from crossover.sweeps.runner import WORKER_ENV
+    from crossover.sweeps.cluster import WORKER_ENV
 
     ray.init(num_cpus=min(2, os.cpu_count() or 1), num_gpus=0, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": WORKER_ENV})

@@ -73,11 +73,11 @@ NODE_2CPU = {"CPU": 2.0, "memory": 16 * 2**30, "object_store_memory": 4 * 2**30}
 
 
 def problems(devices, cpu_threads, grids=None, nodes=(NODE_2CPU,)):
-    from crossover.sweeps import runner
+    from crossover.sweeps import placeable
 
     space = Space("s", grids or {"disc": {"depth": [2]}}, devices, cpu_threads=cpu_threads)
     try:
-        runner.check_placeable(space, groups(space.expand(), "off"), list(nodes))
+        placeable.check_placeable(space, groups(space.expand(), "off"), list(nodes))
     except ValueError as exc:
         return str(exc)
     return None
@@ -203,10 +203,10 @@ def test_a_trial_killed_by_rays_memory_monitor_is_an_error_row_headed_by_the_rea
 # A sweep of three tabular trials, one at a time: the second trains for about 12 s on 2 cores.
 OOM_SWEEP = """
 import sys
-from crossover.sweeps import runner
+from crossover.sweeps import cluster, runner
 from crossover.sweeps.space import Space
 
-runner.connect(None)
+cluster.connect(None)
 space = Space("oom", {"tabular": {"dataset_size": [1000, 100000, 2000], "epochs": [10]}}, ("cpu",), cpu_threads=1)
 runner.run(space, sys.argv[1], max_concurrent=1)
 """
@@ -271,12 +271,13 @@ DISC = SCALING + ["--workloads", "disc", "--grid", "full", "--devices", "cpu", "
 
 
 def _trial_workers(session: int) -> list[int]:
-    """Pids of the Tune trial workers (Ray names them ray::ImplicitFunc...) in the process session `session`."""
+    """Pids of the Tune trial workers (Ray names them by their class, trainables/trainable.py TrialWorker:
+    ray::TrialWorker...) in the process session `session`."""
     pids = []
     for entry in Path("/proc").iterdir():
         try:
             if entry.name.isdigit() and os.getsid(int(entry.name)) == session and \
-                    (entry / "cmdline").read_bytes().startswith(b"ray::ImplicitFunc"):
+                    (entry / "cmdline").read_bytes().startswith(b"ray::TrialWorker"):
                 pids.append(int(entry.name))
         except OSError:  # gone meanwhile
             pass
@@ -571,24 +572,24 @@ def test_a_stop_signal_to_the_whole_process_group_ends_the_sweep_in_seconds_with
 
 
 def test_exit_status_is_128_plus_the_stop_signal_and_the_handlers_are_put_back():
-    from crossover.sweeps import runner
+    from crossover.sweeps import status
 
     with started(FROM_A_TERMINAL):
         # 30 s: a guard, never waited for: the handler raises at the next bytecode
-        assert runner.exit_status(lambda: sent(signal.SIGTERM, 30)) == 143
-        assert runner.exit_status(lambda: sent(signal.SIGHUP, 30)) == 129
-        assert runner.exit_status(lambda: sent(signal.SIGINT, 30)) == runner.INTERRUPTED == 130
+        assert status.exit_status(lambda: sent(signal.SIGTERM, 30)) == 143
+        assert status.exit_status(lambda: sent(signal.SIGHUP, 30)) == 129
+        assert status.exit_status(lambda: sent(signal.SIGINT, 30)) == status.INTERRUPTED == 130
         assert {s: signal.getsignal(s) for s in FROM_A_TERMINAL} == FROM_A_TERMINAL
 
 
 def test_a_sweep_started_under_nohup_in_the_background_outlives_sighup_and_sigint_and_still_stops_on_sigterm():
-    from crossover.sweeps import runner
+    from crossover.sweeps import status
 
     with started(UNDER_NOHUP_IN_THE_BACKGROUND):
         # 0.2 s: time for a handler, had one been put on the signal, to raise (an ignored signal is discarded at once)
-        assert runner.exit_status(lambda: sent(signal.SIGHUP, 0.2)) == 0
-        assert runner.exit_status(lambda: sent(signal.SIGINT, 0.2)) == 0
-        assert runner.exit_status(lambda: sent(signal.SIGTERM, 30)) == 143
+        assert status.exit_status(lambda: sent(signal.SIGHUP, 0.2)) == 0
+        assert status.exit_status(lambda: sent(signal.SIGINT, 0.2)) == 0
+        assert status.exit_status(lambda: sent(signal.SIGTERM, 30)) == 143
         assert {s: signal.getsignal(s) for s in UNDER_NOHUP_IN_THE_BACKGROUND} == UNDER_NOHUP_IN_THE_BACKGROUND
 
 

@@ -41,10 +41,10 @@ def test_the_trainable_reports_a_bad_config_as_its_error_row(local_ray, tmp_path
     from ray import tune
 
     from crossover.schema import ROW_KEY
-    from crossover.trainables.trainable import trainable
+    from crossover.trainables.trainable import TrialWorker
 
     bad = {"trials": [TrialConfig("disc", width=0).to_dict()], "resources": {"cpu": 1, "gpu": 0}}
-    results = tune.Tuner(tune.with_resources(trainable, {"cpu": 1}), param_space={"group": bad},
+    results = tune.Tuner(tune.with_resources(TrialWorker, {"cpu": 1}), param_space={"group": bad},
                          run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0)).fit()
     (row,) = results[0].metrics[ROW_KEY]
     assert row["status"] == "error" and row["error"].startswith("ConfigError: width must be an integer >= 1, got 0")

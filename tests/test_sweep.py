@@ -13,7 +13,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from crossover import schema
-from crossover.sweeps.runner import node_cpus
+from crossover.sweeps.cluster import node_cpus
 from crossover.sweeps.space import CPU_NODE, Space, groups, resources_for
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ shape accounted; bad references refused by name before anything runs; its failur
 
 Every workload here is a real file in a temporary folder, imported as a user's would be. Registered
 modules are this process's (crossover.trainables.shipping.SHIPPING), so their names are this module's own (uw_*).
-Ray is started here, after they are registered, with crossover.sweeps.runner.runtime_env(): conftest's local_ray
+Ray is started here, after they are registered, with crossover.sweeps.cluster.runtime_env(): conftest's local_ray
 starts it without them.
 """
 
@@ -25,7 +25,9 @@ import ray
 import torch
 
 from crossover.sweeps import runner, search
+from crossover.sweeps.cluster import runtime_env
 from crossover.sweeps.budget import MAX_SHARE
+from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space, groups
 from crossover.trainables import shipping
 from crossover.trainables.fused import member_bytes
@@ -187,7 +189,8 @@ def jobs(tmp_path_factory):
     refs = {stem: f"{folder / stem}.py" for stem in files}
     with pytest.MonkeyPatch.context() as patch:  # shipped to no Ray of a later test module: restored after
         patch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
-        yield SimpleNamespace(folder=folder, **refs, job=register(f"{refs['uw_job']}:workload"),
+        # the module's planner, as a sweep script's main() makes one: its tests plan the same files
+        yield SimpleNamespace(folder=folder, **refs, planner=Planner(), job=register(f"{refs['uw_job']}:workload"),
                               edited=register(f"{refs['uw_edited']}:workload"),
                               models=[register(f"{refs['uw_models']}:{a}") for a in ("conv", "resnet", "pair")],
                               failing=[register(f"{refs['uw_failing']}:{a}") for a in FAILURES])
@@ -197,7 +200,7 @@ def jobs(tmp_path_factory):
 def start_ray() -> None:
     """Ray in this process, with every module registered so far shipped to its workers (runtime_env)."""
     ray.shutdown()
-    ray.init(num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=runner.runtime_env())
+    ray.init(num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env())
 
 
 @pytest.fixture
@@ -224,7 +227,8 @@ def swept(jobs, tmp_path_factory) -> pd.DataFrame:
     if not ray.is_initialized():
         start_ray()
     grids = {f"{jobs.uw_job}:workload": {"n_features": [4, 6]}, **{wl: {} for wl in jobs.failing}}
-    return sweep(Space("user", grids, fixed=TINY, timeout_s=3), tmp_path_factory.mktemp("swept"), max_failures=0)
+    return sweep(Space("user", grids, fixed=TINY, timeout_s=3, planner=jobs.planner), tmp_path_factory.mktemp("swept"),
+                 max_failures=0)
 
 
 # --- a user's workload, swept --------------------------------------------------------------------
@@ -245,7 +249,7 @@ def test_a_workload_in_a_file_is_swept_through_ray_and_its_rows_name_its_module_
 @pytest.mark.slow
 def test_editing_the_file_changes_its_fingerprint_and_the_resumed_sweep_measures_it_again(user_ray, tmp_path):
     path = Path(user_ray.uw_edited)
-    space = Space("edited", {f"{path}:workload": {}}, fixed=TINY)
+    space = Space("edited", {f"{path}:workload": {}}, fixed=TINY, planner=user_ray.planner)
     first = sweep(space, tmp_path)
     old, before = space.expand()[0], fingerprint(user_ray.edited)
 
@@ -269,8 +273,9 @@ def test_editing_the_file_changes_its_fingerprint_and_the_resumed_sweep_measures
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["conv-only", "residual-batchnorm", "dict-batch"])
 def test_a_conv_only_a_residual_and_a_two_input_model_train_and_are_accounted(jobs, index):
     wl = jobs.models[index]
-    planned = Space("shapes", {wl: {}}, fixed=TINY).expand()[0]
-    assert groups([planned], "auto") == [[planned]]  # as the driver groups it, from its spec and planned size
+    planned = Space("shapes", {wl: {}}, fixed=TINY, planner=jobs.planner).expand()[0]
+    # as the driver groups it, from its spec and planned size
+    assert groups([planned], "auto", planner=jobs.planner) == [[planned]]
     trial = here(planned)  # its Workload itself, in this process, to run it here
     model = wl.make_model(trial.cfg)
     assert index != 0 or not any(isinstance(m, torch.nn.Linear) for m in model.modules())  # conv-only: none at all
@@ -285,7 +290,7 @@ def test_a_conv_only_a_residual_and_a_two_input_model_train_and_are_accounted(jo
 
 def refused(grids, **kw) -> str:
     with pytest.raises(ValueError) as info:
-        Space("bad", grids, fixed=TINY, **kw).expand()
+        Space("bad", grids, fixed=TINY, planner=Planner(), **kw).expand()
     return str(info.value)
 
 
@@ -311,7 +316,8 @@ def test_an_axis_the_workload_does_not_declare_is_refused_in_a_grid_and_as_a_par
 
 
 def test_a_value_held_by_param_wins_over_the_grids_values_of_that_axis(jobs):
-    trials = Space("held", {f"{jobs.uw_job}:workload": {"n_features": [4, 6]}}, params={"n_features": 5}).expand()
+    trials = Space("held", {f"{jobs.uw_job}:workload": {"n_features": [4, 6]}}, params={"n_features": 5},
+                   planner=jobs.planner).expand()
     assert [t.cfg.params for t in trials] == [{"n_features": 5}]
 
 
@@ -364,7 +370,7 @@ def test_on_a_two_node_cluster_the_worker_node_runs_the_module_it_got_only_throu
     path = jobs.folder / "uw_remote.py"
     path.write_text(job_text(8).replace('"uw_mlp"', '"uw_remote"'))
     # the Workload object, registered: the space never reads the file again (a path as key would, at expand)
-    space = Space("remote", {register(f"{path}:workload"): {"width": [4, 8]}}, fixed=TINY)
+    space = Space("remote", {register(f"{path}:workload"): {"width": [4, 8]}}, fixed=TINY, planner=jobs.planner)
     space.expand()  # its fingerprint taken before Ray starts, as a sweep script checks its space first
     short = tempfile.mkdtemp(prefix="xo-", dir="/tmp")  # Ray's socket paths must stay short
     with pytest.MonkeyPatch.context() as env:
@@ -374,7 +380,7 @@ def test_on_a_two_node_cluster_the_worker_node_runs_the_module_it_got_only_throu
         cluster.wait_for_nodes()
         moved = path.with_suffix(".away")
         try:
-            ray.init(address=cluster.address, log_to_driver=False, runtime_env=runner.runtime_env())
+            ray.init(address=cluster.address, log_to_driver=False, runtime_env=runtime_env())
             path.rename(moved)  # uploaded at init: from now on the workers can have it from Ray alone
             rows = sweep(space, tmp_path)
         finally:
@@ -434,7 +440,7 @@ def test_a_users_workload_sweeps_into_a_folder_of_its_own_by_default(jobs):
 
     def name(*flags):
         args = scaling.parse_args(["--workload", f"{jobs.uw_job}:workload", *flags])
-        return scaling.build_space(args, ("cpu",), 1, False).name
+        return scaling.build_space(args, jobs.planner, ("cpu",), 1, False).name
 
     assert name() == name("--grid", "full") == "uw_mlp"  # the workload's own name, not the built-ins' 'scaling'
     assert name("--smoke") == "uw_mlp-smoke"
@@ -468,7 +474,7 @@ def test_a_model_no_trial_of_which_fits_the_budget_is_told_the_budget_it_needs_b
     # probe times the model in a process of its own, and every trial is skipped
     ref = slow_job(tmp_path, "uw_toolong", 0.8, [16, 32], epochs=20)
     said = []
-    space = Space("toolong", {ref: register(ref).grid("default")}, ("cpu",), cpu_threads=1)
+    space = Space("toolong", {ref: register(ref).grid("default")}, ("cpu",), cpu_threads=1, planner=jobs.planner)
     found = search.search(space, tmp_path, budget_s=10, log=said.append, clock=stopped_clock)
     need = [text for text in said if text.startswith("uw_toolong: a trial at dataset_size=16 is predicted to take ")]
     assert len(need) == 1 and need[0].endswith(" or more"), said
@@ -487,7 +493,7 @@ def test_a_trial_past_its_share_of_the_budget_is_cut_its_size_frozen_and_the_sea
     # so the second size is reached on a host of any speed (on the wall clock, a host with a CPU burner beside
     # it had spent a 40 s budget before it)
     ref = slow_job(tmp_path, "uw_jump", 2.0, [32, 64], from_size=64)
-    space = Space("jump", {ref: register(ref).grid("default")}, ("cpu",), cpu_threads=CPUS)
+    space = Space("jump", {ref: register(ref).grid("default")}, ("cpu",), cpu_threads=CPUS, planner=jobs.planner)
     start_ray()  # its module shipped to the workers
     said = []
     found = search.search(space, tmp_path, budget_s=120, log=said.append, clock=stopped_clock)

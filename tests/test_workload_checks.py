@@ -107,10 +107,10 @@ def job(folder, name, returns="return Data(x, (x.sum(1) > 0).long(), None, None,
     return f"{folder / name}.py:workload"
 
 
-def test_a_job_file_whose_workload_is_misused_is_refused_as_planned_in_one_line(tmp_path, fresh):
+def test_a_job_file_whose_workload_is_misused_is_refused_as_planned_in_one_line(tmp_path, planner):
     ref = job(tmp_path, "wc_loss", loss="nn.CrossEntropyLoss()")
     with pytest.raises(plan.PlanError) as info:
-        Space("refused", {ref: {}}).expand()
+        Space("refused", {ref: {}}, planner=planner).expand()
     said = str(info.value)
     assert said == (f"--workload {ref!r}: Workload 'wc_loss': make_loss must make the loss, got the loss itself "
                     "(CrossEntropyLoss); each trial calls make_loss() for its own: e.g. make_loss=nn.CrossEntropyLoss, "
@@ -118,11 +118,11 @@ def test_a_job_file_whose_workload_is_misused_is_refused_as_planned_in_one_line(
     assert "wc_loss" not in sys.modules  # refused in the planning process: never imported here
 
 
-def test_a_make_data_that_returns_a_tuple_is_faulted_as_planned_and_its_trials_never_run(tmp_path, fresh, capfd):
+def test_a_make_data_that_returns_a_tuple_is_faulted_as_planned_and_its_trials_never_run(tmp_path, planner, capfd):
     ref = job(tmp_path, "wc_tuple", returns="return x, (x.sum(1) > 0).long()")
-    trials = Space("tupled", {ref: {"batch_size": [8, 16]}}).expand()
-    plan.member_sizes(trials)
-    said = plan.fault(trials[0].wl)
+    trials = Space("tupled", {ref: {"batch_size": [8, 16]}}, planner=planner).expand()
+    planner.member_sizes(trials)
+    said = planner.fault(trials[0].wl)
     assert said == ("wc_tuple:workload: Workload 'wc_tuple': make_data must return a crossover.Data, got a tuple; "
                     "return Data(x, y, test_x, test_y, source='...') (test_x and test_y None where it has no test "
                     "split); its trials are error rows and do not run"), said
@@ -170,15 +170,15 @@ def test_targets_the_loss_takes_pass_and_a_step_of_its_own_is_trusted_with_its_t
     assert stepped.data(cfg).y.dtype == torch.float32
 
 
-def test_float_class_indices_are_faulted_as_planned_and_a_trial_given_them_is_an_error_row(tmp_path, fresh, capfd):
+def test_float_class_indices_are_faulted_as_planned_and_a_trial_given_them_is_an_error_row(tmp_path, planner, capfd):
     from crossover.trainables.rows import error_text, failed_row
     from crossover.trainables.train import run_trial
     from crossover.trainables.trial import here
 
     ref = job(tmp_path, "wc_float", returns="return Data(x, (x.sum(1) > 0).float(), None, None, source='random')")
-    trials = Space("floats", {ref: {"batch_size": [16]}}).expand()
-    plan.member_sizes(trials)
-    said = plan.fault(trials[0].wl)
+    trials = Space("floats", {ref: {"batch_size": [16]}}, planner=planner).expand()
+    planner.member_sizes(trials)
+    said = planner.fault(trials[0].wl)
     assert said == ("wc_float:workload: Workload 'wc_float': make_data's Data.y is torch.float32 of shape (16,), but "
                     "its loss CrossEntropyLoss takes class indices as torch.int64 or torch.uint8: give y.long(), or "
                     "class probabilities as floats of the outputs' shape; its trials are error rows and do not run"), said

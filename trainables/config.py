@@ -30,7 +30,7 @@ class ConfigError(ValueError):
 # The largest value each count may take: past these no trial fits any machine this project runs on,
 # or ends in a day, so a typo (width 1e9, dataset_size 1e12, epochs 1e9) is refused by name before
 # anything runs, not hours in. Below them, what fits is the cluster's memory's to say
-# (sweeps/runner.py refuses a trial whose estimated bytes no node can hold).
+# (sweeps/placeable.py refuses a trial whose estimated bytes no node can hold).
 MAXIMA = {"depth": 1_000, "width": 1_000_000, "batch_size": 100_000_000, "dataset_size": 1_000_000_000,
           "epochs": 1_000_000, "threads": 4_096, "micro_batches": 4_096, "context": 1_000_000}
 

@@ -115,7 +115,7 @@ def _exec_file(module: str, path: Path, text: str) -> None:
     sys.modules[module] = loaded
     try:
         spec.loader.exec_module(loaded)
-    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM: sweeps/runner.py stop_signals) while it imports: an interruption
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM: sweeps/status.py stop_signals) while it imports: an interruption
         del sys.modules[module]
         raise
     except WorkloadError as exc:  # a Workload it makes, refused: that line says the field and the fix

@@ -2,7 +2,7 @@
 with each file's source as it was declared, so that every worker imports the code the driver planned with.
 
     module, attr, path = declare("job.py:workload")   # job.py shipped from now on, not imported (sweeps/plan.py)
-    shipped()                                         # runtime_env's py_modules (sweeps/runner.py runtime_env)
+    shipped()                                         # runtime_env's py_modules (sweeps/cluster.py runtime_env)
 
 Nothing here imports a user's module or torch: a sweep's driver ships what its planning process imports
 (sweeps/plan.py), and trainables/registry.py imports.
@@ -19,13 +19,15 @@ from crossover.trainables.job import WorkloadError, locate  # a reference, parse
 class Shipping:
     """The modules a process ships to the workers and their sources as declared. State of the process, as
     sys.modules is: one per process, SHIPPING, whose methods are this module's functions of the same names
-    (`declare`, `ship`, `shipped`, ...); trainables/registry.py's Registry holds it. A test starts from a copy of its
-    dicts (tests/conftest.py `fresh`)."""
+    (`declare`, `ship`, `shipped`, ...); trainables/registry.py's Registry holds it, and what Ray was started with
+    (`sent`: sweeps/cluster.py runtime_env). A test starts from a copy of its dicts (tests/conftest.py `fresh`)."""
 
     def __init__(self):
         self.files: dict[str, Path] = {}  # module name -> the file or package folder shipped to the workers
         self.sources: dict[str, str] = {}  # module name -> sha256 of its file's bytes as declared here (`declare`)
         self.texts: dict[str, bytes] = {}  # a shipped file's path -> its bytes as declared (`imported_text`)
+        # what this process started Ray with (sweeps/cluster.py runtime_env): a shipped path -> its source's sha256
+        self.sent: dict[str, str | None] = {}
 
     def declare(self, text: str) -> tuple[str, str, Path | None]:
         """(module, attribute, file) of the reference `text` (`locate`), a file's module shipped to the Ray workers

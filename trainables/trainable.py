@@ -1,13 +1,13 @@
 """The Tune entry point: one Tune trial (a single trial, or a fused group of them), one report of its rows.
 
-    tune.Tuner(tune.with_resources(trainable, ...), param_space={"group": ...})   # sweeps/runner.py
+    tune.Tuner(tune.with_resources(TrialWorker, ...), param_space={"group": ...})   # sweeps/runner.py
 
 The config Tune hands the worker is converted and resolved here, once (trainables/trial.py), and the
 resolved trials go down to the one runner that fits them: fused (several members), data-parallel
 (ddp:N, ddp-cpu:N) or a single process (everything else). Any failure is a measurement too: it
 becomes the trials' rows, not an exception. While it runs, the trial claims its cores in the node's
 registry (trainables/neighbours.py), what it prints goes to its trial folder, capped (trainables/output.py), and
-its rows say whether it was its worker's first (cold_start).
+its rows say whether it was its worker's first (cold_start: `TrialWorker` counts them).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import threading
 from pathlib import Path
 
 from ray import tune
+from ray.tune.result import RESULT_DUPLICATE
+from ray.tune.trainable.function_trainable import FunctionTrainable
 
 from crossover.schema import ROW_KEY
 from crossover.trainables import env
@@ -32,12 +34,6 @@ from crossover.trainables.output import OUTPUT, capped
 from crossover.trainables.rows import error_text, failed_row
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import Trial, resolve
-
-# The one piece of process state in the trainables: how many Tune trials this worker process has
-# started. A reused worker (reuse_actors, sweeps/runner.py) runs trial after trial, and its first one
-# pays the imports, the CUDA context and the allocator's growth that the rest find done: that row's
-# fixed costs are not comparable (cold_start), and only the process can know which row it was.
-_trials_started = 0
 
 
 def run(trials: list[Trial]) -> list[dict]:
@@ -85,13 +81,30 @@ class Deadline:
             self.timer.cancel()
 
 
-def trainable(config: dict) -> None:
-    """Tune function trainable: resolve the config once, run it, report its rows once, each marked
-    cold_start where this was the worker process's first trial (or a data-parallel one, whose Ray
-    Train workers start afresh every time)."""
-    global _trials_started
-    cold = _trials_started == 0
-    _trials_started += 1
+class TrialWorker(FunctionTrainable):
+    """The Tune trainable: one per Ray worker process (Tune's actor), which `reuse_actors` (sweeps/runner.py) hands
+    trial after trial. A Tune function trainable is such a class (ray/tune/trainable/function_trainable.py
+    wrap_function); this one holds what only its process can know: how many Tune trials it has started. Its first
+    pays the imports, the CUDA context and the allocator's growth that the rest find done: that row's fixed costs are
+    not comparable (cold_start)."""
+
+    def setup(self, config: dict) -> None:
+        super().setup(config)
+        self.trials_started = 0  # setup runs once a worker; a reused one's next trial comes through reset_config
+
+    def _trainable_func(self, config: dict) -> None:
+        """FunctionTrainable's hook, run in its training thread once a Tune trial: `trainable`, then the end of the
+        trial said as wrap_function says it for a function that returns."""
+        cold = self.trials_started == 0
+        self.trials_started += 1
+        trainable(config, cold)
+        tune.report({RESULT_DUPLICATE: True})
+
+
+def trainable(config: dict, cold: bool) -> None:
+    """One Tune trial: resolve the config once, run it, report its rows once, each marked cold_start where
+    `cold` (its worker process's first trial: `TrialWorker`) or where it was data-parallel (its Ray Train workers start
+    afresh every time)."""
     subjects: list[Trial | TrialConfig] = [TrialConfig.from_dict(c) for c in config["group"]["trials"]]
     try:
         folder = Path(tune.get_context().get_trial_dir())

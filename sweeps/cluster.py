@@ -1,0 +1,192 @@
+"""The Ray a sweep runs on: Tune's settings in this process, the connection to Ray (started here, or a cluster joined),
+what its workers are given (WORKER_ENV, the user's modules), and what its nodes hold.
+
+    connect(args.address)               # a sweep script's main(): Ray joined or started, Tune's settings made
+    types = node_types(args.cluster_config)
+    devices, cpus = cluster_devices(types), node_cpus(types)
+
+sweeps/runner.py runs a sweep on it; sweeps/placeable.py refuses what no node of it can hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+import ray
+import yaml
+
+from crossover.sweeps.space import CPU_NODE
+from crossover.sweeps.status import STOP_SIGNALS
+from crossover.trainables.shipping import SHIPPING, shipped, shipped_sources
+
+# Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
+BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
+
+
+def tune_settings() -> None:
+    """Tune's and Ray's settings for a sweep, in this process's environment (and so in that of the Ray it starts:
+    `connect`). Called by `connect` and sweeps/runner.py `run`, never at import: Ray 2.60 reads each when it is
+    used, not when it is imported (the file named beside each), so setting them before the first Tuner is early
+    enough. A value the user set already is kept."""
+    # Tune's CSV/JSON/TensorBoard loggers would duplicate every row in its trial folders, and slow every trial
+    # (docs/overhead.md, "Measured"); the Parquet rows are the record. Read as a run makes its callbacks
+    # (ray/tune/utils/callback.py).
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    # Ctrl-C stops the sweep at once (KeyboardInterrupt), not Tune's way: Tune's handler lets the trials
+    # end, returns as if the sweep had finished (a report of part of it, status 0) and advises
+    # Tuner.restore, which is not how a sweep resumes here (the same command again: `run`). Read as a run
+    # starts (ray/tune/tune.py).
+    os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+    # A worker that dies (a failed CUDA trial, a kill) sends the driver an error message; Ray prints it
+    # through its distributed tqdm, which then replaces builtins.print in the driver for good. The
+    # RowWriter's `log` (the print bound when `run` was defined) was then no longer builtins.print, and
+    # the next sweep's Tuner died pickling it ("Can't pickle <built-in function print>: it's not the same
+    # object as builtins.print"). The sweep's progress line is tqdm's own, not Ray's: print stays Python's.
+    # Read as Ray's tqdm makes its first bar (ray/experimental/tqdm_ray.py instance).
+    os.environ.setdefault("RAY_TQDM_PATCH_PRINT", "0")
+    # Tune's console output: its new one prints a "Configuration for experiment" box and "View detailed
+    # results here" whatever RunConfig's verbose (ray/tune/experimental/output.py, Ray 2.60); the legacy
+    # one at verbose 0 prints nothing. The sweep says what it runs itself (sweeps/store.py: RowWriter).
+    # Read as a run starts (output.py get_air_verbosity).
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Tune's end-of-run analysis looks for the logger files switched off above; the rows are in Parquet.
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+
+
+# Workers at the driver's priority, not Ray's nice 15 (a CPU trial's threads waited for any one that gave up its
+# core), and Ray Train's poll at 0.2 s, not 2 s (each step of a data-parallel trial waited for the next poll):
+# measured in docs/overhead.md, "Worker priority and Ray Train's health-check poll".
+WORKER_ENV = {"RAY_worker_niceness": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
+
+
+# What a user's module (trainables/shipping.py) ships with, to every worker, through runtime_env's
+# py_modules: a single .py file, or its package's folder less these. Ray packs each into a zip in its GCS,
+# refused past GCS_STORAGE_MAX_SIZE (512 MiB, gRPC's message limit) and warned of past half that; a
+# folder past SHIP_MAX_BYTES is refused here first, naming it: data and checkpoints belong on disk.
+SHIP_EXCLUDES = ["__pycache__/", "*.pyc", ".git/", ".ipynb_checkpoints/", "*.pt", "*.pth", "*.ckpt", "*.parquet"]
+SHIP_MAX_BYTES = 100 * 2**20
+
+
+def runtime_env() -> dict:
+    """This job's runtime_env: its workers at the driver's priority (WORKER_ENV), and the user's workload
+    modules registered so far (crossover.trainables.shipping.shipped) on every worker's import path."""
+    modules = shipped()
+    for path in map(Path, modules):
+        if path.is_dir():
+            size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+            if size > SHIP_MAX_BYTES:
+                raise ValueError(f"the package {path} of your workload holds {size / 2**20:,.0f} MiB, more than the "
+                                 f"{SHIP_MAX_BYTES / 2**20:.0f} MiB shipped to Ray's workers: move data and "
+                                 "checkpoints out of it (the workload reads them from a path), or install the package "
+                                 "on every node")
+    SHIPPING.sent.update(shipped_sources())
+    env = {"env_vars": WORKER_ENV}
+    return {**env, "py_modules": modules, "excludes": SHIP_EXCLUDES} if modules else env
+
+
+def connect(address: str | None) -> None:
+    """Join a running cluster (`address`), or start Ray in this process with the machine's cores;
+    either way, this job's workers run at the driver's priority (WORKER_ENV) and import the user's
+    workload modules registered before it (runtime_env).
+
+    ray.init puts its own handlers on SIGTERM: a Python one, and absl's failure handler in its core
+    worker, which printed "*** SIGTERM received ***" and a stack of addresses, then aborted with 134 and
+    no word of the rows kept. The Python handlers the caller had (sweeps/status.py `stop_signals`) are put back."""
+    tune_settings()
+    if ray.is_initialized():
+        return
+    held = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    # logging_level: Ray's start-up lines ("Started a local Ray instance", the token warning) and Tune's
+    # INFO and WARNING lines kept off the sweep's output; its errors still shown
+    if address:
+        ray.init(address=address, log_to_driver=False, runtime_env=runtime_env(), logging_level=logging.ERROR)
+    else:
+        ray.init(include_dashboard=False, log_to_driver=False, runtime_env=runtime_env(), logging_level=logging.ERROR)
+    for stop_signal, handler in held.items():
+        if callable(handler) and threading.current_thread() is threading.main_thread():
+            signal.signal(stop_signal, handler)
+
+
+def check_shipped(trials: list) -> None:
+    """Refuses a sweep whose user modules Ray's workers would not have, or would have as they were: Ray started
+    before they were registered, or before their file was edited and registered again (the same process).
+    Only the modules of these trials' workloads: another registered earlier in the process is not this sweep's."""
+    now = shipped_sources({t.cfg.module.split(":")[0].split(".")[0] for t in trials if t.cfg.module})
+    missing = sorted(set(now) - set(SHIPPING.sent))
+    if missing:
+        raise ValueError(f"your workload's module {missing[0]} reaches Ray's workers only through runtime_env, and Ray "
+                         "was started without it: build the space before crossover.sweeps.cluster.connect, or start "
+                         "Ray with ray.init(runtime_env=crossover.sweeps.cluster.runtime_env())")
+    changed = sorted(path for path, source in now.items() if SHIPPING.sent[path] != source)
+    if changed:  # its workers would run the old code, and refuse it as not what the sweep planned with
+        raise ValueError(f"your workload's module {changed[0]} changed since Ray was started, and Ray's workers have "
+                         "the copy it had then: start Ray again (ray.shutdown(), then "
+                         "ray.init(runtime_env=crossover.sweeps.cluster.runtime_env())), or run the sweep in a new "
+                         "process")
+
+
+def workers_reniced() -> bool:
+    """Whether this job's workers start with WORKER_ENV: not where Ray was started without `connect`."""
+    env_vars = ray.get_runtime_context().runtime_env.get("env_vars") or {}
+    return all(env_vars.get(k) == v for k, v in WORKER_ENV.items())
+
+
+def node_types(cluster_config: Path | str | None = None) -> list[dict]:
+    """Resources of every alive node and of every node the cluster's autoscaler may add: each node type
+    as many times as its max_workers (at most the cluster's max_workers, Ray's default 2).
+
+    The node types come from `cluster_config` (an autoscaling config, such as cluster.yaml) or, on the
+    head of a `ray up` cluster, from BOOTSTRAP_CONFIG: a sweep started before its workers are up
+    still sees the GPUs and CPU nodes it is going to get.
+    """
+    types = [n["Resources"] for n in ray.nodes() if n["Alive"]]
+    path = Path(cluster_config) if cluster_config else BOOTSTRAP_CONFIG
+    if not cluster_config and not path.exists():
+        return types
+    try:
+        config = yaml.safe_load(path.read_text())
+        available, cap = config["available_node_types"], int(config.get("max_workers", 2))
+        return types + [t.get("resources", {}) for t in available.values()
+                        for _ in range(min(int(t.get("max_workers", cap)), cap))]
+    except (OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"cluster config {path} has no readable available_node_types ({exc!r}); "
+                         "give --cluster-config the autoscaling config the cluster was started with") from None
+
+
+def cpu_nodes_only(types: list[dict]) -> bool:
+    """Whether the cluster marks its CPU nodes (cluster.yaml): then CPU trials keep to them."""
+    return any(CPU_NODE in t for t in types)
+
+
+# A CPU trial's room for Ray's own processes: one core from 4 cores up, two from 16 up (node_cpus). On a 16-core
+# GPU host the CSV example's MLP at batch 128 (sub-millisecond parallel regions) ran 1.51x as long through the
+# sweep as in one process at 15 threads, 1.04x at 14 (docs/parity.md, 2026-11-26).
+RAY_ROOM = ((16, 2), (4, 1))  # (CPUs of the node at least, cores left to Ray), largest first
+
+
+def node_cpus(types: list[dict]) -> int:
+    """What a CPU trial may own: the CPUs of the largest node it may run on, less RAY_ROOM's cores for Ray's own
+    processes. A trial's threads on every core of a 16-core node starved Ray's GCS until the driver lost it
+    ("Failed to connect to GCS within 60 seconds"); on a laptop's two cores the CPU arm keeps both, as the
+    laptop's owner would train on both."""
+    marked = cpu_nodes_only(types)
+    cpus = int(max(t.get("CPU", 0) for t in types if not marked or CPU_NODE in t))
+    return cpus - next((room for least, room in RAY_ROOM if cpus >= least), 0)
+
+
+def connected(flags):
+    """Ray connected at `flags.address` (a frozen Flags of a study script), and (flags with `cpu_threads` filled
+    in, node_cpus where not given; the node types)."""
+    connect(flags.address)
+    types = node_types()
+    return dataclasses.replace(flags, cpu_threads=flags.cpu_threads or node_cpus(types)), types
+
+
+def cluster_devices(types: list[dict]) -> tuple[str, ...]:
+    return ("cpu", "cuda") if any(t.get("GPU", 0) > 0 for t in types) else ("cpu",)
+
