@@ -365,26 +365,47 @@ def picks(v: Verdict, lines: int) -> list[str]:
     return said.splitlines()
 
 
-def render(v: Verdict, verbose: bool = False) -> str:
+def render(v: Verdict, verbose: bool = False, lines: int = SHORT) -> str:
     """The verdict as text: the answer first, then what the sweep costs on the picks (`picks`: the GPU to rent,
     the box to buy, your CPU, as `crossover decide` says them), where the GPU rows come from and what was left
-    out, in at most SHORT lines of at most WIDTH columns; `verbose` adds every GPU predicted, the reference note in
-    full, the crossover table and the whole decision (every option, the break-even, how each is costed)."""
+    out, in at most `lines` lines of at most WIDTH columns (the picks are never cut: where they and the answer
+    alone pass it, so does the text); a busy mark is explained once, and what was left out is said in one line
+    where its whole sentence has no room, and not at all (the marks say it) where that one has none. `verbose` adds every GPU predicted, the reference note in full, the
+    crossover table and the whole decision (every option, the break-even, how each is costed)."""
     dropped = v.selected.left_out
     if not verbose:
         own = sorted(set(_reference(v.rows)[1]["results_dir"]))  # the flag is the report command's: say whose
         dropped = dropped.replace("--include-loaded keeps them",
                                   f"python -m crossover.analysis report {' '.join(own)} --include-loaded keeps them")
-        said = [wrapped for line in answer(v, every=False) + ([dropped] if dropped else []) for wrapped in _wrap(line)]
+        said = [wrapped for line in answer(v, every=False) for wrapped in _wrap(line)]
         if v.decision is None:
             said += _wrap(reference_line(v.rows)) if reference_line(v.rows) else []
-        return "\n".join(said + picks(v, SHORT - len(said)))
+        busy = re.match(r"\d+ of \d+ ok rows were timed while the host was busy", dropped)
+        for left in ([_wrap(dropped)] if dropped else [[]]) + ([[f"{busy.group(0)}: --verbose says which the answer "
+                                                               "keeps"], []] if busy else []):
+            text = _once(said + left + picks(v, lines - len(said) - len(left)))
+            if len(text) <= lines:
+                break
+        return "\n".join(text)
     d = v.decision
     parts = answer(v) + list(filter(None, [reference_note(v.rows),
                                             render_crossovers(v.crossovers, v.selected)]))
     if d is not None:
         parts.append(decide.render(d.options, d.grid, d.picks, d.even, d.notes))
     return "\n".join(parts)
+
+
+def _once(lines: list[str]) -> list[str]:
+    """`lines` without a line whose words were said by an earlier one (a busy mark the answer and the picks
+    both explain)."""
+    seen, out = set(), []
+    for line in lines:
+        words = " ".join(line.split())
+        if words.startswith("[") and words in seen:
+            continue
+        seen.add(words)
+        out.append(line)
+    return out
 
 
 def _wrap(line: str) -> list[str]:

@@ -207,20 +207,22 @@ def connected_space(args, planner: Planner, names: tuple = ("",)) -> Space:
     return build_space(args, planner, devices, args.cpu_threads or node_cpus(types), cpu_nodes_only(types))
 
 
-def measure(args, space: Space) -> Store:
-    """The sweep's trials: the search over `space` (--grid search), or all of it (runner.run)."""
+def measure(args, space: Space) -> tuple[Store, tuple[str, ...]]:
+    """The sweep's trials: the search over `space` (--grid search), or all of it (runner.run); and the lines the
+    search said at its end (what it spent and skipped), which the answer's screen counts."""
     tune = dict(storage_path=args.storage_path, max_failures=args.max_failures, cluster_config=args.cluster_config,
                 progress=not args.verbose)
     if searching(args) or args.compare:
-        return search.search(space, args.out, args.budget, args.max_concurrent,
-                             detail=print if args.verbose else lambda line: None, **tune).store
-    return runner.run(space, args.out, args.max_concurrent, **tune)
+        found = search.search(space, args.out, args.budget, args.max_concurrent,
+                              detail=print if args.verbose else lambda line: None, **tune)
+        return found.store, found.said
+    return runner.run(space, args.out, args.max_concurrent, **tune), ()
 
 
 def sweep(args, planner: Planner) -> int:
     start = time.perf_counter()
-    store = measure(args, connected_space(args, planner))
-    return finish(args, store.dir, start, planner)
+    store, said = measure(args, connected_space(args, planner))
+    return finish(args, store.dir, start, planner, above=len(said))
 
 
 def compare(args, planner: Planner) -> int:
@@ -229,7 +231,7 @@ def compare(args, planner: Planner) -> int:
     space = connected_space(args, planner, ("-search",) if args.compare is not True else ("-search", "-full"))
     mine = dataclasses.replace(space, name=f"{space.name}-search")
     began = time.monotonic()
-    measure(args, mine)
+    measure(args, mine)  # what it says at its end is printed; side_by_side below is the answer
     seconds = {"search": time.monotonic() - began}
     if args.compare is True:
         began = time.monotonic()
@@ -244,9 +246,10 @@ def compare(args, planner: Planner) -> int:
     return 0
 
 
-def finish(args, directory: Path, start: float, planner: Planner) -> int:
+def finish(args, directory: Path, start: float, planner: Planner, above: int = 0) -> int:
     """The end of the sweep: the verdict of the rows in `directory` (beside the reference rows), the
-    answer first; with --verbose every table behind it; the report written and where it is. Its exit status:
+    answer first, in what is left of verdict.SHORT lines below the `above` lines the search ended with; with
+    --verbose every table behind it; the report written and where it is. Its exit status:
     sweeps/status.py measured_status's (NOTHING_MEASURED where every trial failed, PLAN_FAILED where `planner`
     failed to plan a workload), or WRITE_FAILED where the report could not be written."""
     rows = read(directory)
@@ -254,7 +257,7 @@ def finish(args, directory: Path, start: float, planner: Planner) -> int:
     said = verdict.reach(select(shown), decision=not args.no_reference)  # once, for what is printed and the report
     if args.verbose:
         print(summary.render(shown.assign(device=shown["arm"]), said))
-    print(verdict.render(said, verbose=args.verbose))
+    print(verdict.render(said, verbose=args.verbose, lines=verdict.SHORT - above))
     print(f"{len(rows)} rows in {directory} ({time.perf_counter() - start:.0f} s)")
     if args.no_report:
         print(f"report: not written (--no-report); python -m crossover.analysis report {directory} writes it")

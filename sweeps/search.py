@@ -22,6 +22,7 @@ search resumes, and a full grid after it measures only the rest.
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 import time
 from dataclasses import dataclass, field
 from functools import cache
@@ -34,6 +35,7 @@ from crossover import schema
 from crossover.analysis import summary
 from crossover.analysis.crossover import timed
 from crossover.analysis.load import eager_ok, is_reference, keys, read
+from crossover.analysis.verdict import WIDTH
 from crossover.schema import GRID_AXES, SIZE_AXES
 from crossover.sweeps import runner
 from crossover.sweeps.budget import (BUDGET_S, PROBE_FLOOR_S, TUNER_S, Ask, afford, cut, needs, predict_s, in_s,
@@ -296,6 +298,7 @@ class Result:
     skipped: int  # trials it skipped for the budget (rows 'skipped: ...')
     seconds: float  # its time by the search's clock (the wall clock), from its plan to its verdicts
     cut: tuple = ()  # (line, size) of each size with a trial stopped at trial_limit (error rows, CUT)
+    said: tuple = ()  # the lines `log` was given at its end: what it spent and skipped (at most 2 of WIDTH columns)
 
     def lines(self) -> list[str]:
         return [v.text(self.gpu_name[v.line]) for v in self.verdicts]
@@ -305,7 +308,7 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
            log=print, detail=None, clock=time.monotonic, **run_kwargs) -> Result:
     """The search over `space` (the full grid's Space) into `out`/<space.name>, in rounds of sweeps/runner.run
     until the rule wants nothing more, or the budget is spent. `log` says which sizes lack reference GPU rows
-    and, at the end, what the search spent and skipped, in at most 3 lines of 100 columns; `detail` (default:
+    and, at the end, what the search spent and skipped, in at most 2 lines of 100 columns; `detail` (default:
     `log`) each round, its runner.run's first line, each size skipped and why, and each line's verdict. `log`
     and `run_kwargs` go to runner.run. A line nothing predicts is probed first (sweeps/probe.py; said through
     `detail`); where no trial of the first round fits, `log` says the budget the cheapest needs
@@ -358,15 +361,21 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     s = state(p)
     verdicts = [verdict(line, s.measured[line], frozenset(frozen[line])) for line in p.lines]
     skipped = sum(len(a.trials) for a, _ in skips)
-    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, clock() - start, tuple(stopped))
+    seconds = clock() - start
+    spent = (f"search: {trial_count(ran)} in {rounds} round{'s' if rounds != 1 else ''}, {in_s(seconds)}"
+             + (f"; {len(stopped)} size{'s' if len(stopped) != 1 else ''} cut at {' or '.join(map(in_s, sorted(limits)))} "
+                "a trial" if stopped else "")
+             + (f"; {trial_count(skipped)} skipped for --budget {in_s(budget_s)}" if skipped else ""))
+    apart = detail is not log  # which sizes were skipped goes to `detail`: where that is not `log`, pointed to
+    said = textwrap.wrap(spent + (" (--verbose says which)" if skipped and apart else ":" if skipped else ""),
+                         WIDTH, subsequent_indent="    ")
+    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, seconds, tuple(stopped), tuple(said))
     for text in result.lines():
         detail(text)
-    log(f"search: {trial_count(ran)} in {rounds} round{'s' if rounds != 1 else ''}, {in_s(result.seconds)}"
-        + (f"; {len(stopped)} size{'s' if len(stopped) != 1 else ''} cut at {' or '.join(map(in_s, sorted(limits)))} "
-           "a trial" if stopped else "")
-        + (f"; {trial_count(skipped)} skipped for --budget {in_s(budget_s)}:" if skipped else ""))
-    for text in skipped_lines(skips, budget_s):
+    for text in said:
         log(text)
+    for text in skipped_lines(skips, budget_s) if skipped else ():
+        detail(text)
     return result
 
 

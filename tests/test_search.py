@@ -272,5 +272,8 @@ def test_the_default_search_ends_within_25_lines_of_100_columns_with_what_it_ski
     assert all(": FAILED " in before for before, text in zip([""] + said, said) if text.startswith("    ")), done.stdout
     assert "sweep 'scaling'" not in done.stdout, done.stdout  # each round's first line: --verbose
     answer = next(i for i, text in enumerate(lines) if text.startswith("Where the GPU trains faster than the CPU"))
-    assert all(text.startswith("  ") for text in lines[first + 1:answer]), done.stdout  # what it skipped, then it
+    # the summary says how many it skipped in at most 2 lines, the second indented; which ones is --verbose's
+    assert answer - first <= 2 and all(text.startswith("    ") for text in lines[first + 1:answer]), done.stdout
+    assert "skipped for --budget 20 s (--verbose says which)" in " ".join(" ".join(lines[first:answer]).split()) or \
+        "skipped" not in lines[first], done.stdout
     assert lines[answer + 1].startswith("  disc ") and lines[-1].startswith("report: not written")

@@ -187,3 +187,20 @@ def test_six_answers_on_a_busy_machine_fit_the_screen():
     lines = text.splitlines()
     assert len(lines) <= 25 and max(map(len, lines)) <= 100, text
     assert sum(line.endswith("[busy]") for line in lines) == len(names) and text.count("[busy]: timed while") == 1
+
+
+def test_a_busy_mark_is_explained_once_on_the_short_screen():
+    said = ["  disc  GPU faster [busy]", "  [busy]: timed while your machine was busy", "rent, fastest: X",
+            "[busy]: timed while your machine was busy", "  same words", "  same words"]
+    assert verdict._once(said) == said[:3] + said[4:]  # the mark's second explanation goes; other repeats stay
+
+
+def test_the_short_screen_keeps_the_picks_whole_whatever_its_room(tmp_path):
+    from analysis_rows import user_cpu_rows
+    from crossover.analysis.load import read
+    said = verdict.reach(select(read(user_cpu_rows(tmp_path / "my_cnn"))), BOOT, decision=True)
+    roomy, tight = verdict.render(said).splitlines(), verdict.render(said, lines=8).splitlines()
+    assert len(roomy) <= verdict.SHORT and len(tight) < len(roomy)
+    for pick in ("rent, fastest: ", "rent, cheapest: ", "buy: ", "your CPU: "):
+        assert sum(line.startswith(pick) for line in tight) == 1, tight
+    assert any(line.startswith("GPU memory: needs ~") and "fits" in line for line in tight), tight

@@ -155,16 +155,17 @@ def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
             f"{', '.join(sizes)}{runs}{precision} ==")
 
 
-def cards(options: pd.DataFrame) -> str:
-    """One line: what the run needs of a GPU's memory, how that was found, and the cards it does not fit."""
+def cards(options: pd.DataFrame, how: bool = True) -> str:
+    """One line: what the run needs of a GPU's memory, how that was found (`how`), and the cards it does not fit."""
     gpu = options[(options["gpus"] > 0) & options["needs_gb"].notna()] if "needs_gb" in options else options.iloc[:0]
     if gpu.empty:
         return ""
     need = gpu.loc[gpu["needs_gb"].idxmax()]
     small = gpu[gpu["fits"].eq(False)].drop_duplicates(["model", "memory_gb"])
     said = ", ".join(f"{o.model} ({o.memory_gb:g} GB)" for o in small.itertuples())
-    return (f"GPU memory: needs ~{need['needs_gb']:,.2g} GB ({need['needs_how']}, + {CONTEXT_BYTES / 1e9:g} GB CUDA "
-            f"context): " + (f"does not fit {said}, left out of the picks" if said else "fits every card offered"))
+    found = f" ({need['needs_how']}, + {CONTEXT_BYTES / 1e9:g} GB CUDA context)" if how else ""
+    return (f"GPU memory: needs ~{need['needs_gb']:,.2g} GB{found}: "
+            + (f"does not fit {said}, left out of the picks" if said else "fits every card offered"))
 
 
 def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[str], plan: Plan | None = None,
@@ -174,9 +175,11 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     (`three`: the GPU to rent, fastest and cheapest; the box to buy, with its break-even and what its write-off
     assumes; your CPU), each with its time per epoch (a planned run), run time and cost, the cheapest within the
     deadline where one was asked, the cost-versus-time front where lines are left, the stale prices in one line,
-    what each busy mark means, what --verbose adds. Every figure is marked: '~' and its 90% interval where it
-    rests on a prediction, and its source."""
-    top = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")] + [_fit(header(grid, plan))]
+    what each busy mark means, what --verbose adds. Where these pass `lines`, `head` goes and the memory takes
+    one line; the picks are never cut. Every figure is marked: '~' and its 90% interval where it rests on a
+    prediction, and its source."""
+    heading = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")]
+    top = heading + [_fit(header(grid, plan))]
     dated = [n.strip() for n in notes if n.strip().startswith(STALE)]
     rest = len(notes) - len(dated)
     if options.empty:
@@ -195,6 +198,8 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
                 + (f"; {bought(line, 'run' if plan else 'sweep')}" if name == BUY else ""))
         said_picks += textwrap.wrap(f"{name}: {text}", WIDTH, subsequent_indent="    ")
     tail = [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]
+    if len(top) + len(said_picks) + len(tail) > lines:  # short of room: the picks stay whole, the head goes and the
+        top = [_fit(header(grid, plan))] + ([_fit(cards(options, how=False))] if cards(options) else [])  # in one line
     front = options[pareto(options)].sort_values(["wall_s", "usd"])
     room = lines - len(top) - len(said_picks) - len(tail) - 1
     shown = front.head(max(room, 0))
