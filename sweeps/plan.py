@@ -254,27 +254,30 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
                                    stderr=subprocess.STDOUT, start_new_session=True)
         drain = threading.Thread(target=keep, args=(process.stdout, log), daemon=True)
         drain.start()
+        stopped = True  # until the wait ends: a stop signal or Ctrl-C raised here leaves no log behind
         try:
             process.wait(timeout=timeout_s)
             how = None if process.returncode == 0 else (
                 f"was killed by signal {signal.Signals(-process.returncode).name}" if process.returncode < 0
                 else f"exited with status {process.returncode}")
+            stopped = False
         except subprocess.TimeoutExpired:
             how = f"ran past its limit of {timeout_s:g} s (--plan-timeout) and was stopped"
-        finally:  # its group: the child, and whatever it forked and left behind (Ctrl-C here too)
+            stopped = False
+        finally:  # its group: the child, and whatever it forked and left behind (Ctrl-C and a stop signal here too)
             try:
                 os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             process.wait()
             drain.join(timeout=5)
+            kept = os.path.getsize(log.name) > 0 and not stopped  # where the child said something, and is said of
+            if not kept:
+                os.unlink(log.name)
         events = [json.loads(line) for line in answer.read_text().splitlines()] if answer.exists() else []
         # what the child said it caught ("raised KeyboardInterrupt") says more than its exit status
         how = next((e["fault"] for e in events if "fault" in e), how)
-        if not os.path.getsize(log.name):
-            os.unlink(log.name)
-            return events, how, None
-        return events, how, log.name
+        return events, how, log.name if kept else None
 
 
 # -- the child -----------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.store import WriteFailed
@@ -73,7 +74,8 @@ def exit_status(body, planner: Planner | None = None) -> int:
     A sweep that SIGTERM or SIGHUP stopped while it ran (`run`'s Interrupted) ends its process here, once its line
     is said (`_leave`): `timeout`, systemd and a closing terminal send the signal to the whole process group, Ray's
     GCS and raylet too, and Ray's shutdown as the interpreter exited then waited 60 s for the GCS that was gone
-    ("Failed to connect to GCS within 60 seconds", status 1)."""
+    ("Failed to connect to GCS within 60 seconds", status 1). So does one stopped before `run`, while a workload was
+    planned, where a process this process's Ray started has ended too (`_ray_stopped`)."""
     with stop_signals() as received:
         try:
             status = body()
@@ -87,10 +89,31 @@ def exit_status(body, planner: Planner | None = None) -> int:
             if not isinstance(exc, Interrupted):
                 print("interrupted: the rows written so far are kept; run the same command again to measure the "
                       "rest", file=sys.stderr)
-            elif received:
+            if received and (isinstance(exc, Interrupted) or _ray_stopped()):
                 _leave(128 + received[0])
             return 128 + received[0] if received else INTERRUPTED
         return status or (PLAN_FAILED if planner and planner.faulted() else 0)
+
+
+def _ray_stopped(wait_s: float = 1.0) -> bool:
+    """Whether a process that this process's Ray started (its GCS, raylet, dashboard, monitors) has ended, or ends
+    within `wait_s`: the stop signal went to the whole process group, and Ray's shutdown then waits on the GCS and
+    raylet as they stop (10 s, seen when SIGTERM came while a workload was planned, after Ray started and before
+    `run`; its Python daemons end at once, the GCS and raylet later). False where this process started no Ray (none,
+    or a cluster's), and where the signal came to this process alone."""
+    import ray
+    from ray._private import worker  # Ray 2.60: the processes it started, on its node object
+
+    node = worker._global_node if ray.is_initialized() else None
+    started = [] if node is None else [info.process for infos in node.all_processes.values() for info in infos]
+    deadline = time.monotonic() + wait_s
+    while started:
+        if any(process.poll() is not None for process in started):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return False
 
 
 def _leave(status: int) -> None:

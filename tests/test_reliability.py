@@ -10,9 +10,11 @@ Every refusal names the field or flag and the fix; no measured row is lost, dupl
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -569,6 +571,65 @@ def test_a_stop_signal_to_the_whole_process_group_ends_the_sweep_in_seconds_with
     assert status == 128 + stop and "GCS" not in printed, printed[-3000:]
     assert_said_and_kept(printed, out, before)
     assert 1 <= len(before) < 8
+
+
+SLOW_SECOND_PLAN = """
+import os, time
+from pathlib import Path
+import torch
+from torch import nn
+from crossover import Data, Workload
+
+MARK = Path(os.environ["PLAN_MARK"])
+
+
+def model(cfg):
+    # planned twice: its import checked before Ray starts, its sizes once Ray is up; the second waits to be stopped
+    if MARK.exists():
+        MARK.with_suffix(".second").touch()
+        time.sleep(120)
+    MARK.touch()
+    return nn.Linear(4, 2)
+
+
+def data(cfg):
+    x = torch.randn(cfg.dataset_size, 4)
+    return Data(x, (x.sum(1) > 0).long(), None, None, source="random")
+
+
+workload = Workload("planned", make_data=data, make_model=model, make_loss=nn.CrossEntropyLoss,
+                    make_optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+                    defaults={"batch_size": 16, "dataset_size": 160, "epochs": 3})
+"""
+
+
+@pytest.mark.slow
+def test_a_stop_signal_to_the_group_while_a_workload_is_planned_ends_the_sweep_and_leaves_no_plan_log(tmp_path):
+    # SIGTERM to the group after Ray started, while the workload's sizes were planned: the driver waited 10 s in Ray's
+    # shutdown for the GCS and raylet the signal was stopping, and left the planning process's empty log in TMPDIR
+    (tmp_path / "planned.py").write_text(SLOW_SECOND_PLAN)
+    # a TMPDIR of its own, short: Ray's socket paths under it must stay within 107 bytes
+    temp, mark = Path(tempfile.mkdtemp(prefix="xo-")), tmp_path / "planned.mark"
+    cmd = SCALING + ["--workload", f"{tmp_path / 'planned.py'}:workload", "--smoke", "--devices", "cpu",
+                     "--out", str(tmp_path), "--no-report", "--no-reference"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env={**os.environ, "RAY_ADDRESS": "", "TMPDIR": str(temp), "PLAN_MARK": str(mark)},
+                            preexec_fn=as_from_a_terminal)
+    try:
+        deadline = time.monotonic() + 240  # a guard against a hang, not a measurement
+        while not mark.with_suffix(".second").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        os.killpg(proc.pid, signal.SIGTERM)
+        printed, _ = proc.communicate(timeout=60)  # a guard: the planning process sleeps 120 s
+        left = list(temp.glob("crossover-plan-*.log"))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
+    assert proc.returncode == 128 + signal.SIGTERM and "GCS" not in printed, printed[-3000:]
+    assert "interrupted: the rows written so far are kept" in printed, printed[-3000:]
+    assert not left, printed[-3000:]
 
 
 def test_exit_status_is_128_plus_the_stop_signal_and_the_handlers_are_put_back():
