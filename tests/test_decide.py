@@ -575,3 +575,17 @@ def test_a_cpu_measured_at_one_size_is_its_step_as_timed_there_never_a_line_per_
     assert own["predicted"] and own["reach"] == "195x past 256, its step as timed there"
     said = decide.brief(answer.options, answer.grid, answer.picks, answer.notes, answer.plan)
     assert "your CPU: " in said and "~196 s/epoch (176-235)" in " ".join(said.split())
+
+
+def test_the_fronts_figures_are_never_cut_only_an_options_name(tmp_path):
+    # a run of a fraction of a cent: its cost and interval run to 40 columns, and stay whole on the front's line
+    mine = frame([_timed(row("mine", "cpu", [0.9, 1.0, 1.2], batch_size=64, dataset_size=256), 3.0, 1.0, 0.0)])
+    options, billing = cost.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
+    answer = decide.decide(mine, None, options, billing, [], plan=decide.Plan(10, 50_000))
+    tiny = answer.options.assign(**{c: answer.options[c] * 1e-7 for c in ("usd", "usd_lo", "usd_hi")})
+    said = decide.brief(tiny, answer.grid, answer.picks, answer.notes, answer.plan, lines=40).splitlines()
+    front = said[said.index(next(s for s in said if s.startswith("the cost-versus-time front"))) + 1:]
+    front = [s for s in front if s.startswith("  ")]
+    for line in front:  # each option's figures whole on its line, whatever of its name or source is cut
+        option = next(o for _, o in tiny.iterrows() if line[2:].startswith(o["option"][:8]))
+        assert decide.money(option) in line and decide.run_time(option) in line, line

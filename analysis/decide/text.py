@@ -60,8 +60,11 @@ def money(line) -> str:
 
 
 def cents(v: float) -> str:
-    """Dollars to the cent, or to two figures below a cent (a CPU's electricity: 0.0024)."""
-    return f"{v:,.2f}" if v == 0 or abs(v) >= 0.01 else np.format_float_positional(v, precision=2, fractional=False)
+    """Dollars to the cent, or to two figures below a cent (a CPU's electricity: 0.0024), with an exponent below a
+    millionth of a dollar (6e-10: a smoke run's), where the zeros would fill a line."""
+    if v == 0 or abs(v) >= 0.01:
+        return f"{v:,.2f}"
+    return np.format_float_positional(v, precision=2, fractional=False) if abs(v) >= 1e-6 else f"{v:.2g}"
 
 
 def _two(v: float) -> str:
@@ -210,7 +213,10 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     cells = [(o["option"],) + ((per_epoch(o),) if plan else ()) + (run_time(o), money(o), how_known(o, plan))
              for _, o in shown.iterrows()]
     n = len(cells[0]) - 1
-    widths = [min(max(len(c[i]) for c in cells), 34) for i in range(n)]
+    # the option's name cut (to 34 columns, less where the figures need them), never a figure: a line holds them whole
+    widths = [max(len(c[i]) for c in cells) for i in range(n)]
+    room = WIDTH - 2 - 2 * n - sum(widths[1:]) - len("predicted")  # the source after them may be cut (_fit)
+    widths[0] = min(widths[0], 34, max(room, 12))
     body = [_fit("  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(n)) + "  " + c[n]) for c in cells]
     return "\n".join(top + said_picks + [said_front] + body + tail)
 
