@@ -189,6 +189,10 @@ def _tuner(space: Space, trials: list, budget: FuseBudget, writer: RowWriter, ma
             # a trial whose worker died is not retried by Tune, which cannot tell its code's crash from a lost
             # node: the writer decides (RowWriter.on_trial_error), and the next pass runs what it keeps
             failure_config=tune.FailureConfig(max_failures=0),
+            # what a trial printed (trainables/output.py) is written in its trial folder, which Ray 2.60 stages
+            # under /tmp/ray/session_*/artifacts/; uploaded to OUT/_tune/NAME/TRIAL/ only with sync_artifacts, as
+            # its one report ends the trial (a reused worker's trials kept theirs under /tmp, its first alone here)
+            sync_config=tune.SyncConfig(sync_artifacts=True),
         ),
     )
 

@@ -61,20 +61,22 @@ def test_a_trial_that_prints_megabytes_leaves_a_mib_in_its_folder_and_none_in_ra
     from crossover.sweeps import cluster, runner
 
     (tmp_path / "loud.py").write_text(LOUD)
-    space = Space("loud", {f"{tmp_path / 'loud.py'}:workload": {}}, ("cpu",), planner=planner)
+    # two trials, the second on the first's reused worker: each one's output reaches --out
+    space = Space("loud", {f"{tmp_path / 'loud.py'}:workload": {"dataset_size": [64, 96]}}, ("cpu",), planner=planner)
     space.expand()  # planned, its module registered: shipped to the workers of the Ray started next
     ray.init(num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=cluster.runtime_env())
     try:
         logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
-        store = runner.run(space, tmp_path / "out", log=lambda line: None)
+        store = runner.run(space, tmp_path / "out", max_concurrent=1, log=lambda line: None)  # one worker, reused
         printed = sum(f.stat().st_size for f in logs.glob("worker-*") if f.is_file())
         staged = list(logs.parent.rglob("output.log"))  # the trial's working folder, in Ray's session
     finally:
         ray.shutdown()
-    assert (pd.read_parquet(store.dir)["status"] == "ok").all()
-    assert printed < 2**20  # Ray's own lines, not the 3 MiB
-    kept = list((tmp_path / "out" / "_tune" / "loud").glob("*/output.log"))  # the trial's folder, under --out
-    assert len(kept) == 1 and len(staged) <= 1, (kept, staged)
+    rows = pd.read_parquet(store.dir)
+    assert len(rows) == 2 and (rows["status"] == "ok").all()
+    assert printed < 2**20  # Ray's own lines, not the 3 MiB twice
+    kept = list((tmp_path / "out" / "_tune" / "loud").glob("*/output.log"))  # each trial's folder, under --out
+    assert len(kept) == 2 and len(staged) <= 2, (kept, staged)
     for log in kept + staged:
         text = log.read_bytes()
         assert text.startswith(b"x" * 2**20) and text.endswith(b" more bytes of output not kept]\n")
