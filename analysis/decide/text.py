@@ -140,7 +140,8 @@ def header(grid: pd.DataFrame, plan: Plan | None) -> str:
     if plan:
         return _planned_header(grid, plan)
     trials = int(grid["trials"].sum())
-    return (f"== the sweep: {trials:,} trials, {len(grid)} configurations: "
+    return (f"== the sweep: {trials:,} trial{'s' if trials != 1 else ''}, {len(grid)} configuration"
+            f"{'s' if len(grid) != 1 else ''}: "
             f"{', '.join(f'{w} {n:,}' for w, n in grid.groupby('workload')['trials'].sum().items())}")
 
 
