@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from crossover.analysis import cost, decide, model
+from crossover.analysis import decide, model, prices
 from crossover.schema import BUILTIN_MODULE
 from crossover.analysis.crossover import (
     A_EVERYWHERE,
@@ -103,8 +103,8 @@ def yours_first(rows: pd.DataFrame) -> list[str]:
 def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, count=None) -> decide.Decision:
     """The decision for `rows` on every option of analysis/prices.yaml and every home box: the measured grid
     as the sweep, or the planned run `plan` (its step counted by `count`: decide.planned_step)."""
-    options, billing = cost.load_prices()
-    boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
+    options, billing = prices.load_prices()
+    boxes = [prices.load_home_box(p) for p in prices.home_boxes()]
     return decide.decide(rows, None, options, billing, boxes, plan=plan, count=count)
 
 

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from crossover.analysis.cost import Billing, Electricity, HomeBox, Option, stale, stale_boxes
+from crossover.analysis.cost import stale, stale_boxes
 from crossover.analysis.crossover import timed
 from crossover.analysis.decide.choosing import break_even, pick
 from crossover.analysis.decide.grid import Plan, plan_grid, sweep
 from crossover.analysis.decide.pricing import own_gpus, table
 from crossover.analysis.decide.speeds import missing, plan_speeds, planned_step, predictions, speeds
 from crossover.analysis.decide.text import STALE
+from crossover.analysis.prices import Billing, Electricity, HomeBox, Option
 
 
 @dataclass(frozen=True, eq=False)
