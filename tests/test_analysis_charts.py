@@ -12,8 +12,9 @@ import pytest
 from analysis_rows import frame, plant, row
 
 from crossover.analysis import charts, cost, decide, prices
-from crossover.analysis.crossover import Bootstrap, find, select
+from crossover.analysis.crossover import Bootstrap, find
 from crossover.analysis.load import KEY, eager_ok
+from crossover.analysis.selection import select
 
 SCHEMA = Path(alt.__file__).parent / "vegalite" / alt.SCHEMA_VERSION.split(".")[0] / "schema" / "vega-lite-schema.json"
 
