@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-from crossover.analysis import charts, cost, counting, decide, engines, families, migrate, model, ordering, parallel, report, summary, verdict
+from crossover.analysis import charts, cost, counting, decide, engines, families, migrate, model, ordering, parallel, prices, report, summary, verdict
 from crossover.analysis.cli import HelpFormatter
 from crossover.analysis.crossover import Bootstrap
 from crossover.analysis.load import REFERENCE, read, representative
@@ -60,7 +60,7 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.c
     summ.add_argument("dirs", nargs="+", type=Path, help="results directories")
     cst = sub.add_parser("cost", help="print and draw cost per epoch, trial and million samples of each row")
     cst.add_argument("dirs", nargs="+", type=Path, help="results directories")
-    cst.add_argument("--prices", type=Path, default=cost.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
+    cst.add_argument("--prices", type=Path, default=prices.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
     cst.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
     dec = sub.add_parser("decide", help="the whole sweep's wall time and cost on every option: fastest, cheapest, "
                                         "cheapest within a deadline, the front, the home boxes' break-even")
@@ -79,14 +79,14 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.c
                      help="also write every option's figures as a JSON list to PATH ('-': stdout alone, the text "
                           "answer then to stderr): option, gpu, batch_size, dataset_size, epoch_s and its interval, "
                           "run_s, usd, fits, basis and more (analysis/decide/, records)")
-    dec.add_argument("--usd-per-kwh", type=float, default=cost.USD_PER_KWH,
+    dec.add_argument("--usd-per-kwh", type=float, default=prices.USD_PER_KWH,
                      help="your electricity's price: costs your own CPU and GPUs' runs (US dollars per kWh)")
-    dec.add_argument("--cpu-watts", type=float, default=cost.CPU_W,
+    dec.add_argument("--cpu-watts", type=float, default=prices.CPU_W,
                      help="watts your CPU draws training, where no row read RAPL (cpu_energy_j); docs/cost.md")
-    dec.add_argument("--gpu-watts", type=float, default=cost.GPU_W,
+    dec.add_argument("--gpu-watts", type=float, default=prices.GPU_W,
                      help="watts each of your GPUs draws training, where no row read NVML (gpu_energy_j); docs/cost.md")
     dec.add_argument("--deadline", type=float, default=None, help="hours: also name the cheapest option that ends within it")
-    dec.add_argument("--prices", type=Path, default=cost.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
+    dec.add_argument("--prices", type=Path, default=prices.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
     dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
     dec.add_argument("--verbose", action="store_true",
                      help="print the whole decision: every option, the break-even, how each is costed, the notes "
@@ -209,10 +209,10 @@ def _migrate(args) -> int:
 
 
 def _cost(args) -> int:
-    rows, (options, _) = read(*args.dirs), cost.load_prices(args.prices)
+    rows, (options, _) = read(*args.dirs), prices.load_prices(args.prices)
     costs = cost.table(rows, options)
     shown = costs[costs["config_hash"].isin(representative(rows)["config_hash"])]
-    boxes = [cost.load_home_box(p) for p in cost.home_boxes()]  # their purchase prices' age is counted too
+    boxes = [prices.load_home_box(p) for p in prices.home_boxes()]  # their purchase prices' age is counted too
     print(cost.render(costs, representative(rows), options, boxes=boxes))
     out = args.out or report.default_out(args.dirs)
     drawn, why = charts.save_all({"cost_per_million": charts.cost_per_million(shown)}, out)
@@ -263,11 +263,11 @@ def _plan(args) -> decide.Plan | None:
 
 def _decide(args) -> int:
     plan = _plan(args)  # before reading: a bad flag is refused at once
-    power = cost.Electricity(args.usd_per_kwh, args.cpu_watts, args.gpu_watts)
+    power = prices.Electricity(args.usd_per_kwh, args.cpu_watts, args.gpu_watts)
     rows = read(*args.dirs)
     rows = rows if args.no_reference else summary.with_reference(rows)
-    options, billing = cost.load_prices(args.prices)
-    boxes = [cost.load_home_box(p) for p in (args.home_box or cost.home_boxes())]
+    options, billing = prices.load_prices(args.prices)
+    boxes = [prices.load_home_box(p) for p in (args.home_box or prices.home_boxes())]
     answer = decide.decide(rows, None, options, billing, boxes, None if plan else _trials(args), args.deadline, plan,
                            power, args.count)
     grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes

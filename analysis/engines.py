@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.analysis.crossover import Bootstrap, answer, find, select
+from crossover.analysis.crossover import Bootstrap, answer, find
 from crossover.analysis.load import cold_starts, sizes_label
 from crossover.analysis.model import DEVICES, device_key, load_devices, step_costs
+from crossover.analysis.selection import select
 from crossover.schema import CONFIG_COLUMNS, runs_file
 
 # Fused members differ only in these (trainables/fused.py): the rest of the config is the group's.

@@ -23,7 +23,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.crossover import find, select
+from crossover.analysis.crossover import find
+from crossover.analysis.selection import select
 from crossover.schema import SIZE_AXES
 
 # What makes two rows the same model and data, whatever device they ran on.

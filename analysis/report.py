@@ -35,14 +35,13 @@ import pandas as pd
 from crossover.analysis import charts, decide, model, parallel, summary, verdict
 from crossover.analysis.crossover import (
     Bootstrap,
-    Selected,
     baseline_first,
     render,
-    select,
     slices,
     write,
 )
 from crossover.analysis.load import CHECKOUT, environment, is_reference, read
+from crossover.analysis.selection import Selected, select
 from crossover.schema import BUILTIN_MODULE, CROSSOVER_AXES, REPORTS, SIZE_AXES
 
 
@@ -146,7 +145,7 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Boo
     analysis/verdict.py).
 
     Rows flagged outside_load are left out of the crossovers and the charts where their configuration has
-    quiet rows, and used where it has none, unless `include_loaded` keeps them all (analysis/crossover.py
+    quiet rows, and used where it has none, unless `include_loaded` keeps them all (analysis/selection.py
     `select`, once, here where they are read); the page and the text say how many. The devices and the
     failed trials list every row. With `reference`, the reference GPU rows of the same configurations are read
     alongside, and the page and the text end with the decision."""

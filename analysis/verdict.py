@@ -7,7 +7,7 @@ one structure; none derives a verdict of its own.
 
     python sweeps/scaling.py --smoke              # ends with render(v): the answer first, in at most 25 lines
     python sweeps/scaling.py --smoke --verbose    # and every table behind it: render(v, verbose=True)
-    from crossover.analysis.verdict import reach, render; print(render(reach(select(rows))))   # select: crossover.py's
+    from crossover.analysis.verdict import reach, render; print(render(reach(select(rows))))   # select: selection.py's
 
 Each workload's answer (`Finding`) rests on one line of the crossover table: time per epoch, the CPU
 (A) against a GPU (B), along the first axis of HEADLINE_AXES that has a line; among GPUs, the one
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from crossover.analysis import cost, decide, model
+from crossover.analysis import decide, model, prices
 from crossover.schema import BUILTIN_MODULE
 from crossover.analysis.crossover import (
     A_EVERYWHERE,
@@ -38,12 +38,12 @@ from crossover.analysis.crossover import (
     SEVERAL,
     WITHIN_NOISE,
     Bootstrap,
-    Selected,
     find,
     interpolate,
     render as render_crossovers,
 )
 from crossover.analysis.load import REFERENCE, eager_ok, is_reference, keys
+from crossover.analysis.selection import Selected
 
 # A size a student reads first: the model's parameters, then the data's, then the rest.
 HEADLINE_AXES = ("n_params", "dataset_size", "batch_size", "depth", "width", "context")
@@ -82,7 +82,7 @@ class Verdict:
 
 
 def reach(selected: Selected, boot: Bootstrap = Bootstrap(), decision: bool = False) -> Verdict:
-    """The verdict of `selected` (crossover.select): the crossover table, each workload's answer and, with
+    """The verdict of `selected` (selection.select): the crossover table, each workload's answer and, with
     `decision`, what the measured grid costs on every option of analysis/prices.yaml and every home box, and
     for a workload measured on the CPU alone its predicted answer on every GPU model (`predicted`)."""
     rows = selected.rows
@@ -103,8 +103,8 @@ def yours_first(rows: pd.DataFrame) -> list[str]:
 def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, count=None) -> decide.Decision:
     """The decision for `rows` on every option of analysis/prices.yaml and every home box: the measured grid
     as the sweep, or the planned run `plan` (its step counted by `count`: decide.planned_step)."""
-    options, billing = cost.load_prices()
-    boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
+    options, billing = prices.load_prices()
+    boxes = [prices.load_home_box(p) for p in prices.home_boxes()]
     return decide.decide(rows, None, options, billing, boxes, plan=plan, count=count)
 
 

@@ -18,9 +18,10 @@ import numpy as np
 import pandas as pd
 
 from crossover import schema
-from crossover.analysis.crossover import (A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE, find,
-                                          select)
+from crossover.analysis.crossover import (A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE,
+                                          find)
 from crossover.analysis.load import read
+from crossover.analysis.selection import select
 from crossover.sweeps.budget import in_s, trial_count
 from crossover.sweeps.search import Plan, plan, state
 from crossover.sweeps.space import Space

@@ -33,14 +33,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.analysis import cost, decide, model
+from crossover.analysis import cost, decide, model, prices
 from crossover.analysis.cli import HelpFormatter
 from crossover.analysis.counting import AXES, TIMEOUT_S, PredictError, Request, finish, start
 from crossover.sweeps.cli import at_least, param
 from crossover.trainables.config import PRECISIONS
 
-def predicted(counted: dict, epochs: int, options: list[cost.Option],
-              billing: dict[str, cost.Billing]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def predicted(counted: dict, epochs: int, options: list[prices.Option],
+              billing: dict[str, prices.Billing]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One line per GPU model of analysis/devices.yaml, fastest first, with decide's columns (`table`'s:
     epoch_s and its interval, wall_s, usd, fits, ...): priced at its cheapest one-GPU on-demand option,
     else with no price; and the run as decide's grid of one line (for decide.records)."""
@@ -188,7 +188,7 @@ def main(argv=None) -> int:
     process = start(request)
     try:
         model.shipped(model.PER_CLASS)  # fitted while the step is counted: two cores, two jobs
-        options, billing = cost.load_prices()
+        options, billing = prices.load_prices()
         counted = finish(process, request, started)
         lines, grid = predicted(counted, request.epochs, options, billing)
     except (PredictError, ValueError) as exc:

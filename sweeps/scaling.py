@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 
 from crossover.analysis import charts, report, summary, verdict
-from crossover.analysis.crossover import select
 from crossover.analysis.load import read
+from crossover.analysis.selection import select
 from crossover.sweeps import budget, cli, runner, search, stopping
 from crossover.sweeps.cluster import cluster_devices, connect, cpu_nodes_only, node_cpus, node_types
 from crossover.sweeps.compare import run_seconds, side_by_side

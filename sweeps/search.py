@@ -33,8 +33,8 @@ import pandas as pd
 
 from crossover import schema
 from crossover.analysis import summary
-from crossover.analysis.crossover import timed
 from crossover.analysis.load import eager_ok, is_reference, keys, read
+from crossover.analysis.selection import timed
 from crossover.analysis.verdict import WIDTH
 from crossover.schema import GRID_AXES, SIZE_AXES
 from crossover.sweeps import runner
@@ -216,7 +216,7 @@ def state(p: Plan, rows: pd.DataFrame | None = None) -> State:
     if rows is None:
         rows = read(p.store.dir) if p.store.files() else pd.DataFrame(columns=schema.NAMES + ["arm"])
     ok = rows[rows["status"] == "ok"]
-    used = timed(ok)  # rows flagged outside_load: as the verdict reads them (analysis/crossover.py)
+    used = timed(ok)  # rows flagged outside_load: as the verdict reads them (analysis/selection.py)
     measured, own, costs, ratios = {}, {}, {}, {CPU: [], GPU: []}
     for line in p.lines:
         index = p.hashes(line)
@@ -249,7 +249,7 @@ def state(p: Plan, rows: pd.DataFrame | None = None) -> State:
 
 def asks(p: Plan, s: State, frozen: dict) -> list[Ask]:
     """Every point the rule wants measured next, with its trials and their predicted seconds: the next
-    seeds without an ok CPU row (a row left out for load, analysis/crossover.py `timed`, is replaced by a
+    seeds without an ok CPU row (a row left out for load, analysis/selection.py `timed`, is replaced by a
     new seed, not run again); a point whose seeds are all spent is not asked."""
     found = []
     for line in p.lines:

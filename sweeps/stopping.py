@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from crossover.analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE, timed
+from crossover.analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE
+from crossover.analysis.selection import timed
 
 BRACKET_RUNS = 2  # runs at each bracketing size: with fewer, the line has no variance to build an interval on
 LOOKS = (1, 2, 3, 5)  # runs at which a point's interval is looked at; it never gets more than CAP
@@ -124,7 +125,7 @@ def _interval(c: np.ndarray, g: np.ndarray, cpu_var: tuple, gpu_var: tuple) -> t
 def runs(rows: pd.DataFrame, axis: str, gpu: str | None = None) -> dict:
     """One line's ok rows as the rule reads them: size -> Runs, the 'cpu' rows' (`is_cpu`) and the `gpu`
     device's (any other device where None) median epoch times, in seed order. Rows flagged outside_load
-    are read as the verdict reads them (analysis/crossover.py `timed`)."""
+    are read as the verdict reads them (analysis/selection.py `timed`)."""
     rows = timed(rows)
     ok = rows[rows["status"] == "ok"].sort_values("seed")
     is_gpu = ~ok["is_cpu"] if gpu is None else ok["device"].eq(gpu)

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 from analysis_rows import frame, plant, row
 
-from crossover.analysis import charts, cost, decide
-from crossover.analysis.crossover import Bootstrap, find, select
+from crossover.analysis import charts, cost, decide, prices
+from crossover.analysis.crossover import Bootstrap, find
 from crossover.analysis.load import KEY, eager_ok
+from crossover.analysis.selection import select
 
 SCHEMA = Path(alt.__file__).parent / "vegalite" / alt.SCHEMA_VERSION.split(".")[0] / "schema" / "vega-lite-schema.json"
 
@@ -30,8 +31,8 @@ def rows():
 
 def every_chart(rows):
     table = find(select(rows), Bootstrap(draws=50))
-    options, billing = cost.load_prices()
-    boxes = [cost.load_home_box(p) for p in cost.home_boxes()]
+    options, billing = prices.load_prices()
+    boxes = [prices.load_home_box(p) for p in prices.home_boxes()]
     gpu = eager_ok(rows)[lambda r: r["device"] == "cuda"]  # the boxes' GPUs predicted at half the H100's speed
     predicted = pd.concat([gpu[KEY].assign(device_name=b.gpu, epoch_s_median=2 * gpu["epoch_s_median"]) for b in boxes])
     answer = decide.decide(rows, predicted, options, billing, boxes)

@@ -7,7 +7,7 @@ import yaml
 from analysis_rows import frame, row
 from analysis_rows import write as write_rows
 
-from crossover.analysis import cost
+from crossover.analysis import cost, prices
 from crossover.analysis.__main__ import main
 
 PRICE = {"date": "2026-01", "source": "https://example.com/pricing"}
@@ -34,14 +34,14 @@ def write(tmp_path, name, data):
 
 
 def test_the_home_box_costs_match_hand_figures(tmp_path):
-    box = cost.load_home_box(write(tmp_path, "box.yaml", BOX))
+    box = prices.load_home_box(write(tmp_path, "box.yaml", BOX))
     assert box.fixed_usd_per_month == pytest.approx(10.0)  # 240 / 24 months
     assert box.energy_usd_per_h == pytest.approx(0.1)  # 0.5 kW x 0.2 $/kWh
     assert box.usd_per_h == pytest.approx(10 / (0.5 * 730) + 0.1)
 
 
 def test_cost_per_epoch_trial_and_million_samples_on_the_rows_gpu_model(tmp_path):
-    options, billing = cost.load_prices(write(tmp_path, "prices.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
+    options, billing = prices.load_prices(write(tmp_path, "prices.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
     assert billing["P"].charged_s(601) == 3600 and billing["Q"].charged_s(30) == 60 and billing["Q"].charged_s(61.2) == 62
     t4 = row("disc", "cuda", [2.0, 2.0, 2.0], device_name="Tesla T4", gpus_requested=1.0, dataset_size=2000)
     t4.update(total_s=36.0, samples_per_s=1000.0)
@@ -65,19 +65,19 @@ def test_a_gpu_model_is_matched_as_a_word():
 
 def test_prices_older_than_12_months_are_flagged_with_their_source(tmp_path):
     old = [dict(OPTIONS[2], on_demand={"usd_per_h": 0.05, "date": "2025-06", "source": "https://old"})]
-    options, _ = cost.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": old}))
+    options, _ = prices.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": old}))
     assert cost.stale(options, dt.date(2026, 5, 1)) == []
     assert cost.stale(options, dt.date(2026, 11, 22)) == [
         "cpu2 on-demand: $0.05/h is of 2025-06, over 12 months before 2026-11-22: re-read https://old"]
 
 
 def test_the_project_price_table_and_home_boxes_load():
-    options, billing = cost.load_prices()
+    options, billing = prices.load_prices()
     assert {o.provider for o in options} == set(billing) >= {"AWS", "GCP", "Lambda", "RunPod"}
     # no 2026 source priced a T4 (AWS g4dn, GCP n1 + T4): those lines were dropped on 2026-11-27 (issue 44)
     assert {"H200", "H100", "A100", "L4", "A10G"} <= {o.gpu for o in options}
     assert any(o.gpu == "H200" and o.gpus == 1 for o in options)  # a single H200 rented
-    boxes = {cost.load_home_box(p).gpu for p in cost.home_boxes()}
+    boxes = {prices.load_home_box(p).gpu for p in prices.home_boxes()}
     assert boxes == {"GTX 960", "RTX 3060", "RTX 4090", "RTX 5090"}
 
 
@@ -105,7 +105,7 @@ def test_a_bad_price_file_is_refused_naming_the_line_and_field(tmp_path, edit, w
     options = [{**o, "on_demand": dict(o["on_demand"]), "spot": o["spot"] and dict(o["spot"])} for o in OPTIONS]
     edit(options)
     with pytest.raises(ValueError) as info:
-        cost.load_prices(write(tmp_path, "bad.yaml", {"options": options, "providers": PROVIDERS}))
+        prices.load_prices(write(tmp_path, "bad.yaml", {"options": options, "providers": PROVIDERS}))
     assert words in str(info.value)
 
 
@@ -136,4 +136,4 @@ def test_a_bad_home_box_is_refused_with_the_field_and_fix_and_no_traceback(tmp_p
 
 def test_a_missing_home_box_says_what_to_copy(tmp_path):
     with pytest.raises(FileNotFoundError, match="copy .*seed002_gtx960.yaml and edit it"):
-        cost.load_home_box(tmp_path / "nope.yaml")
+        prices.load_home_box(tmp_path / "nope.yaml")

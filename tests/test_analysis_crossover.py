@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crossover.analysis.crossover import DRAW_KINDS, TO_A, TO_B, Bootstrap, find, render, select, timed
+from crossover.analysis.crossover import DRAW_KINDS, TO_A, TO_B, Bootstrap, find, render
 from crossover.analysis.load import cold_starts
+from crossover.analysis.selection import select, timed
 from analysis_rows import frame, plant, row
 
 SIZES = np.geomspace(1e2, 1e6, 9)

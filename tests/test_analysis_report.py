@@ -137,7 +137,7 @@ def test_rows_of_two_schema_versions_are_refused(tmp_path):
 
 
 def test_analysis_never_imports_torch_or_ray():
-    code = ("import sys, crossover.analysis.__main__, crossover.analysis.report, crossover.analysis.cost, crossover.analysis.charts, crossover.analysis.crossover, "
+    code = ("import sys, crossover.analysis.__main__, crossover.analysis.report, crossover.analysis.cost, crossover.analysis.prices, crossover.analysis.charts, crossover.analysis.crossover, "
             "crossover.analysis.load, crossover.analysis.summary, crossover.analysis.verdict; "
             "print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -11,7 +11,7 @@ from analysis_rows import frame, row, user_cpu_rows
 from analysis_rows import write as write_rows
 from test_analysis_cost import write
 
-from crossover.analysis import charts, cost, decide
+from crossover.analysis import charts, decide, prices
 from crossover.analysis.__main__ import main
 from crossover.analysis.load import KEY, REFERENCE, eager_ok, is_reference
 
@@ -36,8 +36,8 @@ def _timed(r, setup, warmup, eval_s):
 
 @pytest.fixture
 def planted(tmp_path):
-    options, billing = cost.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
-    box = cost.load_home_box(write(tmp_path, "box.yaml", BOX))
+    options, billing = prices.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
+    box = prices.load_home_box(write(tmp_path, "box.yaml", BOX))
     rows = frame([
         _timed(row("disc", "cuda", [2.0] * 3, gpus_requested=1.0), 1, 2, 1),  # 1 + 2 + 1 + 10 x 2 = 24 s a trial
         _timed(row("disc", "cuda/4", [4.0] * 3, gpus_requested=0.25), 1, 4, 1),  # 46 s, four on a GPU: 11.5 GPU-s a trial
@@ -375,9 +375,8 @@ def test_a_user_workload_in_a_folder_of_its_own_gets_gpu_options_and_the_same_be
     assert main(["decide", str(tmp_path / "shared"), "--workload", "my_cnn", *run, str(tmp_path / "shared.json")]) == 0
     alone, shared = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("alone", "shared"))
     gpus = [r for r in alone if r["gpu"]]
-    from crossover.analysis import cost
-    options, _ = cost.load_prices()
-    offered = {o.gpu for o in options if o.gpu} | {cost.load_home_box(p).gpu for p in cost.home_boxes()}
+    options, _ = prices.load_prices()
+    offered = {o.gpu for o in options if o.gpu} | {prices.load_home_box(p).gpu for p in prices.home_boxes()}
     assert {r["gpu"] for r in gpus} == offered and offered <= set(model.load_devices())
     assert all(r["basis"] == "predicted" and r["epoch_s_low"] < r["epoch_s"] < r["epoch_s_high"] for r in gpus)
     assert all(r["fits"] is True for r in gpus)  # an 11M-parameter CNN fits every card, the 2 GB GTX 960 too
@@ -454,7 +453,7 @@ def _big(rows, peak=None):
 @pytest.mark.parametrize("measured", [True, False])
 def test_a_model_too_large_for_a_16_gb_card_does_not_fit_the_t4_and_is_never_picked(tmp_path, measured):
     from crossover.analysis.load import read
-    options, billing = cost.load_prices(write(tmp_path, "p.yaml", T4_PRICES))
+    options, billing = prices.load_prices(write(tmp_path, "p.yaml", T4_PRICES))
     rows = planned_rows() if measured else [r for r in planned_rows() if r["device"] == "cpu"]
     rows = read(write_rows(_big(rows, 30e9 if measured else None), tmp_path / "mine"))
     key = eager_ok(rows)[KEY].drop_duplicates()
@@ -484,19 +483,19 @@ def test_your_cpu_costs_its_electricity_measured_by_rapl_else_at_nominal_watts(p
     plan = decide.Plan(10, 3000)
     wall = 1 + 10 * (0.01 + 1e-5 * 3000)
     found = decide.decide(frame(rows).assign(results_dir="/home/me/r"), none, options, billing, [], plan=plan,
-                          power=cost.Electricity(usd_per_kwh=0.2, cpu_w=30)).options
+                          power=prices.Electricity(usd_per_kwh=0.2, cpu_w=30)).options
     own = found[found["kind"] == decide.OWN_CPU].iloc[0]
     assert own["usd"] > 0 and own["usd"] == pytest.approx(wall / 3600 * 0.030 * 0.2)
     assert decide.source(own).endswith("electricity: nominal 30 W (--cpu-watts)") and "30 W" in own["basis"]
     for r in rows:  # RAPL read 40 W over the timed epochs
         r["cpu_energy_j"] = 40.0 * r["train_s"] if r["device"] == "cpu" else None
     found = decide.decide(frame(rows).assign(results_dir="/home/me/r"), none, options, billing, [], plan=plan,
-                          power=cost.Electricity(usd_per_kwh=0.2, cpu_w=30)).options
+                          power=prices.Electricity(usd_per_kwh=0.2, cpu_w=30)).options
     own = found[found["kind"] == decide.OWN_CPU].iloc[0]
     assert own["usd"] == pytest.approx(wall / 3600 * 0.040 * 0.2)
     assert decide.source(own).endswith("electricity: RAPL 40 W")
     with pytest.raises(ValueError, match="--cpu-watts must be a number > 0, got -5"):
-        cost.Electricity(cpu_w=-5)
+        prices.Electricity(cpu_w=-5)
 
 
 def test_a_busy_extrapolation_whose_error_exceeds_it_is_marked_and_never_called_measured(planned):
@@ -565,7 +564,7 @@ def test_a_cpu_measured_at_one_size_is_its_step_as_timed_there_never_a_line_per_
     # 10 epochs of 50,000 (782 steps): 782 / 4 of its epoch, the interval its fastest and slowest epoch scaled alike, the
     # set-up as timed (not 195x); the reach says how far from the size measured
     mine = frame([_timed(row("mine", "cpu", [0.9, 1.0, 1.2], batch_size=64, dataset_size=256), 3.0, 1.0, 0.0)])
-    options, billing = cost.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
+    options, billing = prices.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
     answer = decide.decide(mine, None, options, billing, [], plan=decide.Plan(10, 50_000))
     own = answer.options[answer.options["kind"] == decide.OWN_CPU].iloc[0]
     steps = 782 / 4
@@ -580,7 +579,7 @@ def test_a_cpu_measured_at_one_size_is_its_step_as_timed_there_never_a_line_per_
 def test_the_fronts_figures_are_never_cut_only_an_options_name(tmp_path):
     # a run of a fraction of a cent: its cost and interval run to 40 columns, and stay whole on the front's line
     mine = frame([_timed(row("mine", "cpu", [0.9, 1.0, 1.2], batch_size=64, dataset_size=256), 3.0, 1.0, 0.0)])
-    options, billing = cost.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
+    options, billing = prices.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
     answer = decide.decide(mine, None, options, billing, [], plan=decide.Plan(10, 50_000))
     tiny = answer.options.assign(**{c: answer.options[c] * 1e-7 for c in ("usd", "usd_lo", "usd_hi")})
     said = decide.brief(tiny, answer.grid, answer.picks, answer.notes, answer.plan, lines=40).splitlines()

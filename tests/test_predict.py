@@ -195,7 +195,7 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
     # prediction of the run's own configuration, its step counted as predict counts it, never the 256 scaled 195x
     from analysis_rows import frame, row
 
-    from crossover.analysis import cost, decide
+    from crossover.analysis import decide, prices
     from crossover.analysis.counting import count_planned
     from crossover.sweeps.predict import predicted
 
@@ -207,7 +207,7 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
     mine = frame([row("pred_mlp", "cpu", [0.01, 0.011, 0.012], batch_size=64, dataset_size=256, width=128, depth=None,
                       steps_per_epoch=4, n_params=step["n_params"], workload_params='{"n_features": 16}',
                       workload_module=ref, **as_the_cpu_counts)])
-    options, billing = cost.load_prices()
+    options, billing = prices.load_prices()
     plan = decide.Plan(10, 50_000, axes=(("batch_size", "64"),))
     answer = decide.decide(mine, None, options, billing, [], plan=plan, count=count_planned)
     found, notes = answer.options, answer.notes

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -9,7 +10,7 @@ import yaml
 from analysis_rows import row
 from analysis_rows import write as write_rows
 
-from crossover.analysis import cost
+from crossover.analysis import cost, prices
 from crossover.analysis.__main__ import main
 
 HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone\n"
@@ -34,10 +35,10 @@ def catalog(tmp_path, lines=LINES, header=HEADER, cloud="aws"):
 
 
 def test_every_shipped_price_and_billing_has_a_date_and_a_source():
-    options, billing = cost.load_prices()
-    prices = [p for o in options for _, p in o.prices()] + list(billing.values())
-    assert prices and all(p.date and p.source.startswith("https://") for p in prices)
-    assert all(cost._day(p.date) <= dt.date(2026, 11, 25) for p in prices)  # nothing dated after it was read
+    options, billing = prices.load_prices()
+    dated = [p for o in options for _, p in o.prices()] + list(billing.values())
+    assert dated and all(p.date and p.source.startswith("https://") for p in dated)
+    assert all(prices.day(p.date) <= dt.date(2026, 11, 25) for p in dated)  # nothing dated after it was read
     assert {"Nebius", "Vast.ai"} <= set(billing)  # the 2026 lists' providers
     by_name = {o.name: o for o in options}
     assert by_name["AWS p5.48xlarge"].on_demand.usd_per_h == 55.04
@@ -47,13 +48,13 @@ def test_every_shipped_price_and_billing_has_a_date_and_a_source():
 
 
 def test_a_price_is_stale_from_the_366th_day_after_its_date():
-    price = cost.Price(1.0, "2025-11-26", "https://example.com/pricing")
+    price = prices.Price(1.0, "2025-11-26", "https://example.com/pricing")
     assert not price.is_stale(dt.date(2026, 11, 26)) and price.is_stale(dt.date(2026, 11, 27))
-    assert cost.Price(1.0, "2025-11", "https://example.com/pricing").is_stale(AS_OF)  # a month is its first day
+    assert prices.Price(1.0, "2025-11", "https://example.com/pricing").is_stale(AS_OF)  # a month is its first day
 
 
 def test_every_shipped_price_older_than_12_months_is_flagged_and_says_why_it_was_not_re_read():
-    options, _ = cost.load_prices()
+    options, _ = prices.load_prices()
     old = [(o, kind, p) for o in options for kind, p in o.prices() if p.is_stale(AS_OF)]
     assert len(cost.stale(options, AS_OF)) == len(old)  # each one listed, with its source to re-read
     assert all(f"re-read {p.source}" in line for (_, _, p), line in zip(old, cost.stale(options, AS_OF)))
@@ -64,15 +65,15 @@ def test_every_shipped_price_older_than_12_months_is_flagged_and_says_why_it_was
 
 def test_no_shipped_price_was_over_12_months_old_when_they_were_re_read():
     # issue 44: on 2026-11-27 every price is of the last 12 months (a line no 2026 source confirmed was dropped)
-    options, _ = cost.load_prices()
+    options, _ = prices.load_prices()
     assert cost.stale(options, dt.date(2026, 11, 27)) == []
 
 
 def test_every_shipped_home_box_is_priced_in_2026_with_a_source_and_none_is_stale():
     # issue 44: the cards' prices re-read on 2026-11-27; seed 002's box is what the seed paid, a record
-    boxes = {b.name: b for b in map(cost.load_home_box, cost.home_boxes())}
+    boxes = {b.name: b for b in map(prices.load_home_box, prices.home_boxes())}
     market = [b for b in boxes.values() if not b.record]
-    assert len(market) == 3 and all(cost._day(b.purchase_date).year == 2026 for b in market)
+    assert len(market) == 3 and all(prices.day(b.purchase_date).year == 2026 for b in market)
     assert all("https://" in b.purchase_source for b in market)
     assert cost.stale_boxes(list(boxes.values()), dt.date(2026, 11, 27)) == []
     assert boxes["seed 002 box (used GTX 960)"].record and boxes["seed 002 box (used GTX 960)"].purchase_date == "2017-12"
@@ -81,12 +82,12 @@ def test_every_shipped_home_box_is_priced_in_2026_with_a_source_and_none_is_stal
 
 def test_the_prices_age_counts_and_names_every_stale_price_a_home_box_s_included():
     stamp = {"source": "https://example.com/pricing"}
-    options = [cost.Option("cpu2", "P", "r", None, 0, 2, cost.Price(0.05, "2025-06", **stamp),
-                           cost.Price(0.02, "2026-11", **stamp))]
+    options = [prices.Option("cpu2", "P", "r", None, 0, 2, prices.Price(0.05, "2025-06", **stamp),
+                           prices.Price(0.02, "2026-11", **stamp))]
     box = dict(gpu="RTX 4090", lifetime_years=4, power_w=600, utilisation=0.25, electricity_usd_per_kwh=0.17)
-    boxes = [cost.HomeBox("old box", purchase_usd=3000, purchase_date="2025-06", purchase_source="https://shop/4090", **box),
-             cost.HomeBox("new box", purchase_usd=2699, purchase_date="2026-06-22", purchase_source="https://shop/5090", **box),
-             cost.HomeBox("seed box", purchase_usd=250, purchase_date="2017-12", purchase_source="the seed", record=True, **box)]
+    boxes = [prices.HomeBox("old box", purchase_usd=3000, purchase_date="2025-06", purchase_source="https://shop/4090", **box),
+             prices.HomeBox("new box", purchase_usd=2699, purchase_date="2026-06-22", purchase_source="https://shop/5090", **box),
+             prices.HomeBox("seed box", purchase_usd=250, purchase_date="2017-12", purchase_source="the seed", record=True, **box)]
     lines = cost.dated(options, boxes, AS_OF)
     assert lines[0] == "prices over 12 months old: 2 of 4 (2 rental, 2 home-box purchases) on 2026-11-26"
     assert lines[1] == ("stale price: cpu2 on-demand: $0.05/h is of 2025-06, over 12 months before 2026-11-26: "
@@ -108,10 +109,10 @@ def test_a_price_older_than_12_months_is_flagged_in_the_output(tmp_path, capsys)
             "options": [{"name": "cpu2", "provider": "P", "region": "r", "gpu": None, "gpus": 0, "vcpus": 2,
                          "on_demand": {"usd_per_h": 0.05, "date": "2025-06", **stamp},
                          "spot": {"usd_per_h": 0.02, "date": recent, "via": "https://a.list", **stamp}}]}
-    prices = tmp_path / "old.yaml"
-    prices.write_text(yaml.safe_dump(data, sort_keys=False))
+    price_file = tmp_path / "old.yaml"
+    price_file.write_text(yaml.safe_dump(data, sort_keys=False))
     results = write_rows([row("disc", "cpu", [1.0, 1.0], torch_threads=2, gpus_requested=0.0)], tmp_path / "mine")
-    assert main(["cost", str(results), "--prices", str(prices), "--out", str(tmp_path / "charts")]) == 0
+    assert main(["cost", str(results), "--prices", str(price_file), "--out", str(tmp_path / "charts")]) == 0
     out = capsys.readouterr().out
     assert "stale price: cpu2 on-demand: $0.05/h is of 2025-06, over 12 months before" in out
     assert "  prices over 12 months old: " in out and " rental, 3 home-box purchases) on " in out  # counted, boxes too
@@ -120,7 +121,7 @@ def test_a_price_older_than_12_months_is_flagged_in_the_output(tmp_path, capsys)
     assert "cpu2 spot" not in out.split("stale price:")[1].split("\n")[0]  # today's is recent
     assert f"secondary source: cpu2 spot: $0.02/h of {recent} was read on https://a.list" in out
     # decide says it on the option that uses the price, in its source, and not on today's
-    assert main(["decide", str(results), "--prices", str(prices), "--verbose", "--out", str(tmp_path / "charts")]) == 0
+    assert main(["decide", str(results), "--prices", str(price_file), "--verbose", "--out", str(tmp_path / "charts")]) == 0
     decided = capsys.readouterr().out
     lines = [line for line in decided.splitlines() if "cpu2" in line and "billed per" in line]
     assert any("stale price of 2025-06: cpu2" in line for line in lines), decided
@@ -128,7 +129,7 @@ def test_a_price_older_than_12_months_is_flagged_in_the_output(tmp_path, capsys)
 
 
 def test_a_skypilot_catalog_loads_as_options(tmp_path):
-    options, billing = cost.load_prices(catalog(tmp_path))
+    options, billing = prices.load_prices(catalog(tmp_path))
     by_name = {o.name: o for o in options}
     assert list(by_name) == ["AWS p5.48xlarge us-east-1", "AWS p4de.24xlarge us-east-1", "AWS p3.2xlarge us-east-1",
                              "AWS c7i.large us-east-1"]
@@ -139,13 +140,13 @@ def test_a_skypilot_catalog_loads_as_options(tmp_path):
     assert by_name["AWS p4de.24xlarge us-east-1"].gpu == "A100" and by_name["AWS p4de.24xlarge us-east-1"].spot is None
     assert by_name["AWS p3.2xlarge us-east-1"].gpu == "V100"  # unknown to devices.yaml: kept by its name
     assert by_name["AWS c7i.large us-east-1"].gpu is None and by_name["AWS c7i.large us-east-1"].gpus == 0
-    assert billing == {"AWS": cost.load_prices(cost.PRICES)[1]["AWS"]}  # the project's AWS billing
+    assert billing == {"AWS": prices.load_prices(prices.PRICES)[1]["AWS"]}  # the project's AWS billing
 
 
 def test_a_catalog_of_an_unknown_cloud_gets_the_stated_default_billing(tmp_path):
-    options, billing = cost.load_prices(catalog(tmp_path, LINES[-1:], cloud="mycloud"))
-    assert options[0].provider == cost.SKYPILOT_PROVIDER
-    bill = billing[cost.SKYPILOT_PROVIDER]
+    options, billing = prices.load_prices(catalog(tmp_path, LINES[-1:], cloud="mycloud"))
+    assert options[0].provider == prices.SKYPILOT_PROVIDER
+    bill = billing[prices.SKYPILOT_PROVIDER]
     assert (bill.step_s, bill.minimum_s, bill.startup_s) == (60, 60, 300) and "no billing known" in bill.note
 
 
@@ -162,7 +163,7 @@ def test_a_catalog_of_an_unknown_cloud_gets_the_stated_default_billing(tmp_path)
 ])
 def test_a_malformed_catalog_is_refused_naming_the_line_and_column(tmp_path, header, lines, words):
     with pytest.raises(ValueError) as info:
-        cost.load_prices(catalog(tmp_path, lines, header))
+        prices.load_prices(catalog(tmp_path, lines, header))
     assert words in str(info.value) and str(tmp_path) in str(info.value)
     assert ";" in str(info.value)  # then what to do
 
@@ -171,14 +172,14 @@ def test_a_price_file_of_another_kind_is_refused_by_its_suffix(tmp_path):
     path = tmp_path / "prices.json"
     path.write_text("{}")
     with pytest.raises(ValueError, match=r"prices.json: a price file is our YAML .* or a SkyPilot catalog"):
-        cost.load_prices(path)
+        prices.load_prices(path)
 
 
 def test_a_skypilot_accelerator_name_maps_to_a_device_key():
     keys = ["H100", "A100", "A10G", "L4", "RTX 4090"]
-    assert [cost.gpu_model(n, keys) for n in ("A100-80GB", "H100-MEGA", "RTX4090", "A10G", "A10", "L40S", "V100")] == \
+    assert [prices.gpu_model(n, keys) for n in ("A100-80GB", "H100-MEGA", "RTX4090", "A10G", "A10", "L40S", "V100")] == \
         ["A100", "H100", "RTX 4090", "A10G", "A10", "L40S", "V100"]
-    assert cost.provider_of(cost.Path("catalogs/v8/gcp/vms.csv")) == "GCP"
+    assert prices.provider_of(Path("catalogs/v8/gcp/vms.csv")) == "GCP"
 
 
 @pytest.mark.parametrize("name", ["prices.yaml", "vms.csv"])
@@ -186,6 +187,6 @@ def test_a_price_file_that_is_not_utf8_text_is_refused_naming_its_line(tmp_path,
     path = tmp_path / name
     path.write_bytes(b"# prices\n\xff\xfe binary\n")
     with pytest.raises(ValueError) as info:
-        cost.load_prices(path)
+        prices.load_prices(path)
     assert str(info.value).startswith(f"{path}, line 2: not UTF-8 text") and "save it as UTF-8" in str(info.value)
 

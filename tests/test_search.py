@@ -114,7 +114,7 @@ def test_the_stopping_rules_interval_covers_a_planted_ratio_at_its_nominal_rate(
 
 
 def test_the_search_reads_busy_rows_by_the_verdicts_rule_and_replaces_one_left_out_by_a_new_seed(tmp_path):
-    # analysis/crossover.py `timed`, for the search as for the verdict: a row flagged outside_load is left out
+    # analysis/selection.py `timed`, for the search as for the verdict: a row flagged outside_load is left out
     # where its configuration has a quiet row, used where it has none (a loaded VM flags every CPU row)
     space = Space("busy", {"disc": {"depth": list(DEPTHS), "epochs": [6]}}, ("cpu",), cpu_threads=2)
     p = search.plan(space, tmp_path)

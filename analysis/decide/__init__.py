@@ -33,7 +33,7 @@ finished_at), "predicted", or "62% predicted; measured on ..." (the predicted sh
     cloud       wall = provider's startup_s + makespan; cost = price x the billed time: wall rounded up
                 to the provider's billing step, at least its minimum. One instance, rented whole.
     your CPU, GPU  wall = makespan; cost = its electricity (already owned): the power its rows measured
-                (RAPL cpu_energy_j, NVML gpu_energy_j, over train_s), else cost.Electricity's nominal
+                (RAPL cpu_energy_j, NVML gpu_energy_j, over train_s), else prices.Electricity's nominal
                 watts (--cpu-watts, --gpu-watts), x wall (x GPUs) x --usd-per-kwh; its source says which.
     home box    wall = makespan; cost = write-off (purchase over lifetime, spread over the hours the
                 box trains at its utilisation) + electricity: measured GPU energy where the rows of its

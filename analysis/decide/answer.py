@@ -8,13 +8,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from crossover.analysis.cost import Billing, Electricity, HomeBox, Option, stale, stale_boxes
-from crossover.analysis.crossover import timed
+from crossover.analysis.cost import stale, stale_boxes
 from crossover.analysis.decide.choosing import break_even, pick
 from crossover.analysis.decide.grid import Plan, plan_grid, sweep
 from crossover.analysis.decide.pricing import own_gpus, table
 from crossover.analysis.decide.speeds import missing, plan_speeds, planned_step, predictions, speeds
 from crossover.analysis.decide.text import STALE
+from crossover.analysis.prices import Billing, Electricity, HomeBox, Option
+from crossover.analysis.selection import timed
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,7 +45,7 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     break-even; and the notes (models left out, stale prices). `count`: how a planned run's step is counted
     (`planned_step`; None: a row's count). `predicted` None: analysis/model/'s
     predictions (`predictions`). Rows flagged outside_load are left out where their point has quiet rows,
-    as the crossovers leave them (crossover.timed); those kept mark the figures resting on them (`busy`)."""
+    as the crossovers leave them (selection.timed); those kept mark the figures resting on them (`busy`)."""
     rows = timed(rows)
     grid = sweep(rows, None if plan else asked)
     if grid.empty:

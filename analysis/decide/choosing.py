@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.cost import HOURS_PER_MONTH
+from crossover.analysis.prices import HOURS_PER_MONTH
 from crossover.analysis.decide.grid import HOME_BOX, OWN_CPU, OWN_GPU
 
 
@@ -37,7 +37,7 @@ RENT_FASTEST, RENT_CHEAPEST, BUY, YOUR_CPU, YOUR_GPU = "rent, fastest", "rent, c
 def three(options: pd.DataFrame) -> dict[str, pd.Series | None]:
     """The first screen's picks, among the options the run fits (`fitting`): the GPU to rent (the fastest
     on-demand instance, and the cheapest where it is another), the box to buy (of the home boxes for sale, not a
-    record of what a box cost once (cost.HomeBox.record), the one that pays for itself at the fewest runs a month
+    record of what a box cost once (prices.HomeBox.record), the one that pays for itself at the fewest runs a month
     against the cheapest on-demand GPU, `break_even`; its line carries that
     break-even: even_n runs a month, even_against, even_against_usd, even_predicted), your own CPU, and your own
     GPU (the fastest) where the rows measured one; None where the options hold none of that kind."""

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.crossover import BUSY, loaded
 from crossover.analysis.load import KEY, eager_ok, is_reference, keys, sizes_label
+from crossover.analysis.selection import BUSY, loaded
 from crossover.schema import SIZE_AXES
 
 

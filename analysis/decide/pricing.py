@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from crossover.analysis import model
-from crossover.analysis.cost import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option
+from crossover.analysis.prices import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option
 from crossover.analysis.decide.grid import BUSY_MARKS, HERE, HOME_BOX, OWN_CPU, OWN_GPU
 from crossover.analysis.load import eager_ok, is_reference
 
