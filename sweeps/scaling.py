@@ -207,22 +207,29 @@ def connected_space(args, planner: Planner, names: tuple = ("",)) -> Space:
     return build_space(args, planner, devices, args.cpu_threads or node_cpus(types), cpu_nodes_only(types))
 
 
-def measure(args, space: Space) -> tuple[Store, tuple[str, ...]]:
-    """The sweep's trials: the search over `space` (--grid search), or all of it (runner.run); and the lines the
-    search said at its end (what it spent and skipped), which the answer's screen counts."""
+def measure(args, space: Space) -> tuple[Store, int]:
+    """The sweep's trials: the search over `space` (--grid search), or all of it (runner.run); and how many lines
+    the search printed besides its progress (a trial cut at its share of the budget as it fails, what it spent
+    and skipped at its end), which the answer's screen counts."""
     tune = dict(storage_path=args.storage_path, max_failures=args.max_failures, cluster_config=args.cluster_config,
                 progress=not args.verbose)
     if searching(args) or args.compare:
-        found = search.search(space, args.out, args.budget, args.max_concurrent,
-                              detail=print if args.verbose else lambda line: None, **tune)
-        return found.store, found.said
-    return runner.run(space, args.out, args.max_concurrent, **tune), ()
+        said = []
+
+        def log(line: str) -> None:
+            said.append(line)
+            print(line)
+
+        found = search.search(space, args.out, args.budget, args.max_concurrent, log=log,
+                              detail=log if args.verbose else lambda line: None, **tune)
+        return found.store, sum(len(line.splitlines()) for line in said)
+    return runner.run(space, args.out, args.max_concurrent, **tune), 0
 
 
 def sweep(args, planner: Planner) -> int:
     start = time.perf_counter()
-    store, said = measure(args, connected_space(args, planner))
-    return finish(args, store.dir, start, planner, above=len(said))
+    store, above = measure(args, connected_space(args, planner))
+    return finish(args, store.dir, start, planner, above=above)
 
 
 def compare(args, planner: Planner) -> int:
@@ -248,7 +255,7 @@ def compare(args, planner: Planner) -> int:
 
 def finish(args, directory: Path, start: float, planner: Planner, above: int = 0) -> int:
     """The end of the sweep: the verdict of the rows in `directory` (beside the reference rows), the
-    answer first, in what is left of verdict.SHORT lines below the `above` lines the search ended with; with
+    answer first, in what is left of verdict.SHORT lines below the `above` lines the search printed; with
     --verbose every table behind it; the report written and where it is. Its exit status:
     sweeps/status.py measured_status's (NOTHING_MEASURED where every trial failed, PLAN_FAILED where `planner`
     failed to plan a workload), or WRITE_FAILED where the report could not be written."""

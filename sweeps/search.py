@@ -298,7 +298,6 @@ class Result:
     skipped: int  # trials it skipped for the budget (rows 'skipped: ...')
     seconds: float  # its time by the search's clock (the wall clock), from its plan to its verdicts
     cut: tuple = ()  # (line, size) of each size with a trial stopped at trial_limit (error rows, CUT)
-    said: tuple = ()  # the lines `log` was given at its end: what it spent and skipped (at most 2 of WIDTH columns)
 
     def lines(self) -> list[str]:
         return [v.text(self.gpu_name[v.line]) for v in self.verdicts]
@@ -369,7 +368,7 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
     apart = detail is not log  # which sizes were skipped goes to `detail`: where that is not `log`, pointed to
     said = textwrap.wrap(spent + (" (--verbose says which)" if skipped and apart else ":" if skipped else ""),
                          WIDTH, subsequent_indent="    ")
-    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, seconds, tuple(stopped), tuple(said))
+    result = Result(p.store, verdicts, p.gpu_name, rounds, ran, skipped, seconds, tuple(stopped))
     for text in result.lines():
         detail(text)
     for text in said:
