@@ -71,6 +71,7 @@ class Selected:
     kept: pd.Series  # bool, over `rows`: those the crossovers and the charts time (`timed`, or all of them)
     busy: pd.Series  # bool, over `rows`: the ok rows kept though flagged outside_load; their times may be slow
     left_out: str  # what was left out, and kept though busy, and why, in words ('' where no ok row is flagged)
+    busy_count: str = ""  # its first words alone: 'N of M ok rows were timed while the host was busy' ('' likewise)
 
     @property
     def timed(self) -> pd.DataFrame:
@@ -85,12 +86,12 @@ def select(rows: pd.DataFrame, include_loaded: bool = False) -> Selected:
     busy = flagged & kept
     if not flagged.any():
         return Selected(rows, kept, busy, "")
-    what = (f"{flagged.sum()} of {ok.sum()} ok rows were timed while the host was busy "
-            "beyond the trial, the crossover trials beside it and Ray (outside_load)")
+    count = f"{flagged.sum()} of {ok.sum()} ok rows were timed while the host was busy"
+    what = f"{count} beyond the trial, the crossover trials beside it and Ray (outside_load)"
     if include_loaded:
-        return Selected(rows, kept, busy, f"{what}: kept, as asked (--include-loaded)")
+        return Selected(rows, kept, busy, f"{what}: kept, as asked (--include-loaded)", count)
     dropped = (~kept).sum()
     said = ([f"{dropped} left out of the crossovers (the same configuration has quiet rows)"] if dropped else []) + \
         ([f"{busy.sum()} kept where the configuration has no quiet row (the answer says so)"] if busy.any() else [])
     told = f"{what}: {'; '.join(said)}" + ("; --include-loaded keeps them all" if dropped else "")
-    return Selected(rows, kept, busy, told)
+    return Selected(rows, kept, busy, told, count)

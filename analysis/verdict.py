@@ -380,9 +380,9 @@ def render(v: Verdict, verbose: bool = False, lines: int = SHORT) -> str:
         said = [wrapped for line in answer(v, every=False) for wrapped in _wrap(line)]
         if v.decision is None:
             said += _wrap(reference_line(v.rows)) if reference_line(v.rows) else []
-        busy = re.match(r"\d+ of \d+ ok rows were timed while the host was busy", dropped)
-        for left in ([_wrap(dropped)] if dropped else [[]]) + ([[f"{busy.group(0)}: --verbose says which the answer "
-                                                               "keeps"], []] if busy else []):
+        busy = v.selected.busy_count
+        for left in ([_wrap(dropped)] if dropped else [[]]) + ([[f"{busy}: --verbose says which the answer keeps"], []]
+                                                               if busy else []):
             text = _once(said + left + picks(v, lines - len(said) - len(left)))
             if len(text) <= lines:
                 break

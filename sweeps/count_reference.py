@@ -65,7 +65,7 @@ def neusight() -> int:
     out = []
     for c in labels.itertuples(index=False):
         batch = int(c.batch_size)
-        got = counted(f"{EXAMPLES / 'realsize'}.py:workload", batch, batch, {},
+        got = counted(reference("realsize:workload", "realsize"), batch, batch, {},
                       {"arch": c.model, "tokens": int(c.seq_len)})
         out.append({**got, "label_model": c.model, "seq_len": int(c.seq_len)})
         print(c.model, f"{c.seq_len} tokens, batch {batch}: {got['flops_per_step'] / 1e12:.2f} TFLOP, "
@@ -89,7 +89,7 @@ def memory() -> int:
 
     rows = read(REFERENCE)
     real = rows[rows["workload_module"].fillna("").str.startswith("realsize:") & rows["peak_gpu_bytes"].notna()]
-    ref = f"{EXAMPLES / 'realsize'}.py:workload"
+    ref = reference("realsize:workload", "realsize")
     wl, out = register(ref), []
     for c in real.drop_duplicates(["workload_params", "batch_size", "precision"]).itertuples(index=False):
         params, batch = json.loads(c.workload_params), int(c.batch_size)

@@ -182,15 +182,16 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     what each busy mark means, what --verbose adds. Where these pass `lines`, `head` goes and the memory takes
     one line; the picks are never cut. Every figure is marked: '~' and its 90% interval where it rests on a
     prediction, and its source."""
-    heading = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")]
-    top = heading + [_fit(header(grid, plan))]
+    said_head = _fit(header(grid, plan))
+    top = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")] + [said_head]
     dated = [n.strip() for n in notes if n.strip().startswith(STALE)]
     rest = len(notes) - len(dated)
     if options.empty:
         unit = "run" if plan else "sweep"
         return "\n".join(top + [f"no option has a measured or predicted time for every configuration of the {unit}"]
                          + [_fit(n.strip()) for n in notes][:max(lines - len(top) - 1, 0)])
-    top += [w for w in textwrap.wrap(cards(options), WIDTH, subsequent_indent="    ")]
+    memory = cards(options)
+    top += [w for w in textwrap.wrap(memory, WIDTH, subsequent_indent="    ")]
     more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
             + (f", {rest} notes" if rest else ""))
     chosen = three(options) | {k: v for k, v in picks.items() if k.startswith("cheapest within")}
@@ -203,7 +204,7 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
         said_picks += textwrap.wrap(f"{name}: {text}", WIDTH, subsequent_indent="    ")
     tail = [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]
     if len(top) + len(said_picks) + len(tail) > lines:  # short of room: the picks stay whole, the head goes and the
-        top = [_fit(header(grid, plan))] + ([_fit(cards(options, how=False))] if cards(options) else [])  # in one line
+        top = [said_head] + ([_fit(cards(options, how=False))] if memory else [])  # the memory in one line
     front = options[pareto(options)].sort_values(["wall_s", "usd"])
     room = lines - len(top) - len(said_picks) - len(tail) - 1
     shown = front.head(max(room, 0))

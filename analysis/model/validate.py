@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from crossover.analysis.load import REFERENCE
-from crossover.schema import OP_CLASSES, OPS_PER_STEP
+from crossover.schema import OP_CLASSES, OP_MEASURES, OPS_PER_STEP
 from crossover.analysis.model.devices import DEVICES, MATCH_KEY, device_key, load_devices
 from crossover.analysis.model.counts import COUNTED, MODEL, PER_CLASS, THREE_TERM, as_counted, cpu_groups, form_of, gpu_rows, with_model
 from crossover.analysis.model.perclass import OPS_TABLE, PARAMETERS, _figures, fit, gpu_s, op_table
@@ -244,13 +244,9 @@ def render_validation(table: pd.DataFrame) -> str:
 def _without_optimizer(counts: pd.DataFrame) -> pd.DataFrame:
     """The counted steps without the optimiser's update: NeuSight's labels time the forward and the backward pass
     alone (its neusight/Tracing/trace.py takes no optimiser step)."""
-    zeroed = {f"optimizer_{m}_per_step": 0.0 for m in ("flops", "bytes", "launches")}
     ops = counts[OPS_PER_STEP].map(lambda o: json.dumps([op for op in json.loads(o) if op[0] != "optimizer"]))
-    kept = counts.assign(**zeroed, **{OPS_PER_STEP: ops})
-    removed = counts[[f"optimizer_{m}_per_step" for m in ("flops", "bytes", "launches")]].to_numpy(float)
-    return kept.assign(flops_per_step=counts["flops_per_step"] - removed[:, 0],
-                       bytes_per_step=counts["bytes_per_step"] - removed[:, 1],
-                       launches_per_step=counts["launches_per_step"] - removed[:, 2])
+    return counts.assign(**{OPS_PER_STEP: ops}, **{column: value for m in OP_MEASURES for column, value in (
+        (f"optimizer_{m}_per_step", 0.0), (f"{m}_per_step", counts[f"{m}_per_step"] - counts[f"optimizer_{m}_per_step"]))})
 
 
 def neusight(path: Path = DEVICES, labels: Path = NEUSIGHT_LABELS, counted: Path = NEUSIGHT_COUNTED) -> pd.DataFrame:
