@@ -9,7 +9,7 @@ import pytest
 from crossover.analysis import model
 import json
 
-from crossover.analysis.model import perclass
+from crossover.analysis.model import operators, perclass
 from crossover.analysis.model.validate import _without_optimizer
 from crossover.analysis.model.perclass import _counts
 from crossover.analysis.load import device_fields
@@ -115,24 +115,27 @@ def test_a_step_listed_op_by_op_costs_the_gpu_what_each_op_costs(table):
     assert (got[0] > 1.5 * got[1]).all()  # apart, each pays its own bound: the memory-bound op's bytes count
 
 
-def test_the_op_study_sets_each_op_as_the_fit_prices_it_against_its_measured_time(tmp_path):
-    # an op table drawn from the shipped fit's own GPU time: no error; each op twice as slow: 50% each
+def test_the_op_study_prices_each_op_from_the_other_shapes_and_from_the_other_gpu(tmp_path):
+    # two GPUs' studies of bf16 products, each at one share of its GPU's peak: every shape left out is priced at that
+    # share from the others (no error), and each GPU from the other's study scaled by the roofline
     devices = model.load_devices()
-    p = dict(zip(model.PARAMETERS, np.exp(model.shipped(model.PER_CLASS).fit.theta)))
-    ops = pd.DataFrame([{"device_name": "NVIDIA H100 80GB HBM3", "precision": precision, "op_class": c, "flops": f,
-                         "bytes": b, "ops": n} for precision in ("default", "bf16")
-                        for c, f, b, n in [("matmul", 1e9, 1e7, 1), ("conv", 4e9, 1e8, 2), ("conv_grouped", 1e8, 1e8, 2),
-                                           ("rnn", 1e9, 1e7, 300), ("norm", 0, 1e8, 2), ("optimizer", 0, 1e9, 20)]])
-    keyed = ops.assign(**{model.MATCH_KEY: "H100"})
-    figures = perclass._figures(keyed, devices)
-    ops["gpu_s"] = [float(perclass.gpu_s(r.op_class, np.array([r.flops]), np.array([r.bytes]), np.array([r.ops]), p,
-                                         {k: v[[i]] for k, v in figures.items()})[0]) for i, r in enumerate(ops.itertuples())]
-    ops.to_parquet(tmp_path / "exact.parquet")
-    ops.assign(gpu_s=2 * ops["gpu_s"]).to_parquet(tmp_path / "slow.parquet")
-    exact, slow = (model.op_study(ops=tmp_path / f"{name}.parquet") for name in ("exact", "slow"))
-    assert len(exact) == 12 and exact["ops"].eq(1).all()
-    assert np.allclose(exact[["median_error", "p90_error"]], 0)
-    assert np.allclose(slow[["median_error", "p90_error"]], 0.5)
+    rows = [{"device_name": name, "group": "matmul", "case": "mm", "params": str(f), "precision": "bf16",
+             "op_class": "matmul", "flops": f, "bytes": 1e3, "ops": 1, "kernels": 1.0,
+             "gpu_s": f / (0.5 * devices[key].bf16_flops)}
+            for key, name in (("H100", "NVIDIA H100 80GB HBM3"), ("H200", "NVIDIA H200"))
+            for f in (1e11, 1e12, 1e13, 1e14)]
+    pd.DataFrame(rows).to_parquet(tmp_path / "ops-both.parquet")
+    table = model.op_study(folder=tmp_path).set_index(["gpu", "left_out"])
+    assert table.loc[("H100", "shape"), "median_error"] == pytest.approx(0, abs=1e-6)
+    assert table.loc[("H200", "shape"), "ops"] == 4
+    # the H100 and the H200 have one bf16 peak: from the other GPU, each op at its own time
+    assert table.loc[("H100", "GPU (from H200)"), "median_error"] == pytest.approx(0, abs=1e-6)
+    # one shape twice as slow: left out, it is priced at the others' share, 50% under its time
+    pd.DataFrame(rows).assign(gpu_s=lambda t: t["gpu_s"] * np.where(t["flops"].eq(1e12), 2, 1)).to_parquet(
+        tmp_path / "ops-both.parquet")
+    operators.studies.cache_clear(), operators.study_table.cache_clear()
+    slow = model.op_study(folder=tmp_path)
+    assert slow["p90_error"].max() > 0.3
     assert "never fitted on" in model.render_op_study(slow)
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,7 +13,6 @@ from scipy.optimize import least_squares
 from threadpoolctl import threadpool_limits
 
 from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
-from crossover.analysis.load import REFERENCE
 from crossover.analysis.model.devices import Device, MATCH_KEY
 from crossover.analysis.model.counts import PER_CLASS, THREE_TERM
 from crossover.analysis.model.threeterm import Calibration, _terms, calibrate
@@ -70,13 +67,6 @@ LAUNCH_COST = {**{c: "k_optimizer" if c == "optimizer" else "k_launch" for c in 
 
 
 PRIOR_WEIGHT = 0.03
-
-
-# The operator study (sweeps/opbench.py): each op kind's GPU time over about 1,900 shapes and precisions on an
-# H100, kernels timed by torch.profiler; model --validate sets the fitted model's GPU time of each against it
-# (analysis/model/validate.py op_study), never fitted on. Fitted on as well, it made the held-out steps worse
-# (docs/model.md, "The operator study"). In a folder of its own under the reference rows, like the step counts.
-OPS_TABLE = REFERENCE / "_ops" / "ops.parquet"
 
 
 OPS = "_ops"  # `_counts`' key of the per-op entries (`Entries`)
@@ -143,15 +133,6 @@ def _counts(frame: pd.DataFrame, devices: dict[str, Device] | None, figures: dic
     classes = {c: tuple(frame[f"{c}_{k}_per_step"].to_numpy(float) for k in OP_MEASURES) for c in OP_CLASSES}
     return {**classes, "forward": (zero, zero, frame[FORWARD_OPS].to_numpy(float)),
             **({OPS: _entries(frame, figures)} if devices is not None else {})}
-
-
-@cache
-def op_table(path: Path = OPS_TABLE) -> pd.DataFrame | None:
-    """The operator study's rows with a GPU time (ops whose kernels the profiler saw), or None where not shipped."""
-    if not path.exists():
-        return None
-    table = pd.read_parquet(path)
-    return table[(table["gpu_s"] > 0) & ((table["flops"] > 0) | (table["bytes"] > 0))].reset_index(drop=True)
 
 
 def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str, np.ndarray]:

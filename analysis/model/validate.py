@@ -15,9 +15,10 @@ from crossover.analysis.load import REFERENCE
 from crossover.schema import OP_CLASSES, OP_MEASURES, OPS_PER_STEP
 from crossover.analysis.model.devices import DEVICES, MATCH_KEY, device_key, load_devices
 from crossover.analysis.model.counts import COUNTED, MODEL, PER_CLASS, THREE_TERM, as_counted, cpu_groups, form_of, gpu_rows, with_model
-from crossover.analysis.model.perclass import OPS_TABLE, PARAMETERS, _figures, fit, gpu_s, op_table
+from crossover.analysis.model import operators
+from crossover.analysis.model.perclass import fit
 from crossover.analysis.model.intervals import ALPHA, conformal_q, held_out
-from crossover.analysis.model.predict import predict_counted, public_rows, shipped
+from crossover.analysis.model.predict import predict_counted, public_rows
 
 # The targets --validate prints: a workload held out and predicted from its CPU count (median and worst of the
 # cells' median errors), a GPU held out (median over the GPU models, and how many GPU models at least), and the
@@ -344,29 +345,46 @@ def render_memory(table: pd.DataFrame) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def op_study(path: Path = DEVICES, ops: Path = OPS_TABLE) -> pd.DataFrame:
-    """The shipped fit's GPU time of each op of the operator study (sweeps/opbench.py) against its kernels' measured
-    time, per op kind and precision: ops, and the median and 90th percentile of |predicted / measured - 1|. The
-    study is never fitted on: the per-op sum a step's GPU time is made of, checked op by op."""
-    table, devices = op_table(ops), load_devices(path)
-    if table is None:
+def op_study(path: Path = DEVICES, folder: Path = operators.STUDIES) -> pd.DataFrame:
+    """Each op of every GPU's operator study (sweeps/opbench.py) priced as a step's op is (operators.py), against its
+    kernels' measured time: from its own GPU's study without the ops of its shape (`left_out` "shape": the
+    interpolation between shapes), and, where another GPU was studied, from that GPU's study alone, scaled by the
+    roofline's own ratios ("GPU": the scaling to a GPU nobody studied). Per GPU, what was left out, kind and
+    precision: ops, and the median and 90th percentile of |predicted / measured - 1|. Never fitted on: the shipped
+    model prices a step's ops by their class's formula, fitted on whole steps (docs/model.md, "The operator-level
+    model", says why the study's pricing is not shipped)."""
+    table, devices = operators.timed(operators.study_table(folder, path)), load_devices(path)
+    if table.empty:
         return pd.DataFrame()
-    table = table.assign(**{MATCH_KEY: table["device_name"].map({n: device_key(n, devices)
-                                                                 for n in table["device_name"].unique()})})
-    table = table.dropna(subset=[MATCH_KEY]).reset_index(drop=True)
-    p, figures = dict(zip(PARAMETERS, np.exp(shipped(PER_CLASS, path).fit.theta))), _figures(table, devices)
-    predicted = np.zeros(len(table))
-    for kind, at in table.groupby("op_class").indices.items():
-        predicted[at] = gpu_s(kind, *(table[k].to_numpy(float)[at] for k in ("flops", "bytes", "ops")), p,
-                              {k: v[at] for k, v in figures.items()})
-    error = np.abs(predicted / table["gpu_s"].to_numpy(float) - 1)
-    return (table.assign(error=error).groupby(["op_class", "precision"])["error"]
-            .agg(ops="size", median_error="median", p90_error=lambda e: e.quantile(0.9)).reset_index())
+    among = operators.studies(folder, path)
+    out = []
+    for (key, kind, precision), part in table.groupby([MATCH_KEY, "op_class", "precision"]):
+        u, n = operators.study_unit(kind, precision), part["ops"].to_numpy(float)
+        f, b, measured = (part[c].to_numpy(float) / n for c in ("flops", "bytes", "gpu_s"))
+        own = next(s for s in among if s.key == key)
+        guesses = {"shape": own.per_launch(kind, u, f, b, leave_out=True)[0]}
+        device, keys = devices[key], np.full(len(f), key)
+        for other in (s for s in among if s.key != key):
+            terms = operators.terms(kind, u, f, b, np.ones(len(f)), keys, np.full(len(f), device.peak(u) if u else 1.0),
+                                    np.full(len(f), device.memory_bytes_per_s), (other,))
+            guesses[f"GPU (from {other.key})"] = operators.seconds(terms, np.ones(len(f)), 1.0, 1.0)
+        for left_out, guess in guesses.items():
+            error = np.abs(guess / measured - 1)
+            error = error[np.isfinite(error)]
+            if len(error):
+                out.append({"gpu": key, "left_out": left_out, "op_class": kind, "precision": precision, "ops": len(error),
+                            "median_error": float(np.median(error)), "p90_error": float(np.quantile(error, 0.9))})
+    return pd.DataFrame(out)
 
 
 def render_op_study(table: pd.DataFrame) -> str:
+    """Per GPU and what was left out, the median over kinds and precisions of their median errors, then the table."""
     if table.empty:
         return ""
+    summary = table.groupby(["gpu", "left_out"]).apply(
+        lambda g: f"median {g['median_error'].median():.0%} over {g['ops'].sum()} ops", include_groups=False)
     shown = table.assign(**{c: table[c].map(lambda v: f"{v:.0%}") for c in ("median_error", "p90_error")})
-    return "\n".join(["== the operator study (results/reference/_ops, one H100; never fitted on): each op's GPU time as "
-                      "the fit prices it, against its kernels' measured time ==", shown.to_string(index=False)])
+    return "\n".join(["== the operator study (results/reference/_ops; never fitted on): each op priced as a step's op is, "
+                      "from its GPU's other shapes, and from another GPU's study ==",
+                      *(f"  {gpu}, left out {left}: {line}" for (gpu, left), line in summary.items()),
+                      shown.to_string(index=False)])

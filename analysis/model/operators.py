@@ -1,0 +1,218 @@
+"""Each op's GPU time from the operator study: measured ops like it (sweeps/opbench.py, results/reference/_ops/),
+on the GPU they ran on, scaled to a GPU nobody studied by the op's own bound. `model --validate` prices every study
+op so (validate.op_study), each from the others; the shipped model does not price a step's ops so, since whole
+steps came out worse (docs/model.md, "The operator-level model": the predictor that did is tagged
+per-op-model-2026-11-28).
+
+An op (kind, FLOPs F, bytes B, launches n) is priced per launch, f = F / n and b = B / n, on the arithmetic it runs
+on (`unit`: a matrix product's at the row's precision and the op's dtype, strict FP32 for PyTorch's default;
+cuDNN's convolutions and recurrent nets at TF32 unless FP32, BF16 or FP16 is asked; none for the memory-bound
+kinds). Its roofline on a GPU is r = max(f / peak_unit, b / bandwidth).
+
+- On a studied GPU s its time per launch is t_s = max(r_s / e, the study's fixed time of one kernel), e (the share
+  of the roofline reached) interpolated in log over the K_NEAREST study ops of its kind and unit nearest in
+  (log f, log b), inverse-distance weighted: a study op's own time where it has the op's shape, the nearest
+  shapes' share between them. Past the study's shapes, the share at their edge moves along the kind's trend in
+  size (the slope of a linear fit of log e on the first feature: FLOPs, or a memory-bound kind's bytes) up to the
+  best share a study op of its kind reached on the unit.
+- On another GPU g, t_g = t_s (l + (1 - l) (w (P_s / P_g)^a + (1 - w) (W_s / W_g)^c)): l, the share of t_s that is
+  its kernels' fixed latency (each study op's kernels x the study's LATENCY_QUANTILE of time per kernel, over its
+  time; interpolated the same way), stays; the rest scales with the peaks P at the unit and the bandwidths W,
+  weighted by the op's compute share w of its roofline on s, each ratio to a power (a = c = 1: the roofline's own
+  ratio): Habitat's scaling of an op by its bound (Yu et al., USENIX ATC 2021). From every studied GPU, the
+  geometric mean; a studied GPU takes its own study alone.
+
+A kind or unit no study measured gives NaN. Reads Parquet only: never imports torch or ray.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from crossover.analysis.load import REFERENCE
+from crossover.analysis.model.devices import DEVICES, Device, MATCH_KEY, device_key, load_devices
+
+STUDIES = REFERENCE / "_ops"  # one ops*.parquet a GPU studied (sweeps/opbench.py --out)
+
+
+COMPUTE_KINDS = ("matmul", "conv", "conv_grouped", "rnn")  # kinds with FLOPs counted; the others move bytes
+CUDNN_KINDS = ("conv", "conv_grouped", "rnn")  # run at cuDNN's precision: TF32 unless the row asks FP32, BF16 or FP16
+
+
+K_NEAREST = 4
+
+
+# a study's fixed time of one kernel: this quantile of its ops' GPU time per kernel (the smallest ops, a kernel's
+# launch-to-finish on the GPU with no work to speak of: about 2 us on the H100)
+LATENCY_QUANTILE = 0.02
+
+
+DTYPE_UNIT = {"bfloat16": "bf16", "float16": "fp16"}
+
+
+def unit(kind: str, dtype: str, precision: str) -> str | None:
+    """The arithmetic an op of `kind` and `dtype` runs on in a row of `precision` (trainables/precision.py's): bf16
+    or fp16 for an op in that dtype; for an FP32 op, a matrix product's at the row's tf32 or strict FP32 (PyTorch's
+    default, and an op autocast keeps in FP32), cuDNN's at TF32 unless the row asks strict fp32; None for a kind
+    that only moves bytes."""
+    if kind not in COMPUTE_KINDS:
+        return None
+    if dtype in DTYPE_UNIT:
+        return DTYPE_UNIT[dtype]
+    if kind in CUDNN_KINDS:
+        return "fp32" if precision == "fp32" else "tf32"
+    return "tf32" if precision == "tf32" else "fp32"
+
+
+def _features(kind: str, f: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Where an op sits among the study's: log10 of FLOPs and bytes per launch (bytes alone for a kind that only
+    moves bytes), one decade one unit."""
+    cols = (f, b) if kind in COMPUTE_KINDS else (b,)
+    return np.column_stack([np.log10(np.maximum(c, 1.0)) for c in cols])
+
+
+def roofline_s(kind: str, f, b, peak, bandwidth) -> np.ndarray:
+    """Seconds per launch at the unit's peak or the bandwidth, the larger."""
+    compute = np.asarray(f, float) / peak if kind in COMPUTE_KINDS else 0.0
+    return np.maximum(compute, np.asarray(b, float) / bandwidth)
+
+
+@dataclass(frozen=True)
+class Study:
+    """One GPU's operator study, per (kind, unit): its ops' features, log share of the roofline and latency share."""
+
+    key: str  # the GPU's device-table key
+    device: Device
+    ops: dict  # (kind, unit) -> (features, log e, l, the slope of log e on the first feature)
+    latency_s: float  # one kernel's fixed time on this GPU (LATENCY_QUANTILE): no launch takes less
+    best: dict  # (kind, unit) -> the largest log share of the roofline an op of that kind reached on the unit
+
+    def per_launch(self, kind: str, u: str | None, f: np.ndarray, b: np.ndarray,
+                   leave_out: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Seconds per launch of ops of (kind, unit) with FLOPs f and bytes b a launch on this GPU, and the share of
+        it that is fixed latency (`Study`'s docstring); NaN where the study has no op of that kind and unit. With
+        `leave_out`, from the study's ops of other shapes alone (model --validate's check of the interpolation)."""
+        if (kind, u) not in self.ops or not len(f):
+            return np.full(len(f), np.nan), np.full(len(f), np.nan)
+        features, log_e, latency, slope = self.ops[(kind, u)]
+        query = _features(kind, f, b)
+        # past the study's shapes: the share at the nearest edge, moved along the kind's trend in size (a linear fit
+        # of log share on the first feature) up to the best share an op of its kind reached (the module's docstring).
+        # Checked on the study itself, its largest fifth of each kind's shapes predicted from the rest: |error| at the
+        # 90th percentile 125% (H100) and 142% (H200) held constant, 81% and 85% along the trend; a trend on both
+        # features, 83% and 85% (2026-11-28: docs/model.md, "The operator-level model")
+        inside = np.clip(query, features.min(axis=0), features.max(axis=0))
+        distance = np.sqrt(((inside[:, None, :] - features[None, :, :]) ** 2).sum(axis=2))
+        if leave_out:
+            distance[distance < 1e-9] = np.inf
+        k = min(K_NEAREST, len(features))
+        near = np.argpartition(distance, k - 1, axis=1)[:, :k]
+        weight = 1.0 / (np.take_along_axis(distance, near, axis=1) ** 2 + 1e-6)
+        weight /= weight.sum(axis=1, keepdims=True)
+        share = np.exp(np.minimum((weight * log_e[near]).sum(axis=1) + (query[:, 0] - inside[:, 0]) * slope, self.best[(kind, u)]))
+        r = roofline_s(kind, f, b, self.device.peak(u) if u else 1.0, self.device.memory_bytes_per_s)
+        return np.maximum(r / share, self.latency_s), (weight * latency[near]).sum(axis=1)
+
+
+def timed(table: pd.DataFrame) -> pd.DataFrame:
+    """A study's ops that did work and whose kernels the profiler saw."""
+    return table[(table["gpu_s"] > 0) & (table["ops"] > 0) & ((table["flops"] > 0) | (table["bytes"] > 0))]
+
+
+def study_unit(kind: str, precision: str) -> str | None:
+    """The unit a study op ran on: opbench runs each case under `precision`'s autocast, which casts the compute
+    kinds to bf16 or fp16."""
+    return unit(kind, {"bf16": "bfloat16", "fp16": "float16"}.get(precision, "float32"), precision)
+
+
+def _study(table: pd.DataFrame, key: str, device: Device) -> Study:
+    table = timed(table)
+    kernels = table["kernels"].to_numpy(float)
+    per_kernel = table["gpu_s"].to_numpy(float) / np.where(kernels > 0, kernels, np.nan)
+    latency_s = float(np.nanquantile(per_kernel, LATENCY_QUANTILE, method="lower"))
+    ops = {}
+    units = [study_unit(k, p) for k, p in zip(table["op_class"], table["precision"])]
+    for (kind, u), part in table.assign(_unit=units).groupby(["op_class", "_unit"], dropna=False):
+        u = None if pd.isna(u) else u
+        n = part["ops"].to_numpy(float)
+        f, b, t = part["flops"].to_numpy(float) / n, part["bytes"].to_numpy(float) / n, part["gpu_s"].to_numpy(float) / n
+        r = roofline_s(kind, f, b, device.peak(u) if u else 1.0, device.memory_bytes_per_s)
+        fixed = np.minimum(1.0, latency_s * np.nan_to_num(part["kernels"].to_numpy(float)) / n / t)
+        features, log_e = _features(kind, f, b), np.log(r / t)
+        slope = float(np.polyfit(features[:, 0], log_e, 1)[0]) if np.ptp(features[:, 0]) > 0 else 0.0
+        ops[(kind, u)] = (features, log_e, fixed, slope)
+    return Study(key, device, ops, latency_s, {k: float(v[1].max()) for k, v in ops.items()})
+
+
+@cache
+def study_table(folder: Path = STUDIES, path: Path = DEVICES) -> pd.DataFrame:
+    """Every operator study shipped in `folder` (ops*.parquet), each row with its GPU's device-table key (MATCH_KEY);
+    empty where none is."""
+    devices = load_devices(path)
+    tables = [pd.read_parquet(p) for p in sorted(Path(folder).glob("ops*.parquet"))]
+    if not tables:
+        return pd.DataFrame()
+    table = pd.concat(tables, ignore_index=True)
+    keys = table["device_name"].map({n: device_key(n, devices) for n in table["device_name"].unique()})
+    return table.assign(**{MATCH_KEY: keys}).dropna(subset=[MATCH_KEY]).reset_index(drop=True)
+
+
+@cache
+def studies(folder: Path = STUDIES, path: Path = DEVICES) -> tuple[Study, ...]:
+    """One Study a device-table GPU of the operator studies shipped in `folder`."""
+    table, devices = study_table(folder, path), load_devices(path)
+    return tuple(_study(part, key, devices[key]) for key, part in table.groupby(MATCH_KEY)) if len(table) else ()
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What `seconds` needs of each op (axis 1) from each study (axis 0): the study's time per launch of it (log),
+    the share of that which is fixed latency, the study GPU's peak and bandwidth over the op's GPU's, the op's
+    compute share of its roofline on the study's GPU; and the index of the op's GPU's own study (-1: none)."""
+
+    log_t: np.ndarray
+    fixed: np.ndarray
+    compute_ratio: np.ndarray
+    memory_ratio: np.ndarray
+    compute_share: np.ndarray
+    own: np.ndarray
+
+
+def terms(kind: str, u: str | None, f: np.ndarray, b: np.ndarray, n: np.ndarray, key: np.ndarray,
+          peak: np.ndarray, bandwidth: np.ndarray, among: tuple[Study, ...]) -> Terms:
+    """The Terms of ops of one kind and unit (FLOPs f, bytes b, launches n each), each on its GPU (`key`, its `peak`
+    at the unit and `bandwidth`, the public efficiency applied), from each study of `among`."""
+    f, b = f / n, b / n
+    rows = {k: [] for k in ("log_t", "fixed", "compute_ratio", "memory_ratio", "compute_share")}
+    own = np.full(len(f), -1)
+    for i, study in enumerate(among):
+        t, fixed = study.per_launch(kind, u, f, b)
+        study_peak = study.device.peak(u) if u else np.inf
+        compute, memory = f / study_peak, b / study.device.memory_bytes_per_s
+        rows["log_t"].append(np.log(t))
+        rows["fixed"].append(fixed)
+        rows["compute_ratio"].append(np.broadcast_to(study_peak / peak if u else 1.0, f.shape).astype(float))
+        rows["memory_ratio"].append(study.device.memory_bytes_per_s / bandwidth)
+        rows["compute_share"].append(np.where(compute + memory > 0, compute / np.maximum(compute + memory, 1e-300), 0.0))
+        own = np.where((key == study.key) & np.isfinite(t), i, own)
+    return Terms(**{k: np.vstack(v) if v else np.zeros((0, len(f))) for k, v in rows.items()}, own=own)
+
+
+def seconds(t: Terms, n: np.ndarray, compute_power: float, memory_power: float) -> np.ndarray:
+    """Each op's GPU seconds: n launches of its study time per launch, on its own GPU's study where there is one,
+    else scaled from each study and the geometric mean taken. Scaled: the fixed latency stays, the rest goes as
+    the study GPU's peak over the op's GPU's to `compute_power` and its bandwidth over theirs to `memory_power`,
+    weighted by the op's compute share of its roofline (Habitat's scaling). NaN where no study has the op's kind
+    and unit."""
+    if not len(t.log_t):
+        return np.full(len(n), np.nan)
+    ratio = t.compute_share * t.compute_ratio ** compute_power + (1 - t.compute_share) * t.memory_ratio ** memory_power
+    scaled = t.log_t + np.log(t.fixed + (1 - t.fixed) * ratio)
+    found = np.isfinite(scaled).sum(axis=0)
+    mean = np.where(found > 0, np.where(np.isfinite(scaled), scaled, 0).sum(axis=0) / np.maximum(found, 1), np.nan)
+    own = t.log_t[np.maximum(t.own, 0), np.arange(len(n))]
+    return n * np.exp(np.where(t.own >= 0, own, mean))
