@@ -10,7 +10,8 @@ dataset_size, the workload's own axes as workload_params, the precision asked fo
 n_params, model, steps_per_epoch at the run's dataset size, and the step's costs (trainables/costs.py),
 counted as a CPU trial's row counts them (trainables/train.py, Loop.step_costs: a copy of the model and
 optimiser, one batch) but for the optimiser's update, attention and recurrent nets, counted as a GPU runs
-them (`as_on_a_gpu`, `attention_as_on_a_gpu`, `rnn_as_on_a_gpu`), and where (`counted_on`). The step runs on the meta device first: shapes alone, no
+them (`as_on_a_gpu`, `attention_as_on_a_gpu`, `rnn_as_on_a_gpu`; for the peak, dropout too:
+`dropout_as_on_a_gpu`), and where (`counted_on`). The step runs on the meta device first: shapes alone, no
 arithmetic, the same counts as the CPU's (tests/test_predict.py checks) in a fraction of the time; on the CPU where the workload's code needs real
 values (an .item(), a shape that depends on the data). The data is made one batch large: a step's costs do
 not depend on the dataset's size, and 50,000 images need not be made to count one batch of them.
@@ -68,6 +69,37 @@ def attention_as_on_a_gpu():
         yield
     finally:
         F.scaled_dot_product_attention = math
+
+
+@contextlib.contextmanager
+def dropout_as_on_a_gpu():
+    """torch.nn.functional.dropout in training, while a step's peak is counted here, as a GPU runs it: one fused
+    kernel (aten::native_dropout) that keeps a mask of one byte an element (bool) for the backward, where the meta
+    device and the CPU build the mask in the input's dtype (empty_like, bernoulli_, div_, mul) and keep that: 4 bytes
+    an element at fp32, 2 under bf16 autocast. PyTorch's aten/src/ATen/native/Dropout.cpp `dropout` takes
+    native_dropout only where `is_fused_kernel_acceptable` (a CUDA, XPU or PrivateUse1 input, 0 < p < 1, not
+    empty); native_dropout_cuda (cuda/Dropout.cu) makes its mask kBool. A BERT-base block at batch 128 keeps 6 x
+    batch x tokens x width elements of masks (after the attention, in the MLP, after the MLP): 0.23 GB a block more
+    on the meta device at fp32. The in-place dropout_ and the feature and alpha dropouts are not fused on a GPU
+    either, and are counted as they run; a direct torch.dropout call too (not through F.dropout).
+
+    Only for the step's peak: the costs are counted as the shipped counts and the fit on them were (the
+    decomposition's ops, where a GPU runs one)."""
+    import torch
+    from torch import _VF
+
+    plain = _VF.dropout
+
+    def fused(input, p, train):
+        if train and 0 < p < 1 and input.numel() > 0:
+            return torch.native_dropout(input, p, train)[0]
+        return plain(input, p, train)
+
+    _VF.dropout = fused  # this process counts one step and ends: nothing else sees it
+    try:
+        yield
+    finally:
+        _VF.dropout = plain
 
 
 # cuDNN's RNN modes (cudnnRNNMode_t), by the name of torch._VF's function that nn.RNN, nn.LSTM and nn.GRU call
@@ -222,7 +254,7 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
             as_on_a_gpu(loop.opt)
             with attention_as_on_a_gpu(), rnn_as_on_a_gpu():
                 costs = loop.step_costs()
-            with attention_as_on_a_gpu(), rnn_as_on_a_gpu(buffers=True):
+            with attention_as_on_a_gpu(), rnn_as_on_a_gpu(buffers=True), dropout_as_on_a_gpu():
                 costs |= loop.step_peak()
         except Exception:
             if where.input_device.type != "meta":

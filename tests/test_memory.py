@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from crossover.analysis import decide
-from crossover.sweeps.count_step import attention_as_on_a_gpu, counted, rnn_as_on_a_gpu
+from crossover.sweeps.count_step import attention_as_on_a_gpu, counted, dropout_as_on_a_gpu, rnn_as_on_a_gpu
 from crossover.trainables.memory import cudnn_rnn_reserve_bytes, cudnn_rnn_workspace_bytes, step_peak
 
 META = torch.device("meta")
@@ -72,6 +72,33 @@ def test_the_counted_peak_grows_with_the_batch_as_its_share_a_sample_says():
 def test_a_step_at_batch_one_has_a_peak_but_no_share_a_sample():
     row = counted("tabular", 1, 64, {}, {})
     assert row["peak_memory_bytes"] > 0 and row["peak_memory_per_sample_bytes"] is None
+
+
+def dropout_mlp(p: float):
+    """256 -> 1024 -> dropout(p) -> 16 with SGD (no states) at batch 4096, on the meta device."""
+    model = nn.Sequential(nn.Linear(256, 1024), nn.Dropout(p), nn.Linear(1024, 16)).to(META)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    return model, opt, torch.empty(4096, 256, device=META), torch.zeros(4096, dtype=torch.long, device=META)
+
+
+def test_a_dropouts_mask_is_counted_at_one_byte_an_element_as_a_gpus_fused_dropout_keeps_it():
+    # p=0: F.dropout hands its input on, so the step holds what it holds with dropout but the mask autograd keeps
+    # for the backward; a GPU's fused dropout keeps it as bool, the meta device's decomposition at the input's dtype
+    plain = steady_peak(*dropout_mlp(0.0))
+    with dropout_as_on_a_gpu():
+        assert steady_peak(*dropout_mlp(0.1)) - plain == 4096 * 1024  # bool: a byte an element
+    assert steady_peak(*dropout_mlp(0.1)) - plain == 4096 * 1024 * F32  # the decomposition's float mask
+
+
+def test_dropout_counted_as_on_a_gpu_is_the_fused_op_only_where_a_gpu_fuses_it():
+    x = torch.empty(8, 4, device=META, requires_grad=True)
+    with dropout_as_on_a_gpu():
+        fused = nn.functional.dropout(x, 0.1, training=True)
+        assert fused.grad_fn._saved_result1.dtype == torch.bool
+        # not training, or p of 0: the input itself, as on a GPU; in place: the decomposition, as on a GPU
+        assert nn.functional.dropout(x, 0.1, training=False) is x and nn.functional.dropout(x, 0.0) is x
+        assert type(nn.functional.dropout(x.clone(), 0.1, inplace=True).grad_fn).__name__ == "MulBackward0"
+    assert type(nn.functional.dropout(x, 0.1).grad_fn).__name__ == "MulBackward0"  # and none of it after
 
 
 @pytest.mark.parametrize("shape, read_on_a_gpu", [
@@ -168,7 +195,7 @@ def measured_against_counted(make_model, make_batch, make_opt) -> tuple[int, int
             torch.cuda.synchronize()
             figures.append(torch.cuda.max_memory_allocated())
         else:
-            with attention_as_on_a_gpu():
+            with attention_as_on_a_gpu(), dropout_as_on_a_gpu():
                 step()
                 figures.append(step_peak(step, device, model, opt, x, y) + decide.FLOOR_BYTES)
         del model, opt, x, y

@@ -339,8 +339,8 @@ def render_memory(table: pd.DataFrame) -> str:
                   "    why: a recurrent net's cuDNN workspace is counted at its floor (trainables/memory.py); what cuDNN "
                   "asks for is 1.2-19x that and has no closed form: cuDNN's own figure, read on a GPU, would fix it"
                   if outside["model"].str.contains("lstm|gru").any() else "",
-                  "    why (the others): the allocator's rounding and what autograd frees early differ from the count's "
-                  "live tensors; PyTorch's MemTracker on FakeTensors may count closer"
+                  "    why (the others): an op the meta device runs otherwise than a GPU keeps other tensors live (as "
+                  "dropout's float masks did; sweeps/count_step.py's *_as_on_a_gpu), or the allocator's rounding"
                   if (~outside["model"].str.contains("lstm|gru")).any() else ""]
     return "\n".join(line for line in lines if line)
 
