@@ -203,9 +203,11 @@ def rnn_as_on_a_gpu(buffers: bool = False):
         return run
 
     lib = torch.library.Library("aten", "IMPL")
-    lib.impl("_cudnn_rnn_backward", _cudnn_rnn_backward_shapes, "Meta")
+    # over torch's own Python meta kernels where it has them (torch 2.11 registers one for _cudnn_rnn and refuses a
+    # second unless told: allow_override is True by default from a later torch on)
+    lib.impl("_cudnn_rnn_backward", _cudnn_rnn_backward_shapes, "Meta", allow_override=True)
     if buffers:
-        lib.impl("_cudnn_rnn", _cudnn_rnn_meta, "Meta")
+        lib.impl("_cudnn_rnn", _cudnn_rnn_meta, "Meta", allow_override=True)
     originals = {name: getattr(_VF, name) for name in CUDNN_MODES}
     for name in CUDNN_MODES:  # this process counts one step and ends: nothing else sees them
         setattr(_VF, name, cudnn(name))
