@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 
@@ -82,9 +83,19 @@ def main(argv=None) -> int:
     # Imported on demand: crossover.sweeps.scaling imports torch and Ray (16 s on a 2-core machine, against 7 s
     # for the analysis), which `crossover decide` and `crossover report` never need.
     module = importlib.import_module(command.module)
-    if command.prefix:  # analysis/__main__.py's subcommand: its parser named `crossover`, so its usage `crossover decide`
-        return module.main([*command.prefix, *argv[1:]], prog="crossover")
-    return module.main(argv[1:])
+    try:
+        if command.prefix:  # analysis/__main__.py's subcommand: its parser named `crossover`, so its usage `crossover decide`
+            code = module.main([*command.prefix, *argv[1:]], prog="crossover")
+        else:
+            code = module.main(argv[1:])
+        sys.stdout.flush()  # here, not at exit: a reader gone shows in this flush for output under the buffer's size
+        return code
+    except BrokenPipeError:
+        # the reader went away (`crossover predict ... | head`): what it wanted was printed, so no traceback. Python's
+        # own advice (the signal module's "Note on SIGPIPE"): point stdout at devnull, or the interpreter's flush at
+        # exit raises again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -63,6 +63,17 @@ def test_decide_prices_a_planned_run_from_a_results_folder(tmp_path):
     assert (tmp_path / "charts" / "decide_front.html").exists()  # decide's own names: a report never overwrites them
 
 
+def test_a_reader_that_goes_away_ends_the_command_without_a_traceback():
+    # `crossover predict ... | head`: the pipe's reader closed before the command wrote its lines
+    done = subprocess.Popen([sys.executable, "-m", "crossover.sweeps.command", "predict", "--workload", "tabular",
+                             "--epochs", "2", "--dataset-size", "1000"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done.stdout.close()
+    stderr = done.stderr.read()
+    assert done.wait(timeout=600) == 1
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
 def test_an_unknown_subcommand_exits_2_naming_the_choices():
     done = crossover("sweeps", "--smoke")
     assert done.returncode == 2
