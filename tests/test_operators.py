@@ -52,18 +52,16 @@ def test_another_gpu_scales_the_time_above_the_fixed_latency_by_its_bound(tmp_pa
                               tiny])  # the tiny op sets the study's fixed latency a kernel
     f, b, n = np.array([1e12, 1e3]), np.array([1e3, 1e10]), np.ones(2)
 
-    def on(slower_peak, slower_bandwidth, powers=(1.0, 1.0), key="other"):
+    def on(slower_peak, slower_bandwidth, key="other"):
         terms = operators.terms("matmul", "bf16", f, b, n, np.full(2, key), np.full(2, peak / slower_peak),
                                 np.full(2, bandwidth / slower_bandwidth), among)
-        return operators.seconds(terms, n, *powers)
+        return operators.seconds(terms, n)
 
     same = on(1, 1)
     assert same == pytest.approx([1e12 / (0.5 * peak), 1e10 / (0.5 * bandwidth)], rel=1e-3)
     # half the peak doubles the compute-bound op and leaves the memory-bound one; half the bandwidth the other way
     assert on(2, 1) / same == pytest.approx([2, 1], rel=1e-3)
     assert on(1, 2) / same == pytest.approx([1, 2], rel=1e-3)
-    # the fitted powers bend the ratio: 2 ** 0.5
-    assert on(2, 2, powers=(0.5, 0.5)) / same == pytest.approx([2 ** 0.5] * 2, rel=1e-3)
     # the studied GPU itself takes its own study, whatever figures it is given
     assert on(2, 2, key="H100") == pytest.approx(same)
 
@@ -75,7 +73,7 @@ def test_an_op_of_fixed_latency_costs_the_same_on_a_slower_gpu(tmp_path):
     among = _study(tmp_path, tiny)
     terms = operators.terms("elementwise", None, np.zeros(1), np.array([1e3]), np.ones(1), np.array(["other"]), np.ones(1),
                             np.array([1e9]), among)
-    assert operators.seconds(terms, np.ones(1), 1.0, 1.0)[0] == pytest.approx(2e-6)
+    assert operators.seconds(terms, np.ones(1))[0] == pytest.approx(2e-6)
 
 
 def test_an_op_runs_on_the_unit_its_dtype_and_precision_give():

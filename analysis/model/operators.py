@@ -15,12 +15,11 @@ kinds). Its roofline on a GPU is r = max(f / peak_unit, b / bandwidth).
   shapes' share between them. Past the study's shapes, the share at their edge moves along the kind's trend in
   size (the slope of a linear fit of log e on the first feature: FLOPs, or a memory-bound kind's bytes) up to the
   best share a study op of its kind reached on the unit.
-- On another GPU g, t_g = t_s (l + (1 - l) (w (P_s / P_g)^a + (1 - w) (W_s / W_g)^c)): l, the share of t_s that is
-  its kernels' fixed latency (each study op's kernels x the study's LATENCY_QUANTILE of time per kernel, over its
+- On another GPU g, t_g = t_s (l + (1 - l) (w P_s / P_g + (1 - w) W_s / W_g)): l, the share of t_s that is its
+  kernels' fixed latency (each study op's kernels x the study's LATENCY_QUANTILE of time per kernel, over its
   time; interpolated the same way), stays; the rest scales with the peaks P at the unit and the bandwidths W,
-  weighted by the op's compute share w of its roofline on s, each ratio to a power (a = c = 1: the roofline's own
-  ratio): Habitat's scaling of an op by its bound (Yu et al., USENIX ATC 2021). From every studied GPU, the
-  geometric mean; a studied GPU takes its own study alone.
+  weighted by the op's compute share w of its roofline on s: Habitat's scaling of an op by its bound (Yu et al.,
+  USENIX ATC 2021). From every studied GPU, the geometric mean; a studied GPU takes its own study alone.
 
 A kind or unit no study measured gives NaN. Reads Parquet only: never imports torch or ray.
 """
@@ -113,7 +112,8 @@ class Study:
         near = np.argpartition(distance, k - 1, axis=1)[:, :k]
         weight = 1.0 / (np.take_along_axis(distance, near, axis=1) ** 2 + 1e-6)
         weight /= weight.sum(axis=1, keepdims=True)
-        share = np.exp(np.minimum((weight * log_e[near]).sum(axis=1) + (query[:, 0] - inside[:, 0]) * slope, self.best[(kind, u)]))
+        trend = (weight * log_e[near]).sum(axis=1) + (query[:, 0] - inside[:, 0]) * slope
+        share = np.exp(np.minimum(trend, self.best[(kind, u)]))
         r = roofline_s(kind, f, b, self.device.peak(u) if u else 1.0, self.device.memory_bytes_per_s)
         return np.maximum(r / share, self.latency_s), (weight * latency[near]).sum(axis=1)
 
@@ -185,7 +185,7 @@ class Terms:
 def terms(kind: str, u: str | None, f: np.ndarray, b: np.ndarray, n: np.ndarray, key: np.ndarray,
           peak: np.ndarray, bandwidth: np.ndarray, among: tuple[Study, ...]) -> Terms:
     """The Terms of ops of one kind and unit (FLOPs f, bytes b, launches n each), each on its GPU (`key`, its `peak`
-    at the unit and `bandwidth`, the public efficiency applied), from each study of `among`."""
+    at the unit and `bandwidth`), from each study of `among`."""
     f, b = f / n, b / n
     rows = {k: [] for k in ("log_t", "fixed", "compute_ratio", "memory_ratio", "compute_share")}
     own = np.full(len(f), -1)
@@ -202,15 +202,14 @@ def terms(kind: str, u: str | None, f: np.ndarray, b: np.ndarray, n: np.ndarray,
     return Terms(**{k: np.vstack(v) if v else np.zeros((0, len(f))) for k, v in rows.items()}, own=own)
 
 
-def seconds(t: Terms, n: np.ndarray, compute_power: float, memory_power: float) -> np.ndarray:
+def seconds(t: Terms, n: np.ndarray) -> np.ndarray:
     """Each op's GPU seconds: n launches of its study time per launch, on its own GPU's study where there is one,
     else scaled from each study and the geometric mean taken. Scaled: the fixed latency stays, the rest goes as
-    the study GPU's peak over the op's GPU's to `compute_power` and its bandwidth over theirs to `memory_power`,
-    weighted by the op's compute share of its roofline (Habitat's scaling). NaN where no study has the op's kind
-    and unit."""
+    the study GPU's peak over the op's GPU's and its bandwidth over theirs, weighted by the op's compute share of
+    its roofline (Habitat's scaling). NaN where no study has the op's kind and unit."""
     if not len(t.log_t):
         return np.full(len(n), np.nan)
-    ratio = t.compute_share * t.compute_ratio ** compute_power + (1 - t.compute_share) * t.memory_ratio ** memory_power
+    ratio = t.compute_share * t.compute_ratio + (1 - t.compute_share) * t.memory_ratio
     scaled = t.log_t + np.log(t.fixed + (1 - t.fixed) * ratio)
     found = np.isfinite(scaled).sum(axis=0)
     mean = np.where(found > 0, np.where(np.isfinite(scaled), scaled, 0).sum(axis=0) / np.maximum(found, 1), np.nan)

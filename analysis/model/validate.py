@@ -367,7 +367,7 @@ def op_study(path: Path = DEVICES, folder: Path = operators.STUDIES) -> pd.DataF
         for other in (s for s in among if s.key != key):
             terms = operators.terms(kind, u, f, b, np.ones(len(f)), keys, np.full(len(f), device.peak(u) if u else 1.0),
                                     np.full(len(f), device.memory_bytes_per_s), (other,))
-            guesses[f"GPU (from {other.key})"] = operators.seconds(terms, np.ones(len(f)), 1.0, 1.0)
+            guesses[f"GPU (from {other.key})"] = operators.seconds(terms, np.ones(len(f)))
         for left_out, guess in guesses.items():
             error = np.abs(guess / measured - 1)
             error = error[np.isfinite(error)]
