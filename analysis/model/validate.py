@@ -378,13 +378,16 @@ def op_study(path: Path = DEVICES, folder: Path = operators.STUDIES) -> pd.DataF
 
 
 def render_op_study(table: pd.DataFrame) -> str:
-    """Per GPU and what was left out, the median over kinds and precisions of their median errors, then the table."""
+    """Per GPU and what was left out, the median over kinds and precisions of their median errors; then per GPU and
+    kind, the median over its precisions, a column for what was left out."""
     if table.empty:
         return ""
     summary = table.groupby(["gpu", "left_out"]).apply(
         lambda g: f"median {g['median_error'].median():.0%} over {g['ops'].sum()} ops", include_groups=False)
-    shown = table.assign(**{c: table[c].map(lambda v: f"{v:.0%}") for c in ("median_error", "p90_error")})
+    shown = (table.groupby(["gpu", "op_class", "left_out"])["median_error"].median().unstack("left_out")
+             .map(lambda v: f"{v:.0%}" if pd.notna(v) else "").reset_index())
     return "\n".join(["== the operator study (results/reference/_ops; never fitted on): each op priced as a step's op is, "
-                      "from its GPU's other shapes, and from another GPU's study ==",
+                      "from its GPU's other shapes, and from another GPU's study (median |error|; by kind, over its "
+                      "precisions) ==",
                       *(f"  {gpu}, left out {left}: {line}" for (gpu, left), line in summary.items()),
                       shown.to_string(index=False)])
