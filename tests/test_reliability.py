@@ -202,14 +202,16 @@ def test_a_trial_killed_by_rays_memory_monitor_is_an_error_row_headed_by_the_rea
     assert "killed due to the node running low on memory" in said, done.stdout  # 'N worker(s) were' or 'Task was'
 
 
-# A sweep of three tabular trials, one at a time: the second trains for about 12 s on 2 cores.
+# A sweep of three tabular trials, one at a time: the second trains for about 22 s on 2 cores (2.2 s an epoch,
+# 2026-11-28), past the several seconds the pressure below takes to build beside a CPU burner (100,000 samples
+# trained in 5 s there and finished before it did)
 OOM_SWEEP = """
 import sys
 from crossover.sweeps import cluster, runner
 from crossover.sweeps.space import Space
 
 cluster.connect(None)
-space = Space("oom", {"tabular": {"dataset_size": [1000, 100000, 2000], "epochs": [10]}}, ("cpu",), cpu_threads=1)
+space = Space("oom", {"tabular": {"dataset_size": [1000, 400000, 2000], "epochs": [10]}}, ("cpu",), cpu_threads=1)
 runner.run(space, sys.argv[1], max_concurrent=1)
 """
 # Memory the test itself takes, 256 MiB at a time, until it is killed: the node's pressure, from outside Ray.
@@ -258,13 +260,13 @@ def test_a_trial_killed_by_rays_memory_monitor_mid_training_is_an_error_row_and_
     assert sweep.returncode == 0, stdout[-2000:] + stderr[-3000:]
     assert "Caught unexpected exception" not in stderr
     rows = pd.read_parquet(out).set_index("dataset_size")
-    assert sorted(rows.index) == [1000, 2000, 100000] and rows["config_hash"].is_unique  # one row each
+    assert sorted(rows.index) == [1000, 2000, 400000] and rows["config_hash"].is_unique  # one row each
     assert list(rows.loc[[1000, 2000], "status"]) == ["ok", "ok"]  # the trial after it ran
-    killed = rows.loc[100000]
+    killed = rows.loc[400000]
     assert killed["status"] == "error" and killed["workload"] == "tabular"  # its sizes in the row
     assert killed["error"].startswith("1 worker(s) were killed due to the node running low on memory")
     said = " ".join(stdout.split())  # a failure's line is wrapped at 100 columns (sweeps/store.py SAID_WIDTH)
-    assert "dataset_size=100000: FAILED 1 worker(s) were killed due to the node running low on memory" in said
+    assert "dataset_size=400000: FAILED 1 worker(s) were killed due to the node running low on memory" in said
 
 
 # The disc grid one trial at a time: 11 rows, about 30 s on 2 cores.
