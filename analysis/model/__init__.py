@@ -27,8 +27,9 @@ recurrent net the matmul's, without the size term), m for every class's bytes (a
 convolution's their own), k
 (k_launch for a kernel of matmul, conv, rnn, norm or elementwise, k_optimizer for the optimiser's) and k_forward:
 shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS) on the
-table GPUs; `model --validate` sets it against the operator study's GPU time of about 1,900 single ops measured
-on an H100 (sweeps/opbench.py, perclass.OPS_TABLE), which it is never fitted on (`op_study`). A CPU, which no table
+table GPUs. `model --validate` also prices each op of the operator study (sweeps/opbench.py: about 1,900 single
+ops on an H100 and an H200, results/reference/_ops) from the study itself (operators.py: `op_study`); a step's ops
+are not priced so, since whole steps came out worse (docs/model.md, "The operator-level model"). A CPU, which no table
 knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is
 only explained where measured, never predicted. Rows without the per-class columns (written before them)
 fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per
@@ -43,6 +44,7 @@ The package, one idea a module, each reading only those before it:
     devices     the device table (analysis/devices.yaml)
     counts      a row's step counts: measured, computed for old rows, or counted on a laptop (as_counted)
     threeterm   the fallback model of rows without the per-class columns
+    operators   each op's GPU time from the operator study, as model --validate checks it
     perclass    the per-class model: its equations and its fit
     intervals   split-conformal intervals from held-out residuals
     predict     predictions for unmeasured GPUs, ordered by the public tables and floored by the roofline
