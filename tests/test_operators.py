@@ -37,7 +37,7 @@ def test_a_studied_shape_is_priced_at_its_measured_time_and_others_at_their_neig
     # its own shape left out, the op is priced from the others (here the same share)
     t, _ = study.per_launch("matmul", "bf16", np.array([1e12]), np.array([1e3]), leave_out=True)
     assert t[0] == pytest.approx(1e12 / (0.5 * peak))
-    # a kind or unit the study has no op of: NaN, which perclass prices by its class's formula
+    # a kind or unit the study has no op of: NaN, no price
     t, _ = study.per_launch("conv", "tf32", np.array([1e12]), np.array([1e3]))
     assert np.isnan(t).all()
 
@@ -48,32 +48,26 @@ def test_another_gpu_scales_the_time_above_the_fixed_latency_by_its_bound(tmp_pa
     peak, bandwidth = h100.bf16_flops, h100.memory_bytes_per_s
     # a compute-bound product at 50% of peak, and a memory-bound one at 50% of bandwidth
     tiny = {"op_class": "elementwise", "precision": "default", "flops": 0, "bytes": 1e3, "ops": 1, "gpu_s": 2e-6}
-    among = _study(tmp_path, [_matmul(1e12, 1e3, 1e12 / (0.5 * peak)), _matmul(1e3, 1e10, 1e10 / (0.5 * bandwidth)),
-                              tiny])  # the tiny op sets the study's fixed latency a kernel
-    f, b, n = np.array([1e12, 1e3]), np.array([1e3, 1e10]), np.ones(2)
+    (study,) = _study(tmp_path, [_matmul(1e12, 1e3, 1e12 / (0.5 * peak)), _matmul(1e3, 1e10, 1e10 / (0.5 * bandwidth)),
+                                 tiny])  # the tiny op sets the study's fixed latency a kernel
+    f, b = np.array([1e12, 1e3]), np.array([1e3, 1e10])
 
-    def on(slower_peak, slower_bandwidth, key="other"):
-        terms = operators.terms("matmul", "bf16", f, b, n, np.full(2, key), np.full(2, peak / slower_peak),
-                                np.full(2, bandwidth / slower_bandwidth), among)
-        return operators.seconds(terms, n)
+    def on(slower_peak, slower_bandwidth):
+        return study.on("matmul", "bf16", f, b, peak / slower_peak, bandwidth / slower_bandwidth)
 
     same = on(1, 1)
     assert same == pytest.approx([1e12 / (0.5 * peak), 1e10 / (0.5 * bandwidth)], rel=1e-3)
     # half the peak doubles the compute-bound op and leaves the memory-bound one; half the bandwidth the other way
     assert on(2, 1) / same == pytest.approx([2, 1], rel=1e-3)
     assert on(1, 2) / same == pytest.approx([1, 2], rel=1e-3)
-    # the studied GPU itself takes its own study, whatever figures it is given
-    assert on(2, 2, key="H100") == pytest.approx(same)
 
 
 def test_an_op_of_fixed_latency_costs_the_same_on_a_slower_gpu(tmp_path):
     # an op whose time is all its kernels' fixed time (the study's smallest, its latency quantile) does not slow
     # with a GPU's peak or bandwidth
     tiny = [{"op_class": "elementwise", "precision": "default", "flops": 0, "bytes": 1e3, "ops": 1, "gpu_s": 2e-6}] * 3
-    among = _study(tmp_path, tiny)
-    terms = operators.terms("elementwise", None, np.zeros(1), np.array([1e3]), np.ones(1), np.array(["other"]), np.ones(1),
-                            np.array([1e9]), among)
-    assert operators.seconds(terms, np.ones(1))[0] == pytest.approx(2e-6)
+    (study,) = _study(tmp_path, tiny)
+    assert study.on("elementwise", None, np.zeros(1), np.array([1e3]), 1.0, 1e9)[0] == pytest.approx(2e-6)
 
 
 def test_an_op_runs_on_the_unit_its_dtype_and_precision_give():

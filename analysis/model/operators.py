@@ -19,7 +19,7 @@ kinds). Its roofline on a GPU is r = max(f / peak_unit, b / bandwidth).
   kernels' fixed latency (each study op's kernels x the study's LATENCY_QUANTILE of time per kernel, over its
   time; interpolated the same way), stays; the rest scales with the peaks P at the unit and the bandwidths W,
   weighted by the op's compute share w of its roofline on s: Habitat's scaling of an op by its bound (Yu et al.,
-  USENIX ATC 2021). From every studied GPU, the geometric mean; a studied GPU takes its own study alone.
+  USENIX ATC 2021; `Study.on`).
 
 A kind or unit no study measured gives NaN. Reads Parquet only: never imports torch or ray.
 """
@@ -117,6 +117,18 @@ class Study:
         r = roofline_s(kind, f, b, self.device.peak(u) if u else 1.0, self.device.memory_bytes_per_s)
         return np.maximum(r / share, self.latency_s), (weight * latency[near]).sum(axis=1)
 
+    def on(self, kind: str, u: str | None, f: np.ndarray, b: np.ndarray, peak: float, bandwidth: float) -> np.ndarray:
+        """Seconds per launch of ops of (kind, unit) with FLOPs f and bytes b a launch on another GPU, of `peak` at the
+        unit and `bandwidth`: this study's time, its fixed latency kept and the rest scaled by this GPU's peak over
+        that one's and its bandwidth over theirs, weighted by the op's compute share of its roofline here (Habitat's
+        scaling). NaN where the study has no op of that kind and unit."""
+        t, fixed = self.per_launch(kind, u, f, b)
+        own_peak = self.device.peak(u) if u else np.inf
+        compute, memory = f / own_peak, b / self.device.memory_bytes_per_s
+        share = np.where(compute + memory > 0, compute / np.maximum(compute + memory, 1e-300), 0.0)
+        ratio = share * (own_peak / peak if u else 1.0) + (1 - share) * self.device.memory_bytes_per_s / bandwidth
+        return t * (fixed + (1 - fixed) * ratio)
+
 
 def timed(table: pd.DataFrame) -> pd.DataFrame:
     """A study's ops that did work and whose kernels the profiler saw."""
@@ -166,52 +178,3 @@ def studies(folder: Path = STUDIES, path: Path = DEVICES) -> tuple[Study, ...]:
     """One Study a device-table GPU of the operator studies shipped in `folder`."""
     table, devices = study_table(folder, path), load_devices(path)
     return tuple(_study(part, key, devices[key]) for key, part in table.groupby(MATCH_KEY)) if len(table) else ()
-
-
-@dataclass(frozen=True)
-class Terms:
-    """What `seconds` needs of each op (axis 1) from each study (axis 0): the study's time per launch of it (log),
-    the share of that which is fixed latency, the study GPU's peak and bandwidth over the op's GPU's, the op's
-    compute share of its roofline on the study's GPU; and the index of the op's GPU's own study (-1: none)."""
-
-    log_t: np.ndarray
-    fixed: np.ndarray
-    compute_ratio: np.ndarray
-    memory_ratio: np.ndarray
-    compute_share: np.ndarray
-    own: np.ndarray
-
-
-def terms(kind: str, u: str | None, f: np.ndarray, b: np.ndarray, n: np.ndarray, key: np.ndarray,
-          peak: np.ndarray, bandwidth: np.ndarray, among: tuple[Study, ...]) -> Terms:
-    """The Terms of ops of one kind and unit (FLOPs f, bytes b, launches n each), each on its GPU (`key`, its `peak`
-    at the unit and `bandwidth`), from each study of `among`."""
-    f, b = f / n, b / n
-    rows = {k: [] for k in ("log_t", "fixed", "compute_ratio", "memory_ratio", "compute_share")}
-    own = np.full(len(f), -1)
-    for i, study in enumerate(among):
-        t, fixed = study.per_launch(kind, u, f, b)
-        study_peak = study.device.peak(u) if u else np.inf
-        compute, memory = f / study_peak, b / study.device.memory_bytes_per_s
-        rows["log_t"].append(np.log(t))
-        rows["fixed"].append(fixed)
-        rows["compute_ratio"].append(np.broadcast_to(study_peak / peak if u else 1.0, f.shape).astype(float))
-        rows["memory_ratio"].append(study.device.memory_bytes_per_s / bandwidth)
-        rows["compute_share"].append(np.where(compute + memory > 0, compute / np.maximum(compute + memory, 1e-300), 0.0))
-        own = np.where((key == study.key) & np.isfinite(t), i, own)
-    return Terms(**{k: np.vstack(v) if v else np.zeros((0, len(f))) for k, v in rows.items()}, own=own)
-
-
-def seconds(t: Terms, n: np.ndarray) -> np.ndarray:
-    """Each op's GPU seconds: n launches of its study time per launch, on its own GPU's study where there is one,
-    else scaled from each study and the geometric mean taken. Scaled: the fixed latency stays, the rest goes as
-    the study GPU's peak over the op's GPU's and its bandwidth over theirs, weighted by the op's compute share of
-    its roofline (Habitat's scaling). NaN where no study has the op's kind and unit."""
-    if not len(t.log_t):
-        return np.full(len(n), np.nan)
-    ratio = t.compute_share * t.compute_ratio + (1 - t.compute_share) * t.memory_ratio
-    scaled = t.log_t + np.log(t.fixed + (1 - t.fixed) * ratio)
-    found = np.isfinite(scaled).sum(axis=0)
-    mean = np.where(found > 0, np.where(np.isfinite(scaled), scaled, 0).sum(axis=0) / np.maximum(found, 1), np.nan)
-    own = t.log_t[np.maximum(t.own, 0), np.arange(len(n))]
-    return n * np.exp(np.where(t.own >= 0, own, mean))

@@ -363,11 +363,10 @@ def op_study(path: Path = DEVICES, folder: Path = operators.STUDIES) -> pd.DataF
         f, b, measured = (part[c].to_numpy(float) / n for c in ("flops", "bytes", "gpu_s"))
         own = next(s for s in among if s.key == key)
         guesses = {"shape": own.per_launch(kind, u, f, b, leave_out=True)[0]}
-        device, keys = devices[key], np.full(len(f), key)
+        device = devices[key]
         for other in (s for s in among if s.key != key):
-            terms = operators.terms(kind, u, f, b, np.ones(len(f)), keys, np.full(len(f), device.peak(u) if u else 1.0),
-                                    np.full(len(f), device.memory_bytes_per_s), (other,))
-            guesses[f"GPU (from {other.key})"] = operators.seconds(terms, np.ones(len(f)))
+            guesses[f"GPU (from {other.key})"] = other.on(kind, u, f, b, device.peak(u) if u else 1.0,
+                                                          device.memory_bytes_per_s)
         for left_out, guess in guesses.items():
             error = np.abs(guess / measured - 1)
             error = error[np.isfinite(error)]
