@@ -24,7 +24,7 @@ from tests.test_model import device_table
 # a parameter the rows cannot tell apart stays at its prior (model.fit)
 PLANTED = {"G1": (20e12, 2e12, 4e-6), "G2": (60e12, 4e12, 6e-6), "G3": (10e12, 0.5e12, 5e-6)}
 TRUTH = {"u_matmul": 0.6, "u_tensor": 0.3, "half_matmul": 3e7, "u_conv": 0.4, "u_conv_tensor": 0.5, "half_conv": 2e8, "m_memory": 0.5, "m_norm": 0.7, "m_grouped": 0.7,
-         "half_memory": 4e5, "k_launch": 3.0, "k_optimizer": 1.5, "k_forward": 2.0, "overlap": 2.0}
+         "half_memory": 4e5, "k_launch": 3.0, "k_rnn": 2.3, "k_rnn_call": 270.0, "k_optimizer": 1.5, "k_forward": 2.0, "overlap": 2.0}
 
 
 @pytest.fixture
@@ -113,6 +113,26 @@ def test_a_step_listed_op_by_op_costs_the_gpu_what_each_op_costs(table):
     got = [model.step_time(theta, _counts(rows.assign(**zero, ops_per_step=v), devices, figures), figures)
            for v in (apart, summed)]
     assert (got[0] > 1.5 * got[1]).all()  # apart, each pays its own bound: the memory-bound op's bytes count
+
+
+def test_a_recurrent_step_costs_the_host_cudnn_s_kernels_and_calls_apart_from_pytorch_s_ops(table):
+    # cuDNN issues its kernels itself: k_rnn each, and k_rnn_call for each cuDNN RNN call of the op list (its entries'
+    # times dispatched); the other classes' kernels k_launch
+    rows = model.gpu_rows(_rows("G1"), model.load_devices(table)).iloc[:1]
+    devices = model.load_devices(table)
+    figures = perclass._figures(rows, devices)
+    p, overhead = TRUTH, figures["overhead"][0]
+    rnn = {"rnn_flops_per_step": 1e9, "rnn_bytes_per_step": 1e6, "rnn_launches_per_step": 600}
+    listed = json.dumps([["rnn", "float32", 6e8, 6e5, 300, 2], ["rnn", "float32", 4e8, 4e5, 300, 1],
+                         ["elementwise", "float32", 0, 1e3, 1, 4]])
+    counts = _counts(rows.assign(**rnn, ops_per_step=listed), devices, figures)
+    host = {c: t[0][0] for c, t in model.class_times(np.log([p[k] for k in model.PARAMETERS]), counts, figures).items()}
+    assert host["rnn"] == pytest.approx(600 * overhead * p["k_rnn"])
+    assert host[perclass.RNN_CALLS] == pytest.approx(3 * overhead * p["k_rnn_call"])
+    assert host["elementwise"] == pytest.approx(rows["elementwise_launches_per_step"].iloc[0] * overhead * p["k_launch"])
+    # a row without an op list has no calls counted
+    without = _counts(rows.assign(**rnn, ops_per_step=None), devices, figures)
+    assert without[perclass.RNN_CALLS][2][0] == 0
 
 
 def test_the_op_study_prices_each_op_from_the_other_shapes_and_from_the_other_gpu(tmp_path):

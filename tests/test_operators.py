@@ -77,3 +77,20 @@ def test_an_op_runs_on_the_unit_its_dtype_and_precision_give():
     assert operators.unit("matmul", "bfloat16", "bf16") == "bf16"
     assert operators.unit("matmul", "float32", "bf16") == "fp32"  # an op autocast keeps in FP32
     assert operators.unit("elementwise", "bfloat16", "bf16") is None  # moves bytes only
+
+
+def test_the_model_s_recurrent_launch_costs_start_from_the_shipped_study():
+    # the priors of k_rnn and k_rnn_call are the study's cuDNN kernel and call on the host, in launch overheads
+    per_kernel, per_call = operators.rnn_host_s()
+    overhead = model.load_devices()["H100"].launch_overhead_s
+    assert model.PARAMETERS["k_rnn"] * overhead == pytest.approx(per_kernel, rel=0.05)
+    assert model.PARAMETERS["k_rnn_call"] * overhead == pytest.approx(per_call, rel=0.05)
+
+
+def test_a_recurrent_case_s_wall_time_splits_into_its_calls_and_its_kernels(tmp_path):
+    # planted: 1 ms a call, 10 us a kernel, two calls a case, on one GPU at two precision groups
+    rows = [{"op_class": "rnn", "precision": p, "flops": 1e9, "bytes": 1e6, "ops": 2, "gpu_s": 1e-4, "kernels": k,
+             "wall_s": 2e-3 + k * 1e-5} for p in ("default", "bf16") for k in (13.0, 200.0, 3000.0)]
+    frame = pd.DataFrame([{"device_name": H100, "group": "g", "case": "lstm", "params": "{}", **r} for r in rows])
+    frame.to_parquet(tmp_path / "ops-h100.parquet")
+    assert operators.rnn_host_s(tmp_path) == pytest.approx((1e-5, 1e-3), rel=1e-6)

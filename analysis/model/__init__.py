@@ -15,7 +15,7 @@ peak FLOP/s, bandwidth, a per-launch overhead), a class with FLOPs F, bytes B an
 
     host_c = n x overhead x k,   gpu_c = max(F / (peak x u_c(F/n)), B / (bandwidth x m(B/n)))
     u(s) = u_max s / (s + s_half)          (a saturating utilisation in the op's size, NeuSight-style)
-    H = sum of host_c + forward ops x overhead x k_forward
+    H = sum of host_c + forward ops x overhead x k_forward + cuDNN RNN calls x overhead x k_rnn_call
     G = sum of gpu_c, or on a table GPU, where the row lists its ops (ops_per_step), the same gpu_c op by op,
         each op taking the larger of its own compute and memory bounds
     step_s = (H^q + G^q)^(1/q)             (q = overlap: 1 the sum, larger as the GPU's work hides the host's)
@@ -25,9 +25,10 @@ the forward pass's ops costing the host the workload's Python besides (autograd'
 backward's from C++). u_c for matmul, conv and rnn (a matmul on the tensor cores its own, u_tensor; a cuDNN
 recurrent net the matmul's, without the size term), m for every class's bytes (a norm's and a grouped
 convolution's their own), k
-(k_launch for a kernel of matmul, conv, rnn, norm or elementwise, k_optimizer for the optimiser's) and k_forward:
-shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS) on the
-table GPUs. `model --validate` also prices each op of the operator study (sweeps/opbench.py: about 1,900 single
+(k_launch for a kernel of matmul, conv, norm or elementwise, k_rnn for one cuDNN launches for a recurrent net,
+k_optimizer for the optimiser's), k_forward and k_rnn_call (a cuDNN RNN call's own cost, from the step's op list):
+shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS; k_rnn's and
+k_rnn_call's from the operator study, `operators.rnn_host_s`) on the table GPUs. `model --validate` also prices each op of the operator study (sweeps/opbench.py: about 1,900 single
 ops on an H100 and an H200, results/reference/_ops) from the study itself (operators.py: `op_study`); a step's ops
 are not priced so, since whole steps came out worse (docs/model.md, "The operator-level model"). A CPU, which no table
 knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is

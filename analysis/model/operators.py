@@ -178,3 +178,21 @@ def studies(folder: Path = STUDIES, path: Path = DEVICES) -> tuple[Study, ...]:
     """One Study a device-table GPU of the operator studies shipped in `folder`."""
     table, devices = study_table(folder, path), load_devices(path)
     return tuple(_study(part, key, devices[key]) for key, part in table.groupby(MATCH_KEY)) if len(table) else ()
+
+
+RNN_CALLS_A_CASE = 2  # an LSTM or GRU case of the study is one cuDNN RNN call forward and one backward
+
+
+def rnn_host_s(folder: Path = STUDIES, path: Path = DEVICES) -> tuple[float, float]:
+    """The host's seconds per kernel cuDNN launches for a recurrent net and per cuDNN RNN call, from the study's LSTM
+    and GRU cases: each case's wall time against its calls (RNN_CALLS_A_CASE) and kernels, least squares per study and
+    precision group (FP32/TF32, BF16/FP16), the geometric mean over them. What perclass.PARAMETERS' k_rnn and
+    k_rnn_call start from (over the device table's launch overhead): the whole steps fit them from there."""
+    table = study_table(folder, path)
+    rnn = table[table["op_class"] == "rnn"]
+    fits = []
+    for _, part in rnn.groupby([MATCH_KEY, rnn["precision"].isin(["bf16", "fp16"])]):
+        design = np.column_stack([np.full(len(part), float(RNN_CALLS_A_CASE)), part["kernels"].to_numpy(float)])
+        fits.append(np.linalg.lstsq(design, part["wall_s"].to_numpy(float), rcond=None)[0])
+    call, kernel = np.exp(np.log(np.array(fits)).mean(axis=0))
+    return float(kernel), float(call)

@@ -50,10 +50,20 @@ PARAMETERS = {
     # the same for a grouped or depthwise convolution's bytes (KINDS): its kernels ran 3-6x slower than its bytes
     # at the element-wise ops' share in the operator study; fitted on the steps that list their ops (ops_per_step)
     "m_grouped": 0.7,
-    # what one kernel launch of matmul, conv, rnn, norm or elementwise costs the host, in the device's launch
+    # what one kernel launch of matmul, conv, norm or elementwise costs the host, in the device's launch
     # overheads: one for the four. A cost per class split conv from norm, which come in pairs, arbitrarily,
     # and priced DenseNet-121's element-wise ops 1.5x too dear (docs/model.md, "One launch cost for the kernels")
     "k_launch": 1.0,
+    # the same for one of the kernels cuDNN launches for a recurrent net (class rnn), and for each cuDNN RNN call
+    # (`_cudnn_rnn`, `_cudnn_rnn_backward`) besides: cuDNN's own C++ issues a chain of small dependent kernels where
+    # PyTorch dispatches an op for each of the other classes' kernels, and each call costs the host about a
+    # millisecond of its own. The priors are the operator study's (results/reference/_ops, sweeps/opbench.py: each
+    # LSTM or GRU case's wall time, two calls and its kernels, least squares per GPU and precision group, FP32/TF32
+    # and BF16/FP16): 9.1-15.3 us a kernel and 1.1-1.6 ms a call on the H100's and the H200's hosts, geometric means
+    # 11.7 us and 1.35 ms, over the table's 5 us overhead. Priced by k_launch alone, a fit without recurrent rows put
+    # the speech LSTM's 3,681 kernels at 88% over its step (docs/model.md, "cuDNN's kernels cost their own launch")
+    "k_rnn": 2.3,
+    "k_rnn_call": 270.0,
     "k_optimizer": 1.0,  # the same for the optimiser's launches: foreach kernels over every parameter
     "k_forward": 1.0,  # what an op of the forward pass costs the host besides: the workload's Python, nn.Module's call
     # how the host's and the GPU's times combine (`step_time`): 1 their sum, as the model had it until the real-sized
@@ -62,8 +72,12 @@ PARAMETERS = {
 }
 
 
+RNN_CALLS = "rnn_calls"  # `_counts`' key of a step's cuDNN RNN calls (`_rnn_calls`)
+
+
 # each class of `_counts` -> the parameter its launches cost
-LAUNCH_COST = {**{c: "k_optimizer" if c == "optimizer" else "k_launch" for c in OP_CLASSES}, "forward": "k_forward"}
+LAUNCH_COST = {**{c: {"optimizer": "k_optimizer", "rnn": "k_rnn"}.get(c, "k_launch") for c in OP_CLASSES},
+               "forward": "k_forward", RNN_CALLS: "k_rnn_call"}
 
 
 PRIOR_WEIGHT = 0.03
@@ -127,12 +141,23 @@ def _entries(frame: pd.DataFrame, figures: dict) -> Entries:
 
 def _counts(frame: pd.DataFrame, devices: dict[str, Device] | None, figures: dict) -> dict:
     """Per op class, its (FLOPs, bytes, launches) per step of each row; under "forward", (0, 0, the
-    forward pass's ops); on a table GPU, under OPS, each row's ops one by one (`Entries`: a CPU's fit, from
-    nominal figures, stays per class)."""
+    forward pass's ops); under RNN_CALLS, (0, 0, its cuDNN RNN calls); on a table GPU, under OPS, each row's ops
+    one by one (`Entries`: a CPU's fit, from nominal figures, stays per class)."""
     zero = np.zeros(len(frame))
     classes = {c: tuple(frame[f"{c}_{k}_per_step"].to_numpy(float) for k in OP_MEASURES) for c in OP_CLASSES}
     return {**classes, "forward": (zero, zero, frame[FORWARD_OPS].to_numpy(float)),
+            RNN_CALLS: (zero, zero, _rnn_calls(frame)),
             **({OPS: _entries(frame, figures)} if devices is not None else {})}
+
+
+def _rnn_calls(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's cuDNN RNN calls a step: its op list's rnn entries, times each is dispatched (0 for a row without
+    one: rows written before the op lists, none of them recurrent; a CPU's recurrent net is cell ops, not class rnn)."""
+    if OPS_PER_STEP not in frame:
+        return np.zeros(len(frame))
+    calls = {v: sum(op[5] for op in json.loads(v) if op[0] == "rnn")
+             for v in frame[OPS_PER_STEP].dropna().unique()}
+    return frame[OPS_PER_STEP].map(calls).fillna(0).to_numpy(float)
 
 
 def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str, np.ndarray]:
