@@ -247,7 +247,7 @@ def test_the_memory_check_sets_the_counted_peak_against_the_measured_one_batchs_
     # a run that kept 8 batches of 1 MB samples on the GPU measured 7 batches' data more than a run of one batch holds
     rows = pd.DataFrame({"workload_params": ['{"arch": "a"}', '{"arch": "b"}'], "batch_size": [4, 4],
                          "precision": ["default", "bf16"], "dataset_size": [32, 32], "device_name": ["H100", "H100"],
-                         "peak_gpu_bytes": [1e9 + 28e6, 2e9 + 28e6]})
+                         "peak_gpu_bytes": [1e9 + 28e6, 2e9 + 28e6], "rnn_flops_per_step": [0.0, 1e9]})
     counted = pd.DataFrame({"workload_params": rows["workload_params"], "batch_size": 4, "precision": rows["precision"],
                             "peak_memory_bytes": [1.1e9, 3e9], "sample_bytes": 1e6})
     counted.to_parquet(tmp_path / "memory.parquet")
@@ -256,4 +256,7 @@ def test_the_memory_check_sets_the_counted_peak_against_the_measured_one_batchs_
     assert np.allclose(table["error"], [0.1, 0.5])
     text = model.render_memory(table)
     assert "within 15%: 1 of 2" in text and "missed" in text and "+50% (b batch 4 bf16)" in text
+    assert "cuDNN workspace" in text and "why (the others)" not in text  # b runs cuDNN's recurrent nets: their reason
+    as_not = model.render_memory(table.assign(recurrent=False))
+    assert "cuDNN workspace" not in as_not and "why (the others)" in as_not
     assert model.render_memory(table.iloc[:1]).endswith("(a batch 4 default): met")

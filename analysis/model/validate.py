@@ -307,7 +307,8 @@ def memory(rows: pd.DataFrame, counted: Path = MEMORY_COUNTED) -> pd.DataFrame:
     """Each configuration of `rows` that measured a peak and has a count in `counted`, per GPU: the measured peak
     as a run of one batch would have it (peak_gpu_bytes, torch's allocated peak, less its training set's samples
     past one batch: the plain loop kept the whole set on the GPU, a planned run need not), the counted one
-    (without the 70 MB analysis/decide/ adds), and counted / measured - 1. Empty where the counts are absent."""
+    (without the 70 MB analysis/decide/ adds), counted / measured - 1, and whether its step runs cuDNN's recurrent
+    nets (class rnn: `recurrent`). Empty where the counts are absent."""
     if not counted.exists():
         return pd.DataFrame()
     keys = ["workload_params", "batch_size", "precision"]
@@ -317,7 +318,9 @@ def memory(rows: pd.DataFrame, counted: Path = MEMORY_COUNTED) -> pd.DataFrame:
     return pd.DataFrame({"model": arch, "batch": measured["batch_size"], "precision": measured["precision"],
                          "gpu": measured["device_name"], "measured_gb": one_batch / 1e9,
                          "counted_gb": measured["peak_memory_bytes"] / 1e9,
-                         "error": measured["peak_memory_bytes"] / one_batch - 1}).sort_values(["model", "batch", "precision", "gpu"])
+                         "error": measured["peak_memory_bytes"] / one_batch - 1,
+                         "recurrent": measured.get("rnn_flops_per_step", pd.Series(0.0, index=measured.index)).fillna(0) > 0,
+                         }).sort_values(["model", "batch", "precision", "gpu"])
 
 
 def render_memory(table: pd.DataFrame) -> str:
@@ -334,14 +337,14 @@ def render_memory(table: pd.DataFrame) -> str:
              f"{worst['precision']}): " + ("met" if outside.empty else "missed")]
     if len(outside):
         shown = outside.assign(**{c: outside[c].map(lambda v: f"{v:.2f}") for c in ("measured_gb", "counted_gb")},
-                               error=outside["error"].map(lambda v: f"{v:+.0%}"))
+                               error=outside["error"].map(lambda v: f"{v:+.0%}")).drop(columns="recurrent")
         lines += ["  outside:", shown.to_string(index=False),
                   "    why: a recurrent net's cuDNN workspace is counted at its floor (trainables/memory.py); what cuDNN "
                   "asks for is 1.2-19x that and has no closed form: cuDNN's own figure, read on a GPU, would fix it"
-                  if outside["model"].str.contains("lstm|gru").any() else "",
+                  if outside["recurrent"].any() else "",
                   "    why (the others): an op the meta device runs otherwise than a GPU keeps other tensors live (as "
                   "dropout's float masks did; sweeps/count_step.py's *_as_on_a_gpu), or the allocator's rounding"
-                  if (~outside["model"].str.contains("lstm|gru")).any() else ""]
+                  if (~outside["recurrent"]).any() else ""]
     return "\n".join(line for line in lines if line)
 
 
