@@ -145,19 +145,22 @@ def _counts(frame: pd.DataFrame, devices: dict[str, Device] | None, figures: dic
     one by one (`Entries`: a CPU's fit, from nominal figures, stays per class)."""
     zero = np.zeros(len(frame))
     classes = {c: tuple(frame[f"{c}_{k}_per_step"].to_numpy(float) for k in OP_MEASURES) for c in OP_CLASSES}
+    ops = _entries(frame, figures) if devices is not None else None
     return {**classes, "forward": (zero, zero, frame[FORWARD_OPS].to_numpy(float)),
-            RNN_CALLS: (zero, zero, _rnn_calls(frame)),
-            **({OPS: _entries(frame, figures)} if devices is not None else {})}
+            RNN_CALLS: (zero, zero, zero if ops is None else _rnn_calls(ops)),
+            **({OPS: ops} if ops is not None else {})}
 
 
-def _rnn_calls(frame: pd.DataFrame) -> np.ndarray:
+def _rnn_calls(ops: Entries) -> np.ndarray:
     """Each row's cuDNN RNN calls a step: its op list's rnn entries, times each is dispatched (0 for a row without
-    one: rows written before the op lists, none of them recurrent; a CPU's recurrent net is cell ops, not class rnn)."""
-    if OPS_PER_STEP not in frame:
-        return np.zeros(len(frame))
-    calls = {v: sum(op[5] for op in json.loads(v) if op[0] == "rnn")
-             for v in frame[OPS_PER_STEP].dropna().unique()}
-    return frame[OPS_PER_STEP].map(calls).fillna(0).to_numpy(float)
+    one: rows written before the op lists, none of them recurrent; a CPU's recurrent net is cell ops, not class rnn,
+    so a CPU's fit, without Entries, counts none)."""
+    if not ops.has.any():
+        return np.zeros(len(ops.of_row))
+    groups = len(next(iter(ops.figures.values())))
+    calls = sum((np.bincount(at, weights=ops.times[on], minlength=groups) for c, on, at, _ in ops.by_class if c == "rnn"),
+                np.zeros(groups))
+    return np.where(ops.has, calls[np.maximum(ops.of_row, 0)], 0.0)
 
 
 def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str, np.ndarray]:

@@ -319,7 +319,7 @@ def memory(rows: pd.DataFrame, counted: Path = MEMORY_COUNTED) -> pd.DataFrame:
                          "gpu": measured["device_name"], "measured_gb": one_batch / 1e9,
                          "counted_gb": measured["peak_memory_bytes"] / 1e9,
                          "error": measured["peak_memory_bytes"] / one_batch - 1,
-                         "recurrent": measured.get("rnn_flops_per_step", pd.Series(0.0, index=measured.index)).fillna(0) > 0,
+                         "recurrent": measured["rnn_flops_per_step"].fillna(0) > 0,
                          }).sort_values(["model", "batch", "precision", "gpu"])
 
 
