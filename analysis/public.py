@@ -72,10 +72,11 @@ def dominance(table: pd.DataFrame) -> list[tuple[str, str, str, int]]:
     out = []
     for precision, part in table.groupby("precision"):
         wide = part.pivot_table(index=["table", "benchmark"], columns="gpu", values="throughput")
-        for a, b in itertools.permutations(wide.columns, 2):
-            both = wide[[a, b]].dropna()
-            if len(both) and (both[a] > both[b]).all():
-                out.append((precision, a, b, len(both)))
+        values, ran = wide.to_numpy(float), wide.notna().to_numpy()
+        for (i, a), (j, b) in itertools.permutations(enumerate(wide.columns), 2):
+            both = ran[:, i] & ran[:, j]  # in arrays: as pandas' per pair, the 380-odd pairs took a second
+            if both.any() and (values[both, i] > values[both, j]).all():
+                out.append((precision, a, b, int(both.sum())))
     return out
 
 

@@ -10,7 +10,10 @@ a CPU trial's row counts them) in a process of its own (analysis/counting.py, wh
 run's step through too), with a time limit (--timeout): the user's code is
 imported and run there, never here, and a hang or a crash ends this command with one line naming the
 workload, what happened and the fix (exit status 2). Meanwhile this process fits analysis/model/ on the
-shipped reference rows (model.shipped), the same fit `decide` and the end of a sweep predict with.
+shipped reference rows (model.shipped), the same fit `decide` and the end of a sweep predict with, kept in the
+user's cache folder once fitted (analysis/cache.py). A step counted before, at any dataset size and epochs, is read
+from that folder instead (sweeps/count_cache.py: keyed by the job file's fingerprint, its configuration and
+precision, crossover's and torch's code): no process starts, and the answer comes in a second or two.
 
 Per GPU model, fastest first: the time per epoch with its 90% interval; the run's time, --epochs epochs
 of it (no set-up, evaluation or transfer: nothing was timed), plus the start-up of the option it is
@@ -36,6 +39,7 @@ import pandas as pd
 from crossover.analysis import cost, decide, model, prices
 from crossover.analysis.cli import HelpFormatter
 from crossover.analysis.counting import AXES, TIMEOUT_S, PredictError, Request, finish, start
+from crossover.sweeps import count_cache
 from crossover.sweeps.cli import at_least, param
 from crossover.trainables.config import PRECISIONS
 
@@ -185,18 +189,19 @@ def main(argv=None) -> int:
                       tuple((a, getattr(args, a)) for a in AXES if getattr(args, a) is not None),
                       tuple(args.param), args.timeout, args.precision)
     started = time.monotonic()
-    process = start(request)
+    kept = count_cache.read(request)  # the same step counted before: no process, no torch
+    process = start(request) if kept is None else None
     try:
-        model.shipped(model.PER_CLASS)  # fitted while the step is counted: two cores, two jobs
+        model.shipped(model.PER_CLASS)  # read from the cache, or fitted while the step is counted: two cores, two jobs
         options, billing = prices.load_prices()
-        counted = finish(process, request, started)
+        counted = kept or count_cache.keep(request, finish(process, request, started))
         lines, grid = predicted(counted, request.epochs, options, billing)
     except (PredictError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
-        if process.poll() is None:  # this process failed first: the counting one is not left behind
-            process.kill()
+        if process is not None and process.poll() is None:  # this process failed first: the counting one is not
+            process.kill()                                  # left behind
             process.wait()
     used = {o for o in lines["option"]}
     old = [line for line in cost.stale([o for o in options if o.name in used])]

@@ -26,6 +26,19 @@ def pytest_report_header(config):
     if not (config.getoption("--all") or config.getoption("markexpr")):
         return "tests marked slow are left out: make test ARGS=--all (or pytest --all) runs them, as CI does"
 
+@pytest.fixture(autouse=True, scope="session")
+def cache_folder(tmp_path_factory):
+    """The user's cache folder (analysis/cache.py) in a temporary folder of the session's, for this process and every
+    process a test starts: no test reads or writes ~/.cache."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME")
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 # Never more CPUs than the machine has (a Ray that advertises more hides requests that can never be
 # placed: ddp-cpu:2 on 2 cores); 2 where it has more, so the tests ask the same of every host.
 CPUS = min(2, os.cpu_count() or 1)

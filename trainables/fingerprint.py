@@ -4,16 +4,18 @@
 
 It is part of every trial's config hash (trainables/config.py), so that editing a user's model, or its module,
 measures again instead of returning the old rows. The model is built on the meta device: no memory, no time.
+`of` alone imports no torch: sweeps/count_cache.py keys a job's counted step by it in a process that never does.
 """
 
 from __future__ import annotations
 
 import hashlib
-
-import torch
+from typing import TYPE_CHECKING
 
 from crossover.trainables.config import TrialConfig
-from crossover.trainables.workload import Workload
+
+if TYPE_CHECKING:
+    from crossover.trainables.workload import Workload
 
 
 def of(text: bytes, found: str) -> str:
@@ -26,6 +28,8 @@ def of(text: bytes, found: str) -> str:
 def shapes(workload: Workload) -> str:
     """The model's parameter shapes at its defaults, built on the meta device, as text (the fingerprint's part):
     where it cannot be built there, what it raised."""
+    import torch
+
     cfg = TrialConfig(workload.name, **{k: v for k, v in workload.defaults.items()},
                       params={n: p.default for n, p in workload.params.items()} or None)
     try:

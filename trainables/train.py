@@ -96,7 +96,7 @@ class Loop:
         with timer.phase("setup"):
             torch.manual_seed(cfg.seed)  # same initial weights on every device: built on the CPU
             data = wl.data(cfg)
-            model = wl.make_model(cfg)
+            model = _made(wl, cfg, where)
         with timer.phase("h2d"):
             # the data stays on the device for the whole trial where it fits (seed 003: per-batch copies
             # erased the GPU's lead); otherwise it waits in pinned host memory and each batch is copied
@@ -271,6 +271,19 @@ class Loop:
         data = sum(t.nbytes for t in tree_leaves((self.data.x, self.data.y))) / self.data.n
         per_sample = (peaks[n] - peaks[n // 2]) / (n - n // 2) + data if n > 1 else None
         return {"peak_memory_bytes": peaks[n], "peak_memory_per_sample_bytes": per_sample}
+
+
+def _made(wl, cfg, where: Placement):
+    """The workload's model, made on the CPU; on the meta device (a step counted, not trained: sweeps/count_step.py)
+    made there, shapes alone: a GPT-2-large's 774M parameters need not be initialised to be counted (10 s of its
+    count on a 2-core VM). A model that cannot be made there (its constructor reads a value) is made on the CPU."""
+    if where.input_device.type == "meta":
+        try:
+            with torch.device("meta"):
+                return wl.make_model(cfg)
+        except Exception:
+            torch.manual_seed(cfg.seed)
+    return wl.make_model(cfg)
 
 
 HELD_BYTES = 64 * 2**20  # outputs held before `_tally` sums them early: a bound on the memory, not a measured optimum

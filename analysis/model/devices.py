@@ -3,6 +3,7 @@ with its source and date; `device_key` finds a device name's entry.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,15 @@ class Device:
 
 
 def load_devices(path: Path = DEVICES) -> dict[str, Device]:
-    """The device table; an entry missing a field (its source and date included) is refused by name."""
+    """The device table; an entry missing a field (its source and date included) is refused by name. Read once a
+    process for each version of the file (its size and time of change): a prediction asks for it a few dozen times,
+    and YAML's parser took a fifth of `crossover predict`'s answer from a kept count."""
+    stat = Path(path).stat()
+    return dict(_devices(Path(path).resolve(), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.cache
+def _devices(path: Path, changed_ns: int, size: int) -> dict[str, Device]:
     table = yaml.safe_load(Path(path).read_text()) or {}
     devices = {}
     for key, entry in table.items():

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
-from threadpoolctl import threadpool_limits
 
 from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
 from crossover.analysis.model.devices import Device, MATCH_KEY
@@ -310,6 +308,8 @@ def fit(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str = PER_
     lower = np.array([0.0 if n == "overlap" else p - 15 for n, p in zip(PARAMETERS, prior)])  # q >= 1: no less than the larger
     starts = [np.array(start.theta)] if start is not None and start.form == PER_CLASS else \
         [prior + shift for shift in (0 * launches, launches)]
+    from scipy.optimize import least_squares  # here: a prediction from the cached fit (predict.shipped) needs no
+    from threadpoolctl import threadpool_limits  # solver, and scipy.optimize takes a second of a command's start
     # one BLAS thread: the solver's products and SVDs of a thousand-odd rows by fifteen columns ran 8x slower on
     # threads that contend for the cores (2026-11-28, the 2-core VM: 33 models held out in turn, 44 s, 5.5 s on one)
     with threadpool_limits(limits=1, user_api="blas"):

@@ -1,6 +1,7 @@
 """Predictions for GPUs nobody measured: the fit on the measured GPUs with its intervals and the public
 tables' efficiencies (`Predictor`), ordered by the public tables at their precision and never under the
-hardware's floor (analysis/roofline.py); `shipped`, the model fitted on the shipped reference rows.
+hardware's floor (analysis/roofline.py); `shipped`, the model fitted on the shipped reference rows, kept in the
+user's cache folder (analysis/cache.py) once fitted.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from crossover import schema
+from crossover.analysis import cache as disk
 from crossover.analysis import public, roofline
 from crossover.analysis.load import REFERENCE, read
 from crossover.analysis.model.devices import DEVICES, Device, MATCH_KEY, load_devices
@@ -40,6 +43,18 @@ class Predictor:
         order = ("device", "workload") if workload in self.seen else ("workload", "device")
         source = next((s for s in order if s in self.q), None)
         return (self.q[source], source) if source else (float("nan"), "none: one GPU and one workload only")
+
+    def to_json(self) -> dict:
+        """The predictor as JSON's values (a per-class fit's: a three-term fit's Calibration is not kept), each
+        float exactly: `from_json` gives it back to the last bit."""
+        return {"form": self.fit.form, "theta": [float(t) for t in self.fit.theta], "rms": float(self.fit.rms),
+                "seen": sorted(self.seen), "q": {k: float(v) for k, v in self.q.items()},
+                "efficiency": {str(k): float(v) for k, v in self.efficiency.items()}}
+
+    @classmethod
+    def from_json(cls, value: dict) -> Predictor:
+        return cls(Fit(value["form"], tuple(value["theta"]), None, value["rms"]), frozenset(value["seen"]),
+                   value["q"], value["efficiency"])
 
 
 def predictor(frame: pd.DataFrame, devices: dict[str, Device], form: str) -> Predictor:
@@ -200,9 +215,25 @@ def shipped(form: str, path: Path = DEVICES) -> Predictor:
     per-class form, the public training figures of the GPUs we cannot rent (analysis/public.py `fit_rows`:
     Lambda's ResNet-50, one row a GPU), with its conformal quantiles and the GPUs' public efficiencies: what analysis/decide/, the verdict and sweeps/predict.py predict with, so that a
     prediction rests on the reference GPUs alone, never on what else the user's folder holds. Fitted once a
-    process (a few seconds on a 2-core VM: each model and GPU held out once for the intervals)."""
+    process (9 s of CPU time on a 2-core VM: each model and GPU held out once for the intervals), and the per-class
+    fit once a machine: it is kept in the user's cache folder under `shipped_key`, and read from there (0.1 s)."""
+    key = shipped_key(form, path)
+    if form == PER_CLASS and (kept := disk.read("fit", key)) is not None:
+        return Predictor.from_json(kept)
     devices = load_devices(path)
     measured = reference_gpu_rows(devices, form)
     if form == PER_CLASS:
         measured = pd.concat([measured, public_rows(devices)], ignore_index=True)
-    return predictor(measured, devices, form)
+    fitted = predictor(measured, devices, form)
+    if form == PER_CLASS:
+        disk.write("fit", key, fitted.to_json())
+    return fitted
+
+
+def shipped_key(form: str, path: Path = DEVICES) -> str:
+    """The key of `shipped`'s fit in the cache: every file it is computed from (the reference rows, the device
+    table, and the analysis package: its code, the public tables), the row schema, and the numerical libraries'
+    versions. Any change of one is a new key, and a fit again."""
+    analysis = Path(__file__).resolve().parents[1]
+    return disk.digest(form, *disk.files(REFERENCE, Path(path), analysis, Path(schema.__file__).resolve()),
+                       *(disk.version(p) for p in ("numpy", "pandas", "scipy", "pyarrow")))

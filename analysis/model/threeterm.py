@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from crossover.analysis.model.devices import Device, MATCH_KEY
 from crossover.analysis.model.counts import CNNS, COST_COLUMNS
@@ -64,6 +63,8 @@ def _terms(frame: pd.DataFrame, devices: dict[str, Device] | None) -> np.ndarray
 def calibrate(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str | None = None) -> Calibration:
     """Fit a group's three figures on its rows (least squares on log step time), in `form`, or in the
     form that fits better when None; then each workload's bias and spread."""
+    from scipy.optimize import least_squares  # here, as perclass.fit imports it: only a fit needs the solver
+
     terms, measured = _terms(frame, devices), frame["step_s"].to_numpy(float)
     starts = [(0.0, math.log(0.3), math.log(0.5))] if devices else [(math.log(5e-6), math.log(1e11), math.log(2e10))]
     starts += [tuple(s + d for s in starts[0]) for d in (-2.0, 2.0)]
