@@ -2,6 +2,7 @@
 
     python sweeps/bench_answer.py          # examples/zoo.py's shufflenet_v2_x1_0 (1.3M parameters), on the CPU
     python sweeps/bench_answer.py --workload job.py:workload --param channels=64
+    python sweeps/bench_answer.py --predict-only    # crossover predict alone, cold and warm, at real sizes
 
 It runs `python -m crossover.sweeps.scaling --workload REF --devices cpu` (the same as `crossover sweep`; REF read from the
 current folder: examples/zoo.py is the checkout's) with every other flag at its default (the
@@ -11,6 +12,12 @@ target (3 minutes on a 2-core VM without a GPU, for a model of about 1.5M parame
 printed, never asserted: on a machine others share, their work slows it, so the load average before and
 after is printed too. Then it times `crossover predict` for the same workload (the run of 30 epochs of
 50,000 samples at batch 128) against its target, PREDICT_TARGET_S.
+
+Last, `crossover predict` on examples/realsize.py's ResNet-50, BERT-base and GPT-2-large (REAL_SIZES), beside the
+time this machine takes to `import torch` in a fresh process: cold, with an empty cache folder (analysis/cache.py:
+the shipped fit and the step's count both made), then warm, from that folder, asked again at another dataset size
+and epochs (the count read back), at another batch size and at another precision (each a step counted anew, the
+fit read back), each against its target (REAL_TARGETS_S). Every time is wall time, from the command to its answer.
 """
 
 from __future__ import annotations
@@ -27,6 +34,44 @@ from crossover.analysis.load import read
 
 TARGET_S = 180.0  # s from command to answer, the install aside: what a new user's first sweep should take
 PREDICT_TARGET_S = 15.0  # s from `crossover predict` to its answer
+# examples/realsize.py's arch -> s from `crossover predict` to its answer, cold (nothing cached) and warm (cached)
+REAL_SIZES = {"resnet50": (10.0, 3.0), "bert_base": (10.0, 3.0), "gpt2_large": (20.0, 3.0)}
+# the runs asked in turn, from one cache folder: (what changed, flags); the first finds it empty
+ASKED = (("cold, nothing cached", ["--batch-size", "32", "--dataset-size", "50000", "--epochs", "30"]),
+         ("another dataset size and epochs", ["--batch-size", "32", "--dataset-size", "20000", "--epochs", "5"]),
+         ("another batch size", ["--batch-size", "16", "--dataset-size", "50000", "--epochs", "30"]),
+         ("another precision", ["--batch-size", "32", "--dataset-size", "50000", "--epochs", "30", "--precision", "bf16"]))
+
+
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, int]:
+    """Seconds `cmd` took to end, and its exit status."""
+    began = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode:
+        print(done.stderr[-2000:], file=sys.stderr)
+    return time.monotonic() - began, done.returncode
+
+
+def real_sizes() -> int:
+    """`crossover predict` on REAL_SIZES, cold then warm (ASKED), each from a cache folder of its own, beside
+    `import torch`'s time; the worst exit status."""
+    took, _ = timed([sys.executable, "-c", "import torch"])
+    print(f"bench: import torch in a fresh process: {took:.1f} s; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores")
+    worst = 0
+    for arch, (cold, warm) in REAL_SIZES.items():
+        with tempfile.TemporaryDirectory(prefix="bench-cache-") as folder:
+            env = {**os.environ, "XDG_CACHE_HOME": folder}
+            for i, (what, flags) in enumerate(ASKED):
+                cmd = [sys.executable, "-m", "crossover.sweeps.command", "predict", "--workload",
+                       "examples/realsize.py:workload", "--param", f"arch={arch}", *flags]
+                took, status = timed(cmd, env)
+                target = cold if i == 0 else warm
+                worst = max(worst, status)
+                print(f"bench: predict {arch:<10} {what:<32} {took:5.1f} s (target {target:.0f} s: "
+                      f"{'met' if took <= target else 'missed'}); exit {status}; load average "
+                      f"{os.getloadavg()[0]:.1f}")
+    return worst
 
 
 def main(argv=None) -> int:
@@ -34,7 +79,11 @@ def main(argv=None) -> int:
     p.add_argument("--workload", default="examples/zoo.py:workload", help="the job to sweep, path/to/job.py:ATTR")
     p.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
                    help="its own axes' values (default: arch=shufflenet_v2_x1_0, for examples/zoo.py)")
+    p.add_argument("--predict-only", action="store_true",
+                   help="time crossover predict alone (cold and warm, REAL_SIZES), not the sweep")
     args = p.parse_args(argv)
+    if args.predict_only:
+        return real_sizes()
     params = args.param if args.param is not None else (
         ["arch=shufflenet_v2_x1_0"] if args.workload == "examples/zoo.py:workload" else [])
     with tempfile.TemporaryDirectory(prefix="bench-answer-") as out:
@@ -63,7 +112,7 @@ def main(argv=None) -> int:
     took = time.monotonic() - began
     print(f"bench: {' '.join(predict[1:])}: answer in {took:.1f} s (target {PREDICT_TARGET_S:.0f} s: "
           f"{'met' if took <= PREDICT_TARGET_S else 'missed'}); exit {said.returncode}")
-    return done.returncode or said.returncode
+    return done.returncode or said.returncode or real_sizes()
 
 
 if __name__ == "__main__":

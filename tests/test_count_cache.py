@@ -1,0 +1,83 @@
+"""The user's cache folder: a job's counted step read back gives the figures a count gives, at any dataset size;
+editing the job file or a module beside it, another precision or batch size is another entry; the shipped fit
+read back predicts what the fit does, to the bit; an entry that cannot be read is no entry."""
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+from test_predict import job
+
+from crossover.analysis import cache, model
+from crossover.analysis.counting import Request, finish, start
+from crossover.analysis.model.predict import Predictor, shipped_key
+from crossover.sweeps import count_cache
+
+
+def counted(request: Request) -> dict:
+    """`request`'s step counted by the counting process, as `crossover predict` counts it."""
+    return finish(start(request), request, time.monotonic())
+
+
+def test_a_kept_count_gives_what_a_count_gives_at_another_dataset_size_and_epochs(tmp_path):
+    request = Request(job(tmp_path, "cache_job"), 3, 64, 4096, (("width", 128),), (("n_features", 16),))
+    assert count_cache.read(request) is None
+    first = count_cache.keep(request, counted(request))
+    assert count_cache.read(request) == first
+    (entry,) = (cache.folder() / count_cache.KIND).glob(f"{count_cache.key(request)}.json")
+    assert entry.is_relative_to(Path(os.environ["XDG_CACHE_HOME"])) and not entry.is_relative_to(tmp_path)
+    other = dataclasses.replace(request, dataset_size=1000, epochs=7)
+    kept = count_cache.read(other)
+    assert kept == counted(other)  # 16 steps of 64 and a last of 40: arithmetic, every count the same
+    assert (kept["dataset_size"], kept["steps_per_epoch"]) == (1000, 16)
+    # where no dataset size is given, the workload's default, once a count has said it
+    default = dataclasses.replace(request, dataset_size=None)
+    assert count_cache.read(default) is None
+    count_cache.keep(default, counted(default))
+    assert count_cache.read(dataclasses.replace(default, epochs=1))["dataset_size"] == 4096
+
+
+def test_editing_the_job_file_or_a_module_beside_it_is_a_new_entry(tmp_path):
+    request = Request(job(tmp_path, "cache_edit"), 1, 32, 512)
+    count_cache.keep(request, counted(request))
+    assert count_cache.read(request) is not None
+    path = tmp_path / "cache_edit.py"
+    path.write_text(path.read_text().replace("nn.ReLU()", "nn.GELU()"))
+    assert count_cache.read(request) is None
+    before = count_cache.key(request)
+    (tmp_path / "helpers.py").write_text("WIDTH = 3\n")  # a module the job may import
+    assert count_cache.key(request) != before
+    assert count_cache.key(Request("package.module:workload", 1)) is None  # its files are known only once imported
+
+
+def test_another_precision_or_batch_size_is_another_entry(tmp_path):
+    request = Request(job(tmp_path, "cache_keys"), 1, 32, 512)
+    count_cache.keep(request, counted(request))
+    keys = {count_cache.key(r) for r in (request, dataclasses.replace(request, precision="bf16"),
+                                         dataclasses.replace(request, batch_size=64),
+                                         dataclasses.replace(request, axes=(("width", 8),)))}
+    assert len(keys) == 4
+    assert count_cache.read(dataclasses.replace(request, precision="bf16")) is None
+    assert count_cache.read(dataclasses.replace(request, batch_size=64)) is None
+    assert count_cache.read(dataclasses.replace(request, dataset_size=16)) is None  # batch 32 > 16: counted, refused
+
+
+def test_the_shipped_fit_read_back_predicts_what_the_fit_predicts():
+    fitted = model.shipped(model.PER_CLASS)
+    kept = Predictor.from_json(cache.read("fit", shipped_key(model.PER_CLASS)))
+    assert kept.to_json() == json.loads(json.dumps(fitted.to_json()))
+    devices = model.load_devices()
+    rows = model.reference_gpu_rows(devices).head(40)
+    assert np.array_equal(kept.fit.step_s(rows, devices), fitted.fit.step_s(rows, devices))
+    assert kept.interval("an unseen job") == fitted.interval("an unseen job")
+
+
+def test_an_entry_that_cannot_be_read_is_none_and_a_write_leaves_no_temporary_file():
+    cache.write("test", "k", {"a": 1.5})
+    assert cache.read("test", "k") == {"a": 1.5}
+    (cache.folder() / "test" / "k.json").write_text('{"a": 1.')  # cut short
+    assert cache.read("test", "k") is None and cache.read("test", "absent") is None
+    assert [p.name for p in (cache.folder() / "test").iterdir()] == ["k.json"]
