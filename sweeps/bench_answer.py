@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -40,24 +41,28 @@ REAL_SIZES = {"resnet50": (10.0, 3.0), "bert_base": (10.0, 3.0), "gpt2_large": (
 ASKED = (("cold, nothing cached", ["--batch-size", "32", "--dataset-size", "50000", "--epochs", "30"]),
          ("another dataset size and epochs", ["--batch-size", "32", "--dataset-size", "20000", "--epochs", "5"]),
          ("another batch size", ["--batch-size", "16", "--dataset-size", "50000", "--epochs", "30"]),
-         ("another precision", ["--batch-size", "32", "--dataset-size", "50000", "--epochs", "30", "--precision", "bf16"]))
+         ("another precision",
+          ["--batch-size", "32", "--dataset-size", "50000", "--epochs", "30", "--precision", "bf16"]))
 
 
-def timed(cmd: list[str], env: dict | None = None) -> tuple[float, int]:
-    """Seconds `cmd` took to end, and its exit status."""
-    began = time.monotonic()
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, int]:
+    """Seconds `cmd` took to end, the CPU seconds it and its children used (user and system: on a machine others
+    load, what an idle one would take, near enough, where its processes use one core at a time), its exit status."""
+    began, used = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
         print(done.stderr[-2000:], file=sys.stderr)
-    return time.monotonic() - began, done.returncode
+    cpu = after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime
+    return time.monotonic() - began, cpu, done.returncode
 
 
 def real_sizes() -> int:
     """`crossover predict` on REAL_SIZES, cold then warm (ASKED), each from a cache folder of its own, beside
     `import torch`'s time; the worst exit status."""
-    took, _ = timed([sys.executable, "-c", "import torch"])
-    print(f"bench: import torch in a fresh process: {took:.1f} s; load average {os.getloadavg()[0]:.1f} on "
-          f"{os.cpu_count()} cores")
+    took, cpu, _ = timed([sys.executable, "-c", "import torch"])
+    print(f"bench: import torch in a fresh process: {took:.1f} s ({cpu:.1f} s CPU); load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     worst = 0
     for arch, (cold, warm) in REAL_SIZES.items():
         with tempfile.TemporaryDirectory(prefix="bench-cache-") as folder:
@@ -65,10 +70,10 @@ def real_sizes() -> int:
             for i, (what, flags) in enumerate(ASKED):
                 cmd = [sys.executable, "-m", "crossover.sweeps.command", "predict", "--workload",
                        "examples/realsize.py:workload", "--param", f"arch={arch}", *flags]
-                took, status = timed(cmd, env)
+                took, cpu, status = timed(cmd, env)
                 target = cold if i == 0 else warm
                 worst = max(worst, status)
-                print(f"bench: predict {arch:<10} {what:<32} {took:5.1f} s (target {target:.0f} s: "
+                print(f"bench: predict {arch:<10} {what:<32} {took:5.1f} s ({cpu:4.1f} s CPU; target {target:.0f} s: "
                       f"{'met' if took <= target else 'missed'}); exit {status}; load average "
                       f"{os.getloadavg()[0]:.1f}")
     return worst
