@@ -8,6 +8,7 @@
     python -m crossover.analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
     python -m crossover.analysis decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json -   # as JSON
     python -m crossover.analysis parallel results/parallel-*            # packed, DDP and pipeline figures
+    python -m crossover.analysis parallel --validate                     # the data-parallel model against DDP rows and Lambda's
     python -m crossover.analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
     python -m crossover.analysis model [DIRS] [--validate]              # the per-class model: bounds; held-out error, 90% coverage, targets (default: results/reference)
     python -m crossover.analysis migrate results/reference              # rewrite older row files to the schema's columns
@@ -28,6 +29,7 @@ from crossover.analysis import charts, cost, counting, decide, engines, families
 from crossover.analysis.cli import HelpFormatter
 from crossover.analysis.crossover import Bootstrap
 from crossover.analysis.load import REFERENCE, read, representative
+from crossover.analysis.model import scaling
 from crossover.schema import PRECISIONS
 
 
@@ -96,7 +98,10 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.c
                              help="leave out the reference rows of results/reference/ (by default, the newest "
                                   "reference GPU rows of the same configurations are set beside yours)")
     par = sub.add_parser("parallel", help="print the packed-trial, DDP and pipeline benchmark figures")
-    par.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/parallel.py")
+    par.add_argument("dirs", nargs="*", type=Path, help="results directories of sweeps/parallel.py")
+    par.add_argument("--validate", action="store_true",
+                     help="the data-parallel model (analysis/model/collective.py) against the shipped DDP rows and "
+                          "Lambda's 2-, 4- and 8-GPU rows: errors, coverage, targets")
     eng = sub.add_parser("engines", help="print the engines' speed-ups, fused throughput and crossovers")
     eng.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/engines.py")
     mod = sub.add_parser("model", help="print the model's calibration and what bounds each step (docs/model.md)")
@@ -170,7 +175,13 @@ def _summary(args) -> int:
 
 
 def _parallel(args) -> int:
-    print(parallel.render(read(*args.dirs)))
+    if args.dirs:
+        print(parallel.render(read(*args.dirs)))
+    if args.validate:
+        print(scaling.render(*scaling.validate()))
+    if not args.dirs and not args.validate:
+        print("parallel: give results directories of sweeps/parallel.py, or --validate")
+        return 2
     return 0
 
 
