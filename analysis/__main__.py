@@ -87,6 +87,12 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.c
                      help="watts your CPU draws training, where no row read RAPL (cpu_energy_j); docs/cost.md")
     dec.add_argument("--gpu-watts", type=float, default=prices.GPU_W,
                      help="watts each of your GPUs draws training, where no row read NVML (gpu_energy_j); docs/cost.md")
+    dec.add_argument("--gpus", type=lambda t: [int(v) for v in t.split(",")], default=[], metavar="N[,N...]",
+                     help="a planned run: the GPU counts of one instance to price it on, data-parallel at the batch a "
+                          "GPU takes (default: 1 and every count an instance offers, up to 8); an instance of N GPUs is "
+                          "charged whole for the run's time on them")
+    dec.add_argument("--nodes", type=int, default=1, metavar="M",
+                     help="a planned run: instances joined by their network (where prices.yaml names it)")
     dec.add_argument("--deadline", type=float, default=None, help="hours: also name the cheapest option that ends within it")
     dec.add_argument("--prices", type=Path, default=prices.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
     dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
@@ -282,6 +288,12 @@ def _decide(args) -> int:
     answer = decide.decide(rows, None, options, billing, boxes, None if plan else _trials(args), args.deadline, plan,
                            power, args.count)
     grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
+    if plan and len(found) and len(grid) == 1 and (plan.trials or 1) == 1:  # a run on every GPU of an instance
+        scale = decide.many.Scale(tuple(args.gpus), args.nodes)
+        mine = decide.planned_rows(rows, plan)
+        found = decide.many.instances(found.assign(samples=plan.samples, batch_size=grid["batch_size"].iloc[0]),
+                                      float(mine["n_params"].median()), plan.epochs, scale, options, billing)
+        picks = decide.pick(found, args.deadline)
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
         listed = json.dumps(decide.records(found, grid, plan), indent=1)

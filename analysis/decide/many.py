@@ -186,3 +186,36 @@ NOTE = ("GPUs: data-parallel on one instance (DDP: each GPU a copy of the model 
         "all-reduced over its link while the backward runs; FSDP where a copy does not fit: the model sharded), "
         "analysis/model/collective.py; an instance is charged whole for the run's time on its GPUs; eff: samples a "
         "second over that many times one GPU's; several GPUs are shown for the GPU models an instance offers. Every figure of several GPUs is predicted; none was timed.")
+
+
+def instances(found: pd.DataFrame, n_params: float, epochs: int, scale: Scale, options: list[Option],
+              billing: dict[str, Billing]) -> pd.DataFrame:
+    """`decide`'s options for a planned run (`table`'s lines: each instance's on one of its GPUs) with each rented
+    instance of several GPUs as the run on all of them (`scaled`, at the batch the plan names, a GPU's), and on
+    scale.nodes of them: its time per epoch, the run's time (its fixed seconds kept), and its whole price; GPU
+    options of a count not in scale.counts left out. Your own GPUs and the home boxes stay as they are."""
+    named, devices, out = {o.name: o for o in options}, load_devices(), []
+    for line in found.to_dict("records"):
+        option = named.get(str(line["option"]).removesuffix(" (spot)"))
+        if line["gpus"] > 0 and option is not None and line["gpus"] not in scale.counts(options):
+            continue
+        if option is None or option.gpus * scale.nodes <= 1 or (scale.nodes > 1 and not option.network) \
+                or pd.isna(line.get("epoch_s")) or option.gpu not in devices:
+            out.append(line)
+            continue
+        link, network = links_of(option, option.gpu)
+        batch = int(line.get("per_gpu_batch") or line.get("batch_size") or 0)
+        ran = scaled(line | {"needs_bytes": line.get("needs_gb", math.nan) * 1e9}, n_params, batch,
+                     int(line["samples"]), option.gpus, scale.nodes, link, network, devices[option.gpu].memory_gb,
+                     float(line["epoch_s"]))
+        bill, price = billing[option.provider], option.spot if line["kind"] == "spot" else option.on_demand
+        fixed = line["wall_s"] - bill.startup_s - epochs * line["epoch_s"]  # set-up, transfer, evaluation: kept
+        for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
+            wall = bill.startup_s + max(fixed, 0.0) + epochs * ran[column]
+            ran |= {f"wall{end}_s": wall, f"wall{end}_h": wall / 3600,
+                    f"usd{end}": scale.nodes * price.usd_per_h * bill.charged_s(wall) / 3600}
+        out.append(line | ran | {"option": (f"{scale.nodes} x " if scale.nodes > 1 else "") + line["option"],
+                                 "predicted_share": 1.0, "modelled": True,
+                                 "basis": f"{ran['parallel']} on {option.gpus * scale.nodes} x {option.gpu}, rented "
+                                          f"whole; " + line["basis"].split("; ", 1)[-1]})
+    return pd.DataFrame(out).sort_values(["usd", "wall_s"], ignore_index=True) if out else found
