@@ -8,6 +8,7 @@
     python -m crossover.analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
     python -m crossover.analysis decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json -   # as JSON
     python -m crossover.analysis parallel results/parallel-*            # packed, DDP and pipeline figures
+    python -m crossover.analysis parallel --validate                     # the data-parallel model against DDP rows and Lambda's
     python -m crossover.analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
     python -m crossover.analysis model [DIRS] [--validate]              # the per-class model: bounds; held-out error, 90% coverage, targets (default: results/reference)
     python -m crossover.analysis migrate results/reference              # rewrite older row files to the schema's columns
@@ -28,6 +29,7 @@ from crossover.analysis import charts, cost, counting, decide, engines, families
 from crossover.analysis.cli import HelpFormatter
 from crossover.analysis.crossover import Bootstrap
 from crossover.analysis.load import REFERENCE, read, representative
+from crossover.analysis.model import scaling
 from crossover.schema import PRECISIONS
 
 
@@ -85,6 +87,12 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.c
                      help="watts your CPU draws training, where no row read RAPL (cpu_energy_j); docs/cost.md")
     dec.add_argument("--gpu-watts", type=float, default=prices.GPU_W,
                      help="watts each of your GPUs draws training, where no row read NVML (gpu_energy_j); docs/cost.md")
+    dec.add_argument("--gpus", type=lambda t: [int(v) for v in t.split(",")], default=[], metavar="N[,N...]",
+                     help="a planned run: the GPU counts of one instance to price it on, data-parallel at the batch a "
+                          "GPU takes (default: 1 and every count an instance offers, up to 8); an instance of N GPUs is "
+                          "charged whole for the run's time on them")
+    dec.add_argument("--nodes", type=int, default=1, metavar="M",
+                     help="a planned run: instances joined by their network (where prices.yaml names it)")
     dec.add_argument("--deadline", type=float, default=None, help="hours: also name the cheapest option that ends within it")
     dec.add_argument("--prices", type=Path, default=prices.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
     dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
@@ -96,7 +104,10 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.c
                              help="leave out the reference rows of results/reference/ (by default, the newest "
                                   "reference GPU rows of the same configurations are set beside yours)")
     par = sub.add_parser("parallel", help="print the packed-trial, DDP and pipeline benchmark figures")
-    par.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/parallel.py")
+    par.add_argument("dirs", nargs="*", type=Path, help="results directories of sweeps/parallel.py")
+    par.add_argument("--validate", action="store_true",
+                     help="the data-parallel model (analysis/model/collective.py) against the shipped DDP rows and "
+                          "Lambda's 2-, 4- and 8-GPU rows: errors, coverage, targets")
     eng = sub.add_parser("engines", help="print the engines' speed-ups, fused throughput and crossovers")
     eng.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/engines.py")
     mod = sub.add_parser("model", help="print the model's calibration and what bounds each step (docs/model.md)")
@@ -170,7 +181,13 @@ def _summary(args) -> int:
 
 
 def _parallel(args) -> int:
-    print(parallel.render(read(*args.dirs)))
+    if args.dirs:
+        print(parallel.render(read(*args.dirs)))
+    if args.validate:
+        print(scaling.render(*scaling.validate()))
+    if not args.dirs and not args.validate:
+        print("parallel: give results directories of sweeps/parallel.py, or --validate")
+        return 2
     return 0
 
 
@@ -271,6 +288,12 @@ def _decide(args) -> int:
     answer = decide.decide(rows, None, options, billing, boxes, None if plan else _trials(args), args.deadline, plan,
                            power, args.count)
     grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
+    if plan and len(found) and len(grid) == 1 and (plan.trials or 1) == 1:  # a run on every GPU of an instance
+        scale = decide.many.Scale(tuple(args.gpus), args.nodes)
+        mine = decide.planned_rows(rows, plan)
+        found = decide.many.instances(found.assign(samples=plan.samples, batch_size=grid["batch_size"].iloc[0]),
+                                      float(mine["n_params"].median()), plan.epochs, scale, options, billing)
+        picks = decide.pick(found, args.deadline)
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
         listed = json.dumps(decide.records(found, grid, plan), indent=1)

@@ -91,6 +91,8 @@ class Option:
     on_demand: Price = field(default=MISSING)
     spot: Price | None = field(default=MISSING)  # null where no spot price is recorded (the note says why)
     note: str = ""
+    link: str | None = None  # how its GPUs join (a key of devices.yaml's links:); None: its GPU model's own link
+    network: str | None = None  # the network between two of it (a links: key); None: not priced across nodes
 
     def prices(self) -> list[tuple[str, Price]]:
         return [("on-demand", self.on_demand)] + ([("spot", self.spot)] if self.spot else [])

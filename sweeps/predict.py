@@ -32,6 +32,7 @@ import math
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -39,6 +40,7 @@ import pandas as pd
 from crossover.analysis import cost, decide, model, prices
 from crossover.analysis.cli import HelpFormatter
 from crossover.analysis.counting import AXES, TIMEOUT_S, PredictError, Request, finish, start
+from crossover.analysis.decide import many
 from crossover.sweeps import count_cache
 from crossover.sweeps.cli import at_least, param
 from crossover.trainables.config import PRECISIONS
@@ -73,6 +75,26 @@ def predicted(counted: dict, epochs: int, options: list[prices.Option],
     return smaller(pd.DataFrame(lines).sort_values(["epoch_s", "usd"], ignore_index=True), counted), grid
 
 
+def on_many(lines: pd.DataFrame, counted: dict, epochs: int, scale: many.Scale, options: list[prices.Option],
+            billing: dict[str, prices.Billing], count) -> pd.DataFrame:
+    """`lines` (one GPU each, `predicted`) and the run on every count of GPUs of `scale` (many.lines), one GPU's
+    lines left out where 1 is not among them, each GPU model's lines together, its fastest one-GPU first. `count(b)`:
+    the step counted at per-GPU batch b, where --global-batch asks one other than the counted one's."""
+    batch, samples = int(counted["batch_size"]), int(counted["dataset_size"])
+    gpus = list(model.load_devices())
+    speed = lambda c: decide.at_plan("run", pd.DataFrame([c]), decide.Plan(  # noqa: E731
+        epochs, samples, precision=c.get("precision", "default")), gpus)
+    reference = speed(counted)
+    per_gpu = {scale.per_gpu(batch, n) for n in scale.counts(options)} - {batch}
+    steps = {b: speed(count(b)) for b in sorted(per_gpu)} | {batch: reference}
+    found = many.lines(steps, float(counted.get("trainable_params") or counted["n_params"]), batch, samples, epochs,
+                       scale, options, billing, reference)
+    ones = many.one_gpu(lines, batch) if 1 in scale.counts(options) and scale.nodes == 1 else lines.iloc[:0]
+    out = pd.concat([ones, found], ignore_index=True)
+    order = out.groupby("model")["epoch_s"].transform("min")
+    return out.assign(_order=order).sort_values(["_order", "model", "nodes", "gpus"], ignore_index=True).drop(columns="_order")
+
+
 def smaller(lines: pd.DataFrame, counted: dict) -> pd.DataFrame:
     """`lines` with, on each GPU the run does not fit, the largest batch that would (largest_batch, 0: not one
     sample; decide.largest_batch) and how many steps of it accumulate the run's batch (accumulate_steps);
@@ -98,19 +120,22 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
     precision = counted.get("precision", "default")
     own = " (PyTorch's own)" if precision == "default" else ""
     head = (f"== {counted['workload']}{f' ({shape})' if shape else ''}: {epochs:,} epochs of "
-            f"{counted['dataset_size']:,} samples, batch {counted['batch_size']:,}, precision {precision}"
+            f"{counted['dataset_size']:,} samples, batch {counted['batch_size']:,}{batch_said(lines)}, precision {precision}"
             f"{own}; one step counted on {where}: "
             f"{counted['n_params']:,} parameters, {counted['steps_per_epoch']:,} steps an epoch ==")
-    cells = [("GPU", "s/epoch", f"run, {epochs:,} epochs", "cost", "priced at", "fits")]
+    cells = [("GPUs", "s/epoch", f"run, {epochs:,} epochs", "cost", "eff", "priced at", "fits")]
     for _, line in lines.iterrows():
         priced = line["kind"] != "no price"
         fits = "?" if line["fits"] is None or pd.isna(line["fits"]) else "yes" if line["fits"] else "no"
-        # the run's interval is the epoch's times the epochs: said once, below, to keep the line to WIDTH
-        cells.append((line["model"], decide.per_epoch(line).replace(" s/epoch", ""), decide.run_time(line).split(" (")[0],
-                      decide.money(line) if priced else "-", line["option"] if priced else "no price",
-                      fits))
+        several = line["gpus"] * line["nodes"] > 1
+        # the run's and the cost's intervals are the epoch's times the epochs: said once, below, to keep to WIDTH
+        cells.append((line["model"] + (f" x{many.said_gpus(line)}" if several else ""),
+                      decide.per_epoch(line).replace(" s/epoch", ""), decide.run_time(line).split(" (")[0],
+                      decide.money(line).split(" (")[0] if priced else "-", f"{line['efficiency']:.2f}" if several else "",
+                      line["option"] if priced else "no price", fits))
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
-    body = ["  " + "  ".join(c[i].ljust(widths[i]) for i in range(len(c))).rstrip() for c in cells]
+    widths[5] = min(widths[5], decide.WIDTH - 2 - 2 * 6 - sum(widths[:5]) - widths[6])  # the option's name may be cut
+    body = ["  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(len(c))).rstrip() for c in cells]
     gpu = lines[lines["needs_gb"].notna() & lines["needs_how"].notna()] if "needs_gb" in lines else lines.iloc[:0]
     memory = (f"whether the card's memory (analysis/devices.yaml) holds the ~{gpu['needs_gb'].iloc[0]:,.2g} GB the "
               f"run needs ({gpu['needs_how'].iloc[0]}, + {decide.CONTEXT_BYTES / 1e9:g} GB CUDA context)" if len(gpu)
@@ -119,8 +144,8 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
         "predicted by analysis/model/ from the step's counted costs, fitted on the shipped reference GPUs' rows "
         "(results/reference); '~': predicted, its 90% interval in brackets. Nothing here was timed.",
         f"run: {epochs:,} epochs at the time per epoch, on the GPU alone (no set-up, evaluation or transfer), plus "
-        "the start-up of the option it is priced at; cost: "
-        "the cheapest one-GPU on-demand option of analysis/prices.yaml, billed as it bills; "
+        "the start-up of the option it is priced at (its interval, and the cost's, the epoch's x the epochs); cost: "
+        "the cheapest on-demand option of analysis/prices.yaml with that many of the GPU, billed as it bills; "
         f"fits: {memory}",
     ]
     notes += [smaller_note(lines, counted)] if lines["largest_batch"].notna().any() else []
@@ -129,7 +154,18 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
               "lists them)"] if old else []
     def wrap(text: str) -> list[str]:
         return textwrap.wrap(text, decide.WIDTH, subsequent_indent="    ", break_on_hyphens=False)
-    return "\n".join([*wrap(head), *body, *(w for n in notes for w in wrap(n))])
+    chosen = many.picks(lines) if (lines["gpus"] * lines["nodes"]).max() > 1 else {}
+    first = [w for p in many.said_picks(chosen, decide.said) for w in wrap(p)]
+    notes += [many.NOTE] if chosen else []
+    return "\n".join([*wrap(head), *first, *body, *(w for n in notes for w in wrap(n))])
+
+
+def batch_said(lines: pd.DataFrame) -> str:
+    """' a GPU (global: x GPUs)' where lines of several GPUs keep a GPU's batch, ' in all (split over the GPUs)' where
+    they keep the run's (--global-batch); '' for one GPU alone."""
+    if (lines["gpus"] * lines["nodes"]).max() <= 1:
+        return ""
+    return " in all (split over the GPUs)" if lines["global_batch"].nunique() == 1 else " a GPU (global: x GPUs)"
 
 
 def unit_note(precision: str, gpus: list[str]) -> str | None:
@@ -155,6 +191,17 @@ def smaller_note(lines: pd.DataFrame, counted: dict) -> str:
     return "does not fit: " + "; ".join(said)
 
 
+def counts(text: str) -> tuple[int, ...]:
+    """--gpus 1,2,4,8 as (1, 2, 4, 8); anything else refused in one line."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"must be GPU counts >= 1 separated by commas, e.g. 1,2,4,8; got {text!r}")
+    return values
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crossover predict", description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
@@ -174,6 +221,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="default", choices=PRECISIONS,
                    help="the precision you will train at: default (PyTorch's own: FP32, TF32 in cuDNN's convolutions), "
                         "fp32 (strict), tf32, bf16 (autocast) or fp16 (autocast with a GradScaler)")
+    p.add_argument("--gpus", type=counts, default=(), metavar="N[,N...]",
+                   help="GPUs of one instance to price the run on, data-parallel (default: 1 and every count an instance "
+                        f"of analysis/prices.yaml has, up to {many.MOST}), e.g. --gpus 1,2,4,8")
+    p.add_argument("--nodes", type=at_least(1), default=1, metavar="M",
+                   help="instances joined by their network, each of --gpus GPUs (priced where prices.yaml names the network)")
+    p.add_argument("--global-batch", action="store_true",
+                   help="--batch-size is the run's batch, split over the GPUs (each takes batch / GPUs); without it, "
+                        "--batch-size is what one GPU takes (torchrun's, Lightning's, per_device_train_batch_size)")
     p.add_argument("--timeout", type=at_least(1), default=TIMEOUT_S, metavar="S",
                    help="seconds the process that imports your job and counts one step may run before it is stopped")
     p.add_argument("--json", type=Path, default=None, metavar="PATH",
@@ -181,6 +236,12 @@ def parser() -> argparse.ArgumentParser:
                         "stderr): option, gpu, batch_size, dataset_size, epoch_s and its interval, run_s, usd, fits, "
                         "basis and more (analysis/decide/, records)")
     return p
+
+
+def recount(request: Request) -> dict:
+    """`request`'s step, from the count cache where it was counted before, else counted now (and kept)."""
+    kept = count_cache.read(request)
+    return kept or count_cache.keep(request, finish(start(request), request, time.monotonic()))
 
 
 def main(argv=None) -> int:
@@ -195,7 +256,10 @@ def main(argv=None) -> int:
         model.shipped(model.PER_CLASS)  # read from the cache, or fitted while the step is counted: two cores, two jobs
         options, billing = prices.load_prices()
         counted = kept or count_cache.keep(request, finish(process, request, started))
+        scale = many.Scale(args.gpus, args.nodes, args.global_batch)
         lines, grid = predicted(counted, request.epochs, options, billing)
+        lines = on_many(lines, counted, request.epochs, scale, options, billing,
+                        lambda b: recount(replace(request, batch_size=b)))
     except (PredictError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

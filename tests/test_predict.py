@@ -52,13 +52,13 @@ def job(tmp_path, name: str, hook: str = "pass") -> str:
 def test_predict_prints_every_gpu_with_its_interval_and_fit_and_the_same_as_json(tmp_path):
     ref = job(tmp_path, "pred_job")
     run = ["predict", "--workload", ref, "--batch-size", "256", "--dataset-size", "60000", "--epochs", "20",
-           "--width", "512", "--param", "n_features=100"]
+           "--width", "512", "--param", "n_features=100", "--gpus", "1"]
     done = crossover(*run)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("== pred_mlp (width 512, n_features 100): 20 epochs of 60,000 samples, batch 256, "
                                "precision default")
-    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["GPU", "s/epoch"])
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["GPUs", "s/epoch"])
     assert lines[header].split()[-1] == "fits"
     table = lines[header + 1:header + 1 + len(model.load_devices())]
     assert sorted(re.split(r"\s{2,}", line.strip())[0] for line in table) == sorted(model.load_devices())
@@ -85,6 +85,24 @@ def test_predict_prints_every_gpu_with_its_interval_and_fit_and_the_same_as_json
         else:
             assert r["run_s"] > 20 * r["epoch_s"] and re.fullmatch(r"20\d\d-\d\d(-\d\d)?", r["price_date"]), r
     assert any(r["usd"] is None for r in listed) and any(r["usd"] > 0 for r in listed if r["usd"] is not None)
+
+
+def test_predict_on_several_gpus_keeps_the_global_batch_where_asked_and_says_each_lines_gpus_in_json(tmp_path):
+    ref = job(tmp_path, "pred_many")
+    done = crossover("predict", "--workload", ref, "--batch-size", "256", "--dataset-size", "60000", "--epochs", "20",
+                     "--width", "512", "--param", "n_features=100", "--gpus", "1,8", "--global-batch", "--json", "-")
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert all({"gpus", "nodes", "per_gpu_batch", "global_batch", "efficiency"} <= set(r) for r in listed)
+    one = [r for r in listed if r["gpus"] == 1]
+    eight = [r for r in listed if r["gpus"] == 8]
+    assert len(one) == len(model.load_devices()) and eight  # every GPU on one; on 8, those an instance offers
+    # --global-batch: the run's batch of 256 split over the GPUs, 32 a GPU on 8
+    assert {(r["per_gpu_batch"], r["global_batch"], r["nodes"]) for r in one} == {(256, 256, 1)}
+    assert {(r["per_gpu_batch"], r["global_batch"], r["nodes"]) for r in eight} == {(32, 256, 1)}
+    assert all(r["efficiency"] == 1.0 for r in one) and all(0 < r["efficiency"] < 1 for r in eight)
+    assert any(r["option"] == "Lambda 8x H100 SXM" for r in eight)  # the cheapest 8 x H100, whole
+    assert "fastest:" in done.stderr and max(map(len, done.stderr.splitlines())) <= 100
 
 
 def test_a_job_whose_make_model_hangs_is_stopped_by_the_time_limit_in_one_line(tmp_path):

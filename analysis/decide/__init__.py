@@ -85,6 +85,7 @@ The package, one idea a module, each reading only those before it:
     choosing   the picks, the cost-versus-time front and the break-even
     text       the decision in words and in JSON records
     answer     decide(): the above put together
+    many       a planned run on N GPUs of an instance and on M instances, priced as rented (data-parallel)
 """
 
 from __future__ import annotations
@@ -105,3 +106,4 @@ from crossover.analysis.decide.text import (  # noqa: F401 (the package's names)
     memory, money, per_epoch, precision_of, priced_on, records, render, run_time, said, significant, source)
 from crossover.analysis.decide.answer import (  # noqa: F401 (the package's names)
     Decision, decide)
+from crossover.analysis.decide import many  # noqa: F401,E402 (the package's names)

@@ -329,6 +329,20 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _many(o, batch: int | None) -> dict:
+    """A run's GPUs (decide/many.py): nodes, the batch a GPU takes and the run's, the scaling efficiency, the
+    parallelism (one GPU, DDP, FSDP) and the link; a line of one GPU's, 1 node, its batch, efficiency 1."""
+    if not o["gpus"] > 0:
+        return {"nodes": None, "per_gpu_batch": None, "global_batch": None, "efficiency": None, "parallel": None}
+    return {"nodes": int(_plain(o.get("nodes")) or 1), "per_gpu_batch": _count(o.get("per_gpu_batch", batch)),
+            "global_batch": _count(o.get("global_batch", batch)), "efficiency": _plain(o.get("efficiency", 1.0)),
+            "parallel": _plain(o.get("parallel")) or "one GPU"}
+
+
+def _count(value) -> int | None:
+    return None if _plain(value) is None else int(value)
+
+
 def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None) -> list[dict]:
     """Every option's figures as plain values, one object each, in the table's order (`decide --json`, and
     any command that prices a run): option; kind; gpu (the GPU model, e.g. "H100"; None for a CPU) and gpus;
@@ -364,5 +378,6 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
             "price_date": o.get("price_date") if isinstance(o.get("price_date"), str) else None,
             "price_stale": bool(o.get("price_stale")) if isinstance(o.get("price_date"), str) else None,
             "price_source": o.get("price_source") if isinstance(o.get("price_source"), str) else None,
-            "lacks_unit": devices[o["model"]].lacks(precision_of(o, plan)) if gpu and o["model"] in devices else None})
+            "lacks_unit": devices[o["model"]].lacks(precision_of(o, plan)) if gpu and o["model"] in devices else None,
+            **_many(o, size("batch_size"))})
     return out

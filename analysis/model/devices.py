@@ -42,6 +42,7 @@ class Device:
     # FLOP/s, dense FP16 on tensor cores, FP32 accumulate, where it differs from bf16_flops: a GPU of FP16 tensor cores
     # and no BF16 (Volta, Turing); None: as bf16_flops
     fp16_flops: float | None = None
+    link: str | None = None  # how boards of several join it: a key of the table's `links:` (model/collective.py)
 
     def peak(self, precision: str) -> float:
         """FLOP/s at `precision`, falling back to FP32 where the GPU lacks the unit (`lacks`)."""
@@ -66,6 +67,7 @@ def load_devices(path: Path = DEVICES) -> dict[str, Device]:
 @functools.cache
 def _devices(path: Path, changed_ns: int, size: int) -> dict[str, Device]:
     table = yaml.safe_load(Path(path).read_text()) or {}
+    table.pop("links", None)  # the links between GPUs: model/collective.py reads them
     devices = {}
     for key, entry in table.items():
         missing = [f for f in DEVICE_FIELDS if f not in (entry or {}) or
@@ -96,7 +98,7 @@ def _devices(path: Path, changed_ns: int, size: int) -> dict[str, Device]:
         devices[str(key)] = Device(key=str(key), name=str(entry["name"]), **figures,
                                    source=str(entry["source"]), date=str(entry["date"]),
                                    memory_gb=None if memory is None else float(memory),
-                                   fp16_flops=fp16)
+                                   fp16_flops=fp16, link=entry.get("link"))
     return devices
 
 

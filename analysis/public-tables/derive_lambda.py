@@ -1,4 +1,5 @@
-"""Derive analysis/public-tables/lambda_train_throughput.csv from a clone of lambdal/deeplearning-benchmark.
+"""Derive analysis/public-tables/lambda_train_throughput.csv and lambda_multi_gpu.csv from a clone of
+lambdal/deeplearning-benchmark.
 
     python analysis/public-tables/derive_lambda.py /path/to/deeplearning-benchmark [COMMIT]
 
@@ -84,6 +85,36 @@ def rows(repo: Path, commit: str) -> list[dict]:
     return out
 
 
+MULTI_COLUMNS = ["table", "name_gpu", "num_gpu", "one_gpu", "precision", "benchmark", "throughput",
+                 "one_gpu_throughput", "batch_size", "one_gpu_batch_size", "container", "commit"]
+
+
+def multi_rows(repo: Path, commit: str) -> list[dict]:
+    """Each v1 row of 2, 4 or 8 GPUs (num_gpu) beside the one-GPU row of the same host and GPU (its name less the
+    count, 'Dell 2x H100 80GB SXM5' -> 'Dell H100 80GB SXM5'), per precision and benchmark: both throughputs and
+    both batch sizes (the many-GPU row's is the global batch, N x the one-GPU row's). Rows without such a one-GPU
+    row (LambdaCloud 8x H100 80GB SXM5) and benchmarks either left at 0 are left out."""
+    out = []
+    for precision in ("fp32", "fp16"):
+        path = f"pytorch/pytorch-train-throughput-{precision}.csv"
+        batch = {r["name_gpu"]: r for r in table(show(repo, commit, f"pytorch/pytorch-train-bs-{precision}.csv"))}
+        rows = {r["name_gpu"]: r for r in table(show(repo, commit, path))}
+        for name, r in rows.items():
+            n = int(float(r["num_gpu"]))
+            one = re.sub(r"\b\d+x ?", "", name)
+            if n == 1 or one not in rows or int(float(rows[one]["num_gpu"])) != 1:
+                continue
+            for bench, value in list(r.items())[5:]:
+                single = float(rows[one][bench])
+                if float(value) > 0 and single > 0:
+                    out.append({"table": path, "name_gpu": name, "num_gpu": n, "one_gpu": one, "precision": precision,
+                                "benchmark": bench, "throughput": float(value), "one_gpu_throughput": single,
+                                "batch_size": int(float(batch[name][bench])),
+                                "one_gpu_batch_size": int(float(batch[one][bench])), "container": V1_CONTAINER,
+                                "commit": commit})
+    return out
+
+
 def main(argv: list[str]) -> int:
     repo = Path(argv[0])
     commit = argv[1] if len(argv) > 1 else subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True,
@@ -94,6 +125,12 @@ def main(argv: list[str]) -> int:
         writer.writeheader()
         writer.writerows(rows(repo, commit))
     print(f"wrote {target}")
+    multi = Path(__file__).with_name("lambda_multi_gpu.csv")
+    with multi.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, MULTI_COLUMNS)
+        writer.writeheader()
+        writer.writerows(multi_rows(repo, commit))
+    print(f"wrote {multi}")
     return 0
 
 

@@ -1,0 +1,221 @@
+"""A planned run on N GPUs of one instance, and on M instances: its time (analysis/model/collective.py's data-parallel
+step), priced as rented (an N-GPU instance's whole price for the run's time on its N GPUs), and the picks among them.
+
+    crossover predict --workload job.py:workload --epochs 30 --gpus 1,2,4,8 [--nodes 2] [--global-batch]
+    crossover decide results/job --epochs 30 --dataset-size 50000 --gpus 1,8
+
+The batch is the batch a GPU takes (torchrun's, Lightning's, Hugging Face's per_device_train_batch_size): W = N x M
+GPUs train W times it a step, and an epoch takes 1/W of the steps. With --global-batch the batch is the run's, and
+each GPU takes 1/W of it. Efficiency: samples a second on W GPUs over W times one GPU's, one GPU at the batch that
+answers the question (the per-GPU batch: weak scaling; with --global-batch the run's: strong scaling).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from crossover.analysis.model import load_devices
+from crossover.analysis.model.collective import (
+    GRAD_BYTES, Link, ddp_bytes, ddp_step, efficiency, fsdp_bytes, fsdp_step, load_links)
+from crossover.analysis.prices import Billing, Option
+
+MOST = 8  # GPUs of one instance the default counts reach: the largest instance offered
+PER_GPU = ("gpus", "nodes", "per_gpu_batch", "global_batch", "efficiency", "parallel", "link")  # a line's columns
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How many GPUs a planned run is priced on, and what its batch means."""
+
+    gpus: tuple[int, ...] = ()  # GPUs of one instance (--gpus); (): 1 and every count an offered instance has, to MOST
+    nodes: int = 1  # instances joined by their network (--nodes)
+    global_batch: bool = False  # --batch-size is the run's batch, split over the GPUs (--global-batch), not a GPU's
+
+    def __post_init__(self):
+        for flag, values in (("--gpus", self.gpus), ("--nodes", (self.nodes,))):
+            if any(v < 1 for v in values):
+                raise ValueError(f"{flag} must be whole numbers >= 1, got {','.join(map(str, values))}")
+
+    def counts(self, options: list[Option]) -> list[int]:
+        """The GPU counts of one instance to price: those asked, else 1 and every count an instance offers to MOST."""
+        return sorted(set(self.gpus) if self.gpus else {1} | {o.gpus for o in options if o.gpu and o.gpus <= MOST})
+
+    def per_gpu(self, batch: int, gpus: int) -> int:
+        """The batch one GPU takes on `gpus` GPUs of each of the nodes: the batch itself, or its share of it."""
+        ranks = gpus * self.nodes
+        if not self.global_batch:
+            return batch
+        if batch % ranks:
+            raise ValueError(f"--global-batch: a batch of {batch:,} does not split evenly over {ranks} GPUs; give a "
+                             f"multiple of {ranks}, or leave --global-batch out (then --batch-size is a GPU's)")
+        return batch // ranks
+
+
+def links_of(option: Option | None, gpu: str) -> tuple[Link, Link | None]:
+    """The link between an instance's GPUs (its own, else its GPU model's, else PCIe 4) and its network."""
+    links, devices = load_links(), load_devices()
+    key = (option.link if option else None) or (devices[gpu].link if gpu in devices else None) or "pcie4"
+    network = option.network if option else None
+    for name in (key, network):
+        if name and name not in links:
+            raise ValueError(f"link {name!r} ({option.name if option else gpu}) is not among analysis/devices.yaml's "
+                             f"links: {sorted(links)}; add it there or name one of those")
+    return links[key], links[network] if network else None
+
+
+def scaled(one: dict, n_params: float, batch: int, samples: int, gpus: int, nodes: int, link: Link,
+           network: Link | None, memory_gb: float | None, reference_epoch_s: float) -> dict:
+    """One GPU's line at the per-GPU batch `batch` (epoch_s, epoch_lo, epoch_hi over `samples`; needs_bytes) as a run
+    on `gpus` x `nodes` GPUs: data-parallel (DDP) where a rank fits the card, else sharded (FSDP) where that fits,
+    else DDP marked as not fitting; its time per epoch and interval, efficiency against `reference_epoch_s`, what
+    a rank needs of memory and whether it fits."""
+    ranks = gpus * nodes
+    steps_one, steps = -(-samples // batch), -(-samples // (batch * ranks))
+    compute = tuple(float(one[c]) / steps_one for c in ("epoch_lo", "epoch_s", "epoch_hi"))
+    grads = GRAD_BYTES * n_params
+    needs = one.get("needs_bytes", math.nan)
+    mode, rank_bytes = "DDP" if ranks > 1 else "one GPU", needs
+    if ranks > 1 and pd.notna(needs):
+        rank_bytes = ddp_bytes(needs, grads)
+        if memory_gb is not None and rank_bytes > memory_gb * 1e9 and fsdp_bytes(needs, n_params, ranks) <= memory_gb * 1e9:
+            mode, rank_bytes = "FSDP", fsdp_bytes(needs, n_params, ranks)
+    step = (fsdp_step if mode == "FSDP" else ddp_step)(compute, grads, gpus, nodes, link, network)
+    epoch = {c: steps * v for c, v in zip(("epoch_s", "epoch_lo", "epoch_hi"), (step.step_s, step.step_lo, step.step_hi))}
+    fits = None if memory_gb is None or pd.isna(rank_bytes) else bool(rank_bytes <= memory_gb * 1e9)
+    return {**epoch, "gpus": gpus, "nodes": nodes, "per_gpu_batch": batch, "global_batch": batch * ranks,
+            "efficiency": efficiency(reference_epoch_s, ranks, epoch["epoch_s"]), "parallel": mode,
+            "link": link.name + (f", {network.name} between nodes" if nodes > 1 and network else ""),
+            "comm_s": step.comm_s, "needs_bytes": rank_bytes, "needs_gb": rank_bytes / 1e9, "memory_gb": memory_gb,
+            "fits": fits, "predicted": True}
+
+
+def rented(line: dict, option: Option, bill: Billing, epochs: int, nodes: int) -> dict:
+    """`line`'s run on `nodes` of `option`, each rented whole for the run's time on its GPUs: the provider's
+    start-up, then epochs x the time per epoch, billed as it bills, x nodes."""
+    price = option.on_demand
+    out = {"option": (f"{nodes} x " if nodes > 1 else "") + option.name, "kind": "on-demand",
+           "price_date": price.date, "price_source": price.source,
+           "basis": f"{nodes * option.gpus} x {option.gpu}, {nodes} instance{'s' if nodes > 1 else ''} rented whole; "
+                    f"{bill.startup_s:.0f} s start-up; billed per {bill.step_s:g} s"}
+    for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
+        wall = bill.startup_s + epochs * line[column]
+        out |= {f"wall{end}_s": wall, f"wall{end}_h": wall / 3600,
+                f"usd{end}": nodes * price.usd_per_h * bill.charged_s(wall) / 3600}
+    return out
+
+
+def unpriced(line: dict, epochs: int, why: str) -> dict:
+    """`line`'s run with no price: its GPUs' time alone."""
+    out = {"option": f"{line['model']} x {line['gpus'] * line['nodes']} (no price)", "kind": "no price", "basis": why,
+           "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan}
+    for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
+        out |= {f"wall{end}_s": epochs * line[column], f"wall{end}_h": epochs * line[column] / 3600}
+    return out
+
+
+def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples: int, epochs: int, scale: Scale,
+          options: list[Option], billing: dict[str, Billing], reference: pd.DataFrame) -> pd.DataFrame:
+    """Every GPU model an instance offers and every count of `scale` above one: the run on that many (`scaled`), priced at the cheapest
+    instance of that many of that model on demand (`rented`), else unpriced. `speeds`: per per-GPU batch, one
+    GPU's predicted line per GPU model (decide.at_plan's); `reference`: one GPU's line per model at the batch
+    efficiency is measured against."""
+    devices, out = load_devices(), []
+    rentable = {o.gpu for o in options if o.gpu}  # a GPU no instance offers is said on one GPU alone
+    for gpus in (n for n in scale.counts(options) if n * scale.nodes > 1):
+        per_gpu = scale.per_gpu(batch, gpus)
+        for one in speeds[per_gpu].to_dict("records"):
+            gpu = one["source"]
+            if gpu not in rentable:
+                continue
+            offered = sorted((o for o in options if o.gpu == gpu and o.gpus == gpus and (scale.nodes == 1 or o.network)),
+                             key=lambda o: o.on_demand.usd_per_h)
+            link, network = links_of(offered[0] if offered else None, gpu)
+            base = reference.loc[reference["source"] == gpu, "epoch_s"]
+            line = {"model": gpu, "reach": "predicted", "predicted_share": 1.0, "largest_batch": None,
+                    "accumulate_steps": None, "needs_how": one.get("needs_how")} | scaled(
+                one, n_params, per_gpu, samples, gpus, scale.nodes, link, network,
+                devices[gpu].memory_gb if gpu in devices else None, float(base.iloc[0]) if len(base) else math.nan)
+            out.append(line | (rented(line, offered[0], billing[offered[0].provider], epochs, scale.nodes) if offered
+                               else unpriced(line, epochs, f"no instance of {gpus} x {gpu} in analysis/prices.yaml"
+                                             + (" with a network between nodes" if scale.nodes > 1 else ""))))
+    return pd.DataFrame(out)
+
+
+def picks(found: pd.DataFrame) -> dict[str, pd.Series]:
+    """Among the priced options the run fits: the fastest; the cheapest at least as fast as the fastest one-GPU
+    option; and per GPU model the count of GPUs that costs least (the faster of equals)."""
+    ok = found[found["kind"].ne("no price") & ~found["fits"].eq(False) & found["usd"].notna()]
+    if ok.empty:
+        return {}
+    out = {"fastest": ok.sort_values(["wall_s", "usd"]).iloc[0]}
+    one = ok[ok["gpus"] * ok.get("nodes", 1) == 1]
+    if len(one):
+        quick = ok[ok["wall_s"] <= one["wall_s"].min()].sort_values(["usd", "wall_s"])
+        out["cheapest as fast as one GPU"] = quick.iloc[0]
+    for gpu, group in ok.groupby("model", sort=False):
+        if group["gpus"].nunique() > 1:
+            out[f"cheapest {gpu}"] = group.sort_values(["usd", "wall_s"]).iloc[0]
+    return out
+
+
+def one_gpu(found: pd.DataFrame, batch: int) -> pd.DataFrame:
+    """One-GPU lines with the columns a line of many GPUs has (PER_GPU): 1 GPU, 1 node, the batch its own."""
+    return found.assign(gpus=found["gpus"] if "gpus" in found else 1, nodes=1, per_gpu_batch=batch,
+                        global_batch=batch, efficiency=1.0, parallel="one GPU", link="")
+
+
+def said_gpus(line) -> str:
+    """'8', or across nodes '2x8' (nodes x GPUs each), with ' FSDP' where the run is sharded."""
+    nodes = int(line.get("nodes", 1) or 1)
+    count = f"{nodes}x{int(line['gpus'])}" if nodes > 1 else f"{int(line['gpus'])}"
+    return count + (" FSDP" if line.get("parallel") == "FSDP" else "")
+
+
+def said_picks(chosen: dict[str, pd.Series], said) -> list[str]:
+    """The picks in words, a line each: 'fastest: Lambda 8x H100 SXM, ~137 s/epoch ..., 8 GPUs, efficiency 0.99'."""
+    return [f"{name}: {said(line)}, {said_gpus(line)} GPU{'s' if line['gpus'] * line.get('nodes', 1) > 1 else ''}"
+            f"{' (sharded)' if line.get('parallel') == 'FSDP' else ''}"
+            + (f", efficiency {line['efficiency']:.2f}" if line["gpus"] * line.get("nodes", 1) > 1 else "")
+            for name, line in chosen.items()]
+
+
+NOTE = ("GPUs: data-parallel on one instance (DDP: each GPU a copy of the model and the batch above, the gradients "
+        "all-reduced over its link while the backward runs; FSDP where a copy does not fit: the model sharded), "
+        "analysis/model/collective.py; an instance is charged whole for the run's time on its GPUs; eff: samples a "
+        "second over that many times one GPU's; several GPUs are shown for the GPU models an instance offers. Every figure of several GPUs is predicted; none was timed.")
+
+
+def instances(found: pd.DataFrame, n_params: float, epochs: int, scale: Scale, options: list[Option],
+              billing: dict[str, Billing]) -> pd.DataFrame:
+    """`decide`'s options for a planned run (`table`'s lines: each instance's on one of its GPUs) with each rented
+    instance of several GPUs as the run on all of them (`scaled`, at the batch the plan names, a GPU's), and on
+    scale.nodes of them: its time per epoch, the run's time (its fixed seconds kept), and its whole price; GPU
+    options of a count not in scale.counts left out. Your own GPUs and the home boxes stay as they are."""
+    named, devices, out = {o.name: o for o in options}, load_devices(), []
+    for line in found.to_dict("records"):
+        option = named.get(str(line["option"]).removesuffix(" (spot)"))
+        if line["gpus"] > 0 and option is not None and line["gpus"] not in scale.counts(options):
+            continue
+        if option is None or option.gpus * scale.nodes <= 1 or (scale.nodes > 1 and not option.network) \
+                or pd.isna(line.get("epoch_s")) or option.gpu not in devices:
+            out.append(line)
+            continue
+        link, network = links_of(option, option.gpu)
+        batch = int(line.get("per_gpu_batch") or line.get("batch_size") or 0)
+        ran = scaled(line | {"needs_bytes": line.get("needs_gb", math.nan) * 1e9}, n_params, batch,
+                     int(line["samples"]), option.gpus, scale.nodes, link, network, devices[option.gpu].memory_gb,
+                     float(line["epoch_s"]))
+        bill, price = billing[option.provider], option.spot if line["kind"] == "spot" else option.on_demand
+        fixed = line["wall_s"] - bill.startup_s - epochs * line["epoch_s"]  # set-up, transfer, evaluation: kept
+        for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
+            wall = bill.startup_s + max(fixed, 0.0) + epochs * ran[column]
+            ran |= {f"wall{end}_s": wall, f"wall{end}_h": wall / 3600,
+                    f"usd{end}": scale.nodes * price.usd_per_h * bill.charged_s(wall) / 3600}
+        out.append(line | ran | {"option": (f"{scale.nodes} x " if scale.nodes > 1 else "") + line["option"],
+                                 "predicted_share": 1.0, "modelled": True,
+                                 "basis": f"{ran['parallel']} on {option.gpus * scale.nodes} x {option.gpu}, rented "
+                                          f"whole; " + line["basis"].split("; ", 1)[-1]})
+    return pd.DataFrame(out).sort_values(["usd", "wall_s"], ignore_index=True) if out else found

@@ -1,0 +1,105 @@
+"""The data-parallel model (analysis/model/collective.py) and a run priced on many GPUs (analysis/decide/many.py):
+the ring's bytes, the bucket overlap's bounds, an instance charged whole, the batch a GPU takes and the global one,
+FSDP where a copy does not fit, and every link the tables name is known."""
+
+import itertools
+import math
+
+import pytest
+
+from crossover.analysis.decide import many
+from crossover.analysis.model import collective, load_devices
+from crossover.analysis.model.collective import (
+    GRAD_BYTES, ddp_step, fsdp_bytes, fsdp_gpus, load_links, overlapped, ring_bytes)
+from crossover.analysis.prices import Billing, Option, Price, load_prices
+
+LINKS = load_links()
+
+
+def test_a_ring_all_reduce_moves_2_n_minus_1_over_n_of_the_buffer_through_each_gpu():
+    assert ring_bytes(1e9, 1) == 0
+    assert ring_bytes(1e9, 2) == pytest.approx(1e9)
+    assert ring_bytes(1e9, 4) == pytest.approx(1.5e9)
+    assert ring_bytes(1e9, 8) == pytest.approx(1.75e9)
+    # and the step's figure moves the same bytes: the gradients at 4 bytes a parameter
+    step = ddp_step((0.1,) * 3, GRAD_BYTES * 25e6, 8, 1, LINKS["nvlink4"])
+    assert step.moved_bytes == pytest.approx(ring_bytes(GRAD_BYTES * 25e6, 8))
+
+
+@pytest.mark.parametrize("compute,comm,calls,contention", list(itertools.product(
+    (1e-3, 0.05, 0.3), (1e-4, 0.02, 0.3, 2.0), (1, 2, 7, 86), (0.0, 0.5, 1.0))))
+def test_the_bucket_overlap_is_never_faster_than_the_slower_nor_slower_than_the_sum(compute, comm, calls, contention):
+    step = overlapped(compute, comm, calls, contention)
+    assert max(compute, comm) - 1e-12 <= step <= compute + comm + 1e-12
+
+
+def test_one_bucket_cannot_hide_and_many_hide_all_but_the_last_under_a_long_backward():
+    assert overlapped(0.3, 0.01, 1, 0.0) == pytest.approx(0.31)  # the only bucket is the last one
+    assert overlapped(0.3, 0.01, 10, 0.0) == pytest.approx(0.3 + 0.001)  # nine hide, the last 1/10 shows
+
+
+def test_a_step_on_more_gpus_or_a_slower_link_is_no_faster_and_its_interval_holds_it():
+    one = (0.09, 0.1, 0.12)
+    grads = GRAD_BYTES * 340e6
+    nvlink = [ddp_step(one, grads, n, 1, LINKS["nvlink4"]) for n in (2, 4, 8)]
+    pcie = [ddp_step(one, grads, n, 1, LINKS["pcie4"]) for n in (2, 4, 8)]
+    for fast, slow in zip(nvlink, pcie):
+        assert fast.step_lo <= fast.step_s <= fast.step_hi and slow.step_lo <= slow.step_s <= slow.step_hi
+        assert slow.step_s > fast.step_s and slow.comm_s > fast.comm_s
+    assert [s.comm_s for s in pcie] == sorted(s.comm_s for s in pcie)
+    assert ddp_step(one, grads, 1, 1, LINKS["nvlink4"]).step_s == one[1]  # one GPU: nothing to exchange
+    # across nodes the network, slower than NVLink, sets the ring's pace
+    assert ddp_step(one, grads, 8, 2, LINKS["nvlink4"], LINKS["efa-400"]).comm_s > nvlink[-1].comm_s
+    with pytest.raises(ValueError, match="--nodes 2: no network between nodes"):
+        ddp_step(one, grads, 8, 2, LINKS["nvlink4"])
+
+
+def test_an_instance_is_charged_its_whole_price_for_the_runs_time_on_its_gpus():
+    bill = Billing(step_s=60, minimum_s=60, startup_s=300, date="2026-09-20", source="x")
+    eight = Option("Box 8x", "P", "us", "H100", 8, 64, Price(32.0, "2026-09-20", "x"), None)
+    line = {"epoch_s": 100.0, "epoch_lo": 90.0, "epoch_hi": 120.0}
+    priced = many.rented(line, eight, bill, 30, 1)
+    wall = 300 + 30 * 100
+    assert priced["wall_s"] == wall
+    assert priced["usd"] == pytest.approx(32.0 * bill.charged_s(wall) / 3600)  # the instance's price, not a GPU's
+    assert many.rented(line, eight, bill, 30, 2)["usd"] == pytest.approx(2 * priced["usd"])  # two of them
+    assert priced["usd_lo"] < priced["usd"] < priced["usd_hi"]
+
+
+def test_the_batch_is_a_gpus_unless_the_global_batch_is_kept():
+    assert many.Scale((1, 8)).per_gpu(64, 8) == 64
+    assert many.Scale((1, 8), nodes=2, global_batch=True).per_gpu(256, 8) == 16
+    with pytest.raises(ValueError, match="does not split evenly over 8 GPUs"):
+        many.Scale((8,), global_batch=True).per_gpu(100, 8)
+    with pytest.raises(ValueError, match="--gpus must be whole numbers >= 1"):
+        many.Scale((0, 2))
+    one = {"epoch_s": 100.0, "epoch_lo": 80.0, "epoch_hi": 130.0, "needs_bytes": 5e9}
+    line = many.scaled(one, 25e6, 64, 64_000, 8, 1, LINKS["nvlink4"], None, 80, 100.0)
+    # 8 GPUs take 8 x 64 a step: an eighth of the steps, each a little longer than one GPU's
+    assert (line["per_gpu_batch"], line["global_batch"], line["parallel"]) == (64, 512, "DDP")
+    assert 100 / 8 < line["epoch_s"] < 100 / 8 * 1.1 and 0.9 < line["efficiency"] < 1
+    assert line["epoch_lo"] < line["epoch_s"] < line["epoch_hi"]
+
+
+def test_a_run_a_copy_of_which_does_not_fit_is_sharded_where_fsdp_fits():
+    n_params = 7e9  # 112 GB of FP32 weights, gradients and Adam's moments, 10 GB of activations
+    needs = collective.STATE_BYTES * n_params + 10e9
+    assert fsdp_gpus(needs, n_params, 80e9) == 2 and fsdp_gpus(needs, n_params, 200e9) == 1
+    assert fsdp_bytes(needs, n_params, 8) == pytest.approx(10e9 + 112e9 / 8)
+    assert fsdp_gpus(200e9, 0.0, 80e9) is None  # activations alone too large: no count helps
+    one = {"epoch_s": 100.0, "epoch_lo": 80.0, "epoch_hi": 130.0, "needs_bytes": needs}
+    line = many.scaled(one, n_params, 8, 8_000, 8, 1, LINKS["nvlink4"], None, 80, 100.0)
+    assert line["parallel"] == "FSDP" and line["fits"] and line["needs_bytes"] <= 80e9
+
+
+def test_every_link_the_device_and_price_tables_name_is_known_with_its_source():
+    devices = load_devices()
+    assert all(d.link in LINKS for d in devices.values())
+    for option in load_prices()[0]:
+        if option.gpus > 1:
+            link, network = many.links_of(option, option.gpu)
+            assert link.scope == "gpu" and (network is None or network.scope == "node")
+    assert many.links_of(next(o for o in load_prices()[0] if o.name == "Lambda 4x RTX A6000"), "RTX A6000")[0].key \
+        == "pcie4"  # PCIe cards: priced as such
+    assert all(link.source and link.date and link.bandwidth_bytes_per_s > 0 and not math.isnan(link.latency_s)
+               for link in LINKS.values())
