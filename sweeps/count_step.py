@@ -7,8 +7,9 @@ sweeps/predict.py runs this in a process of its own, with a time limit, so that 
 and run here: make_data, make_model, one step) never runs in the command's own process. It prints one
 JSON object on stdout: the configuration's columns as a trial's row has them (workload, batch_size,
 dataset_size, the workload's own axes as workload_params, the precision asked for, engine 'eager'),
-n_params, model, steps_per_epoch at the run's dataset size, and the step's costs (trainables/costs.py),
-counted as a CPU trial's row counts them (trainables/train.py, Loop.step_costs: a copy of the model and
+n_params (the parameters that train) and n_frozen_params (those that do not: requires_grad False, weights with
+no gradient and no optimiser state), model, steps_per_epoch at the run's dataset size, and the step's costs
+(trainables/costs.py), counted as a CPU trial's row counts them (trainables/train.py, Loop.step_costs: a copy of the model and
 optimiser, one batch) but for the optimiser's update, attention and recurrent nets, counted as a GPU runs
 them (`as_on_a_gpu`, `attention_as_on_a_gpu`, `rnn_as_on_a_gpu`; for the peak, dropout too:
 `dropout_as_on_a_gpu`), and where (`counted_on`). The step runs on the meta device first: shapes alone, no
@@ -235,7 +236,7 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
     from crossover.trainables.timing import Clock, Timer
     from crossover.trainables.train import Loop
     from crossover.trainables.trial import resolve
-    from crossover.trainables.workloads import WORKLOADS, describe, n_params
+    from crossover.trainables.workloads import WORKLOADS, describe, n_frozen_params, n_params
 
     wl = register(ref) if is_reference(ref) else WORKLOADS.get(ref)
     if wl is None:
@@ -269,7 +270,8 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
             "dataset_size": c.dataset_size, "depth": c.depth, "width": c.width, "context": c.context, "lr": c.lr,
             "loop": c.loop, "engine": c.engine, "precision": precision, "seed": c.seed,
             "workload_params": json.dumps(c.params, sort_keys=True) if c.params else None,
-            "n_params": n_params(loop.model), "model": describe(loop.model),
+            "n_params": n_params(loop.model), "n_frozen_params": n_frozen_params(loop.model),
+            "model": describe(loop.model),
             "steps_per_epoch": -(-c.dataset_size // c.batch_size), "counted_on": where.input_device.type, **costs}
 
 

@@ -119,10 +119,11 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
     where = "the meta device (shapes only)" if counted.get("counted_on") == "meta" else "the CPU"
     precision = counted.get("precision", "default")
     own = " (PyTorch's own)" if precision == "default" else ""
+    frozen = f" trained, {counted['n_frozen_params']:,} frozen" if counted.get("n_frozen_params") else ""
     head = (f"== {counted['workload']}{f' ({shape})' if shape else ''}: {epochs:,} epochs of "
             f"{counted['dataset_size']:,} samples, batch {counted['batch_size']:,}{batch_said(lines)}, precision {precision}"
             f"{own}; one step counted on {where}: "
-            f"{counted['n_params']:,} parameters, {counted['steps_per_epoch']:,} steps an epoch ==")
+            f"{counted['n_params']:,} parameters{frozen}, {counted['steps_per_epoch']:,} steps an epoch ==")
     cells = [("GPUs", "s/epoch", f"run, {epochs:,} epochs", "cost", "eff", "priced at", "fits")]
     for _, line in lines.iterrows():
         priced = line["kind"] != "no price"

@@ -540,6 +540,10 @@ def test_memory_needed_takes_a_counted_peak_over_the_formula_and_the_formula_whe
     formula = decide.memory_needed(pd.DataFrame([step | {"peak_memory_bytes": None}]), 1000, False)
     assert formula["needs_how"] == "estimated from n_params and bytes_per_step"
     assert formula["needs_bytes"] == pytest.approx(16 * 10_000_000 + 8e9 / 4 + decide.FLOOR_BYTES + decide.CONTEXT_BYTES)
+    # a frozen parameter (requires_grad False) holds its weight alone: no gradient, no optimiser state
+    frozen = decide.memory_needed(pd.DataFrame([step | {"peak_memory_bytes": None, "n_frozen_params": 300_000_000}]),
+                                  1000, False)
+    assert frozen["needs_bytes"] - formula["needs_bytes"] == pytest.approx(4 * 300_000_000)
 
 
 def test_the_largest_batch_that_fits_is_the_cards_memory_less_the_fixed_part_over_a_samples_share():

@@ -39,7 +39,7 @@ from crossover.trainables.placement import Placement, placement
 from crossover.trainables.timing import Timer
 from crossover.trainables.trial import Trial
 from crossover.trainables.workload import sums
-from crossover.trainables.workloads import n_params
+from crossover.trainables.workloads import n_frozen_params, n_params
 
 FUSABLE = ("seed", "lr")  # what members may differ in
 FUSED_ENGINES = ("eager", "graph", "triton")  # 'compile' would compile the vmapped step: not tried
@@ -78,11 +78,11 @@ class _Traced(TorchFunctionMode):
 
 
 def member_bytes(trial: Trial) -> int:
-    """What one member holds on its device: weights, gradients and two optimiser moments (4 x fp32 each),
-    its data (a test split of up to a quarter more), and every new tensor a batch's forward pass makes
-    (activations, feature maps: counted on the meta device), twice (forward and backward). The sample is
-    the workload's `sample`, else the first of a tiny make_data; a workload with a `step` runs it on a
-    batch of that sample and its target. Raises what building or running the model on the meta device raises."""
+    """What one member holds on its device: weights, gradients and two optimiser moments (4 x fp32 each; a
+    frozen parameter its weight alone), its data (a test split of up to a quarter more), and every new tensor a
+    batch's forward pass makes (activations, feature maps: counted on the meta device), twice (forward and
+    backward). The sample is the workload's `sample`, else the first of a tiny make_data; a workload with a
+    `step` runs it on a batch of that sample and its target. Raises what building or running the model on the meta device raises."""
     cfg, wl = trial.cfg, trial.wl
     x, y = (wl.sample(cfg), None) if wl.sample and wl.step is None else first_sample(trial)
     batch = lambda t: t.to("meta").expand(cfg.batch_size, *t.shape)  # noqa: E731
@@ -95,7 +95,7 @@ def member_bytes(trial: Trial) -> int:
                 wl.step(model, tree_map(batch, x), batch(y), wl.make_loss())
     per_sample = sum(t.numel() * t.element_size() for t in tree_leaves(x))
     data = cfg.dataset_size * (per_sample + 8) * 5 // 4  # 8: its label
-    return 16 * n_params(model) + data + 2 * 4 * made.numel
+    return 16 * n_params(model) + 4 * n_frozen_params(model) + data + 2 * 4 * made.numel
 
 
 def first_sample(trial: Trial) -> tuple:

@@ -30,6 +30,15 @@ def step_peak(step: Callable[[], None], device: torch.device, *held) -> int:
     one step, so that the figure is a steady step's, which holds them throughout."""
     tracker = _tracker()
     tracker.track_external(*held)
+    # MemTracker hooks every parameter's gradient the first time its module runs forward, only to name that
+    # gradient's memory (its storage counts either way), and a frozen parameter (requires_grad False: a
+    # fine-tuned model's backbone, LoRA's base weights) refuses a hook: "cannot register a hook on a tensor
+    # that doesn't require gradient" (torch 2.14). Marked as hooked already, it is left without one.
+    for module in held:
+        if isinstance(module, torch.nn.Module):
+            for p in module.parameters():
+                if not p.requires_grad:
+                    tracker._param_to_grad_hook_handles[p] = (_NO_HOOK, _NO_HOOK)
     with tracker:
         step()
     return int(tracker.get_tracker_snapshot("peak").get(device, {}).get("Total", 0))
@@ -49,6 +58,16 @@ def _tracker():
                     self._peak_mem_snap[dev] = dict(dev_snap)
 
     return StepPeak()
+
+
+class _NoHook:
+    """A hook handle with nothing to remove: what `step_peak` gives MemTracker for a frozen parameter's hooks."""
+
+    def remove(self) -> None:
+        pass
+
+
+_NO_HOOK = _NoHook()
 
 
 # cuDNN's reserve space a training forward keeps for the backward, in elements of the input's dtype a time step,

@@ -319,4 +319,11 @@ def describe(model: nn.Module) -> str:
 
 
 def n_params(model: nn.Module) -> int:
+    """The parameters that train (requires_grad): each has a gradient and the optimiser's state."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def n_frozen_params(model: nn.Module) -> int:
+    """The parameters that do not train (requires_grad False: a fine-tuned model's frozen weights): held as weights
+    alone, with no gradient and no optimiser state (torch.optim skips a parameter whose .grad is None)."""
+    return sum(p.numel() for p in model.parameters() if not p.requires_grad)

@@ -15,12 +15,14 @@ from crossover.analysis.decide.grid import along
 # What a run needs of a GPU's memory beyond the peak torch allocated (peak_gpu_bytes counts only its
 # allocations): the CUDA context and the cuDNN and cuBLAS handles, about 0.3-0.6 GB (docs/cost.md).
 CONTEXT_BYTES = 0.5e9
-# The estimate where no GPU row measured the peak (docs/cost.md, "Fits in memory"): per parameter, 4-byte
-# weights, gradients and Adam's two moments; a step moves each saved activation about ACTIVATION_MOVES times
+# The estimate where no GPU row measured the peak (docs/cost.md, "Fits in memory"): per parameter that trains, 4-byte
+# weights, gradients and Adam's two moments; per frozen one (n_frozen_params, requires_grad False) its weight
+# alone, which takes no gradient and no optimiser state; a step moves each saved activation about ACTIVATION_MOVES times
 # (written and read in the forward, read and its gradient written in the backward); and what every measured
 # peak holds besides them (index tensors, cuBLAS workspace: the smallest reference peak), which a counted
 # peak (trainables/memory.py) does not see either: the reference zoo's measured peaks sit 85-125 MB above it.
 BYTES_PER_PARAM = 16
+BYTES_PER_FROZEN_PARAM = 4
 ACTIVATION_MOVES = 4
 FLOOR_BYTES = 70e6
 
@@ -31,8 +33,9 @@ def memory_needed(at: pd.DataFrame, samples: int, full_batch: bool) -> dict:
     data kept on the GPU and two sizes or more, the line through the peaks at one batch's size, for a run
     whose data does not fit moves it to the host (trainables/devices.py, `holds`); a whole-dataset batch
     along the sizes to `samples`. Else, where `crossover predict` counted the step's peak
-    (peak_memory_bytes: trainables/memory.py), that + FLOOR_BYTES; else estimated from n_params and the
-    step's bytes (BYTES_PER_PARAM, ACTIVATION_MOVES, FLOOR_BYTES); null where the rows lack bytes_per_step."""
+    (peak_memory_bytes: trainables/memory.py), that + FLOOR_BYTES; else estimated from n_params (and
+    n_frozen_params, where the count has it) and the step's bytes (BYTES_PER_PARAM, BYTES_PER_FROZEN_PARAM,
+    ACTIVATION_MOVES, FLOOR_BYTES); null where the rows lack bytes_per_step."""
     gpu = at[at["whole_gpu"] & at["peak_gpu_bytes"].notna()] if "peak_gpu_bytes" in at else at.iloc[:0]
     if len(gpu):
         per_size = gpu.groupby("dataset_size")["peak_gpu_bytes"].median()
@@ -53,7 +56,9 @@ def memory_needed(at: pd.DataFrame, samples: int, full_batch: bool) -> dict:
     elif "bytes_per_step" in at and at["bytes_per_step"].notna().any():
         steps = at[at["bytes_per_step"].notna()]
         moved = steps["bytes_per_step"] - steps.get("optimizer_bytes_per_step", pd.Series(0, index=steps.index)).fillna(0)
-        each = BYTES_PER_PARAM * steps["n_params"] + moved.clip(lower=0) / ACTIVATION_MOVES + FLOOR_BYTES
+        frozen = steps["n_frozen_params"].fillna(0) if "n_frozen_params" in steps else 0
+        each = (BYTES_PER_PARAM * steps["n_params"] + BYTES_PER_FROZEN_PARAM * frozen
+                + moved.clip(lower=0) / ACTIVATION_MOVES + FLOOR_BYTES)
         how = "estimated from n_params and bytes_per_step"
     else:
         return {"needs_bytes": math.nan, "needs_how": "not known: no GPU peak and no bytes_per_step in the rows"}
