@@ -13,8 +13,10 @@ driver ships what its planning process imports (sweeps/plan.py), and trainables/
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 
 from crossover.trainables.job import WorkloadError, locate  # a reference, parsed with no torch
@@ -116,8 +118,7 @@ def files(folder: Path, stop_bytes: float = float("inf")) -> list[Path]:
     _dir_travel): every one below it, less SHIP_EXCLUDES and what a .gitignore (unless
     RAY_RUNTIME_ENV_IGNORE_GITIGNORE=1, as Ray reads it) or .rayignore names in its own folder and below, matched
     by Ray's own gitignore patterns; sorted. Stops once they hold `stop_bytes` (a folder too large to ship)."""
-    from ray._private.thirdparty.pathspec import PathSpec  # Ray's matcher: what Ray leaves out, left out here
-
+    PathSpec = _ray_pathspec().PathSpec  # Ray's matcher: what Ray leaves out, left out here
     ignores = [".rayignore"] + ([".gitignore"] if os.environ.get("RAY_RUNTIME_ENV_IGNORE_GITIGNORE", "0") != "1" else [])
     found, held = [], 0
     todo = [(folder, [(folder, PathSpec.from_lines("gitwildmatch", SHIP_EXCLUDES))])]
@@ -136,6 +137,23 @@ def files(folder: Path, stop_bytes: float = float("inf")) -> list[Path]:
                 found.append(path)
                 held += path.stat().st_size
     return sorted(found)
+
+
+def _ray_pathspec():
+    """The gitignore matcher Ray vendors (ray/_private/thirdparty/pathspec), loaded from Ray's folder without importing
+    Ray (a second or more, in every planning child and `crossover predict` that imports a job): the same patterns, read
+    alike, as Ray's own upload."""
+    if _PATHSPEC not in sys.modules:
+        folder = Path(importlib.util.find_spec("ray").origin).parent / "_private" / "thirdparty" / "pathspec"
+        spec = importlib.util.spec_from_file_location(_PATHSPEC, folder / "__init__.py",
+                                                      submodule_search_locations=[str(folder)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[_PATHSPEC] = module
+        spec.loader.exec_module(module)
+    return sys.modules[_PATHSPEC]
+
+
+_PATHSPEC = "crossover_ray_pathspec"  # its name in sys.modules
 
 
 def check_size(folder: Path, what: str) -> None:
