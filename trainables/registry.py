@@ -71,7 +71,8 @@ class Registry:
         return _resolve_attr(module, attr, ref)
 
     def fingerprint(self, workload: Workload | WorkloadSpec) -> str:
-        """16 hex digits of the workload module's source and of its model's parameter shapes at its defaults
+        """16 hex digits of the workload's source (a job file's: with its folder's .py files) and of its model's
+        parameter shapes at its defaults
         (built on the meta device: no memory, no time), found once a version of its module in this process: a
         worker's, or a planning process's (sweeps/plan.py), which a WorkloadSpec holds. What changes either
         measures again."""
@@ -82,9 +83,10 @@ class Registry:
             module = sys.modules[(workload.ref or "crossover.trainables.workloads:").split(":")[0]]
             # the job's source (its file, and the .py files of its folder: shipping.source_bytes), as the worker's
             # copy from runtime_env has them (not linecache's, which may be stale), read before the model is built (a
-            # model that writes its file changes no fingerprint); a package's module: its file alone
+            # model that writes its file changes no fingerprint); a package's module, or one installed: its file alone
             path = Path(module.__file__)
-            text = path.read_bytes() if module.__spec__ and module.__spec__.parent else source_bytes(path)
+            alone = module.__spec__ and module.__spec__.parent or _installed(path)
+            text = path.read_bytes() if alone else source_bytes(path)
             self.fingerprints[key] = fingerprints.of(text, fingerprints.shapes(workload))
         return self.fingerprints[key]
 
@@ -176,9 +178,14 @@ def package_path(module: str) -> str | None:
     installed (site-packages) or ours."""
     top = sys.modules[module.split(".")[0]]
     path = Path(getattr(top, "__file__", None) or "")
-    if not path.name or "site-packages" in path.parts or top.__name__ == "crossover":
+    if not path.name or _installed(path) or top.__name__ == "crossover":
         return None
     return str(path.parent if path.name == "__init__.py" else path)
+
+
+def _installed(path: Path) -> bool:
+    """Whether a module's file is an installed package's (site-packages): on every node already, never shipped."""
+    return "site-packages" in path.parts or "dist-packages" in path.parts
 
 
 def _resolve_attr(module: str, attr: str, text: str) -> Workload:
