@@ -106,7 +106,9 @@ def finish(process: subprocess.Popen, request: Request, started: float) -> dict:
                            "hides them: remove it") from None
 
 
-NOT_COUNTED = "the planned step is not counted"  # how a decision's note begins to say so (analysis/decide/ planned_step)
+# what a decision's note says where its planned step is not counted so (analysis/decide/ planned_step; decide.brief
+# shows every such note)
+NOT_COUNTED = "the planned step is not counted"
 
 
 def _given(value) -> bool:

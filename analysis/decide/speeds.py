@@ -150,7 +150,7 @@ def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFra
         except ValueError as exc:
             why = f"{NOT_COUNTED} as crossover predict counts it ({exc})"
     else:
-        why = (f"the job file {missing} named by the rows (workload_path) was not found from here; {NOT_COUNTED}")
+        why = f"the job file {missing} named by the rows (workload_path) was not found from here; {NOT_COUNTED}"
     rests = (f"the step a row counted, GPU memory {memory_needed(counted, plan.samples, False)['needs_how']}"
              if len(counted) else "the model's predictions along the sizes measured (no row counted a step)")
     fix = "" if module == BUILTIN_MODULE else \
