@@ -50,7 +50,8 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.c
                      help="keep rows flagged outside_load (another job used the host while they were timed) "
                           "in the crossovers and charts; by default they are left out, and counted")
     rep.add_argument("--workload", action="append", default=None,
-                     help="with --epochs: the workload of your planned run (needed where the rows hold several)")
+                     help="with --epochs: the workload of your planned run (needed where the rows hold several), or "
+                          "its job file (path/to/job.py:ATTR) to count the planned step from")
     rep.add_argument("--trials", type=int, action="append", default=None,
                      help="with --epochs: runs of the planned run, side by side where an option has the GPUs "
                           "(default: one)")
@@ -75,7 +76,9 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.c
                           "(default: one)")
     dec.add_argument("--workload", action="append", default=None,
                      help="workload of the --trials of the same position; with --epochs: the workload whose rows "
-                          "price the planned run (needed where the rows hold several)")
+                          "price the planned run (needed where the rows hold several), or its job file "
+                          "(path/to/job.py:ATTR) to count the planned step from, where the one the rows name "
+                          "(workload_path) is not found from here")
     _plan_arguments(dec, "price that run on every option instead of the measured grid")
     dec.add_argument("--json", type=Path, default=None, metavar="PATH",
                      help="also write every option's figures as a JSON list to PATH ('-': stdout alone, the text "

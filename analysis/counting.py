@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import crossover
+from crossover.schema import BUILTIN_MODULE
 
 # The folder holding the crossover package, a checkout or site-packages: a child process imports crossover's code
 # from there, whatever folder the command runs in
@@ -69,11 +70,12 @@ class Request:
                 *(x for name, v in self.params for x in ("--param", f"{name}={v}"))]
 
 
-def start(request: Request) -> subprocess.Popen:
+def start(request: Request, *folders: str) -> subprocess.Popen:
     """The counting process, started: it imports the user's code, so it runs apart, with this checkout first
-    on its path (the code that counts is the code that predicts: child_env)."""
+    on its path (the code that counts is the code that predicts: child_env), then `folders` (where a package's
+    module imports from)."""
     return subprocess.Popen(request.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=child_env(), start_new_session=True)
+                            env=child_env(*folders), start_new_session=True)
 
 
 def finish(process: subprocess.Popen, request: Request, started: float) -> dict:
@@ -104,14 +106,41 @@ def finish(process: subprocess.Popen, request: Request, started: float) -> dict:
                            "hides them: remove it") from None
 
 
+# what a decision's note says where its planned step is not counted so (analysis/decide/ planned_step; decide.brief
+# shows every such note)
+NOT_COUNTED = "the planned step is not counted"
+
+
+def _given(value) -> bool:
+    """Whether a row's cell holds a value (not null, not NaN)."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def job_reference(line: dict) -> tuple[str, str | None]:
+    """The reference a row's job is counted by, from any folder, and the path the row names where it is not found
+    from here (else None): a built-in's name; a job file's path (workload_path) and attribute; a package's module
+    (workload_module: `count_planned` puts the folder of workload_path on the counting process's path); in rows
+    written before workload_path, workload_module as it imports from the current folder."""
+    module, path = line.get("workload_module"), line.get("workload_path")
+    if module == BUILTIN_MODULE:
+        return line["workload"], None
+    if not _given(path):
+        return module, None
+    found = Path(path).is_file() if path.endswith(".py") else Path(path).is_dir()
+    if not found:
+        return module, path
+    return (f"{path}:{module.rsplit(':', 1)[-1]}" if path.endswith(".py") else module), None
+
+
 def count_planned(ref: str, plan, line: dict) -> dict:
     """A planned run's step counted as `crossover predict` counts it (`start`, `finish`): what `crossover decide`
     predicts the GPUs from (analysis/decide/ planned_step), so that both say one figure. `ref`: the job (a row's
     workload_module, or a built-in's name); `line`: a row of the planned configuration, for its batch size, depth,
     width, context and the workload's own axes. PredictError (a ValueError) where it cannot be counted."""
     params = json.loads(line["workload_params"]) if isinstance(line.get("workload_params"), str) else {}
-    given = lambda v: v is not None and not (isinstance(v, float) and math.isnan(v))  # noqa: E731 (a row's null)
     request = Request(ref, plan.epochs, int(line["batch_size"]), plan.samples,
-                      tuple((a, int(line[a])) for a in AXES if given(line.get(a))),
+                      tuple((a, int(line[a])) for a in AXES if _given(line.get(a))),
                       tuple(sorted(params.items())), precision=plan.precision)
-    return finish(start(request), request, time.monotonic())
+    path = line.get("workload_path")
+    folders = [path] if _given(path) and not path.endswith(".py") and ref == line.get("workload_module") else []
+    return finish(start(request, *folders), request, time.monotonic())

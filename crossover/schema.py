@@ -78,6 +78,10 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("workload_module", _STR, "'module:attr' a user's workload was imported from; 'trainables.workloads' for a built-in"),
     ("workload_fingerprint", _STR, "16 hex digits of the workload module's source and its model's parameter shapes "
                                    "(a user's is part of config_hash: edited code is measured again)"),
+    ("workload_path", _STR, "a user's workload: where the sweep's driver shipped it from, so that decide and report "
+                            "count its planned step from any folder: the job file's absolute path (job.py:ATTR), or "
+                            "the folder its package imports from (package.module:ATTR); null for a built-in, and in "
+                            "rows written before the column existed"),
     ("workload_params", _STR, "the workload's own axes (Workload.params) as JSON, e.g. {\"image_size\": 32}; null if none"),
     ("device", _STR, "device string as in the search space: cpu, cuda, cuda/K, ddp:N, ddp-cpu:N, pipe:N"),
     ("depth", _I64, "depth axis (meaning per workload, see trainables/workloads.py); null if not an axis"),

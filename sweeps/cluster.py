@@ -11,6 +11,7 @@ sweeps/runner.py runs a sweep on it; sweeps/placeable.py refuses what no node of
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import signal
@@ -22,7 +23,7 @@ import yaml
 
 from crossover.sweeps.space import CPU_NODE
 from crossover.sweeps.status import STOP_SIGNALS
-from crossover.trainables.shipping import SHIPPING, shipped, shipped_sources
+from crossover.trainables.shipping import ORIGINS_ENV, SHIP_EXCLUDES, SHIPPING, shipped, shipped_sources
 
 # Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
 BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
@@ -64,29 +65,17 @@ def tune_settings() -> None:
 WORKER_ENV = {"RAY_worker_niceness": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
 
 
-# What a user's module (trainables/shipping.py) ships with, to every worker, through runtime_env's
-# py_modules: a single .py file, or its package's folder less these. Ray packs each into a zip in its GCS,
-# refused past GCS_STORAGE_MAX_SIZE (512 MiB, gRPC's message limit) and warned of past half that; a
-# folder past SHIP_MAX_BYTES is refused here first, naming it: data and checkpoints belong on disk.
-SHIP_EXCLUDES = ["__pycache__/", "*.pyc", ".git/", ".ipynb_checkpoints/", "*.pt", "*.pth", "*.ckpt", "*.parquet"]
-SHIP_MAX_BYTES = 100 * 2**20
-
-
 def runtime_env() -> dict:
-    """This job's runtime_env: its workers at the driver's priority (WORKER_ENV), and the user's workload
-    modules registered so far (crossover.trainables.shipping.shipped) on every worker's import path."""
+    """This job's runtime_env: its workers at the driver's priority (WORKER_ENV), and the user's workloads
+    registered so far on every worker (crossover.trainables.shipping.shipped: each job file's folder, each package's;
+    each at most SHIP_MAX_BYTES, checked as it was declared), with where each came from (ORIGINS_ENV: a worker
+    finds its job's folder by it, and a row names the job by the driver's path)."""
     modules = shipped()
-    for path in map(Path, modules):
-        if path.is_dir():
-            size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
-            if size > SHIP_MAX_BYTES:
-                raise ValueError(f"the package {path} of your workload holds {size / 2**20:,.0f} MiB, more than the "
-                                 f"{SHIP_MAX_BYTES / 2**20:.0f} MiB shipped to Ray's workers: move data and "
-                                 "checkpoints out of it (the workload reads them from a path), or install the package "
-                                 "on every node")
     SHIPPING.sent.update(shipped_sources())
-    env = {"env_vars": WORKER_ENV}
-    return {**env, "py_modules": modules, "excludes": SHIP_EXCLUDES} if modules else env
+    if not modules:
+        return {"env_vars": WORKER_ENV}
+    return {"env_vars": {**WORKER_ENV, ORIGINS_ENV: json.dumps(SHIPPING.origins())}, "py_modules": modules,
+            "excludes": SHIP_EXCLUDES}
 
 
 def connect(address: str | None) -> None:

@@ -53,11 +53,10 @@ from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.job import locate
 from crossover.trainables.output import keep
 from crossover.trainables.registry import REGISTRY, Registry
-from crossover.trainables.shipping import Shipping, digest
+from crossover.trainables.shipping import Shipping, digest, files
 from crossover.trainables.trial import Trial
 from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
 
-COPY_EXCLUDES = ("__pycache__", "*.pyc", ".git", "*.pt", "*.pth", "*.ckpt", "*.parquet")  # a package's copy: code
 NOT_PLANNED = "not built: its planning process failed"  # a faulted workload's shapes, in its fingerprint
 
 
@@ -89,7 +88,7 @@ class Planner:
         module, attr, path = self.registry.shipping.declare(text)
         key = (text, digest(path) if path else self.registry.shipping.source(text))
         if key not in self.planned:  # planned again where the file changed since
-            load = f"{{copy}}/{path.name}:{attr}" if path else f"{module}:{attr}"
+            load = f"{{{path.parent}}}/{path.name}:{attr}" if path else f"{module}:{attr}"  # {folder}: its copy
             self.planned[key] = self._plan([(text, load)], timeout_s)[0][text]
         found, package = self.planned[key]
         self.registry.shipping.ship(module.split(".")[0], package)
@@ -232,26 +231,30 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
     """One run of the child, on copies of the modules `shipping` ships: its events, how it failed (None: it did
     not), and its log file's path (None: it printed nothing, and no empty log is left behind)."""
     with tempfile.TemporaryDirectory(prefix="crossover-plan-") as tmp:
-        copies = Path(tmp) / "copies"
+        # the modules declared so far (those of `refs` too: Planner.spec), as a worker has them: each package in
+        # copies/, each job's folder (what Ray ships of it) a folder of its own, all on the child's path
+        copies, folders = Path(tmp) / "copies", {}
         copies.mkdir()
-        # the modules declared so far (those of `refs` too: Planner.spec), by name, as a worker has them
-        for path in map(Path, shipping.shipped()):
-            if path.is_dir():
-                shutil.copytree(path, copies / path.name, ignore=shutil.ignore_patterns(*COPY_EXCLUDES))
-            elif path.exists():
-                shutil.copy2(path, copies / path.name)
-            elif shipping.imported_text(path) is not None:  # moved since it was declared: as then, as Ray has it
-                (copies / path.name).write_bytes(shipping.imported_text(path))
+        for path in shipping.files.values():
+            if path.suffix != ".py":
+                _copy(path, copies / path.name)
+                continue
+            if path.parent not in folders:
+                folders[path.parent] = Path(tmp) / "jobs" / str(len(folders))
+                _copy(path.parent, folders[path.parent])
+            copy = folders[path.parent] / path.name
+            if not copy.exists() and shipping.imported_text(path) is not None:  # moved since declared: as then, as Ray has it
+                copy.write_bytes(shipping.imported_text(path))
         request, answer = Path(tmp) / "request.json", Path(tmp) / "answer.jsonl"
         request.write_text(json.dumps({
-            "refs": [{"text": text, "load": load.replace("{copy}", str(copies))} for text, load in refs],
+            "refs": [{"text": text, "load": _copied(load, folders)} for text, load in refs],
             "sizes": [{"index": i, "config": c} for i, c in sizes],
             "checks": [{"index": i, "config": c} for i, c in checks]}))
         log = tempfile.NamedTemporaryFile(prefix="crossover-plan-", suffix=".log", delete=False)
         # -P: the user's modules import from the copies, never from the current folder (`-m` puts it first)
         process = subprocess.Popen([sys.executable, "-P", "-m", "crossover.sweeps.plan", str(request), str(answer)],
-                                   env=child_env(str(copies)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                   env=child_env(str(copies), *map(str, folders.values())), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         drain = threading.Thread(target=keep, args=(process.stdout, log), daemon=True)
         drain.start()
         stopped = True  # until the wait ends: a stop signal or Ctrl-C raised here leaves no log behind
@@ -278,6 +281,21 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
         # what the child said it caught ("raised KeyboardInterrupt") says more than its exit status
         how = next((e["fault"] for e in events if "fault" in e), how)
         return events, how, log.name if kept else None
+
+
+def _copy(folder: Path, to: Path) -> None:
+    """What Ray ships of `folder` (crossover.trainables.shipping.files) copied to `to`."""
+    for path in files(folder):
+        (to / path.relative_to(folder)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, to / path.relative_to(folder))
+    to.mkdir(parents=True, exist_ok=True)
+
+
+def _copied(load: str, folders: dict[Path, Path]) -> str:
+    """A file reference's `load` ('{folder}/job.py:attr', Planner.spec) with its folder's copy in place of {folder}."""
+    for folder, copy in folders.items():
+        load = load.replace(f"{{{folder}}}", str(copy))
+    return load
 
 
 # -- the child -----------------------------------------------------------------------------------------------
@@ -316,10 +334,10 @@ def _spec(text: str, load: str, say) -> bool:
     say(doing=f"importing {path or module}", text=text, imports=str(path or module))
     try:
         wl = registry.register(load)
-    except WorkloadError as exc:  # said as the user named it, not as the copy's path
+    except WorkloadError as exc:  # said as the user named it, not as the copy's path (its folder's, for a module beside it)
         copy = locate(load)[2]
         said = str(exc).replace(load, text)
-        say(error=said.replace(str(copy), str(path)) if copy and path else said)
+        say(error=said.replace(str(copy.parent), str(path.parent)) if copy and path else said)
         return False
     name = wl.ref.split(":")[0]
     plain = {k: v for k, v in wl.spec("").to_dict().items() if k != "fingerprint"}

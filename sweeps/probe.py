@@ -28,7 +28,7 @@ from pathlib import Path
 from crossover.sweeps.cli import child_env
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.trial import Trial
-from crossover.trainables.shipping import shipped
+from crossover.trainables.shipping import import_paths
 
 PROBE_BATCHES = 2  # batches an epoch of the probe: a step's time, not an epoch's, is what it is after
 PROBE_TIMEOUT_S = 120  # s the probe's process may run: past it, the trial runs unpredicted, as with no probe
@@ -56,7 +56,7 @@ def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S) -> Probe | None:
     small = dataclasses.replace(cfg, dataset_size=min(cfg.dataset_size, PROBE_BATCHES * cfg.batch_size),
                                 epochs=cfg.warmup_epochs + 1, min_timed_s=0)
     # the user's modules import in the child by name, as in a Ray worker: their folders on its path
-    env = child_env(*(str(Path(p).parent) for p in shipped()))
+    env = child_env(*import_paths())
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "probe.json"
         try:

@@ -72,8 +72,8 @@ def check(text: str) -> None:
     try:
         tree = ast.parse(source.read_bytes(), filename=str(source))
     except SyntaxError as exc:
-        raise WorkloadError(f"--workload {text!r}: {source} does not import: SyntaxError: {exc}; fix the file "
-                            f"(python {source} shows the traceback)") from None
+        raise WorkloadError(f"--workload {text!r}: {source} does not import: SyntaxError: {exc.msg} "
+                            f"({source}:{exc.lineno})") from None
     names = _top_level(tree)
     if names is not None and attr not in names:
         close = difflib.get_close_matches(attr, names, n=1)

@@ -1,14 +1,16 @@
 """Loading and shipping a user's workload: a reference on the command line (parsed and checked in trainables/job.py)
 imported once in the process that plans it and by name in every Ray worker, its module shipped to the workers.
 
-    wl = register("job.py:workload")        # imported here; job.py shipped to the workers from now on
-    wl = load("job:workload")               # a worker: by module name, as runtime_env's py_modules put it there
+    wl = register("job.py:workload")        # imported here; job.py's folder shipped to the workers from now on
+    wl = load("job:workload")               # a worker: from the copy of job.py's folder runtime_env put there
 
-A sweep's driver never imports a user's module: it declares it (trainables/shipping.py), to ship it to every
-Ray worker through `runtime_env` (`py_modules`), and a process of its own imports it (sweeps/plan.py) and
-answers with a WorkloadSpec (trainables/workload.py), all that the driver knows of it. A worker imports it by
-module name (`load`), never by the driver's path; `register` imports it in the process that calls it. What a
-process has registered is its Registry's, REGISTRY; the functions here are its methods.
+A job file imports as `python job.py` would: its own folder first on sys.path, so that the modules and packages
+beside it import by name (`from mymodels import net`), here and in every worker. A sweep's driver never imports a
+user's module: it declares it (trainables/shipping.py), to ship its folder to every Ray worker through
+`runtime_env` (`py_modules`), and a process of its own imports it (sweeps/plan.py) and answers with a WorkloadSpec
+(trainables/workload.py), all that the driver knows of it. A worker imports it from its copy of the folder
+(`load`), never by the driver's path; `register` imports it in the process that calls it. What a process has
+registered is its Registry's, REGISTRY; the functions here are its methods.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import dataclasses
 import importlib
 import importlib.util
 import sys
+import traceback
 from pathlib import Path
 
 from crossover.trainables import fingerprint as fingerprints
 from crossover.trainables.job import WorkloadError, locate  # a reference, parsed with no torch
-from crossover.trainables.shipping import SHIPPING, Shipping, digest
+from crossover.trainables.shipping import SHIPPING, Shipping, digest, source_bytes
 from crossover.trainables.workload import Workload, WorkloadSpec
 
 
@@ -55,11 +58,12 @@ class Registry:
         return _resolve_attr(module, attr, text)
 
     def load(self, ref: str) -> Workload:
-        """The workload 'module:attr' in this process: imported by name (a worker has it from `runtime_env`), or
-        from the file `declare`d for it (a benchmark that times a user's trial in its own process: sweeps/parity.py)."""
+        """The workload 'module:attr' in this process: from the copy of its job's folder that `runtime_env` put on a
+        worker (`copied`), or from the file `declare`d for it (a benchmark that times a user's trial in its own
+        process: sweeps/parity.py), or by name (a package's module, or one on the Python path)."""
         module, attr = ref.rsplit(":", 1)
         if module not in sys.modules:
-            shipped = self.shipping.files.get(module)
+            shipped = self.shipping.files.get(module) or copied(module, self.shipping.origins().get(module))
             if shipped is not None and shipped.is_file():
                 self._import_file(module, shipped, ref)
             else:
@@ -67,7 +71,8 @@ class Registry:
         return _resolve_attr(module, attr, ref)
 
     def fingerprint(self, workload: Workload | WorkloadSpec) -> str:
-        """16 hex digits of the workload module's source and of its model's parameter shapes at its defaults
+        """16 hex digits of the workload's source (a job file's: with its folder's .py files) and of its model's
+        parameter shapes at its defaults
         (built on the meta device: no memory, no time), found once a version of its module in this process: a
         worker's, or a planning process's (sweeps/plan.py), which a WorkloadSpec holds. What changes either
         measures again."""
@@ -76,9 +81,13 @@ class Registry:
         key = workload.ref or workload.name
         if key not in self.fingerprints:
             module = sys.modules[(workload.ref or "crossover.trainables.workloads:").split(":")[0]]
-            # the file's bytes, as the worker's copy from runtime_env has them (not linecache's, which may be
-            # stale), read before the model is built (a model that writes its file changes no fingerprint)
-            self.fingerprints[key] = fingerprints.of(Path(module.__file__).read_bytes(), fingerprints.shapes(workload))
+            # the job's source (its file, and the .py files of its folder: shipping.source_bytes), as the worker's
+            # copy from runtime_env has them (not linecache's, which may be stale), read before the model is built (a
+            # model that writes its file changes no fingerprint); a package's module, or one installed: its file alone
+            path = Path(module.__file__)
+            alone = module.__spec__ and module.__spec__.parent or _installed(path)
+            text = path.read_bytes() if alone else source_bytes(path)
+            self.fingerprints[key] = fingerprints.of(text, fingerprints.shapes(workload))
         return self.fingerprints[key]
 
     def _import_file(self, module: str, path: Path, text: str) -> None:
@@ -108,8 +117,22 @@ def reference(workload: Workload) -> str:
     return f"{module.__name__}:{names[0]}" if in_package else f"{path}:{names[0]}"
 
 
+def copied(module: str, origin: str | None) -> Path | None:
+    """In a Ray worker, the job file of `module` in the copy of its folder that runtime_env's py_modules unpacked (a
+    folder of the driver's folder's name, under an entry of sys.path), found from the driver's path `origin`
+    (shipping.origins); None where there is none."""
+    if not origin or not origin.endswith(".py"):
+        return None
+    name = Path(origin).parent.name
+    return next((found for entry in sys.path if entry and (found := Path(entry) / name / f"{module}.py").is_file()), None)
+
+
 def _exec_file(module: str, path: Path, text: str) -> None:
-    """The file `path` imported as `module` (in sys.modules from now on); WorkloadError where it does not import."""
+    """The file `path` imported as `module` (in sys.modules from now on), as `python path` would: its folder first on
+    sys.path, so that the modules and packages beside it import by name. WorkloadError where it does not import."""
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(module, path)
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[module] = loaded
@@ -123,8 +146,7 @@ def _exec_file(module: str, path: Path, text: str) -> None:
         raise WorkloadError(f"--workload {text!r}: {exc}") from None
     except BaseException as exc:  # SystemExit too: a user's module is not ours to end the sweep
         del sys.modules[module]
-        raise WorkloadError(f"--workload {text!r}: {path} does not import: {type(exc).__name__}: {exc}; "
-                            f"fix the file (python {path} shows the traceback)") from None
+        raise WorkloadError(f"--workload {text!r}: {path} does not import: {cause(exc)}") from None
 
 
 def _import(module: str, text: str) -> None:
@@ -135,8 +157,20 @@ def _import(module: str, text: str) -> None:
     except WorkloadError as exc:
         raise WorkloadError(f"workload {text!r}: {exc}") from None
     except BaseException as exc:
-        raise WorkloadError(f"workload {text!r}: module {module!r} does not import: {type(exc).__name__}: {exc}; "
-                            "give a module on the Python path, or the path of its file (path/to/job.py:ATTR)") from None
+        raise WorkloadError(f"workload {text!r}: module {module!r} does not import: {cause(exc)}; give a module on "
+                            "the Python path, or the path of its file (path/to/job.py:ATTR)") from None
+
+
+def cause(exc: BaseException) -> str:
+    """Why a module did not import, in one line: the exception as its traceback's last line says it, and where:
+    the file and line of the innermost frame of the user's code (not Python's import machinery), or of a
+    SyntaxError itself."""
+    said = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{said} ({exc.filename}:{exc.lineno})"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")
+              and "importlib" not in Path(f.filename).parts and Path(f.filename) != Path(__file__)]
+    return f"{said} ({frames[-1].filename}:{frames[-1].lineno})" if frames else said
 
 
 def package_path(module: str) -> str | None:
@@ -144,9 +178,14 @@ def package_path(module: str) -> str | None:
     installed (site-packages) or ours."""
     top = sys.modules[module.split(".")[0]]
     path = Path(getattr(top, "__file__", None) or "")
-    if not path.name or "site-packages" in path.parts or top.__name__ == "crossover":
+    if not path.name or _installed(path) or top.__name__ == "crossover":
         return None
     return str(path.parent if path.name == "__init__.py" else path)
+
+
+def _installed(path: Path) -> bool:
+    """Whether a module's file is an installed package's (site-packages): on every node already, never shipped."""
+    return "site-packages" in path.parts or "dist-packages" in path.parts
 
 
 def _resolve_attr(module: str, attr: str, text: str) -> Workload:

@@ -26,6 +26,7 @@ from crossover.trainables.neighbours import Window
 from crossover.trainables.timing import Timer, summarize
 from crossover.trainables.trial import Trial
 from crossover.trainables.registry import fingerprint
+from crossover.trainables.shipping import origin
 from crossover.trainables.workloads import WORKLOADS, describe, n_params
 
 # TrialConfig fields that are not columns of their own, and what the row holds instead.
@@ -44,6 +45,7 @@ def _fields(cfg: TrialConfig, images: bool) -> dict:
     columns = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name in NAMES}
     return {"config_hash": cfg.config_hash(), **columns, "data_requested": cfg.data if images else "generated",
             "workload_module": cfg.module or BUILTIN_MODULE, "workload_fingerprint": cfg.fingerprint,
+            "workload_path": origin(cfg.module),
             "workload_params": json.dumps(cfg.params, sort_keys=True) if cfg.params else None}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -111,6 +112,21 @@ class Plan:
                 raise ValueError(f"{AXIS_FLAGS[axis]} must be a whole number >= 1, got {value!r} (the planned run)")
 
     @property
+    def job(self) -> str | None:
+        """The job file or module `workload` names where it is a reference (--workload path/to/job.py:ATTR): what
+        the planned step is counted from, in place of the one the rows name (workload_path); None: a name."""
+        return self.workload if self.workload and ":" in self.workload else None
+
+    @property
+    def job_module(self) -> str | None:
+        """`job` as its rows' workload_module says it: 'job:ATTR' for path/to/job.py:ATTR (a worker imports a job
+        file by its name), a package's module as given."""
+        if self.job is None:
+            return None
+        module, attr = self.job.rsplit(":", 1)
+        return f"{Path(module).stem if module.endswith('.py') or '/' in module else module}:{attr}"
+
+    @property
     def named(self) -> dict[str, str]:
         return dict(self.axes)
 
@@ -169,6 +185,13 @@ def planned_rows(rows: pd.DataFrame, plan: Plan) -> pd.DataFrame:
     ok = _shaped(eager_ok(rows))
     present = sorted(ok["workload"].unique())
     workload = plan.workload or present[0]
+    if plan.job:  # a job's reference: its workload is that of the rows that name its module
+        named = sorted(set(ok.loc[ok["workload_module"] == plan.job_module, "workload"])) if "workload_module" in ok else []
+        if not named:
+            raise ValueError(f"--workload {plan.job}: no ok row names its module {plan.job_module!r} (workload_module) "
+                             f"in the results read (workloads there: {', '.join(present)}); sweep it first, or name "
+                             "one of those")
+        workload = named[0]
     if plan.workload is None and len(present) > 1:
         raise ValueError(f"--workload is needed with --epochs/--dataset-size: the rows hold {len(present)} "
                          f"workloads ({', '.join(present)}); name the one your run trains, e.g. --workload {present[0]}")

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from crossover.analysis import model
+from crossover.analysis.counting import NOT_COUNTED, job_reference
 from crossover.analysis.cost import measures
 from crossover.analysis.decide.grid import Plan, _power_w, _trial_s, along, busy, planned_rows
 from crossover.analysis.decide.memory import memory_needed
@@ -127,27 +128,34 @@ def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFra
     """The planned configuration's one step and its counted costs (one line: the configuration's columns and
     model.CLASS_COLUMNS), what `at_plan` predicts the GPUs from, and a note where it is not `count`'s. `count(ref,
     plan, line)`: the step counted as `crossover predict` counts it (analysis/counting.py count_planned, in a process of
-    its own; `crossover decide` and `python -m crossover.analysis decide` pass it), for the job the rows name (workload_module; a built-in's by its name);
-    where it fails or is not given, the count a row of the configuration made (the CPU's first). None: the rows
-    hold no count of every op class, or the batch is the whole dataset (it grows with the run's size)."""
+    its own; `crossover decide` and `python -m crossover.analysis decide` pass it), for the job plan.job names, else
+    the one the rows name (analysis/counting.py job_reference: the job file's path, found from any folder); where it
+    fails, is not found from here, or is not given, the count a row of the configuration made (the CPU's first), and
+    the note says so and what the figures then rest on. None: the rows hold no count of every op class, or the batch
+    is the whole dataset (it grows with the run's size)."""
     mine = planned_rows(rows, plan)
     if mine["full_batch"].any():
         return None, ""
     line = mine.sort_values("is_cpu", ascending=False, kind="stable").iloc[0]
-    note = ""
+    counted = mine[mine[list(model.CLASS_COLUMNS)].notna().all(axis=1)] if set(model.CLASS_COLUMNS) <= set(mine) \
+        else mine.iloc[:0]
+    counted = counted.sort_values("is_cpu", ascending=False, kind="stable").head(1)
     module = line.get("workload_module")
-    if count is not None and isinstance(module, str) and module:  # rows that name no job have only their own count
-        ref = line["workload"] if module == BUILTIN_MODULE else module
+    if count is None or not (plan.job or isinstance(module, str) and module):  # rows that name no job: their own count
+        return (None if counted.empty else counted), ""
+    ref, missing = (plan.job, None) if plan.job else job_reference(line.to_dict())
+    if missing is None:
         try:
             return pd.DataFrame([count(ref, plan, line.to_dict())]), ""
         except ValueError as exc:
-            note = (f"  the planned step was not counted as crossover predict counts it ({exc}); the GPUs are "
-                    "predicted from the step a row counted")
-    counted = mine[mine[list(model.CLASS_COLUMNS)].notna().all(axis=1)] if set(model.CLASS_COLUMNS) <= set(mine) \
-        else mine.iloc[:0]
-    if counted.empty:
-        return None, note
-    return counted.sort_values("is_cpu", ascending=False, kind="stable").head(1), note
+            why = f"{NOT_COUNTED} as crossover predict counts it ({exc})"
+    else:
+        why = f"the job file {missing} named by the rows (workload_path) was not found from here; {NOT_COUNTED}"
+    rests = (f"the step a row counted, GPU memory {memory_needed(counted, plan.samples, False)['needs_how']}"
+             if len(counted) else "the model's predictions along the sizes measured (no row counted a step)")
+    fix = "" if module == BUILTIN_MODULE else \
+        f"; run where the job is found, or pass --workload path/to/job.py:{str(module).rsplit(':', 1)[-1]}"
+    return (None if counted.empty else counted), f"  {why}: figures fall back to {rests}{fix}"
 
 
 def at_plan(config_key: str, counted: pd.DataFrame, plan: Plan, gpus: list[str]) -> pd.DataFrame:

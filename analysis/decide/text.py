@@ -10,6 +10,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
+from crossover.analysis.counting import NOT_COUNTED
 from crossover.analysis.decide.choosing import BUY, pareto, three
 from crossover.analysis.decide.grid import BUSY_MARKS, NEAREST, Plan
 from crossover.analysis.decide.memory import CONTEXT_BYTES
@@ -185,7 +186,9 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     said_head = _fit(header(grid, plan))
     top = [w for h in head if h for w in textwrap.wrap(h, WIDTH, subsequent_indent="    ")] + [said_head]
     dated = [n.strip() for n in notes if n.strip().startswith(STALE)]
-    rest = len(notes) - len(dated)
+    # a planned step not counted as predict counts it: the figures rest on another step, said in full
+    uncounted = [w for n in notes if NOT_COUNTED in n for w in textwrap.wrap(n.strip(), WIDTH, subsequent_indent="    ")]
+    rest = len(notes) - len(dated) - sum(NOT_COUNTED in n for n in notes)
     if options.empty:
         unit = "run" if plan else "sweep"
         return "\n".join(top + [f"no option has a measured or predicted time for every configuration of the {unit}"]
@@ -202,7 +205,7 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
                 f"{said(line)}; {how_known(line, plan, picked=True)}"
                 + (f"; {bought(line, 'run' if plan else 'sweep')}" if name == BUY else ""))
         said_picks += textwrap.wrap(f"{name}: {text}", WIDTH, subsequent_indent="    ")
-    tail = [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]
+    tail = uncounted + [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]
     if len(top) + len(said_picks) + len(tail) > lines:  # short of room: the picks stay whole, the head goes and the
         top = [said_head] + ([_fit(cards(options, how=False))] if memory else [])  # the memory in one line
     front = options[pareto(options)].sort_values(["wall_s", "usd"])
