@@ -225,6 +225,9 @@ def plain_phase(flags: Flags, planner: Planner, start: float) -> dict:
         configs = [(pt.label, space(flags, pt, n, "cpu" if flags.cpu else "cuda", planner).expand()[0].cfg)
                    for pt in flags.points]
         left = flags.budget_s - (time.perf_counter() - start) if flags.budget_s else None
+        if left is not None and left <= 0:
+            emit(flags, {"part": "skipped", "point": "plain", "gpus": n, "why": "the budget was spent"})
+            continue
         for line in launch(flags, n, configs, left):
             median = statistics.median(line["seconds"])
             found.setdefault((line["label"], n), []).append(median)
@@ -239,10 +242,10 @@ def ddp_phase(flags: Flags, planner: Planner, start: float) -> dict:
     for pt in flags.points:
         for n in (n for n in flags.gpus if n > 1):
             elapsed = time.perf_counter() - start
-            if flags.budget_s and per_trial and elapsed + per_trial * flags.repeats > flags.budget_s:
+            if flags.budget_s and elapsed + (per_trial or 0) * flags.repeats > flags.budget_s:
                 emit(flags, {"part": "skipped", "point": pt.label, "gpus": n,
                              "why": f"{elapsed:.0f} s of the budget's {flags.budget_s:.0f} s gone, and its "
-                                    f"{flags.repeats} trials take about {per_trial * flags.repeats:.0f} s"})
+                                    f"{flags.repeats} trials take about {(per_trial or 0) * flags.repeats:.0f} s"})
                 continue
             begun = time.perf_counter()
             sp = space(flags, pt, n, ddp_device(flags, n), planner, f"{flags.name}-{pt.slug}-ddp{n}")
