@@ -21,7 +21,8 @@ The target: a `ddp:N` trial's epoch within TARGET (1.10x) of the plain loop's on
 
 Both time --epochs epochs, the first a warm-up, and no more (min_timed_s 0). The plain loop runs first, at every
 GPU count, then the ddp trials point by point in the order given, N by N; with --budget-s a point whose trials
-would end past the budget (the last point's time a trial, times --repeats) is left out and said so. The table:
+would end past the budget (the last point's time a trial, FIRST_TRIAL_S before any, times --repeats) is left out
+and said so. The table:
 each point's plain seconds an epoch on 1 and N GPUs, the weak-scaling efficiency (one GPU's epoch over N's: the
 same work a GPU), the ddp trials' median [min-max], and ddp/plain: the median (min-max) over the trials of each
 trial's median over the plain loop's. Every measurement is a JSON line in --json as it ends.
@@ -53,6 +54,9 @@ from crossover.trainables.trial import Trial
 
 TARGET = 1.10  # a ddp:N trial's epoch over the plain DDP loop's, at most
 SMOKE = {"disc": {"depth": [2]}}  # --smoke's built-in, tiny
+# s a ddp trial takes, start to row, until a point has run: ResNet-50's ddp:2 trials came 36 s apart on 4 x H200
+# (2026-11-28), Ray Train's workers started afresh each time; the budget's guess for the first point
+FIRST_TRIAL_S = 40
 
 
 @dataclass(frozen=True)
@@ -238,14 +242,14 @@ def plain_phase(flags: Flags, planner: Planner, start: float) -> dict:
 
 def ddp_phase(flags: Flags, planner: Planner, start: float) -> dict:
     """{(point label, n): [each trial's epoch_s_median]}, the points in order, N by N, within --budget-s."""
-    found, per_trial = {}, None
+    found, per_trial = {}, FIRST_TRIAL_S
     for pt in flags.points:
         for n in (n for n in flags.gpus if n > 1):
             elapsed = time.perf_counter() - start
-            if flags.budget_s and elapsed + (per_trial or 0) * flags.repeats > flags.budget_s:
+            if flags.budget_s and elapsed + per_trial * flags.repeats > flags.budget_s:
                 emit(flags, {"part": "skipped", "point": pt.label, "gpus": n,
                              "why": f"{elapsed:.0f} s of the budget's {flags.budget_s:.0f} s gone, and its "
-                                    f"{flags.repeats} trials take about {(per_trial or 0) * flags.repeats:.0f} s"})
+                                    f"{flags.repeats} trials take about {per_trial * flags.repeats:.0f} s"})
                 continue
             begun = time.perf_counter()
             sp = space(flags, pt, n, ddp_device(flags, n), planner, f"{flags.name}-{pt.slug}-ddp{n}")
