@@ -50,10 +50,11 @@ from crossover.sweeps.cluster import connect
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
 from crossover.sweeps.status import exit_status
-from crossover.trainables.trial import Trial
+from crossover.trainables.devices import parse
+from crossover.trainables.workloads import with_grid
 
 TARGET = 1.10  # a ddp:N trial's epoch over the plain DDP loop's, at most
-SMOKE = {"disc": {"depth": [2]}}  # --smoke's built-in, tiny
+SMOKE = with_grid("parity-ddp-smoke")  # --smoke's built-in, tiny (trainables/workloads.py)
 # s a ddp trial takes, start to row, until a point has run: ResNet-50's ddp:2 trials came 36 s apart on 4 x H200
 # (2026-11-28), Ray Train's workers started afresh each time; the budget's guess for the first point
 FIRST_TRIAL_S = 40
@@ -151,7 +152,7 @@ def grid(flags: Flags, pt: Point, n: int, planner: Planner) -> dict:
 
 def space(flags: Flags, pt: Point, n: int, device: str, planner: Planner, name: str = "p") -> Space:
     """`pt` at `n` ranks' work on `device` (ddp:n, ddp-cpu:n; 'cuda' or 'cpu' for one rank of the plain loop)."""
-    ranks = n if device.startswith("ddp") else 1  # a plain rank's work is one rank's, on one CPU thread
+    ranks = n if parse(device).distributed else 1  # a plain rank's work is one rank's, on one CPU thread
     return Space(name, grid(flags, pt, ranks, planner), (device,), cpu_threads=ranks,
                  repeats=flags.repeats, params=dict(flags.param),
                  fixed={"precision": pt.precision, "min_timed_s": 0, "exclusive": True},
@@ -193,7 +194,7 @@ def rank_main(request_path: str) -> int:
     from crossover.trainables.trial import resolve
 
     request = pickle.loads(Path(request_path).read_bytes())
-    cuda = request["configs"][0][1].device != "cpu"
+    cuda = parse(request["configs"][0][1].device).uses_gpu
     if cuda:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl" if cuda else "gloo")

@@ -38,6 +38,7 @@ def test_a_ddp_trial_takes_n_times_the_plain_loops_work_a_rank(planner):
     assert point.params == (("arch", "gpt2_small"), ("tokens", 128)) and point.slug == "gpt2_small-128-bf16"
 
 
+@pytest.mark.slow
 def test_the_probe_all_reduces_over_gloo_on_two_ranks(tmp_path):
     out = tmp_path / "ar.jsonl"
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
