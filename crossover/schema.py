@@ -192,6 +192,9 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
                                "starts its workers afresh); null in rows written before the column existed"),
     ("hostname", _STR, "node the trial ran on"),
     ("node_id", _STR, "Ray node id of the node the trial ran on; null in a row the driver wrote for a dead worker"),
+    ("rank_node_ids", pa.list_(_STR), "ddp:N and ddp-cpu:N: the Ray node id of each rank, in rank order (ranks go "
+                                      "wherever Ray places them: several nodes where no one node holds N); null for a "
+                                      "single process and in rows written before the column existed"),
     ("device_name", _STR, "GPU name(s) joined by ' + ', or the CPU model for CPU trials"),
     ("gpu_ids", pa.list_(_STR), "the node's ids of the GPUs the trial ran on (as nvidia-smi and Ray number them; "
                                 "every rank's for ddp:N), in order; null on CPU and in rows written before the column existed"),

@@ -69,6 +69,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils._pytree import tree_leaves
 
 from crossover.analysis.load import read
@@ -130,8 +132,14 @@ def space(flags: "Flags", name: str, device: str, loop: str, cpu_threads: int, p
 
 
 def _sync(device: torch.device) -> None:
+    """The device's queued work done, and in a data-parallel group every rank's (a barrier, then the device again:
+    each rank's timed epoch starts and ends together)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
 
 def plain(trial: Trial, default_threads: int | None = None) -> dict:
@@ -143,9 +151,15 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     'epoch_loss': the seeds' loop's last epoch's loss per sample (run_trial's train_loss), else None,
     'data_bytes': what the training set holds on the device}. The trial's precision is written as a user
     writes it: torch.autocast around the forward pass and the loss, a GradScaler for fp16.
-    `default_threads` is torch's own thread count, which a GPU loop keeps as a user's would."""
+    `default_threads` is torch's own thread count, which a GPU loop keeps as a user's would.
+
+    In a process group of more than one rank (torchrun: sweeps/parity_ddp.py) it is a careful user's DDP loop: the
+    trial's work on each rank (its own data: give each rank its own seed), the model in DistributedDataParallel at
+    PyTorch's defaults on this rank's GPU (torch.cuda.current_device(), which torchrun's script sets), a barrier
+    around each timed epoch, and every rank timing the same number of epochs."""
     cfg, wl = trial.cfg, here(trial).wl  # the user's code, in this process: what the plain loop times
-    device = torch.device("cuda" if trial.spec.uses_gpu else "cpu")
+    device = torch.device("cuda", torch.cuda.current_device()) if trial.spec.uses_gpu else torch.device("cpu")
+    world = dist.get_world_size() if dist.is_initialized() else 1
     seed_loop = cfg.loop == "seed"
     torch.set_num_threads(cfg.threads if device.type == "cpu" else default_threads or torch.get_num_threads())
     # the trial's precision as a user writes it: for default PyTorch's own TF32 flags, as a fresh process has them
@@ -158,6 +172,8 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     torch.manual_seed(cfg.seed)
     data = wl.data(cfg)
     model = wl.make_model(cfg).to(device)
+    if world > 1:
+        model = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
     x, y = move(data.x, device), data.y.to(device)
     optimizer = wl.make_optimizer(model.parameters(), cfg.lr)
     criterion = wl.make_loss()
@@ -198,8 +214,12 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     for _ in range(cfg.warmup_epochs):
         epoch()
     seconds = timed(cfg.epochs - cfg.warmup_epochs)
-    # as many more as a trial times (trainables/timing.py): a short epoch timed 3 times says little
-    seconds += timed(more_epochs(len(seconds), sum(seconds), cfg.min_timed_s))
+    # as many more as a trial times (trainables/timing.py): a short epoch timed 3 times says little; the same count
+    # on every rank (the most any asks for), as a data-parallel trial's ranks agree on theirs
+    more = torch.tensor(more_epochs(len(seconds), sum(seconds), cfg.min_timed_s), device=device)
+    if world > 1:
+        dist.all_reduce(more, op=dist.ReduceOp.MAX)
+    seconds += timed(int(more.item()))
     return {"seconds": seconds, "last_loss": state["loss"].item(),
             "epoch_loss": state["running_loss"] / data.n if seed_loop else None,
             "data_bytes": sum(t.nbytes for t in tree_leaves((x, y)))}

@@ -4,7 +4,8 @@ Each of the N workers runs the same `run_trial` as any other trial, with a Place
 its rank: it builds the whole dataset from the same seed, takes its share of every global batch,
 and DDP all-reduces the gradients (NCCL on GPUs, gloo on CPUs). So `batch_size` is the global
 batch, and N workers step exactly as one process would on the same data. Rank 0's row is the
-trial's row, with every rank's throughput. The workers get the resolved Trial itself: nothing is
+trial's row, with every rank's throughput, GPUs and Ray node (`rank_node_ids`). The ranks go wherever
+Ray places them: packed on one node where it holds all N, else across nodes (docs/cluster.md). The workers get the resolved Trial itself: nothing is
 resolved or parsed again in them.
 
     run_ddp(resolve(TrialConfig("disc", device="ddp-cpu:2", threads=1)))
@@ -36,13 +37,15 @@ def _worker(config: dict) -> None:
     with exits_trapped():  # a rank's os._exit: its WorkerExit, which Ray Train hands back (run_ddp)
         row = run_trial(config["trial"], where)
     ranks = [None] * where.world
-    dist.all_gather_object(ranks, (row["per_rank_samples_per_s"][0], row["gpu_ids"]))
-    rates = [rate for rate, _ in ranks]
-    gpus = [gpu for _, ids in ranks for gpu in ids or ()] or None
+    dist.all_gather_object(ranks, (row["per_rank_samples_per_s"][0], row["gpu_ids"], row["node_id"]))
+    rates = [rate for rate, _, _ in ranks]
+    gpus = [gpu for _, ids, _ in ranks for gpu in ids or ()] or None
+    nodes = [node for _, _, node in ranks]
     # Ray Train 2.60 returns metrics only with a checkpoint: rank 0 attaches an empty one
     with tempfile.TemporaryDirectory() as empty:
         checkpoint = ray.train.Checkpoint.from_directory(empty) if where.rank == 0 else None
-        ray.train.report({_ROW: {**row, "per_rank_samples_per_s": rates, "gpu_ids": gpus}}, checkpoint=checkpoint)
+        ray.train.report({_ROW: {**row, "per_rank_samples_per_s": rates, "gpu_ids": gpus, "rank_node_ids": nodes}},
+                         checkpoint=checkpoint)
 
 
 def run_ddp(trial: Trial) -> dict:
@@ -50,7 +53,9 @@ def run_ddp(trial: Trial) -> dict:
     trainer = TorchTrainer(
         _worker,
         train_loop_config={"trial": trial},
-        scaling_config=ScalingConfig(num_workers=trial.spec.count, use_gpu=gpu,
+        # PACK: the ranks on as few nodes as hold them (one node's GPUs talk over NVLink, nodes over the network),
+        # spilling onto more nodes where no one node has N workers' resources: ddp:4 on two 2-GPU nodes runs 2 + 2
+        scaling_config=ScalingConfig(num_workers=trial.spec.count, use_gpu=gpu, placement_strategy="PACK",
                                      resources_per_worker=ddp_worker_resources(trial.spec, trial.cfg.threads)),
         torch_config=TorchConfig(backend="nccl" if gpu else "gloo"),
         # the row comes back as metrics; Train's own run folder (and the empty checkpoint) is scratch

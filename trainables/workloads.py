@@ -194,6 +194,7 @@ def _features(n: int) -> Callable[[TrialConfig], torch.Tensor]:
 # - parity-cpu, parity-cuda: the epochs of sweeps/parity.py's runs of the 'seeds' configuration, warm-up
 #   included: enough timed epochs for a median, few enough for 7 minutes in all on 16 cores and an H200 (disc
 #   depth 12 about 0.5 s an epoch on a CPU there, peaks about 10 ms on a GPU); parity-smoke: its --smoke.
+#   parity-ddp-smoke: sweeps/parity_ddp.py's --smoke, a tiny MLP on ddp-cpu:2 over gloo (its sizes its own).
 # - sweeps/parallel.py: packed-*, the small trial packed K to a GPU; ddp-seed-*, seed 000's MLP at its own size
 #   on ddp:N; parallel-*, the large MLP of the ddp and pipe studies: 8 hidden layers of 8,192, 537M parameters
 #   (fp32, with Adam's state, 8.6 GB per replica): compute-bound steps, as DDP and pipelines are meant for;
@@ -216,7 +217,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
                "precision-default": {"depth": [6, 10], "epochs": [20]},
                "precision-smoke": {"depth": [4], "epochs": [3]},
                "parity-cpu": {"epochs": [6]}, "parity-cuda": {"epochs": [20]},
-               "parity-smoke": {"depth": [6], "epochs": [4]},
+               "parity-smoke": {"depth": [6], "epochs": [4]}, "parity-ddp-smoke": {"depth": [2]},
                "packed-default": {"depth": [8], "epochs": [150]}, "packed-smoke": {"depth": [4], "epochs": [5]},
                "ddp-seed-default": {"epochs": [20]}, "ddp-seed-smoke": {"epochs": [5]},
                "overhead": {"depth": [6]}},
