@@ -24,6 +24,7 @@ is predicted, never measured. Reads no rows of the user's; imports neither torch
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -39,15 +40,17 @@ from crossover.analysis.counting import AXES, TIMEOUT_S, PredictError, Request, 
 from crossover.sweeps.cli import at_least, param
 from crossover.trainables.config import PRECISIONS
 
-def predicted(counted: dict, epochs: int, options: list[prices.Option],
-              billing: dict[str, prices.Billing]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def predicted(counted: dict, epochs: int, options: list[prices.Option], billing: dict[str, prices.Billing],
+              default: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One line per GPU model of analysis/devices.yaml, fastest first, with decide's columns (`table`'s:
-    epoch_s and its interval, wall_s, usd, fits, ...): priced at its cheapest one-GPU on-demand option,
-    else with no price; and the run as decide's grid of one line (for decide.records)."""
+    epoch_s and its interval, wall_s, usd, fits, ...; decide.HOST's): priced at its cheapest one-GPU on-demand
+    option, else with no price; and the run as decide's grid of one line (for decide.records). `default`: the step
+    counted at PyTorch's default precision, which a GPU without the unit of counted's is never predicted faster than."""
     gpus = list(model.load_devices())
     plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
     grid = decide.counted_grid(counted, plan)
-    speed = decide.at_plan("run", pd.DataFrame([counted]), plan, gpus)  # the one prediction decide makes too
+    speed = decide.at_plan("run", pd.DataFrame([counted]), plan, gpus,  # the one prediction decide makes too
+                           pd.DataFrame([default]) if default else None)
     rented = decide.table(grid, speed, options, billing, [])
     cards = {k: d.memory_gb for k, d in model.load_devices().items()}
     lines = []
@@ -62,7 +65,7 @@ def predicted(counted: dict, epochs: int, options: list[prices.Option],
         wall = {f"wall{end}_s": run[column] for end, column in (("", "trial_s"), ("_lo", "trial_lo"), ("_hi", "trial_hi"))}
         wall |= {k.replace("_s", "_h"): v / 3600 for k, v in wall.items()}
         lines.append({"option": f"{gpu} (no price)", "kind": "no price", "model": gpu, "gpus": 1,
-                      **run[["epoch_s", "epoch_lo", "epoch_hi", "predicted", "reach"]].to_dict(), **wall,
+                      **run[["epoch_s", "epoch_lo", "epoch_hi", "predicted", "reach", *decide.HOST]].to_dict(), **wall,
                       "predicted_share": 1.0, "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan,
                       "basis": "no option of analysis/prices.yaml has it: the GPU's time alone"}
                      | decide.card_fits(run.to_dict(), cards.get(gpu)))
@@ -97,13 +100,16 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
             f"{counted['dataset_size']:,} samples, batch {counted['batch_size']:,}, precision {precision}"
             f"{own}; one step counted on {where}: "
             f"{counted['n_params']:,} parameters, {counted['steps_per_epoch']:,} steps an epoch ==")
-    cells = [("GPU", "s/epoch", f"run, {epochs:,} epochs", "cost", "priced at", "fits")]
+    cells = [("GPU", "s/epoch", "graphs", f"run, {epochs:,} epochs", "cost", "priced at", "fits")]
     for _, line in lines.iterrows():
         priced = line["kind"] != "no price"
         fits = "?" if line["fits"] is None or pd.isna(line["fits"]) else "yes" if line["fits"] else "no"
-        # the run's interval is the epoch's times the epochs: said once, below, to keep the line to WIDTH
-        cells.append((line["model"], decide.per_epoch(line).replace(" s/epoch", ""), decide.run_time(line).split(" (")[0],
-                      decide.money(line) if priced else "-", line["option"] if priced else "no price",
+        marks = "".join(m for m, on in ((BOUND, bool(decide.bound_mark(line))),
+                                        (HOST, decide.flagged(line, "host_bound"))) if on)
+        # the run's and the cost's intervals are the epoch's times the epochs: said once, below, to keep to WIDTH
+        cells.append((line["model"], decide.per_epoch(line).replace(" s/epoch", "") + (f" {marks}" if marks else ""),
+                      decide.graph_said(line).split(" s/epoch")[0] or "-", decide.run_time(line).split(" (")[0],
+                      decide.money(line).split(" (")[0] if priced else "-", line["option"] if priced else "no price",
                       fits))
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     body = ["  " + "  ".join(c[i].ljust(widths[i]) for i in range(len(c))).rstrip() for c in cells]
@@ -114,6 +120,8 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
     notes = [
         "predicted by analysis/model/ from the step's counted costs, fitted on the shipped reference GPUs' rows "
         "(results/reference); '~': predicted, its 90% interval in brackets. Nothing here was timed.",
+        *([host_note(lines)] if lines.get("host_bound", pd.Series(dtype=object)).eq(True).any() else []),
+        *([bound_note(lines)] if lines.get("bound_by", pd.Series(dtype=object)).notna().any() else []),
         f"run: {epochs:,} epochs at the time per epoch, on the GPU alone (no set-up, evaluation or transfer), plus "
         "the start-up of the option it is priced at; cost: "
         "the cheapest one-GPU on-demand option of analysis/prices.yaml, billed as it bills; "
@@ -128,6 +136,23 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
     return "\n".join([*wrap(head), *body, *(w for n in notes for w in wrap(n))])
 
 
+BOUND, HOST = "<", "H"  # the marks of a figure set by a faster GPU's (`bound_note`) and of a host-bound step (`host_note`)
+
+
+def host_note(lines: pd.DataFrame) -> str:
+    """What the host-bound mark says, once: the host's share of the step, and the cure (the graphs column)."""
+    share = lines.loc[lines["host_bound"].eq(True), "host_share"]
+    return (f"{HOST}: {decide.HOST_WORDS} (its CPU holds {share.min():.0%}-{share.max():.0%} of the step; the interval "
+            "spans the hosts measured); graphs: s/epoch with the step in one CUDA graph (compile_epoch_s in --json)")
+
+
+def bound_note(lines: pd.DataFrame) -> str:
+    """What the bound mark says, once, naming each GPU whose figure set others' (decide.bound_mark)."""
+    bound = lines[lines["bound_by"].notna()]
+    said = "; ".join(f"{', '.join(g['model'])} as {other}" for other, g in bound.groupby("bound_by", sort=False))
+    return f"{BOUND}: a bound, not a figure of its own: never slower than a GPU it outran in public benchmarks: {said}"
+
+
 def unit_note(precision: str, gpus: list[str]) -> str | None:
     """The GPUs of `gpus` without the unit `precision` runs on (analysis/model/ Device.lacks), in one note: priced
     at their FP32 peak, as PyTorch runs them; None where every one has it."""
@@ -137,7 +162,8 @@ def unit_note(precision: str, gpus: list[str]) -> str | None:
         if gpu in devices and (unit := devices[gpu].lacks(precision)):
             lacking.setdefault(unit, []).append(gpu)
     return "; ".join(f"no {unit} unit on {', '.join(names)}: PyTorch runs {precision} there without it (emulated or "
-                     "on the FP32 cores), so they are priced at their FP32 peak" for unit, names in lacking.items()) or None
+                     "on the FP32 cores), so they are priced at their FP32 peak, never faster than at the default"
+                     for unit, names in lacking.items()) or None
 
 
 def smaller_note(lines: pd.DataFrame, counted: dict) -> str:
@@ -185,19 +211,24 @@ def main(argv=None) -> int:
                       tuple((a, getattr(args, a)) for a in AXES if getattr(args, a) is not None),
                       tuple(args.param), args.timeout, args.precision)
     started = time.monotonic()
-    process = start(request)
+    # at a precision other than the default, the step at the default too: a GPU without the precision's unit (bf16 on
+    # a T4) is never predicted faster than there
+    plain = dataclasses.replace(request, precision="default") if request.precision != "default" else None
+    processes = [start(r) for r in (request, plain) if r is not None]
     try:
         model.shipped(model.PER_CLASS)  # fitted while the step is counted: two cores, two jobs
         options, billing = prices.load_prices()
-        counted = finish(process, request, started)
-        lines, grid = predicted(counted, request.epochs, options, billing)
+        counted = finish(processes[0], request, started)
+        default = finish(processes[1], plain, started) if plain else None
+        lines, grid = predicted(counted, request.epochs, options, billing, default)
     except (PredictError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
-        if process.poll() is None:  # this process failed first: the counting one is not left behind
-            process.kill()
-            process.wait()
+        for process in processes:
+            if process.poll() is None:  # this process failed first: the counting ones are not left behind
+                process.kill()
+                process.wait()
     used = {o for o in lines["option"]}
     old = [line for line in cost.stale([o for o in options if o.name in used])]
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
