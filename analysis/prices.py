@@ -308,9 +308,16 @@ def provider_of(path: Path) -> str:
     return next((CLOUDS[w] for w in reversed(words) if w in CLOUDS), SKYPILOT_PROVIDER)
 
 
+# SkyPilot's names whose card is not the table's key of the same name: its "A100" is the 40 GB card ("A100-80GB"
+# the 80 GB one), which the table holds as "A100 40GB", its "A100" being the 80 GB SXM4
+SKYPILOT_CARDS = {"A100": "A100 40GB"}
+
+
 def gpu_model(accelerator: str, keys) -> str:
-    """A SkyPilot AcceleratorName as a key of analysis/devices.yaml (A100-80GB -> A100, RTX4090 -> RTX 4090,
-    H100-MEGA -> H100); a name with no key is kept as written (V100, L40S, A10): never dropped."""
+    """A SkyPilot AcceleratorName as a key of analysis/devices.yaml (A100-80GB -> A100, A100 -> A100 40GB,
+    RTX4090 -> RTX 4090, H100-MEGA -> H100); a name with no key is kept as written (V100, L40S, A10): never dropped."""
+    if SKYPILOT_CARDS.get(accelerator.strip().upper()) in keys:
+        return SKYPILOT_CARDS[accelerator.strip().upper()]
     flat = re.sub(r"[^A-Z0-9]", "", accelerator.upper())
     for key in sorted(keys, key=len, reverse=True):
         rest = flat.removeprefix(re.sub(r"[^A-Z0-9]", "", key.upper()))

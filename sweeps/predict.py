@@ -45,15 +45,17 @@ from crossover.sweeps import count_cache
 from crossover.sweeps.cli import at_least, param
 from crossover.trainables.config import PRECISIONS
 
-def predicted(counted: dict, epochs: int, options: list[prices.Option],
-              billing: dict[str, prices.Billing]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def predicted(counted: dict, epochs: int, options: list[prices.Option], billing: dict[str, prices.Billing],
+              default: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One line per GPU model of analysis/devices.yaml, fastest first, with decide's columns (`table`'s:
-    epoch_s and its interval, wall_s, usd, fits, ...): priced at its cheapest one-GPU on-demand option,
-    else with no price; and the run as decide's grid of one line (for decide.records)."""
+    epoch_s and its interval, wall_s, usd, fits, ...; decide.HOST's): priced at its cheapest one-GPU on-demand
+    option, else with no price; and the run as decide's grid of one line (for decide.records). `default`: the step
+    counted at PyTorch's default precision, which a GPU without the unit of counted's is never predicted faster than."""
     gpus = list(model.load_devices())
     plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
     grid = decide.counted_grid(counted, plan)
-    speed = decide.at_plan("run", pd.DataFrame([counted]), plan, gpus)  # the one prediction decide makes too
+    speed = decide.at_plan("run", pd.DataFrame([counted]), plan, gpus,  # the one prediction decide makes too
+                           pd.DataFrame([default]) if default else None)
     rented = decide.table(grid, speed, options, billing, [])
     cards = {k: d.memory_gb for k, d in model.load_devices().items()}
     lines = []
@@ -68,7 +70,7 @@ def predicted(counted: dict, epochs: int, options: list[prices.Option],
         wall = {f"wall{end}_s": run[column] for end, column in (("", "trial_s"), ("_lo", "trial_lo"), ("_hi", "trial_hi"))}
         wall |= {k.replace("_s", "_h"): v / 3600 for k, v in wall.items()}
         lines.append({"option": f"{gpu} (no price)", "kind": "no price", "model": gpu, "gpus": 1,
-                      **run[["epoch_s", "epoch_lo", "epoch_hi", "predicted", "reach"]].to_dict(), **wall,
+                      **run[["epoch_s", "epoch_lo", "epoch_hi", "predicted", "reach", *decide.HOST]].to_dict(), **wall,
                       "predicted_share": 1.0, "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan,
                       "basis": "no option of analysis/prices.yaml has it: the GPU's time alone"}
                      | decide.card_fits(run.to_dict(), cards.get(gpu)))
@@ -124,18 +126,21 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
             f"{counted['dataset_size']:,} samples, batch {counted['batch_size']:,}{batch_said(lines)}, precision {precision}"
             f"{own}; one step counted on {where}: "
             f"{counted['n_params']:,} parameters{frozen}, {counted['steps_per_epoch']:,} steps an epoch ==")
-    cells = [("GPUs", "s/epoch", f"run, {epochs:,} epochs", "cost", "eff", "priced at", "fits")]
+    cells = [("GPUs", "s/epoch", "graphs", f"run, {epochs:,} epochs", "cost", "eff", "priced at", "fits")]
     for _, line in lines.iterrows():
         priced = line["kind"] != "no price"
         fits = "?" if line["fits"] is None or pd.isna(line["fits"]) else "yes" if line["fits"] else "no"
         several = line["gpus"] * line["nodes"] > 1
+        marks = "".join(m for m, on in ((BOUND, bool(decide.bound_mark(line))),
+                                        (HOST, decide.flagged(line, "host_bound"))) if on)
         # the run's and the cost's intervals are the epoch's times the epochs: said once, below, to keep to WIDTH
         cells.append((line["model"] + (f" x{many.said_gpus(line)}" if several else ""),
-                      decide.per_epoch(line).replace(" s/epoch", ""), decide.run_time(line).split(" (")[0],
+                      decide.per_epoch(line).replace(" s/epoch", "") + (f" {marks}" if marks else ""),
+                      decide.graph_said(line).split(" s/epoch")[0] or "-", decide.run_time(line).split(" (")[0],
                       decide.money(line).split(" (")[0] if priced else "-", f"{line['efficiency']:.2f}" if several else "",
                       line["option"] if priced else "no price", fits))
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
-    widths[5] = min(widths[5], decide.WIDTH - 2 - 2 * 6 - sum(widths[:5]) - widths[6])  # the option's name may be cut
+    widths[6] = min(widths[6], decide.WIDTH - 2 - 2 * 7 - sum(widths[:6]) - widths[7])  # the option's name may be cut
     body = ["  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(len(c))).rstrip() for c in cells]
     gpu = lines[lines["needs_gb"].notna() & lines["needs_how"].notna()] if "needs_gb" in lines else lines.iloc[:0]
     memory = (f"whether the card's memory (analysis/devices.yaml) holds the ~{gpu['needs_gb'].iloc[0]:,.2g} GB the "
@@ -144,6 +149,8 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
     notes = [
         "predicted by analysis/model/ from the step's counted costs, fitted on the shipped reference GPUs' rows "
         "(results/reference); '~': predicted, its 90% interval in brackets. Nothing here was timed.",
+        *([host_note(lines)] if lines.get("host_bound", pd.Series(dtype=object)).eq(True).any() else []),
+        *([bound_note(lines)] if lines.get("bound_by", pd.Series(dtype=object)).notna().any() else []),
         f"run: {epochs:,} epochs at the time per epoch, on the GPU alone (no set-up, evaluation or transfer), plus "
         "the start-up of the option it is priced at (its interval, and the cost's, the epoch's x the epochs); cost: "
         "the cheapest on-demand option of analysis/prices.yaml with that many of the GPU, billed as it bills; "
@@ -169,6 +176,23 @@ def batch_said(lines: pd.DataFrame) -> str:
     return " in all (split over the GPUs)" if lines["global_batch"].nunique() == 1 else " a GPU (global: x GPUs)"
 
 
+BOUND, HOST = "<", "H"  # the marks of a figure set by a faster GPU's (`bound_note`) and of a host-bound step (`host_note`)
+
+
+def host_note(lines: pd.DataFrame) -> str:
+    """What the host-bound mark says, once: the host's share of the step, and the cure (the graphs column)."""
+    share = lines.loc[lines["host_bound"].eq(True), "host_share"]
+    return (f"{HOST}: {decide.HOST_WORDS} (its CPU holds {share.min():.0%}-{share.max():.0%} of the step; the interval "
+            "spans the hosts measured); graphs: s/epoch with the step in one CUDA graph (compile_epoch_s in --json)")
+
+
+def bound_note(lines: pd.DataFrame) -> str:
+    """What the bound mark says, once, naming each GPU whose figure set others' (decide.bound_mark)."""
+    bound = lines[lines["bound_by"].notna()]
+    said = "; ".join(f"{', '.join(g['model'])} as {other}" for other, g in bound.groupby("bound_by", sort=False))
+    return f"{BOUND}: a bound, not a figure of its own: never slower than a GPU it outran in public benchmarks: {said}"
+
+
 def unit_note(precision: str, gpus: list[str]) -> str | None:
     """The GPUs of `gpus` without the unit `precision` runs on (analysis/model/ Device.lacks), in one note: priced
     at their FP32 peak, as PyTorch runs them; None where every one has it."""
@@ -178,7 +202,8 @@ def unit_note(precision: str, gpus: list[str]) -> str | None:
         if gpu in devices and (unit := devices[gpu].lacks(precision)):
             lacking.setdefault(unit, []).append(gpu)
     return "; ".join(f"no {unit} unit on {', '.join(names)}: PyTorch runs {precision} there without it (emulated or "
-                     "on the FP32 cores), so they are priced at their FP32 peak" for unit, names in lacking.items()) or None
+                     "on the FP32 cores), so they are priced at their FP32 peak, never faster than at the default"
+                     for unit, names in lacking.items()) or None
 
 
 def smaller_note(lines: pd.DataFrame, counted: dict) -> str:
@@ -251,23 +276,28 @@ def main(argv=None) -> int:
                       tuple((a, getattr(args, a)) for a in AXES if getattr(args, a) is not None),
                       tuple(args.param), args.timeout, args.precision)
     started = time.monotonic()
-    kept = count_cache.read(request)  # the same step counted before: no process, no torch
-    process = start(request) if kept is None else None
+    # at a precision other than the default, the step at the default too: a GPU without the precision's unit (bf16 on
+    # a T4) is never predicted faster than there
+    requests = [request] + ([replace(request, precision="default")] if request.precision != "default" else [])
+    kept = [count_cache.read(r) for r in requests]  # a step counted before: no process, no torch
+    processes = [start(r) if k is None else None for r, k in zip(requests, kept)]
     try:
         model.shipped(model.PER_CLASS)  # read from the cache, or fitted while the step is counted: two cores, two jobs
         options, billing = prices.load_prices()
-        counted = kept or count_cache.keep(request, finish(process, request, started))
+        counted, *default = [k or count_cache.keep(r, finish(p, r, started))
+                             for r, k, p in zip(requests, kept, processes)]
         scale = many.Scale(args.gpus, args.nodes, args.global_batch)
-        lines, grid = predicted(counted, request.epochs, options, billing)
+        lines, grid = predicted(counted, request.epochs, options, billing, default[0] if default else None)
         lines = on_many(lines, counted, request.epochs, scale, options, billing,
                         lambda b: recount(replace(request, batch_size=b)))
     except (PredictError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
-        if process is not None and process.poll() is None:  # this process failed first: the counting one is not
-            process.kill()                                  # left behind
-            process.wait()
+        for process in processes:
+            if process is not None and process.poll() is None:  # this process failed first: the counting ones are
+                process.kill()                                  # not left behind
+                process.wait()
     used = {o for o in lines["option"]}
     old = [line for line in cost.stale([o for o in options if o.name in used])]
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone

@@ -96,14 +96,15 @@ from crossover.analysis.decide.grid import (  # noqa: F401 (the package's names)
 from crossover.analysis.decide.memory import (  # noqa: F401 (the package's names)
     ACTIVATION_MOVES, BYTES_PER_PARAM, CONTEXT_BYTES, FLOOR_BYTES, largest_batch, memory_needed)
 from crossover.analysis.decide.speeds import (  # noqa: F401 (the package's names)
-    OWN_SIZE, PLANNED, SPEED, at_plan, corrected, missing, plan_speeds, planned_step, predictions, speeds)
+    HOST, OWN_SIZE, PLANNED, SPEED, at_plan, corrected, missing, plan_speeds, planned_step, predictions, speeds)
 from crossover.analysis.decide.pricing import (  # noqa: F401 (the package's names)
     ENDS, card_fits, makespan, own_gpus, table)
 from crossover.analysis.decide.choosing import (  # noqa: F401 (the package's names)
     BUY, RENT_CHEAPEST, RENT_FASTEST, YOUR_CPU, YOUR_GPU, break_even, fitting, monthly, pareto, pick, three)
 from crossover.analysis.decide.text import (  # noqa: F401 (the package's names)
-    BRIEF_LINES, STALE, WIDTH, bought, brief, busy_notes, cards, cents, costed, evens, header, how_known,
-    memory, money, per_epoch, precision_of, priced_on, records, render, run_time, said, significant, source)
+    BRIEF_LINES, HOST_MARK, HOST_WORDS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards, cents, costed,
+    evens, flagged, graph_said, header, host_note, how_known, memory, money, per_epoch, precision_of, priced_on, records,
+    render, run_time, said, significant, source)
 from crossover.analysis.decide.answer import (  # noqa: F401 (the package's names)
     Decision, decide)
 from crossover.analysis.decide import many  # noqa: F401,E402 (the package's names)

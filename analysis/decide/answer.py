@@ -4,7 +4,7 @@ notes, as one `Decision`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -60,7 +60,10 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     if plan:
         counted, note = planned_step(rows, plan, count)
         notes += [note] if note else []
-        speed = plan_speeds(rows, predicted, grid, gpus, plan, counted)
+        # a GPU without the planned precision's unit is never predicted faster than at PyTorch's default: its count
+        default = planned_step(rows, replace(plan, precision="default"), count)[0] \
+            if counted is not None and plan.precision != "default" else None
+        speed = plan_speeds(rows, predicted, grid, gpus, plan, counted, default)
     else:
         speed = speeds(rows, predicted, grid, gpus)
     found = table(grid, speed, options, billing, boxes, own, power)

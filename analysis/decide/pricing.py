@@ -14,6 +14,7 @@ import pandas as pd
 from crossover.analysis import model
 from crossover.analysis.prices import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option
 from crossover.analysis.decide.grid import BUSY_MARKS, HERE, HOME_BOX, OWN_CPU, OWN_GPU
+from crossover.analysis.decide.speeds import HOST
 from crossover.analysis.load import eager_ok, is_reference
 
 
@@ -54,7 +55,8 @@ def _run(grid: pd.DataFrame, speed: pd.DataFrame, gpus: int) -> dict | None:
         run |= {"reach": worst["reach"], "factor": float(worst["factor"]), "modelled": bool(at["modelled"].any()),
                 "unreliable": bool(worst["unreliable"]),
                 "extrapolated": bool(at["extrapolated"].any()), "epoch_s": float(worst["epoch_s"]),
-                "epoch_lo": float(worst["epoch_lo"]), "epoch_hi": float(worst["epoch_hi"])}
+                "epoch_lo": float(worst["epoch_lo"]), "epoch_hi": float(worst["epoch_hi"]),
+                **{c: worst[c] for c in HOST if c in at}}
     if "needs_bytes" in at and at["needs_bytes"].notna().any():  # the sweep's largest configuration decides
         largest = at.loc[at["needs_bytes"].idxmax()]
         run |= {"needs_bytes": float(largest["needs_bytes"]), "needs_how": largest["needs_how"]}

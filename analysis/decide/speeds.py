@@ -158,17 +158,20 @@ def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFra
     return (None if counted.empty else counted), f"  {why}: figures fall back to {rests}{fix}"
 
 
-def at_plan(config_key: str, counted: pd.DataFrame, plan: Plan, gpus: list[str]) -> pd.DataFrame:
+def at_plan(config_key: str, counted: pd.DataFrame, plan: Plan, gpus: list[str],
+            default: pd.DataFrame | None = None) -> pd.DataFrame:
     """analysis/model/'s prediction of the planned configuration itself on each GPU of `gpus` its device table
     knows, as `speeds` lines (SPEED, and a planned run's columns): the step of `counted` (`planned_step`, counted at
     the run's batch size), plan.samples' steps an epoch, at plan.precision; the run's time plan.epochs x the time
     per epoch, on the GPU alone (nothing of it was timed: no set-up, transfer or evaluation). What `crossover
-    predict` and `decide` both price a GPU no row measured at that configuration by, so that both say one figure."""
+    predict` and `decide` both price a GPU no row measured at that configuration by, so that both say one figure.
+    `default`: the step counted at PyTorch's default precision, which a GPU without plan.precision's unit (bf16 on a
+    T4) is never predicted faster than; its lines carry HOST too."""
     batch = int(counted["batch_size"].iloc[0])
     configs = counted.assign(dataset_size=plan.samples, steps_per_epoch=-(-plan.samples // batch),
                              precision=plan.precision)
     known = [g for g in gpus if g in model.load_devices()]
-    guess = model.predict_counted(configs, known) if known else pd.DataFrame(columns=["device_name"])
+    guess = model.predict_counted(configs, known, default=default) if known else pd.DataFrame(columns=["device_name"])
     needs = memory_needed(configs, plan.samples, False)
     return pd.DataFrame([{
         "config_key": config_key, "source": g.device_name, "k": 1, "predicted": True, "hosts": "", "date": pd.NaT,
@@ -176,10 +179,15 @@ def at_plan(config_key: str, counted: pd.DataFrame, plan: Plan, gpus: list[str])
         "unreliable": False, "factor": 1.0, "spread": math.nan, "reach": OWN_SIZE,
         **{f"trial{end}": plan.epochs * v for end, v in (("_s", g.epoch_s_median), ("_lo", g.epoch_s_lo),
                                                            ("_hi", g.epoch_s_hi))},
-        "epoch_s": g.epoch_s_median, "epoch_lo": g.epoch_s_lo, "epoch_hi": g.epoch_s_hi} for g in guess.itertuples()],
-        columns=SPEED + PLANNED)
+        "epoch_s": g.epoch_s_median, "epoch_lo": g.epoch_s_lo, "epoch_hi": g.epoch_s_hi,
+        **{c: getattr(g, c) for c in HOST}} for g in guess.itertuples()],
+        columns=SPEED + PLANNED + HOST)
 
 
+# what analysis/model/ says of a predicted step beside its time (model.predict_counted): the host's share of it and
+# whether it is bound by the host, the GPU whose figure bounds it, and its epoch under CUDA graphs and torch.compile
+HOST = ["host_share", "host_bound", "bound_by", "graph_helps",
+        *(f"{e}_epoch_s{end}" for e in ("graph", "compile") for end in ("", "_lo", "_hi"))]
 OWN_SIZE = "predicted at its own size"  # a planned run's `reach` where the model predicted that configuration itself
 PLANNED = ["modelled", "extrapolated", "unreliable", "factor", "spread", "reach", "epoch_s", "epoch_lo", "epoch_hi"]
 
@@ -191,7 +199,8 @@ def corrected(line: dict, points: pd.DataFrame, plan: Plan, batch: int) -> dict:
     near = points.iloc[(points["dataset_size"] - plan.samples).abs().argsort()[:1]].iloc[0]
     said = line["epoch_s"] * -(-int(near["dataset_size"]) // batch) / -(-plan.samples // batch)
     scale = float(near["epoch_s"]) / said if said > 0 else 1.0
-    scaled = {c: line[c] * scale for c in ("trial_s", "trial_lo", "trial_hi", "epoch_s", "epoch_lo", "epoch_hi")}
+    scaled = {c: line[c] * scale for c in ("trial_s", "trial_lo", "trial_hi", "epoch_s", "epoch_lo", "epoch_hi",
+                                           *(c for c in HOST if c.endswith(("_s", "_lo", "_hi"))))}
     return line | scaled | {"reach": f"{OWN_SIZE}, x{scale:.2g} as measured at {near['dataset_size']:,.0f}"}
 
 
@@ -218,11 +227,12 @@ def stepped(group: pd.DataFrame, plan: Plan, batch: int) -> dict:
 
 
 def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus: list[str],
-                plan: Plan, counted: pd.DataFrame | None = None) -> pd.DataFrame:
+                plan: Plan, counted: pd.DataFrame | None = None, default: pd.DataFrame | None = None) -> pd.DataFrame:
     """`speeds` for the planned run: per shape and GPU model or CPU arm, the run's time at plan.samples.
     A GPU's own rows (your machine's first) at plan.samples, or around it (the line between the two sizes
     around it), give the measurement, at PyTorch's default precision (the rows'); elsewhere the model's
-    prediction of the configuration itself (`at_plan`, from `counted`: `planned_step`), scaled by the GPU's
+    prediction of the configuration itself (`at_plan`, from `counted`: `planned_step`; `default`, its count at
+    PyTorch's default precision, for the GPUs without plan.precision's unit), scaled by the GPU's
     rows at other sizes where it has some (`corrected`); without a count of every op class, the model's
     predictions at the sizes measured, along them (`along`). A CPU's rows along the sizes they measured; where they
     measured one, its step as timed there (`stepped`), never a line per sample far past it."""
@@ -234,7 +244,8 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
         at = ok[ok["shape"] == line.config_key]
         needs = memory_needed(at, plan.samples, line.full_batch)
         gpu_rows = at[at["whole_gpu"]]  # one run holds a whole GPU: packed rows (cuda/K) left aside
-        own = at_plan(line.config_key, counted, plan, gpus) if counted is not None else pd.DataFrame(columns=SPEED)
+        own = at_plan(line.config_key, counted, plan, gpus, default) if counted is not None else \
+            pd.DataFrame(columns=SPEED)
         for gpu in gpus:
             mine = gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]]
             mine = pd.concat([_yours_first(g) for _, g in mine.groupby("config_key")]) if len(mine) else mine
@@ -265,7 +276,7 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
                          | {"k": 1, **(stepped(group, plan, int(line.batch_size)) if one else _planned(points, plan)),
                             "power_w": _power_w(group, "cpu_energy_j"),
                             "threads": int(threads), "own": not all(map(is_reference, group["results_dir"])), "cpu": "CPU"})
-    return pd.DataFrame(lines, columns=SPEED + PLANNED)
+    return pd.DataFrame(lines, columns=SPEED + PLANNED + HOST)
 
 
 def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[str]:

@@ -25,6 +25,49 @@ WIDTH = 100  # columns of a line of the default output
 STALE = "stale prices:"  # the note on prices older than 12 months, the one note the default output keeps
 
 
+HOST_MARK = "[host]"  # a predicted figure whose step is bound by the host (analysis/model/hosts.py)
+HOST_WORDS = "bound by the host: faster GPUs do not help"
+
+
+def flagged(line, column: str) -> bool:
+    """Whether `line` holds True in `column` (a bool of numpy or Python; null, absent or False: not)."""
+    value = line.get(column) if hasattr(line, "get") else None
+    return isinstance(value, (bool, np.bool_)) and bool(value)
+
+
+def _said(value) -> str | None:
+    """A text cell's value, None where null."""
+    return value if isinstance(value, str) and value else None
+
+
+def bound_mark(line) -> str:
+    """' (bound: not slower than RTX 4090)' where the rule that a GPU is never predicted slower than one it outran
+    on every public benchmark set the figure (analysis/model/ `ordered`), else ''."""
+    other = _said(line.get("bound_by")) if hasattr(line, "get") else None
+    return f" (bound: not slower than {other})" if other else ""
+
+
+def graph_said(line) -> str:
+    """'~0.68 s/epoch (0.37-1.2)': the epoch under CUDA graphs, predicted, with its interval; '' where not given
+    (a step the host does not bound, or one the graph's figure lies within the eager one's interval)."""
+    if not flagged(line, "graph_helps"):
+        return ""
+    return per_epoch({"predicted": True, "epoch_s": line["graph_epoch_s"], "epoch_lo": line.get("graph_epoch_s_lo"),
+                      "epoch_hi": line.get("graph_epoch_s_hi")})
+
+
+def host_note(options: pd.DataFrame) -> str:
+    """One line for the host-bound options among `options` (HOST_MARK): what the mark means, and the cure's figure
+    for the fastest of them ('with CUDA graphs: ~0.68 s/epoch (0.37-1.2) on RunPod H100 SXM community'); '' where
+    none is."""
+    bound = options[options["host_bound"].eq(True)] if "host_bound" in options else options.iloc[:0]
+    if bound.empty:
+        return ""
+    cured = bound[bound["graph_helps"].eq(True)].sort_values("graph_epoch_s") if "graph_helps" in bound else bound.iloc[:0]
+    cure = (f"; with CUDA graphs: {graph_said(cured.iloc[0])} on {cured.iloc[0]['option']}" if len(cured) else "")
+    return f"{HOST_MARK}: {HOST_WORDS}{cure} (predicted; docs/model.md, 'Bound by the host')"
+
+
 def busy_notes(options: pd.DataFrame) -> list[str]:
     """What each busy mark among `options` means, a line each ('[busy]: timed while ...')."""
     used = "".join(options["busy"].fillna("")) if "busy" in options else ""  # '[busy]' is not in '[busy ref]'
@@ -205,7 +248,7 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
                 f"{said(line)}; {how_known(line, plan, picked=True)}"
                 + (f"; {bought(line, 'run' if plan else 'sweep')}" if name == BUY else ""))
         said_picks += textwrap.wrap(f"{name}: {text}", WIDTH, subsequent_indent="    ")
-    tail = uncounted + [_fit(d) for d in dated + busy_notes(options)] + [_fit(more)]
+    tail = uncounted + [_fit(d) for d in dated + busy_notes(options) + [host_note(options)] if d] + [_fit(more)]
     if len(top) + len(said_picks) + len(tail) > lines:  # short of room: the picks stay whole, the head goes and the
         top = [said_head] + ([_fit(cards(options, how=False))] if memory else [])  # the memory in one line
     front = options[pareto(options)].sort_values(["wall_s", "usd"])
@@ -230,6 +273,10 @@ def how_known(line, plan: Plan | None, short: bool = True, picked: bool = False)
     """`source` (`short`; a pick's: 'measured', 'predicted', '62% predicted'), and for a planned run
     where its size lies outside the sizes measured; an extrapolation whose error exceeds its figure is
     'unreliable: measure nearer N (...)' alone, never 'measured'. A busy host's mark stays."""
+    return _known(line, plan, short, picked) + bound_mark(line) + (f" {HOST_MARK}" if flagged(line, "host_bound") else "")
+
+
+def _known(line, plan: Plan | None, short: bool, picked: bool) -> str:
     reach = line.get("reach", "measured") if plan else "measured"
     unreliable = line.get("unreliable", False)
     if plan and pd.notna(unreliable) and bool(unreliable):
@@ -356,7 +403,13 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
     run does not fit: the largest batch that would, and the steps of it that make the run's batch); basis ("measured" or "predicted"), source, costed (how);
     price_date, price_source and price_stale (over 12 months old) of the price it is costed at, None for your own
     machine; precision (`precision_of`); lacks_unit, the unit that precision runs on where the GPU has none (e.g.
-    "BF16" on a V100: priced at its FP32 peak, analysis/model/ Device.lacks), else None."""
+    "BF16" on a V100: priced at its FP32 peak and never faster than at the default, analysis/model/ Device.lacks),
+    else None. Where analysis/model/ predicted the run (a planned run): host_share, the host's share of its step, and
+    host_bound (past one half: faster GPUs do not help); bound_by, the GPU whose prediction bounds this one's figure
+    (never slower than a GPU it outran on the public benchmarks: a bound, not the model's own figure), else None;
+    graph_epoch_s and compile_epoch_s, each with _low and _high, the epoch under CUDA graphs and under
+    torch.compile(mode="reduce-overhead"), predicted for a step bound by the host (else None), and graph_helps,
+    whether the graph's figure lies below the eager one's interval."""
     devices = load_devices()
     one = grid.iloc[0] if len(grid) == 1 else None
     size = lambda axis: None if one is None or pd.isna(one[axis]) else int(one[axis])  # noqa: E731
@@ -382,5 +435,11 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
             "price_stale": bool(o.get("price_stale")) if isinstance(o.get("price_date"), str) else None,
             "price_source": o.get("price_source") if isinstance(o.get("price_source"), str) else None,
             "lacks_unit": devices[o["model"]].lacks(precision_of(o, plan)) if gpu and o["model"] in devices else None,
+            "host_share": _plain(o.get("host_share", math.nan)) if gpu else None,
+            "host_bound": flagged(o, "host_bound") if gpu and pd.notna(o.get("host_share", math.nan)) else None,
+            "bound_by": _said(o.get("bound_by")) if gpu else None,
+            **{f"{engine}_epoch_s{end}": _plain(o.get(f"{engine}_epoch_s{column}", math.nan)) if gpu else None
+               for engine in ("graph", "compile") for end, column in (("", ""), ("_low", "_lo"), ("_high", "_hi"))},
+            "graph_helps": flagged(o, "graph_helps") if gpu and pd.notna(o.get("host_share", math.nan)) else None,
             **_many(o, size("batch_size"))})
     return out

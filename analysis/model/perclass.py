@@ -246,16 +246,46 @@ def _ops_gpu_s(theta, ops: Entries) -> np.ndarray:
     return np.where(ops.has, total[np.maximum(ops.of_row, 0)], 0.0)
 
 
-def step_time(theta, counts: dict, figures: dict) -> np.ndarray:
-    """Seconds a step takes: the host's time H and the GPU's G of every class (`class_times`), summed each, then
-    (H^q + G^q)^(1/q), q the fitted `overlap`: 1, the host's and the GPU's work one after the other (the sum, a
-    launch-bound step's); the larger, as q grows, the two overlapping as a GPU runs kernels while the host
-    dispatches the next (a compute-bound step's)."""
+def host_gpu(theta, counts: dict, figures: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A step's host seconds H and GPU seconds G, each the sum over its classes (`class_times`); a row whose ops
+    were counted one by one has G the sum of theirs."""
     times = class_times(theta, counts, figures)
     host, gpu = (sum(part[i] for part in times.values()) for i in (0, 1))
     ops = counts.get(OPS)
-    if ops is not None and ops.has.any():  # a row whose ops were counted one by one: the GPU's time is their sum
+    if ops is not None and ops.has.any():
         gpu = np.where(ops.has, _ops_gpu_s(theta, ops), gpu)
+    return host, gpu
+
+
+# the parameters that charge every launch a size of its own (u(s) and m(s) of `class_times`): what a launch-bound step's
+# kernels cost under the fit, which cannot tell a launch's host time from its GPU time; left out of `Parts.bulk`
+SIZE_TERMS = ("half_matmul", "half_conv", "half_memory")
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What a step is made of under the fit, per row: the host's seconds and the GPU's, the GPU's seconds without
+    the per-launch size terms (SIZE_TERMS: its FLOPs and bytes at the fitted shares alone), the kernels it launches
+    and the device's launch overhead (s)."""
+
+    host: np.ndarray  # s a step: every launch's dispatch, the forward pass's Python, cuDNN's RNN calls
+    gpu: np.ndarray  # s a step: every class's GPU time
+    bulk: np.ndarray  # s a step: the GPU time of the step's FLOPs and bytes alone
+    kernels: np.ndarray  # kernels a step, every class's launches
+    overhead: np.ndarray  # s: the device's launch overhead (devices.yaml)
+
+    @property
+    def host_share(self) -> np.ndarray:
+        """H / (H + G): the host's share of the step's work; above one half, the step is bound by the host."""
+        return self.host / np.maximum(self.host + self.gpu, 1e-30)
+
+
+def step_time(theta, counts: dict, figures: dict) -> np.ndarray:
+    """Seconds a step takes: the host's time H and the GPU's G of every class (`host_gpu`), then
+    (H^q + G^q)^(1/q), q the fitted `overlap`: 1, the host's and the GPU's work one after the other (the sum, a
+    launch-bound step's); the larger, as q grows, the two overlapping as a GPU runs kernels while the host
+    dispatches the next (a compute-bound step's)."""
+    host, gpu = host_gpu(theta, counts, figures)
     q = np.exp(theta[list(PARAMETERS).index("overlap")])
     top = np.maximum(host, gpu)
     return top * ((host / top) ** q + (gpu / top) ** q) ** (1 / q)
@@ -277,6 +307,19 @@ class Fit:
             return step_time(np.array(self.theta), _counts(frame, devices, figures), figures)
         bias = np.array([self.calibration.interval(w)[0] for w in frame["workload"]])
         return self.calibration.step_s(_terms(frame, devices)) * bias
+
+    def parts(self, frame: pd.DataFrame, devices: dict[str, Device]) -> Parts:
+        """The host's and the GPU's seconds of each row's step on its table GPU (per-class form only), and the rest
+        of `Parts`."""
+        figures = _figures(frame, devices)
+        counts = _counts(frame, devices, figures)
+        theta = np.array(self.theta)
+        host, gpu = host_gpu(theta, counts, figures)
+        bare = theta.copy()
+        bare[[list(PARAMETERS).index(n) for n in SIZE_TERMS]] = -np.inf  # exp(-inf): no size term
+        kernels = sum(frame[f"{c}_launches_per_step"].to_numpy(float) for c in OP_CLASSES)
+        overhead = np.array([devices[k].launch_overhead_s for k in frame[MATCH_KEY]])  # a clean process's: no CUPTI
+        return Parts(host, gpu, host_gpu(bare, counts, figures)[1], kernels, overhead)
 
     def parameters(self) -> dict[str, float]:
         names = PARAMETERS if self.form == PER_CLASS else ("launch_scale", "compute_efficiency", "memory_efficiency")

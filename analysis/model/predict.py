@@ -6,6 +6,7 @@ user's cache folder (analysis/cache.py) once fitted.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -17,11 +18,13 @@ import pandas as pd
 from crossover import schema
 from crossover.analysis import cache as disk
 from crossover.analysis import public, roofline
+from crossover.schema import OPS_PER_STEP
 from crossover.analysis.load import REFERENCE, read
 from crossover.analysis.model.devices import DEVICES, Device, MATCH_KEY, load_devices
 from crossover.analysis.model.counts import CLASS_COLUMNS, PER_CLASS, THREE_TERM, _usable, config_keys, form_of, gpu_rows
 from crossover.analysis.model.perclass import COMPUTE_CLASSES, EFFICIENCY, Fit, fit
 from crossover.analysis.model.intervals import conformal_q, scores
+from crossover.analysis.model.hosts import HOST_BOUND, Cure, cure, host_spread, widened
 
 @dataclass(frozen=True)
 class Predictor:
@@ -35,6 +38,10 @@ class Predictor:
     # predicted slower for its datasheet (the A10's TF32 peak is 1.8x the RTX 3090's; Lambda has the 3090
     # 1.1-1.5x faster on all of its benchmarks)
     efficiency: dict = dataclasses.field(default_factory=dict)
+    # log spread of one host's time about the hosts' mean, per unit of a step's host share (hosts.host_spread): an
+    # interval's host part; NaN where the rows fitted hold no configuration timed on two hosts of one GPU
+    host_spread: float = math.nan
+    cure: Cure | None = None  # the step under CUDA graphs and torch.compile (hosts.cure); None: no engines' rows
 
     def interval(self, workload: str) -> tuple[float, str]:
         """The quantile for a prediction of `workload` on an unmeasured GPU, and whose residuals it is:
@@ -49,21 +56,30 @@ class Predictor:
         float exactly: `from_json` gives it back to the last bit."""
         return {"form": self.fit.form, "theta": [float(t) for t in self.fit.theta], "rms": float(self.fit.rms),
                 "seen": sorted(self.seen), "q": {k: float(v) for k, v in self.q.items()},
-                "efficiency": {str(k): float(v) for k, v in self.efficiency.items()}}
+                "efficiency": {str(k): float(v) for k, v in self.efficiency.items()},
+                "host_spread": float(self.host_spread),
+                "cure": dataclasses.asdict(self.cure) if self.cure is not None else None}
 
     @classmethod
     def from_json(cls, value: dict) -> Predictor:
         return cls(Fit(value["form"], tuple(value["theta"]), None, value["rms"]), frozenset(value["seen"]),
-                   value["q"], value["efficiency"])
+                   value["q"], value["efficiency"], value["host_spread"],
+                   Cure(**value["cure"]) if value["cure"] is not None else None)
 
 
-def predictor(frame: pd.DataFrame, devices: dict[str, Device], form: str) -> Predictor:
+def predictor(frame: pd.DataFrame, devices: dict[str, Device], form: str, engines: pd.DataFrame | None = None) -> Predictor:
+    """The fit of `form` on `frame`'s rows, its conformal quantiles and public efficiencies, the spread of its
+    rows' hosts (per-class form) and, from `engines` (rows of the engines' study), the step under CUDA graphs."""
     fitted = fit(frame, devices, form)
     rows = frame[frame["workload"].eq(public.PUBLIC_WORKLOAD)]
     speed = fitted.step_s(rows, devices) / rows["step_s"].to_numpy(float) if len(rows) else []
+    measured = frame[~frame["workload"].eq(public.PUBLIC_WORKLOAD)]
+    per_class = form == PER_CLASS
     return Predictor(fitted, frozenset(frame["workload"]),
                      {k: conformal_q(s) for k, s in scores(frame, devices, form).items()},
-                     pd.Series(speed, index=rows[MATCH_KEY].to_numpy()).groupby(level=0).median().to_dict())
+                     pd.Series(speed, index=rows[MATCH_KEY].to_numpy()).groupby(level=0).median().to_dict(),
+                     host_spread(measured, fitted, devices) if per_class else math.nan,
+                     cure(engines, fitted, devices) if per_class and engines is not None else None)
 
 
 def _step_s(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str) -> np.ndarray:
@@ -85,40 +101,93 @@ def public_precision(configs: pd.DataFrame) -> pd.Series:
 
 
 def ordered_step_s(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str) -> np.ndarray:
+    """`ordered`'s step times alone."""
+    return ordered(configs, model, devices, key)[0]
+
+
+def ordered(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str) -> tuple[np.ndarray, np.ndarray]:
     """The model's step time of `configs` on the GPU `key`, no slower than its prediction for any GPU that
     `key` outran on every public benchmark at the precision the configuration's arithmetic runs at
     (`public_precision`, analysis/public.py `faster_than`): where the datasheet's figures say otherwise (the
     A10's TF32 peak, which its 150 W never reaches; the RTX 6000 Ada's over the A100s'), the public measurement
     orders them; no faster than the hardware of any GPU that outran `key` allows (that GPU's roofline floor: else
     the faster GPU, held at its floor, would be predicted slower); and never shorter than its own hardware allows
-    (analysis/roofline.py floor_s)."""
-    step = _step_s(configs, model, devices, key)
+    (analysis/roofline.py floor_s). With it, per configuration, the GPU whose prediction set the figure where the
+    first rule did (a bound, not the model's figure for `key`: its own is slower), else None."""
+    own = _step_s(configs, model, devices, key)
+    step, bound_by = own.copy(), np.full(len(own), None, dtype=object)
     table = public_precision(configs)
     for value in table.dropna().unique():
         rows = (table == value).to_numpy()
         outran = public.faster_than(value)
         for other in outran.get(key, ()):
             if other in devices:
-                step[rows] = np.minimum(step[rows], _step_s(configs[rows], model, devices, other))
+                theirs = _step_s(configs[rows], model, devices, other)
+                lower = rows.copy()
+                lower[rows] = theirs < step[rows]
+                bound_by[lower] = other
+                step[rows] = np.minimum(step[rows], theirs)
         for other in (g for g, beaten in outran.items() if key in beaten and g in devices):
             step[rows] = np.maximum(step[rows], roofline.floor_s(configs[rows], devices[other]))
-    return np.maximum(step, roofline.floor_s(configs, devices[key])) if len(configs) else step
+    out = np.maximum(step, roofline.floor_s(configs, devices[key])) if len(configs) else step
+    return out, np.where(out < own * (1 - 1e-9), bound_by, None)
 
 
-def _predicted(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str) -> pd.DataFrame:
-    """The model's epoch times of `configs` (usable rows, one per configuration) on the GPU `key`
-    (`ordered_step_s`), with their conformal interval, whose lower end is no shorter than the hardware allows
-    either (analysis/roofline.py)."""
+def _predicted(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str,
+               default: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The model's epoch times of `configs` (usable rows, one per configuration) on the GPU `key` (`ordered`),
+    with their conformal interval, widened by its host's part (hosts.widened: the step's host share x the spread
+    of the reference rows' hosts), whose lower end is no shorter than the hardware allows either (analysis/
+    roofline.py); bound_by, the GPU whose figure set it (`ordered`); at a precision whose unit `key` lacks
+    (Device.lacks: bf16 on a T4), no faster than its prediction at PyTorch's default (`default`: the same
+    configurations counted at the default, else these counts priced at it), lacks_unit saying so; the host's
+    share of the step (host_share, host_bound past hosts.HOST_BOUND); and the step under CUDA graphs and under
+    torch.compile's reduce-overhead (`Cure`), each with its interval, never slower than the eager figure."""
     on = configs.assign(**{MATCH_KEY: key})
     steps = on["steps_per_epoch"].to_numpy(float)
-    epoch = steps * ordered_step_s(configs, model, devices, key) if len(on) else np.zeros(0)
+    step, bound_by = ordered(configs, model, devices, key) if len(on) else (np.zeros(0), np.zeros(0, dtype=object))
+    precision = on["precision"].fillna("default") if "precision" in on else pd.Series("default", index=on.index)
+    lacks = precision.map(lambda p: devices[key].lacks(p) if key else None).to_numpy(object)
+    if (lacks != None).any():  # noqa: E711 (an array's elementwise comparison)
+        at_default = (default if default is not None else configs).assign(precision="default")
+        step = np.where(lacks != None, np.maximum(step, ordered_step_s(at_default, model, devices, key)), step)  # noqa: E711
+        bound_by = np.where(lacks != None, None, bound_by)  # noqa: E711 (the default's figure is its own GPU's)
+    epoch = steps * step
     floor = steps * roofline.floor_s(configs, devices[key]) if len(on) else np.zeros(0)
     q, source = zip(*[model.interval(w) for w in on["workload"]]) if len(on) else ((), ())
     q = np.array(q, float)
+    per_class = model.fit.form == PER_CLASS and len(on)
+    parts = model.fit.parts(on.assign(**{EFFICIENCY: model.efficiency.get(key, 1.0)}), devices) if per_class else None
+    share = parts.host_share if parts is not None else np.full(len(on), np.nan)
+    wide = widened(q, np.nan_to_num(share), model.host_spread)
+    lo = np.maximum(epoch * np.exp(-wide), floor)
     out = on[config_keys(on) + ["n_params", "steps_per_epoch"]].assign(
-        device="cuda", device_name=key, epoch_s_median=epoch, epoch_s_lo=np.maximum(epoch * np.exp(-q), floor),
-        epoch_s_hi=epoch * np.exp(q), predicted=True, model_form=model.fit.form, interval_from=list(source))
+        device="cuda", device_name=key, epoch_s_median=epoch, epoch_s_lo=lo, epoch_s_hi=epoch * np.exp(wide),
+        predicted=True, model_form=model.fit.form, interval_from=list(source), bound_by=bound_by, lacks_unit=lacks,
+        host_share=share, host_bound=share > HOST_BOUND, **_cured(model.cure, parts, steps, epoch, floor, q, lo))
     return out.assign(samples_per_s=on["dataset_size"] / out["epoch_s_median"])
+
+
+def _cured(found: Cure | None, parts, steps: np.ndarray, epoch: np.ndarray, floor: np.ndarray, q: np.ndarray,
+           eager_lo: np.ndarray) -> dict:
+    """The epoch under CUDA graphs (graph_*) and under torch.compile(mode="reduce-overhead") (compile_*), each with
+    its interval (the model's own, q, and the calibration's, in quadrature: the host's part is gone), never slower
+    than the eager `epoch` nor faster than the hardware (`floor`); graph_helps where the graph's figure lies below
+    the eager one's interval (`eager_lo`). Given for a step bound by the host alone (Parts.host_share past
+    HOST_BOUND), as the steps `Cure` was calibrated on were (host shares 0.53-0.81 under the fit): a step the GPU
+    bounds keeps most of its time under a graph, and the fit's GPU time of its small kernels (the size terms) is
+    what the calibration cannot tell from the host's. NaN elsewhere, and where no engines' rows calibrated it."""
+    names = [f"{e}_epoch_s{end}" for e in ("graph", "compile") for end in ("", "_lo", "_hi")]
+    if found is None or parts is None:
+        return {n: np.full(len(epoch), np.nan) for n in names} | {"graph_helps": np.zeros(len(epoch), bool)}
+    out = {}
+    for engine, step_s, spread in (("graph", found.graph_s(parts), found.q_graph),
+                                   ("compile", found.compiled_s(parts), found.q_compile)):
+        mid = np.where(parts.host_share > HOST_BOUND, np.clip(steps * step_s, floor, epoch), np.nan)
+        wide = np.sqrt(np.square(q) + spread ** 2)
+        out |= {f"{engine}_epoch_s": mid, f"{engine}_epoch_s_lo": np.maximum(mid * np.exp(-wide), floor),
+                f"{engine}_epoch_s_hi": np.minimum(mid * np.exp(wide), epoch * np.exp(q))}
+    return out | {"graph_helps": out["graph_epoch_s"] < eager_lo}
 
 
 def predict(rows: pd.DataFrame, gpus: list[str], path: Path = DEVICES,
@@ -167,18 +236,23 @@ def predict(rows: pd.DataFrame, gpus: list[str], path: Path = DEVICES,
     return _predicted(empty, Predictor(Fit(THREE_TERM, (), None, 0.0), frozenset(), {}), devices, "")
 
 
-def predict_counted(configs: pd.DataFrame, gpus: list[str], path: Path = DEVICES) -> pd.DataFrame:
+def predict_counted(configs: pd.DataFrame, gpus: list[str], path: Path = DEVICES,
+                    default: pd.DataFrame | None = None) -> pd.DataFrame:
     """`predict` for configurations nobody timed (sweeps/predict.py: a step counted on the CPU, not
     trained): one line each with the configuration's columns, workload, precision, steps_per_epoch and
     the step's counted costs (every per-class column), predicted on each GPU of `gpus` by the `shipped`
-    per-class model."""
+    per-class model. `default`: the same configurations counted at PyTorch's default precision (line for line),
+    which a GPU lacking the unit of theirs is never predicted faster than (`_predicted`)."""
     devices = _known(gpus, path)
     lacking = [c for c in CLASS_COLUMNS if c not in configs or configs[c].isna().any()]
     if lacking:
         raise ValueError(f"the step's counted costs lack {lacking[:3]}{'...' if len(lacking) > 3 else ''}: the "
                          "per-class model predicts from every op class's FLOPs, bytes and launches")
     on = configs.reindex(columns=list(dict.fromkeys([*config_keys(configs), *configs.columns])))
-    return pd.concat([_predicted(on, shipped(PER_CLASS, path), devices, key) for key in gpus], ignore_index=True)
+    if default is not None:  # the configuration's own sizes (the run's dataset size, steps an epoch) kept
+        default = on.assign(**{c: default[c].to_numpy() for c in (*CLASS_COLUMNS, OPS_PER_STEP) if c in default})
+    return pd.concat([_predicted(on, shipped(PER_CLASS, path), devices, key, default) for key in gpus],
+                     ignore_index=True)
 
 
 def _known(gpus: list[str], path: Path) -> dict[str, Device]:
@@ -224,7 +298,7 @@ def shipped(form: str, path: Path = DEVICES) -> Predictor:
     measured = reference_gpu_rows(devices, form)
     if form == PER_CLASS:
         measured = pd.concat([measured, public_rows(devices)], ignore_index=True)
-    fitted = predictor(measured, devices, form)
+    fitted = predictor(measured, devices, form, reference_rows() if form == PER_CLASS else None)
     if form == PER_CLASS:
         disk.write("fit", key, fitted.to_json())
     return fitted

@@ -24,7 +24,6 @@ imports torch or ray.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np

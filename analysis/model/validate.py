@@ -4,7 +4,6 @@ predicted from its count on a laptop), the coverage of its intervals, and the ta
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from crossover.analysis.model.counts import COUNTED, MODEL, PER_CLASS, THREE_TER
 from crossover.analysis.model import operators
 from crossover.analysis.model.perclass import fit
 from crossover.analysis.model.intervals import ALPHA, conformal_q, held_out
+from crossover.analysis.model.hosts import host_spread, widened
 from crossover.analysis.model.predict import predict_counted, public_rows
 
 # The targets --validate prints: a workload held out and predicted from its CPU count (median and worst of the
@@ -66,15 +66,18 @@ def _cells(split: str, group: str, frame: pd.DataFrame, by: str, devices, form: 
         held = costs(held) if costs else held
         if held.empty:
             continue
-        residual = np.log(held["step_s"].to_numpy(float) / fit(rest, devices, form, start=whole).step_s(held, devices))
+        fitted = fit(rest, devices, form, start=whole)
+        residual = np.log(held["step_s"].to_numpy(float) / fitted.step_s(held, devices))
         inner, note = _inner(rest, devices, form, by, costs)
         q = conformal_q(inner)
+        if form == PER_CLASS and devices is not None:  # the host's part, as a prediction's (predict.py `_predicted`)
+            q = widened(q, fitted.parts(held, devices).host_share, host_spread(rest, fitted, devices))
         cells = pd.DataFrame({"error": np.abs(np.exp(-residual) - 1), "inside": np.abs(residual) <= q,
                               "workload": held[MODEL].to_numpy(), "device": device[held.index].to_numpy()})
         for (workload, dev), cell in cells.groupby(["workload", "device"], dropna=False):
             out.append({"split": split, "group": group, "held_out": value, "device": dev, "workload": workload,
                         "rows": len(cell), "median_error": cell["error"].median(), "worst_error": cell["error"].max(),
-                        "inside": int(cell["inside"].sum()) if not math.isnan(q) else np.nan, "form": form,
+                        "inside": int(cell["inside"].sum()) if not np.isnan(q).all() else np.nan, "form": form,
                         "note": note})
     return out
 
