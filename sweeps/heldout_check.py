@@ -58,17 +58,21 @@ class Predicted:
 def measured(runs: pd.DataFrame) -> pd.DataFrame:
     """One line per (workload, arch, batch, dataset size, precision, engine, GPU) of the ok runs: the runs' median
     epoch, their min and max, their count, the largest allocated peak (GB); and the points with no ok run (oom,
-    error) with their status."""
+    error) with their status. Eager runs that followed a compile or a capture in their process are left out
+    (sweeps/reference.py real_runs says why)."""
     keys = ["workload", "arch", "params", "batch_size", "dataset_size", "precision", "engine", "device_name"]
     runs = runs.assign(params=[json.dumps(p, sort_keys=True) for p in runs["params"]])  # a dict: hashable as text
+    if "after_cures" in runs:  # an eager run in a process that compiled or captured before: left out (real_runs)
+        runs = runs[(runs["engine"] != "eager") | ~runs["after_cures"].fillna(False).astype(bool)]
     out = []
     for key, group in runs.groupby(keys, sort=False):
         ok = group[group["status"] == "ok"]
-        medians = [float(m) for m in ok["epoch_s_median"]]
+        medians = [float(m) for m in ok.get("epoch_s_median", [])]  # a file of failed runs alone has no such column
         out.append({**dict(zip(keys, key)), "runs": len(medians),
                     "epoch_s": statistics.median(medians) if medians else None,
                     "epoch_s_min": min(medians, default=None), "epoch_s_max": max(medians, default=None),
-                    "peak_gb": ok["peak_allocated_bytes"].max() / 1e9 if "peak_allocated_bytes" in ok and len(ok) else None,
+                    "peak_gb": ok["peak_allocated_bytes"].max() / 1e9 if len(ok) and "peak_allocated_bytes" in ok
+                    else None,
                     "status": "ok" if medians else ", ".join(sorted(set(group["status"])))})
     return pd.DataFrame(out)
 
@@ -90,6 +94,15 @@ def predict(point: Point, timeout_s: float = TIMEOUT_S) -> Predicted:
     if line is None:
         return Predicted(None, None, None, None, f"no line for {point.gpu}")
     return Predicted(line["epoch_s"], line["epoch_s_low"], line["epoch_s_high"], line["needs_gb"], None)
+
+
+def measured_table(points: pd.DataFrame) -> list[str]:
+    """The measured points alone: the runs' median epoch [min-max], their count and the largest peak."""
+    return aligned(("arch", "batch", "precision", "engine", "s/epoch [min-max]", "runs", "peak GB"), [
+        (m["arch"], m["batch_size"], m["precision"], m["engine"],
+         f"{m['epoch_s']:.4f} [{m['epoch_s_min']:.4f}-{m['epoch_s_max']:.4f}]" if m["status"] == "ok" else m["status"],
+         m["runs"], "-" if m["peak_gb"] is None or m["peak_gb"] != m["peak_gb"] else f"{m['peak_gb']:.2f}")
+        for _, m in points.iterrows()])
 
 
 def compared(points: pd.DataFrame, predicted: dict) -> list[dict]:
@@ -156,17 +169,22 @@ def main(argv=None) -> int:
     p.add_argument("--save", type=Path, default=None, help="write the predictions as JSON to this file")
     p.add_argument("--gpu", default=None,
                    help="the GPU of analysis/devices.yaml to read predictions for (default: the runs' device_name's)")
+    p.add_argument("--measured", action="store_true", help="print the measured points alone; predict nothing")
     p.add_argument("--predicted", type=Path, default=None,
                    help="read the predictions from a --save file instead of running them")
     args = p.parse_args(argv)
     points = measured(pd.read_json(args.runs, lines=True))
+    if args.measured:
+        print("\n".join(measured_table(points)))
+        return 0
     eager = points[points["engine"] == "eager"]
     devices = load_devices()
     if args.predicted:
         predicted = {k: Predicted(**v) for k, v in json.loads(args.predicted.read_text()).items()}
     else:
         asked = {key(m): Point(m["workload"], tuple(json.loads(m["params"]).items()), int(m["batch_size"]),
-                               int(m["dataset_size"]), m["precision"], args.gpu or device_key(m["device_name"], devices))
+                               int(m["dataset_size"]), m["precision"],
+                               args.gpu or device_key(m["device_name"], devices))
                  for _, m in eager.iterrows()}
         with ThreadPoolExecutor(max(1, args.jobs)) as pool:
             predicted = dict(zip(asked, pool.map(predict, asked.values())))
