@@ -33,7 +33,8 @@ import pandas as pd
 from crossover.analysis.model import device_key, load_devices
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT_S = 600  # s: one prediction, counting included (a 355M-parameter model's step on two cores: ~1 min)
+TIMEOUT_S = 600  # s: one prediction past its counting's own limit (--timeout): a fit and a table, at most
+FAILED_CHARS = 90  # of a failed prediction's message in the table (--save keeps it whole)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Point:
     dataset_size: int  # samples an epoch
     precision: str
     gpu: str  # analysis/devices.yaml's key of the GPU the runs ran on
+    timeout_s: int | None = None  # s crossover predict may count its step (its --timeout); None: its own default
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,11 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def predict(point: Point, timeout_s: float = TIMEOUT_S) -> Predicted:
+def predict(point: Point) -> Predicted:
     """`crossover predict` of one point, in a process of its own from this checkout: its line for `point.gpu`."""
+    timeout_s = TIMEOUT_S + (point.timeout_s or 0)
     command = [sys.executable, "-m", "crossover.sweeps.command", "predict", "--workload", point.workload,
+               *(["--timeout", str(point.timeout_s)] if point.timeout_s else []),
                *(a for name, value in point.params for a in ("--param", f"{name}={value}")),
                "--batch-size", str(point.batch_size), "--dataset-size", str(point.dataset_size), "--epochs", "1",
                "--precision", point.precision, "--json", "-"]
@@ -128,7 +132,8 @@ def table(rows: list[dict]) -> list[str]:
         lines.append((r["arch"], r["batch_size"], r["precision"],
                       f"{r['epoch_s']:.4f} [{r['epoch_s_min']:.4f}-{r['epoch_s_max']:.4f}]" if r["status"] == "ok"
                       else r["status"],
-                      f"{p.epoch_s:.4f} [{p.low_s:.4f}-{p.high_s:.4f}]" if p.error is None else f"failed: {p.error}",
+                      f"{p.epoch_s:.4f} [{p.low_s:.4f}-{p.high_s:.4f}]" if p.error is None else
+                      f"failed: {p.error[:FAILED_CHARS]}{'...' if len(p.error) > FAILED_CHARS else ''}",
                       "-" if r["error_pct"] is None else f"{r['error_pct']:+.0f}%",
                       "-" if r["inside"] is None else "yes" if r["inside"] else "no",
                       "-" if r["peak_gb"] is None or r["peak_gb"] != r["peak_gb"] else f"{r['peak_gb']:.2f}",
@@ -171,7 +176,9 @@ def main(argv=None) -> int:
                    help="the GPU of analysis/devices.yaml to read predictions for (default: the runs' device_name's)")
     p.add_argument("--measured", action="store_true", help="print the measured points alone; predict nothing")
     p.add_argument("--predicted", type=Path, default=None,
-                   help="read the predictions from a --save file instead of running them")
+                   help="read the predictions of a --save file; only the points it lacks are predicted")
+    p.add_argument("--timeout", type=int, default=None, metavar="S",
+                   help="crossover predict's --timeout: seconds its counting of one step may take (default: its own)")
     args = p.parse_args(argv)
     points = measured(pd.read_json(args.runs, lines=True))
     if args.measured:
@@ -179,17 +186,15 @@ def main(argv=None) -> int:
         return 0
     eager = points[points["engine"] == "eager"]
     devices = load_devices()
-    if args.predicted:
-        predicted = {k: Predicted(**v) for k, v in json.loads(args.predicted.read_text()).items()}
-    else:
-        asked = {key(m): Point(m["workload"], tuple(json.loads(m["params"]).items()), int(m["batch_size"]),
-                               int(m["dataset_size"]), m["precision"],
-                               args.gpu or device_key(m["device_name"], devices))
-                 for _, m in eager.iterrows()}
-        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            predicted = dict(zip(asked, pool.map(predict, asked.values())))
-        if args.save:
-            args.save.write_text(json.dumps({k: v.__dict__ for k, v in predicted.items()}, indent=1) + "\n")
+    predicted = {k: Predicted(**v) for k, v in json.loads(args.predicted.read_text()).items()} if args.predicted \
+        else {}
+    asked = {key(m): Point(m["workload"], tuple(json.loads(m["params"]).items()), int(m["batch_size"]),
+                           int(m["dataset_size"]), m["precision"], args.gpu or device_key(m["device_name"], devices),
+                           args.timeout) for _, m in eager.iterrows() if key(m) not in predicted}
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        predicted |= dict(zip(asked, pool.map(predict, asked.values())))
+    if args.save:
+        args.save.write_text(json.dumps({k: v.__dict__ for k, v in predicted.items()}, indent=1) + "\n")
     first = points.iloc[0]
     print(f"{args.runs}: {first['device_name']}; `crossover predict` from {ROOT}, "
           f"its {args.gpu or device_key(first['device_name'], devices)} line")

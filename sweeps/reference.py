@@ -148,7 +148,7 @@ def environment() -> dict:
 
 def real(args, out) -> None:
     """The plain loop's epochs and peak memory for each real-sized arch (REAL, REAL_HELD_OUT with --held-out, or
-    another --workload's: `real_points`), batch, precision and engine, --repeats runs each, interleaved: one JSON
+    another --workload's: `real_runs`), batch, precision and engine, --repeats runs each, interleaved: one JSON
     line a run, appended to `out` as it ends, so that a run cut short keeps what it measured. No run starts
     after --deadline seconds; an engine that failed once is skipped in later rounds (a failed capture can leave
     the GPU's context unusable)."""
