@@ -67,11 +67,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_map
 
 from crossover.analysis.load import read
 from crossover.schema import SIZE_AXES
@@ -81,7 +82,7 @@ from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
 from crossover.sweeps.status import exit_status
 from crossover.trainables import precision
-from crossover.trainables.config import LOOPS
+from crossover.trainables.config import LOOPS, ConfigError
 from crossover.trainables.data import move, take
 from crossover.trainables.devices import parse
 from crossover.trainables.timing import MIN_TIMED_EPOCHS, more_epochs
@@ -91,6 +92,7 @@ from crossover.trainables.workload import sums
 from crossover.trainables.workloads import WORKLOADS, with_grid
 
 WAYS = ("plain", "direct", "sweep")
+PLAIN_ENGINES = ("eager", "compile", "graph")  # the plain loop's step: as written, torch.compile'd, one CUDA graph
 DEVICES = ("cpu", "cuda")  # the devices a plain loop runs on: a CPU's threads, or one whole GPU
 # Epochs of every run of the seeds' configurations, its warm-up included, by device, as {workload: {"epochs":
 # [n]}}: the built-ins that declare the study's grid 'parity-<device>' (trainables/workloads.py says why those
@@ -142,12 +144,16 @@ def _sync(device: torch.device) -> None:
             torch.cuda.synchronize(device)
 
 
-def plain(trial: Trial, default_threads: int | None = None) -> dict:
+def plain(trial: Trial, default_threads: int | None = None, engine: str = "eager") -> dict:
     """The plain PyTorch loop on the trial's work (the module's docstring says how it is written), in the
     trial's loop: 'fast' a careful user's, 'seed' the seeds' (`.item()` and correct counts every step).
+    `engine` (PLAIN_ENGINES) is how a user would cure a host-bound step: 'compile' the model wrapped in
+    torch.compile(mode="reduce-overhead"), the rest of the loop as it was; 'graph' the whole step captured in
+    one CUDA graph (`graphed`); 'eager' neither.
 
     Like a trial, it times more epochs than the trial's own until min_timed_s is timed (more_epochs).
-    Returns {'seconds': each timed epoch's, 'last_loss': the last step's loss, read after the timing,
+    Returns {'seconds': each timed epoch's, 'warmup_s': the warm-up epochs' (a compile or capture in them),
+    'last_loss': the last step's loss, read after the timing,
     'epoch_loss': the seeds' loop's last epoch's loss per sample (run_trial's train_loss), else None,
     'data_bytes': what the training set holds on the device}. The trial's precision is written as a user
     writes it: torch.autocast around the forward pass and the loss, a GradScaler for fp16.
@@ -166,8 +172,9 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     # (another way's trial in this process may have set others); bf16 and fp16 autocast around the forward pass
     # and the loss, its cast weights cached (autocast's default), fp16's loss scaled by a GradScaler
     precision.set_tf32(cfg.precision)
+    # a CUDA graph cannot capture autocast's cache of cast weights (PyTorch's CUDA Graphs notes)
     amp = torch.autocast(device.type, dtype=torch.bfloat16 if cfg.precision == "bf16" else torch.float16,
-                         enabled=cfg.precision in ("bf16", "fp16"))
+                         enabled=cfg.precision in ("bf16", "fp16"), cache_enabled=engine != "graph")
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
     torch.manual_seed(cfg.seed)
     data = wl.data(cfg)
@@ -180,6 +187,20 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     summed = sums(criterion)
     shuffler = torch.Generator().manual_seed(cfg.seed)  # the order run_trial draws
     state = {"running_loss": 0.0}
+    if engine == "compile":
+        model = torch.compile(model, mode="reduce-overhead")
+
+    def train_step(inputs, target):
+        optimizer.zero_grad(set_to_none=True)
+        with amp:
+            loss, output = wl.run_step(model, inputs, target, criterion)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss, output
+
+    if engine == "graph":
+        train_step = graphed(train_step, optimizer, take(x, slice(0, cfg.batch_size)), y[:cfg.batch_size], cfg)
 
     def epoch():
         order = torch.randperm(data.n, generator=shuffler).to(device) if wl.shuffle else None
@@ -189,12 +210,7 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
         for first in range(0, data.n, cfg.batch_size):
             index = slice(first, first + cfg.batch_size) if order is None else order[first:first + cfg.batch_size]
             inputs, target = take(x, index), y[index]
-            optimizer.zero_grad(set_to_none=True)
-            with amp:
-                loss, output = wl.run_step(model, inputs, target, criterion)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
+            loss, output = train_step(inputs, target)
             if seed_loop:
                 state["running_loss"] += loss.item() * (1 if summed else len(target))
                 if wl.metric != "loss":
@@ -211,8 +227,7 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
             seconds.append(time.perf_counter() - start)
         return seconds
 
-    for _ in range(cfg.warmup_epochs):
-        epoch()
+    warmup = timed(cfg.warmup_epochs)
     seconds = timed(cfg.epochs - cfg.warmup_epochs)
     # as many more as a trial times (trainables/timing.py): a short epoch timed 3 times says little; the same count
     # on every rank (the most any asks for), as a data-parallel trial's ranks agree on theirs
@@ -220,9 +235,42 @@ def plain(trial: Trial, default_threads: int | None = None) -> dict:
     if world > 1:
         dist.all_reduce(more, op=dist.ReduceOp.MAX)
     seconds += timed(int(more.item()))
-    return {"seconds": seconds, "last_loss": state["loss"].item(),
+    return {"seconds": seconds, "warmup_s": sum(warmup), "last_loss": state["loss"].item(),
             "epoch_loss": state["running_loss"] / data.n if seed_loop else None,
             "data_bytes": sum(t.nbytes for t in tree_leaves((x, y)))}
+
+
+def graphed(train_step, optimizer: torch.optim.Optimizer, inputs, target, cfg) -> Callable:
+    """`train_step` (zero_grad, forward, backward, the optimiser's step) captured whole in one CUDA graph, as
+    PyTorch's CUDA Graphs notes capture a whole network: warmed up on a side stream, then captured on static
+    copies of the first batch; the step returned copies each batch into them and replays the graph. The
+    optimiser is made capturable (its step count on the GPU), as those notes ask of Adam's and AdamW's."""
+    if cfg.dataset_size % cfg.batch_size:
+        raise ConfigError("dataset_size", f"engine 'graph' replays one batch shape: dataset_size {cfg.dataset_size} "
+                                          f"must be a multiple of batch_size {cfg.batch_size}")
+    if cfg.precision == "fp16":  # its GradScaler reads the gradients' overflow on the host every step
+        raise ConfigError("precision", "engine 'graph' cannot capture fp16's GradScaler: give bf16 or default")
+    for group in optimizer.param_groups:
+        if "capturable" in group:
+            group["capturable"] = True
+    static = tree_map(torch.clone, (inputs, target))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            train_step(*static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = train_step(*static)
+
+    def replay(inputs, target):
+        for to, batch in zip(tree_leaves(static), tree_leaves((inputs, target))):
+            to.copy_(batch)
+        graph.replay()
+        return out
+
+    return replay
 
 
 def _ms(epoch_s) -> float:
