@@ -9,11 +9,13 @@ device, the optimiser's update as a GPU runs it), never the GPU's own count. `py
 --validate` predicts each held-out workload's reference GPU rows from these counts, so its error is the
 one `crossover predict` makes, not the smaller one of a fit handed the GPU's own count.
 
-One count per distinct (workload, its own axes, depth, width, context, batch size) of the eager,
-whole-GPU, ok reference rows at PyTorch's default or strict FP32 precision (one computation to count);
-a step's counts do not depend on the dataset's size. The examples' modules are read from examples/;
-the CSV example's data is made again where its rows name it (examples/make_csv.py, its seed). Run it
-again whenever the reference rows change; it prints what it counted.
+One count per distinct (workload, its own axes, depth, width, context, batch size) of the eager, ok
+reference rows of one CPU or a whole GPU at PyTorch's default or strict FP32 precision (one computation to
+count); a step's counts do not depend on the dataset's size. The rows written before a step's costs were counted
+(the seeds' first sweeps, 2026-11-21 and -22) take their costs from here too (analysis/model/counts.py
+`step_costs`). The examples' modules are read from examples/; the CSV example's data is made again where its rows
+name it (examples/make_csv.py, its seed). Run it again whenever the reference rows change; it prints what it
+counted.
 
 With --neusight it counts instead the configurations of NeuSight's whole-model labels
 (analysis/public-tables/neusight_train_latency.csv: BERT-large at 512 tokens, GPT-2 large at 1,024), written
@@ -50,9 +52,13 @@ def reference(module: str | None, workload: str) -> str:
 
 
 def configs(rows: pd.DataFrame) -> pd.DataFrame:
-    gpu = rows[(rows["status"] == "ok") & rows["whole_gpu"] & rows["engine"].eq("eager")
-               & rows["precision"].fillna("fp32").isin(["default", "fp32"]) & rows["launches_per_step"].notna()]
-    return gpu.drop_duplicates(KEYS)[[*KEYS, "workload_module", "dataset_size"]]
+    """The configurations to count: every one of a usable row's (analysis/model/counts.py `_usable`: ok, eager, on
+    one CPU or a whole GPU, not fused) at PyTorch's default or strict FP32 precision, a row written before the step's
+    costs were counted among them (the model reads its costs from here)."""
+    fused = rows["fused_members"].fillna(1).gt(1) if "fused_members" in rows else False
+    usable = rows[(rows["status"] == "ok") & (rows["whole_gpu"] | rows["is_cpu"]) & rows["engine"].eq("eager")
+                  & ~fused & rows["precision"].fillna("fp32").isin(["default", "fp32"])]
+    return usable.drop_duplicates(KEYS)[[*KEYS, "workload_module", "dataset_size"]]
 
 
 def neusight() -> int:

@@ -18,7 +18,9 @@ values (an .item(), a shape that depends on the data). The data is made one batc
 not depend on the dataset's size, and 50,000 images need not be made to count one batch of them.
 
 A config it cannot run (a bad reference, axis or value) is one line on stderr and exit status 2; an
-error raised by the workload's own code is one line and exit status 1.
+error raised by the workload's own code is one line and exit status 1, and so is a step whose costs could not be
+counted on the meta device nor on the CPU (an op the counters do not know: the line names it). An op class the
+step does not use is counted 0 (trainables/costs.py), never left out: a net without a matrix product is answered.
 """
 
 from __future__ import annotations
@@ -298,6 +300,10 @@ def main(argv=None) -> int:
         return 2
     except Exception as exc:  # the workload's own code: one line, its type and words
         print(f"error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
+    if "flops_per_step" not in row:  # the step ran, on the CPU at last, but an op of it defeated the counters
+        print(f"error: one step ran but its costs were {row.get('costs_note', 'not counted')}; nothing can be "
+              "predicted without them", file=sys.stderr)
         return 1
     print(json.dumps(row))
     return 0

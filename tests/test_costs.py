@@ -1,6 +1,5 @@
-"""What a step costs, counted on a real trial (trainables/costs.py): FLOPs by hand, launches and bytes
-as analysis/model/ computes them for rows that lack the columns, and a counting that leaves the
-trial as it was."""
+"""What a step costs, counted on a real trial (trainables/costs.py): FLOPs by hand, the count a row without the
+columns takes (its configuration's, as crossover predict counts it), and a counting that leaves the trial as it was."""
 
 import json
 
@@ -12,9 +11,9 @@ from crossover.analysis import model
 from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.costs import RNN_KERNELS, count, op_class
+from crossover.sweeps.count_step import counted
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
-from crossover.trainables.workloads import WORKLOADS
 
 
 def _trial(workload, **kw):
@@ -47,29 +46,30 @@ def test_counting_a_step_leaves_the_trial_as_it_was():
     assert a["train_loss"] == b["train_loss"] and a["flops_per_step"] == b["flops_per_step"] > 0
 
 
-@pytest.mark.parametrize("workload, kw", [
-    ("disc", {"depth": 7, "batch_size": 40, "dataset_size": 200}),
-    ("disc", {"depth": 4, "width": 48, "dataset_size": 200}),
-    ("tabular", {"depth": 3, "width": 16, "batch_size": 50, "dataset_size": 200}),
-    ("peaks", {"depth": 2, "width": 12, "dataset_size": 225}),
-    ("lenet", {"width": 3, "batch_size": 20, "dataset_size": 100, "data": "digits"}),
-    ("mnist_cnn", {"width": 3, "batch_size": 20, "dataset_size": 100, "data": "digits"}),
-])
-def test_analysis_model_computes_what_the_counter_counts(workload, kw):
-    # rows written before the columns existed get them from analysis/model/: FLOPs and launches
-    # exactly (launches as that loop's), bytes within 10% (a formula fitted to the counter, docs/model.md)
-    row = _trial(workload, **kw)
-    blank = pd.DataFrame([{**row, "flops_per_step": None, "bytes_per_step": None, "launches_per_step": None}])
-    computed = model.step_costs(blank).iloc[0]
-    assert not computed["costs_counted"]
-    assert computed["flops_per_step"] == row["flops_per_step"]
-    # the formula is of the loop those rows ran, before 2026-11-26: its per-step sums launched the loss's
-    # add (and a multiply for a mean loss) and an accuracy's argmax, compare, sum and add; today's loop
-    # holds them and sums them once an epoch
-    wl = WORKLOADS[workload]
-    before = 1 + (wl.make_loss().reduction == "mean") + 4 * (wl.metric == "accuracy")
-    assert computed["launches_per_step"] == row["launches_per_step"] + before
-    assert computed["bytes_per_step"] == pytest.approx(row["bytes_per_step"], rel=0.10)
+def test_a_row_without_counts_takes_its_configurations_count_as_crossover_predict_counts_it():
+    # a row written before the counts (the seeds' first sweeps) takes the shipped count of its configuration
+    # (sweeps/count_reference.py), which is what count_step counts today; a row's own count wins; a configuration
+    # counted nowhere has none, and the model leaves its rows out
+    key = {"workload": "disc", "workload_params": None, "depth": 3, "width": None, "context": None, "batch_size": 100}
+    rows = pd.DataFrame([key | {"flops_per_step": None, "bytes_per_step": None, "launches_per_step": None},
+                         key | {"flops_per_step": 1.0, "bytes_per_step": 2.0, "launches_per_step": 3.0},
+                         key | {"depth": 97, "flops_per_step": None, "bytes_per_step": None, "launches_per_step": None}])
+    got = model.step_costs(rows)
+    assert got["costs_counted"].tolist() == [False, True, False]
+    assert got.iloc[1][list(model.COST_COLUMNS)].tolist() == [1.0, 2.0, 3.0]
+    assert got.iloc[2][list(model.COST_COLUMNS)].isna().all()
+    today = counted("disc", 100, 1000, {"depth": 3}, {})
+    assert got.iloc[0][list(model.COST_COLUMNS)].tolist() == [today[c] for c in model.COST_COLUMNS]
+
+
+def test_the_three_term_model_prices_a_step_at_the_precision_its_counted_flops_run_at():
+    # PyTorch's default runs cuDNN's convolutions at TF32 and matrix products at FP32: a step is priced at TF32
+    # where its counted conv (and rnn) FLOPs outweigh its matrix products', whatever its workload's name
+    from crossover.analysis.model.threeterm import _precision
+    rows = pd.DataFrame({"workload": ["a", "b", "c", "d", "e"], "precision": ["default", "default", "default", "bf16", None],
+                         "conv_flops_per_step": [9.0, 1.0, None, 9.0, 9.0], "rnn_flops_per_step": [0.0, 0.0, None, 0, 0],
+                         "matmul_flops_per_step": [1.0, 9.0, None, 1.0, 1.0]})
+    assert _precision(rows).tolist() == ["tf32", "fp32", "fp32", "bf16", "fp32"]
 
 
 def test_a_steps_costs_split_by_op_class_add_up_to_its_totals():

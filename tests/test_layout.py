@@ -53,10 +53,9 @@ def test_the_folders_are_relative_links_so_a_clone_anywhere_resolves_them():
         assert link.is_symlink() and os.readlink(link) == f"../{package}", link
 
 
-# Where a built-in's name may be a string: its own definition. And analysis/model/counts.py's per-workload formulas
-# for rows written before the counts (BYTES_WORDS, LAUNCHES, CNNS: issue 42; they go when those rows are counted
-# again). Tests and examples/ name built-ins as a user would.
-NAMED_HERE = {"trainables/workloads.py", "analysis/model/counts.py"}
+# Where a built-in's name may be a string: its own definition, alone. Tests and examples/ name built-ins as a user
+# would.
+NAMED_HERE = {"trainables/workloads.py"}
 
 
 def literals(tree: ast.AST):

@@ -35,7 +35,8 @@ The same three are split by op class (crossover/schema.py OP_CLASSES), the per-l
 (analysis/model/): every aten op dispatched while an optimiser's step() runs is `optimizer`, whatever
 it is; the others are classed by their aten name (`op_class`). FLOPs come from FlopCounterMode's per-op
 counts, bytes and launches (aten ops that are not views) from Traffic, on every device alike: a class's
-launches are its ops, about one kernel each on a GPU in eager mode.
+launches are its ops, about one kernel each on a GPU in eager mode. A class the step does not use counts 0, never
+null (a U-Net has no matrix product, an MLP no convolution): null is kept for a step that was not counted.
 
 And op by op (`ops_per_step`, `ops_json`): each distinct op's kind (its class, or `conv_grouped` for a grouped
 or depthwise convolution: `op_kind`), dtype, FLOPs, bytes and launches, and how many times the step dispatched it;
@@ -171,9 +172,9 @@ def grouped_conv_backward_flops(grad_out_shape, x_shape, w_shape, bias, stride, 
     conv_backward_flop) counts the weight's gradient as a convolution over every channel, `groups` times what a
     grouped or depthwise convolution computes: a MobileNet's 3x3 depthwise backward 16x over (docs/model.md, "The
     operator study"). A transposed convolution keeps torch's formula."""
-    if transposed:
-        return conv_backward_flop(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed,
-                                  output_padding, groups, output_mask, out_shape)
+    if transposed:  # torch's own function, not the registered wrapper that takes tensors and adds out_shape itself
+        return conv_backward_flop.__wrapped__(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation,
+                                              transposed, output_padding, groups, output_mask, out_shape)
     per_gradient = 2 * math.prod(grad_out_shape) * math.prod(w_shape[1:])
     return per_gradient * (bool(output_mask[0]) + bool(output_mask[1]))
 

@@ -1,7 +1,6 @@
 """The seeds' five workloads and a transformer, each defined once through the public interface a user's
 own workload uses (trainables/workload.py: factories, axes, checks, capabilities, grids); a seed's
-defaults reproduce its seed. Outside this file, only analysis/model/ branches on a built-in's name: its
-formulas for rows written before a step's costs were counted (BYTES_WORDS, LAUNCHES, CNNS), one per built-in.
+defaults reproduce its seed. Nothing outside this file branches on a built-in's name (tests/test_layout.py checks).
 
 | workload  | seed | model (defaults)                                   | loss, optimiser            | batch | data     | epochs |
 |-----------|------|----------------------------------------------------|----------------------------|-------|----------|--------|

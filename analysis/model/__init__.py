@@ -43,7 +43,7 @@ gives the equations and the validation. Reads rows only: never imports torch or 
 The package, one idea a module, each reading only those before it:
 
     devices     the device table (analysis/devices.yaml)
-    counts      a row's step counts: measured, computed for old rows, or counted on a laptop (as_counted)
+    counts      a row's step counts: measured, or counted on a laptop (old rows, as_counted)
     threeterm   the fallback model of rows without the per-class columns
     operators   each op's GPU time from the operator study, as model --validate checks it
     perclass    the per-class model: its equations and its fit
@@ -58,8 +58,8 @@ from __future__ import annotations
 from crossover.analysis.model.devices import (  # noqa: F401 (the package's names)
     DEVICES, DEVICE_FIELDS, Device, MATCH_KEY, PRECISION_PEAK, device_key, load_devices)
 from crossover.analysis.model.counts import (  # noqa: F401 (the package's names)
-    BYTES_WORDS, CLASS_COLUMNS, CNNS, COST_COLUMNS, COUNTED, COUNTED_NOTE, COUNT_KEYS, LAUNCHES, MODEL,
-    PER_CLASS, THREE_TERM, as_counted, config_keys, cpu_groups, form_of, gpu_rows, step_costs, with_model)
+    CLASS_COLUMNS, CLASS_FLOPS, COST_COLUMNS, COUNTED, COUNTED_NOTE, COUNT_KEYS, MODEL, PER_CLASS, THREE_TERM,
+    as_counted, config_keys, cpu_groups, form_of, gpu_rows, step_costs, with_model)
 from crossover.analysis.model.threeterm import (  # noqa: F401 (the package's names)
     Calibration, calibrate)
 from crossover.analysis.model.perclass import (  # noqa: F401 (the package's names)

@@ -86,7 +86,8 @@ def render(rows: pd.DataFrame, path: Path = DEVICES) -> str:
     if not gpus.empty:
         counted = int(gpus["costs_counted"].sum())
         lines.append(f"GPU calibration on {len(gpus)} rows of {', '.join(sorted(set(gpus[MATCH_KEY])))} "
-                     f"({counted} with counted step costs, {len(gpus) - counted} computed from the config):")
+                     f"({counted} with their own counted step costs, {len(gpus) - counted} with their configuration's as "
+                     "crossover predict counts it):")
         for form in ("max", "sum"):
             cal = calibrate(gpus, devices, form)
             scale, e_c, e_m = np.exp(cal.theta)

@@ -1,19 +1,18 @@
 """A row's step counts as the model reads them: the usable rows (ok, eager, one device) with their step costs,
-counted where the row has them, computed from the configuration for the old rows that lack them, or counted on
-the meta device as `crossover predict` counts a job (`as_counted`); each row's model (MODEL) and form.
+counted where the row has them, else (the old rows that lack them) and for the laptop's case (`as_counted`) its
+configuration's step counted on the meta device as `crossover predict` counts a job (sweeps/count_reference.py);
+each row's model (MODEL) and form. No workload is known here by its name: a step is what its count says.
 """
 from __future__ import annotations
 
-import itertools
 import json
 from functools import cache
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from crossover.analysis.load import REFERENCE
-from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OPS_PER_STEP, OP_COLUMNS
+from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_COLUMNS
 from crossover.analysis.model.devices import Device, MATCH_KEY, device_key
 
 # Every reference configuration's step counted as `crossover predict` counts a job on a laptop
@@ -29,71 +28,28 @@ COUNT_KEYS = ["workload", "workload_params", "depth", "width", "context", "batch
 COST_COLUMNS = ("flops_per_step", "bytes_per_step", "launches_per_step")
 
 
-# Bytes a step moves, for rows without bytes_per_step: 4-byte words per parameter, per activation element
-# (every layer's output per sample, input included), per sample, and fixed; fitted on 2026-11-23 to what
-# trainables/costs.py counts on the CPU (within 8% over 36 configurations; tests/test_costs.py checks it).
-BYTES_WORDS = {"disc": (6.143, 11.82, -13.07, -510.4), "tabular": (22.08, 11.67, -127.9, 8312.0),
-               "peaks": (34.85, 10.88, -12.6, -1343.0), "lenet": (6.0, 5.8, -1862.0, 314200.0),
-               "mnist_cnn": (11.0, 6.831, -2667.0, 314300.0)}
-
-
-# Launches (aten ops that are not views) a step: fixed + per layer, as trainables/costs.py counted them on
-# the CPU (loop 'fast', eager) in the loop those rows ran, before 2026-11-26, when the step's loss and
-# accuracy sums launched up to 6 kernels a step (now held and summed once an epoch); used for rows without
-# launches_per_step.
-LAUNCHES = {"disc": (12, 8), "tabular": (14, 24), "peaks": (6, 24), "lenet": (48, 0), "mnist_cnn": (63, 0)}
-
-
-# The CNNs' convolutions, per width w: (FLOPs of a sample's forward as (per w, per w^2, fixed) with the
-# fully-connected layers, FLOPs of the first convolution per w (its input needs no gradient), activation
-# elements per sample as (per w, fixed)).
-CNNS = {"mnist_cnn": ((320_000, 640_000, 1_000), 288_000, (8_760, 844)),
-        "lenet": ((180_672, 480_000, 21_840), 84_672, (7_880, 998))}
-
-
 # What validation holds out as one unseen model: a workload, or one model of it where the workload's own
 # axes pick the network (examples/zoo.py's arch: eighteen architectures under one workload name) (`with_model`)
 MODEL = "_model"
 
 
 CLASS_COLUMNS = (*OP_COLUMNS, FORWARD_OPS)  # {class}_{flops,bytes,launches}_per_step, forward_ops_per_step
+CLASS_FLOPS = tuple(f"{c}_flops_per_step" for c in OP_CLASSES)
 
 
 PER_CLASS, THREE_TERM = "per-class", "three-term"
 
 
-def _sizes(model: str) -> list[int]:
-    return [int(s) for s in model.split("fc ")[-1].split("-")]
-
-
-def _analytic(row) -> tuple[float, float, float]:
-    """FLOPs, bytes and launches of one step from the configuration (module docstring)."""
-    wl, batch = row["workload"], row["batch_size"]
-    if wl in CNNS:
-        (per_w, per_w2, fixed), first, (act_w, act_0) = CNNS[wl]
-        w = row["width"]
-        forward = per_w * w + per_w2 * w * w + fixed
-        flops, activations, layers = batch * (3 * forward - first * w), act_w * w + act_0, 0
-    else:
-        sizes = _sizes(row["model"])
-        products = [a * b for a, b in itertools.pairwise(sizes)]
-        flops = batch * 2 * (3 * sum(products) - products[0])  # the first layer's input needs no gradient
-        activations, layers = sum(sizes), len(products)
-    per_param, per_act, per_sample, fixed = BYTES_WORDS[wl]
-    words = per_param * row["n_params"] + per_act * batch * activations + per_sample * batch + fixed
-    base, per_layer = LAUNCHES[wl]
-    return flops, 4 * words, base + per_layer * layers
-
-
 def step_costs(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each row's flops_per_step, bytes_per_step, launches_per_step: counted where the row has them,
-    else computed from its configuration; `costs_counted` says which (rows of unknown workloads: null)."""
-    counted = rows.reindex(columns=list(COST_COLUMNS)).astype(float)
-    known = rows["workload"].isin(list(BYTES_WORDS)) & rows["model"].notna()
-    analytic = pd.DataFrame([_analytic(r) if k else (np.nan,) * 3 for (_, r), k in zip(rows.iterrows(), known)],
-                            index=rows.index, columns=list(COST_COLUMNS))
-    out = counted.fillna(analytic)
-    return out.assign(costs_counted=counted.notna().all(axis=1))
+    """Each row's flops_per_step, bytes_per_step, launches_per_step: counted where the row has them, else its
+    configuration's count as `crossover predict` counts a job (`_counted`: the rows written before the counts, the
+    seeds' first sweeps); `costs_counted` says whether they are the row's own (null: neither)."""
+    own = rows.reindex(columns=list(COST_COLUMNS)).astype(float)
+    lacking = own.isna().any(axis=1)
+    out = own.copy()
+    if lacking.any():
+        out[lacking] = own[lacking].fillna(_counted(rows[lacking])[list(COST_COLUMNS)].astype(float))
+    return out.assign(costs_counted=~lacking)
 
 
 def _usable(rows: pd.DataFrame) -> pd.DataFrame:
@@ -105,7 +61,9 @@ def _usable(rows: pd.DataFrame) -> pd.DataFrame:
     written before forward_ops_per_step takes it from the CPU's count of its configuration (`_counted`) where
     one was made: count_step counts the forward pass's ops as a GPU dispatches them. So does a row without
     ops_per_step (the per-op GPU time, analysis/model/perclass.py) at a precision whose ops are the default's (the
-    count is the default's: autocast's casts and dtypes differ)."""
+    count is the default's: autocast's casts and dtypes differ), and a row without the per-class columns takes its
+    classes' FLOPs (whether cuDNN computes most of them: analysis/model/threeterm.py `_precision`), not their bytes
+    and launches: it stays a three-term row, as its own count had no classes."""
     fused = rows["fused_members"].fillna(1).gt(1) if "fused_members" in rows else False
     ok = rows[(rows["status"] == "ok") & (rows["is_cpu"] | rows["whole_gpu"]) & rows["engine"].eq("eager") & ~fused]
     ok = ok.reindex(columns=list(dict.fromkeys([*ok.columns, *CLASS_COLUMNS, OPS_PER_STEP])))
@@ -115,6 +73,7 @@ def _usable(rows: pd.DataFrame) -> pd.DataFrame:
         counted = _counted(ok[lacking])
         ok[FORWARD_OPS] = ok[FORWARD_OPS].fillna(counted[FORWARD_OPS])
         ok[OPS_PER_STEP] = ok[OPS_PER_STEP].where(ok[OPS_PER_STEP].notna() | ~same_ops, counted[OPS_PER_STEP])
+        ok[list(CLASS_FLOPS)] = ok[list(CLASS_FLOPS)].fillna(counted[list(CLASS_FLOPS)])
     ok = ok.drop(columns=list(COST_COLUMNS), errors="ignore").join(step_costs(ok))
     ok = ok.dropna(subset=list(COST_COLUMNS) + ["epoch_s_median", "steps_per_epoch"])
     return ok.assign(step_s=ok["epoch_s_median"] / ok["steps_per_epoch"])

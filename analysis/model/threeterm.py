@@ -10,15 +10,17 @@ import numpy as np
 import pandas as pd
 
 from crossover.analysis.model.devices import Device, MATCH_KEY
-from crossover.analysis.model.counts import CNNS, COST_COLUMNS
+from crossover.analysis.model.counts import COST_COLUMNS
 
 def _precision(rows: pd.DataFrame) -> pd.Series:
     """The precision whose peak a row's step runs at in the three-term model: the row's own, where PyTorch's
-    default counts as TF32 for the convolution workloads (cuDNN's default allows it) and FP32 for the rest;
-    a row written before the column, fp32."""
+    default counts as TF32 for a step whose convolutions and recurrent nets (cuDNN's, TF32 by default) compute
+    more FLOPs than its matrix products (strict FP32 by default), and FP32 for the rest, a step whose classes were
+    never counted among them; a row written before the column, fp32."""
     precision = rows["precision"].fillna("fp32") if "precision" in rows else pd.Series("fp32", index=rows.index)
-    cnn = rows["workload"].isin(list(CNNS)).map({True: "tf32", False: "fp32"})
-    return precision.mask(precision.eq("default"), cnn)
+    flops = rows.reindex(columns=[f"{c}_flops_per_step" for c in ("conv", "rnn", "matmul")]).astype(float).to_numpy()
+    cudnn = pd.Series(np.where(flops[:, 0] + flops[:, 1] > flops[:, 2], "tf32", "fp32"), index=rows.index)
+    return precision.mask(precision.eq("default"), cudnn)
 
 
 def _combine(compute, memory, form: str):
