@@ -17,10 +17,6 @@ seed, since nothing is downloaded at run time: timing only, no test split.
   over GPT-2's vocabulary (their loss is the mean over every token: `step`).
 - Recurrent: `lstm_speech`, a 3-layer LSTM over 80-dimensional speech frames classifying 35 keywords;
   `gru_text`, an embedding and a 2-layer GRU classifying a text into 2 classes.
-- Fine-tuned (FINE_TUNED): every weight frozen (requires_grad False) but a few. `lora_gpt2_small` and
-  `lora_gpt2_medium`, GPT-2-sized decoders at 512 tokens with LoRA adapters of rank 8 on each block's attention q
-  and v (`LoRADecoder`); `frozen_resnet50`, ResNet-50 with its last block (layer4) and head trained;
-  `probe_vit_b_16`, ViT-B/16 with its head alone trained (linear probing).
 """
 
 from __future__ import annotations
@@ -53,89 +49,6 @@ ARCHS = {
 }
 IMAGE = 224
 KEYWORDS = 35  # lstm_speech's classes (a keyword-spotting set's size)
-
-# --- Fine-tuned networks: frozen weights (requires_grad False), a few of them trained ---------------------------
-# The everyday way to train a large network today: its weights frozen, so that they take no gradient, no optimiser
-# state and no weight-gradient product, but for a few. name -> (its ARCHS entry, which sets its data and sequence
-# length; what trains: 'lora', adapters of rank LORA_RANK on each block's attention q and v (`LoRADecoder`), or the
-# named children of the torchvision network the name ends in)
-FINE_TUNED = {
-    "lora_gpt2_small": (("text transformer", "decoder", (12, 768, 12, 512)), "lora"),
-    "lora_gpt2_medium": (("text transformer", "decoder", (24, 1024, 16, 512)), "lora"),
-    "frozen_resnet50": (("cnn", "torchvision", None), ("layer4", "fc")),  # the last block and the head
-    "probe_vit_b_16": (("vision transformer", "torchvision", None), ("heads",)),  # linear probing: the head alone
-}
-ARCHS.update({name: entry for name, (entry, _) in FINE_TUNED.items()})
-LORA_RANK, LORA_ALPHA = 8, 16  # an adapter's rank, and its output's scale alpha / rank (PEFT's LoraConfig's names)
-
-
-class LoRALinear(nn.Module):
-    """A frozen nn.Linear plus a trained low-rank update, as PEFT's LoRA: base(x) + B(A(x)) x alpha / rank, with A
-    (rank x in) small and random and B (out x rank) zero, so that training starts from the frozen layer's output."""
-
-    def __init__(self, base: nn.Linear, rank: int = LORA_RANK, alpha: int = LORA_ALPHA):
-        super().__init__()
-        self.base, self.scale = base.requires_grad_(False), alpha / rank
-        self.a = nn.Parameter(torch.randn(rank, base.in_features) / base.in_features ** 0.5)
-        self.b = nn.Parameter(torch.zeros(base.out_features, rank))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base(x) + nn.functional.linear(nn.functional.linear(x, self.a), self.b) * self.scale
-
-
-class LoRABlock(nn.Module):
-    """A pre-norm decoder block as nn.TransformerEncoderLayer's (GELU, dropout 0.1 in the same three places and on
-    the attention's weights), but with its attention's q, k, v and o as Linear layers of their own, where
-    nn.MultiheadAttention's one fused in_proj gives LoRA no q or v to adapt; q and v adapted."""
-
-    def __init__(self, width: int, heads: int):
-        super().__init__()
-        self.heads = heads
-        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
-        self.q, self.k, self.v, self.o = (nn.Linear(width, width) for _ in range(4))
-        self.q, self.v = LoRALinear(self.q), LoRALinear(self.v)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Dropout(0.1), nn.Linear(4 * width, width))
-        self.drop1, self.drop2 = nn.Dropout(0.1), nn.Dropout(0.1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, w = x.shape
-        h = self.norm1(x)
-        q, k, v = (m(h).view(b, t, self.heads, w // self.heads).transpose(1, 2) for m in (self.q, self.k, self.v))
-        a = nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.1 if self.training else 0.0, is_causal=True)
-        x = x + self.drop1(self.o(a.transpose(1, 2).reshape(b, t, w)))
-        return x + self.drop2(self.mlp(self.norm2(x)))
-
-
-class LoRADecoder(nn.Module):
-    """TextTransformer's GPT-2-style decoder (its embeddings, final norm and head) over `LoRABlock`s, every weight
-    frozen but the adapters'."""
-
-    def __init__(self, vocab: int, tokens: int, layers: int, width: int, heads: int):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, width)
-        self.position = nn.Parameter(torch.zeros(1, tokens, width))
-        self.blocks = nn.Sequential(*(LoRABlock(width, heads) for _ in range(layers)))
-        self.norm = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab)
-        for name, p in self.named_parameters():
-            p.requires_grad_(name.endswith((".a", ".b")))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.norm(self.blocks(self.embed(x) + self.position[:, :x.shape[1]])))
-
-
-def fine_tuned(cfg: TrialConfig) -> nn.Module:
-    """A FINE_TUNED network, its frozen weights' requires_grad False."""
-    arch = cfg.params["arch"]
-    (_, _, shape), trains = FINE_TUNED[arch]
-    if trains == "lora":
-        layers, width, heads, _ = shape
-        return LoRADecoder(GPT2_VOCAB, tokens(cfg), layers, width, heads)
-    model = torchvision.models.get_model(arch.split("_", 1)[1], weights=None).requires_grad_(False)
-    for name in trains:  # weights=None: the head is as new as a replaced one
-        getattr(model, name).requires_grad_(True)
-    return model
-# --- end of the fine-tuned networks -----------------------------------------------------------------------------
 
 
 class TextTransformer(nn.Module):
@@ -183,8 +96,6 @@ def tokens(cfg: TrialConfig) -> int:
 
 def make_model(cfg: TrialConfig) -> nn.Module:
     arch = cfg.params["arch"]
-    if arch in FINE_TUNED:
-        return fine_tuned(cfg)
     _, built, shape = ARCHS[arch]
     if built == "torchvision":
         return torchvision.models.get_model(arch, weights=None)

@@ -59,9 +59,6 @@ REAL = {"resnet50": (16, 128), "convnext_tiny": (16, 128), "efficientnet_b0": (1
         "vit_s_16": (16, 128), "bert_base": (16, 128), "bert_large": (2, 16), "gpt2_small": (2, 16),
         "gpt2_medium": (1, 8), "lstm_speech": (16, 128)}
 REAL_HELD_OUT = {"swin_t": (16, 128), "mobilenet_v3_large": (16, 128), "gru_text": (16, 128)}
-# fine-tuned, their weights frozen but a few (examples/realsize.py FINE_TUNED): LoRA decoders at 512 tokens, batch 8
-REAL_HELD_OUT |= {"lora_gpt2_small": (8,), "lora_gpt2_medium": (8,), "frozen_resnet50": (16, 128),
-                  "probe_vit_b_16": (16, 128)}
 REAL_STEPS = 8
 REAL_PRECISIONS = ("default", "bf16")
 # --real --workload examples/heldout.py:workload: networks of families no reference row holds (a U-Net, a plain
