@@ -22,6 +22,7 @@ F32 = 4  # bytes an element
 # VOCAB; --param lora=1 freezes every weight and adapts q and v with rank RANK (LoRA: base(x) + B(A(x)))
 WIDTH, HEADS, LAYERS, VOCAB, TOKENS, RANK, BATCH = 128, 4, 2, 128, 4, 4, 2
 LORA_JOB = f"""
+import torch
 from torch import nn
 from torch.nn import functional as F
 from crossover import Data, Param, Workload
@@ -86,6 +87,7 @@ workload = Workload("lora_decoder", make_data=data, make_model=lambda cfg: Decod
 # alone (the backbone frozen), 1 the last convolution and the head, 2 everything
 IMAGE, C1, C2, CLASSES, IMAGES = 16, 8, 16, 10, 8
 CNN_JOB = f"""
+import torch
 from torch import nn
 from crossover import Data, Param, Workload
 
