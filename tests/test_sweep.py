@@ -41,7 +41,9 @@ def test_a_sweep_writes_one_row_per_trial_with_every_column(local_ray, tmp_path)
                                                       # null where this host has no counter (energy_note says why)
                                                       "gpu_energy_j", "cpu_energy_j", "energy_note",
                                                       # null where the workload left torch's threads alone
-                                                      "threads_note")]
+                                                      "threads_note",
+                                                      # null but on a ddp trial's row; null for a built-in workload
+                                                      "rank_node_ids", "workload_path")]
     assert not rows[measured].isna().any().any(), rows[measured].isna().sum()
     assert (rows["cpus_requested"] == 2).all() and (rows["torch_threads"] == 2).all()
     assert 1 <= rows["cold_start"].sum() < len(rows)  # a reused worker's first trial is cold, the next ones not
