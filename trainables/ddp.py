@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import tempfile
 
+import ray.cloudpickle
 import ray.train
 import ray.train.torch
 import torch.distributed as dist
@@ -25,17 +26,27 @@ from ray.train.v2.api.exceptions import WorkerGroupError
 from crossover.trainables.devices import ddp_worker_resources
 from crossover.trainables.exits import WorkerExit, exits_trapped
 from crossover.trainables.placement import Placement
+from crossover.trainables.registry import load
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import Trial
 
 _ROW = "row"
 
 
+def _trial(config: dict) -> Trial:
+    """The trial, unpickled once its job's module imports here: a job file's module is found in the copy of its
+    folder that Ray shipped (trainables/registry.py), which Ray Train's own processes do not put on their path, so the
+    trial travels pickled and is opened in the rank, after `load`."""
+    if config["module"]:
+        load(config["module"])
+    return ray.cloudpickle.loads(config["trial"])
+
+
 def _worker(config: dict) -> None:
     context = ray.train.get_context()
     where = Placement((ray.train.torch.get_device(),), context.get_world_rank(), context.get_world_size())
     with exits_trapped():  # a rank's os._exit: its WorkerExit, which Ray Train hands back (run_ddp)
-        row = run_trial(config["trial"], where)
+        row = run_trial(_trial(config), where)
     ranks = [None] * where.world
     dist.all_gather_object(ranks, (row["per_rank_samples_per_s"][0], row["gpu_ids"], row["node_id"]))
     rates = [rate for rate, _, _ in ranks]
@@ -52,7 +63,7 @@ def run_ddp(trial: Trial) -> dict:
     gpu = trial.spec.uses_gpu
     trainer = TorchTrainer(
         _worker,
-        train_loop_config={"trial": trial},
+        train_loop_config={"trial": ray.cloudpickle.dumps(trial), "module": trial.cfg.module},
         # PACK: the ranks on as few nodes as hold them (one node's GPUs talk over NVLink, nodes over the network),
         # spilling onto more nodes where no one node has N workers' resources: ddp:4 on two 2-GPU nodes runs 2 + 2
         scaling_config=ScalingConfig(num_workers=trial.spec.count, use_gpu=gpu, placement_strategy="PACK",
