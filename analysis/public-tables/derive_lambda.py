@@ -115,22 +115,21 @@ def multi_rows(repo: Path, commit: str) -> list[dict]:
     return out
 
 
+def write(target: Path, columns, table) -> None:
+    """`table`'s rows as a CSV of `columns` at `target`."""
+    with target.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        writer.writerows(table)
+    print(f"wrote {target}")
+
+
 def main(argv: list[str]) -> int:
     repo = Path(argv[0])
     commit = argv[1] if len(argv) > 1 else subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True,
                                                           capture_output=True, text=True).stdout.strip()
-    target = Path(__file__).with_name("lambda_train_throughput.csv")
-    with target.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows(repo, commit))
-    print(f"wrote {target}")
-    multi = Path(__file__).with_name("lambda_multi_gpu.csv")
-    with multi.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, MULTI_COLUMNS)
-        writer.writeheader()
-        writer.writerows(multi_rows(repo, commit))
-    print(f"wrote {multi}")
+    write(Path(__file__).with_name("lambda_train_throughput.csv"), COLUMNS, rows(repo, commit))
+    write(Path(__file__).with_name("lambda_multi_gpu.csv"), MULTI_COLUMNS, multi_rows(repo, commit))
     return 0
 
 
