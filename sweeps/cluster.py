@@ -79,7 +79,7 @@ def runtime_env() -> dict:
 
 
 def connect(address: str | None) -> None:
-    """Join a running cluster (`address`), or start Ray in this process with the machine's cores;
+    """Join a running cluster (`address`, else $RAY_ADDRESS), or start Ray in this process with the machine's cores;
     either way, this job's workers run at the driver's priority (WORKER_ENV) and import the user's
     workload modules registered before it (runtime_env).
 
@@ -92,10 +92,13 @@ def connect(address: str | None) -> None:
     held = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     # logging_level: Ray's start-up lines ("Started a local Ray instance", the token warning) and Tune's
     # INFO and WARNING lines kept off the sweep's output; its errors still shown
+    address = address or os.environ.get("RAY_ADDRESS") or None
     if address:
         ray.init(address=address, log_to_driver=False, runtime_env=runtime_env(), logging_level=logging.ERROR)
-    else:
-        ray.init(include_dashboard=False, log_to_driver=False, runtime_env=runtime_env(), logging_level=logging.ERROR)
+    else:  # "local": with no address Ray joins the cluster named in /tmp/ray/ray_current_cluster, which a cluster
+        # that was stopped leaves behind; joining that dead address waited minutes, then failed
+        ray.init(address="local", include_dashboard=False, log_to_driver=False, runtime_env=runtime_env(),
+                 logging_level=logging.ERROR)
     for stop_signal, handler in held.items():
         if callable(handler) and threading.current_thread() is threading.main_thread():
             signal.signal(stop_signal, handler)

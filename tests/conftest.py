@@ -55,7 +55,7 @@ def local_ray():
     from crossover.sweeps.cluster import WORKER_ENV, tune_settings
 
     tune_settings()  # as crossover.sweeps.cluster.connect makes them before it starts Ray
-    ray.init(num_cpus=CPUS, num_gpus=1, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=CPUS, num_gpus=1, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": WORKER_ENV})  # workers at the driver's priority, as sweeps/cluster.py connect
     yield ray
     ray.shutdown()
@@ -68,7 +68,7 @@ def local_gpu_ray():
     from crossover.sweeps.cluster import WORKER_ENV, tune_settings
 
     tune_settings()  # as crossover.sweeps.cluster.connect makes them before it starts Ray
-    ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": WORKER_ENV})
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": WORKER_ENV})
     yield ray
     ray.shutdown()
 

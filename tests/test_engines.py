@@ -177,7 +177,7 @@ def gpuless_ray():
 
     from crossover.sweeps.cluster import WORKER_ENV
 
-    ray.init(num_cpus=min(2, os.cpu_count() or 1), num_gpus=0, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=min(2, os.cpu_count() or 1), num_gpus=0, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": WORKER_ENV})
     yield ray
     ray.shutdown()

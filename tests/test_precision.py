@@ -133,7 +133,7 @@ def test_the_precision_study_runs_on_the_cpu_and_sets_loss_beside_time(tmp_path,
     from crossover.sweeps import precision as study
     from crossover.sweeps.cluster import WORKER_ENV
 
-    ray.init(num_cpus=min(2, os.cpu_count() or 1), num_gpus=0, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=min(2, os.cpu_count() or 1), num_gpus=0, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": WORKER_ENV})
     try:
         assert study.main(["--smoke", "--repeats", "1", "--out", str(tmp_path), "--name", "p"]) == 0

@@ -2,9 +2,11 @@
 bad spaces are refused before anything runs, and an interrupted sweep resumes without loss or duplicates."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -163,3 +165,21 @@ def test_the_end_of_a_sweep_fits_one_screen_answer_first_and_verbose_shows_every
     for table in ("== disc: median time per epoch, ms ==", "== the sweep:", "how each option is costed:"):
         assert table in verbose.stdout, table
     assert "trials done" not in verbose.stderr
+
+
+@pytest.mark.slow
+def test_a_cluster_address_left_behind_by_a_stopped_cluster_is_not_joined(tmp_path):
+    # Ray records the last cluster it started in RAY_TMPDIR/ray/ray_current_cluster and, given no address, joins
+    # it; a stopped cluster leaves the file behind. The sweep starts its own local Ray instead of waiting on it.
+    ray_tmp = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))  # short: Ray's socket paths live under it
+    (ray_tmp / "ray").mkdir()
+    (ray_tmp / "ray" / "ray_current_cluster").write_text("192.0.2.1:6379")  # TEST-NET: nothing answers there
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(ray_tmp)}
+    cmd = [sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workloads", "disc", "--smoke", "--devices", "cpu",
+           "--repeats", "1", "--out", str(tmp_path), "--no-report"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (pd.read_parquet(tmp_path / "smoke")["status"] == "ok").all()

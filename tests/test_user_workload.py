@@ -200,7 +200,7 @@ def jobs(tmp_path_factory):
 def start_ray() -> None:
     """Ray in this process, with every module registered so far shipped to its workers (runtime_env)."""
     ray.shutdown()
-    ray.init(num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env())
+    ray.init(address="local", num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env())
 
 
 @pytest.fixture
