@@ -81,6 +81,18 @@ def test_the_batch_is_a_gpus_unless_the_global_batch_is_kept():
     assert line["epoch_lo"] < line["epoch_s"] < line["epoch_hi"]
 
 
+
+def test_a_host_bound_step_stays_marked_on_many_gpus_with_the_hosts_share_of_the_longer_step():
+    one = {"epoch_s": 100.0, "epoch_lo": 80.0, "epoch_hi": 130.0, "needs_bytes": 5e9, "host_share": 0.8,
+           "host_bound": True, "bound_by": "GH200"}
+    line = many.scaled(one, 25e6, 64, 64_000, 8, 1, LINKS["nvlink4"], None, 80, 100.0)
+    step_s = line["epoch_s"] / (64_000 // (64 * 8))
+    assert line["host_share"] == pytest.approx(0.8 * (100.0 / 1000) / step_s)  # one GPU's 1,000 steps of 0.1 s
+    assert line["host_share"] < 0.8 and line["host_bound"] and line["bound_by"] == "GH200"
+    unknown = many.scaled({k: v for k, v in one.items() if k != "host_share"}, 25e6, 64, 64_000, 8, 1,
+                          LINKS["nvlink4"], None, 80, 100.0)
+    assert unknown["host_bound"] is None  # no share said: neither bound nor free
+
 def test_a_run_a_copy_of_which_does_not_fit_is_sharded_where_fsdp_fits():
     n_params = 7e9  # 112 GB of FP32 weights, gradients and Adam's moments, 10 GB of activations
     needs = collective.STATE_BYTES * n_params + 10e9

@@ -10,6 +10,7 @@ through PYTHONPATH, named there after the venv's own, and .pth files (this one's
 are not read from a folder on PYTHONPATH. So crossover's code and data come from the wheel alone.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -17,6 +18,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,3 +102,32 @@ def test_the_installed_wheel_sweeps_decides_and_reports_from_a_folder_outside_th
     reported = run([bin_ / "crossover", "report", "OUT"], cwd=tmp_path, env=env)
     assert (tmp_path / reported.stdout.strip().splitlines()[-1].removeprefix("report: ")).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["OUT", "job.py"]  # nothing written outside --out
+
+
+def test_the_installed_wheel_sweeps_a_job_split_over_modules_and_a_package_and_decides_it_from_anywhere(installed,
+                                                                                                         tmp_path):
+    # the README's job as a project keeps it: its model in a module beside it, its data in a package of its own
+    bin_, site, env = installed
+    job = re.search(r"```python\n(# job\.py.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    defs = {m.group(1): m.group(0) for m in re.finditer(r"^def (data|model)\(cfg\):\n(?:    .*\n)+", job, re.M)}
+    assert set(defs) == {"data", "model"}
+    project = tmp_path / "project"
+    (project / "mydata").mkdir(parents=True)
+    (project / "mymodels.py").write_text("from torch import nn\n\n\n" + defs["model"])
+    (project / "mydata" / "__init__.py").write_text("from .images import data\n")
+    (project / "mydata" / "images.py").write_text("import torch\n\nfrom crossover import Data\n\n\n" + defs["data"])
+    rest = job.replace(defs["data"], "").replace(defs["model"], "")
+    (project / "job.py").write_text(rest.replace("from crossover import", "from mydata import data\n"
+                                                 "from mymodels import model\nfrom crossover import", 1))
+    swept = run([bin_ / "crossover", "sweep", "--workload", "job.py:workload", "--smoke", "--devices", "cpu",
+                 "--out", "OUT", "--no-report"], cwd=project, env=env)
+    rows = pd.read_parquet(project / "OUT")
+    assert (rows["status"] == "ok").all() and len(rows) >= 2, swept.stdout[-3000:]
+    assert set(rows["workload_path"]) == {str(project / "job.py")}
+    # decided from the job's folder and from another: the planned step is counted from the job the rows name
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    here = run([bin_ / "crossover", "decide", "OUT", "--json", "-"], cwd=project, env=env).stdout
+    there = run([bin_ / "crossover", "decide", project / "OUT", "--json", "-"], cwd=elsewhere, env=env).stdout
+    assert here == there, (here[-2000:], there[-2000:])
+    assert any(option["fits"] for option in json.loads(here)), here[-2000:]  # an answer, not an empty list

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from crossover.analysis.model import load_devices
+from crossover.analysis.model.hosts import HOST_BOUND
 from crossover.analysis.model.collective import (
     GRAD_BYTES, Link, ddp_bytes, ddp_step, efficiency, fsdp_bytes, fsdp_step, load_links)
 from crossover.analysis.prices import Billing, Option
@@ -71,7 +72,8 @@ def scaled(one: dict, n_params: float, batch: int, samples: int, gpus: int, node
     """One GPU's line at the per-GPU batch `batch` (epoch_s, epoch_lo, epoch_hi over `samples`; needs_bytes) as a run
     on `gpus` x `nodes` GPUs: data-parallel (DDP) where a rank fits the card, else sharded (FSDP) where that fits,
     else DDP marked as not fitting; its time per epoch and interval, efficiency against `reference_epoch_s`, what
-    a rank needs of memory and whether it fits."""
+    a rank needs of memory and whether it fits, and the host's share of its step (one GPU's `host_share` over the
+    longer step) with the GPU whose figure bounds one GPU's (`bound_by`)."""
     ranks = gpus * nodes
     steps_one, steps = -(-samples // batch), -(-samples // (batch * ranks))
     compute = tuple(float(one[c]) / steps_one for c in ("epoch_lo", "epoch_s", "epoch_hi"))
@@ -85,7 +87,11 @@ def scaled(one: dict, n_params: float, batch: int, samples: int, gpus: int, node
     step = (fsdp_step if mode == "FSDP" else ddp_step)(compute, grads, gpus, nodes, link, network)
     epoch = {c: steps * v for c, v in zip(("epoch_s", "epoch_lo", "epoch_hi"), (step.step_s, step.step_lo, step.step_hi))}
     fits = None if memory_gb is None or pd.isna(rank_bytes) else bool(rank_bytes <= memory_gb * 1e9)
-    return {**epoch, "gpus": gpus, "nodes": nodes, "per_gpu_batch": batch, "global_batch": batch * ranks,
+    # each rank's host dispatches the step as one GPU's does; the collective runs on the GPUs, so the host's share
+    # of the longer step is smaller: past HOST_BOUND, faster GPUs (or more of them) do not help
+    share = float(one.get("host_share") if pd.notna(one.get("host_share")) else math.nan) * compute[1] / step.step_s
+    return {**epoch, "host_share": share, "host_bound": bool(share > HOST_BOUND) if pd.notna(share) else None,
+            "bound_by": one.get("bound_by"), "gpus": gpus, "nodes": nodes, "per_gpu_batch": batch, "global_batch": batch * ranks,
             "efficiency": efficiency(reference_epoch_s, ranks, epoch["epoch_s"]), "parallel": mode,
             "link": link.name + (f", {network.name} between nodes" if nodes > 1 and network else ""),
             "comm_s": step.comm_s, "needs_bytes": rank_bytes, "needs_gb": rank_bytes / 1e9, "memory_gb": memory_gb,
