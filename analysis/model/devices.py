@@ -51,9 +51,14 @@ class Device:
         return getattr(self, PRECISION_PEAK.get(precision, "fp32_flops")) or self.fp32_flops
 
     def lacks(self, precision: str) -> str | None:
-        """The unit `precision` runs on that this GPU has not (its time is then priced at its FP32 peak: PyTorch runs
-        TF32 as FP32 there, and bf16 emulated or fp16 without tensor cores, no faster), else None."""
-        return UNIT[precision] if precision in UNIT and self.peak(precision) == self.fp32_flops else None
+        """The unit `precision` runs on that this GPU has not: its table entry gives that precision no peak (null; fp16
+        runs on a BF16 unit where there is one), else None. Its time is then priced at its FP32 peak: PyTorch runs TF32
+        as FP32 there, and bf16 emulated or fp16 without tensor cores, no faster. A unit no faster than FP32 is not
+        lacked (the GeForce RTX 3090's TF32, 35.6 TFLOP/s as its FP32): it runs, and the public tables order it."""
+        if precision not in UNIT:
+            return None
+        peak = (self.fp16_flops or self.bf16_flops) if precision == "fp16" else getattr(self, PRECISION_PEAK[precision])
+        return None if peak else UNIT[precision]
 
 
 def load_devices(path: Path = DEVICES) -> dict[str, Device]:
