@@ -88,7 +88,7 @@ def render(table: pd.DataFrame) -> str:
     lines = ["== leave one family of models out, each predicted from its step counted on a laptop: |predicted / "
              "measured - 1| of step time; coverage of the 90% interval drawn from the other families ==",
              shown.drop(columns="inside").to_string(index=False),
-             f"== targets (per precision, over the (model, GPU) cells' median errors; printed, not asserted) =="]
+             "== targets (per precision, over the (model, GPU) cells' median errors; printed, not asserted) =="]
     low, high = TARGETS["coverage"]
     for precision, part in table.groupby("precision"):
         median, worst = part["median_error"].median(), part["median_error"].max()

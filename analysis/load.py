@@ -264,7 +264,7 @@ def arm_labels(rows: pd.DataFrame) -> pd.Series:
     labels = rows["device"].astype(str)
     labels += rows["engine"].map(lambda v: "" if pd.isna(v) or v == "eager" else f" {v}")
     labels += rows["precision"].fillna("fp32").map(lambda v: "" if v == "default" else f" {v}")
-    for device, group in rows.groupby("device", sort=False):
+    for _, group in rows.groupby("device", sort=False):
         # a failed trial's row names the CPU it failed on, not the device it asked for: it tells no arm apart
         ok = group[group["status"] == "ok"]
         parts = [c for c in ARM_PARTS if ok[c].nunique(dropna=False) > 1]

@@ -13,7 +13,7 @@ import json
 import numbers
 from dataclasses import dataclass
 
-from crossover.schema import PRECISIONS  # beside the rows' columns: the analysis reads them too
+from crossover.schema import PRECISIONS  # noqa: F401 (named here beside the rows' columns: the analysis reads them too)
 
 LOOPS = ("fast", "seed")
 ENGINES = ("eager", "graph", "compile", "triton")
