@@ -15,6 +15,8 @@ Reads rows only.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -22,7 +24,7 @@ from crossover.analysis import model, roofline
 
 FAMILIES = ("CNN", "vision transformer", "recurrent", "MLP or transformer")
 FAMILY = "_family"
-TARGETS = {"median": 0.15, "worst": 0.35, "coverage": (0.85, 0.95)}
+TARGETS: dict[str, Any] = {"median": 0.15, "worst": 0.35, "coverage": (0.85, 0.95)}
 
 
 def family(rows: pd.DataFrame) -> pd.Series:

@@ -84,7 +84,8 @@ def read(*dirs: str | Path) -> pd.DataFrame:
     `results_dir` (the sweep's directory), `arm` and the device's fields added (`labelled`)."""
     if not dirs:
         raise ValueError("no results directory given: pass one or more, e.g. results/scaling")
-    tables, versions = [], {}
+    tables: list[pa.Table] = []
+    versions: dict[int, Path] = {}  # schema version -> the first file of it
     for directory in dict.fromkeys(d for given in dirs for d in sweep_dirs(given)):  # each once, in order
         for path in sorted(directory.glob("*.parquet")):
             try:
