@@ -40,9 +40,9 @@ def count(name: str, value) -> int | None:
     Raises ConfigError naming the field, the value and the range."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
         raise ConfigError(name, f"{name} must be an integer >= 1, got {value!r}")
-    if value > MAXIMA[name]:
+    if int(value) > MAXIMA[name]:
         raise ConfigError(name, f"{name} must be <= {MAXIMA[name]:,}, got {int(value):,}: no machine holds or "
                                 f"ends a trial that size; give {name} a smaller value")
     return int(value)
