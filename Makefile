@@ -1,5 +1,6 @@
 # make run    create .venv, install everything, run the main job (python sweeps/scaling.py) on a local Ray
-# make test   create .venv, install everything, run the tests but those marked slow (make test ARGS=--all: every test, what CI runs)
+# make test   create .venv, install everything, lint (ruff) and type-check (mypy) the package, run the tests but those
+#             marked slow (make test ARGS=--all: every test, what CI runs)
 # ARGS passes flags to the sweep, or to pytest: make run ARGS="--smoke"
 PYTHON ?= python3
 VENV ?= .venv
@@ -12,6 +13,8 @@ run: install
 	$(BIN)/python sweeps/scaling.py $(ARGS)
 
 test: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q $(ARGS)
 
 install: $(VENV)/.installed

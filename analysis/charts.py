@@ -254,7 +254,8 @@ def placed(data: pd.DataFrame, x: tuple[float, float], y: tuple[float, float], p
     already placed that it would cover. Returns label_y (in the data's units), side ('right', 'left') and
     the label's box in pixels (left, top, right, bottom), by the option's index."""
     width, height = plot
-    boxes, out = [], []
+    boxes: list[tuple[float, float, float, float]] = []
+    out = []
     named = data[data["named"]].assign(_x=lambda d: d["wall_h"].clip(lower=x[0]), _y=lambda d: d["usd"].clip(lower=y[0]))
     for i, o in named.sort_values("_y", ascending=False).iterrows():
         at, top = _px(o["_x"], x, width), height - _px(o["_y"], y, height) - LINE_PX / 2

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -51,14 +52,14 @@ def stale(options: list[Option], today: dt.date | None = None) -> list[str]:
             for o in options for kind, p in o.prices() if p.is_stale(today)]
 
 
-def stale_boxes(boxes: list[HomeBox], today: dt.date | None = None) -> list[str]:
+def stale_boxes(boxes: Sequence[HomeBox], today: dt.date | None = None) -> list[str]:
     """A line for every home box whose purchase price is older than STALE_DAYS (a record is not)."""
     today = today or dt.date.today()
     return [f"{b.name} purchase: ${b.purchase_usd:g} is of {b.purchase_date}, over 12 months before {today}: "
             f"re-read {b.purchase_source}" for b in boxes if b.is_stale(today)]
 
 
-def dated(options: list[Option], boxes: list[HomeBox] = (), today: dt.date | None = None) -> list[str]:
+def dated(options: list[Option], boxes: Sequence[HomeBox] = (), today: dt.date | None = None) -> list[str]:
     """The prices' age in lines: how many are over 12 months old, of how many, then each one with its source
     (`stale`, `stale_boxes`), then each home box whose price is a record of a past purchase (never counted)."""
     today = today or dt.date.today()
@@ -91,7 +92,7 @@ def rates(row, options: list[Option]) -> list[dict]:
                     f"; {gpus_used:g} of {o.gpus} GPUs: {share:.3g} of the instance price, if the others run "
                     "other trials" if share < 1 else ""))
         return out
-    smallest = {}
+    smallest: dict[str, Option] = {}  # provider -> its smallest CPU instance
     for o in sorted((o for o in options if o.gpus == 0 and o.vcpus >= row["torch_threads"]), key=lambda o: o.vcpus):
         smallest.setdefault(o.provider, o)
     return [line for o in smallest.values() for line in _priced(
@@ -120,7 +121,7 @@ def table(rows: pd.DataFrame, options: list[Option]) -> pd.DataFrame:
 
 
 def render(costs: pd.DataFrame, shown: pd.DataFrame, options: list[Option], today: dt.date | None = None,
-           boxes: list[HomeBox] = ()) -> str:
+           boxes: Sequence[HomeBox] = ()) -> str:
     """The cost table for one configuration per workload (`shown`), its assumptions and the prices' age:
     how many prices (the options' and the home boxes' purchases) are over STALE_DAYS old before `today`,
     and each one named; an option so priced says so where it is listed ('AWS g4dn.xlarge (stale

@@ -233,7 +233,7 @@ def _resample(runs: list[np.ndarray], rng: np.random.Generator, draws: int) -> t
 
 def _points(arm: str, group: pd.DataFrame, axis: str, rng: np.random.Generator, draws: int) -> _Points:
     x, curves, cold_only = [], [], []
-    cols = {k: [] for k in ("epoch", "epoch_draws", "to_loss", "to_loss_draws", "loss", "fixed", "fixed_draws",
+    cols: dict[str, list] = {k: [] for k in ("epoch", "epoch_draws", "to_loss", "to_loss_draws", "loss", "fixed", "fixed_draws",
                             "epoch_mean", "epoch_mean_draws")}
     for size, at in group.groupby(axis, sort=True):
         runs = [np.asarray(e, dtype=float) for e in at["epoch_s"]]

@@ -15,6 +15,8 @@ Reads rows only.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -22,7 +24,7 @@ from crossover.analysis import model, roofline
 
 FAMILIES = ("CNN", "vision transformer", "recurrent", "MLP or transformer")
 FAMILY = "_family"
-TARGETS = {"median": 0.15, "worst": 0.35, "coverage": (0.85, 0.95)}
+TARGETS: dict[str, Any] = {"median": 0.15, "worst": 0.35, "coverage": (0.85, 0.95)}
 
 
 def family(rows: pd.DataFrame) -> pd.Series:
@@ -88,7 +90,7 @@ def render(table: pd.DataFrame) -> str:
     lines = ["== leave one family of models out, each predicted from its step counted on a laptop: |predicted / "
              "measured - 1| of step time; coverage of the 90% interval drawn from the other families ==",
              shown.drop(columns="inside").to_string(index=False),
-             f"== targets (per precision, over the (model, GPU) cells' median errors; printed, not asserted) =="]
+             "== targets (per precision, over the (model, GPU) cells' median errors; printed, not asserted) =="]
     low, high = TARGETS["coverage"]
     for precision, part in table.groupby("precision"):
         median, worst = part["median_error"].median(), part["median_error"].max()

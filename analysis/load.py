@@ -84,7 +84,8 @@ def read(*dirs: str | Path) -> pd.DataFrame:
     `results_dir` (the sweep's directory), `arm` and the device's fields added (`labelled`)."""
     if not dirs:
         raise ValueError("no results directory given: pass one or more, e.g. results/scaling")
-    tables, versions = [], {}
+    tables: list[pa.Table] = []
+    versions: dict[int, Path] = {}  # schema version -> the first file of it
     for directory in dict.fromkeys(d for given in dirs for d in sweep_dirs(given)):  # each once, in order
         for path in sorted(directory.glob("*.parquet")):
             try:
@@ -264,7 +265,7 @@ def arm_labels(rows: pd.DataFrame) -> pd.Series:
     labels = rows["device"].astype(str)
     labels += rows["engine"].map(lambda v: "" if pd.isna(v) or v == "eager" else f" {v}")
     labels += rows["precision"].fillna("fp32").map(lambda v: "" if v == "default" else f" {v}")
-    for device, group in rows.groupby("device", sort=False):
+    for _, group in rows.groupby("device", sort=False):
         # a failed trial's row names the CPU it failed on, not the device it asked for: it tells no arm apart
         ok = group[group["status"] == "ok"]
         parts = [c for c in ARM_PARTS if ok[c].nunique(dropna=False) > 1]

@@ -172,7 +172,7 @@ def skipped_lines(skipped: list[tuple[Ask, str]], budget_s: float, width: int = 
     rest = [a for a, _ in skipped if _worst(a) <= MAX_SHARE * budget_s]
     said = []
     if dear:
-        head, names = f"  predicted past {MAX_SHARE:.0%} of it: ", []
+        head, names = f"  predicted past {MAX_SHARE:.0%} of it: ", list[str]()
         for i, a in enumerate(dear):
             more = f" and {len(dear) - i - 1} more" if i < len(dear) - 1 else ""
             name = f"{a.line.workload} {a.line.axis}={a.size:,} ({in_s(_worst(a))})"

@@ -43,7 +43,7 @@ def _steps(sizes: tuple, x: float) -> float:
 
 
 def _said(kind: str, faster_above: str | None, axis: str, x: float = math.nan) -> str:
-    side = {CPU: "CPU", GPU: "GPU"}.get(faster_above, "?")
+    side = {CPU: "CPU", GPU: "GPU"}.get(faster_above or "", "?")
     if kind == CROSSOVER:
         return f"{side} faster past {axis} ~ {x:.3g}"
     return {B_EVERYWHERE: "GPU faster at every size", A_EVERYWHERE: "CPU faster at every size",

@@ -57,7 +57,7 @@ TARGET = 1.10  # a ddp:N trial's epoch over the plain DDP loop's, at most
 SMOKE = with_grid("parity-ddp-smoke")  # --smoke's built-in, tiny (trainables/workloads.py)
 # s a ddp trial takes, start to row, until a point has run: ResNet-50's ddp:2 trials came 36 s apart on 4 x H200
 # (2026-11-28), Ray Train's workers started afresh each time; the budget's guess for the first point
-FIRST_TRIAL_S = 40
+FIRST_TRIAL_S = 40.0
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ def emit(flags: Flags, line: dict) -> None:
 
 def plain_phase(flags: Flags, planner: Planner, start: float) -> dict:
     """{(point label, n): [median seconds of each plain run]}, one launch a GPU count."""
-    found = {}
+    found: dict[tuple[str, int], list[float]] = {}
     for n in flags.gpus:
         configs = [(pt.label, space(flags, pt, n, "cpu" if flags.cpu else "cuda", planner).expand()[0].cfg)
                    for pt in flags.points]

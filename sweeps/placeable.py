@@ -63,7 +63,7 @@ def placement_problem(space: Space, group: list, nodes: list[dict]) -> tuple[str
         # a user's, from the process that planned it (sweeps/plan.py); None where its model failed on the meta
         # device: not estimated, it runs, and its row says what failed (an OOM, its own error)
         one = member_bytes(group[0], space.planner, space.plan_timeout_s)
-        estimate = None if one is None else len(group) * one
+        estimate: float | None = None if one is None else len(group) * one
     except (RuntimeError, OverflowError, ValueError):  # a built-in's shape past int64: no machine holds it
         estimate = math.inf
     memory = [n.get("memory", 0) + n.get("object_store_memory", 0) for n in nodes if fits(held[0], n)]
@@ -78,7 +78,7 @@ def placement_problem(space: Space, group: list, nodes: list[dict]) -> tuple[str
 def check_placeable(space: Space, batches: list[list], nodes: list[dict]) -> None:
     """Refuses, before anything runs, Tune trials that no node of the cluster (alive, or that its
     autoscaler may add) can ever hold: one message per device and reason, naming the flag and the fix."""
-    problems = {}
+    problems: dict[tuple[str, str], str] = {}  # (device, fix) -> its message, said once
     for group in batches:
         found = placement_problem(space, group, nodes)
         if found:

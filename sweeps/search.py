@@ -225,7 +225,7 @@ def state(p: Plan, rows: pd.DataFrame | None = None) -> State:
         found = [(index[h], r) for h, r in zip(mine["config_hash"], mine.itertuples())]
         side = {p.cpu: CPU, p.gpu: GPU}
         per = {CPU: {}, GPU: {}}
-        for (size, seed, device), r in sorted(found, key=lambda f: f[0][1]):
+        for (size, _, device), r in sorted(found, key=lambda f: f[0][1]):
             if device in side:
                 per[side[device]].setdefault(size, []).append(r)
         measured[line] = {s: Runs(tuple(r.epoch_s_median for r in runs),

@@ -105,7 +105,7 @@ def _ray_stopped(wait_s: float = 1.0) -> bool:
     from ray._private import worker  # Ray 2.60: the processes it started, on its node object
 
     node = worker._global_node if ray.is_initialized() else None
-    started = [] if node is None else [info.process for infos in node.all_processes.values() for info in infos]
+    started: list = [] if node is None else [info.process for infos in node.all_processes.values() for info in infos]
     deadline = time.monotonic() + wait_s
     while started:
         if any(process.poll() is not None for process in started):

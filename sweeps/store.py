@@ -134,7 +134,7 @@ class Store:
 
     def cannot_write(self, what: str, exc: OSError) -> str:
         """The message of a write that failed: what, the error, what is kept and the fix."""
-        code = errno.errorcode.get(exc.errno, "no errno")
+        code = errno.errorcode.get(exc.errno or 0, "no errno")  # 0 is no error's code
         fix = ("free space on that disk (or raise the file-size limit or the quota that stopped it)"
                if exc.errno in DISK_FULL else "make it writable")
         return (f"cannot write {what} ({exc.strerror or exc}, {code}): the {len(self.files())} rows in {self.dir} "

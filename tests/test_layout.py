@@ -15,9 +15,10 @@ from crossover.trainables.workloads import WORKLOADS
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("trainables", "sweeps", "analysis")
 
-# Run with -I -S: no PYTHONPATH, no site-packages, so no installed crossover and no editable install's finder; the
-# checkout alone. find_spec locates a module without running it (its parent packages' __init__ run: empty, or
-# crossover's, which imports nothing of the project).
+# Run with -I: no PYTHONPATH, and the checkout first on the path, ahead of site-packages (an installed crossover or an
+# editable install's finder would give another origin, which the test refuses). find_spec locates a module without
+# running it, but its parent packages' __init__ run: crossover's imports nothing of the project, analysis/decide/'s
+# and analysis/model/'s import their modules (and so numpy, pandas, yaml), which is why site-packages stays.
 RESOLVE = """
 import importlib.util, json, sys
 sys.path.insert(0, sys.argv[1])
@@ -28,16 +29,20 @@ print(json.dumps({name: importlib.util.find_spec(name).origin for name in json.l
 def modules() -> dict[str, Path]:
     """Every module of the package in the checkout, by its dotted name: the file it must resolve to."""
     found = {f"crossover.{f.stem}": f for f in (ROOT / "crossover").glob("*.py") if f.stem != "__init__"}
-    for package in PACKAGES:
-        for f in (ROOT / package).glob("*.py"):
-            found[f"crossover.{package}" + ("" if f.stem == "__init__" else f".{f.stem}")] = f
+    # every subpackage (a folder with an __init__.py: analysis/decide/, analysis/model/), not a folder of data and
+    # scripts (analysis/public-tables/)
+    folders = [init.parent for package in PACKAGES for init in (ROOT / package).rglob("__init__.py")]
+    for f in (f for folder in folders for f in folder.glob("*.py")):
+        parts = f.relative_to(ROOT).with_suffix("").parts  # analysis/decide/grid -> crossover.analysis.decide.grid
+        found[".".join(("crossover", *(parts[:-1] if f.stem == "__init__" else parts)))] = f
     return found
 
 
 def test_every_dotted_name_resolves_to_its_file_through_the_folder_it_names():
     files = modules()
-    assert {"crossover.sweeps.runner", "crossover.trainables.workload", "crossover.analysis.load"} <= set(files)
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", RESOLVE, str(ROOT), json.dumps(sorted(files))],
+    assert {"crossover.sweeps.runner", "crossover.trainables.workload", "crossover.analysis.load",
+            "crossover.analysis.decide", "crossover.analysis.model.predict"} <= set(files)
+    done = subprocess.run([sys.executable, "-I", "-c", RESOLVE, str(ROOT), json.dumps(sorted(files))],
                           capture_output=True, text=True, timeout=60, check=True)
     origins = {name: Path(origin) for name, origin in json.loads(done.stdout).items()}
     for name, file in files.items():

@@ -173,8 +173,7 @@ def test_an_lstms_counted_peak_holds_cudnns_reserve_and_grows_with_its_steps_and
 def measured_against_counted(make_model, make_batch, make_opt) -> tuple[int, int]:
     """(torch.cuda.max_memory_allocated over a steady step on the GPU, the counted peak on the meta device +
     the workspaces decide adds to it): the same model, batch and optimiser on each."""
-    figures = []
-    for device in (torch.device("cuda"), META):
+    def peak_on(device: torch.device) -> int:
         torch.manual_seed(0)
         with device:
             model = make_model()
@@ -193,14 +192,14 @@ def measured_against_counted(make_model, make_batch, make_opt) -> tuple[int, int
             torch.cuda.reset_peak_memory_stats()
             step()
             torch.cuda.synchronize()
-            figures.append(torch.cuda.max_memory_allocated())
-        else:
-            with attention_as_on_a_gpu(), dropout_as_on_a_gpu():
-                step()
-                figures.append(step_peak(step, device, model, opt, x, y) + decide.FLOOR_BYTES)
-        del model, opt, x, y
-        torch.cuda.empty_cache()
-    return figures[0], figures[1]
+            return torch.cuda.max_memory_allocated()
+        with attention_as_on_a_gpu(), dropout_as_on_a_gpu():
+            step()
+            return step_peak(step, device, model, opt, x, y) + decide.FLOOR_BYTES
+
+    on_gpu = peak_on(torch.device("cuda"))
+    torch.cuda.empty_cache()  # the GPU's model, optimiser and batch left with peak_on's frame
+    return on_gpu, peak_on(META)
 
 
 class Tokens(nn.Module):

@@ -168,7 +168,7 @@ def test_smoke_run_prints_what_its_rows_give_again_from_trials_at_the_drivers_pr
         by_config = rows.set_index(rows.apply(
             lambda r: " ".join([r["workload"], *(f"{a}={int(r[a])}" for a in SIZE_AXES if pd.notna(r[a]))]), axis=1))
         label = "default" if loop == "fast" else "seed"
-        for config, device, _, plain, direct, sweep, sweep_plain, direct_plain, sweep_direct, load in (
+        for config, device, _, plain, direct, sweep, sweep_plain, direct_plain, sweep_direct, _ in (
                 line for line in lines if line[2] == label):
             row = by_config.loc[config]
             assert device == "cpu"

@@ -5,7 +5,6 @@ precision their tables ran at.
     python -m pytest -q tests/test_roofline.py
 """
 
-import numpy as np
 import pandas as pd
 import pytest
 

@@ -13,7 +13,7 @@ import json
 import numbers
 from dataclasses import dataclass
 
-from crossover.schema import PRECISIONS  # beside the rows' columns: the analysis reads them too
+from crossover.schema import PRECISIONS  # noqa: F401 (named here beside the rows' columns: the analysis reads them too)
 
 LOOPS = ("fast", "seed")
 ENGINES = ("eager", "graph", "compile", "triton")
@@ -40,9 +40,9 @@ def count(name: str, value) -> int | None:
     Raises ConfigError naming the field, the value and the range."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
         raise ConfigError(name, f"{name} must be an integer >= 1, got {value!r}")
-    if value > MAXIMA[name]:
+    if int(value) > MAXIMA[name]:
         raise ConfigError(name, f"{name} must be <= {MAXIMA[name]:,}, got {int(value):,}: no machine holds or "
                                 f"ends a trial that size; give {name} a smaller value")
     return int(value)

@@ -104,7 +104,7 @@ def _top_level(tree: ast.Module) -> set[str] | None:
                 isinstance(node, ast.Name) and node.id in _DYNAMIC:
             return None
     names: set[str] = set()
-    todo = list(tree.body)
+    todo: list[ast.AST] = list(tree.body)
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

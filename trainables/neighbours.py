@@ -218,7 +218,8 @@ def own_cpu_s() -> float:
 
 def _descendants_cpu_s() -> float:
     """CPU seconds of this process's live descendants, from /proc/<pid>/stat (0 where there is no /proc)."""
-    parents, times = {}, {}
+    parents: dict[int, list[int]] = {}  # pid -> its children's
+    times: dict[int, float] = {}  # pid -> its CPU seconds
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
         tick = 1 / os.sysconf("SC_CLK_TCK")
@@ -234,9 +235,9 @@ def _descendants_cpu_s() -> float:
         times[int(pid)] = (int(fields[11]) + int(fields[12])) * tick
     total, todo = 0.0, list(parents.get(os.getpid(), []))
     while todo:
-        pid = todo.pop()
-        total += times[pid]
-        todo += parents.get(pid, [])
+        child = todo.pop()
+        total += times[child]
+        todo += parents.get(child, [])
     return total
 
 

@@ -38,7 +38,7 @@ def _min_max_partition(sizes: list[int], n: int) -> list[int]:
     for size in sizes:
         prefix.append(prefix[-1] + size)
     # best[k][i]: (largest run sum, cuts) for the first i sizes in k runs
-    best = {(1, i): (prefix[i], []) for i in range(1, len(sizes) + 1)}
+    best: dict[tuple[int, int], tuple[int, list[int]]] = {(1, i): (prefix[i], []) for i in range(1, len(sizes) + 1)}
     for k in range(2, n + 1):
         for i in range(k, len(sizes) + 1):
             best[k, i] = min((max(best[k - 1, j][0], prefix[i] - prefix[j]), best[k - 1, j][1] + [j])

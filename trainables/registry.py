@@ -194,7 +194,7 @@ def _resolve_attr(module: str, attr: str, text: str) -> Workload:
     except AttributeError:
         public = sorted(n for n, v in vars(sys.modules[module]).items() if isinstance(v, Workload))
         raise WorkloadError(f"workload {text!r}: module {module!r} has no attribute {attr!r}"
-                            + (f"; its Workloads: {public}" if public else "; define `workload = Workload(...)` there"))
+                            + (f"; its Workloads: {public}" if public else "; define `workload = Workload(...)` there")) from None
     if callable(found) and not isinstance(found, Workload):
         try:
             found = found()

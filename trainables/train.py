@@ -185,7 +185,7 @@ class Loop:
             return
         losses, outs, targets, factors = zip(*self.held)
         for factor in dict.fromkeys(factors):
-            self.loss_sum.add_(torch.stack([l for l, f in zip(losses, factors) if f == factor]).sum(), alpha=factor)
+            self.loss_sum.add_(torch.stack([loss for loss, f in zip(losses, factors) if f == factor]).sum(), alpha=factor)
         if self.wl.metric != "loss":
             self.correct += _score(self.wl, torch.cat(outs), torch.cat(targets))
         self.held.clear()

@@ -67,7 +67,7 @@ def _run(grid: pd.DataFrame, speed: pd.DataFrame, gpus: int) -> dict | None:
 
 def _figures(run: dict, priced) -> dict:
     """wall_s and usd of a run, and either end of their interval: priced(run seconds) -> (wall_s, usd)."""
-    out = {}
+    out: dict[str, float] = {}
     for end, column in ENDS:
         wall, usd = priced(run[column])
         out |= {f"wall{end}_s": wall, f"wall{end}_h": wall / 3600, f"usd{end}": usd}
@@ -82,7 +82,7 @@ def own_gpus(rows: pd.DataFrame) -> dict[str, int]:
         return {}
     mine = ok[(ok["whole_gpu"] | ok["packed"]) & ~ok["results_dir"].map(is_reference)]
     devices = model.load_devices()
-    out = {}
+    out: dict[str, int] = {}
     for name, group in mine.groupby("device_name"):
         key = model.device_key(name, devices) or name
         used = {(h, i) for h, ids in zip(group["hostname"], group["gpu_ids"]) if ids is not None for i in ids} \
@@ -153,7 +153,7 @@ def table(grid: pd.DataFrame, speed: pd.DataFrame, options: list[Option], billin
 
 def _smallest_cpus(options: list[Option], threads: int) -> list[Option]:
     """Per provider, the smallest CPU instance with at least `threads` vCPUs."""
-    smallest = {}
+    smallest: dict[str, Option] = {}  # provider -> its smallest CPU instance
     for o in sorted((o for o in options if o.gpus == 0 and o.vcpus >= threads), key=lambda o: o.vcpus):
         smallest.setdefault(o.provider, o)
     return list(smallest.values())

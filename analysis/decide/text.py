@@ -241,7 +241,8 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
             + (f", {rest} notes" if rest else ""))
     chosen = three(options) | {k: v for k, v in picks.items() if k.startswith("cheapest within")}
-    said_picks, named = [], {}
+    said_picks: list[str] = []
+    named: dict[str, str] = {}  # option -> the pick that named it first
     for name, line in chosen.items():  # each wraps rather than lose its end; an option named again is not said again
         again = None if line is None else named.setdefault(line["option"], name)
         text = ("none" if line is None else f"{line['option']}, as {again} above" if again != name else

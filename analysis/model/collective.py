@@ -123,7 +123,7 @@ def bandwidth(link: Link, network: Link | None, nodes: int, share: float) -> tup
         raise ValueError(f"--nodes {nodes}: no network between nodes is known for this instance; give it a `network:` "
                          "(a key of analysis/devices.yaml's links:) in analysis/prices.yaml, or ask for --nodes 1")
     inside = link.bandwidth_bytes_per_s * share
-    if nodes <= 1:
+    if nodes <= 1 or network is None:  # one node (more than one without a network was refused above)
         return inside, link.latency_s
     return min(inside, network.bandwidth_bytes_per_s * share), max(link.latency_s, network.latency_s)
 

@@ -305,6 +305,7 @@ class Fit:
         if self.form == PER_CLASS:
             figures = _figures(frame, devices)
             return step_time(np.array(self.theta), _counts(frame, devices, figures), figures)
+        assert self.calibration is not None, "a fit of the three-term form carries its calibration"
         bias = np.array([self.calibration.interval(w)[0] for w in frame["workload"]])
         return self.calibration.step_s(_terms(frame, devices)) * bias
 

@@ -180,7 +180,7 @@ def _cured(found: Cure | None, parts, steps: np.ndarray, epoch: np.ndarray, floo
     names = [f"{e}_epoch_s{end}" for e in ("graph", "compile") for end in ("", "_lo", "_hi")]
     if found is None or parts is None:
         return {n: np.full(len(epoch), np.nan) for n in names} | {"graph_helps": np.zeros(len(epoch), bool)}
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for engine, step_s, spread in (("graph", found.graph_s(parts), found.q_graph),
                                    ("compile", found.compiled_s(parts), found.q_compile)):
         mid = np.where(parts.host_share > HOST_BOUND, np.clip(steps * step_s, floor, epoch), np.nan)

@@ -25,6 +25,7 @@ imports torch or ray.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -43,7 +44,7 @@ PARAMS = {"resnet50": 25_557_032, "bert_base_squad": 110e6, "bert_large_squad": 
 # s: a one-GPU step shorter than this on a Hopper is its kernel launches', the same at every batch (the x4 README:
 # the tabular MLP's widths 128-512 take 2.8 ms a step at every batch, width 1,024 4.4 ms, growing with it)
 LAUNCH_BOUND_S = 0.004
-TARGETS = {"median": 0.15, "worst": 0.35, "coverage": (0.85, 0.95)}
+TARGETS: dict[str, Any] = {"median": 0.15, "worst": 0.35, "coverage": (0.85, 0.95)}
 
 
 def _steps(rows: pd.DataFrame) -> pd.DataFrame:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,7 @@ from crossover.analysis.model.predict import predict_counted, public_rows
 # The targets --validate prints: a workload held out and predicted from its CPU count (median and worst of the
 # cells' median errors), a GPU held out (median over the GPU models, and how many GPU models at least), and the
 # coverage of the 90% intervals.
-TARGETS = {"laptop_median": 0.20, "laptop_worst": 0.50, "gpu_median": 0.25, "gpu_models": 8, "coverage": (0.85, 0.95),
+TARGETS: dict[str, Any] = {"laptop_median": 0.20, "laptop_worst": 0.50, "gpu_median": 0.25, "gpu_models": 8, "coverage": (0.85, 0.95),
            "neusight_median": 0.20, "neusight_worst": 0.40, "memory": 0.15}
 # NeuSight's whole-model training labels (analysis/public-tables/README.md), GPUs nobody here measured: validation
 # only, in no fit and in no choice of the model's form since they were added here. The configurations of its models
