@@ -20,6 +20,7 @@ import pandas as pd
 from crossover.analysis.model import load_devices
 from crossover.analysis.model.collective import (
     GRAD_BYTES, Link, ddp_bytes, ddp_step, efficiency, fsdp_bytes, fsdp_step, load_links)
+from crossover.analysis.decide.speeds import OWN_SIZE
 from crossover.analysis.prices import Billing, Option
 
 MOST = 8  # GPUs of one instance the default counts reach: the largest instance offered
@@ -96,7 +97,7 @@ def rented(line: dict, option: Option, bill: Billing, epochs: int, nodes: int) -
     """`line`'s run on `nodes` of `option`, each rented whole for the run's time on its GPUs: the provider's
     start-up, then epochs x the time per epoch, billed as it bills, x nodes."""
     price = option.on_demand
-    out = {"option": (f"{nodes} x " if nodes > 1 else "") + option.name, "kind": "on-demand",
+    out = {"option": (f"{nodes} x " if nodes > 1 else "") + option.name, "kind": "on-demand", "startup_s": bill.startup_s,
            "price_date": price.date, "price_source": price.source,
            "basis": f"{nodes * option.gpus} x {option.gpu}, {nodes} instance{'s' if nodes > 1 else ''} rented whole; "
                     f"{bill.startup_s:.0f} s start-up; billed per {bill.step_s:g} s"}
@@ -134,7 +135,7 @@ def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples:
                              key=lambda o: o.on_demand.usd_per_h)
             link, network = links_of(offered[0] if offered else None, gpu)
             base = reference.loc[reference["source"] == gpu, "epoch_s"]
-            line = {"model": gpu, "reach": "predicted", "predicted_share": 1.0, "largest_batch": None,
+            line = {"model": gpu, "reach": OWN_SIZE, "predicted_share": 1.0, "largest_batch": None,
                     "accumulate_steps": None, "needs_how": one.get("needs_how")} | scaled(
                 one, n_params, per_gpu, samples, gpus, scale.nodes, link, network,
                 devices[gpu].memory_gb if gpu in devices else None, float(base.iloc[0]) if len(base) else math.nan)
