@@ -1,4 +1,4 @@
-"""`crossover predict`: a workload's time per epoch on every GPU of analysis/devices.yaml, without a sweep.
+"""`crossover predict`: a workload's time per epoch, run time and cost on every GPU model, without a sweep.
 
     crossover predict --workload examples/zoo.py:workload --param arch=mobilenet_v2 --batch-size 128 \\
         --dataset-size 50000 --epochs 30
@@ -298,9 +298,9 @@ def parser() -> argparse.ArgumentParser:
                         "fp32 (strict), tf32, bf16 (autocast) or fp16 (autocast with a GradScaler)")
     p.add_argument("--gpus", type=counts, default=(), metavar="N[,N...]",
                    help="GPUs of one instance to price the run on, data-parallel (default: 1 and every count an instance "
-                        f"of analysis/prices.yaml has, up to {many.MOST}), e.g. --gpus 1,2,4,8")
+                        f"of the price table has, up to {many.MOST}), e.g. --gpus 1,2,4,8")
     p.add_argument("--nodes", type=at_least(1), default=1, metavar="M",
-                   help="instances joined by their network, each of --gpus GPUs (priced where prices.yaml names the network)")
+                   help="instances joined by their network, each of --gpus GPUs (priced where the price table names the network)")
     p.add_argument("--global-batch", action="store_true",
                    help="--batch-size is the run's batch, split over the GPUs (each takes batch / GPUs); without it, "
                         "--batch-size is what one GPU takes (torchrun's, Lightning's, per_device_train_batch_size)")
@@ -312,7 +312,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, default=None, metavar="PATH",
                    help="also write every GPU's figures as a JSON list to PATH ('-': stdout alone, the table then to "
                         "stderr): option, gpu, batch_size, dataset_size, epoch_s and its interval, run_s, usd, fits, "
-                        "basis and more (analysis/decide/, records)")
+                        "basis and more")
     return p
 
 

@@ -62,8 +62,8 @@ def links_of(option: Option | None, gpu: str) -> tuple[Link, Link | None]:
     network = option.network if option else None
     for name in (key, network):
         if name and name not in links:
-            raise ValueError(f"link {name!r} ({option.name if option else gpu}) is not among analysis/devices.yaml's "
-                             f"links: {sorted(links)}; add it there or name one of those")
+            raise ValueError(f"link {name!r} ({option.name if option else gpu}) is not among the links of the GPU "
+                             f"table: {sorted(links)}; add it there or name one of those")
     return links[key], links[network] if network else None
 
 
@@ -140,7 +140,7 @@ def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples:
                 one, n_params, per_gpu, samples, gpus, scale.nodes, link, network,
                 devices[gpu].memory_gb if gpu in devices else None, float(base.iloc[0]) if len(base) else math.nan)
             out.append(line | (rented(line, offered[0], billing[offered[0].provider], epochs, scale.nodes) if offered
-                               else unpriced(line, epochs, f"no instance of {gpus} x {gpu} in analysis/prices.yaml"
+                               else unpriced(line, epochs, f"no instance of {gpus} x {gpu} in the price table"
                                              + (" with a network between nodes" if scale.nodes > 1 else ""))))
     return pd.DataFrame(out)
 

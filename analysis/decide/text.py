@@ -359,10 +359,10 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
     else:
         columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "source", "price", "front"]
     parts.append(shown[columns].to_string(index=False))
-    parts.append("  ~: rests on analysis/model/'s prediction for a GPU no row measured, its 90% interval in brackets" +
+    parts.append("  ~: rests on crossover's model's prediction for a GPU no row measured, its 90% interval in brackets" +
                  (" (model), or on a time extrapolated outside the dataset sizes measured" if plan else "") +
                  "; *: on the cost-versus-time front; source: where the rows were measured, and the share predicted"
-                 "; memory: what the run needs of the card (peak measured or estimated, docs/cost.md) of its GB")
+                 "; memory: what the run needs of the card (peak measured or estimated) of its GB")
     parts += [f"  {line}" for line in [cards(options)] if line]
     if plan:
         parts.append(f"  dataset size: where {plan.samples:,} lies against the sizes the option's rows measured: inside "
