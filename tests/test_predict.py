@@ -57,12 +57,15 @@ def test_predict_prints_every_gpu_with_its_interval_and_fit_and_the_same_as_json
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()  # the first screen: decide's picks, each with its time per epoch, run and cost
     assert len(first) <= 25 and max(map(len, first)) <= 100, done.stdout
-    assert first[0].startswith("== pred_mlp (width 512, n_features 100): 20 epochs of 60,000 samples, batch 256, "
-                               "precision default")
-    for pick in ("rent, fastest: ", "buy: ", "your CPU: "):
-        line = next(t for t in first if t.startswith(pick))
-        assert pick == "your CPU: " or ("s/epoch" in line and "$" in line and " min" in line), line
+    # a GPU's run of seconds beside a rental's 3 minutes of start-up: the first line says a box beats every rental
+    assert first[0].startswith("a box beats every rental here: ") and "start-up included" in " ".join(first[:3])
+    assert any(t.startswith("== pred_mlp (width 512, n_features 100): 20 epochs of 60,000 samples, batch 256, "
+                            "precision default") for t in first)
     said = " ".join(done.stdout.split())
+    for pick in ("rent, fastest: ", "buy: "):  # a pick wraps onto indented lines: its words up to the next ';'
+        words = said[said.index(pick):].split(";")[0]
+        assert "s/epoch" in words and "$" in words and " min" in words, words
+    assert sum(t.startswith("your CPU: ") for t in first) == 1
     assert "with 3 min start-up" in said  # a rental's run time holds its start-up, said beside it
     assert "crossover sweep --workload" in said and "--devices cpu" in said  # the CPU: nothing here timed it
     assert "s/epoch" in said and not any(t.split()[:2] == ["GPUs", "s/epoch"] for t in first)  # the table: --verbose
@@ -107,7 +110,7 @@ def test_predict_on_several_gpus_keeps_the_global_batch_where_asked_and_says_eac
     done = crossover("predict", "--workload", ref, "--batch-size", "256", "--dataset-size", "60000", "--epochs", "20",
                      "--width", "512", "--param", "n_features=100", "--gpus", "1,8", "--global-batch", "--json", "-")
     assert done.returncode == 0, done.stderr
-    listed = json.loads(done.stdout)
+    listed = [r for r in json.loads(done.stdout) if r["kind"] != "home box"]  # the GPUs' lines, on 1 and 8
     assert all({"gpus", "nodes", "per_gpu_batch", "global_batch", "efficiency"} <= set(r) for r in listed)
     one = [r for r in listed if r["gpus"] == 1]
     eight = [r for r in listed if r["gpus"] == 8]
