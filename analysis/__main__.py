@@ -63,13 +63,13 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.c
     summ.add_argument("dirs", nargs="+", type=Path, help="results directories")
     cst = sub.add_parser("cost", help="print and draw cost per epoch, trial and million samples of each row")
     cst.add_argument("dirs", nargs="+", type=Path, help="results directories")
-    cst.add_argument("--prices", type=Path, default=prices.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
+    cst.add_argument("--prices", type=Path, default=prices.PRICES, help="price table: a YAML like the one shipped with crossover, or a SkyPilot catalog vms.csv (default: the one shipped)")
     cst.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
     dec = sub.add_parser("decide", help="the whole sweep's wall time and cost on every option: fastest, cheapest, "
                                         "cheapest within a deadline, the front, the home boxes' break-even")
     dec.add_argument("dirs", nargs="+", type=Path, help="results directories, or folders of them (results/)")
     dec.add_argument("--home-box", type=Path, action="append", default=None,
-                     help="home box YAML, repeatable (default: every box in analysis/home_boxes/)")
+                     help="home box YAML, repeatable (default: every home box shipped with crossover)")
     dec.add_argument("--trials", type=int, action="append", default=None,
                      help="trials of the --workload of the same position (default: the measured grid as the sweep); "
                           "with --epochs: runs of the planned run, side by side where an option has the GPUs "
@@ -83,28 +83,28 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.c
     dec.add_argument("--json", type=Path, default=None, metavar="PATH",
                      help="also write every option's figures as a JSON list to PATH ('-': stdout alone, the text "
                           "answer then to stderr): option, gpu, batch_size, dataset_size, epoch_s and its interval, "
-                          "run_s, usd, fits, basis and more (analysis/decide/, records)")
+                          "run_s, usd, fits, basis and more")
     dec.add_argument("--usd-per-kwh", type=float, default=prices.USD_PER_KWH,
                      help="your electricity's price: costs your own CPU and GPUs' runs (US dollars per kWh)")
     dec.add_argument("--cpu-watts", type=float, default=prices.CPU_W,
-                     help="watts your CPU draws training, where no row read RAPL (cpu_energy_j); docs/cost.md")
+                     help="watts your CPU draws training, where no row read RAPL (cpu_energy_j)")
     dec.add_argument("--gpu-watts", type=float, default=prices.GPU_W,
-                     help="watts each of your GPUs draws training, where no row read NVML (gpu_energy_j); docs/cost.md")
+                     help="watts each of your GPUs draws training, where no row read NVML (gpu_energy_j)")
     dec.add_argument("--gpus", type=lambda t: [int(v) for v in t.split(",")], default=[], metavar="N[,N...]",
                      help="a planned run: the GPU counts of one instance to price it on, data-parallel at the batch a "
                           "GPU takes (default: 1 and every count an instance offers, up to 8); an instance of N GPUs is "
                           "charged whole for the run's time on them")
     dec.add_argument("--nodes", type=int, default=1, metavar="M",
-                     help="a planned run: instances joined by their network (where prices.yaml names it)")
+                     help="a planned run: instances joined by their network (where the price table names it)")
     dec.add_argument("--deadline", type=float, default=None, help="hours: also name the cheapest option that ends within it")
-    dec.add_argument("--prices", type=Path, default=prices.PRICES, help="price table: our YAML, or a SkyPilot catalog vms.csv (docs/cost.md)")
+    dec.add_argument("--prices", type=Path, default=prices.PRICES, help="price table: a YAML like the one shipped with crossover, or a SkyPilot catalog vms.csv (default: the one shipped)")
     dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
     dec.add_argument("--verbose", action="store_true",
                      help="print the whole decision: every option, the break-even, how each is costed, the notes "
                           f"(by default: the GPU to rent, the box to buy, your CPU, in at most {decide.BRIEF_LINES} lines)")
     for command in (rep, summ, dec):
         command.add_argument("--no-reference", action="store_true",
-                             help="leave out the reference rows of results/reference/ (by default, the newest "
+                             help="leave out the reference GPU rows shipped with crossover (by default, the newest "
                                   "reference GPU rows of the same configurations are set beside yours)")
     par = sub.add_parser("parallel", help="print the packed-trial, DDP and pipeline benchmark figures")
     par.add_argument("dirs", nargs="*", type=Path, help="results directories of sweeps/parallel.py")
@@ -113,9 +113,9 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.c
                           "Lambda's 2-, 4- and 8-GPU rows: errors, coverage, targets")
     eng = sub.add_parser("engines", help="print the engines' speed-ups, fused throughput and crossovers")
     eng.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/engines.py")
-    mod = sub.add_parser("model", help="print the model's calibration and what bounds each step (docs/model.md)")
+    mod = sub.add_parser("model", help="print the model's calibration and what bounds each step")
     mod.add_argument("dirs", nargs="*", type=Path,
-                     help="results directories (default: the shipped reference rows, results/reference)")
+                     help="results directories (default: the reference rows shipped with crossover)")
     mod.add_argument("--validate", action="store_true",
                      help="also leave each GPU, then each workload, out in turn: error, coverage of the 90%% "
                           "conformal intervals, and the issue's targets; then each GPU of the public tables (analysis/ordering.py)")

@@ -142,5 +142,5 @@ def render(costs: pd.DataFrame, shown: pd.DataFrame, options: list[Option], toda
     parts += [f"  assumption: {text}" for text in sorted(set(costs["assumption"]))]
     parts += [f"  {line}" for line in dated(options, boxes, today)]
     parts += [f"  secondary source: {line}" for line in secondary(options)]
-    parts.append("  the whole sweep's time and cost on each option, and the home boxes: python -m crossover.analysis decide")
+    parts.append("  the whole sweep's time and cost on each option, and the home boxes: crossover decide")
     return "\n".join(parts)

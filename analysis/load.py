@@ -146,7 +146,7 @@ def sweep_dirs(directory: str | Path) -> list[Path]:
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"results directory {directory} does not exist: run a sweep first "
-                                f"(python sweeps/scaling.py --name {directory.name}) or check the path")
+                                f"(crossover sweep --out {directory.parent} --name {directory.name}) or check the path")
     skip = None if directory.resolve().is_relative_to(REFERENCE) else REFERENCE
     found = []
     for root, subdirs, files in os.walk(directory):
@@ -157,10 +157,10 @@ def sweep_dirs(directory: str | Path) -> list[Path]:
         else:
             subdirs[:] = sorted(d for d in subdirs if not d.startswith(("_", ".")) and (here / d).resolve() != skip)
     if not found:
-        shipped = " (the shipped reference rows, results/reference, are read only where you pass that folder)" \
+        shipped = f" (the reference rows shipped with crossover, {skip}, are read only where you pass that folder)" \
             if skip and (directory / skip.name).resolve() == skip else ""
         raise ValueError(f"results directory {directory} holds no *.parquet rows, in it or in any sweep's folder "
-                         f"under it{shipped}: run a sweep first (python sweeps/scaling.py --out {directory}), or "
+                         f"under it{shipped}: run a sweep first (crossover sweep --out {directory}), or "
                          "pass the directory that has them")
     return sorted(found)
 

@@ -129,7 +129,7 @@ def migrate(*dirs: str | Path) -> tuple[int, int]:
     files = row_files(*dirs)
     if not files:
         raise ValueError(f"no *.parquet row files below {', '.join(map(str, dirs))}: pass the results "
-                         "directories that hold them (e.g. results/reference)")
+                         "directories that hold them (e.g. the reference rows shipped with crossover)")
     stale = {path: table for path in files if (table := to_schema(path)) is not None}
     for path, table in stale.items():
         write_atomic(path, table)
@@ -179,7 +179,7 @@ def copy_counts(sources: list[str | Path], *dirs: str | Path) -> tuple[int, int]
     counted = _counted(*sources)
     if not counted:
         raise ValueError(f"no ok cuda rows with per-class counts below {', '.join(map(str, sources))}: pass a "
-                         "folder of rows counted on a GPU (e.g. results/reference/h100-2026-11-26/scaling)")
+                         "folder of rows counted on a GPU (e.g. an H100's reference rows shipped with crossover)")
     files = row_files(*dirs)
     if not files:
         raise ValueError(f"no *.parquet row files below {', '.join(map(str, dirs))}: pass the results "
@@ -206,7 +206,7 @@ def compact(*dirs: str | Path) -> tuple[int, int]:
         by_folder.setdefault(path.parent, []).append(path)
     if not by_folder:
         raise ValueError(f"no *.parquet row files below {', '.join(map(str, dirs))}: pass the results "
-                         "directories that hold them (e.g. results/reference)")
+                         "directories that hold them (e.g. the reference rows shipped with crossover)")
     tables = {folder: [_current(p) for p in files] for folder, files in by_folder.items() if len(files) > 1}
     removed = 0
     for folder, parts in tables.items():

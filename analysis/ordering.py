@@ -89,7 +89,7 @@ def render_held_out(table: pd.DataFrame | None = None) -> str:
              "  public: Lambda's throughput (lambdal/deeplearning-benchmark, NVIDIA DeepLearningExamples on Lambda's "
              "hosts at its batch, median over its hosts; analysis/public-tables/README.md), not our harness's loop",
              "  predicted: the model fitted on the reference rows and every other GPU's public row, this GPU's own "
-             "left out, from its datasheet figures (analysis/devices.yaml)",
+             "left out, from its datasheet figures (the GPU table shipped with crossover)",
              shown.to_string(index=False),
              f"  median |error| over {n} GPU models: {median:.0%}; target: median <= {TARGET:.0%} on >= {MIN_GPUS} "
              f"GPU models: {'met' if ok else 'missed'}"]

@@ -97,7 +97,7 @@ def bounds_section(rows: pd.DataFrame) -> list[str]:
     return ["<h2>What bounds a step</h2><p>Each arm's smallest, middle and largest model: the time its launches "
             "(x the calibrated overhead), its FLOPs at peak and its bytes at full bandwidth would take, each over the "
             "measured step (*_to_step: ratios, not shares; above 1, that term alone predicts more than was measured, "
-            "as where a row ran faster than its device's fit); the largest is its bound (docs/model.md).</p>",
+            "as where a row ran faster than its device's fit); the largest is its bound.</p>",
             *[f"<h3>{html.escape(w)}</h3>" + _table(t) for w, t in tables.items()]]
 
 

@@ -376,7 +376,7 @@ def render(v: Verdict, verbose: bool = False, lines: int = SHORT) -> str:
     if not verbose:
         own = sorted(set(_reference(v.rows)[1]["results_dir"]))  # the flag is the report command's: say whose
         dropped = dropped.replace("--include-loaded keeps them",
-                                  f"python -m crossover.analysis report {' '.join(own)} --include-loaded keeps them")
+                                  f"crossover report {' '.join(own)} --include-loaded keeps them")
         said = [wrapped for line in answer(v, every=False) for wrapped in _wrap(line)]
         if v.decision is None:
             said += _wrap(reference_line(v.rows)) if reference_line(v.rows) else []

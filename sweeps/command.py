@@ -29,21 +29,20 @@ from crossover.trainables.job import WorkloadError, check
 class Command:
     module: str  # whose main(argv) runs it
     prefix: tuple[str, ...]  # put before the user's arguments: the analysis subcommand's name
-    same_as: str  # the command line it stands for
     help: str
 
 
 COMMANDS = {
-    "sweep": Command("crossover.sweeps.scaling", (), "python sweeps/scaling.py",
+    "sweep": Command("crossover.sweeps.scaling", (),
                      "time training on every device across model and data sizes; rows to results/NAME/"),
-    "decide": Command("crossover.analysis.__main__", ("decide",), "python -m crossover.analysis decide",
+    "decide": Command("crossover.analysis.__main__", ("decide",),
                       "your planned run (--epochs, --dataset-size, --batch-size) or the sweep: time per epoch, "
                       "wall time, cost and memory fit on every option, fastest, cheapest, the home boxes' break-even"),
-    "report": Command("crossover.analysis.__main__", ("report",), "python -m crossover.analysis report",
+    "report": Command("crossover.analysis.__main__", ("report",),
                       "write the HTML report and the crossover table of results directories"),
-    "predict": Command("crossover.sweeps.predict", (), "python -m crossover.sweeps.predict",
+    "predict": Command("crossover.sweeps.predict", (),
                        "your workload's time per epoch, run time, cost and memory fit on every GPU model, predicted "
-                       "from one step counted on the CPU: no sweep"),
+                       "from one step counted, none timed: no sweep"),
 }
 
 
@@ -53,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
                                 epilog="each command's own flags: crossover COMMAND --help")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
-        sub.add_parser(name, add_help=False, help=f"{command.help} (= {command.same_as})")
+        sub.add_parser(name, add_help=False, help=command.help)
     return p
 
 

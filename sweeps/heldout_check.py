@@ -173,7 +173,7 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="predictions run at once (each counts a step on the CPU)")
     p.add_argument("--save", type=Path, default=None, help="write the predictions as JSON to this file")
     p.add_argument("--gpu", default=None,
-                   help="the GPU of analysis/devices.yaml to read predictions for (default: the runs' device_name's)")
+                   help="the GPU of the GPU table to read predictions for (default: the runs' device_name's)")
     p.add_argument("--measured", action="store_true", help="print the measured points alone; predict nothing")
     p.add_argument("--predicted", type=Path, default=None,
                    help="read the predictions of a --save file; only the points it lacks are predicted")

@@ -190,7 +190,7 @@ def measure(name: str, params: dict, call: Callable[[], None], precision: str, g
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python sweeps/opbench.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m crossover.sweeps.opbench", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for ops.parquet")
     parser.add_argument("--groups", default=",".join(GROUPS), help=f"case groups, of {','.join(GROUPS)}")
     parser.add_argument("--precisions", default=",".join(PRECISIONS), help="precisions to run each case at")

@@ -1,4 +1,4 @@
-"""`crossover predict`: a workload's time per epoch on every GPU of analysis/devices.yaml, without a sweep.
+"""`crossover predict`: a workload's time per epoch, run time and cost on every GPU model, without a sweep.
 
     crossover predict --workload examples/zoo.py:workload --param arch=mobilenet_v2 --batch-size 128 \\
         --dataset-size 50000 --epochs 30
@@ -46,17 +46,20 @@ from crossover.sweeps.cli import at_least, param
 from crossover.trainables.config import PRECISIONS
 
 def predicted(counted: dict, epochs: int, options: list[prices.Option], billing: dict[str, prices.Billing],
-              default: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One line per GPU model of analysis/devices.yaml, fastest first, with decide's columns (`table`'s:
-    epoch_s and its interval, wall_s, usd, fits, ...; decide.HOST's): priced at its cheapest one-GPU on-demand
-    option, else with no price; and the run as decide's grid of one line (for decide.records). `default`: the step
-    counted at PyTorch's default precision, which a GPU without the unit of counted's is never predicted faster than."""
+              default: dict | None = None, boxes: list[prices.HomeBox] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One line per GPU model of the GPU table shipped with crossover, fastest first, with decide's columns
+    (`table`'s: epoch_s and its interval, wall_s, usd, fits, ...; decide.HOST's): priced at its cheapest one-GPU
+    on-demand option, else with no price; then a line per home box of `boxes` (kind decide.HOME_BOX, as decide
+    prices it: its write-off and electricity); and the run as decide's grid of one line (for decide.records).
+    `default`: the step counted at PyTorch's default precision, which a GPU without the unit of counted's is never
+    predicted faster than."""
     gpus = list(model.load_devices())
     plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
     grid = decide.counted_grid(counted, plan)
     speed = decide.at_plan("run", pd.DataFrame([counted]), plan, gpus,  # the one prediction decide makes too
                            pd.DataFrame([default]) if default else None)
-    rented = decide.table(grid, speed, options, billing, [])
+    rented = decide.table(grid, speed, options, billing, list(boxes))
+    owned = rented[rented["kind"] == decide.HOME_BOX] if len(rented) else rented
     cards = {k: d.memory_gb for k, d in model.load_devices().items()}
     lines = []
     for gpu in gpus:
@@ -72,9 +75,10 @@ def predicted(counted: dict, epochs: int, options: list[prices.Option], billing:
         lines.append({"option": f"{gpu} (no price)", "kind": "no price", "model": gpu, "gpus": 1,
                       **run[["epoch_s", "epoch_lo", "epoch_hi", "predicted", "reach", *decide.HOST]].to_dict(), **wall,
                       "predicted_share": 1.0, "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan,
-                      "basis": "no option of analysis/prices.yaml has it: the GPU's time alone"}
+                      "basis": "no option of the price table has it: the GPU's time alone"}
                      | decide.card_fits(run.to_dict(), cards.get(gpu)))
-    return smaller(pd.DataFrame(lines).sort_values(["epoch_s", "usd"], ignore_index=True), counted), grid
+    gpus = pd.DataFrame(lines).sort_values(["epoch_s", "usd"], ignore_index=True)
+    return smaller(pd.concat([gpus, owned], ignore_index=True), counted), grid
 
 
 def on_many(lines: pd.DataFrame, counted: dict, epochs: int, scale: many.Scale, options: list[prices.Option],
@@ -111,10 +115,8 @@ def smaller(lines: pd.DataFrame, counted: dict) -> pd.DataFrame:
     return lines.assign(largest_batch=pd.array(largest, dtype="Int64"), accumulate_steps=pd.array(steps, dtype="Int64"))
 
 
-def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> str:
-    """The table as text, in lines of at most decide.WIDTH columns: a heading naming the run and how its
-    step was counted, one line per GPU model (time per epoch, the run's time, its cost and where, whether
-    it fits), and how each figure is found."""
+def heading(lines: pd.DataFrame, counted: dict, epochs: int) -> str:
+    """The run and how its step was counted, in one line (wrapped where it is shown)."""
     params = json.loads(counted["workload_params"]) if counted.get("workload_params") else {}
     shape = ", ".join([f"{a} {counted[a]}" for a in AXES if counted.get(a) is not None]
                       + [f"{k} {v}" for k, v in params.items()])
@@ -122,50 +124,97 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
     precision = counted.get("precision", "default")
     own = " (PyTorch's own)" if precision == "default" else ""
     frozen = f" trained, {counted['n_frozen_params']:,} frozen" if counted.get("n_frozen_params") else ""
-    head = (f"== {counted['workload']}{f' ({shape})' if shape else ''}: {epochs:,} epochs of "
-            f"{counted['dataset_size']:,} samples, batch {counted['batch_size']:,}{batch_said(lines)}, precision {precision}"
-            f"{own}; one step counted on {where}: "
-            f"{counted['n_params']:,} parameters{frozen}, {counted['steps_per_epoch']:,} steps an epoch ==")
-    cells = [("GPUs", "s/epoch", "graphs", f"run, {epochs:,} epochs", "cost", "eff", "priced at", "fits")]
+    return (f"== {counted['workload']}{f' ({shape})' if shape else ''}: {epochs:,} epochs of "
+            f"{counted['dataset_size']:,} samples, batch {counted['batch_size']:,}{batch_said(lines)}, precision "
+            f"{precision}{own}; one step counted on {where}: {counted['n_params']:,} parameters{frozen}, "
+            f"{counted['steps_per_epoch']:,} steps an epoch ==")
+
+
+def wrap(text: str) -> list[str]:
+    """`text` in lines of at most decide.WIDTH columns, the next ones indented."""
+    return textwrap.wrap(text, decide.WIDTH, subsequent_indent="    ", break_on_hyphens=False)
+
+
+def first_screen(lines: pd.DataFrame, boxes: pd.DataFrame, counted: dict, epochs: int, old: list[str],
+                 workload: str) -> list[str]:
+    """What the run costs in the picks `crossover decide` names (decide.three, said by decide.pick_lines): the GPU
+    to rent, fastest and cheapest (on one GPU or on several of one instance), the box to buy with its break-even, and
+    your CPU, which nothing here timed (`crossover sweep` does); first, where a box is faster and cheaper than every
+    rental, that renting does not pay (decide.not_renting); then the heading, the GPU memory the run needs, what the
+    marks mean, the stale prices and what --verbose adds. Within SCREEN lines of decide.WIDTH columns."""
+    plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
+    options = pd.concat([lines, boxes], ignore_index=True)
+    chosen = decide.three(options)
+    cpu = (f"not timed (predict times nothing): crossover sweep --workload {workload} --devices cpu --smoke "
+           "times it here; crossover decide then names it")
+    said = decide.pick_lines(chosen, plan, {decide.YOUR_CPU: cpu})
+    shown = pd.DataFrame([line for line in chosen.values() if line is not None])
+    marks = [decide.host_note(shown)] if len(shown) and "host_bound" in shown else []
+    marks += ["(bound: ...): a bound, not a figure of its own: never slower than a GPU it outran in public "
+              "benchmarks"] if len(shown) and shown.get("bound_by", pd.Series(dtype=object)).notna().any() else []
+    dated = [f"{decide.STALE} {len(old)} of the prices used are over 12 months old (python -m crossover.analysis "
+             "cost lists them)"] if old else []
+    more = (f"--verbose: every GPU model's line ({len(lines)}): time per epoch, run, start-up, cost and where, "
+            "whether it fits; how each figure is found. Every figure is predicted; none was timed.")
+    return [*wrap(decide.not_renting(options)), *wrap(heading(lines, counted, epochs)), *said,
+            *wrap(decide.cards(options)), *(w for n in marks + dated if n for w in wrap(n)), *wrap(more)]
+
+
+SCREEN = 25  # lines of the first screen at most, each of at most decide.WIDTH columns
+
+
+def alone(line: pd.Series) -> pd.Series:
+    """`line` with its run time on the GPU alone: a rented option's start-up (startup_s) taken out, so that every
+    line's run is said alike and the start-up apart."""
+    held = line.get("startup_s", math.nan)
+    if pd.isna(held):
+        return line
+    out = line.copy()
+    for column in ("wall_h", "wall_lo_h", "wall_hi_h"):
+        out[column] = line[column] - held / 3600
+    return out
+
+
+def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> str:
+    """Every GPU model's line as text (--verbose): one line per GPU model and count (time per epoch, the run's time on
+    the GPU alone, the start-up of the option it is priced at, its cost and that option's name, whether it fits),
+    then how each figure is found. Option names are never cut: a line is as wide as its longest name needs."""
+    cells = [("GPUs", "s/epoch", "graphs", f"run, {epochs:,} epochs", "start-up", "cost", "eff", "priced at", "fits")]
     for _, line in lines.iterrows():
         priced = line["kind"] != "no price"
         fits = "?" if line["fits"] is None or pd.isna(line["fits"]) else "yes" if line["fits"] else "no"
         several = line["gpus"] * line["nodes"] > 1
         marks = "".join(m for m, on in ((BOUND, bool(decide.bound_mark(line))),
                                         (HOST, decide.flagged(line, "host_bound"))) if on)
-        # the run's and the cost's intervals are the epoch's times the epochs: said once, below, to keep to WIDTH
+        # the run's and the cost's intervals are the epoch's times the epochs: said once, below
         cells.append((line["model"] + (f" x{many.said_gpus(line)}" if several else ""),
                       decide.per_epoch(line).replace(" s/epoch", "") + (f" {marks}" if marks else ""),
-                      decide.graph_said(line).split(" s/epoch")[0] or "-", decide.run_time(line).split(" (")[0],
-                      decide.money(line).split(" (")[0] if priced else "-", f"{line['efficiency']:.2f}" if several else "",
-                      line["option"] if priced else "no price", fits))
+                      decide.graph_said(line).split(" s/epoch")[0] or "-", decide.run_time(alone(line)).split(" (")[0],
+                      decide.startup(line) or "-", decide.money(line).split(" (")[0] if priced else "-",
+                      f"{line['efficiency']:.2f}" if several else "", line["option"] if priced else "no price", fits))
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
-    widths[6] = min(widths[6], decide.WIDTH - 2 - 2 * 7 - sum(widths[:6]) - widths[7])  # the option's name may be cut
-    body = ["  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(len(c))).rstrip() for c in cells]
+    body = ["  " + "  ".join(c[i].ljust(widths[i]) for i in range(len(c))).rstrip() for c in cells]
     gpu = lines[lines["needs_gb"].notna() & lines["needs_how"].notna()] if "needs_gb" in lines else lines.iloc[:0]
-    memory = (f"whether the card's memory (analysis/devices.yaml) holds the ~{gpu['needs_gb'].iloc[0]:,.2g} GB the "
-              f"run needs ({gpu['needs_how'].iloc[0]}, + {decide.CONTEXT_BYTES / 1e9:g} GB CUDA context)" if len(gpu)
-              else "not known: the step's bytes were not counted")
+    memory = (f"whether the card's memory (the GPU table shipped with crossover) holds the ~{gpu['needs_gb'].iloc[0]:,.2g} "
+              f"GB the run needs ({gpu['needs_how'].iloc[0]}, + {decide.CONTEXT_BYTES / 1e9:g} GB CUDA context)"
+              if len(gpu) else "not known: the step's bytes were not counted")
+    precision = counted.get("precision", "default")
     notes = [
-        "predicted by analysis/model/ from the step's counted costs, fitted on the shipped reference GPUs' rows "
-        "(results/reference); '~': predicted, its 90% interval in brackets. Nothing here was timed.",
+        "predicted by crossover's model from the step's counted costs, fitted on the reference GPUs' rows shipped "
+        "with crossover; '~': predicted, its 90% interval in brackets. Nothing here was timed.",
         *([host_note(lines)] if lines.get("host_bound", pd.Series(dtype=object)).eq(True).any() else []),
         *([bound_note(lines)] if lines.get("bound_by", pd.Series(dtype=object)).notna().any() else []),
-        f"run: {epochs:,} epochs at the time per epoch, on the GPU alone (no set-up, evaluation or transfer), plus "
-        "the start-up of the option it is priced at (its interval, and the cost's, the epoch's x the epochs); cost: "
-        "the cheapest on-demand option of analysis/prices.yaml with that many of the GPU, billed as it bills; "
-        f"fits: {memory}",
+        f"run: {epochs:,} epochs at the time per epoch, on the GPU alone (no set-up, evaluation or transfer), on "
+        "every line alike (its interval, and the cost's, the epoch's x the epochs); start-up: the rented instance's, "
+        "before the run, billed (in its cost, and in the picks' run time); cost: the cheapest on-demand option of the "
+        f"price table shipped with crossover with that many of the GPU, billed as it bills; fits: {memory}",
     ]
     notes += [smaller_note(lines, counted)] if lines["largest_batch"].notna().any() else []
     notes += [unit_note(precision, list(lines["model"]))] if unit_note(precision, list(lines["model"])) else []
-    notes += [f"{decide.STALE} {len(old)} of the prices used are over 12 months old (python -m crossover.analysis cost "
-              "lists them)"] if old else []
-    def wrap(text: str) -> list[str]:
-        return textwrap.wrap(text, decide.WIDTH, subsequent_indent="    ", break_on_hyphens=False)
     chosen = many.picks(lines) if (lines["gpus"] * lines["nodes"]).max() > 1 else {}
     first = [w for p in many.said_picks(chosen, decide.said) for w in wrap(p)]
     notes += [many.NOTE] if chosen else []
-    return "\n".join([*wrap(head), *first, *body, *(w for n in notes for w in wrap(n))])
+    return "\n".join([*first, *body, *(w for n in notes for w in wrap(n))])
 
 
 def batch_said(lines: pd.DataFrame) -> str:
@@ -249,18 +298,21 @@ def parser() -> argparse.ArgumentParser:
                         "fp32 (strict), tf32, bf16 (autocast) or fp16 (autocast with a GradScaler)")
     p.add_argument("--gpus", type=counts, default=(), metavar="N[,N...]",
                    help="GPUs of one instance to price the run on, data-parallel (default: 1 and every count an instance "
-                        f"of analysis/prices.yaml has, up to {many.MOST}), e.g. --gpus 1,2,4,8")
+                        f"of the price table has, up to {many.MOST}), e.g. --gpus 1,2,4,8")
     p.add_argument("--nodes", type=at_least(1), default=1, metavar="M",
-                   help="instances joined by their network, each of --gpus GPUs (priced where prices.yaml names the network)")
+                   help="instances joined by their network, each of --gpus GPUs (priced where the price table names the network)")
     p.add_argument("--global-batch", action="store_true",
                    help="--batch-size is the run's batch, split over the GPUs (each takes batch / GPUs); without it, "
                         "--batch-size is what one GPU takes (torchrun's, Lightning's, per_device_train_batch_size)")
     p.add_argument("--timeout", type=at_least(1), default=TIMEOUT_S, metavar="S",
                    help="seconds the process that imports your job and counts one step may run before it is stopped")
+    p.add_argument("--verbose", action="store_true",
+                   help="after the picks, every GPU model's line (on each count of GPUs priced) and how each figure "
+                        "is found")
     p.add_argument("--json", type=Path, default=None, metavar="PATH",
                    help="also write every GPU's figures as a JSON list to PATH ('-': stdout alone, the table then to "
                         "stderr): option, gpu, batch_size, dataset_size, epoch_s and its interval, run_s, usd, fits, "
-                        "basis and more (analysis/decide/, records)")
+                        "basis and more")
     return p
 
 
@@ -287,8 +339,10 @@ def main(argv=None) -> int:
         counted, *default = [k or count_cache.keep(r, finish(p, r, started))
                              for r, k, p in zip(requests, kept, processes)]
         scale = many.Scale(args.gpus, args.nodes, args.global_batch)
-        lines, grid = predicted(counted, request.epochs, options, billing, default[0] if default else None)
-        lines = on_many(lines, counted, request.epochs, scale, options, billing,
+        boxes = [prices.load_home_box(path) for path in prices.home_boxes()]
+        found, grid = predicted(counted, request.epochs, options, billing, default[0] if default else None, boxes)
+        owned = found[found["kind"] == decide.HOME_BOX]
+        lines = on_many(found[found["kind"] != decide.HOME_BOX], counted, request.epochs, scale, options, billing,
                         lambda b: recount(replace(request, batch_size=b)))
     except (PredictError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -302,11 +356,13 @@ def main(argv=None) -> int:
     old = [line for line in cost.stale([o for o in options if o.name in used])]
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
-        listed = json.dumps(decide.records(lines, grid, decide.Plan(request.epochs, int(counted["dataset_size"]),
-                                                                 precision=request.precision)),
-                            indent=1)
+        listed = json.dumps(decide.records(pd.concat([lines, owned], ignore_index=True), grid,
+                                           decide.Plan(request.epochs, int(counted["dataset_size"]),
+                                                       precision=request.precision)), indent=1)
         print(listed) if str(args.json) == "-" else args.json.write_text(listed + "\n")
-    print(render(lines, counted, request.epochs, old), file=text)
+    print("\n".join(first_screen(lines, owned, counted, request.epochs, old, request.workload)), file=text)
+    if args.verbose:
+        print(render(lines, counted, request.epochs, old), file=text)
     return 0
 
 

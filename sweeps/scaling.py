@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -102,10 +103,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="fuse trials that differ only in seed and lr into one batched model (HFTA): 'off', "
                         "'auto' (as many as fit the fused budget), or members per group")
     p.add_argument("--no-report", action="store_true",
-                   help="skip the HTML report (python -m crossover.analysis report OUT/NAME writes it later)")
+                   help="skip the HTML report (crossover report OUT/NAME writes it later)")
     p.add_argument("--no-reference", action="store_true",
                    help="summarise your rows alone: without it, the reference GPU rows of the same configurations "
-                        "(results/reference/) are set beside them and the report ends with the decision")
+                        "(shipped with crossover) are set beside them and the report ends with the decision")
     p.add_argument("--verbose", action="store_true",
                    help="a line per trial as it ends instead of one progress line, and at the end every table "
                         "behind the answer: time per epoch per device and size, the crossovers, every option's cost")
@@ -217,13 +218,20 @@ def measure(args, space: Space) -> tuple[Store, int]:
         said = []
 
         def log(line: str) -> None:
-            said.append(line)
-            print(line)
+            said.append(screen(line))
+            print(said[-1])
 
         found = search.search(space, args.out, args.budget, args.max_concurrent, log=log,
                               detail=log if args.verbose else lambda line: None, **tune)
         return found.store, sum(len(line.splitlines()) for line in said)
     return runner.run(space, args.out, args.max_concurrent, **tune), 0
+
+
+def screen(line: str) -> str:
+    """`line` in lines of at most verdict.WIDTH columns (the end screen's), the next ones indented; a path is never
+    broken, so only a path longer than a line passes it."""
+    return "\n".join(textwrap.wrap(line, verdict.WIDTH, subsequent_indent="    ", break_long_words=False,
+                                    break_on_hyphens=False) or [""])
 
 
 def sweep(args, planner: Planner) -> int:
@@ -265,17 +273,17 @@ def finish(args, directory: Path, start: float, planner: Planner, above: int = 0
     if args.verbose:
         print(summary.render(shown.assign(device=shown["arm"]), said))
     print(verdict.render(said, verbose=args.verbose, lines=verdict.SHORT - above))
-    print(f"{len(rows)} rows in {directory} ({time.perf_counter() - start:.0f} s)")
+    print(screen(f"{len(rows)} rows in {directory} ({time.perf_counter() - start:.0f} s)"))
     if args.no_report:
-        print(f"report: not written (--no-report); python -m crossover.analysis report {directory} writes it")
+        print(screen(f"report: not written (--no-report); crossover report {directory} writes it"))
         return measured_status(rows, str(directory), planner)
     try:
-        print(f"report: {report.write_page(said, [directory])}")
+        print(screen(f"report: {report.write_page(said, [directory])}"))
     except OSError as exc:  # the rows are all written: only the report is missing
-        print(f"error: {report.cannot_write(exc)} (python -m crossover.analysis report {directory})", file=sys.stderr)
+        print(f"error: {report.cannot_write(exc)} (crossover report {directory})", file=sys.stderr)
         return WRITE_FAILED
     except ImportError:  # altair draws through vl-convert: an install without it (the answer above stands)
-        print(f"report: not written ({charts.NO_VL_CONVERT}); python -m crossover.analysis report {directory} writes it then")
+        print(screen(f"report: not written ({charts.NO_VL_CONVERT}); crossover report {directory} writes it then"))
     return measured_status(rows, str(directory), planner)
 
 

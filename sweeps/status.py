@@ -136,5 +136,5 @@ def measured_status(rows, where: str, planner: Planner | None = None) -> int:
     if len(rows) == 0 or (rows["status"] == "ok").any():
         return 0
     print(f"error: every trial failed, none was measured: the {len(rows)} rows in {where} say why (their 'error' "
-          "column; python -m crossover.analysis report shows them as 'Failed trials')", file=sys.stderr)
+          "column; crossover report shows them as 'Failed trials')", file=sys.stderr)
     return PLAN_FAILED if planner and planner.faulted() else NOTHING_MEASURED

@@ -156,7 +156,7 @@ class Store:
         if self.dir.is_dir() and (nested := next((p for p in self.dir.iterdir() if p.is_dir() and not p.name.startswith(".")
                                                   and next(p.rglob("*.parquet"), None)), None)):
             raise ValueError(f"results directory {self.dir} holds a folder of rows ({nested.name}/): it is a folder "
-                             "of sweeps (such as results/reference), not one sweep's: give another --name")
+                             "of sweeps (such as results/), not one sweep's: give another --name")
         existing = next(p for p in (self.dir, *self.dir.parents) if p.exists())
         if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
             why = "a file" if not existing.is_dir() else "not writable by this user"

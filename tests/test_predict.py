@@ -55,22 +55,40 @@ def test_predict_prints_every_gpu_with_its_interval_and_fit_and_the_same_as_json
            "--width", "512", "--param", "n_features=100", "--gpus", "1"]
     done = crossover(*run)
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0].startswith("== pred_mlp (width 512, n_features 100): 20 epochs of 60,000 samples, batch 256, "
-                               "precision default")
+    first = done.stdout.splitlines()  # the first screen: decide's picks, each with its time per epoch, run and cost
+    assert len(first) <= 25 and max(map(len, first)) <= 100, done.stdout
+    # a GPU's run of seconds beside a rental's 3 minutes of start-up: the first line says a box beats every rental
+    assert first[0].startswith("a box beats every rental here: ") and "start-up included" in " ".join(first[:3])
+    assert any(t.startswith("== pred_mlp (width 512, n_features 100): 20 epochs of 60,000 samples, batch 256, "
+                            "precision default") for t in first)
+    said = " ".join(done.stdout.split())
+    for pick in ("rent, fastest: ", "buy: "):  # a pick wraps onto indented lines: its words up to the next ';'
+        words = said[said.index(pick):].split(";")[0]
+        assert "s/epoch" in words and "$" in words and " min" in words, words
+    assert sum(t.startswith("your CPU: ") for t in first) == 1
+    assert "with 3 min start-up" in said  # a rental's run time holds its start-up, said beside it
+    assert "crossover sweep --workload" in said and "--devices cpu" in said  # the CPU: nothing here timed it
+    assert "s/epoch" in said and not any(t.split()[:2] == ["GPUs", "s/epoch"] for t in first)  # the table: --verbose
+
+    lines = crossover(*run, "--verbose").stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["GPUs", "s/epoch"])
-    assert lines[header].split()[-1] == "fits"
+    assert lines[header].split()[-1] == "fits" and "start-up" in lines[header]
     table = lines[header + 1:header + 1 + len(model.load_devices())]
     assert sorted(re.split(r"\s{2,}", line.strip())[0] for line in table) == sorted(model.load_devices())
     for line in table:  # '~14.6 (8.5-25)': predicted, with its 90% interval; a small MLP fits every card
         cells = line.split()
         assert cells[-1] == "yes" and any(c.startswith("~") for c in cells) and "-" in line.split("(")[1], line
-    assert max(map(len, lines)) <= 100 and "Nothing here was timed" in done.stdout
+    # every option's name whole, and every run said alike: the GPU alone, the start-up in its own column
+    named = {r.strip() for line in table for r in re.split(r"\s{2,}", line.strip())}
+    assert {"RunPod H100 SXM community", "no price"} <= named, table
+    assert "Nothing here was timed" in "\n".join(lines)
 
     done = crossover(*run, "--json", "-")
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)  # stdout holds the JSON alone; the table went to stderr
-    assert "s/epoch" in done.stderr and len(listed) == len(model.load_devices())
+    boxes = [r for r in listed if r["kind"] == "home box"]  # the boxes the picks may name, as decide prices them
+    assert "s/epoch" in done.stderr and len(listed) - len(boxes) == len(model.load_devices()) and boxes
+    listed = [r for r in listed if r["kind"] != "home box"]
     fields = {"option", "gpu", "batch_size", "dataset_size", "epoch_s", "epoch_s_low", "epoch_s_high", "run_s", "usd",
               "fits", "basis", "precision"}
     assert all(fields <= set(r) for r in listed) and {r["precision"] for r in listed} == {"default"}
@@ -92,7 +110,7 @@ def test_predict_on_several_gpus_keeps_the_global_batch_where_asked_and_says_eac
     done = crossover("predict", "--workload", ref, "--batch-size", "256", "--dataset-size", "60000", "--epochs", "20",
                      "--width", "512", "--param", "n_features=100", "--gpus", "1,8", "--global-batch", "--json", "-")
     assert done.returncode == 0, done.stderr
-    listed = json.loads(done.stdout)
+    listed = [r for r in json.loads(done.stdout) if r["kind"] != "home box"]  # the GPUs' lines, on 1 and 8
     assert all({"gpus", "nodes", "per_gpu_batch", "global_batch", "efficiency"} <= set(r) for r in listed)
     one = [r for r in listed if r["gpus"] == 1]
     eight = [r for r in listed if r["gpus"] == 8]

@@ -76,7 +76,7 @@ def test_every_shipped_home_box_is_priced_in_2026_with_a_source_and_none_is_stal
     assert len(market) == 3 and all(prices.day(b.purchase_date).year == 2026 for b in market)
     assert all("https://" in b.purchase_source for b in market)
     assert cost.stale_boxes(list(boxes.values()), dt.date(2026, 11, 27)) == []
-    assert boxes["seed 002 box (used GTX 960)"].record and boxes["seed 002 box (used GTX 960)"].purchase_date == "2017-12"
+    assert boxes["GTX 960 box of 2017 (used)"].record and boxes["GTX 960 box of 2017 (used)"].purchase_date == "2017-12"
     assert boxes["RTX 5090 card"].purchase_usd == 2699 and boxes["RTX 3060 card"].purchase_usd == 339
 
 

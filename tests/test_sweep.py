@@ -151,7 +151,7 @@ def test_the_end_of_a_sweep_fits_one_screen_answer_first_and_verbose_shows_every
     # what the sweep costs as `crossover decide` names it: the GPU to rent, the box to buy, your CPU
     for pick in ("rent, fastest: ", "rent, cheapest: ", "buy: ", "your CPU: "):
         assert sum(line.startswith(pick) for line in lines) == 1, (pick, done.stdout)
-    assert lines[-1] == "report: not written (--no-report); python -m crossover.analysis report smoke writes it"
+    assert lines[-1] == "report: not written (--no-report); crossover report smoke writes it"
     assert "ms/epoch" not in done.stdout and "median time per epoch" not in done.stdout  # no line per trial, no table
     said = done.stdout + done.stderr
     for noise in ("Configuration for experiment", "View detailed results", "Started a local Ray instance"):

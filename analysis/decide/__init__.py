@@ -67,9 +67,11 @@ memory_gb, a home box's own): the GPU rows' measured peak_gpu_bytes, else the pe
 `crossover predict` (trainables/memory.py), else an estimate from n_params and bytes_per_step, + CONTEXT_BYTES
 (docs/cost.md); where it does not fit, `largest_batch` says the batch that would. One that does not fit is never picked nor on the front.
 
-Output (`brief`, the default): at most BRIEF_LINES lines of at most WIDTH columns: the GPU memory the run
-needs and the cards it does not fit, the three picks (`three`: the GPU to rent, fastest and cheapest; the box
-to buy, its break-even and what its write-off assumes, `bought`; your CPU), the cheapest within --deadline, the
+Output (`brief`, the default): at most BRIEF_LINES lines of at most WIDTH columns: first, where your CPU, your GPU
+or a box for sale is faster and cheaper than every rental, start-up included, that renting does not pay
+(`not_renting`); the GPU memory the run needs and the cards it does not fit, the three picks (`three`: the GPU to rent, fastest and cheapest; the box
+to buy, its break-even and what its write-off assumes, `bought`; your CPU: `pick_lines`, which `crossover predict`
+says its picks with too; a rental's run time holds its start-up, said beside it), the cheapest within --deadline, the
 cost-versus-time front where lines are left, the stale prices in one line. `render` (--verbose, and the report) adds
 every option, the break-even, how each is costed, the notes. `records` (--json): every option's figures.
 
@@ -102,9 +104,9 @@ from crossover.analysis.decide.pricing import (  # noqa: F401 (the package's nam
 from crossover.analysis.decide.choosing import (  # noqa: F401 (the package's names)
     BUY, RENT_CHEAPEST, RENT_FASTEST, YOUR_CPU, YOUR_GPU, break_even, fitting, monthly, pareto, pick, three)
 from crossover.analysis.decide.text import (  # noqa: F401 (the package's names)
-    BRIEF_LINES, HOST_MARK, HOST_WORDS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards, cents, costed,
-    evens, flagged, graph_said, header, host_note, how_known, memory, money, per_epoch, precision_of, priced_on, records,
-    render, run_time, said, significant, source)
+    BRIEF_LINES, HOST_MARK, HOST_WORDS, RENTALS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards, cents,
+    costed, evens, flagged, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
+    precision_of, priced_on, records, render, run_time, said, significant, source, startup)
 from crossover.analysis.decide.answer import (  # noqa: F401 (the package's names)
     Decision, decide)
 from crossover.analysis.decide import many  # noqa: F401,E402 (the package's names)

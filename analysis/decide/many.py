@@ -21,6 +21,7 @@ from crossover.analysis.model import load_devices
 from crossover.analysis.model.hosts import HOST_BOUND
 from crossover.analysis.model.collective import (
     GRAD_BYTES, Link, ddp_bytes, ddp_step, efficiency, fsdp_bytes, fsdp_step, load_links)
+from crossover.analysis.decide.speeds import OWN_SIZE
 from crossover.analysis.prices import Billing, Option
 
 MOST = 8  # GPUs of one instance the default counts reach: the largest instance offered
@@ -62,8 +63,8 @@ def links_of(option: Option | None, gpu: str) -> tuple[Link, Link | None]:
     network = option.network if option else None
     for name in (key, network):
         if name and name not in links:
-            raise ValueError(f"link {name!r} ({option.name if option else gpu}) is not among analysis/devices.yaml's "
-                             f"links: {sorted(links)}; add it there or name one of those")
+            raise ValueError(f"link {name!r} ({option.name if option else gpu}) is not among the links of the GPU "
+                             f"table: {sorted(links)}; add it there or name one of those")
     return links[key], links[network] if network else None
 
 
@@ -102,7 +103,7 @@ def rented(line: dict, option: Option, bill: Billing, epochs: int, nodes: int) -
     """`line`'s run on `nodes` of `option`, each rented whole for the run's time on its GPUs: the provider's
     start-up, then epochs x the time per epoch, billed as it bills, x nodes."""
     price = option.on_demand
-    out = {"option": (f"{nodes} x " if nodes > 1 else "") + option.name, "kind": "on-demand",
+    out = {"option": (f"{nodes} x " if nodes > 1 else "") + option.name, "kind": "on-demand", "startup_s": bill.startup_s,
            "price_date": price.date, "price_source": price.source,
            "basis": f"{nodes * option.gpus} x {option.gpu}, {nodes} instance{'s' if nodes > 1 else ''} rented whole; "
                     f"{bill.startup_s:.0f} s start-up; billed per {bill.step_s:g} s"}
@@ -140,12 +141,12 @@ def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples:
                              key=lambda o: o.on_demand.usd_per_h)
             link, network = links_of(offered[0] if offered else None, gpu)
             base = reference.loc[reference["source"] == gpu, "epoch_s"]
-            line = {"model": gpu, "reach": "predicted", "predicted_share": 1.0, "largest_batch": None,
+            line = {"model": gpu, "reach": OWN_SIZE, "predicted_share": 1.0, "largest_batch": None,
                     "accumulate_steps": None, "needs_how": one.get("needs_how")} | scaled(
                 one, n_params, per_gpu, samples, gpus, scale.nodes, link, network,
                 devices[gpu].memory_gb if gpu in devices else None, float(base.iloc[0]) if len(base) else math.nan)
             out.append(line | (rented(line, offered[0], billing[offered[0].provider], epochs, scale.nodes) if offered
-                               else unpriced(line, epochs, f"no instance of {gpus} x {gpu} in analysis/prices.yaml"
+                               else unpriced(line, epochs, f"no instance of {gpus} x {gpu} in the price table"
                                              + (" with a network between nodes" if scale.nodes > 1 else ""))))
     return pd.DataFrame(out)
 

@@ -162,6 +162,7 @@ def _smallest_cpus(options: list[Option], threads: int) -> list[Option]:
 def _rented(o: Option, bill: Billing, run: dict, basis: str) -> list[dict]:
     return [{"option": o.name + (" (spot)" if kind == "spot" else ""), "kind": kind, "model": o.gpu or "CPU",
              "gpus": o.gpus, **run, **_figures(run, lambda s, p=p: (bill.startup_s + s, p.usd_per_h * bill.charged_s(bill.startup_s + s) / 3600)),
+             "startup_s": bill.startup_s,  # in wall_s, and billed: said apart where the run is shown
              "basis": f"{basis}; {bill.startup_s:.0f} s start-up; billed per {bill.step_s:g} s, at least {bill.minimum_s:g} s"
                       + (f"; stale price of {p.date}" if p.is_stale(dt.date.today()) else ""),
              "price_date": p.date, "price_source": p.source, "price_stale": p.is_stale(dt.date.today())}

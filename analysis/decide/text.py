@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from crossover.analysis.counting import NOT_COUNTED
-from crossover.analysis.decide.choosing import BUY, pareto, three
-from crossover.analysis.decide.grid import BUSY_MARKS, NEAREST, Plan
+from crossover.analysis.decide.choosing import BUY, fitting, pareto, three
+from crossover.analysis.decide.grid import BUSY_MARKS, HOME_BOX, NEAREST, OWN_CPU, OWN_GPU, Plan
 from crossover.analysis.decide.memory import CONTEXT_BYTES
 from crossover.analysis.decide.speeds import OWN_SIZE
 from crossover.analysis.model.devices import load_devices
@@ -65,7 +65,7 @@ def host_note(options: pd.DataFrame) -> str:
         return ""
     cured = bound[bound["graph_helps"].eq(True)].sort_values("graph_epoch_s") if "graph_helps" in bound else bound.iloc[:0]
     cure = (f"; with CUDA graphs: {graph_said(cured.iloc[0])} on {cured.iloc[0]['option']}" if len(cured) else "")
-    return f"{HOST_MARK}: {HOST_WORDS}{cure} (predicted; docs/model.md, 'Bound by the host')"
+    return f"{HOST_MARK}: {HOST_WORDS}{cure} (predicted)"
 
 
 def busy_notes(options: pd.DataFrame) -> list[str]:
@@ -170,9 +170,45 @@ def memory(line) -> str:
 
 def said(line) -> str:
     """An option in a few words: 'RTX 5090 box, ~0.147 min (0.12-0.19), ~$0.01' ('~': predicted, 90% interval);
-    a planned run's with its time per epoch first: 'RTX 5090 box, ~9.5 s/epoch (4.8-19), ~4.78 min ...'."""
+    a planned run's with its time per epoch first: 'RTX 5090 box, ~9.5 s/epoch (4.8-19), ~4.78 min ...'. A rented
+    option's run time holds its start-up, said beside it: '~3.1 min (3.1-3.2) with 3 min start-up'."""
     epoch = f"{per_epoch(line)}, " if pd.notna(line.get("epoch_s", math.nan)) else ""
-    return f"{line['option']}, {epoch}{run_time(line)}, {money(line)}"
+    held = startup(line)
+    return f"{line['option']}, {epoch}{run_time(line)}{f' with {held} start-up' if held else ''}, {money(line)}"
+
+
+def startup(line) -> str:
+    """'3 min' where the option's run time holds a rented instance's start-up (startup_s, billed), else ''."""
+    held = line.get("startup_s", math.nan) if hasattr(line, "get") else math.nan
+    if not isinstance(held, (int, float, np.number)) or pd.isna(held) or held <= 0:
+        return ""
+    return f"{held / 60:,.3g} min" if held < 3600 else f"{held / 3600:,.3g} h"
+
+
+RENTALS = ("on-demand", "spot")  # the kinds of option rented by the hour
+
+
+def not_renting(options: pd.DataFrame) -> str:
+    """The first line where an option already owned (your CPU, your GPU) or a home box for sale is both faster and
+    cheaper than every rental the run fits, start-up included: 'renting does not pay here: your CPU, 2 threads
+    (measured here), 0.00283 min for $1.2e-07, is faster and cheaper than every rental, start-up included (the
+    fastest: RunPod H200 community, ~3.1 min with 3 min start-up)'; a box's begins 'a box beats every rental here';
+    '' where none is, or nothing is rented."""
+    ok = options[fitting(options)]
+    rented = ok[ok["kind"].isin(RENTALS)]
+    owned = ok[ok["kind"].isin((OWN_CPU, OWN_GPU)) | ok.get("for_sale", pd.Series(False, index=ok.index)).eq(True)]
+    if rented.empty or owned.empty:
+        return ""
+    fastest = rented.sort_values(["wall_s", "usd"]).iloc[0]
+    beats = owned[(owned["wall_s"] < fastest["wall_s"]) & (owned["usd"] <= rented["usd"].min())]
+    if beats.empty:
+        return ""
+    best = beats.sort_values(["kind", "wall_s", "usd"], key=lambda c: c.eq(HOME_BOX) if c.name == "kind" else c).iloc[0]
+    held = f" with {startup(fastest)} start-up" if startup(fastest) else ""
+    return (f"{'a box beats every rental here' if best['kind'] == HOME_BOX else 'renting does not pay here'}: "
+            f"{best['option']}, {run_time(best).split(' (')[0]} for {money(best).split(' (')[0]}, is faster and cheaper "
+            f"than every rental, start-up included (the fastest: {fastest['option']}, "
+            f"{run_time(fastest).split(' (')[0]}{held})")
 
 
 def _fit(text: str) -> str:
@@ -241,17 +277,12 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
             + (f", {rest} notes" if rest else ""))
     chosen = three(options) | {k: v for k, v in picks.items() if k.startswith("cheapest within")}
-    said_picks: list[str] = []
-    named: dict[str, str] = {}  # option -> the pick that named it first
-    for name, line in chosen.items():  # each wraps rather than lose its end; an option named again is not said again
-        again = None if line is None else named.setdefault(line["option"], name)
-        text = ("none" if line is None else f"{line['option']}, as {again} above" if again != name else
-                f"{said(line)}; {how_known(line, plan, picked=True)}"
-                + (f"; {bought(line, 'run' if plan else 'sweep')}" if name == BUY else ""))
-        said_picks += textwrap.wrap(f"{name}: {text}", WIDTH, subsequent_indent="    ")
+    said_picks = pick_lines(chosen, plan)
+    first = textwrap.wrap(not_renting(options), WIDTH, subsequent_indent="    ")
     tail = uncounted + [_fit(d) for d in dated + busy_notes(options) + [host_note(options)] if d] + [_fit(more)]
-    if len(top) + len(said_picks) + len(tail) > lines:  # short of room: the picks stay whole, the head goes and the
-        top = [said_head] + ([_fit(cards(options, how=False))] if memory else [])  # the memory in one line
+    if len(first) + len(top) + len(said_picks) + len(tail) > lines:  # short of room: the picks stay whole, the head
+        top = [said_head] + ([_fit(cards(options, how=False))] if memory else [])  # goes and the memory takes one line
+    top = first + top
     front = options[pareto(options)].sort_values(["wall_s", "usd"])
     room = lines - len(top) - len(said_picks) - len(tail) - 1
     shown = front.head(max(room, 0))
@@ -268,6 +299,21 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     widths[0] = min(widths[0], 34, max(room, 12))
     body = [_fit("  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(n)) + "  " + c[n]) for c in cells]
     return "\n".join(top + said_picks + [said_front] + body + tail)
+
+
+def pick_lines(chosen: dict, plan: Plan | None, absent: dict[str, str] | None = None) -> list[str]:
+    """The picks in words (`three`'s, and any other of `chosen`), each wrapped to WIDTH rather than cut: its option,
+    time per epoch (a planned run), run time and cost, how each is known, and for the box to buy its break-even
+    (`bought`); an option named again is not said again; a pick that is None is 'none', or `absent`'s words for it."""
+    out: list[str] = []
+    named: dict[str, str] = {}  # option -> the pick that named it first
+    for name, line in chosen.items():
+        again = None if line is None else named.setdefault(line["option"], name)
+        text = ((absent or {}).get(name, "none") if line is None else f"{line['option']}, as {again} above"
+                if again != name else f"{said(line)}; {how_known(line, plan, picked=True)}"
+                + (f"; {bought(line, 'run' if plan else 'sweep')}" if name == BUY else ""))
+        out += textwrap.wrap(f"{name}: {text}", WIDTH, subsequent_indent="    ")
+    return out
 
 
 def how_known(line, plan: Plan | None, short: bool = True, picked: bool = False) -> str:
@@ -314,10 +360,10 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
     else:
         columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "source", "price", "front"]
     parts.append(shown[columns].to_string(index=False))
-    parts.append("  ~: rests on analysis/model/'s prediction for a GPU no row measured, its 90% interval in brackets" +
+    parts.append("  ~: rests on crossover's model's prediction for a GPU no row measured, its 90% interval in brackets" +
                  (" (model), or on a time extrapolated outside the dataset sizes measured" if plan else "") +
                  "; *: on the cost-versus-time front; source: where the rows were measured, and the share predicted"
-                 "; memory: what the run needs of the card (peak measured or estimated, docs/cost.md) of its GB")
+                 "; memory: what the run needs of the card (peak measured or estimated) of its GB")
     parts += [f"  {line}" for line in [cards(options)] if line]
     if plan:
         parts.append(f"  dataset size: where {plan.samples:,} lies against the sizes the option's rows measured: inside "

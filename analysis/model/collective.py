@@ -121,7 +121,7 @@ def bandwidth(link: Link, network: Link | None, nodes: int, share: float) -> tup
     nodes (its bandwidth a node's), whichever is slower, each at `share` of its one-way figure."""
     if nodes > 1 and network is None:
         raise ValueError(f"--nodes {nodes}: no network between nodes is known for this instance; give it a `network:` "
-                         "(a key of analysis/devices.yaml's links:) in analysis/prices.yaml, or ask for --nodes 1")
+                         "(a key of the GPU table's links:) in the price table, or ask for --nodes 1")
     inside = link.bandwidth_bytes_per_s * share
     if nodes <= 1 or network is None:  # one node (more than one without a network was refused above)
         return inside, link.latency_s

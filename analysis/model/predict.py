@@ -209,7 +209,7 @@ def predict(rows: pd.DataFrame, gpus: list[str], path: Path = DEVICES,
     if fitted is None:
         if measured.empty:
             raise ValueError("no rows of a GPU in the device table to calibrate the model on: read a GPU's results "
-                             "alongside, e.g. results/reference/h200-2026-11-26/scaling")
+                             "alongside, e.g. the reference rows shipped with crossover")
         models = {}
 
         def fitted(form: str) -> Predictor:

@@ -392,7 +392,7 @@ def render_op_study(table: pd.DataFrame) -> str:
         lambda g: f"median {g['median_error'].median():.0%} over {g['ops'].sum()} ops", include_groups=False)
     shown = (table.groupby(["gpu", "op_class", "left_out"])["median_error"].median().unstack("left_out")
              .map(lambda v: f"{v:.0%}" if pd.notna(v) else "").reset_index())
-    return "\n".join(["== the operator study (results/reference/_ops; never fitted on): each op priced as a step's op is, "
+    return "\n".join(["== the operator study (the reference rows' _ops; never fitted on): each op priced as a step's op is, "
                       "from its GPU's other shapes, and from another GPU's study (median |error|; by kind, over its "
                       "precisions) ==",
                       *(f"  {gpu}, left out {left}: {line}" for (gpu, left), line in summary.items()),
