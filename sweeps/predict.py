@@ -124,8 +124,9 @@ def heading(lines: pd.DataFrame, counted: dict, epochs: int) -> str:
     precision = counted.get("precision", "default")
     own = " (PyTorch's own)" if precision == "default" else ""
     frozen = f" trained, {counted['n_frozen_params']:,} frozen" if counted.get("n_frozen_params") else ""
+    batch = counted["batch_size"]
     return (f"== {counted['workload']}{f' ({shape})' if shape else ''}: {epochs:,} epochs of "
-            f"{counted['dataset_size']:,} samples, batch {counted['batch_size']:,}{batch_said(lines)}, precision "
+            f"{counted['dataset_size']:,} samples, batch {batch:,}{batch_said(lines, batch)}, precision "
             f"{precision}{own}; one step counted on {where}: {counted['n_params']:,} parameters{frozen}, "
             f"{counted['steps_per_epoch']:,} steps an epoch ==")
 
@@ -217,12 +218,13 @@ def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> s
     return "\n".join([*first, *body, *(w for n in notes for w in wrap(n))])
 
 
-def batch_said(lines: pd.DataFrame) -> str:
-    """' a GPU (global: x GPUs)' where lines of several GPUs keep a GPU's batch, ' in all (split over the GPUs)' where
-    they keep the run's (--global-batch); '' for one GPU alone."""
+def batch_said(lines: pd.DataFrame, batch: int) -> str:
+    """' a GPU (the run's: 128 x its GPUs)' where lines of several GPUs keep a GPU's batch, ' in all (split over the
+    GPUs)' where they keep the run's (--global-batch); '' for one GPU alone."""
     if (lines["gpus"] * lines["nodes"]).max() <= 1:
         return ""
-    return " in all (split over the GPUs)" if lines["global_batch"].nunique() == 1 else " a GPU (global: x GPUs)"
+    return (" in all (split over the GPUs)" if lines["global_batch"].nunique() == 1
+            else f" a GPU (the run's: {batch:,} x its GPUs)")
 
 
 BOUND, HOST = "<", "H"  # the marks of a figure set by a faster GPU's (`bound_note`) and of a host-bound step (`host_note`)
