@@ -85,8 +85,8 @@ MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linea
 RNNS = frozenset({"_cudnn_rnn", "_cudnn_rnn_backward"})
 # Kernels cuDNN launches for one RNN call, forward and backward: (a, b, c) in a x time steps x layers x directions
 # + b x layers x directions + c, least squares over 72 configurations profiled on an H100 (LSTM and GRU; 8, 32
-# and 128 steps; 1, 2 and 4 layers; one or two directions; batch 32 and 128; docs/model.md, "How RNN_KERNELS
-# was calibrated"): about two kernels a step each way, the sequential recurrence.
+# and 128 steps; 1, 2 and 4 layers; one or two directions; batch 32 and 128; docs/model.md, "What each row
+# records"): about two kernels a step each way, the sequential recurrence.
 RNN_KERNELS = {"_cudnn_rnn": (2.03, -0.80, 10.6), "_cudnn_rnn_backward": (2.02, 4.37, 15.3)}
 
 
@@ -107,8 +107,8 @@ def op_class(name: str) -> str:
 def op_kind(func, args, kwargs, cls: str) -> str:
     """An op's class as the per-op model reads it (`Traffic.per_op`): its class, but 'conv_grouped' for a grouped or
     depthwise convolution, forward or backward, whose kernels reach a fraction of the bandwidth a dense one's
-    arithmetic hides (the operator study: 3-6x slower than their bytes at the element-wise ops' pace, docs/model.md).
-    The per-class columns keep it in conv."""
+    arithmetic hides (the operator study: 3-6x slower than their bytes at the element-wise ops' pace,
+    docs/validation.md). The per-class columns keep it in conv."""
     if cls != "conv":
         return cls
     call = _call(func, args, kwargs)
@@ -170,7 +170,7 @@ def grouped_conv_backward_flops(grad_out_shape, x_shape, w_shape, bias, stride, 
     multiply-adds as the forward, one per element of the output's gradient and of a filter (the weight's shape past
     its first dimension, which is in-channels / groups). torch's own formula (torch.utils.flop_counter
     conv_backward_flop) counts the weight's gradient as a convolution over every channel, `groups` times what a
-    grouped or depthwise convolution computes: a MobileNet's 3x3 depthwise backward 16x over (docs/model.md, "The
+    grouped or depthwise convolution computes: a MobileNet's 3x3 depthwise backward 16x over (docs/validation.md, "The
     operator study"). A transposed convolution keeps torch's formula."""
     if transposed:  # torch's own function, not the registered wrapper that takes tensors and adds out_shape itself
         return conv_backward_flop.__wrapped__(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation,

@@ -30,7 +30,7 @@ k_optimizer for the optimiser's), k_forward and k_rnn_call (a cuDNN RNN call's o
 shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS; k_rnn's and
 k_rnn_call's from the operator study, `operators.rnn_host_s`) on the table GPUs. `model --validate` also prices each op of the operator study (sweeps/opbench.py: about 1,900 single
 ops on an H100 and an H200, results/reference/_ops) from the study itself (operators.py: `op_study`); a step's ops
-are not priced so, since whole steps came out worse (docs/model.md, "The operator-level model"). A CPU, which no table
+are not priced so, since whole steps came out worse (docs/validation.md, "The operator-level model"). A CPU, which no table
 knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is
 only explained where measured, never predicted. Rows without the per-class columns (written before them)
 fall back to the three-term model (`calibrate`: launches, FLOPs and bytes in total, with a bias per
@@ -38,7 +38,7 @@ workload); every prediction says which in `model_form`.
 
 Every prediction carries a 90% split-conformal interval from leave-one-device-out residuals (a
 workload the fit saw) or leave-one-workload-out residuals (a new one): `conformal_q`. docs/model.md
-gives the equations and the validation. Reads rows only: never imports torch or ray.
+gives the equations, docs/validation.md the validation. Reads rows only: never imports torch or ray.
 
 The package, one idea a module, each reading only those before it:
 

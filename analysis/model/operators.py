@@ -1,7 +1,7 @@
 """Each op's GPU time from the operator study: measured ops like it (sweeps/opbench.py, results/reference/_ops/),
 on the GPU they ran on, scaled to a GPU nobody studied by the op's own bound. `model --validate` prices every study
 op so (validate.op_study), each from the others; the shipped model does not price a step's ops so, since whole
-steps came out worse (docs/model.md, "The operator-level model": the predictor that did is tagged
+steps came out worse (docs/validation.md, "The operator-level model": the predictor that did is tagged
 per-op-model-2026-11-28).
 
 An op (kind, FLOPs F, bytes B, launches n) is priced per launch, f = F / n and b = B / n, on the arithmetic it runs
@@ -103,7 +103,7 @@ class Study:
         # of log share on the first feature) up to the best share an op of its kind reached (the module's docstring).
         # Checked on the study itself, its largest fifth of each kind's shapes predicted from the rest: |error| at the
         # 90th percentile 125% (H100) and 142% (H200) held constant, 81% and 85% along the trend; a trend on both
-        # features, 83% and 85% (2026-11-28: docs/model.md, "The operator-level model")
+        # features, 83% and 85% (2026-11-28: docs/validation.md, "The operator-level model")
         inside = np.clip(query, features.min(axis=0), features.max(axis=0))
         distance = np.sqrt(((inside[:, None, :] - features[None, :, :]) ** 2).sum(axis=2))
         if leave_out:

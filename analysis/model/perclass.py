@@ -31,26 +31,26 @@ KINDS = {"conv_grouped": "conv"}
 PARAMETERS = {
     "u_matmul": 0.5,  # share of peak FLOP/s a large matmul reaches, in FP32 (CUDA cores)
     # the same on the tensor cores (TF32, BF16, FP16), whose peak is 8-15x FP32's and harder to reach: one share for
-    # both put BERT-large's and GPT-2's bf16 steps at twice their time on an H100 (docs/model.md, "Real-sized jobs")
+    # both put BERT-large's and GPT-2's bf16 steps at twice their time on an H100 (docs/validation.md, "Real-sized jobs")
     "u_tensor": 0.5,
     "half_matmul": 1e8,  # FLOPs per launch at which a matmul reaches half of that
     "u_conv": 0.5,  # the same for convolutions, in FP32 (cuDNN at strict FP32: precision fp32)
     # the same on the tensor cores (TF32 by default, BF16, FP16): the operator study's convolutions ran at 0.45x
-    # the one share's prediction in FP32 and 1.0x at TF32 (docs/model.md, "The operator study")
+    # the one share's prediction in FP32 and 1.0x at TF32 (docs/validation.md, "The operator study")
     "u_conv_tensor": 0.5,
     "half_conv": 1e8,  # FLOPs per launch
     "m_memory": 0.7,  # share of bandwidth a large memory-bound op reaches (every class's bytes)
     "half_memory": 1e6,  # bytes per launch at which an op reaches half of that
     # the same share for a norm's bytes: a batch norm's backward reads its input again for the statistics, which
     # the bytes counted (each tensor once) leave out; the operator study measured norms 1.5-3.8x slower than the
-    # other classes' share priced them (docs/model.md, "The operator study")
+    # other classes' share priced them (docs/validation.md, "The operator study")
     "m_norm": 0.7,
     # the same for a grouped or depthwise convolution's bytes (KINDS): its kernels ran 3-6x slower than its bytes
     # at the element-wise ops' share in the operator study; fitted on the steps that list their ops (ops_per_step)
     "m_grouped": 0.7,
     # what one kernel launch of matmul, conv, norm or elementwise costs the host, in the device's launch
     # overheads: one for the four. A cost per class split conv from norm, which come in pairs, arbitrarily,
-    # and priced DenseNet-121's element-wise ops 1.5x too dear (docs/model.md, "One launch cost for the kernels")
+    # and priced DenseNet-121's element-wise ops 1.5x too dear (docs/validation.md, "One launch cost for the kernels")
     "k_launch": 1.0,
     # the same for one of the kernels cuDNN launches for a recurrent net (class rnn), and for each cuDNN RNN call
     # (`_cudnn_rnn`, `_cudnn_rnn_backward`) besides: cuDNN's own C++ issues a chain of small dependent kernels where
@@ -59,13 +59,13 @@ PARAMETERS = {
     # LSTM or GRU case's wall time, two calls and its kernels, least squares per GPU and precision group, FP32/TF32
     # and BF16/FP16): 9.1-15.3 us a kernel and 1.1-1.6 ms a call on the H100's and the H200's hosts, geometric means
     # 11.7 us and 1.35 ms, over the table's 5 us overhead. Priced by k_launch alone, a fit without recurrent rows put
-    # the speech LSTM's 3,681 kernels at 88% over its step (docs/model.md, "cuDNN's kernels cost their own launch")
+    # the speech LSTM's 3,681 kernels at 88% over its step (docs/validation.md, "cuDNN's kernels cost their own launch")
     "k_rnn": 2.3,
     "k_rnn_call": 270.0,
     "k_optimizer": 1.0,  # the same for the optimiser's launches: foreach kernels over every parameter
     "k_forward": 1.0,  # what an op of the forward pass costs the host besides: the workload's Python, nn.Module's call
     # how the host's and the GPU's times combine (`step_time`): 1 their sum, as the model had it until the real-sized
-    # rows, whose compute-bound steps hide the host's dispatch behind the GPU's work (docs/model.md, "Real-sized jobs")
+    # rows, whose compute-bound steps hide the host's dispatch behind the GPU's work (docs/validation.md, "Real-sized jobs")
     "overlap": 1.0,
 }
 
@@ -228,7 +228,7 @@ def _compute_s(c: str, f, n, p: dict, figures: dict):
     peak and without its size term: its n kernels are a time step's small products each, whose cost is the
     launch `class_times` charges every kernel; a convolution's half_conv (tens of GFLOPs a launch, fitted on
     CNNs' few large kernels) charged each of an LSTM's thousands of kernels a tenth of a millisecond, 6-13x its
-    measured step (docs/model.md, "cuDNN's recurrent nets")."""
+    measured step (docs/model.md, "The model")."""
     if c == "rnn":
         return f / (figures["peak_conv"] * np.where(figures["tensor_conv"], p["u_tensor"], p["u_matmul"]))
     u = np.where(figures[f"tensor_{c}"], p["u_tensor" if c == "matmul" else "u_conv_tensor"], p[f"u_{c}"])

@@ -358,8 +358,8 @@ def op_study(path: Path = DEVICES, folder: Path = operators.STUDIES) -> pd.DataF
     interpolation between shapes), and, where another GPU was studied, from that GPU's study alone, scaled by the
     roofline's own ratios ("GPU": the scaling to a GPU nobody studied). Per GPU, what was left out, kind and
     precision: ops, and the median and 90th percentile of |predicted / measured - 1|. Never fitted on: the shipped
-    model prices a step's ops by their class's formula, fitted on whole steps (docs/model.md, "The operator-level
-    model", says why the study's pricing is not shipped)."""
+    model prices a step's ops by their class's formula, fitted on whole steps (docs/validation.md, "The
+    operator-level model", says why the study's pricing is not shipped)."""
     table, devices = operators.timed(operators.study_table(folder, path)), load_devices(path)
     if table.empty:
         return pd.DataFrame()
