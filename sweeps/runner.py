@@ -130,8 +130,7 @@ def raylet_lines_to(path: Path):
     One comes a moment after the row of the trial whose worker died: one about the run's last trial may come after
     the run has ended. Ray offers no flush of them (its thread waits on the GCS's next message), and waiting a
     guessed while would slow every run, so such a line is printed by Ray as Ray prints it (stdout, deduplicated), or
-    goes to the log of the next run that has begun; none is dropped. A sweep script's process, which ends with its
-    run, keeps its lines in the run's log through `hold_raylet_lines`."""
+    goes to the log of the next run that has begun; none is dropped."""
     from ray._private import worker
 
     def append(data: dict, ignore_prefix: bool = False) -> None:
