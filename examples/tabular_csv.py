@@ -42,7 +42,6 @@ from crossover.sweeps.space import Space
 from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.data import Data
 from crossover.trainables.trial import resolve
-from crossover.trainables.registry import register
 from crossover.trainables.workload import Param, Workload
 from crossover.trainables.workloads import mlp
 
@@ -161,11 +160,11 @@ def space(args: argparse.Namespace, planner: Planner) -> Space:
     `planner` plans the workload in a process of its own (sweeps/plan.py)."""
     params = {"csv": str(args.csv.expanduser().resolve()), "target": args.target}
     ref = f"{Path(__file__).resolve()}:workload"
-    wl = register(ref)  # before Ray starts: its runtime_env ships the file to the workers
+    wl = planner.registry.register(ref)  # before Ray starts: its runtime_env ships the file to the workers
     resolve(TrialConfig(wl.name, module=wl.ref, dataset_size=1, batch_size=1, params=params))  # the CSV, checked
     sized = dataclasses.replace(wl, defaults={**wl.defaults, "dataset_size": train_rows(len(frame(params["csv"])))})
     grid = {**sized.grid("smoke" if args.smoke else "default"), "width": [args.width], "depth": [args.depth]}
-    cluster.connect(args.address)
+    cluster.connect(args.address, planner.registry.shipping)
     types = cluster.node_types()
     devices = tuple(args.devices.split(",")) if args.devices else cluster.cluster_devices(types)
     return Space(args.name, {ref: grid}, devices, cluster.node_cpus(types), args.repeats, params=params,

@@ -1,7 +1,7 @@
 """The Ray a sweep runs on: Tune's settings in this process, the connection to Ray (started here, or a cluster joined),
 what its workers are given (WORKER_ENV, the user's modules), and what its nodes hold.
 
-    connect(args.address)               # a sweep script's main(): Ray joined or started, Tune's settings made
+    connect(args.address, planner.registry.shipping)   # a sweep script's main(): Ray joined or started with its modules
     types = node_types(args.cluster_config)
     devices, cpus = cluster_devices(types), node_cpus(types)
 
@@ -23,7 +23,7 @@ import yaml
 
 from crossover.sweeps.space import CPU_NODE
 from crossover.sweeps.status import STOP_SIGNALS
-from crossover.trainables.shipping import ORIGINS_ENV, SHIP_EXCLUDES, SHIPPING, shipped, shipped_sources
+from crossover.trainables.shipping import ORIGINS_ENV, SHIP_EXCLUDES, Shipping
 
 # Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
 BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()
@@ -65,23 +65,23 @@ def tune_settings() -> None:
 WORKER_ENV = {"RAY_worker_niceness": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
 
 
-def runtime_env() -> dict:
-    """This job's runtime_env: its workers at the driver's priority (WORKER_ENV), and the user's workloads
-    registered so far on every worker (crossover.trainables.shipping.shipped: each job file's folder, each package's;
+def runtime_env(shipping: Shipping | None = None) -> dict:
+    """This job's runtime_env: its workers at the driver's priority (WORKER_ENV), and the user's workloads the
+    sweep's `shipping` has declared so far on every worker (Shipping.shipped: each job file's folder, each package's;
     each at most SHIP_MAX_BYTES, checked as it was declared), with where each came from (ORIGINS_ENV: a worker
-    finds its job's folder by it, and a row names the job by the driver's path)."""
-    modules = shipped()
-    SHIPPING.sent.update(shipped_sources())
-    if not modules:
+    finds its job's folder by it, and a row names the job by the driver's path). What it ships is recorded as sent
+    in `shipping` (`check_shipped`); None: no user's module."""
+    if shipping is None or not shipping.files:
         return {"env_vars": WORKER_ENV}
-    return {"env_vars": {**WORKER_ENV, ORIGINS_ENV: json.dumps(SHIPPING.origins())}, "py_modules": modules,
+    shipping.sent.update(shipping.shipped_sources())
+    return {"env_vars": {**WORKER_ENV, ORIGINS_ENV: json.dumps(shipping.origins())}, "py_modules": shipping.shipped(),
             "excludes": SHIP_EXCLUDES}
 
 
-def connect(address: str | None) -> None:
+def connect(address: str | None, shipping: Shipping | None = None) -> None:
     """Join a running cluster (`address`, else $RAY_ADDRESS), or start Ray in this process with the machine's cores;
     either way, this job's workers run at the driver's priority (WORKER_ENV) and import the user's
-    workload modules registered before it (runtime_env).
+    workload modules the sweep's `shipping` declared before it (runtime_env; its Planner's: sweeps/plan.py).
 
     ray.init puts its own handlers on SIGTERM: a Python one, and absl's failure handler in its core
     worker, which printed "*** SIGTERM received ***" and a stack of addresses, then aborted with 134 and
@@ -94,31 +94,34 @@ def connect(address: str | None) -> None:
     # INFO and WARNING lines kept off the sweep's output; its errors still shown
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address:
-        ray.init(address=address, log_to_driver=False, runtime_env=runtime_env(), logging_level=logging.ERROR)
+        ray.init(address=address, log_to_driver=False, runtime_env=runtime_env(shipping), logging_level=logging.ERROR)
     else:  # "local": with no address Ray joins the cluster named in /tmp/ray/ray_current_cluster, which a cluster
         # that was stopped leaves behind; joining that dead address waited minutes, then failed
-        ray.init(address="local", include_dashboard=False, log_to_driver=False, runtime_env=runtime_env(),
+        ray.init(address="local", include_dashboard=False, log_to_driver=False, runtime_env=runtime_env(shipping),
                  logging_level=logging.ERROR)
     for stop_signal, handler in held.items():
         if callable(handler) and threading.current_thread() is threading.main_thread():
             signal.signal(stop_signal, handler)
 
 
-def check_shipped(trials: list) -> None:
+def check_shipped(trials: list, shipping: Shipping) -> None:
     """Refuses a sweep whose user modules Ray's workers would not have, or would have as they were: Ray started
-    before they were registered, or before their file was edited and registered again (the same process).
-    Only the modules of these trials' workloads: another registered earlier in the process is not this sweep's."""
-    now = shipped_sources({t.cfg.module.split(":")[0].split(".")[0] for t in trials if t.cfg.module})
-    missing = sorted(set(now) - set(SHIPPING.sent))
+    without the sweep's `shipping` (runtime_env), or before they were declared in it, or before their file was edited
+    and declared again (the same process). Only the modules of these trials' workloads: another declared earlier is
+    not this sweep's."""
+    now = shipping.shipped_sources({t.cfg.module.split(":")[0].split(".")[0] for t in trials if t.cfg.module})
+    missing = sorted(set(now) - set(shipping.sent))
     if missing:
         raise ValueError(f"your workload's module {missing[0]} reaches Ray's workers only through runtime_env, and Ray "
-                         "was started without it: build the space before crossover.sweeps.cluster.connect, or start "
-                         "Ray with ray.init(runtime_env=crossover.sweeps.cluster.runtime_env())")
-    changed = sorted(path for path, source in now.items() if SHIPPING.sent[path] != source)
+                         "was started without it: build the space before crossover.sweeps.cluster.connect(address, "
+                         "planner.registry.shipping), or start Ray with "
+                         "ray.init(runtime_env=crossover.sweeps.cluster.runtime_env(planner.registry.shipping))")
+    changed = sorted(path for path, source in now.items() if shipping.sent[path] != source)
     if changed:  # its workers would run the old code, and refuse it as not what the sweep planned with
         raise ValueError(f"your workload's module {changed[0]} changed since Ray was started, and Ray's workers have "
                          "the copy it had then: start Ray again (ray.shutdown(), then "
-                         "ray.init(runtime_env=crossover.sweeps.cluster.runtime_env())), or run the sweep in a new "
+                         "ray.init(runtime_env=crossover.sweeps.cluster.runtime_env(planner.registry.shipping))), "
+                         "or run the sweep in a new "
                          "process")
 
 
@@ -171,10 +174,10 @@ def node_cpus(types: list[dict]) -> int:
     return cpus - next((room for least, room in RAY_ROOM if cpus >= least), 0)
 
 
-def connected(flags):
-    """Ray connected at `flags.address` (a frozen Flags of a study script), and (flags with `cpu_threads` filled
-    in, node_cpus where not given; the node types)."""
-    connect(flags.address)
+def connected(flags, shipping: Shipping | None = None):
+    """Ray connected at `flags.address` (a frozen Flags of a study script) with the sweep's `shipping`, and (flags
+    with `cpu_threads` filled in, node_cpus where not given; the node types)."""
+    connect(flags.address, shipping)
     types = node_types()
     return dataclasses.replace(flags, cpu_threads=flags.cpu_threads or node_cpus(types)), types
 

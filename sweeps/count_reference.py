@@ -90,13 +90,13 @@ def memory() -> int:
     from torch.utils._pytree import tree_leaves
 
     from crossover.trainables.config import TrialConfig
-    from crossover.trainables.registry import register
+    from crossover.trainables.registry import Registry
     from crossover.trainables.trial import resolve
 
     rows = read(REFERENCE)
     real = rows[rows["workload_module"].fillna("").str.startswith("realsize:") & rows["peak_gpu_bytes"].notna()]
     ref = reference("realsize:workload", "realsize")
-    wl, out = register(ref), []
+    wl, out = Registry().register(ref), []
     for c in real.drop_duplicates(["workload_params", "batch_size", "precision"]).itertuples(index=False):
         params, batch = json.loads(c.workload_params), int(c.batch_size)
         got = counted(ref, batch, batch, {}, params, c.precision)

@@ -234,13 +234,13 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
     from crossover.trainables.config import TrialConfig
     from crossover.trainables.job import is_reference
     from crossover.trainables.placement import Placement, placement
-    from crossover.trainables.registry import register
+    from crossover.trainables.registry import Registry
     from crossover.trainables.timing import Clock, Timer
     from crossover.trainables.train import Loop
     from crossover.trainables.trial import resolve
     from crossover.trainables.workloads import WORKLOADS, describe, n_frozen_params, n_params
 
-    wl = register(ref) if is_reference(ref) else WORKLOADS.get(ref)
+    wl = Registry().register(ref) if is_reference(ref) else WORKLOADS.get(ref)  # imported in this process
     if wl is None:
         raise ValueError(f"--workload {ref!r}: no built-in of that name ({', '.join(sorted(WORKLOADS))}); give "
                          "your own as path/to/job.py:ATTR")

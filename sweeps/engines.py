@@ -135,7 +135,7 @@ def main(argv=None) -> int:
 def study(flags: Flags, planner: Planner) -> int:
     grid = "smoke" if flags.smoke else "default"
     planner.user_grids(flags, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
-    flags, types = connected(flags)
+    flags, types = connected(flags, planner.registry.shipping)
     gpu = any(parse(d).uses_gpu for d in cluster_devices(types))
     if not gpu:
         print("no GPU in the Ray cluster: the CPU baseline only (the GPU engines and fused trials need one)")

@@ -79,7 +79,7 @@ def calibrate(trial: Space, target_s: float) -> int:
         raise ValueError(f"--trial-seconds must be > 0, got {target_s}")
     calibration = space(trial, trial.name, CALIBRATION_EPOCHS, 1).expand()[0]
     for _ in range(2):
-        row = run_trial(here(calibration))  # a user's workload, imported here to time it
+        row = run_trial(here(calibration, trial.planner.registry if trial.planner else None))  # a user's, imported here
     fixed = row["total_s"] - row["warmup_s"] - row["train_s"]
     return max(2, round((target_s - fixed) / row["epoch_s_median"]))
 
@@ -162,7 +162,7 @@ def study(flags: Flags, planner: Planner) -> int:
     trial = measured(flags, planner)  # checked, and your workload's module imported, before Ray starts (it ships it)
     what = trial.expand()[0].label("workload", *SIZE_AXES)
     start = time.perf_counter()
-    connect(flags.address)
+    connect(flags.address, planner.registry.shipping)
     print(f"ray start: {time.perf_counter() - start:.2f} s; load average {os.getloadavg()[0]:.2f}")
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     results = []

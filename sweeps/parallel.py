@@ -134,7 +134,7 @@ def study(args, planner: Planner) -> int:
     if unknown:  # refused here, not left unused: packed takes no workload of yours, pipe only some
         raise ValueError(f"--param {unknown[0]} is an axis of none of your workloads (--workload {args.workload}): "
                          "give a NAME its Workload.params declares")
-    connect(args.address)
+    connect(args.address, planner.registry.shipping)
     import ray
 
     gpus = int(ray.cluster_resources().get("GPU", 0))

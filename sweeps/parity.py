@@ -294,8 +294,9 @@ def measure(sp: Space, ways: tuple, out, log, default_threads: int) -> dict:
                 got[t.hash]["load"].append(row["load_avg_1m"])
         else:
             for t in trials:
-                got[t.hash][way] = (_ms(plain(t, default_threads)["seconds"]) if way == "plain"
-                                    else run_trial(here(t))["epoch_s_median"] * 1e3)
+                mine = here(t, sp.planner.registry if sp.planner else None)  # its Workload, imported here from its file
+                got[t.hash][way] = (_ms(plain(mine, default_threads)["seconds"]) if way == "plain"
+                                    else run_trial(mine)["epoch_s_median"] * 1e3)
                 got[t.hash]["load"].append(os.getloadavg()[0])
     return got
 
@@ -473,7 +474,7 @@ def study(flags: Flags, planner: Planner) -> int:
     start = time.perf_counter()
     for device in flags.devices:  # every configuration checked, and your workload's module imported, before Ray starts
         space(flags, flags.name, device, "fast", flags.cpu_threads or 1, planner).expand()
-    flags, _ = connected(flags)
+    flags, _ = connected(flags, planner.registry.shipping)
     print(header(flags, default_threads), flush=True)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     log = print if flags.verbose else (lambda line: None)

@@ -190,7 +190,7 @@ def rank_main(request_path: str) -> int:
     import torch.distributed as dist
 
     from crossover.sweeps import parity
-    from crossover.trainables.registry import REGISTRY
+    from crossover.trainables.registry import Registry
     from crossover.trainables.trial import resolve
 
     request = pickle.loads(Path(request_path).read_bytes())
@@ -200,7 +200,7 @@ def rank_main(request_path: str) -> int:
     dist.init_process_group("nccl" if cuda else "gloo")
     rank = dist.get_rank()
     if request["workload"]:
-        REGISTRY.shipping.declare(request["workload"])  # the user's file, importable here by its module's name
+        Registry().register(request["workload"])  # the user's file, imported here: `resolve` finds it by its name
     for label, cfg in request["configs"]:
         for repeat in range(request["repeats"]):
             trial = resolve(dataclasses.replace(cfg, seed=cfg.seed + 1000 * repeat + rank))
@@ -299,7 +299,7 @@ def study(flags: Flags, planner: Planner) -> int:
     for pt in flags.points:  # every configuration checked, and your workload planned, before anything runs
         space(flags, pt, 1, "cpu" if flags.cpu else "cuda", planner).expand()
     plain = plain_phase(flags, planner, start)
-    connect(flags.address)
+    connect(flags.address, planner.registry.shipping)
     ddp = ddp_phase(flags, planner, start)
     lines = table(flags, plain, ddp)
     print("\n".join(lines))

@@ -1,6 +1,7 @@
 """A sweep's planning of a user's workload, in a process of its own: the driver never runs the user's code.
 
     planner = Planner()                                     # a sweep script's main(), once; its Spaces get it
+    connect(address, planner.registry.shipping)             # Ray started with what it ships (sweeps/cluster.py)
     wl = planner.spec("job.py:workload", timeout_s=120)     # a WorkloadSpec: the Workload as plain data, from a child
     wl = planner.spec(workload_object, timeout_s=120)       # a Workload given in Python: its spec likewise
     planner.refusals(trials, timeout_s=120)                 # {trial hash: (field, why)} where its own check refuses it
@@ -16,7 +17,7 @@ output in a log file (its first MiB: trainables/output.py keep; never on the ter
 is left where it printed nothing, or where the failure's one line says it all: a module that does not import),
 and its whole process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain
 data (JSON): a WorkloadSpec (trainables/workload.py), a check's refusal, a size. The driver never imports a
-user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.shipping.declare) and works
+user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.shipping Shipping.declare) and works
 from the spec alone: a workload that calls os._exit, hangs, shuts Ray down or raises KeyboardInterrupt while
 it is planned touches neither the driver's process nor its Ray. The workers import the module itself.
 
@@ -48,11 +49,11 @@ from pathlib import Path
 from crossover.sweeps.cli import PLAN_TIMEOUT_S, child_env
 from crossover.trainables import fingerprint as fingerprints
 from crossover.trainables import fused
-from crossover.trainables import registry
+from crossover.trainables.registry import package_path, reference
 from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.job import locate
 from crossover.trainables.output import keep
-from crossover.trainables.registry import REGISTRY, Registry
+from crossover.trainables.registry import Registry, fingerprint
 from crossover.trainables.shipping import Shipping, digest, files
 from crossover.trainables.trial import Trial
 from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
@@ -66,13 +67,14 @@ class PlanError(WorkloadError):
 
 class Planner:
     """What a sweep's driver has planned of its users' workloads, each once: their specs, which faulted and why,
-    their trials' sizes and their checks' refusals; the modules it ships are its `registry`'s (this process's,
-    trainables/registry.py REGISTRY, unless given). A sweep script's main() makes one and hands it down: to each
-    Space it builds (Space.planner), whose trials sweeps/runner.py asks `fault` of, and to sweeps/status.py
-    exit_status, which asks `faulted` for the exit status. A test makes its own (tests/conftest.py `planner`)."""
+    their trials' sizes and their checks' refusals; the modules it ships are its `registry`'s shipping (its own,
+    unless given). A sweep script's main() makes one and hands it down: its shipping to sweeps/cluster.py connect,
+    which starts Ray with it; the planner to each Space it builds (Space.planner), whose trials sweeps/runner.py asks
+    `fault` of and checks against what Ray was started with (check_shipped), and to sweeps/status.py exit_status,
+    which asks `faulted` for the exit status. A test makes its own (tests/conftest.py `planner`)."""
 
     def __init__(self, registry: Registry | None = None):
-        self.registry = REGISTRY if registry is None else registry  # the modules declared (shipped to the workers) and their sources
+        self.registry = Registry() if registry is None else registry  # the modules declared (shipped to the workers) and their sources
         self.planned: dict[tuple, tuple] = {}  # (reference, its source's sha256 or None) -> (spec, package folder)
         self.faults: dict[str, str] = {}  # a workload's ref ('module:attr') -> why its planning failed
         self.sizes: dict[str, int | None] = {}  # trial hash -> member_bytes, as the child found it (None: not estimated)
@@ -84,7 +86,7 @@ class Planner:
         shipped to Ray's workers from here on (its registry's `declare`, `ship`), never imported here. Planned once a
         version of its file. Raises PlanError (or WorkloadError for a reference that names no file) where the module
         does not import there."""
-        text = (registry.reference(given) if isinstance(given, Workload) else given).strip()
+        text = (reference(given) if isinstance(given, Workload) else given).strip()
         module, attr, path = self.registry.shipping.declare(text)
         key = (text, digest(path) if path else self.registry.shipping.source(text))
         if key not in self.planned:  # planned again where the file changed since
@@ -308,6 +310,7 @@ def main(request_path: str, answer_path: str) -> int:
     that the driver knows what a death interrupted. What is no Exception (KeyboardInterrupt) raised by the
     user's code is a fault, said as such."""
     request = json.loads(Path(request_path).read_text())
+    registry = Registry()  # this child's: what it imports, over the copies of the driver's modules on its path
     with open(answer_path, "a") as answer:
         def say(**event):
             answer.write(json.dumps(event, default=_plain) + "\n")
@@ -315,7 +318,7 @@ def main(request_path: str, answer_path: str) -> int:
 
         try:
             for ref in request["refs"]:
-                if not _spec(ref["text"], ref["load"], say):
+                if not _spec(ref["text"], ref["load"], say, registry):
                     return 0
             for item in request["sizes"]:
                 _size(item["index"], item["config"], say)
@@ -327,7 +330,7 @@ def main(request_path: str, answer_path: str) -> int:
     return 0
 
 
-def _spec(text: str, load: str, say) -> bool:
+def _spec(text: str, load: str, say, registry: Registry) -> bool:
     """The child's import of `load` (the copy of what `text` names), its spec said, then its fingerprint (its
     model built on the meta device); False where it does not import (said as an error)."""
     module, _, path = locate(text)
@@ -348,9 +351,9 @@ def _spec(text: str, load: str, say) -> bool:
                   f"(numbers, strings, lists of them), as a sweep's rows and Tune take them: {exc}")
         return False
     source = hashlib.sha256(Path(sys.modules[name].__file__).read_bytes()).hexdigest()
-    say(text=text, spec=plain, source=source, ship=None if path else registry.package_path(name))
+    say(text=text, spec=plain, source=source, ship=None if path else package_path(name))
     say(doing=f"{wl.name}'s make_model at its defaults on the meta device (its fingerprint)", text=text, ref=wl.ref)
-    say(text=text, fingerprint=registry.fingerprint(wl))
+    say(text=text, fingerprint=fingerprint(wl))
     return True
 
 

@@ -86,7 +86,7 @@ def main(argv=None) -> int:
 def study(flags: Flags, planner: Planner) -> int:
     grid = "smoke" if flags.smoke else "default"
     planner.user_grids(flags, grid)  # your workload's module declared before Ray starts, so Ray ships it to its workers
-    flags, types = connected(flags)
+    flags, types = connected(flags, planner.registry.shipping)
     devices = cluster_devices(types)
     return runner.run_studies(lambda: spaces(flags, planner, grid, devices), flags.out, render, planner)
 

@@ -1,7 +1,7 @@
 """A first look at a model on this CPU, before the search's first round: what one training step costs.
 
-    found = probe(trial)          # Probe(step_s=0.15, fixed_s=7.9), or None where it could not run
-    found.epoch_s(trial.cfg)      # the trial's predicted seconds an epoch on this CPU
+    found = probe(trial, shipping=space.shipping)   # Probe(step_s=0.15, fixed_s=7.9), or None where it could not run
+    found.epoch_s(trial.cfg)                        # the trial's predicted seconds an epoch on this CPU
 
 The search (sweeps/budget.py `predict_s`) predicts a trial's time from this machine's rows of the workload, else from
 the shipped reference rows. A user's model has neither before its first trial, so that trial ran
@@ -28,7 +28,7 @@ from pathlib import Path
 from crossover.sweeps.cli import child_env
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.trial import Trial
-from crossover.trainables.shipping import import_paths
+from crossover.trainables.shipping import Shipping
 
 PROBE_BATCHES = 2  # batches an epoch of the probe: a step's time, not an epoch's, is what it is after
 PROBE_TIMEOUT_S = 120  # s the probe's process may run: past it, the trial runs unpredicted, as with no probe
@@ -47,7 +47,7 @@ class Probe:
         return self.step_s * math.ceil(cfg.dataset_size / cfg.batch_size)
 
 
-def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S) -> Probe | None:
+def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S, shipping: Shipping | None = None) -> Probe | None:
     """The probe of `trial` (a CPU trial): its configuration at PROBE_BATCHES batches (fewer where the trial
     has fewer), one warm-up epoch and the fewest timed ones trainables/timing.py allows, in a child process.
     None where that configuration is refused by the workload (its `check`), fails, or outruns `timeout_s`:
@@ -55,8 +55,8 @@ def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S) -> Probe | None:
     cfg = trial.cfg
     small = dataclasses.replace(cfg, dataset_size=min(cfg.dataset_size, PROBE_BATCHES * cfg.batch_size),
                                 epochs=cfg.warmup_epochs + 1, min_timed_s=0)
-    # the user's modules import in the child by name, as in a Ray worker: their folders on its path
-    env = child_env(*import_paths())
+    # the user's modules (the sweep's `shipping`) import in the child by name, as in a Ray worker: their folders on its path
+    env = child_env(*(shipping.import_paths() if shipping else ()))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "probe.json"
         try:

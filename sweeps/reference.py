@@ -42,7 +42,7 @@ from crossover.sweeps.space import Space
 from crossover.sweeps.status import exit_status
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.trial import resolve
-from crossover.trainables.registry import register
+from crossover.trainables.registry import Registry
 
 ZOO = "examples/zoo.py:workload"
 # Of examples/zoo.py's ARCHS: the families the model is fitted on (resnet18 is examples/resnet_cifar.py's,
@@ -83,11 +83,11 @@ def grid(archs, smoke: bool, images: int = IMAGES) -> dict:
                                       "dataset_size": [images], "epochs": [EPOCHS]}
 
 
-def held_out(args) -> list[dict]:
+def held_out(args, registry: Registry) -> list[dict]:
     """The plain loop's median epoch per held-out arch and batch, --repeats runs each, interleaved."""
     from crossover.sweeps.parity import plain  # imports torch: only on this path
 
-    wl = register(ZOO)
+    wl = registry.register(ZOO)
     g = grid(args.archs or HELD_OUT, args.smoke, HELD_OUT_IMAGES)
     points = [(a, b) for a in g["arch"] for b in g["batch_size"]]
     runs = {p: [] for p in points}
@@ -105,7 +105,7 @@ def held_out(args) -> list[dict]:
     return out
 
 
-def real_runs(args) -> list[tuple[int, str, int, str, str]]:
+def real_runs(args, registry: Registry) -> list[tuple[int, str, int, str, str]]:
     """Every run of --real, in order: (repeat, arch, batch, precision, engine), --repeats rounds of the eager points,
     then --repeats rounds of the cures (engines compile, graph). The cures come last so that no eager run follows a
     compile or a capture in its process: on an H200 (2026-11-28) small_mixer, small_cnn and customfn at batch 32
@@ -113,9 +113,9 @@ def real_runs(args) -> list[tuple[int, str, int, str, str]]:
     within 1% (a second process that compiled nothing measured them at 0.9-1.6x, on another host: the cause is not
     settled; docs/data/held-out-jobs-h200-2026-11-28.md); and a capture that fails then spoils no eager run."""
     ref = args.workload[0] if args.workload else REALSIZE
-    name = register(ref).name  # the job file's, wherever it is named from
-    unseen = name == register(UNSEEN_JOBS).name
-    table = UNSEEN if unseen else (REAL_HELD_OUT if args.held_out else REAL) if name == register(REALSIZE).name else {}
+    name = registry.register(ref).name  # the job file's, wherever it is named from
+    unseen = name == registry.register(UNSEEN_JOBS).name
+    table = UNSEEN if unseen else (REAL_HELD_OUT if args.held_out else REAL) if name == registry.register(REALSIZE).name else {}
     archs = args.archs or tuple(table)
     if not archs or [a for a in archs if a not in table and not args.batch_sizes]:
         raise SystemExit(f"--archs: {list(archs) or ref} has no table of batch sizes here (REAL, REAL_HELD_OUT, "
@@ -146,7 +146,7 @@ def environment() -> dict:
     return env
 
 
-def real(args, out) -> None:
+def real(args, out, registry: Registry) -> None:
     """The plain loop's epochs and peak memory for each real-sized arch (REAL, REAL_HELD_OUT with --held-out, or
     another --workload's: `real_runs`), batch, precision and engine, --repeats runs each, interleaved: one JSON
     line a run, appended to `out` as it ends, so that a run cut short keeps what it measured. No run starts
@@ -158,11 +158,11 @@ def real(args, out) -> None:
     from torch._dynamo.utils import counters  # torch.compile's count of the graphs it left out of CUDA graphs
 
     ref = args.workload[0] if args.workload else REALSIZE
-    wl = register(ref)
+    wl = registry.register(ref)
     env, start, broken, cured = environment(), time.perf_counter(), set(), False
     steps = REAL_SMOKE["steps"] if args.smoke else args.steps
     extra = {"tiny": 1} if args.smoke and "tiny" in wl.params else {}
-    for repeat, arch, batch, precision, engine in real_runs(args):
+    for repeat, arch, batch, precision, engine in real_runs(args, registry):
         if args.deadline and time.perf_counter() - start > args.deadline:
             print(f"--deadline {args.deadline} s passed: no more runs", flush=True)
             return
@@ -281,24 +281,25 @@ def main(argv=None) -> int:
     if args.rows:
         real_rows(args.rows, args.out)
         return 0
+    registry = Registry()  # what this process imports of the zoo and your workload, and ships of them to Ray's workers
     if args.real:
         args.out.mkdir(parents=True, exist_ok=True)
-        wl = f"-{register(args.workload[0]).name}" if args.workload else ""
-        real(args, args.out / f"{args.name}{wl}{'-held-out' if args.held_out else ''}-real.jsonl")
+        wl = f"-{registry.register(args.workload[0]).name}" if args.workload else ""
+        real(args, args.out / f"{args.name}{wl}{'-held-out' if args.held_out else ''}-real.jsonl", registry)
         return 0
     if args.held_out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{args.name}-held-out.json").write_text(json.dumps(held_out(args), indent=1))
+        (args.out / f"{args.name}-held-out.json").write_text(json.dumps(held_out(args, registry), indent=1))
         return 0
-    wl = register(ZOO)
+    wl = registry.register(ZOO)
     sp = Space(args.name, {wl.ref: grid(args.archs or REFERENCE, args.smoke)}, (args.devices,), repeats=args.repeats,
-               fixed={"exclusive": True}, timeout_s=args.trial_timeout, planner=Planner())
+               fixed={"exclusive": True}, timeout_s=args.trial_timeout, planner=Planner(registry))
     return exit_status(lambda: _sweep(sp, args), sp.planner)
 
 
 def _sweep(sp: Space, args) -> int:
     sp.expand()  # every configuration checked before Ray starts
-    connect(args.address)
+    connect(args.address, sp.shipping)
     store = runner.run(sp, args.out, max_concurrent=1, log=print)
     print(f"rows in {store.dir}")
     return 0

@@ -55,9 +55,9 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     state, cannot be written (a full disk): the rows written stay.
     """
     trials = space.expand()  # refuses a bad space before anything runs
-    check_shipped(trials)
     planner = space.planner  # None: a space of built-ins alone, nothing of a user's to plan
     if planner:
+        check_shipped(trials, planner.registry.shipping)  # what Ray's workers have of the modules it planned
         planner.member_sizes(trials, space.plan_timeout_s)  # users' trials estimated in one process of their own
     # a workload whose planning failed (sweeps/plan.py said how, once) is rowed without running
     faults = {t.hash: planner.fault(t.wl) for t in trials if planner and planner.fault(t.wl)}
@@ -83,7 +83,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
     store = Store(Path(out) / space.name)
     with store.locked(log):
         for trial in faulted:
-            store.write({**failed_row(trial, faults[trial.hash]), "sweep": space.name, "trial_id": None,
+            store.write({**failed_row(trial, faults[trial.hash], space.shipping), "sweep": space.name, "trial_id": None,
                          "schema_version": SCHEMA_VERSION, "finished_at": dt.datetime.now(dt.timezone.utc)})
         if faulted:
             log(f"{len(faulted)} trials of {sorted({t.wl.name for t in faulted})} written as error rows, not run: "
@@ -103,28 +103,34 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
 def tune_log(path: Path):
     """Within it, what Tune logs goes to `path` and not to the terminal: a trial whose worker died was 30 lines
     of Ray's traceback there, each time Tune ran it again; and so do the raylet's lines (`raylet_lines_to`). The
-    sweep says a line per failed trial itself (RowWriter), and the trial's row holds its error."""
+    sweep says a line per failed trial itself (RowWriter), and the trial's row holds its error. Both are put back
+    as they were when it ends, however it ends (an error, Ctrl-C)."""
     tune_logger = logging.getLogger("ray.tune")
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     tune_logger.addHandler(handler)
     tune_logger.propagate = False
-    raylet_lines_to(path)
     try:
-        yield
+        with raylet_lines_to(path):
+            yield
     finally:
         tune_logger.removeHandler(handler)
         tune_logger.propagate = True
         handler.close()
 
 
-def raylet_lines_to(path: Path) -> None:
-    """The error lines this process's Ray prints from its raylets ("(raylet) A worker died or was killed ...": one
-    for each death of a worker, in colour, on stdout, whatever log_to_driver says) appended to `path`, the run's
-    log, from now on. Ray has no switch for them; its driver prints them through `print_to_stdstream`, replaced
-    here. They come after the row of the trial whose worker died (a sweep's last trial's, after the sweep has
-    ended), so they go to the latest run's log until another run sends them to its own."""
+@contextlib.contextmanager
+def raylet_lines_to(path: Path):
+    """Within it, the error lines this process's Ray prints from its raylets ("(raylet) A worker died or was killed
+    ...": one for each death of a worker, in colour, on stdout, whatever log_to_driver says) are appended to `path`,
+    the run's log. Ray has no switch for them: its driver's thread that hears them (listen_error_messages) prints
+    each through the module's `print_to_stdstream`, replaced here and put back at the end, however it ends.
+
+    One comes a moment after the row of the trial whose worker died: one about the run's last trial may come after
+    the run has ended. Ray offers no flush of them (its thread waits on the GCS's next message), and waiting a
+    guessed while would slow every run, so such a line is printed by Ray as Ray prints it (stdout, deduplicated), or
+    goes to the log of the next run that has begun; none is dropped."""
     from ray._private import worker
 
     def append(data: dict, ignore_prefix: bool = False) -> None:
@@ -133,7 +139,12 @@ def raylet_lines_to(path: Path) -> None:
             log.writelines(f"{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d} ERROR ray ({data.get('pid')}): "
                            f"{line}\n" for line in data["lines"])
 
+    original = worker.print_to_stdstream
     worker.print_to_stdstream = append
+    try:
+        yield
+    finally:
+        worker.print_to_stdstream = original
 
 
 def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, log, storage_path: str | None,

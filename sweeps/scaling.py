@@ -202,7 +202,7 @@ def connected_space(args, planner: Planner, names: tuple = ("",)) -> Space:
         search.lines(checked)  # a workload the search cannot explore, refused now
     for suffix in names:
         Store(Path(args.out) / f"{checked.name}{suffix}").check()  # --out and --name too
-    connect(args.address)
+    connect(args.address, planner.registry.shipping)
     types = node_types(args.cluster_config)
     devices = given if args.devices else cluster_devices(types)
     return build_space(args, planner, devices, args.cpu_threads or node_cpus(types), cpu_nodes_only(types))

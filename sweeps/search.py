@@ -101,7 +101,7 @@ def plan(space: Space, out: Path | str) -> Plan:
     store = Store(Path(out) / space.name)
     found = lines(space)
     trials = {line.workload: _trials(space, line) for line in found}
-    ref, ref_rows = _reference(found, trials, store)
+    ref, ref_rows = _reference(found, trials, store, space)
     kept, gpu_runs, gpu_name, ref_epoch, missing, ref_gpu = [], {}, {}, {}, {}, {}
     models = _gpu_models(ref_rows, ref)
     for line in found:
@@ -131,12 +131,12 @@ def _trials(space: Space, line: Line) -> dict:
     return {(_value(t.cfg, line.axis), t.cfg.seed, t.cfg.device): t for t in sub.expand()}
 
 
-def _reference(found: list, trials: dict, store: Store) -> tuple[dict, pd.DataFrame]:
+def _reference(found: list, trials: dict, store: Store, space: Space) -> tuple[dict, pd.DataFrame]:
     """Per workload, size -> config_key of its configuration; and the reference GPU rows of those configurations
     (analysis/summary.py's `with_reference`, the summary's own choice of folder per GPU model)."""
     planned = [(line, size, t) for line in found for (size, seed, _), t in trials[line.workload].items()
                if seed == 0 and t.spec.is_cpu]
-    probe = pd.DataFrame([{**config_row(t), "status": "ok"} for _, _, t in planned])
+    probe = pd.DataFrame([{**config_row(t, space.shipping), "status": "ok"} for _, _, t in planned])
     probe = probe.assign(results_dir=str(store.dir), arm="cpu", device_name=None, torch_threads=None)
     probe["config_key"] = keys(probe)
     ref = {line.workload: {} for line in found}
@@ -279,7 +279,7 @@ def write_skipped(p: Plan, skipped: list[tuple[Ask, str]], log, say) -> None:
     with p.store.locked(log):
         for ask, why in skipped:
             for trial in ask.trials:
-                p.store.write({**failed_row(trial, f"skipped: {why} (--budget)"), "sweep": p.space.name,
+                p.store.write({**failed_row(trial, f"skipped: {why} (--budget)", p.space.shipping), "sweep": p.space.name,
                                "schema_version": schema.SCHEMA_VERSION, "trial_id": None,  # no Tune trial ran
                                "finished_at": pd.Timestamp.now(tz="UTC").to_pydatetime()})
     for ask, why in skipped:
@@ -389,7 +389,8 @@ def _probe(p: Plan, say, budget_s: float) -> dict:
         if s.costs[line][CPU] or first in p.ref_epoch[line][CPU]:
             continue
         began = time.monotonic()
-        if (got := probe(p.trials[line][first, 0, p.cpu], min(PROBE_TIMEOUT_S, max(budget_s, PROBE_FLOOR_S)))) is not None:
+        limit_s = min(PROBE_TIMEOUT_S, max(budget_s, PROBE_FLOOR_S))
+        if (got := probe(p.trials[line][first, 0, p.cpu], limit_s, p.space.shipping)) is not None:
             found[line] = got
             say(f"probe {line.workload}: a step takes {in_s(got.step_s)} on this CPU, a trial {in_s(got.fixed_s)} "
                 f"besides its steps ({in_s(time.monotonic() - began)} to find out)")

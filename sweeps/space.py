@@ -33,6 +33,7 @@ from crossover.trainables import fused
 from crossover.trainables.fused import fusion_key
 from crossover.trainables.job import is_reference
 from crossover.trainables.registry import fingerprint
+from crossover.trainables.shipping import Shipping
 from crossover.trainables.trial import Trial, resolve
 from crossover.trainables.workload import Workload, WorkloadSpec
 from crossover.trainables.workloads import WORKLOADS
@@ -62,6 +63,11 @@ class Space:
 
     def __post_init__(self):
         check_name(self.name)  # a folder under --out: never a path out of it
+
+    @property
+    def shipping(self) -> Shipping | None:
+        """What the sweep ships of its users' workloads to Ray's workers (its planner's), or None: built-ins alone."""
+        return self.planner.registry.shipping if self.planner else None
 
     def _where(self, workload: str | None = None, axis: str | None = None) -> str:
         parts = [f"sweep {self.name!r}"] + ([f"workload {workload!r}"] if workload else [])
@@ -122,7 +128,7 @@ class Space:
             if isinstance(key, Workload) or (isinstance(key, str) and is_reference(key)):
                 if self.planner is None:
                     raise ValueError(f"workload {key!r} is a user's, planned in a process of its own: give the Space "
-                                     "the sweep's planner (Space(..., planner=Planner(REGISTRY)): sweeps/plan.py) "
+                                     "the sweep's planner (Space(..., planner=Planner()): sweeps/plan.py) "
                                      f"{self._where()}")
                 found.append(self.planner.spec(key, self.plan_timeout_s))
             elif key in WORKLOADS:

@@ -53,6 +53,7 @@ from crossover.analysis.atomic import write_atomic
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.exits import LAST_WORDS, crash
 from crossover.trainables.rows import crash_text, failed_row, own_code
+from crossover.trainables.shipping import Shipping
 from crossover.trainables.trial import Trial
 
 LOCKS = "_locks"  # results/_locks/<sweep>
@@ -245,11 +246,13 @@ class RowWriter(tune.Callback):
     """Writes each trial's row the moment the driver hears of it, and reports progress as it goes: a
     line per row through `log`, or with `bar`, one updating line instead (tqdm, on stderr: rows done of
     all, the time so far and an ETA at the mean pace so far), `log` then saying only what is not a row
-    (a wait, a lost worker, a warning)."""
+    (a wait, a lost worker, a warning). `shipping`: the sweep's (sweeps/space.py Space.shipping), which names a
+    user's job in the rows it writes for a dead worker's trials."""
 
     def __init__(self, store: Store, sweep: str, trials: list[Trial], log=print, bar: bool = False,
-                 max_failures: int = 2):
+                 max_failures: int = 2, shipping: Shipping | None = None):
         self.store, self.sweep, self.total, self.log, self.bar = store, sweep, len(trials), log, bar
+        self.shipping = shipping
         self.max_failures = max_failures  # times a trial whose worker was lost runs again (on_trial_error), and once more
         self.line = None  # the tqdm line, made at the first step and never pickled (Tune pickles its callbacks)
         self.trials = {t.hash: t for t in trials}  # a dead worker's rows are written from these
@@ -310,7 +313,7 @@ class RowWriter(tune.Callback):
     def _write_failed(self, trial, error: str, trials) -> None:
         """Error rows, written by the driver, for every member of a Tune trial whose worker died."""
         for member in _members(trial):
-            self._write(trial, failed_row(self.trials[member], error), trials)
+            self._write(trial, failed_row(self.trials[member], error, self.shipping), trials)
 
     def _progress(self, trials, reporting) -> str:
         running = sum(t.status == "RUNNING" and t is not reporting for t in trials)

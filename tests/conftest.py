@@ -74,21 +74,9 @@ def local_gpu_ray():
 
 
 @pytest.fixture
-def fresh(monkeypatch):
-    """This process's shipped and registered modules (trainables/shipping.py SHIPPING, trainables/registry.py
-    REGISTRY), restored after the test: each of their dicts a copy while it runs."""
-    from crossover.trainables.registry import REGISTRY
-
-    for state in (REGISTRY.shipping, REGISTRY):
-        for name, value in vars(state).items():
-            if isinstance(value, dict):
-                monkeypatch.setattr(state, name, dict(value))
-
-
-@pytest.fixture
-def planner(fresh):
+def planner():
     """A sweep's planner of its users' workloads (sweeps/plan.py), the test's own, as a sweep script's main() makes
-    one; over this process's registry, restored after the test (`fresh`)."""
+    one: its registry and what it ships are its own."""
     from crossover.sweeps.plan import Planner
 
     return Planner()

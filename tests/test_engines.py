@@ -46,7 +46,6 @@ workload = Workload(
 
 
 def test_a_users_workload_joins_the_cpu_baseline_and_every_engine_that_can_run_its_grid(tmp_path, planner):
-    # registering ships its module to any Ray this process starts later: restored after the test (conftest's fresh)
     (tmp_path / "engines_job.py").write_text(JOB)
     ref = f"{tmp_path / 'engines_job.py'}:workload"
     notes = []

@@ -20,7 +20,9 @@ from crossover.trainables.config import ConfigError, TrialConfig
 from crossover.trainables.fused import run_fused
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
-from crossover.trainables.registry import fingerprint, register
+from crossover.trainables.registry import Registry, fingerprint
+
+register = Registry().register  # this module's workloads, imported here
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 RESNET = register(f"{EXAMPLES / 'resnet_cifar.py'}:workload")

@@ -17,8 +17,10 @@ import torch
 from crossover.sweeps import heldout_check, reference
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.data import take
-from crossover.trainables.registry import register
+from crossover.trainables.registry import Registry
 from crossover.trainables.trial import resolve
+
+register = Registry().register  # this module's workloads, imported here
 
 JOB = Path(__file__).resolve().parent.parent / "examples" / "heldout.py"
 WL = register(f"{JOB}:workload")

@@ -81,8 +81,8 @@ def test_a_job_of_several_files_plans_and_editing_a_module_beside_it_plans_it_ag
     job = split_job(tmp_path / "proj", "jf_plan")
     first = planner.spec(f"{job}:workload")
     assert first.name == "jf_plansplit" and first.ref == "jf_planjob:workload"
-    # its whole folder reaches the workers (beside the folders of jobs earlier tests of this process registered)
-    assert str(job.parent) in shipping.shipped()
+    # its whole folder reaches the workers, and nothing else: the planner's shipping is the sweep's own
+    assert planner.registry.shipping.shipped() == [str(job.parent)]
     models = job.parent / "jf_planmodels.py"
     models.write_text(models.read_text().replace("cfg.width, 2", "cfg.width, 3"))  # the model edited, not the job
     assert planner.spec(f"{job}:workload").fingerprint != first.fingerprint
@@ -98,18 +98,18 @@ def test_a_module_beside_the_job_that_does_not_import_is_said_by_its_exception_a
                     f"'jf_nowhere' ({job.parent / 'jf_badmodels.py'}:2)")
 
 
-def test_a_folder_past_the_limit_is_refused_in_one_line_and_what_rayignore_names_is_not_shipped(tmp_path, fresh,
+def test_a_folder_past_the_limit_is_refused_in_one_line_and_what_rayignore_names_is_not_shipped(tmp_path,
                                                                                                  monkeypatch):
     job = split_job(tmp_path / "proj", "jf_big")
     (job.parent / "weights.bin").write_bytes(bytes(3 * 2**20))
     monkeypatch.setattr(shipping, "SHIP_MAX_BYTES", 2**20)
     with pytest.raises(WorkloadError) as info:
-        shipping.declare(f"{job}:workload")
+        shipping.Shipping().declare(f"{job}:workload")
     said = str(info.value)
     assert "\n" not in said and f"the job's folder {job.parent} holds 3 MiB or more" in said
     assert "past crossover's limit of 1 MiB" in said and ".rayignore" in said
     (job.parent / ".rayignore").write_text("*.bin\n")  # left out, as Ray leaves it out
-    assert shipping.declare(f"{job}:workload")[2] == job
+    assert shipping.Shipping().declare(f"{job}:workload")[2] == job
     assert job.parent / "weights.bin" not in shipping.files(job.parent)
     assert job.parent / "jf_bigpkg" / "optim.py" in shipping.files(job.parent)
 

@@ -34,7 +34,6 @@ workload = Workload(
 
 
 def test_a_users_workload_replaces_discs_trial_and_only_one_is_taken(tmp_path, planner):
-    # registering ships its module to any Ray this process starts later: restored after the test (conftest's fresh)
     (tmp_path / "overhead_job.py").write_text(JOB)
     ref = f"{tmp_path / 'overhead_job.py'}:workload"
     trial = benchmark.measured(benchmark.parse_args(["--smoke", "--workload", ref]), planner)

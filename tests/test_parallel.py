@@ -131,7 +131,6 @@ whole = dataclasses.replace(piped, name="whole", pipeline=False)
 
 
 def test_a_users_workload_joins_ddp_on_every_gpu_count_and_pipe_where_it_can_be_piped(tmp_path, planner):
-    # registering ships its module to any Ray this process starts later: restored after the test (conftest's fresh)
     (tmp_path / "parallel_job.py").write_text(JOB)
     refs = [f"{tmp_path / 'parallel_job.py'}:{attr}" for attr in ("piped", "whole")]
     users = {ref: {"dataset_size": [256]} for ref in refs}

@@ -57,10 +57,8 @@ workload = Workload(
 
 
 @pytest.fixture
-def job(tmp_path, fresh):
-    """JOB's reference, as --workload takes it. Registering ships its module to every Ray this process
-    starts later (crossover.trainables.shipping.shipped): restored after the test (conftest's fresh), so no later
-    sweep here asks for it."""
+def job(tmp_path):
+    """JOB's reference, as --workload takes it."""
     path = tmp_path / "parity_job.py"
     path.write_text(JOB)
     return f"{path}:workload"

@@ -19,7 +19,9 @@ from crossover.sweeps.count_step import as_on_a_gpu, counted
 from crossover.trainables.timing import Clock, Timer
 from crossover.trainables.train import Loop
 from crossover.trainables.trial import resolve
-from crossover.trainables.registry import register
+from crossover.trainables.registry import Registry
+
+register = Registry().register  # this module's workloads, imported here
 
 JOB = """
 import torch

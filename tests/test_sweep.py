@@ -183,3 +183,21 @@ def test_a_cluster_address_left_behind_by_a_stopped_cluster_is_not_joined(tmp_pa
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (pd.read_parquet(tmp_path / "smoke")["status"] == "ok").all()
+
+
+def test_the_raylet_lines_go_to_the_runs_log_while_it_runs_and_rays_printer_is_put_back_even_on_ctrl_c(tmp_path):
+    from ray._private import worker
+
+    from crossover.sweeps.runner import tune_log
+
+    ray_own = worker.print_to_stdstream
+    log = tmp_path / "_logs" / "run.log"
+    with pytest.raises(KeyboardInterrupt):
+        with tune_log(log):
+            assert worker.print_to_stdstream is not ray_own
+            # as Ray's thread that hears the raylets calls it (ray/_private/worker.py listen_error_messages)
+            worker.print_to_stdstream({"lines": ["A worker died or was killed"], "pid": "raylet", "is_err": False},
+                                      ignore_prefix=False)
+            raise KeyboardInterrupt
+    assert worker.print_to_stdstream is ray_own
+    assert log.read_text().endswith("ERROR ray (raylet): A worker died or was killed\n")

@@ -4,10 +4,10 @@ shape accounted; bad references refused by name before anything runs; its failur
 
     python -m pytest tests/test_user_workload.py
 
-Every workload here is a real file in a temporary folder, imported as a user's would be. Registered
-modules are this process's (crossover.trainables.shipping.SHIPPING), so their names are this module's own (uw_*).
-Ray is started here, after they are registered, with crossover.sweeps.cluster.runtime_env(): conftest's local_ray
-starts it without them.
+Every workload here is a real file in a temporary folder, imported as a user's would be, by the registry of this
+module's planner (`jobs`); imported modules are the process's (sys.modules), so their names are this module's own
+(uw_*). Ray is started here, after they are registered, with crossover.sweeps.cluster.runtime_env(planner's
+shipping): conftest's local_ray starts it without them.
 """
 
 import json
@@ -29,11 +29,10 @@ from crossover.sweeps.cluster import runtime_env
 from crossover.sweeps.budget import MAX_SHARE
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space, groups
-from crossover.trainables import shipping
 from crossover.trainables.fused import member_bytes
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import here
-from crossover.trainables.registry import fingerprint, register
+from crossover.trainables.registry import Registry, fingerprint
 from crossover.trainables.workload import Workload, WorkloadError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,27 +186,29 @@ def jobs(tmp_path_factory):
     for stem, text in files.items():
         (folder / f"{stem}.py").write_text(text)
     refs = {stem: f"{folder / stem}.py" for stem in files}
-    with pytest.MonkeyPatch.context() as patch:  # shipped to no Ray of a later test module: restored after
-        patch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
-        # the module's planner, as a sweep script's main() makes one: its tests plan the same files
-        yield SimpleNamespace(folder=folder, **refs, planner=Planner(), job=register(f"{refs['uw_job']}:workload"),
-                              edited=register(f"{refs['uw_edited']}:workload"),
-                              models=[register(f"{refs['uw_models']}:{a}") for a in ("conv", "resnet", "pair")],
-                              failing=[register(f"{refs['uw_failing']}:{a}") for a in FAILURES])
-        ray.shutdown()
-
-
-def start_ray() -> None:
-    """Ray in this process, with every module registered so far shipped to its workers (runtime_env)."""
+    # the module's planner, as a sweep script's main() makes one: its tests plan the same files, and its registry's
+    # shipping is what Ray is started with (`start_ray`)
+    planner = Planner()
+    register = planner.registry.register
+    yield SimpleNamespace(folder=folder, **refs, planner=planner, job=register(f"{refs['uw_job']}:workload"),
+                          edited=register(f"{refs['uw_edited']}:workload"),
+                          models=[register(f"{refs['uw_models']}:{a}") for a in ("conv", "resnet", "pair")],
+                          failing=[register(f"{refs['uw_failing']}:{a}") for a in FAILURES])
     ray.shutdown()
-    ray.init(address="local", num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env())
+
+
+def start_ray(planner: Planner) -> None:
+    """Ray in this process, with every module `planner`'s registry declared so far shipped to its workers."""
+    ray.shutdown()
+    ray.init(address="local", num_cpus=CPUS, include_dashboard=False, log_to_driver=False,
+             runtime_env=runtime_env(planner.registry.shipping))
 
 
 @pytest.fixture
 def user_ray(jobs):
     """A local Ray started after the user's modules were registered (kept for the module's next test)."""
     if not ray.is_initialized():
-        start_ray()
+        start_ray(jobs.planner)
     return jobs
 
 
@@ -225,7 +226,7 @@ def swept(jobs, tmp_path_factory) -> pd.DataFrame:
     """One sweep on a local Ray: the user's workload at two values of its own axis, beside every failing one;
     each trial allowed 3 s, a lost worker not retried (its trial gets one more pass, then its row)."""
     if not ray.is_initialized():
-        start_ray()
+        start_ray(jobs.planner)
     grids = {f"{jobs.uw_job}:workload": {"n_features": [4, 6]}, **{wl: {} for wl in jobs.failing}}
     return sweep(Space("user", grids, fixed=TINY, timeout_s=3, planner=jobs.planner), tmp_path_factory.mktemp("swept"),
                  max_failures=0)
@@ -254,13 +255,13 @@ def test_editing_the_file_changes_its_fingerprint_and_the_resumed_sweep_measures
     old, before = space.expand()[0], fingerprint(user_ray.edited)
 
     path.write_text(job_text(9))  # the user widens the model, in the same Python session
-    after = fingerprint(register(f"{path}:workload"))
+    after = fingerprint(user_ray.planner.registry.register(f"{path}:workload"))
     new = space.expand()[0]
     assert after != before and new.cfg.fingerprint == after and new.hash != old.hash
 
     with pytest.raises(ValueError, match=f"module {path} changed since Ray was started"):  # its workers: the old file
         runner.run(space, tmp_path, log=lambda line: None)
-    start_ray()
+    start_ray(user_ray.planner)
     rows = sweep(space, tmp_path).set_index("workload_fingerprint")
     assert len(first) == 1 and len(rows) == 2 and (rows["status"] == "ok").all(), rows["error"].tolist()
     assert rows.loc[before, "n_params"] == 7 * 8 + 2  # the first row kept, not measured again
@@ -338,7 +339,7 @@ def test_a_name_that_would_be_a_path_or_markup_is_refused(jobs, tmp_path):
     odd = tmp_path / "my job.py"
     shutil.copy(jobs.uw_job, odd)
     with pytest.raises(WorkloadError, match="is no Python module name; rename it"):
-        register(f"{odd}:workload")
+        jobs.planner.registry.register(f"{odd}:workload")
 
 
 # --- failures on the worker: rows, and the sweep goes on ------------------------------------------
@@ -370,7 +371,7 @@ def test_on_a_two_node_cluster_the_worker_node_runs_the_module_it_got_only_throu
     path = jobs.folder / "uw_remote.py"
     path.write_text(job_text(8).replace('"uw_mlp"', '"uw_remote"'))
     # the Workload object, registered: the space never reads the file again (a path as key would, at expand)
-    space = Space("remote", {register(f"{path}:workload"): {"width": [4, 8]}}, fixed=TINY, planner=jobs.planner)
+    space = Space("remote", {jobs.planner.registry.register(f"{path}:workload"): {"width": [4, 8]}}, fixed=TINY, planner=jobs.planner)
     space.expand()  # its fingerprint taken before Ray starts, as a sweep script checks its space first
     short = tempfile.mkdtemp(prefix="xo-", dir="/tmp")  # Ray's socket paths must stay short
     with pytest.MonkeyPatch.context() as env:
@@ -380,7 +381,7 @@ def test_on_a_two_node_cluster_the_worker_node_runs_the_module_it_got_only_throu
         cluster.wait_for_nodes()
         moved = path.with_suffix(".away")
         try:
-            ray.init(address=cluster.address, log_to_driver=False, runtime_env=runtime_env())
+            ray.init(address=cluster.address, log_to_driver=False, runtime_env=runtime_env(jobs.planner.registry.shipping))
             path.rename(moved)  # uploaded at init: from now on the workers can have it from Ray alone
             rows = sweep(space, tmp_path)
         finally:
@@ -474,7 +475,7 @@ def test_a_model_no_trial_of_which_fits_the_budget_is_told_the_budget_it_needs_b
     # probe times the model in a process of its own, and every trial is skipped
     ref = slow_job(tmp_path, "uw_toolong", 0.8, [16, 32], epochs=20)
     said = []
-    space = Space("toolong", {ref: register(ref).grid("default")}, ("cpu",), cpu_threads=1, planner=jobs.planner)
+    space = Space("toolong", {ref: jobs.planner.registry.register(ref).grid("default")}, ("cpu",), cpu_threads=1, planner=jobs.planner)
     found = search.search(space, tmp_path, budget_s=10, log=said.append, clock=stopped_clock)
     need = [text for text in said if text.startswith("uw_toolong: a trial at dataset_size=16 is predicted to take ")]
     assert len(need) == 1 and need[0].endswith(" or more"), said
@@ -493,8 +494,8 @@ def test_a_trial_past_its_share_of_the_budget_is_cut_its_size_frozen_and_the_sea
     # so the second size is reached on a host of any speed (on the wall clock, a host with a CPU burner beside
     # it had spent a 40 s budget before it)
     ref = slow_job(tmp_path, "uw_jump", 2.0, [32, 64], from_size=64)
-    space = Space("jump", {ref: register(ref).grid("default")}, ("cpu",), cpu_threads=CPUS, planner=jobs.planner)
-    start_ray()  # its module shipped to the workers
+    space = Space("jump", {ref: jobs.planner.registry.register(ref).grid("default")}, ("cpu",), cpu_threads=CPUS, planner=jobs.planner)
+    start_ray(jobs.planner)  # its module shipped to the workers
     said = []
     found = search.search(space, tmp_path, budget_s=120, log=said.append, clock=stopped_clock)
     rows = pd.read_parquet(tmp_path / "jump")
@@ -538,13 +539,13 @@ def test_the_probe_runs_the_users_code_in_a_process_of_its_own_within_its_time_l
     from crossover.trainables.config import TrialConfig
     from crossover.trainables.trial import resolve
 
-    monkeypatch.setattr(shipping.SHIPPING, "files", dict(shipping.SHIPPING.files))
+    registry = Registry()  # the test's: what the probe's child imports from
     name, marker = f"uw_probed_{hang}", tmp_path / "pids"
     (tmp_path / f"{name}.py").write_text(PROBED.format(marker=str(marker), hang=hang, name=name))
-    wl = register(f"{tmp_path / name}.py:workload")
+    wl = registry.register(f"{tmp_path / name}.py:workload")
     assert not marker.exists()  # registering and resolving run none of the model's code
     trial = resolve(TrialConfig(wl.name, module=wl.ref, min_timed_s=0))
-    found = probe(trial, timeout_s=20)
+    found = probe(trial, timeout_s=20, shipping=registry.shipping)
     pids = {int(p) for p in marker.read_text().split()}
     assert pids and os.getpid() not in pids  # the model was made, and never in this process
     if hang:

@@ -26,7 +26,7 @@ from ray.train.v2.api.exceptions import WorkerGroupError
 from crossover.trainables.devices import ddp_worker_resources
 from crossover.trainables.exits import WorkerExit, exits_trapped
 from crossover.trainables.placement import Placement
-from crossover.trainables.registry import load
+from crossover.trainables.registry import Registry
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import Trial
 
@@ -38,7 +38,7 @@ def _trial(config: dict) -> Trial:
     folder that Ray shipped (trainables/registry.py), which Ray Train's own processes do not put on their path, so the
     trial travels pickled and is opened in the rank, after `load`."""
     if config["module"]:
-        load(config["module"])
+        Registry().load(config["module"])
     return ray.cloudpickle.loads(config["trial"])
 
 

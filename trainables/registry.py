@@ -1,16 +1,18 @@
 """Loading and shipping a user's workload: a reference on the command line (parsed and checked in trainables/job.py)
 imported once in the process that plans it and by name in every Ray worker, its module shipped to the workers.
 
-    wl = register("job.py:workload")        # imported here; job.py's folder shipped to the workers from now on
-    wl = load("job:workload")               # a worker: from the copy of job.py's folder runtime_env put there
+    registry = Registry()                   # a process's: a sweep's Planner holds the sweep's (sweeps/plan.py)
+    wl = registry.register("job.py:workload")   # imported here; job.py's folder in registry.shipping from now on
+    wl = Registry().load("job:workload")    # a worker: from the copy of job.py's folder runtime_env put there
+    key = fingerprint(wl)                   # its code's, found once a version of its module in this process
 
 A job file imports as `python job.py` would: its own folder first on sys.path, so that the modules and packages
 beside it import by name (`from mymodels import net`), here and in every worker. A sweep's driver never imports a
 user's module: it declares it (trainables/shipping.py), to ship its folder to every Ray worker through
 `runtime_env` (`py_modules`), and a process of its own imports it (sweeps/plan.py) and answers with a WorkloadSpec
 (trainables/workload.py), all that the driver knows of it. A worker imports it from its copy of the folder
-(`load`), never by the driver's path; `register` imports it in the process that calls it. What a process has
-registered is its Registry's, REGISTRY; the functions here are its methods.
+(`load`), never by the driver's path; `register` imports it in the process that calls it. What a sweep ships is
+its Registry's shipping; what a process imports is the process's (sys.modules, and the fingerprints found of it).
 """
 
 from __future__ import annotations
@@ -24,25 +26,30 @@ from pathlib import Path
 
 from crossover.trainables import fingerprint as fingerprints
 from crossover.trainables.job import WorkloadError, locate  # a reference, parsed with no torch
-from crossover.trainables.shipping import SHIPPING, Shipping, digest, source_bytes
+from crossover.trainables.shipping import Shipping, digest, source_bytes
 from crossover.trainables.workload import Workload, WorkloadSpec
 
 
-class Registry:
-    """What a process has imported of users' workloads, over what it ships of them (`shipping`), and the
-    fingerprint of each workload it has found. State of the process, as sys.modules is (what it records is what
-    this process imported; a worker imports by name what the driver shipped): one per process, REGISTRY, whose
-    methods are this module's functions of the same names (`register`, `load`, `fingerprint`); sweeps/plan.py's
-    Planner holds it. A test starts from a copy of its dicts (tests/conftest.py `fresh`)."""
+# This process's fingerprints of the workloads it has imported: a ref (or a built-in's name) -> its fingerprint. The
+# one state here that is the process's, because what it caches is: a module is imported once a process (sys.modules;
+# a Ray worker imports a job's module for its first trial and keeps it for the trials it runs next), and its
+# fingerprint found once a version of it (`fingerprint`); `_exec_file` drops a module's as it imports a new version.
+_FINGERPRINTS: dict[str, str] = {}
 
-    def __init__(self, shipping: Shipping):
-        self.shipping = shipping  # the modules shipped to the workers, and their sources as declared
-        self.fingerprints: dict[str, str] = {}  # ref -> fingerprint, once per version of its module
+
+class Registry:
+    """What a process imports of users' workloads, over what it ships of them (`shipping`, its own unless given).
+    A sweep's Planner holds the sweep's (sweeps/plan.py), which hands its shipping down; a process that imports a
+    workload itself makes its own (a planning child, a step count, a test). What it imports is the process's, as
+    sys.modules is: a worker loads a module by name with an empty one (`load`)."""
+
+    def __init__(self, shipping: Shipping | None = None):
+        self.shipping = Shipping() if shipping is None else shipping  # the modules shipped, their sources as declared
 
     def register(self, text: str) -> Workload:
         """The Workload `text` names ('path/file.py:attr' or 'package.module:attr'), imported in this process; its
-        module is then shipped to the Ray workers by `runtime_env` (`shipped`). Raises WorkloadError naming what is
-        wrong. A sweep's driver never calls it: its planning process does (sweeps/plan.py), and the driver
+        module is then shipped to the Ray workers by `runtime_env` (`shipping.shipped`). Raises WorkloadError naming
+        what is wrong. A sweep's driver never calls it: its planning process does (sweeps/plan.py), and the driver
         `declare`s."""
         module, attr, path = locate(text)
         if path is not None:
@@ -51,53 +58,45 @@ class Registry:
                      or self.shipping.sources.get(module) != digest(path))
             self.shipping.declare(text)
             if stale:
-                self._import_file(module, path, text)
+                _exec_file(module, path, text)
         else:
             _import(module, text)
             self.shipping.ship(module.split(".")[0], package_path(module))
         return _resolve_attr(module, attr, text)
 
     def load(self, ref: str) -> Workload:
-        """The workload 'module:attr' in this process: from the copy of its job's folder that `runtime_env` put on a
-        worker (`copied`), or from the file `declare`d for it (a benchmark that times a user's trial in its own
-        process: sweeps/parity.py), or by name (a package's module, or one on the Python path)."""
+        """The workload 'module:attr' in this process, imported once (sys.modules): from the copy of its job's
+        folder that `runtime_env` put on a worker (`copied`: a worker's registry declares nothing), or from the file
+        `declare`d for it here (a benchmark that times a user's trial in its own process: sweeps/parity.py), or by
+        name (a package's module, or one on the Python path)."""
         module, attr = ref.rsplit(":", 1)
         if module not in sys.modules:
             shipped = self.shipping.files.get(module) or copied(module, self.shipping.origins().get(module))
             if shipped is not None and shipped.is_file():
-                self._import_file(module, shipped, ref)
+                _exec_file(module, shipped, ref)
             else:
                 _import(module, ref)
         return _resolve_attr(module, attr, ref)
 
-    def fingerprint(self, workload: Workload | WorkloadSpec) -> str:
-        """16 hex digits of the workload's source (a job file's: with its folder's .py files) and of its model's
-        parameter shapes at its defaults
-        (built on the meta device: no memory, no time), found once a version of its module in this process: a
-        worker's, or a planning process's (sweeps/plan.py), which a WorkloadSpec holds. What changes either
-        measures again."""
-        if isinstance(workload, WorkloadSpec):
-            return workload.fingerprint
-        key = workload.ref or workload.name
-        if key not in self.fingerprints:
-            module = sys.modules[(workload.ref or "crossover.trainables.workloads:").split(":")[0]]
-            # the job's source (its file, and the .py files of its folder: shipping.source_bytes), as the worker's
-            # copy from runtime_env has them (not linecache's, which may be stale), read before the model is built (a
-            # model that writes its file changes no fingerprint); a package's module, or one installed: its file alone
-            path = Path(module.__file__)
-            alone = module.__spec__ and module.__spec__.parent or _installed(path)
-            text = path.read_bytes() if alone else source_bytes(path)
-            self.fingerprints[key] = fingerprints.of(text, fingerprints.shapes(workload))
-        return self.fingerprints[key]
 
-    def _import_file(self, module: str, path: Path, text: str) -> None:
-        for ref in [r for r in self.fingerprints if r.split(":")[0] == module]:  # its previous version's
-            del self.fingerprints[ref]
-        _exec_file(module, path, text)
-
-
-REGISTRY = Registry(SHIPPING)  # this process's
-register, load, fingerprint = REGISTRY.register, REGISTRY.load, REGISTRY.fingerprint
+def fingerprint(workload: Workload | WorkloadSpec) -> str:
+    """16 hex digits of the workload's source (a job file's: with its folder's .py files) and of its model's
+    parameter shapes at its defaults (built on the meta device: no memory, no time), found once a version of its
+    module in this process (_FINGERPRINTS): a worker's, or a planning process's (sweeps/plan.py), which a
+    WorkloadSpec holds. What changes either measures again."""
+    if isinstance(workload, WorkloadSpec):
+        return workload.fingerprint
+    key = workload.ref or workload.name
+    if key not in _FINGERPRINTS:
+        module = sys.modules[(workload.ref or "crossover.trainables.workloads:").split(":")[0]]
+        # the job's source (its file, and the .py files of its folder: shipping.source_bytes), as the worker's
+        # copy from runtime_env has them (not linecache's, which may be stale), read before the model is built (a
+        # model that writes its file changes no fingerprint); a package's module, or one installed: its file alone
+        path = Path(module.__file__)
+        alone = module.__spec__ and module.__spec__.parent or _installed(path)
+        text = path.read_bytes() if alone else source_bytes(path)
+        _FINGERPRINTS[key] = fingerprints.of(text, fingerprints.shapes(workload))
+    return _FINGERPRINTS[key]
 
 
 def reference(workload: Workload) -> str:
@@ -130,6 +129,8 @@ def copied(module: str, origin: str | None) -> Path | None:
 def _exec_file(module: str, path: Path, text: str) -> None:
     """The file `path` imported as `module` (in sys.modules from now on), as `python path` would: its folder first on
     sys.path, so that the modules and packages beside it import by name. WorkloadError where it does not import."""
+    for ref in [r for r in _FINGERPRINTS if r.split(":")[0] == module]:  # its previous version's
+        del _FINGERPRINTS[ref]
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)

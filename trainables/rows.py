@@ -26,7 +26,7 @@ from crossover.trainables.neighbours import Window
 from crossover.trainables.timing import Timer, summarize
 from crossover.trainables.trial import Trial
 from crossover.trainables.registry import fingerprint
-from crossover.trainables.shipping import origin
+from crossover.trainables.shipping import Shipping
 from crossover.trainables.workloads import WORKLOADS, describe, n_params
 
 # TrialConfig fields that are not columns of their own, and what the row holds instead.
@@ -40,31 +40,34 @@ NOT_COLUMNS = {
 }
 
 
-def _fields(cfg: TrialConfig, images: bool) -> dict:
-    """The config's fields that are columns, as given, and what stands for data and the workload's code."""
+def _fields(cfg: TrialConfig, images: bool, shipping: Shipping | None) -> dict:
+    """The config's fields that are columns, as given, and what stands for data and the workload's code: its job's
+    path as the sweep's `shipping` has it (a worker: none given, the driver's, from runtime_env's ORIGINS_ENV)."""
     columns = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name in NAMES}
     return {"config_hash": cfg.config_hash(), **columns, "data_requested": cfg.data if images else "generated",
             "workload_module": cfg.module or BUILTIN_MODULE, "workload_fingerprint": cfg.fingerprint,
-            "workload_path": origin(cfg.module),
+            "workload_path": (shipping or Shipping()).origin(cfg.module),
             "workload_params": json.dumps(cfg.params, sort_keys=True) if cfg.params else None}
 
 
-def config_row(trial: Trial) -> dict:
-    """The config's columns of a row, with the seed's defaults filled in and what it asked Ray for."""
+def config_row(trial: Trial, shipping: Shipping | None = None) -> dict:
+    """The config's columns of a row, with the seed's defaults filled in and what it asked Ray for; `shipping`: the
+    sweep's, where the driver writes it (`_fields`)."""
     asked = trial.resources
-    return {**_fields(trial.cfg, trial.wl.images), "workload_fingerprint": fingerprint(trial.wl),
+    return {**_fields(trial.cfg, trial.wl.images, shipping), "workload_fingerprint": fingerprint(trial.wl),
             "cpus_requested": asked["cpu"], "gpus_requested": asked["gpu"]}
 
 
-def failed_row(subject: Trial | TrialConfig, error: str) -> dict:
+def failed_row(subject: Trial | TrialConfig, error: str, shipping: Shipping | None = None) -> dict:
     """The row of a trial that failed: its config's columns, as far as it was resolved, and the error.
 
     A config that failed to resolve (a bad field, a module the worker could not import) is written as it
-    was given: nothing is resolved again here, so building the row cannot fail the way the trial did."""
+    was given: nothing is resolved again here, so building the row cannot fail the way the trial did. `shipping`:
+    the sweep's, where the driver writes it (a trial it did not run: `_fields`)."""
     if isinstance(subject, Trial):
-        columns = config_row(subject)
+        columns = config_row(subject, shipping)
     else:
-        columns = _fields(subject, subject.workload in WORKLOADS and WORKLOADS[subject.workload].images)
+        columns = _fields(subject, subject.workload in WORKLOADS and WORKLOADS[subject.workload].images, shipping)
     return {**columns, "status": "error", "error": error}
 
 

@@ -2,8 +2,9 @@
 packages beside it, as `python job.py` imports them), or a package's folder, with each job's source as it was
 declared, so that every worker imports the code the driver planned with.
 
-    module, attr, path = declare("job.py:workload")   # job.py's folder shipped from now on, not imported (sweeps/plan.py)
-    shipped()                                         # runtime_env's py_modules (sweeps/cluster.py runtime_env)
+    shipping = Shipping()                                      # a sweep's, made once (sweeps/plan.py Planner) and handed down
+    module, attr, path = shipping.declare("job.py:workload")   # job.py's folder shipped from now on, not imported here
+    shipping.shipped()                                         # runtime_env's py_modules (sweeps/cluster.py runtime_env)
 
 What is shipped of a folder is what Ray uploads of it (`files`): every file but SHIP_EXCLUDES and what a .gitignore
 or .rayignore there names, at most SHIP_MAX_BYTES in all. Nothing here imports a user's module or torch: a sweep's
@@ -33,10 +34,10 @@ ORIGINS_ENV = "CROSSOVER_SHIPPED"
 
 
 class Shipping:
-    """The modules a process ships to the workers and their sources as declared. State of the process, as
-    sys.modules is: one per process, SHIPPING, whose methods are this module's functions of the same names
-    (`declare`, `ship`, `shipped`, ...); trainables/registry.py's Registry holds it, and what Ray was started with
-    (`sent`: sweeps/cluster.py runtime_env). A test starts from a copy of its dicts (tests/conftest.py `fresh`)."""
+    """The modules a sweep ships to Ray's workers, their sources as declared, and what Ray was started with (`sent`).
+    A sweep makes one (its Planner's registry holds it: sweeps/plan.py) and hands it down: to sweeps/cluster.py
+    runtime_env, which starts Ray with it, and to check_shipped, which refuses a sweep whose modules Ray's workers
+    lack. One made empty in a Ray worker declares nothing: its `origins` are then the driver's (ORIGINS_ENV)."""
 
     def __init__(self):
         self.files: dict[str, Path] = {}  # module name -> its job file (its folder shipped), or a package's folder
@@ -107,10 +108,6 @@ class Shipping:
         one not registered."""
         return self.sources.get(ref.split(":")[0])
 
-
-SHIPPING = Shipping()  # this process's
-declare, ship, shipped, shipped_sources = SHIPPING.declare, SHIPPING.ship, SHIPPING.shipped, SHIPPING.shipped_sources
-imported_text, source, origin, import_paths = SHIPPING.imported_text, SHIPPING.source, SHIPPING.origin, SHIPPING.import_paths
 
 
 def files(folder: Path, stop_bytes: float = float("inf")) -> list[Path]:

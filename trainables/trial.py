@@ -26,7 +26,7 @@ from crossover.trainables import precision
 from crossover.trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig, count
 from crossover.trainables.devices import DeviceSpec, parse, resources
 from crossover.trainables.graph import CAPTURED
-from crossover.trainables.registry import fingerprint, load
+from crossover.trainables.registry import Registry, fingerprint
 from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
 from crossover.trainables.workloads import WORKLOADS
 
@@ -114,11 +114,16 @@ def resolve(cfg: TrialConfig, workload: Workload | WorkloadSpec | None = None) -
     return Trial(cfg, spec, wl)
 
 
-def here(trial: Trial) -> Trial:
-    """`trial` with its Workload itself, imported in this process, where a sweep's driver knew it by its
-    WorkloadSpec alone: for a benchmark that times a user's trial in its own process on purpose
-    (sweeps/parity.py's plain loop and run_trial, sweeps/overhead.py's calibration), never for a sweep."""
-    return trial if isinstance(trial.wl, Workload) else resolve(trial.cfg)
+def here(trial: Trial, registry: Registry | None = None) -> Trial:
+    """`trial` with its Workload itself, imported in this process from the file its sweep's `registry` declared
+    (the sweep's Planner's), where the driver knew it by its WorkloadSpec alone: for a benchmark that times a user's
+    trial in its own process on purpose (sweeps/parity.py's plain loop and run_trial, sweeps/overhead.py's
+    calibration), never for a sweep."""
+    if isinstance(trial.wl, Workload):
+        return trial
+    if registry is not None and trial.cfg.module:
+        registry.load(trial.cfg.module)  # imported here once; `workload_of` finds it and checks its fingerprint
+    return resolve(trial.cfg)
 
 
 def workload_of(cfg: TrialConfig) -> Workload:
@@ -129,8 +134,8 @@ def workload_of(cfg: TrialConfig) -> Workload:
             raise ConfigError("workload", f"workload must be one of {sorted(WORKLOADS)} or a module's "
                                           f"(--workload path/to/job.py:ATTR), got {cfg.workload!r}")
         return WORKLOADS[cfg.workload]
-    try:
-        wl = load(cfg.module)
+    try:  # a worker's registry declares nothing: the module from Ray's copy, or imported here already (`here`)
+        wl = Registry().load(cfg.module)
     except WorkloadError as exc:
         raise ConfigError("module", str(exc)) from None
     if wl.name != cfg.workload:
