@@ -59,7 +59,7 @@ def test_the_swish_functions_hand_written_gradient_is_autograds():
 def test_the_default_table_cures_only_the_host_bound_jobs_after_every_eager_round():
     args = argparse.Namespace(workload=[reference.UNSEEN_JOBS], held_out=False, archs=None, batch_sizes=None,
                               smoke=False, engines=("eager", "compile", "graph"), precisions="default,bf16", repeats=3)
-    runs = reference.real_runs(args)
+    runs = reference.real_runs(args, Registry())
     eager = [r for r in runs if r[4] == "eager"]
     points = {(a, b, p) for a, bs in reference.UNSEEN.items() for b in bs for p in ("default", "bf16")}
     assert sorted(eager) == sorted((r, *p, "eager") for r in range(3) for p in points)

@@ -16,7 +16,7 @@ from crossover.sweeps import parity
 from crossover.trainables.config import TrialConfig
 from crossover.trainables.timing import more_epochs
 from crossover.trainables.train import run_trial
-from crossover.trainables.trial import resolve
+from crossover.trainables.trial import here, resolve
 
 # A user's workload whose batch is a dict of two tensors: its step hook feeds both to the model.
 JOB = """
@@ -99,6 +99,7 @@ def test_a_users_workload_runs_at_each_batch_size_and_its_plain_loop_takes_its_d
         ("pairs", "parity_job:workload", 32, "fast", "default"),
         ("pairs", "parity_job:workload", 128, "fast", "default")]  # no built-in beside it
     assert parity.config(trials[0]) == "pairs width=32 batch_size=32 dataset_size=128 n_features=8"
+    here(trials[0], planner.registry)  # the job imported in this process from its file, as parity's main does
     run = parity.plain(trials[0])  # 3 epochs, the warm-up left out, then more as a trial takes for min_timed_s
     first = run["seconds"][:2]
     assert len(run["seconds"]) == 2 + more_epochs(2, sum(first), trials[0].cfg.min_timed_s) > 2
