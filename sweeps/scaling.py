@@ -106,6 +106,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-reference", action="store_true",
                    help="summarise your rows alone: without it, the reference GPU rows of the same configurations "
                         "(results/reference/) are set beside them and the report ends with the decision")
+    p.add_argument("--keep-ray-session", action="store_true",
+                   help="keep the session folder of the Ray this run starts (its logs, 0.2-3.4 MB) in OUT/_ray/ "
+                        "(without it, it is removed from /tmp/ray as the run ends; a cluster joined with --address "
+                        "keeps its own)")
     p.add_argument("--verbose", action="store_true",
                    help="a line per trial as it ends instead of one progress line, and at the end every table "
                         "behind the answer: time per epoch per device and size, the crossovers, every option's cost")
@@ -201,7 +205,7 @@ def connected_space(args, planner: Planner, names: tuple = ("",)) -> Space:
         search.lines(checked)  # a workload the search cannot explore, refused now
     for suffix in names:
         Store(Path(args.out) / f"{checked.name}{suffix}").check()  # --out and --name too
-    connect(args.address)
+    connect(args.address, Path(args.out) / "_ray" if args.keep_ray_session else None)
     types = node_types(args.cluster_config)
     devices = given if args.devices else cluster_devices(types)
     return build_space(args, planner, devices, args.cpu_threads or node_cpus(types), cpu_nodes_only(types))
