@@ -3,7 +3,7 @@
     python sweeps/scaling.py                      # the crossover search, every device this machine has
     python sweeps/scaling.py --grid full          # every size of the default grid, --repeats runs each
     python sweeps/scaling.py --compare            # the search and the full grid, side by side (a benchmark)
-    python sweeps/scaling.py --smoke              # the whole grid cut down: under a minute on 2 cores
+    python sweeps/scaling.py --smoke              # the whole grid cut down: 1.5-4 min on 2 cores
     python sweeps/scaling.py --devices cpu --workloads disc,peaks --name mine
     python sweeps/scaling.py --grid seeds --devices cpu,cuda  # each seed's own configuration
     python sweeps/scaling.py --smoke --batch-size 8,16 --epochs 2  # those axes of every workload's grid replaced
@@ -51,6 +51,9 @@ from crossover.trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from crossover.trainables.devices import DEVICES
 from crossover.trainables.workloads import WORKLOADS
 
+# --smoke's help: what `crossover sweep --smoke` took, 36 trials of the built-ins on the CPU (--repeats 3), end to end
+SMOKE_HELP = (f"{cli.SMOKE_HELP}: 36 trials without a GPU, 1.5-4 min on 2 cores (233 s beside other jobs, load 5.5 on a "
+              "2-core AMD EPYC, 2026-11-29; 75-184 s on a 2-core VM beside a test run)")
 # --grid: 'search' explores each workload's 'default' grid (sweeps/search.py), 'full' measures all of it;
 # 'smoke' and 'seeds' are the workloads' own grids of those names (Workload.grids, Workload.grid)
 GRIDS = ("search", "full", "smoke", "seeds")
@@ -60,7 +63,7 @@ WORKLOAD_GRID = {"search": "default", "full": "default"}  # --grid -> the Worklo
 def parse_args(argv=None) -> argparse.Namespace:
     p = cli.parser(__doc__, None, "sweep name (default: your workload's own name where --workload gives it alone, "
                                   "e.g. results/zoo; else 'scaling' for the search and the full grid, which share "
-                                  "it, or the grid's name for another grid)")
+                                  "it, or the grid's name for another grid)", SMOKE_HELP)
     p.add_argument("--workloads", default=None,
                    help=f"comma-separated built-in workloads of {list(WORKLOADS)} (default: all of them, "
                         "or none where --workload names your own)"),
