@@ -269,7 +269,8 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
             how = None if process.returncode == 0 else f"exited with status {process.returncode}"
             if process.returncode < 0:
                 how, memory = watch.why(process.returncode)
-                fix = killed.MEMORY_FIX if memory else fix
+                if memory or process.returncode == -signal.SIGKILL:  # a SIGKILL not told apart: memory's fix, if so
+                    fix = killed.MEMORY_FIX if memory else f"If it was memory: {killed.MEMORY_FIX}"
             stopped = False
         except subprocess.TimeoutExpired:
             how = f"ran past its limit of {timeout_s:g} s (--plan-timeout) and was stopped"

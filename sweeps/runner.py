@@ -105,8 +105,7 @@ def tune_log(path: Path):
     of Ray's traceback there, each time Tune ran it again; and so do the raylet's lines (`raylet_lines_to`). The
     sweep says a line per failed trial itself (RowWriter), and the trial's row holds its error."""
     tune_logger = logging.getLogger("ray.tune")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, delay=True)  # the file made at its first line: a quiet run leaves none
+    handler = _FirstLine(path, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     tune_logger.addHandler(handler)
     tune_logger.propagate = False
@@ -117,8 +116,15 @@ def tune_log(path: Path):
         tune_logger.removeHandler(handler)
         tune_logger.propagate = True
         handler.close()
-        if not any(path.parent.iterdir()):  # no run has logged a line: no empty folder either
-            path.parent.rmdir()
+
+
+class _FirstLine(logging.FileHandler):
+    """A log file made, with its folder, at its first line (with delay=True): a run that logs nothing leaves no
+    empty OUT/_logs/NAME.log."""
+
+    def _open(self):
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
 
 
 def raylet_lines_to(path: Path) -> None:
@@ -131,7 +137,7 @@ def raylet_lines_to(path: Path) -> None:
 
     def append(data: dict, ignore_prefix: bool = False) -> None:
         now = dt.datetime.now()  # as tune_log's Formatter writes its time
-        path.parent.mkdir(parents=True, exist_ok=True)  # after the run, its folder may have gone with nothing in it
+        path.parent.mkdir(parents=True, exist_ok=True)  # made at the first line, as tune_log's file
         with open(path, "a") as log:
             log.writelines(f"{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d} ERROR ray ({data.get('pid')}): "
                            f"{line}\n" for line in data["lines"])
