@@ -25,6 +25,7 @@ import yaml
 
 from crossover.sweeps.space import CPU_NODE
 from crossover.sweeps.status import STOP_SIGNALS
+from crossover.trainables import neighbours
 from crossover.trainables.shipping import ORIGINS_ENV, SHIP_EXCLUDES, SHIPPING, shipped, shipped_sources
 
 # Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
@@ -115,6 +116,7 @@ def leave_nothing(session: Path, keep: Path | None = None) -> None:
     --keep-ray-session: OUT/_ray/), and Ray's link session_latest with it where it names this one (a Ray started
     since has its own). Only for a Ray this process started: `connect` calls it as the process ends."""
     ray.shutdown()
+    neighbours.prune()  # the last trials' records of their timed windows (trainables/neighbours.py), read by no one
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         shutil.move(str(session), str(keep / session.name))
