@@ -194,20 +194,22 @@ def test_a_cluster_address_left_behind_by_a_stopped_cluster_is_not_joined(tmp_pa
     ray_tmp = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))  # short: Ray's socket paths live under it
     (ray_tmp / "ray").mkdir()
     (ray_tmp / "ray" / "ray_current_cluster").write_text("192.0.2.1:6379")  # TEST-NET: nothing answers there
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(ray_tmp)}
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(ray_tmp),
+                                                                          "TMPDIR": str(ray_tmp)}
     cmd = [sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workloads", "disc", "--smoke", "--devices", "cpu",
            "--repeats", "1", "--out", str(tmp_path), "--no-report"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
         # the Ray it started is gone, its session folder too; asked to, the next run keeps its own under OUT/_ray/
         left = sorted(p.name for p in (ray_tmp / "ray").iterdir())
+        windows = list(ray_tmp.glob("crossover-windows-*"))  # the trials' records of their timed windows
         kept = subprocess.run(cmd + ["--keep-ray-session"], capture_output=True, text=True, timeout=240, env=env)
         left_kept = sorted(p.name for p in (ray_tmp / "ray").iterdir())
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (pd.read_parquet(tmp_path / "smoke")["status"] == "ok").all()
-    assert not [name for name in left if name.startswith("session_")], left
+    assert not [name for name in left if name.startswith("session_")] and not windows, (left, windows)
     assert kept.returncode == 0 and not [name for name in left_kept if name.startswith("session_")], left_kept
     assert len(list((tmp_path / "_ray").glob("session_*/logs"))) == 1
     assert all(log.stat().st_size for log in tmp_path.glob("_logs/*")), list(tmp_path.glob("_logs/*"))
