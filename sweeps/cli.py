@@ -82,13 +82,17 @@ def builtins(args: argparse.Namespace, known, default=None) -> list[str]:
     return names
 
 
-def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to OUT/NAME/") -> argparse.ArgumentParser:
-    """A script's parser: its docstring's first paragraph as description, and the shared flags."""
+SMOKE_HELP = "the whole study cut to tiny sizes: checks the path end to end"
+
+
+def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to OUT/NAME/",
+           smoke_help: str = SMOKE_HELP) -> argparse.ArgumentParser:
+    """A script's parser: its docstring's first paragraph as description, and the shared flags (`smoke_help`: what
+    --smoke does, with how long it took where the script measured it)."""
     shared = argparse.ArgumentParser(add_help=False)
     shared.add_argument("--out", default="results", type=Path, help="results root: rows go to OUT/NAME/")
     shared.add_argument("--name", default=name, help=name_help)
-    shared.add_argument("--smoke", action="store_true",
-                        help="the whole study cut to tiny sizes: checks the path end to end in about a minute")
+    shared.add_argument("--smoke", action="store_true", help=smoke_help)
     shared.add_argument("--address", default=None, help="address of a running Ray cluster (default: start a local one)")
     shared.add_argument("--workload", action="append", default=[], metavar="REF",
                         help="your own workload, path/to/job.py:ATTR or package.module:ATTR (a "

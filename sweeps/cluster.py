@@ -10,10 +10,12 @@ sweeps/runner.py runs a sweep on it; sweeps/placeable.py refuses what no node of
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import logging
 import os
+import shutil
 import signal
 import threading
 from pathlib import Path
@@ -23,6 +25,7 @@ import yaml
 
 from crossover.sweeps.space import CPU_NODE
 from crossover.sweeps.status import STOP_SIGNALS
+from crossover.trainables import neighbours
 from crossover.trainables.shipping import ORIGINS_ENV, SHIP_EXCLUDES, Shipping
 
 # Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
@@ -78,10 +81,12 @@ def runtime_env(shipping: Shipping | None = None) -> dict:
             "excludes": SHIP_EXCLUDES}
 
 
-def connect(address: str | None, shipping: Shipping | None = None) -> None:
+def connect(address: str | None, shipping: Shipping | None = None, keep: Path | None = None) -> None:
     """Join a running cluster (`address`, else $RAY_ADDRESS), or start Ray in this process with the machine's cores;
     either way, this job's workers run at the driver's priority (WORKER_ENV) and import the user's
-    workload modules the sweep's `shipping` declared before it (runtime_env; its Planner's: sweeps/plan.py).
+    workload modules the sweep's `shipping` declared before it (runtime_env; its Planner's: sweeps/plan.py). A Ray
+    started here has its session folder (its logs, sockets and the runtime_env's copies, under /tmp/ray: 0.2-3.4 MB a
+    sweep) removed as this process ends, or moved into `keep` (`leave_nothing`); a cluster joined keeps its own.
 
     ray.init puts its own handlers on SIGTERM: a Python one, and absl's failure handler in its core
     worker, which printed "*** SIGTERM received ***" and a stack of addresses, then aborted with 134 and
@@ -97,11 +102,30 @@ def connect(address: str | None, shipping: Shipping | None = None) -> None:
         ray.init(address=address, log_to_driver=False, runtime_env=runtime_env(shipping), logging_level=logging.ERROR)
     else:  # "local": with no address Ray joins the cluster named in /tmp/ray/ray_current_cluster, which a cluster
         # that was stopped leaves behind; joining that dead address waited minutes, then failed
-        ray.init(address="local", include_dashboard=False, log_to_driver=False, runtime_env=runtime_env(shipping),
-                 logging_level=logging.ERROR)
+        started = ray.init(address="local", include_dashboard=False, log_to_driver=False,
+                           runtime_env=runtime_env(shipping), logging_level=logging.ERROR)
+        # registered after ray.init's own shutdown at exit, so run before it: Ray is shut down here, then its folder
+        # (ray.init returns a RayContext, which has address_info; its annotation says BaseContext, which has not)
+        atexit.register(leave_nothing, Path(started.address_info["session_dir"]), keep)  # type: ignore[attr-defined]
     for stop_signal, handler in held.items():
         if callable(handler) and threading.current_thread() is threading.main_thread():
             signal.signal(stop_signal, handler)
+
+
+def leave_nothing(session: Path, keep: Path | None = None) -> None:
+    """Ray shut down, then the session folder it made (`session`) removed, or moved into `keep` (a sweep's
+    --keep-ray-session: OUT/_ray/), and Ray's link session_latest with it where it names this one (a Ray started
+    since has its own). Only for a Ray this process started: `connect` calls it as the process ends."""
+    ray.shutdown()
+    neighbours.prune()  # the last trials' records of their timed windows (trainables/neighbours.py), read by no one
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(session), str(keep / session.name))
+    else:
+        shutil.rmtree(session, ignore_errors=True)
+    latest = session.parent / "session_latest"
+    if latest.is_symlink() and Path(os.readlink(latest)).name == session.name:
+        latest.unlink()
 
 
 def check_shipped(trials: list, shipping: Shipping) -> None:

@@ -44,8 +44,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
+from crossover.sweeps import killed
 from crossover.sweeps.cli import PLAN_TIMEOUT_S, child_env
 from crossover.trainables import fingerprint as fingerprints
 from crossover.trainables import fused
@@ -59,6 +61,7 @@ from crossover.trainables.trial import Trial
 from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
 
 NOT_PLANNED = "not built: its planning process failed"  # a faulted workload's shapes, in its fingerprint
+LOOK_S = 0.2  # s between two looks at the planning process's memory (sweeps/killed.py: was a SIGKILL for memory?)
 
 
 class PlanError(WorkloadError):
@@ -160,7 +163,7 @@ class Planner:
         checked: dict[int, tuple | None] = {}
         refs, sizes, checks = list(refs), list(enumerate(sizes)), list(enumerate(checks))
         while refs or sizes or checks:
-            events, how, log = _call(refs, sizes, checks, timeout_s, self.registry.shipping)
+            events, how, log, fix = _call(refs, sizes, checks, timeout_s, self.registry.shipping)
             doing = None
             for event in events:
                 if "error" in event:  # the module does not import, or the reference names nothing: the line says it
@@ -193,11 +196,10 @@ class Planner:
                                 f"code. {_output(log)}")
             said = f"{doing['doing']}, in a process of its own (planning), {how}"
             if "imports" in doing:
-                raise PlanError(f"--workload {doing['text']}: {said}; nothing ran. {_output(log)}. Fix the module "
-                                f"(python {doing['imports']} runs it alone), or give --plan-timeout more seconds")
+                fix = fix.replace("Fix the workload", f"Fix the module (python {doing['imports']} runs it alone)")
+                raise PlanError(f"--workload {doing['text']}: {said}; nothing ran. {_output(log)}. {fix}")
             ref = doing["ref"]
-            self._fault(ref, f"{ref}: {said}; its trials are error rows and do not run. {_output(log)}. Fix the "
-                             "workload, or give --plan-timeout more seconds")
+            self._fault(ref, f"{ref}: {said}; its trials are error rows and do not run. {_output(log)}. {fix}")
             found.update({text: _found(partial[text], None) for text, _ in refs if text == doing.get("text")})
             refs = [r for r in refs if r[0] not in found]
             sizes = [c for c in sizes if c[1]["module"] != ref]
@@ -229,9 +231,11 @@ def _found(event: dict, fingerprint: str | None) -> tuple[WorkloadSpec, str | No
 
 
 def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: list[tuple[int, dict]],
-          timeout_s: float, shipping: Shipping) -> tuple[list, str | None, str | None]:
+          timeout_s: float, shipping: Shipping) -> tuple[list, str | None, str | None, str]:
     """One run of the child, on copies of the modules `shipping` ships: its events, how it failed (None: it did
-    not), and its log file's path (None: it printed nothing, and no empty log is left behind)."""
+    not), its log file's path (None: it printed nothing, and no empty log is left behind), and the fix its
+    failure's line names (more --plan-timeout only where that limit stopped it; less memory where the kernel
+    killed it for memory: sweeps/killed.py)."""
     with tempfile.TemporaryDirectory(prefix="crossover-plan-") as tmp:
         # the modules declared so far (those of `refs` too: Planner.spec), as a worker has them: each package in
         # copies/, each job's folder (what Ray ships of it) a folder of its own, all on the child's path
@@ -253,6 +257,7 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
             "sizes": [{"index": i, "config": c} for i, c in sizes],
             "checks": [{"index": i, "config": c} for i, c in checks]}))
         log = tempfile.NamedTemporaryFile(prefix="crossover-plan-", suffix=".log", delete=False)
+        watch = killed.Watch()  # the kernel's OOM-kill counts before it starts, its memory while it runs
         # -P: the user's modules import from the copies, never from the current folder (`-m` puts it first)
         process = subprocess.Popen([sys.executable, "-P", "-m", "crossover.sweeps.plan", str(request), str(answer)],
                                    env=child_env(str(copies), *map(str, folders.values())), stdin=subprocess.DEVNULL,
@@ -260,14 +265,18 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
         drain = threading.Thread(target=keep, args=(process.stdout, log), daemon=True)
         drain.start()
         stopped = True  # until the wait ends: a stop signal or Ctrl-C raised here leaves no log behind
+        fix = "Fix the workload"
         try:
-            process.wait(timeout=timeout_s)
-            how = None if process.returncode == 0 else (
-                f"was killed by signal {signal.Signals(-process.returncode).name}" if process.returncode < 0
-                else f"exited with status {process.returncode}")
+            _wait(process, timeout_s, watch)
+            how = None if process.returncode == 0 else f"exited with status {process.returncode}"
+            if process.returncode < 0:
+                how, memory = watch.why(process.returncode)
+                if memory or process.returncode == -signal.SIGKILL:  # a SIGKILL not told apart: memory's fix, if so
+                    fix = killed.MEMORY_FIX if memory else f"If it was memory: {killed.MEMORY_FIX}"
             stopped = False
         except subprocess.TimeoutExpired:
             how = f"ran past its limit of {timeout_s:g} s (--plan-timeout) and was stopped"
+            fix = "Fix the workload, or give --plan-timeout more seconds"
             stopped = False
         finally:  # its group: the child, and whatever it forked and left behind (Ctrl-C and a stop signal here too)
             try:
@@ -282,7 +291,21 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
         events = [json.loads(line) for line in answer.read_text().splitlines()] if answer.exists() else []
         # what the child said it caught ("raised KeyboardInterrupt") says more than its exit status
         how = next((e["fault"] for e in events if "fault" in e), how)
-        return events, how, log.name if kept else None
+        return events, how, log.name if kept else None, fix
+
+
+def _wait(process: subprocess.Popen, timeout_s: float, watch: killed.Watch) -> None:
+    """Waits for `process` to end, its peak memory looked at every LOOK_S (`watch`: whether a SIGKILL was the
+    kernel's, for memory); raises subprocess.TimeoutExpired past `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        watch.look(process.pid)
+        try:
+            process.wait(timeout=max(min(LOOK_S, deadline - time.monotonic()), 0))
+            return
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def _copy(folder: Path, to: Path) -> None:

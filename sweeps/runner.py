@@ -106,8 +106,7 @@ def tune_log(path: Path):
     sweep says a line per failed trial itself (RowWriter), and the trial's row holds its error. Both are put back
     as they were when it ends, however it ends (an error, Ctrl-C)."""
     tune_logger = logging.getLogger("ray.tune")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path)
+    handler = _FirstLine(path, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     tune_logger.addHandler(handler)
     tune_logger.propagate = False
@@ -118,6 +117,15 @@ def tune_log(path: Path):
         tune_logger.removeHandler(handler)
         tune_logger.propagate = True
         handler.close()
+
+
+class _FirstLine(logging.FileHandler):
+    """A log file made, with its folder, at its first line (with delay=True): a run that logs nothing leaves no
+    empty OUT/_logs/NAME.log."""
+
+    def _open(self):
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
 
 
 @contextlib.contextmanager
@@ -135,6 +143,7 @@ def raylet_lines_to(path: Path):
 
     def append(data: dict, ignore_prefix: bool = False) -> None:
         now = dt.datetime.now()  # as tune_log's Formatter writes its time
+        path.parent.mkdir(parents=True, exist_ok=True)  # made at the first line, as tune_log's file
         with open(path, "a") as log:
             log.writelines(f"{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d} ERROR ray ({data.get('pid')}): "
                            f"{line}\n" for line in data["lines"])

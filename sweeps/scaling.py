@@ -3,7 +3,7 @@
     python sweeps/scaling.py                      # the crossover search, every device this machine has
     python sweeps/scaling.py --grid full          # every size of the default grid, --repeats runs each
     python sweeps/scaling.py --compare            # the search and the full grid, side by side (a benchmark)
-    python sweeps/scaling.py --smoke              # the whole grid cut down: under a minute on 2 cores
+    python sweeps/scaling.py --smoke              # the whole grid cut down: 1.5-4 min on 2 cores
     python sweeps/scaling.py --devices cpu --workloads disc,peaks --name mine
     python sweeps/scaling.py --grid seeds --devices cpu,cuda  # each seed's own configuration
     python sweeps/scaling.py --smoke --batch-size 8,16 --epochs 2  # those axes of every workload's grid replaced
@@ -52,6 +52,9 @@ from crossover.trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from crossover.trainables.devices import DEVICES
 from crossover.trainables.workloads import WORKLOADS
 
+# --smoke's help: what `crossover sweep --smoke` took, 36 trials of the built-ins on the CPU (--repeats 3), end to end
+SMOKE_HELP = (f"{cli.SMOKE_HELP}: 36 trials without a GPU, 1.5-4 min on 2 cores (233 s beside other jobs, load 5.5 on a "
+              "2-core AMD EPYC, 2026-11-29; 75-184 s on a 2-core VM beside a test run)")
 # --grid: 'search' explores each workload's 'default' grid (sweeps/search.py), 'full' measures all of it;
 # 'smoke' and 'seeds' are the workloads' own grids of those names (Workload.grids, Workload.grid)
 GRIDS = ("search", "full", "smoke", "seeds")
@@ -61,7 +64,7 @@ WORKLOAD_GRID = {"search": "default", "full": "default"}  # --grid -> the Worklo
 def parse_args(argv=None) -> argparse.Namespace:
     p = cli.parser(__doc__, None, "sweep name (default: your workload's own name where --workload gives it alone, "
                                   "e.g. results/zoo; else 'scaling' for the search and the full grid, which share "
-                                  "it, or the grid's name for another grid)")
+                                  "it, or the grid's name for another grid)", SMOKE_HELP)
     p.add_argument("--workloads", default=None,
                    help=f"comma-separated built-in workloads of {list(WORKLOADS)} (default: all of them, "
                         "or none where --workload names your own)"),
@@ -107,6 +110,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-reference", action="store_true",
                    help="summarise your rows alone: without it, the reference GPU rows of the same configurations "
                         "(shipped with crossover) are set beside them and the report ends with the decision")
+    p.add_argument("--keep-ray-session", action="store_true",
+                   help="keep the session folder of the Ray this run starts (its logs, 0.2-3.4 MB) in OUT/_ray/ "
+                        "(without it, it is removed from /tmp/ray as the run ends; a cluster joined with --address "
+                        "keeps its own)")
     p.add_argument("--verbose", action="store_true",
                    help="a line per trial as it ends instead of one progress line, and at the end every table "
                         "behind the answer: time per epoch per device and size, the crossovers, every option's cost")
@@ -202,7 +209,7 @@ def connected_space(args, planner: Planner, names: tuple = ("",)) -> Space:
         search.lines(checked)  # a workload the search cannot explore, refused now
     for suffix in names:
         Store(Path(args.out) / f"{checked.name}{suffix}").check()  # --out and --name too
-    connect(args.address, planner.registry.shipping)
+    connect(args.address, planner.registry.shipping, Path(args.out) / "_ray" if args.keep_ray_session else None)
     types = node_types(args.cluster_config)
     devices = given if args.devices else cluster_devices(types)
     return build_space(args, planner, devices, args.cpu_threads or node_cpus(types), cpu_nodes_only(types))

@@ -103,6 +103,7 @@ class Space:
             for point in itertools.product(*(grid[a] for a in axes), self.devices, range(self.repeats)):
                 *values, device, seed = point
                 shared = {a: v for a, v in zip(axes, values) if a in GRID_AXES}
+                shared.update(_warmup(shared.get("epochs", wl.defaults.get("epochs")), fixed))
                 # a value held by --param wins over the grid's values of that axis: what the user asked for
                 own = {**{a: v for a, v in zip(axes, values) if a not in GRID_AXES}, **held}
                 try:
@@ -169,6 +170,16 @@ class Space:
         if self.cpu_nodes_only and not trial.spec.uses_gpu:
             asked[CPU_NODE] = 0.001  # a node advertises 1: its CPUs, not the marker, bound the trials on it
         return asked
+
+
+def _warmup(epochs, fixed: dict) -> dict:
+    """The warm-up a trial of `epochs` epochs gets where the sweep sets none (`fixed`): TrialConfig's one epoch
+    left out of the timing, or none for a one-epoch trial, which would otherwise have no epoch to time (a
+    Workload whose defaults say epochs: 1). Its one epoch is then timed with the first epoch's one-time costs
+    (the allocator's first requests, a GPU's kernel choice, caches filling); the timer goes on to at least
+    MIN_TIMED_EPOCHS epochs where min_timed_s > 0 (trainables/timing.py), whose median leaves that one out, and
+    the row says warmup_epochs 0."""
+    return {"warmup_epochs": 0} if epochs == 1 and "warmup_epochs" not in fixed else {}
 
 
 def _unique(trials: list[Trial]) -> list[Trial]:

@@ -307,8 +307,8 @@ class RowWriter(tune.Callback):
             for part in textwrap.wrap(_headline(row), SAID_WIDTH, subsequent_indent="    ", max_lines=SAID_LINES,
                                       placeholder=" ..."):
                 self._say(part)
-            if self.failed == FAILED_SHOWN:
-                self._say("more failures: their rows say why (the report's 'Failed trials')")
+        elif row["status"] != "ok" and self.failed == FAILED_SHOWN + 1:  # said once, as the first unsaid one comes
+            self._say("more failures: their rows say why (the report's 'Failed trials')")
 
     def _write_failed(self, trial, error: str, trials) -> None:
         """Error rows, written by the driver, for every member of a Tune trial whose worker died."""

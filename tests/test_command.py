@@ -89,9 +89,15 @@ GIVEN = [["predict", "--epochs", "3"], ["sweep", "--smoke", "--out", "{out}"],
     ("no_such_module.jobs:workload", "no module 'no_such_module.jobs' on the Python path; give a module that imports "
                                      "from here (PYTHONPATH), or the path of its file (path/to/job.py:ATTR)"),
     ("{tmp}/job.py:wrkload", "{tmp}/job.py defines no 'wrkload' at its top level; did you mean 'workload'?"),
-], ids=["file", "module", "attribute"])
+    ("{tmp}/job.py", "give MODULE:ATTR or path/to/file.py:ATTR (the attribute a Workload, or a function that returns "
+                     "one)"),
+    ("{tmp}/needs.py:workload", "{tmp}/needs.py:2 imports 'no_such_package_xo', which is not installed here: install "
+                                "it (pip install no_such_package_xo, or the package that provides it) into this "
+                                "Python, or put its module beside the job file"),
+], ids=["file", "module", "attribute", "no-attribute", "package-not-installed"])
 def test_a_job_not_there_is_refused_in_one_line_by_every_command_before_torch_or_a_child_starts(tmp_path, ref, why):
     (tmp_path / "job.py").write_text("raise SystemExit('imported')\nworkload = None\n")  # read, never run
+    (tmp_path / "needs.py").write_text("import os\nimport no_such_package_xo\nworkload = None\n")
     ref, why = ref.format(tmp=tmp_path), why.format(tmp=tmp_path)
     given = [[a.format(out=tmp_path / "out") for a in argv] for argv in GIVEN]
     # each command run in one process, timed there; then which of the heavy modules it imported (predict's

@@ -239,3 +239,15 @@ def test_a_planted_record_missing_its_fields_never_fails_a_trial(registry):
     (registry / "x-1-1.json").write_text(json.dumps({"label": "x"}))
     row = run_trial(resolve(TrialConfig("disc", depth=2, epochs=2, dataset_size=100, min_timed_s=0)))
     assert row["status"] == "ok" and row["co_running"] == []
+
+
+def test_a_sweeps_end_removes_the_records_no_window_will_read_and_the_registry_once_it_is_empty(tmp_path, monkeypatch):
+    monkeypatch.setattr(neighbours, "REGISTRY", tmp_path / "windows")
+    with Window("done", "a"):
+        pass
+    with neighbours.Claim("running", "b") as running:
+        neighbours.prune()  # the finished window is read by no one; the open claim stays
+        assert [p.name for p in (tmp_path / "windows").iterdir()] == [running.path.name]
+    neighbours.prune()
+    assert not (tmp_path / "windows").exists()
+    neighbours.prune()  # nothing there: nothing to do

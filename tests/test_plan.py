@@ -433,6 +433,9 @@ def test_a_worker_its_own_code_kills_is_one_row_naming_the_signal_or_call_never_
                       "'error' column; python -m crossover.analysis report shows them as 'Failed trials')"]
     said = done.stdout + done.stderr
     assert "(raylet)" not in said and "\x1b[" not in said and "Traceback" not in said, said[-3000:]
+    # no ok row: nothing priced, no sweep header left without its configurations
+    assert "== the sweep" not in done.stdout and "no option has" not in done.stdout, done.stdout[-3000:]
+    assert all(log.stat().st_size for log in out.glob("_logs/*")), list(out.glob("_logs/*"))  # none left empty
     failed = [line for line in done.stdout.splitlines() if ": FAILED " in line]  # a line per trial, none retried
     assert len(failed) == 2 and "lost its worker" not in done.stdout, done.stdout[-3000:]
     crashed = rows[rows["workload"] == "pl_crash"]["error"]
@@ -457,3 +460,61 @@ def test_os_exit_in_a_data_parallel_rank_is_a_row_saying_the_call_the_status_and
     assert len(rows) == 1 and rows["error"][0].startswith(
         "WorkerExit: the workload's code called os._exit(4) in rank 0 of 1, which would end its Ray worker"), done.stdout
     assert "(raylet)" not in done.stdout + done.stderr and "lost its worker" not in done.stdout
+
+
+# --- a SIGKILL: the kernel's OOM killer, or another's kill (sweeps/killed.py) ----------------------------------
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize("peak, rose, memory, words", [
+    (7 * GIB, True, True, ["ran out of memory", "7.0 GiB resident", "of the 8.0 GiB of the test's limit"]),
+    (7.5 * GIB, None, True, ["most likely out of memory", "7.5 GiB"]),  # no count to read: the peak says it
+    (7.5 * GIB, False, False, ["the kernel's OOM killer", "or another process's kill"]),  # counted, and none rose
+    (1 * GIB, None, False, ["the kernel's OOM killer", "or another process's kill", "1.0 GiB"]),
+    (None, None, False, ["its memory unknown", "or another process's kill"]),
+], ids=["counted", "near-the-limit", "not-counted", "far-from-it", "unknown"])
+def test_a_sigkill_is_out_of_memory_on_the_kernels_count_or_a_peak_near_the_limit_else_both_causes_are_said(
+        peak, rose, memory, words):
+    from crossover.sweeps import killed
+
+    said, is_memory = killed.words(-signal.SIGKILL, peak and int(peak), 8 * GIB, "the test's limit", rose)
+    assert is_memory is memory and all(w in said for w in words), said
+    assert "--plan-timeout" not in said
+    assert killed.words(-signal.SIGSEGV, peak and int(peak), 8 * GIB, "the test's limit", rose) == \
+        ("was killed by signal SIGSEGV", False)
+
+
+def test_a_planning_process_killed_from_outside_names_both_causes_and_not_the_time_limit(tmp_path, planner):
+    ref = job(tmp_path, "pl_killed", data="import subprocess; subprocess.run(['kill', '-9', str(os.getpid())])")
+    space = Space("killed", {ref: {}}, plan_timeout_s=60, planner=planner)
+    planner.member_sizes(space.expand(), space.plan_timeout_s)
+    said = planner.fault(planner.spec(ref))
+    assert "was killed by SIGKILL from outside" in said and "or another process's kill" in said, said
+    assert "--plan-timeout" not in said and "resident" in said, said
+    output_of(said)
+
+
+def test_a_child_the_kernel_kills_for_memory_is_said_to_have_run_out_of_it_with_its_sizes(tmp_path):
+    # a memory cgroup of 256 MiB under this process's own (cgroup v1's memory controller, writable by root here),
+    # a child in it that fills it: the kernel's own OOM kill, counted where `Watch` reads
+    from crossover.sweeps import killed
+    from crossover.sweeps.plan import _wait
+
+    mine = next((f for f in killed._memory_cgroup() if "memory" in f.parts), None)
+    group = mine / f"crossover-test-{os.getpid()}" if mine else None
+    try:
+        group.mkdir()
+        (group / "memory.limit_in_bytes").write_text(str(256 * 2**20))
+    except (OSError, AttributeError):
+        pytest.skip("no memory cgroup of its own can be made here (cgroup v1, as root)")
+    try:
+        watch = killed.Watch()
+        child = subprocess.Popen([sys.executable, "-c", "import os; a = []\nwhile True: a.append(os.urandom(2**20))"],
+                                 preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
+        _wait(child, 120, watch)
+        said, memory = watch.why(child.returncode)
+    finally:
+        group.rmdir()
+    assert child.returncode == -signal.SIGKILL and memory, said
+    assert said.startswith("ran out of memory: the kernel's OOM killer ended it") and "MiB resident" in said, said

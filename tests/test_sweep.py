@@ -93,6 +93,26 @@ def test_a_bad_space_is_refused_before_anything_runs(grids, devices, words, tmp_
     assert not (tmp_path / "bad").exists()
 
 
+def test_a_one_epoch_trial_is_swept_without_a_warm_up_epoch_unless_the_sweep_sets_one():
+    # a Workload whose defaults say epochs: 1 was refused: its one epoch was TrialConfig's warm-up
+    trials = Space("one", {"disc": {"depth": [2], "epochs": [1, 3]}}, ("cpu",)).expand()
+    assert sorted((t.cfg.epochs, t.cfg.warmup_epochs) for t in trials) == [(1, 0), (3, 1)]
+    with pytest.raises(ValueError, match=r"axis warmup_epochs\)$"):  # set by the sweep: kept, and refused as ever
+        Space("one", {"disc": {"epochs": [1]}}, ("cpu",), fixed={"warmup_epochs": 1}).expand()
+
+
+@pytest.mark.parametrize("depths, more", [([2, 3, 4], 0), ([2, 3, 4, 5], 1)], ids=["three", "four"])
+def test_failures_past_the_third_are_said_to_be_more_once_and_only_when_there_are_more(local_ray, tmp_path, depths,
+                                                                                       more):
+    from crossover.sweeps import runner
+
+    said = []  # Ray's accounting has a GPU, this machine has no CUDA: every 'cuda' trial fails
+    runner.run(Space("fails", {"disc": {"depth": depths, "epochs": [3]}}, ("cuda",)), tmp_path, log=said.append,
+               progress=True)
+    assert sum(": FAILED " in line for line in said) == 3, said
+    assert sum(line.startswith("more failures") for line in said) == more, said
+
+
 def test_each_grid_point_carries_the_resources_of_its_device():
     space = Space("r", {"disc": {}}, ("cpu", "cuda"), cpu_threads=4)
     points = space.param_space(groups(space.expand(), "off"))["group"]["grid_search"]
@@ -174,15 +194,25 @@ def test_a_cluster_address_left_behind_by_a_stopped_cluster_is_not_joined(tmp_pa
     ray_tmp = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))  # short: Ray's socket paths live under it
     (ray_tmp / "ray").mkdir()
     (ray_tmp / "ray" / "ray_current_cluster").write_text("192.0.2.1:6379")  # TEST-NET: nothing answers there
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(ray_tmp)}
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(ray_tmp),
+                                                                          "TMPDIR": str(ray_tmp)}
     cmd = [sys.executable, str(ROOT / "sweeps" / "scaling.py"), "--workloads", "disc", "--smoke", "--devices", "cpu",
            "--repeats", "1", "--out", str(tmp_path), "--no-report"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+        # the Ray it started is gone, its session folder too; asked to, the next run keeps its own under OUT/_ray/
+        left = sorted(p.name for p in (ray_tmp / "ray").iterdir())
+        windows = list(ray_tmp.glob("crossover-windows-*"))  # the trials' records of their timed windows
+        kept = subprocess.run(cmd + ["--keep-ray-session"], capture_output=True, text=True, timeout=240, env=env)
+        left_kept = sorted(p.name for p in (ray_tmp / "ray").iterdir())
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (pd.read_parquet(tmp_path / "smoke")["status"] == "ok").all()
+    assert not [name for name in left if name.startswith("session_")] and not windows, (left, windows)
+    assert kept.returncode == 0 and not [name for name in left_kept if name.startswith("session_")], left_kept
+    assert len(list((tmp_path / "_ray").glob("session_*/logs"))) == 1
+    assert all(log.stat().st_size for log in tmp_path.glob("_logs/*")), list(tmp_path.glob("_logs/*"))
 
 
 def test_the_raylet_lines_go_to_the_runs_log_while_it_runs_and_rays_printer_is_put_back_even_on_ctrl_c(tmp_path):

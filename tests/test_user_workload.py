@@ -347,7 +347,7 @@ def test_a_name_that_would_be_a_path_or_markup_is_refused(jobs, tmp_path):
 @pytest.mark.parametrize("name, words", [
     ("uw_raises", "RuntimeError: the user's factory broke"),
     ("uw_mismatch", "RuntimeError: Expected target size [16, 3], got [16]"),
-    ("uw_nan", "FloatingPointError: training loss became nan"),
+    ("uw_nan", "FloatingPointError: training loss was nan at step 1 of epoch 1"),
     ("uw_exits", "SystemExit: 3"),
     ("uw_dies", "WorkerExit: the workload's code called os._exit(1), which would end its Ray worker"),
     ("uw_hangs", "the trial ran past its limit of 3 s (--trial-timeout) and was stopped"),

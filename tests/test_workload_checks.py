@@ -221,9 +221,22 @@ def test_a_reference_is_checked_as_source_and_its_packages_are_never_run(tmp_pat
     check("tabular")  # a built-in's name: checked where the built-ins are
 
 
+def test_a_package_not_installed_is_refused_where_imported_unguarded_by_the_job_or_a_module_beside_it(tmp_path):
+    (tmp_path / "wc_helper.py").write_text("import json\nfrom wc_missing_pkg.models import net\n")
+    (tmp_path / "wc_uses.py").write_text("import torch\nfrom wc_helper import net\nworkload = net\n")
+    with pytest.raises(WorkloadError) as info:
+        check(f"{tmp_path}/wc_uses.py:workload")
+    assert str(info.value).startswith(f"--workload '{tmp_path}/wc_uses.py:workload': {tmp_path}/wc_helper.py:2 "
+                                      "imports 'wc_missing_pkg', which is not installed here: install it"), info.value
+    # guarded (an optional dependency), or in a function: found, or not, as it runs
+    (tmp_path / "wc_guarded.py").write_text("try:\n    import wc_missing_pkg\nexcept ImportError:\n    pass\n"
+                                            "def later():\n    import wc_missing_pkg\nworkload = 1\n")
+    check(f"{tmp_path}/wc_guarded.py:workload")
+
+
 @pytest.mark.parametrize("source, passes", [
     ("globals()['workload'] = 1\n", True),
-    ("from elsewhere import *\n", True),
+    ("from os.path import *\n", True),
     ("def __getattr__(name):\n    return 1\n", True),
     ("def make():\n    workload = 1\n", False),  # a function's own name is not the module's
     ("workload = (\n", False),

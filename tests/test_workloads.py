@@ -142,9 +142,41 @@ def test_seed_loop_and_fast_loop_train_identically():
     assert 0.5 < fast["train_accuracy"] < 1 and seed["train_accuracy"] == fast["train_accuracy"]
 
 
-def test_a_diverging_trial_raises_a_clear_error():
-    with pytest.raises(FloatingPointError, match="loss became"):
+class NanAtCall(torch.nn.Module):
+    """Cross-entropy, NaN from its `at`-th call on: a loss that fails at a known step (each trial makes its own)."""
+
+    def __init__(self, at: int):
+        super().__init__()
+        self.at, self.calls = at, 0
+
+    def forward(self, out, y):
+        self.calls += 1
+        loss = torch.nn.functional.cross_entropy(out, y)
+        return loss * float("nan") if self.calls >= self.at else loss
+
+
+def test_a_diverging_trial_names_the_step_and_its_loss_and_no_cause():
+    from crossover.trainables.data import Data
+    from crossover.trainables.workload import Workload
+
+    def data(cfg):
+        g = torch.Generator().manual_seed(cfg.seed)
+        return Data(torch.randn(cfg.dataset_size, 4, generator=g), torch.randint(0, 2, (cfg.dataset_size,), generator=g),
+                    None, None, source="random")
+
+    # 4 steps an epoch, the first epoch the warm-up's: its 6th step is the 2nd of epoch 2
+    wl = Workload("nan_at_6", make_data=data, make_model=lambda cfg: torch.nn.Linear(4, 2),
+                  make_loss=lambda: NanAtCall(6), make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr),
+                  defaults={"batch_size": 16, "dataset_size": 64, "epochs": 3})
+    with pytest.raises(FloatingPointError) as info:
+        run_trial(resolve(TrialConfig("nan_at_6", min_timed_s=0), wl))
+    said = str(info.value)
+    assert re.fullmatch(r"training loss was nan at step 2 of epoch 2 \(the trial replayed from its start a step at "
+                        r"a time; the step before: 0\.\d+\)", said), said
+    with pytest.raises(FloatingPointError) as info:  # a model that diverges: the step it did, whatever the cause
         run_trial(resolve(TrialConfig("peaks", dataset_size=100, epochs=30, lr=1e30)))
+    assert re.match(r"training loss was (nan|inf) at step \d+ of epoch \d+ ", str(info.value)), str(info.value)
+    assert "lr" not in str(info.value)
 
 
 @pytest.mark.slow

@@ -58,8 +58,8 @@ def check(text: str) -> None:
     """Refuses the reference `text` (WorkloadError, one line) where its file or module is not there or does not
     define its attribute at the top level, read as source (`ast`), never run; a built-in's name passes (the
     built-ins are checked where they are defined, trainables/workloads.py)."""
-    if not is_reference(text):
-        return
+    if not is_reference(text) and text.strip().isidentifier():
+        return  # a built-in's name; a path or a dotted name without its ':ATTR' is refused by `locate`
     module, attr, source = locate(text)
     if source is None:
         found = _spec(module)
@@ -74,12 +74,44 @@ def check(text: str) -> None:
     except SyntaxError as exc:
         raise WorkloadError(f"--workload {text!r}: {source} does not import: SyntaxError: {exc.msg} "
                             f"({source}:{exc.lineno})") from None
+    _imports_found(text, source, tree)
     names = _top_level(tree)
     if names is not None and attr not in names:
         close = difflib.get_close_matches(attr, names, n=1)
         raise WorkloadError(f"--workload {text!r}: {source} defines no {attr!r} at its top level"
                             + (f"; did you mean {close[0]!r}?" if close else
                                f"; define `{attr} = Workload(...)` there, or name the attribute that holds it"))
+
+
+def _imports_found(text: str, source: Path, tree: ast.Module, seen: set | None = None) -> None:
+    """Refuses (WorkloadError) a module whose top level imports, unguarded, a package that is not installed: the
+    import a worker would die on, said here before torch and Ray are imported (10 s on 2 cores). Only the
+    statements run whatever happens are read (those directly in the module's body, not in a `try`, an `if` or a
+    function); a module beside `source` that it imports is read the same way, each once."""
+    seen = set() if seen is None else seen
+    seen.add(source)
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            tops = [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            tops = [node.module.split(".")[0]]
+        else:
+            continue
+        for top in tops:
+            beside = source.parent / f"{top}.py"
+            if beside.is_file():  # a module of the job's folder, as `python job.py` imports it
+                if beside not in seen:
+                    try:
+                        _imports_found(text, beside, ast.parse(beside.read_bytes(), filename=str(beside)), seen)
+                    except SyntaxError:
+                        pass  # said by its import, with its line
+                continue
+            if (source.parent / top).is_dir() or importlib.util.find_spec(top) is not None or \
+                    importlib.machinery.PathFinder.find_spec(top, [os.getcwd()]) is not None:
+                continue
+            raise WorkloadError(f"--workload {text!r}: {source}:{node.lineno} imports {top!r}, which is not "
+                                f"installed here: install it (pip install {top}, or the package that provides "
+                                "it) into this Python, or put its module beside the job file")
 
 
 def _spec(module: str) -> importlib.machinery.ModuleSpec | None:

@@ -84,10 +84,10 @@ def measure(trials: list[Trial], where: Placement, build: Callable[[Timer], Tria
     n = loop.samples
     per_epoch = where.all_reduce(torch.stack(sums)).view(len(sums), k)  # epochs x members
     curves = [[s / n for s in member] for member in per_epoch.T.tolist()]
-    failed = {i: f"training loss became {c[-1]} (lr {t.cfg.lr} may be too high)"
-              for i, (t, c) in enumerate(zip(trials, curves)) if not math.isfinite(c[-1])}
+    failed = {i: _nonfinite(c, cfg.warmup_epochs) for i, c in enumerate(curves) if not math.isfinite(c[-1])}
     if k == 1 and failed:
-        raise FloatingPointError(failed[0])
+        del loop  # its data and model freed before the replay builds its own
+        raise FloatingPointError(_nonfinite(curves[0], cfg.warmup_epochs, build, where))
     scores = [c / n for c in where.all_reduce(loop.correct).view(k).tolist()] if wl.metric != "loss" else [None] * k
     test_loss = test_score = [None] * k
     if loop.columns["n_test"]:
@@ -108,6 +108,25 @@ def measure(trials: list[Trial], where: Placement, build: Callable[[Timer], Tria
     costs = _share(loop.step_costs(), k) if len(failed) < k else {}
     return [{**row, **costs, "per_rank_samples_per_s": [row["samples_per_s"] / where.world]}
             if row["status"] == "ok" else row for row in rows]
+
+
+def _nonfinite(curve: list[float], warmup: int, build: Callable[[Timer], TrialLoop] | None = None,
+               where: Placement | None = None) -> str:
+    """Why a trial's training loss failed, in one line: the step and its loss, found by replaying the trial from
+    its start a step at a time (`build`'s loop's first_nonfinite: a single trial's, after its timing), else the
+    first timed epoch whose mean loss is not finite. It names no cause: a NaN comes from the data, the model, the
+    loss or the learning rate, and only the step says where to look."""
+    epoch = next(i for i, v in enumerate(curve) if not math.isfinite(v))
+    said = (f"training loss became {curve[epoch]} in epoch {warmup + epoch + 1} (its mean over the epoch's steps; "
+            f"{warmup} warm-up epoch{'s' if warmup != 1 else ''} first)")
+    replay = build(Timer(Clock(where.devices))) if build is not None else None
+    found = replay.first_nonfinite(warmup + epoch + 1) if hasattr(replay, "first_nonfinite") else None
+    if found is None:
+        return said + ("; replayed from its start a step at a time, every step's loss was finite"
+                       if hasattr(replay, "first_nonfinite") else "")
+    at, step, loss, before = found
+    return (f"training loss was {loss} at step {step} of epoch {at} (the trial replayed from its start a step at a "
+            f"time; " + ("its first step" if before is None else f"the step before: {before:.6g}") + ")")
 
 
 def _threads_back(threads: int, when: str) -> str | None:

@@ -129,18 +129,11 @@ class Window(Claim):
         # day of windows instead made every trial read them all: 1,200 on this 2-core machine, 19 ms of
         # each 0.1 s trial's total_s (sweeps/overhead.py: fixed_s 19 ms before, 3.5 ms after).
         dead = {path for path, r in records.items() if r["end"] is None and not _alive(path)}
-        horizon = min([end] + [r["start"] for p, r in records.items() if r["end"] is None and r["timed"]
-                               and p not in dead])  # a claim reads nothing: it holds nothing back
-        beside = {}
-        for path, other in records.items():
-            # counted before it may be removed: a neighbour that finished well inside this window overlapped it
-            if (path not in dead and path != self.path and other["start"] < end
-                    and (other["end"] is None or other["end"] > self.start)):
-                beside[path] = other
-            if (path in dead or (other["end"] or other["start"]) < end - KEEP_S
-                    or (other["end"] is not None and other["end"] < horizon - MARGIN_S)):
-                with contextlib.suppress(PermissionError):  # not this user's to remove: left
-                    path.unlink(missing_ok=True)
+        # counted before they may be removed: a neighbour that finished well inside this window overlapped it
+        beside = {path: other for path, other in records.items()
+                  if path not in dead and path != self.path and other["start"] < end
+                  and (other["end"] is None or other["end"] > self.start)}
+        _remove_stale(records, dead, end)
         self.overlapping = sorted({r["label"] for r in beside.values() if r["timed"] and r["owner"] != self.owner})
         self.neighbour_core_s = core_seconds(self.start, end, owning(beside), os.cpu_count() or 1)
         self.load = load_columns(self._cpu, cpu, end - self.start, self.neighbour_core_s)
@@ -148,6 +141,31 @@ class Window(Claim):
     def columns(self) -> dict:
         """The row's columns from this window: co_running and the host's load (crossover/schema.py)."""
         return {"co_running": self.overlapping, **self.load}
+
+
+def _remove_stale(records: dict[Path, dict], dead: set[Path], now: float) -> None:
+    """The records of `records` no window will read again, removed: those of a process gone (`dead`), older than
+    KEEP_S, or finished MARGIN_S before every window still open started."""
+    horizon = min([now] + [r["start"] for p, r in records.items() if r["end"] is None and r["timed"]
+                           and p not in dead])  # a claim reads nothing: it holds nothing back
+    for path, record in records.items():
+        if (path in dead or (record["end"] or record["start"]) < now - KEEP_S
+                or (record["end"] is not None and record["end"] < horizon - MARGIN_S)):
+            with contextlib.suppress(PermissionError):  # not this user's to remove: left
+                path.unlink(missing_ok=True)
+
+
+def prune() -> None:
+    """What a sweep's trials left in REGISTRY on this node, removed once the sweep is over (sweeps/cluster.py
+    leave_nothing): the records no open window will read (`_remove_stale`, MARGIN_S after they ended: a sweep's
+    last trials' records are read by no one), and REGISTRY itself where nothing is left in it."""
+    if not REGISTRY.is_dir():
+        return
+    records = {path: r for path in REGISTRY.glob("*.json") if (r := read_record(path)) is not None}
+    _remove_stale(records, {path for path, r in records.items() if r["end"] is None and not _alive(path)},
+                  time.time() + MARGIN_S)
+    with contextlib.suppress(OSError):  # another trial's record, or one being written: it stays
+        REGISTRY.rmdir()
 
 
 def owning(records: dict[Path, dict]) -> list[dict]:

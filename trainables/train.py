@@ -21,6 +21,7 @@ point around it is trainables/trainable.py.
 from __future__ import annotations
 
 import copy
+import math
 
 import torch
 from torch.utils._pytree import tree_leaves
@@ -177,6 +178,27 @@ class Loop:
         if self.cfg.loop == "seed":
             self.loss_sum.fill_(self.host_sum)
         return self.loss_sum
+
+    def first_nonfinite(self, epochs: int) -> tuple[int, int, float, float | None] | None:
+        """Where the training loss first stops being finite in `epochs` epochs of this loop, run a step at a time
+        with a host sync each (for a trial that failed so, on a loop built afresh after its timing):
+        (epoch, step, that step's loss, the step before's or None), both counted from 1, the warm-up's epochs
+        first; None where every step's loss was finite this time (a GPU's kernels may not repeat a NaN)."""
+        before = None
+        for epoch in range(1, epochs + 1):
+            self.model.train()
+            batches = _batches(self.data.n, self.cfg.batch_size, self._order(), self.where.rank, self.where.world)
+            for step, (ix, iy) in enumerate(batches, 1):
+                self.loss_sum.zero_()
+                self.host_sum = 0.0
+                self._step(ix, iy)
+                self._tally()
+                total = self.host_sum if self.cfg.loop == "seed" else self.loss_sum.item()
+                loss = total / _per_sample(self.crit, len(self.data.y[iy]))
+                if not math.isfinite(loss):
+                    return epoch, step, loss, before
+                before = loss
+        return None
 
     def _tally(self) -> None:
         """The held steps' loss and score added to the epoch's sums, on the device (no host sync): a few
