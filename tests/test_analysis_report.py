@@ -119,10 +119,10 @@ def test_a_folder_with_no_sweep_under_it_says_so(tmp_path, capsys):
     assert main(["decide", str(tmp_path), "--no-reference"]) == 2
     err = capsys.readouterr().err
     assert f"error: results directory {tmp_path} holds no *.parquet rows, in it or in any sweep's folder under it" in err
-    assert f"python sweeps/scaling.py --out {tmp_path}" in err
+    assert f"crossover sweep --out {tmp_path}" in err
     (tmp_path / "reference").symlink_to(REFERENCE, target_is_directory=True)  # results/ of a fresh clone
     assert main(["decide", str(tmp_path), "--no-reference"]) == 2
-    assert "(the shipped reference rows, results/reference, are read only where you pass that folder)" in \
+    assert f"(the reference rows shipped with crossover, {REFERENCE}, are read only where you pass that folder)" in \
         capsys.readouterr().err
 
 

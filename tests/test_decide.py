@@ -339,7 +339,7 @@ def test_the_default_decision_names_three_picks_in_its_lines_and_verbose_shows_t
     assert all(" min" in picked[k] or " h," in picked[k] for k in ("rent, fastest", "buy", "your CPU")), text
     buy = " ".join(text.split("buy: ")[1].split("\n")[:4])
     assert "sweeps a month against renting" in buy and "write-off: $" in buy and "of each month" in buy, text
-    assert not buy.startswith("seed 002"), text  # what the seed's box cost in 2017 is a record, not a box for sale
+    assert not buy.startswith("GTX 960 box of 2017"), text  # what that box cost in 2017 is a record, not one for sale
     assert picked["your GPU"].startswith("your GPU: your H100 (measured here)"), text
     assert sum("stale prices" in t for t in lines) <= 1 and "against the cheapest" not in text
     assert main(["decide", "mine", "--verbose", "--out", "charts"]) == 0
