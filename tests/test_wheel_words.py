@@ -7,10 +7,10 @@ import ast
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from test_command import ROOT
+from test_layout import literals  # a module's string constants that are no docstring
 
 # what only a checkout has: its scripts run by path, its commands by module where `crossover` has a subcommand, its
 # data files and docs by their path there
@@ -21,20 +21,10 @@ OUTSIDE = re.compile(r"\.\./shared|seeds/0")  # the project's own sources, outsi
 PACKAGE = ("analysis", "sweeps", "trainables", "crossover")
 
 
-def messages(path: Path) -> list[tuple[int, str]]:
-    """The string constants of a module that are no docstring: what it prints, raises and offers as help."""
-    tree = ast.parse(path.read_text())
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
-            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-    return [(n.lineno, n.value) for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
-
-
 def test_no_message_string_of_the_package_names_a_checkout_only_command_or_path():
     found = [f"{path.relative_to(ROOT)}:{line}: {CHECKOUT_ONLY.search(text).group(0)!r}"
              for folder in PACKAGE for path in sorted((ROOT / folder).rglob("*.py"))
-             for line, text in messages(path) if CHECKOUT_ONLY.search(text)]
+             for line, text in literals(ast.parse(path.read_text())) if CHECKOUT_ONLY.search(text)]
     assert not found, "\n".join(found)
 
 
