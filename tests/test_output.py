@@ -64,7 +64,8 @@ def test_a_trial_that_prints_megabytes_leaves_a_mib_in_its_folder_and_none_in_ra
     # two trials, the second on the first's reused worker: each one's output reaches --out
     space = Space("loud", {f"{tmp_path / 'loud.py'}:workload": {"dataset_size": [64, 96]}}, ("cpu",), planner=planner)
     space.expand()  # planned, its module registered: shipped to the workers of the Ray started next
-    ray.init(address="local", num_cpus=CPUS, include_dashboard=False, log_to_driver=False, runtime_env=cluster.runtime_env())
+    ray.init(address="local", num_cpus=CPUS, include_dashboard=False, log_to_driver=False,
+             runtime_env=cluster.runtime_env(planner.registry.shipping))
     try:
         logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
         store = runner.run(space, tmp_path / "out", max_concurrent=1, log=lambda line: None)  # one worker, reused

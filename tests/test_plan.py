@@ -430,7 +430,7 @@ def test_a_worker_its_own_code_kills_is_one_row_naming_the_signal_or_call_never_
     assert len(rows) == 2 and rows["config_hash"].is_unique and (rows["status"] == "error").all()
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert errors == [f"error: every trial failed, none was measured: the 2 rows in {out / 'own'} say why (their "
-                      "'error' column; python -m crossover.analysis report shows them as 'Failed trials')"]
+                      "'error' column; crossover report shows them as 'Failed trials')"]
     said = done.stdout + done.stderr
     assert "(raylet)" not in said and "\x1b[" not in said and "Traceback" not in said, said[-3000:]
     # no ok row: nothing priced, no sweep header left without its configurations
