@@ -184,7 +184,7 @@ def test_float_class_indices_are_faulted_as_planned_and_a_trial_given_them_is_an
                     "class probabilities as floats of the outputs' shape; its trials are error rows and do not run"), said
     assert capfd.readouterr().err.count("error: ") == 1
     with pytest.raises(WorkloadError) as info:  # a trial that ran anyway is refused as it makes its data
-        run_trial(here(trials[0]))  # its Workload itself, in this process
+        run_trial(here(trials[0], planner.registry))  # its Workload itself, in this process
     row = failed_row(trials[0], error_text(info.value))  # its row, as trainables/trainable.py writes it
     assert row["status"] == "error" and row["error"].startswith("WorkloadError: Workload 'wc_float': make_data's "
                                                                 "Data.y is torch.float32 of shape (64,)"), row
