@@ -145,8 +145,7 @@ def check_shipped(trials: list, shipping: Shipping) -> None:
         raise ValueError(f"your workload's module {changed[0]} changed since Ray was started, and Ray's workers have "
                          "the copy it had then: start Ray again (ray.shutdown(), then "
                          "ray.init(runtime_env=crossover.sweeps.cluster.runtime_env(planner.registry.shipping))), "
-                         "or run the sweep in a new "
-                         "process")
+                         "or run the sweep in a new process")
 
 
 def workers_reniced() -> bool:

@@ -89,11 +89,10 @@ def words(returncode: int, peak: int | None, limit: int | None, what: str, oom_r
         return f"was killed by signal {name}", False
     held = f"{gib(peak)} resident at its last look" if peak else "its memory unknown"
     of = f", of the {gib(limit)} of {what}" if limit else ""
-    near = peak is not None and limit is not None and peak >= NEAR * limit
     if oom_rose:
         return (f"ran out of memory: the kernel's OOM killer ended it (SIGKILL; the kernel's count of OOM kills "
                 f"rose while it ran), {held}{of}"), True
-    if near and limit is not None and oom_rose is None:
+    if oom_rose is None and peak is not None and limit is not None and peak >= NEAR * limit:
         return f"was killed by SIGKILL {held}, near the {gib(limit)} of {what}: most likely out of memory", True
     return (f"was killed by SIGKILL from outside ({held}{of}): the kernel's OOM killer (no OOM kill was "
             f"counted{' here' if oom_rose is False else ''}), or another process's kill"), False

@@ -77,8 +77,8 @@ def predicted(counted: dict, epochs: int, options: list[prices.Option], billing:
                       "predicted_share": 1.0, "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan,
                       "basis": "no option of the price table has it: the GPU's time alone"}
                      | decide.card_fits(run.to_dict(), cards.get(gpu)))
-    gpus = pd.DataFrame(lines).sort_values(["epoch_s", "usd"], ignore_index=True)
-    return smaller(pd.concat([gpus, owned], ignore_index=True), counted), grid
+    by_gpu = pd.DataFrame(lines).sort_values(["epoch_s", "usd"], ignore_index=True)
+    return smaller(pd.concat([by_gpu, owned], ignore_index=True), counted), grid
 
 
 def on_many(lines: pd.DataFrame, counted: dict, epochs: int, scale: many.Scale, options: list[prices.Option],

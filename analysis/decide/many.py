@@ -90,9 +90,11 @@ def scaled(one: dict, n_params: float, batch: int, samples: int, gpus: int, node
     fits = None if memory_gb is None or pd.isna(rank_bytes) else bool(rank_bytes <= memory_gb * 1e9)
     # each rank's host dispatches the step as one GPU's does; the collective runs on the GPUs, so the host's share
     # of the longer step is smaller: past HOST_BOUND, faster GPUs (or more of them) do not help
-    share = float(one.get("host_share") if pd.notna(one.get("host_share")) else math.nan) * compute[1] / step.step_s
+    one_share = one.get("host_share")
+    share = (float(one_share) if pd.notna(one_share) else math.nan) * compute[1] / step.step_s
     return {**epoch, "host_share": share, "host_bound": bool(share > HOST_BOUND) if pd.notna(share) else None,
-            "bound_by": one.get("bound_by"), "gpus": gpus, "nodes": nodes, "per_gpu_batch": batch, "global_batch": batch * ranks,
+            "bound_by": one.get("bound_by"), "gpus": gpus, "nodes": nodes, "per_gpu_batch": batch,
+            "global_batch": batch * ranks,
             "efficiency": efficiency(reference_epoch_s, ranks, epoch["epoch_s"]), "parallel": mode,
             "link": link.name + (f", {network.name} between nodes" if nodes > 1 and network else ""),
             "comm_s": step.comm_s, "needs_bytes": rank_bytes, "needs_gb": rank_bytes / 1e9, "memory_gb": memory_gb,
