@@ -8,14 +8,23 @@ VENV ?= .venv
 TORCH ?= torch==2.14.1 torchvision==0.29.1
 BIN := $(VENV)/bin
 
-.PHONY: run test install
+.PHONY: run test typecheck install
 run: install
 	$(BIN)/python sweeps/scaling.py $(ARGS)
 
 test: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy
+	$(MAKE) -s typecheck
 	$(BIN)/python -m pytest -q $(ARGS)
+
+# mypy finds modules by their dotted names in folders, and crossover.sweeps is sweeps/ (pyproject.toml's
+# package-dir), so it checks the package as the wheel lays it out: setuptools copies the modules to build/typecheck
+# (build_py, no wheel made), and each error line names the checkout's file again (crossover/sweeps/x.py -> sweeps/x.py).
+typecheck: install
+	rm -rf build/typecheck
+	$(BIN)/python -c 'from setuptools import setup; setup()' -q build_py -d build/typecheck 2>/dev/null
+	cd build/typecheck && ../../$(BIN)/mypy --config-file ../../pyproject.toml --cache-dir ../mypy-cache \
+	    > ../mypy.txt; status=$$?; sed -E 's#^crossover/(sweeps|trainables|analysis)/#\1/#' ../mypy.txt; exit $$status
 
 install: $(VENV)/.installed
 

@@ -25,20 +25,22 @@ import json
 import sys
 from pathlib import Path
 
-from crossover.analysis import charts, cost, counting, decide, engines, families, migrate, model, ordering, parallel, prices, report, summary, verdict
-from crossover.analysis.cli import HelpFormatter
-from crossover.analysis.crossover import Bootstrap
-from crossover.analysis.load import REFERENCE, read, representative
-from crossover.analysis.model import scaling
 from crossover.schema import PRECISIONS
 
+from . import charts, cost, decide, engines, families, migrate, model, ordering, parallel, prices, report, summary, verdict
+from .cli import HelpFormatter
+from .crossover import Bootstrap
+from .load import REFERENCE, read, representative
+from .model import scaling
 
-def main(argv=None, prog: str = "python -m crossover.analysis", count=counting.count_planned) -> int:
+
+def main(argv=None, prog: str = "python -m crossover.analysis", count=None) -> int:
     """`prog`: the command as the user typed it, which every usage line and error begins with (`crossover` where
     sweeps/command.py hands a subcommand over: `usage: crossover decide ...`). `count`: how a planned run's step is
-    counted (analysis/decide/ planned_step): by default as `crossover predict` counts it, in a process of its own
-    (analysis/counting.py), so that `crossover decide`, this command and predict say one figure; None: from the
-    rows' own counts."""
+    counted (analysis/decide/ planned_step): `crossover decide` and `crossover report` hand over the count
+    `crossover predict` makes (sweeps/counting.py count_planned, a process of its own), so that they and predict say
+    one figure; None (this module run alone, which starts no process): from the rows' own counts, and the decision
+    notes that."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the HTML report and the crossover table")

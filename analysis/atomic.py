@@ -1,6 +1,6 @@
 """Writing a file atomically: the one way a Parquet file of rows, or an entry of the cache, reaches the disk.
 
-    from crossover.analysis.atomic import write_atomic, write_text_atomic
+    from .atomic import write_atomic, write_text_atomic
     write_atomic(Path("results/scaling/3f2a.parquet"), schema.to_table([row]))
     write_text_atomic(Path("~/.cache/crossover/count/3f2a.json"), text)      # analysis/cache.py
 

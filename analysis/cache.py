@@ -19,7 +19,7 @@ import os
 from importlib import metadata
 from pathlib import Path
 
-from crossover.analysis.atomic import write_text_atomic
+from .atomic import write_text_atomic
 
 FORMAT = 1  # the entries' layout: a change of it is a change of every key
 

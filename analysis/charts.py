@@ -28,9 +28,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.crossover import baseline_first, slices
-from crossover.analysis.decide import money, monthly, pareto, run_time
-from crossover.analysis.load import config_label, representative
+from .crossover import baseline_first, slices
+from .decide import money, monthly, pareto, run_time
+from .load import config_label, representative
 
 alt.data_transformers.disable_max_rows()  # a results directory is small; charts embed their rows
 

@@ -34,8 +34,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.load import sizes_label
-from crossover.analysis.prices import STALE_DAYS, HomeBox, Option, day
+from .load import sizes_label
+from .prices import STALE_DAYS, HomeBox, Option, day
 
 
 def measures(device_name, gpu: str | None, pattern: str | None = None) -> bool:

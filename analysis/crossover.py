@@ -1,8 +1,8 @@
 """Crossover points: past which size device B trains faster than device A, with a bootstrap interval.
 
     python -m crossover.analysis report results/scaling          # the table is in the report, and printed
-    from crossover.analysis.selection import select; s = select(rows)
-    from crossover.analysis.crossover import find, render; print(render(find(s), s))
+    from .selection import select; s = select(rows)
+    from .crossover import find, render; print(render(find(s), s))
 
 For each workload and each axis (n_params, depth, width, batch_size, dataset_size), the rows are cut
 into slices that hold every other configuration column fixed but the run's length (epochs and
@@ -105,9 +105,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.load import cold_starts
-from crossover.analysis.selection import RUN_LENGTH, Selected
 from crossover.schema import CONFIG_COLUMNS, CROSSOVER_AXES, SIZE_AXES
+
+from .load import cold_starts
+from .selection import RUN_LENGTH, Selected
 
 METRICS = ["epoch_s", "time_to_final_loss_s", "time_to_target_loss_s"]
 
@@ -128,6 +129,7 @@ class Bootstrap:
     loss_rtol: float = 0.02  # time_to_final_loss_s: final train losses of A and B within this relative gap
 
 
+BOOT = Bootstrap()  # the default resampling: one frozen value, shared as a default argument
 
 
 def held_fixed(axis: str) -> list[str]:
@@ -168,7 +170,7 @@ def baseline_first(rows: pd.DataFrame) -> list[str]:
 
 
 
-def find(selected: Selected, boot: Bootstrap = Bootstrap()) -> pd.DataFrame:
+def find(selected: Selected, boot: Bootstrap = BOOT) -> pd.DataFrame:
     """The tidy crossover table of `selected`'s timed rows: one line per workload, axis, slice, pair of
     arms and metric."""
     # cold: over all rows (a directory's trials), then the timed ones kept

@@ -20,14 +20,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.analysis.crossover import Bootstrap, answer, find
-from crossover.analysis.load import cold_starts, sizes_label
-from crossover.analysis.model import DEVICES, device_key, load_devices, step_costs
-from crossover.analysis.selection import select
 from crossover.schema import CONFIG_COLUMNS, runs_file
+
+from .crossover import Bootstrap, answer, find
+from .load import cold_starts, sizes_label
+from .model import DEVICES, device_key, load_devices, step_costs
+from .selection import select
 
 # Fused members differ only in these (trainables/fused.py): the rest of the config is the group's.
 FUSABLE = ("seed", "lr")
+FEWER = Bootstrap(draws=200)  # the resamples a study of engines draws: fewer than BOOT's 1000
 
 
 def _ok(rows: pd.DataFrame) -> pd.DataFrame:
@@ -155,7 +157,7 @@ def precisions(rows: pd.DataFrame) -> pd.DataFrame:
     return table.drop(columns=["ms_base", "train_loss_base"]).set_index(keys + ["precision"])
 
 
-def crossovers(rows: pd.DataFrame, boot: Bootstrap = Bootstrap(draws=200)) -> pd.DataFrame:
+def crossovers(rows: pd.DataFrame, boot: Bootstrap = FEWER) -> pd.DataFrame:
     """Per workload and axis: where each GPU engine overtakes the CPU, per epoch (trials alone)."""
     table = find(select(rows[rows["fused_members"] == 1]), boot)
     table = table[(table["metric"] == "epoch_s") & table["is_cpu_a"] & ~table["is_cpu_b"]]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crossover.analysis import model, roofline
+from . import model, roofline
 
 FAMILIES = ("CNN", "vision transformer", "recurrent", "MLP or transformer")
 FAMILY = "_family"

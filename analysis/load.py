@@ -1,6 +1,6 @@
 """Reading results directories: one or several sweeps' Parquet rows as one DataFrame, checked.
 
-    from crossover.analysis.load import read
+    from .load import read
     rows = read("results/laptop", "results/h100")      # what `python -m crossover.analysis report` calls
     rows = read("results")                             # every sweep under it (`sweep_dirs`)
 
@@ -27,7 +27,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crossover.schema import CONFIG_COLUMNS, NAMES, SCHEMA, SCHEMA_VERSION, SIZE_AXES
-from crossover.trainables.devices import parse
+
+from ..trainables.devices import parse
 
 # What tells two arms of the same device string apart, in the order they appear in the label.
 ARM_PARTS = ("device_name", "torch_threads")

@@ -42,9 +42,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crossover.analysis.atomic import write_atomic
 from crossover.schema import CONFIG_COLUMNS, OP_COLUMNS, SCHEMA, SCHEMA_VERSION, to_table
-from crossover.trainables.devices import parse
+
+from ..trainables.devices import parse
+from .atomic import write_atomic
 
 # What makes two GPU rows' step costs equal: the configuration less its device and seed, how it ran
 # (precision, null in rows written before the column: fp32; engine) and the torch that counted them.

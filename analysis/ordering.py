@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from crossover.analysis import model, public
+from . import model, public
 
 # The model's precision for each of Lambda's: TF32 tensor cores in convolutions and matmuls for its "fp32"
 # (module docstring), FP16 for its mixed precision (analysis/model/: the BF16 peak, FP32's without one).

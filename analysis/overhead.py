@@ -35,8 +35,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.analysis.load import read
 from crossover.schema import PHASE_COLUMNS
+
+from .load import read
 
 SWEEP_FILE = "_sweep.json"  # beside a measurement's rows; leading '_': Parquet readers of the directory skip it
 

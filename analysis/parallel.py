@@ -23,9 +23,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.crossover import find
-from crossover.analysis.selection import select
 from crossover.schema import SIZE_AXES
+
+from .crossover import find
+from .selection import select
 
 # What makes two rows the same model and data, whatever device they ran on.
 _MODEL = ["workload", *SIZE_AXES]

@@ -1,7 +1,7 @@
 """Prices and home boxes: the price file, a SkyPilot catalog and the home-box files, read and checked.
 
     python -m crossover.analysis cost results/scaling --prices aws/vms.csv   # a SkyPilot catalog's prices instead
-    from crossover.analysis.prices import load_prices; options, billing = load_prices()
+    from .prices import load_prices; options, billing = load_prices()
 
 Prices come from analysis/prices.yaml (every price with its date and source, and per provider its
 billing step, minimum and start-up time) or from a SkyPilot catalog, vms.csv (`--prices FILE`,
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from crossover.analysis.load import packaged
-from crossover.analysis.model import load_devices
+from .load import packaged
+from .model import load_devices
 
 PRICES = packaged("prices.yaml")
 HOME_BOXES = packaged("home_boxes")
@@ -156,6 +156,9 @@ class Electricity:
             if not math.isfinite(value) or value < low:
                 raise ValueError(f"{flag} must be a number {'>= 0' if low == 0 else '> 0'}, got {value:g} "
                                  f"(your machine's electricity; default {getattr(Electricity, _FIELD[flag]):g})")
+
+
+POWER = Electricity()  # the defaults above: one frozen value, shared as a default argument
 
 
 _FIELD = {"--usd-per-kwh": "usd_per_kwh", "--cpu-watts": "cpu_w", "--gpu-watts": "gpu_w"}

@@ -27,10 +27,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from crossover.analysis.load import packaged
+from .load import packaged
 
 HERE = Path(__file__).with_name("public-tables")
 LAMBDA = HERE / "lambda_train_throughput.csv"
+DEVICES = packaged("devices.yaml")
 RESNET50 = HERE / "resnet50_steps.json"  # ResNet-50's counted step at each of Lambda's batch sizes
 # Lambda's name_gpu -> a devices.yaml key, the first pattern that matches; a name none matches (GH200 80GB,
 # which no datasheet describes) is left out of every comparison.
@@ -47,7 +48,7 @@ def gpu_key(name: str) -> str | None:
     return next((key for pattern, key in NAMES if re.search(pattern, name)), None)
 
 
-def load(path: Path = LAMBDA, devices_path: Path = packaged("devices.yaml")) -> pd.DataFrame:
+def load(path: Path = LAMBDA, devices_path: Path = DEVICES) -> pd.DataFrame:
     """Lambda's single-GPU rows with their devices.yaml key in `gpu` (rows of unmapped names dropped); a key
     the device table lacks is refused by name (its keys alone are read here: analysis/model/ reads the table)."""
     rows = pd.read_csv(path)

@@ -32,17 +32,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.analysis import charts, decide, model, parallel, summary, verdict
-from crossover.analysis.crossover import (
+from crossover.schema import BUILTIN_MODULE, CROSSOVER_AXES, REPORTS, SIZE_AXES
+
+from . import charts, decide, model, parallel, summary, verdict
+from .crossover import (
+    BOOT,
     Bootstrap,
     baseline_first,
     render,
     slices,
     write,
 )
-from crossover.analysis.load import CHECKOUT, environment, is_reference, read
-from crossover.analysis.selection import Selected, select
-from crossover.schema import BUILTIN_MODULE, CROSSOVER_AXES, REPORTS, SIZE_AXES
+from .load import CHECKOUT, environment, is_reference, read
+from .selection import Selected, select
 
 
 def default_out(dirs: list[Path]) -> Path:
@@ -136,7 +138,7 @@ def _table(frame: pd.DataFrame) -> str:
 SHORT_LINES = 25
 
 
-def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = Bootstrap(),
+def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = BOOT,
           include_loaded: bool = False, reference: bool = False, plan: decide.Plan | None = None,
           verbose: bool = False, count=None) -> tuple[Path, str]:
     """Write the report for `dirs`; returns the page's path and the verdict as text, the planned run's decision

@@ -1,7 +1,7 @@
 """Which rows the crossovers time: a row timed while its host was busy is set aside where a quiet row of its point exists.
 
     python -m crossover.analysis report results/scaling --include-loaded   # every row timed, busy or not
-    from crossover.analysis.selection import select; s = select(rows); print(s.left_out)
+    from .selection import select; s = select(rows); print(s.left_out)
 
 Rows flagged `outside_load` (another job used the host's CPUs while they were timed): one rule
 (`timed`), which the crossovers (analysis/crossover.py) and the search (sweeps/search.py) both read

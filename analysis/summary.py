@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.analysis.load import REFERENCE, arm_labels, eager_ok, read
-from crossover.analysis.migrate import row_files
-from crossover.analysis.selection import select
 from crossover.schema import SIZE_AXES
-from crossover.analysis.verdict import Verdict, reach, reference_note  # noqa: F401  reference_note: its old home
+
+from .load import REFERENCE, arm_labels, eager_ok, read
+from .migrate import row_files
+from .selection import select
+from .verdict import Verdict, reach, reference_note  # noqa: F401  reference_note: its old home
 
 
 @cache

@@ -7,7 +7,7 @@ one structure; none derives a verdict of its own.
 
     python sweeps/scaling.py --smoke              # ends with render(v): the answer first, in at most 25 lines
     python sweeps/scaling.py --smoke --verbose    # and every table behind it: render(v, verbose=True)
-    from crossover.analysis.verdict import reach, render; print(render(reach(select(rows))))   # select: selection.py's
+    from .verdict import reach, render; print(render(reach(select(rows))))   # select: selection.py's
 
 Each workload's answer (`Finding`) rests on one line of the crossover table: time per epoch, the CPU
 (A) against a GPU (B), along the first axis of HEADLINE_AXES that has a line; among GPUs, the one
@@ -19,6 +19,7 @@ Reads rows only (numpy, pandas); never imports torch or ray.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 import textwrap
@@ -28,22 +29,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from crossover.analysis import decide, model, prices
 from crossover.schema import BUILTIN_MODULE
-from crossover.analysis.crossover import (
+
+from . import decide, model, prices
+from .crossover import (
     A_EVERYWHERE,
     B_EVERYWHERE,
     CROSSOVER,
     NOT_COMPUTABLE,
     SEVERAL,
     WITHIN_NOISE,
+    BOOT,
     Bootstrap,
     find,
     interpolate,
     render as render_crossovers,
 )
-from crossover.analysis.load import REFERENCE, eager_ok, is_reference, keys
-from crossover.analysis.selection import Selected
+from .load import REFERENCE, eager_ok, is_reference, keys
+from .selection import Selected
 
 # A size a student reads first: the model's parameters, then the data's, then the rest.
 HEADLINE_AXES = ("n_params", "dataset_size", "batch_size", "depth", "width", "context")
@@ -81,15 +84,16 @@ class Verdict:
         return self.selected.rows
 
 
-def reach(selected: Selected, boot: Bootstrap = Bootstrap(), decision: bool = False) -> Verdict:
+def reach(selected: Selected, boot: Bootstrap = BOOT, decision: bool = False, today: dt.date | None = None) -> Verdict:
     """The verdict of `selected` (selection.select): the crossover table, each workload's answer and, with
     `decision`, what the measured grid costs on every option of analysis/prices.yaml and every home box, and
-    for a workload measured on the CPU alone its predicted answer on every GPU model (`predicted`)."""
+    for a workload measured on the CPU alone its predicted answer on every GPU model (`predicted`); its prices' age
+    on `today` (None: the date it runs)."""
     rows = selected.rows
     table = find(selected, boot)
     ok = rows[rows["status"] == "ok"]
     findings = tuple(_finding(w, _candidates(table), selected, decision) for w in yours_first(ok))
-    return Verdict(findings, table, selected, boot, priced(rows) if decision else None)
+    return Verdict(findings, table, selected, boot, priced(rows, today=today) if decision else None)
 
 
 def yours_first(rows: pd.DataFrame) -> list[str]:
@@ -100,12 +104,13 @@ def yours_first(rows: pd.DataFrame) -> list[str]:
     return sorted(set(rows["workload"]), key=lambda w: (w not in own, w))
 
 
-def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, count=None) -> decide.Decision:
+def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, count=None, today: dt.date | None = None
+           ) -> decide.Decision:
     """The decision for `rows` on every option of analysis/prices.yaml and every home box: the measured grid
     as the sweep, or the planned run `plan` (its step counted by `count`: decide.planned_step)."""
     options, billing = prices.load_prices()
     boxes = [prices.load_home_box(p) for p in prices.home_boxes()]
-    return decide.decide(rows, None, options, billing, boxes, plan=plan, count=count)
+    return decide.decide(rows, None, options, billing, boxes, plan=plan, count=count, today=today)
 
 
 def _candidates(table: pd.DataFrame) -> pd.DataFrame:

@@ -4,31 +4,36 @@
                         make_optimizer=lambda params, lr: torch.optim.Adam(params, lr=lr))
 
 The names a workload is written with, and nothing else: the Workload and its own axes (Param,
-trainables/workload.py), the data its make_data returns (Data, trainables/data.py), the configuration its
-factories read (TrialConfig, trainables/config.py) and the error that refuses a bad one (ConfigError).
-A job file that imports them from here does not depend on where they live inside the project.
+crossover/workload.py), the data its make_data returns (Data, crossover/data.py), the configuration its
+factories read (TrialConfig, crossover/config.py) and the error that refuses a bad one (ConfigError).
 
 The package holds the rest too: crossover.schema (the rows' columns, below every layer), crossover.trainables,
-crossover.sweeps and crossover.analysis. In a checkout they are the folders trainables/, sweeps/ and analysis/ at
-its top, and this folder holds a relative symlink to each (crossover/sweeps -> ../sweeps), so that the dotted name
-is a path: Python, an editor and a type checker all find crossover.sweeps.runner at crossover/sweeps/runner.py,
-with nothing computed at import. A wheel holds them as real folders (pyproject.toml's package-dir). The names above
-are imported when first asked for, so that `import crossover.schema` or `crossover.analysis` imports no torch.
+crossover.sweeps and crossover.analysis, which are the folders trainables/, sweeps/ and analysis/ at the top of a
+checkout (pyproject.toml's package-dir). Data and Workload hold torch tensors and modules, so they are imported
+when first asked for: `import crossover.schema`, or anything of crossover.analysis, imports no torch. An editor or
+a type checker reads them from the imports under TYPE_CHECKING below.
 """
 
-import importlib
+from __future__ import annotations
 
-# name -> the module that defines it
-_NAMES = {"ConfigError": "crossover.trainables.config", "TrialConfig": "crossover.trainables.config",
-          "Data": "crossover.trainables.data", "Param": "crossover.trainables.workload",
-          "Workload": "crossover.trainables.workload"}
-__all__ = sorted(_NAMES)
+import importlib
+from typing import TYPE_CHECKING
+
+from crossover.config import ConfigError, TrialConfig
+
+if TYPE_CHECKING:
+    from crossover.data import Data
+    from crossover.workload import Param, Workload
+
+# name -> the module that defines it, imported on first use (it imports torch)
+_LAZY = {"Data": "crossover.data", "Param": "crossover.workload", "Workload": "crossover.workload"}
+__all__ = ["ConfigError", "Data", "Param", "TrialConfig", "Workload"]
 
 
 def __getattr__(name: str):
-    if name not in _NAMES:
+    if name not in _LAZY:
         raise AttributeError(f"module 'crossover' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_NAMES[name]), name)
+    value = getattr(importlib.import_module(_LAZY[name]), name)
     globals()[name] = value  # asked once
     return value
 

@@ -74,7 +74,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("finished_at", pa.timestamp("s", tz="UTC"), "when the driver wrote the row"),
     # config (what was asked for, with the workload's defaults filled in)
     ("workload", _STR, "the workload's name: a built-in (disc, mnist_cnn, lenet, peaks, tabular, transformer: "
-                       "trainables/workloads.py) or a user's (trainables/workload.py)"),
+                       "trainables/workloads.py) or a user's (crossover/workload.py)"),
     ("workload_module", _STR, "'module:attr' a user's workload was imported from; 'trainables.workloads' for a built-in"),
     ("workload_fingerprint", _STR, "16 hex digits of the workload module's source and its model's parameter shapes "
                                    "(a user's is part of config_hash: edited code is measured again)"),

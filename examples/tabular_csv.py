@@ -39,10 +39,10 @@ from crossover.analysis.cli import HelpFormatter
 from crossover.sweeps import cli, cluster, runner
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
-from crossover.trainables.config import ConfigError, TrialConfig
-from crossover.trainables.data import Data
+from crossover.config import ConfigError, TrialConfig
+from crossover.data import Data
 from crossover.trainables.trial import resolve
-from crossover.trainables.workload import Param, Workload
+from crossover.workload import Param, Workload
 from crossover.trainables.workloads import mlp
 
 TEST_SHARE = 5  # the last 1/TEST_SHARE of the rows is the test split

@@ -1,6 +1,6 @@
 """The search's budget: each trial's predicted seconds, which asked trials fit --budget, and each trial's limit.
 
-    from crossover.sweeps.budget import afford, predict_s, trial_limit
+    from .budget import afford, predict_s, trial_limit
     run, skip = afford(asks, left_s=90.0, budget_s=150.0)   # the asks that fit, and why each other is skipped
 
 Before a round, each trial's time is predicted (`predict_s`): this machine's rows of the workload at the
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from crossover.sweeps.stopping import Line
-from crossover.trainables.timing import EXTEND_AT_MOST, MIN_TIMED_EPOCHS
+from ..trainables.timing import EXTEND_AT_MOST, MIN_TIMED_EPOCHS
+from .stopping import Line
 
 # The default --budget: seconds of the search, its Tune runs and trials, from its first round. `make run`'s
 # target is 3 minutes of sweep on a 2-core VM; Ray's start (about 10 s idle) and the summary and report

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from crossover.analysis.cli import HelpFormatter
-from crossover.analysis.counting import ROOT, child_env  # noqa: F401 (a child process's folder and environment)
+from ..analysis.cli import HelpFormatter
+from .counting import ROOT, child_env  # noqa: F401 (a child process's folder and environment)
 
 
 def at_least(low: int):

@@ -23,10 +23,10 @@ from pathlib import Path
 import ray
 import yaml
 
-from crossover.sweeps.space import CPU_NODE
-from crossover.sweeps.status import STOP_SIGNALS
-from crossover.trainables import neighbours
-from crossover.trainables.shipping import ORIGINS_ENV, SHIP_EXCLUDES, Shipping
+from ..trainables import neighbours
+from ..trainables.shipping import ORIGINS_ENV, SHIP_EXCLUDES, Shipping
+from .space import CPU_NODE
+from .status import STOP_SIGNALS
 
 # Where `ray up` leaves the cluster config on the head node: the node types its autoscaler may add.
 BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml").expanduser()

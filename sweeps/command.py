@@ -2,7 +2,8 @@
 
     crossover sweep --smoke                  # = python sweeps/scaling.py --smoke
     crossover decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256
-                                             # = python -m crossover.analysis decide ...: your run on every option
+                                             # your run on every option (python -m crossover.analysis decide, with
+                                             # the planned step counted as predict counts it: sweeps/counting.py)
     crossover report results/scaling         # = python -m crossover.analysis report results/scaling
     crossover predict --workload job.py:workload --batch-size 128 --dataset-size 50000 --epochs 30
                                              # = python -m crossover.sweeps.predict ...: every GPU, predicted, no sweep
@@ -21,8 +22,11 @@ import os
 import sys
 from dataclasses import dataclass
 
-from crossover.analysis.cli import HelpFormatter
-from crossover.trainables.job import WorkloadError, check
+from crossover.config import WorkloadError
+
+from ..analysis.cli import HelpFormatter
+from ..trainables.job import check
+from .counting import count_planned
 
 
 @dataclass(frozen=True)
@@ -83,8 +87,9 @@ def main(argv=None) -> int:
     # for the analysis), which `crossover decide` and `crossover report` never need.
     module = importlib.import_module(command.module)
     try:
-        if command.prefix:  # analysis/__main__.py's subcommand: its parser named `crossover`, so its usage `crossover decide`
-            code = module.main([*command.prefix, *argv[1:]], prog="crossover")
+        if command.prefix:  # analysis/__main__.py's subcommand: its parser named `crossover`, so its usage `crossover decide`;
+            # a planned run's step counted here, as predict counts it (the analysis starts no process)
+            code = module.main([*command.prefix, *argv[1:]], prog="crossover", count=count_planned)
         else:
             code = module.main(argv[1:])
         sys.stdout.flush()  # here, not at exit: a reader gone shows in this flush for output under the buffer's size

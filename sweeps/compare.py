@@ -18,14 +18,16 @@ import numpy as np
 import pandas as pd
 
 from crossover import schema
-from crossover.analysis.crossover import (A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE,
+
+from ..analysis.crossover import (A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE,
                                           find)
-from crossover.analysis.load import read
-from crossover.analysis.selection import select
-from crossover.sweeps.budget import in_s, trial_count
-from crossover.sweeps.search import Plan, plan, state
-from crossover.sweeps.space import Space
-from crossover.sweeps.stopping import CPU, GPU, Line, verdict
+from ..analysis.load import read
+from ..analysis.selection import select
+from .budget import in_s, trial_count
+from .search import Plan, plan, state
+from .space import Space
+from .stopping import CPU, GPU, Line, verdict
+
 
 def run_seconds(directory: Path) -> float:
     """Seconds the runs of the sweep in `directory` took, from its runs file (crossover/schema.py runs_file)."""

@@ -22,10 +22,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from crossover import schema
-from crossover.analysis import cache
-from crossover.analysis.counting import Request
-from crossover.trainables import fingerprint
-from crossover.trainables.job import is_reference, locate
+
+from ..analysis import cache
+from ..trainables import fingerprint
+from ..trainables.job import is_reference, locate
+from .counting import Request
 
 MODULES_BESIDE = (64, 4 * 2**20)  # at most so many .py files, of at most so many bytes in all, beside the job file
 KIND = "count"  # the cache's folder for these entries

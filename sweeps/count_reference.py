@@ -32,11 +32,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.analysis.load import REFERENCE, read
-from crossover.analysis.model import COUNTED as OUT
-from crossover.analysis.model import MEMORY_COUNTED, NEUSIGHT_COUNTED, NEUSIGHT_LABELS
 from crossover.schema import BUILTIN_MODULE, FORWARD_OPS, OPS_PER_STEP, OP_COLUMNS
-from crossover.sweeps.count_step import counted
+
+from ..analysis.load import REFERENCE, read
+from ..analysis.model import COUNTED as OUT
+from ..analysis.model import MEMORY_COUNTED, NEUSIGHT_COUNTED, NEUSIGHT_LABELS
+from .count_step import counted
 
 KEYS = ["workload", "workload_params", "depth", "width", "context", "batch_size"]
 COUNTS = ["flops_per_step", "bytes_per_step", "launches_per_step", FORWARD_OPS, *OP_COLUMNS, OPS_PER_STEP]
@@ -89,9 +90,9 @@ def memory() -> int:
     for every sample past one batch (the whole set stayed on the GPU)."""
     from torch.utils._pytree import tree_leaves
 
-    from crossover.trainables.config import TrialConfig
-    from crossover.trainables.registry import Registry
-    from crossover.trainables.trial import resolve
+    from crossover.config import TrialConfig
+    from ..trainables.registry import Registry
+    from ..trainables.trial import resolve
 
     rows = read(REFERENCE)
     real = rows[rows["workload_module"].fillna("").str.startswith("realsize:") & rows["peak_gpu_bytes"].notna()]

@@ -31,8 +31,9 @@ import dataclasses
 import json
 import sys
 
-from crossover.sweeps.cli import at_least, param
-from crossover.trainables.config import PRECISIONS
+from crossover.config import PRECISIONS
+
+from .cli import at_least, param
 
 
 def as_on_a_gpu(opt) -> None:
@@ -132,7 +133,7 @@ def _workspace(name: str, input, hidden: int, bidirectional: bool, batch_first: 
     """A meta tensor of the bytes cuDNN's workspace holds during one call (trainables/memory.py)."""
     import torch
 
-    from crossover.trainables.memory import cudnn_rnn_workspace_bytes
+    from ..trainables.memory import cudnn_rnn_workspace_bytes
 
     size = cudnn_rnn_workspace_bytes(name, *_rnn_shape(input, batch_first), hidden, 1 + bidirectional,
                                      input.element_size())
@@ -147,7 +148,7 @@ def _cudnn_rnn_meta(input, weight, weight_stride0, weight_buf, hx, cx, mode, hid
     import torch
     from torch._meta_registrations import _cudnn_rnn
 
-    from crossover.trainables.memory import cudnn_rnn_reserve_bytes
+    from ..trainables.memory import cudnn_rnn_reserve_bytes
 
     output, hy, cy, reserve, weight_buf = _cudnn_rnn(
         input, weight, weight_stride0, weight_buf, hx, cx, mode, hidden_size, proj_size, num_layers, batch_first,
@@ -231,14 +232,14 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
     config or reference) or whatever the workload's code raises."""
     import torch
 
-    from crossover.trainables.config import TrialConfig
-    from crossover.trainables.job import is_reference
-    from crossover.trainables.placement import Placement, placement
-    from crossover.trainables.registry import Registry
-    from crossover.trainables.timing import Clock, Timer
-    from crossover.trainables.train import Loop
-    from crossover.trainables.trial import resolve
-    from crossover.trainables.workloads import WORKLOADS, describe, n_frozen_params, n_params
+    from crossover.config import TrialConfig
+    from ..trainables.job import is_reference
+    from ..trainables.placement import Placement, placement
+    from ..trainables.registry import Registry
+    from ..trainables.timing import Clock, Timer
+    from ..trainables.train import Loop
+    from ..trainables.trial import resolve
+    from ..trainables.workloads import WORKLOADS, describe, n_frozen_params, n_params
 
     wl = Registry().register(ref) if is_reference(ref) else WORKLOADS.get(ref)  # imported in this process
     if wl is None:
@@ -289,8 +290,8 @@ def main(argv=None) -> int:
     p.add_argument("--precision", default="default", choices=PRECISIONS,
                    help="the precision the step is counted at (trainables/precision.py)")
     args = p.parse_args(argv)
-    from crossover.trainables.config import ConfigError
-    from crossover.trainables.workload import WorkloadError
+    from crossover.config import ConfigError
+    from crossover.config import WorkloadError
 
     axes = {a: getattr(args, a) for a in ("depth", "width", "context") if getattr(args, a) is not None}
     try:

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crossover.analysis.engines import render
+from crossover.config import ENGINES
 from crossover.sweeps import cli, runner
 from crossover.sweeps.cluster import cluster_devices, connected
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
 from crossover.sweeps.status import exit_status
-from crossover.trainables.config import ENGINES
 from crossover.trainables.devices import parse
 from crossover.trainables.fused import FUSED_ENGINES
 from crossover.trainables.workloads import with_grid

@@ -75,6 +75,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils._pytree import tree_leaves, tree_map
 
 from crossover.analysis.load import read
+from crossover.config import LOOPS, ConfigError
+from crossover.data import move, take
 from crossover.schema import SIZE_AXES
 from crossover.sweeps import cli, runner
 from crossover.sweeps.cluster import connected
@@ -82,14 +84,12 @@ from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
 from crossover.sweeps.status import exit_status
 from crossover.trainables import precision
-from crossover.trainables.config import LOOPS, ConfigError
-from crossover.trainables.data import move, take
 from crossover.trainables.devices import parse
 from crossover.trainables.timing import MIN_TIMED_EPOCHS, more_epochs
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import Trial, here
-from crossover.trainables.workload import sums
 from crossover.trainables.workloads import WORKLOADS, with_grid
+from crossover.workload import sums
 
 WAYS = ("plain", "direct", "sweep")
 PLAIN_ENGINES = ("eager", "compile", "graph")  # the plain loop's step: as written, torch.compile'd, one CUDA graph

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from crossover.sweeps.space import Space, member_bytes
-from crossover.trainables.devices import ddp_worker_resources
+from ..trainables.devices import ddp_worker_resources
+from .space import Space, member_bytes
 
 
 # Ray Train 2.60 (trainables/ddp.py) runs a data-parallel trial as: the Tune trial itself (its own

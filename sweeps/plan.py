@@ -9,14 +9,14 @@
     planner.fault(wl)                                       # why its planning failed (one line), or None
 
 Planning a sweep runs a user's code four ways: importing the module, building the model at its defaults on
-the meta device (its fingerprint's parameter shapes: trainables/workload.py), its own check of each config
+the meta device (its fingerprint's parameter shapes: crossover/workload.py), its own check of each config
 (Workload.check), and making a batch of its data and running a forward pass on the meta device (its memory
 estimate: trainables/fused.py member_bytes). Each runs here in `python -m crossover.sweeps.plan`, under a time limit
 (--plan-timeout), on copies of the user's modules (a module that writes to its own file writes the copy), its
 output in a log file (its first MiB: trainables/output.py keep; never on the terminal) that a failure names (none
 is left where it printed nothing, or where the failure's one line says it all: a module that does not import),
 and its whole process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain
-data (JSON): a WorkloadSpec (trainables/workload.py), a check's refusal, a size. The driver never imports a
+data (JSON): a WorkloadSpec (crossover/workload.py), a check's refusal, a size. The driver never imports a
 user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.shipping Shipping.declare) and works
 from the spec alone: a workload that calls os._exit, hangs, shuts Ray down or raises KeyboardInterrupt while
 it is planned touches neither the driver's process nor its Ray. The workers import the module itself.
@@ -47,18 +47,20 @@ import threading
 import time
 from pathlib import Path
 
-from crossover.sweeps import killed
-from crossover.sweeps.cli import PLAN_TIMEOUT_S, child_env
-from crossover.trainables import fingerprint as fingerprints
-from crossover.trainables import fused
-from crossover.trainables.registry import package_path, reference
-from crossover.trainables.config import ConfigError, TrialConfig
-from crossover.trainables.job import locate
-from crossover.trainables.output import keep
-from crossover.trainables.registry import Registry, fingerprint
-from crossover.trainables.shipping import Shipping, digest, files
-from crossover.trainables.trial import Trial
-from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
+from crossover.config import ConfigError, TrialConfig
+from crossover.config import WorkloadError
+from crossover.workload import Workload, WorkloadSpec
+
+from ..trainables import fingerprint as fingerprints
+from ..trainables import fused
+from ..trainables.job import locate
+from ..trainables.output import keep
+from ..trainables.registry import package_path, reference
+from ..trainables.registry import Registry, fingerprint
+from ..trainables.shipping import Shipping, digest, files
+from ..trainables.trial import Trial
+from . import killed
+from .cli import PLAN_TIMEOUT_S, child_env
 
 NOT_PLANNED = "not built: its planning process failed"  # a faulted workload's shapes, in its fingerprint
 LOOK_S = 0.2  # s between two looks at the planning process's memory (sweeps/killed.py: was a SIGKILL for memory?)
@@ -383,7 +385,7 @@ def _spec(text: str, load: str, say, registry: Registry) -> bool:
 def _size(index: int, config: dict, say) -> None:
     """The child's member_bytes of `config`: not checked against the driver's fingerprint (an estimate, of
     whatever the copy holds); a misuse its code showed (make_data's result no Data) refused, faulting it."""
-    from crossover.trainables.trial import resolve
+    from ..trainables.trial import resolve
 
     cfg = TrialConfig.from_dict({**config, "fingerprint": None})
     say(doing=f"{cfg.workload}'s make_data, make_model and forward pass on the meta device at "
@@ -401,7 +403,7 @@ def _size(index: int, config: dict, say) -> None:
 def _check(index: int, config: dict, say) -> None:
     """The child's resolve of `config` with the Workload itself: its own check's ConfigError, said as (field,
     why); what else the check raises, said as a refusal of the field 'check'."""
-    from crossover.trainables.trial import resolve
+    from ..trainables.trial import resolve
 
     cfg = TrialConfig.from_dict({**config, "fingerprint": None})
     say(doing=f"{cfg.workload}'s check of {cfg.config_hash()} (Workload.check)", check=index, ref=cfg.module)

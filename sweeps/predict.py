@@ -6,7 +6,7 @@
     crossover predict --workload job.py:workload --epochs 10 --precision bf16   # trained in bf16 autocast
 
 One step of the workload is counted (sweeps/count_step.py: FLOPs, bytes and launches per op class, as
-a CPU trial's row counts them) in a process of its own (analysis/counting.py, which `decide` counts a planned
+a CPU trial's row counts them) in a process of its own (sweeps/counting.py, which `decide` counts a planned
 run's step through too), with a time limit (--timeout): the user's code is
 imported and run there, never here, and a hang or a crash ends this command with one line naming the
 workload, what happened and the fix (exit status 2). Meanwhile this process fits analysis/model/ on the
@@ -37,13 +37,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.analysis import cost, decide, model, prices
-from crossover.analysis.cli import HelpFormatter
-from crossover.analysis.counting import AXES, TIMEOUT_S, PredictError, Request, finish, start
-from crossover.analysis.decide import many
-from crossover.sweeps import count_cache
-from crossover.sweeps.cli import at_least, param
-from crossover.trainables.config import PRECISIONS
+from crossover.config import PRECISIONS
+
+from ..analysis import cost, decide, model, prices
+from ..analysis.cli import HelpFormatter
+from ..analysis.decide import many
+from . import count_cache
+from .cli import at_least, param
+from .counting import AXES, TIMEOUT_S, PredictError, Request, finish, start
+
 
 def predicted(counted: dict, epochs: int, options: list[prices.Option], billing: dict[str, prices.Billing],
               default: dict | None = None, boxes: list[prices.HomeBox] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -99,6 +101,17 @@ def on_many(lines: pd.DataFrame, counted: dict, epochs: int, scale: many.Scale, 
     out = pd.concat([ones, found], ignore_index=True)
     order = out.groupby("model")["epoch_s"].transform("min")
     return out.assign(_order=order).sort_values(["_order", "model", "nodes", "gpus"], ignore_index=True).drop(columns="_order")
+
+
+def answer(counted: dict, epochs: int, scale: many.Scale, options: list[prices.Option],
+           billing: dict[str, prices.Billing], boxes: list[prices.HomeBox], count, default: dict | None = None
+           ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The counted run `counted` on every GPU model and count of GPUs of `scale` (`predicted`, `on_many`), and on every
+    home box of `boxes`: (the GPUs' lines, the boxes' lines, the run as decide's grid). `count(b)`: the step counted at
+    per-GPU batch b (on_many); `default`: the step at PyTorch's default precision (predicted)."""
+    found, grid = predicted(counted, epochs, options, billing, default, boxes)
+    owned = found[found["kind"] == decide.HOME_BOX]
+    return on_many(found[found["kind"] != decide.HOME_BOX], counted, epochs, scale, options, billing, count), owned, grid
 
 
 def smaller(lines: pd.DataFrame, counted: dict) -> pd.DataFrame:
@@ -342,10 +355,8 @@ def main(argv=None) -> int:
                              for r, k, p in zip(requests, kept, processes)]
         scale = many.Scale(args.gpus, args.nodes, args.global_batch)
         boxes = [prices.load_home_box(path) for path in prices.home_boxes()]
-        found, grid = predicted(counted, request.epochs, options, billing, default[0] if default else None, boxes)
-        owned = found[found["kind"] == decide.HOME_BOX]
-        lines = on_many(found[found["kind"] != decide.HOME_BOX], counted, request.epochs, scale, options, billing,
-                        lambda b: recount(replace(request, batch_size=b)))
+        lines, owned, grid = answer(counted, request.epochs, scale, options, billing, boxes,
+                                    lambda b: recount(replace(request, batch_size=b)), default[0] if default else None)
     except (PredictError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

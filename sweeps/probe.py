@@ -25,10 +25,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from crossover.sweeps.cli import child_env
-from crossover.trainables.config import TrialConfig
-from crossover.trainables.trial import Trial
-from crossover.trainables.shipping import Shipping
+from crossover.config import TrialConfig
+
+from ..trainables.shipping import Shipping
+from ..trainables.trial import Trial
+from .cli import child_env
 
 PROBE_BATCHES = 2  # batches an epoch of the probe: a step's time, not an epoch's, is what it is after
 PROBE_TIMEOUT_S = 120  # s the probe's process may run: past it, the trial runs unpredicted, as with no probe
@@ -74,8 +75,8 @@ def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S, shipping: Shipping |
 
 def main(argv: list[str]) -> int:
     """The child: run the probe's configuration (argv[0], a TrialConfig as JSON) and write its figures to argv[1]."""
-    from crossover.trainables.train import run_trial
-    from crossover.trainables.trial import resolve
+    from ..trainables.train import run_trial
+    from ..trainables.trial import resolve
 
     trial = resolve(TrialConfig.from_dict(json.loads(argv[0])))
     began = time.perf_counter()

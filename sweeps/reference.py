@@ -34,15 +34,15 @@ import json
 import statistics
 import sys
 
+from crossover.config import TrialConfig
 from crossover.sweeps import cli, runner
 from crossover.sweeps.cluster import connect
 from crossover.sweeps.parity import PLAIN_ENGINES, plain
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
 from crossover.sweeps.status import exit_status
-from crossover.trainables.config import TrialConfig
-from crossover.trainables.trial import resolve
 from crossover.trainables.registry import Registry
+from crossover.trainables.trial import resolve
 
 ZOO = "examples/zoo.py:workload"
 # Of examples/zoo.py's ARCHS: the families the model is fitted on (resnet18 is examples/resnet_cifar.py's,

@@ -21,16 +21,17 @@ from pathlib import Path
 from ray import tune
 from ray.exceptions import RayError
 
-from crossover.analysis.load import read
 from crossover.schema import SCHEMA_VERSION
-from crossover.sweeps.cluster import check_shipped, node_types, tune_settings, workers_reniced
-from crossover.sweeps.placeable import check_placeable
-from crossover.sweeps.plan import Planner
-from crossover.sweeps.space import FIXED_BUDGET, FuseBudget, Space, fuse_budget, groups, resources_for
-from crossover.sweeps.status import Interrupted, exit_status, measured_status
-from crossover.sweeps.store import DISK_FULL, RowWriter, Store, WriteFailed
-from crossover.trainables.rows import failed_row
-from crossover.trainables.trainable import TrialWorker
+
+from ..analysis.load import read
+from ..trainables.rows import failed_row
+from ..trainables.trainable import TrialWorker
+from .cluster import check_shipped, node_types, tune_settings, workers_reniced
+from .placeable import check_placeable
+from .plan import Planner
+from .space import FIXED_BUDGET, FuseBudget, Space, fuse_budget, groups, resources_for
+from .status import Interrupted, exit_status, measured_status
+from .store import DISK_FULL, RowWriter, Store, WriteFailed
 
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from crossover.analysis import charts, report, summary, verdict
 from crossover.analysis.load import read
 from crossover.analysis.selection import select
+from crossover.config import DATA_SOURCES, LOOPS, PRECISIONS
 from crossover.sweeps import budget, cli, runner, search, stopping
 from crossover.sweeps.cluster import cluster_devices, connect, cpu_nodes_only, node_cpus, node_types
 from crossover.sweeps.compare import run_seconds, side_by_side
@@ -48,7 +49,6 @@ from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
 from crossover.sweeps.status import WRITE_FAILED, exit_status, measured_status
 from crossover.sweeps.store import Store
-from crossover.trainables.config import DATA_SOURCES, LOOPS, PRECISIONS
 from crossover.trainables.devices import DEVICES
 from crossover.trainables.workloads import WORKLOADS
 
@@ -128,7 +128,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="every trial's precision (trainables/precision.py): default is PyTorch's own, as a plain "
                         "loop gets it (TF32 in cuDNN convolutions, not in matmuls); fp32 turns TF32 off; the CPU "
                         "takes default, fp32 and bf16")
-    p.add_argument("--data", default="auto", choices=DATA_SOURCES, help="image data source (trainables/data.py)")
+    p.add_argument("--data", default="auto", choices=DATA_SOURCES, help="image data source (crossover/data.py)")
     p.add_argument("--data-dir", default=None, type=_absolute,
                    help="directory with MNIST/raw/*-ubyte (torchvision layout)")
     return p.parse_args(argv)

@@ -32,20 +32,21 @@ import numpy as np
 import pandas as pd
 
 from crossover import schema
-from crossover.analysis import summary
-from crossover.analysis.load import eager_ok, is_reference, keys, read
-from crossover.analysis.selection import timed
-from crossover.analysis.verdict import WIDTH
 from crossover.schema import GRID_AXES, SIZE_AXES
-from crossover.sweeps import runner
-from crossover.sweeps.budget import (BUDGET_S, PROBE_FLOOR_S, TUNER_S, Ask, afford, cut, needs, predict_s, in_s,
+
+from ..analysis import summary
+from ..analysis.load import eager_ok, is_reference, keys, read
+from ..analysis.selection import timed
+from ..analysis.verdict import WIDTH
+from ..trainables.devices import parse
+from ..trainables.rows import config_row, failed_row
+from . import runner
+from .budget import (BUDGET_S, PROBE_FLOOR_S, TUNER_S, Ask, afford, cut, needs, predict_s, in_s,
                            skipped_lines, trial_limit, trial_count)
-from crossover.sweeps.probe import PROBE_TIMEOUT_S, probe
-from crossover.sweeps.space import Space
-from crossover.sweeps.stopping import CPU, GPU, SEEDS, Line, Runs, next_runs, verdict
-from crossover.sweeps.store import Store
-from crossover.trainables.devices import parse
-from crossover.trainables.rows import config_row, failed_row
+from .probe import PROBE_TIMEOUT_S, probe
+from .space import Space
+from .stopping import CPU, GPU, SEEDS, Line, Runs, next_runs, verdict
+from .store import Store
 
 
 def lines(space: Space) -> list[Line]:

@@ -8,7 +8,7 @@
     resources_for(config)                # Tune's per-trial resource request, as the grid point carries it
 
 A grid's key is a built-in's name, a user's workload as 'path/to/job.py:attr' or 'package.module:attr',
-or a Workload object (trainables/workload.py). A user's workload is known here by its WorkloadSpec alone, from
+or a Workload object (crossover/workload.py). A user's workload is known here by its WorkloadSpec alone, from
 a process of its own that imports it (sweeps/plan.py: the `planner` the sweep script's main() made): its trials'
 `wl`, and its own check run there. Axes a grid may set: crossover.schema.GRID_AXES (depth, width, batch_size,
 dataset_size, epochs, lr, and micro_batches for pipe:N), and the workload's own (Workload.params).
@@ -23,20 +23,21 @@ from dataclasses import dataclass, field
 
 import torch
 
+from crossover.config import ConfigError, TrialConfig
 from crossover.schema import GRID_AXES
-from crossover.sweeps.cli import PLAN_TIMEOUT_S
-from crossover.sweeps.plan import Planner
-from crossover.sweeps.store import check_name
-from crossover.trainables.config import ConfigError, TrialConfig
-from crossover.trainables.devices import parse, threads_for
-from crossover.trainables import fused
-from crossover.trainables.fused import fusion_key
-from crossover.trainables.job import is_reference
-from crossover.trainables.registry import fingerprint
-from crossover.trainables.shipping import Shipping
-from crossover.trainables.trial import Trial, resolve
-from crossover.trainables.workload import Workload, WorkloadSpec
-from crossover.trainables.workloads import WORKLOADS
+from crossover.workload import Workload, WorkloadSpec
+
+from ..trainables import fused
+from ..trainables.devices import parse, threads_for
+from ..trainables.fused import fusion_key
+from ..trainables.job import is_reference
+from ..trainables.registry import fingerprint
+from ..trainables.shipping import Shipping
+from ..trainables.trial import Trial, resolve
+from ..trainables.workloads import WORKLOADS
+from .cli import PLAN_TIMEOUT_S
+from .plan import Planner
+from .store import check_name
 # Custom resources that mark node types (cluster.yaml, tests/test_cluster.py): 1 on each such node.
 CPU_NODE = "cpu_node"
 GPU_NODE = "gpu_node"

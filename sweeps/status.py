@@ -15,8 +15,8 @@ import sys
 import threading
 import time
 
-from crossover.sweeps.plan import Planner
-from crossover.sweeps.store import WriteFailed
+from .plan import Planner
+from .store import WriteFailed
 
 INTERRUPTED = 128 + signal.SIGINT  # exit status of a sweep stopped by Ctrl-C (130), as a shell reports it
 WRITE_FAILED = 1  # exit status of a sweep stopped by a row it could not write (a full disk: WriteFailed)

@@ -1,6 +1,6 @@
 """The search's stopping rule: which sizes to run next, how often, and when a line's answer stands.
 
-    from crossover.sweeps.stopping import Line, next_runs, runs, verdict
+    from .stopping import Line, next_runs, runs, verdict
     wanted = next_runs(line, runs(rows, line.axis))   # size -> the CPU runs it should have after the round
     print(verdict(line, runs(rows, line.axis)).text())
 
@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from crossover.analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE
-from crossover.analysis.selection import timed
+from ..analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE
+from ..analysis.selection import timed
 
 BRACKET_RUNS = 2  # runs at each bracketing size: with fewer, the line has no variance to build an interval on
 LOOKS = (1, 2, 3, 5)  # runs at which a point's interval is looked at; it never gets more than CAP

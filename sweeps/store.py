@@ -48,13 +48,14 @@ from ray.exceptions import RayActorError
 from tqdm import tqdm
 
 from crossover import schema
+from crossover.config import TrialConfig
 from crossover.schema import ROW_KEY
-from crossover.analysis.atomic import write_atomic
-from crossover.trainables.config import TrialConfig
-from crossover.trainables.exits import LAST_WORDS, crash
-from crossover.trainables.rows import crash_text, failed_row, own_code
-from crossover.trainables.shipping import Shipping
-from crossover.trainables.trial import Trial
+
+from ..analysis.atomic import write_atomic
+from ..trainables.exits import LAST_WORDS, crash
+from ..trainables.rows import crash_text, failed_row, own_code
+from ..trainables.shipping import Shipping
+from ..trainables.trial import Trial
 
 LOCKS = "_locks"  # results/_locks/<sweep>
 OLD_FILES = ("_lock", "_runs.jsonl")  # where earlier versions kept them, in the results directory

@@ -22,7 +22,10 @@ def equal_at(x0):
     return lambda x: CPU(x0) * (x / x0) ** 0.5
 
 
-def epoch_line(rows, boot=Bootstrap(draws=400)):
+FEW = Bootstrap(draws=400)
+
+
+def epoch_line(rows, boot=FEW):
     table = find(select(rows), boot)
     return table[(table["metric"] == "epoch_s") & (table["axis"] == "n_params")].iloc[0]
 

@@ -18,8 +18,9 @@ from crossover.sweeps.count_step import counted
 JOB = """
 import torch
 from torch import nn
-from crossover.trainables.data import Data
-from crossover.trainables.workload import Param, Workload
+from crossover.data import Data
+from crossover.workload import Param, Workload
+
 
 class Product(torch.autograd.Function):
     # x @ w with a backward of its own: each gradient only where it is wanted

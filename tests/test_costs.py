@@ -9,7 +9,7 @@ import torch
 
 from crossover.analysis import model
 from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
-from crossover.trainables.config import TrialConfig
+from crossover.config import TrialConfig
 from crossover.trainables.costs import RNN_KERNELS, count, op_class
 from crossover.sweeps.count_step import counted
 from crossover.trainables.train import run_trial

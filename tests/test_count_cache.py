@@ -12,7 +12,7 @@ import numpy as np
 from test_predict import job
 
 from crossover.analysis import cache, model
-from crossover.analysis.counting import Request, finish, start
+from crossover.sweeps.counting import Request, finish, start
 from crossover.analysis.model.predict import Predictor, shipped_key
 from crossover.sweeps import count_cache
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from crossover.trainables.config import TrialConfig
-from crossover.trainables.data import DIGITS_TRAIN, MNIST_MEAN, MNIST_STD, Data, images
+from crossover.config import TrialConfig
+from crossover.data import DIGITS_TRAIN, MNIST_MEAN, MNIST_STD, Data, images
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
 

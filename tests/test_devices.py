@@ -14,7 +14,7 @@ import torch
 
 from analysis_rows import frame, row
 from crossover.sweeps.space import Space
-from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.config import ConfigError, TrialConfig
 from crossover.trainables.devices import parse, resources, threads_for
 from crossover.trainables.placement import Placement, kernels_for, placement
 from crossover.trainables.pipeline import balanced_stages
@@ -156,7 +156,7 @@ def test_a_pipeline_is_refused_for_a_cnn_by_name():
 
 def test_a_cpu_trial_gets_the_cpu_and_never_initialises_cuda():
     # a fresh process: in this one another test may have used the GPU
-    script = ("import torch; from crossover.trainables.config import TrialConfig; from crossover.trainables.train import run_trial; "
+    script = ("import torch; from crossover.config import TrialConfig; from crossover.trainables.train import run_trial; "
               "from crossover.trainables.trial import resolve; "
               "run_trial(resolve(TrialConfig('disc', depth=3, epochs=2))); print(torch.cuda.is_initialized())")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)

@@ -7,7 +7,7 @@ import torch
 
 from crossover.schema import to_table
 from crossover.trainables import energy
-from crossover.trainables.config import TrialConfig
+from crossover.config import TrialConfig
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
 

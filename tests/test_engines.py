@@ -28,8 +28,8 @@ JOB = """
 import torch
 from torch import nn
 
-from crossover.trainables.data import Data
-from crossover.trainables.workload import Workload
+from crossover.data import Data
+from crossover.workload import Workload
 
 
 def data(cfg):

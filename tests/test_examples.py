@@ -3,7 +3,7 @@ the row where the data came from, and refuses a bad config by name with the fix.
 
     python -m pytest tests/test_examples.py
 
-Each is registered from its file as a user's would be (crossover.trainables.workload.register) and its trials run
+Each is registered from its file as a user's would be (crossover.workload.register) and its trials run
 in this process (run_trial); their sweeps through Ray are the examples' own commands (module docstrings).
 """
 
@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
-from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.config import ConfigError, TrialConfig
 from crossover.trainables.fused import run_fused
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve

@@ -27,6 +27,7 @@ from torch import nn
 from torch.nn import functional as F
 from crossover import Data, Param, Workload
 
+
 class LoRA(nn.Module):
     def __init__(self, base):
         super().__init__()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from crossover.sweeps.space import FUSE_BUDGET_BYTES, FuseBudget, Space, fuse_budget, groups
-from crossover.trainables.config import TrialConfig
+from crossover.config import TrialConfig
 from crossover.trainables.fused import fusion_key, member_bytes, run_fused
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from crossover.sweeps.space import Space
-from crossover.trainables.config import TrialConfig
+from crossover.config import TrialConfig
 from crossover.trainables.devices import parse
 from crossover.trainables.placement import placement
 from crossover.trainables.fused import run_fused

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from crossover.sweeps import heldout_check, reference
-from crossover.trainables.config import TrialConfig
-from crossover.trainables.data import take
+from crossover.config import TrialConfig
+from crossover.data import take
 from crossover.trainables.registry import Registry
 from crossover.trainables.trial import resolve
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from crossover.analysis.counting import child_env  # this checkout first on a child's path, from any folder
+from crossover.sweeps.counting import child_env  # this checkout first on a child's path, from any folder
 from crossover.sweeps.plan import PlanError
 from crossover.trainables import shipping
-from crossover.trainables.workload import WorkloadError
+from crossover.config import WorkloadError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,6 +37,7 @@ workload = Workload("{prefix}split", make_data=data, make_model=net, make_loss=n
 MODELS = """
 from torch import nn
 from {prefix}pkg.layers import block
+
 
 def net(cfg):
     return nn.Sequential(block(4, cfg.width), nn.Linear(cfg.width, 2))
@@ -155,7 +156,7 @@ def decided(rows: pd.DataFrame, plan, where: Path, monkeypatch):
     """decide's records of the planned run on the rows, run from the folder `where`, its step counted as predict
     counts it; and its notes."""
     from crossover.analysis import decide, prices
-    from crossover.analysis.counting import count_planned
+    from crossover.sweeps.counting import count_planned
 
     monkeypatch.chdir(where)
     options, billing = prices.load_prices()
@@ -168,7 +169,7 @@ def test_decide_gives_one_answer_from_the_jobs_folder_and_from_any_other_and_say
     from analysis_rows import frame, row
 
     from crossover.analysis import decide
-    from crossover.analysis.counting import NOT_COUNTED
+    from crossover.analysis.decide.speeds import NOT_COUNTED
 
     job = split_job(tmp_path / "proj", "jf_decided")
     elsewhere = tmp_path / "elsewhere"

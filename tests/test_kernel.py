@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.config import ConfigError, TrialConfig
 from crossover.trainables.trial import resolve
 
 triton = pytest.importorskip("triton")

@@ -1,28 +1,26 @@
-"""The checkout's layout is what tools read: every module's dotted name resolves, with nothing but the checkout on
-the path and nothing run at import, to its own file through a folder of that name (crossover/sweeps ->
-../sweeps), as an editor or a type checker resolves it. And a name means something in one place: a built-in
-workload's name keys nothing outside its Workload (trainables/workloads.py)."""
+"""The checkout's layout is what tools read. Each module has one path: no links, and the folders trainables/, sweeps/
+and analysis/ install as crossover.trainables, crossover.sweeps and crossover.analysis (pyproject.toml's
+package-dir). An import between them is relative, so that a tool reading the files finds its file by the folders
+alone (sweeps/cli.py `from ..analysis.cli import` -> analysis/cli.py), and Python finds the same file by the
+dotted name. And a name means something in one place: a built-in workload's name keys nothing outside its Workload
+(trainables/workloads.py)."""
 
 import ast
 import json
-import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import crossover
 from crossover.trainables.workloads import WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("trainables", "sweeps", "analysis")
 
-# Run with -I: no PYTHONPATH, and the checkout first on the path, ahead of site-packages (an installed crossover or an
-# editable install's finder would give another origin, which the test refuses). find_spec locates a module without
-# running it, but its parent packages' __init__ run: crossover's imports nothing of the project, analysis/decide/'s
-# and analysis/model/'s import their modules (and so numpy, pandas, yaml), which is why site-packages stays.
 RESOLVE = """
 import importlib.util, json, sys
-sys.path.insert(0, sys.argv[1])
-print(json.dumps({name: importlib.util.find_spec(name).origin for name in json.loads(sys.argv[2])}))
+print(json.dumps({name: importlib.util.find_spec(name).origin for name in json.loads(sys.argv[1])}))
 """
 
 
@@ -38,24 +36,67 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def test_every_dotted_name_resolves_to_its_file_through_the_folder_it_names():
+def test_every_dotted_name_resolves_to_its_one_file():
     files = modules()
-    assert {"crossover.sweeps.runner", "crossover.trainables.workload", "crossover.analysis.load",
+    assert {"crossover.sweeps.runner", "crossover.workload", "crossover.analysis.load",
             "crossover.analysis.decide", "crossover.analysis.model.predict"} <= set(files)
-    done = subprocess.run([sys.executable, "-I", "-c", RESOLVE, str(ROOT), json.dumps(sorted(files))],
+    done = subprocess.run([sys.executable, "-c", RESOLVE, json.dumps(sorted(files))], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, check=True)
     origins = {name: Path(origin) for name, origin in json.loads(done.stdout).items()}
-    for name, file in files.items():
-        # the path as found, not resolved (crossover/sweeps/runner.py): the one a tool follows from the name
-        where = ROOT / "crossover" / Path(*name.split(".")[1:])
-        assert origins[name] == (where / "__init__.py" if file.stem == "__init__" else where.with_suffix(".py")), name
-        assert origins[name].resolve() == file.resolve(), name
+    assert {name: origins[name] for name in files} == files
 
 
-def test_the_folders_are_relative_links_so_a_clone_anywhere_resolves_them():
-    for package in PACKAGES:
-        link = ROOT / "crossover" / package
-        assert link.is_symlink() and os.readlink(link) == f"../{package}", link
+def test_no_file_of_the_checkout_is_a_link():
+    listed = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert [line for line in listed.splitlines() if line.startswith("120000")] == []
+
+
+def imports(path: Path):
+    """The `from X import ...` statements of a module, anywhere in it: (line, level, module, names)."""
+    return [(node.lineno, node.level, node.module or "", [a.name for a in node.names])
+            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)]
+
+
+def is_script(path: Path) -> bool:
+    return "if __name__ == \"__main__\":" in path.read_text()
+
+
+def test_an_import_between_the_folders_is_relative_and_names_a_file_by_the_folders_alone():
+    files = [f for p in PACKAGES for f in (ROOT / p).rglob("*.py") if "public-tables" not in f.parts]
+    unresolved, absolute, relative = [], [], 0
+    for f in files:
+        for line, level, module, names in imports(f):
+            where = f"{f.relative_to(ROOT)}:{line}"
+            if level:
+                relative += 1
+                base = f.parents[level - 1].joinpath(*module.split(".") if module else ())
+                targets = [base] if module else [base / name for name in names]
+                if not all(t.with_suffix(".py").is_file() or (t / "__init__.py").is_file() for t in targets):
+                    unresolved.append(where)
+            elif module.split(".")[:2] in (["crossover", p] for p in PACKAGES) and not is_script(f):
+                absolute.append(where)  # only a script run by its path (python sweeps/scaling.py) has no package
+    assert relative > 250 and unresolved == [] and absolute == []
+
+
+def test_a_script_run_by_its_path_imports_by_the_package_name():
+    # `python sweeps/parity.py` runs the file with no package: a relative import there fails
+    said = "\n".join(p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+    scripts = {ROOT / m for m in re.findall(r"python3? ((?:sweeps|trainables|analysis)/[\w/]+\.py)", said)}
+    assert ROOT / "sweeps" / "scaling.py" in scripts
+    assert [str(s) for s in scripts if not s.is_file() or any(level for _, level, _, _ in imports(s))] == []
+
+
+def test_the_names_a_job_file_imports_resolve_statically_to_their_definitions():
+    # crossover/__init__.py imports Data and Workload under TYPE_CHECKING (torch comes on first use), the rest at once
+    tree = ast.parse((ROOT / "crossover" / "__init__.py").read_text())
+    named = {a.name: node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             for a in node.names if node.module and node.module.startswith("crossover.")}
+    assert set(crossover.__all__) <= set(named)
+    for name in crossover.__all__:
+        module = ROOT.joinpath(*named[name].split(".")).with_suffix(".py")
+        defined = {n.name for n in ast.parse(module.read_text()).body if isinstance(n, ast.ClassDef)}
+        assert name in defined, (name, module)
+        assert getattr(crossover, name).__module__ == named[name]
 
 
 # Where a built-in's name may be a string: its own definition, alone. Tests and examples/ name built-ins as a user

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from crossover.trainables import neighbours
-from crossover.trainables.config import TrialConfig
+from crossover.config import TrialConfig
 from crossover.trainables.neighbours import Window
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve

@@ -112,8 +112,8 @@ import dataclasses
 import torch
 from torch import nn
 
-from crossover.trainables.data import Data
-from crossover.trainables.workload import Workload
+from crossover.data import Data
+from crossover.workload import Workload
 
 
 def data(cfg):

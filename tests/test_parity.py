@@ -13,7 +13,7 @@ import torch
 
 from crossover.schema import SIZE_AXES
 from crossover.sweeps import parity
-from crossover.trainables.config import TrialConfig
+from crossover.config import TrialConfig
 from crossover.trainables.timing import more_epochs
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import here, resolve
@@ -23,8 +23,8 @@ JOB = """
 import torch
 from torch import nn
 
-from crossover.trainables.data import Data
-from crossover.trainables.workload import Param, Workload
+from crossover.data import Data
+from crossover.workload import Param, Workload
 
 
 class Two(nn.Module):

@@ -21,7 +21,8 @@ import pytest
 
 from crossover.sweeps import plan
 from crossover.sweeps.space import Space
-from crossover.trainables import fingerprint, workload
+from crossover import workload
+from crossover.trainables import fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,8 +30,9 @@ JOB = '''
 import os, sys, time
 import torch
 from torch import nn
-from crossover.trainables.data import Data
-from crossover.trainables.workload import Workload
+from crossover.data import Data
+from crossover.workload import Workload
+
 
 def data(cfg):
     {data}
@@ -187,9 +189,9 @@ SEEN_JOB = '''
 import os
 import torch
 from torch import nn
-from crossover.trainables.config import ConfigError
-from crossover.trainables.data import Data
-from crossover.trainables.workload import Workload
+from crossover.config import ConfigError
+from crossover.data import Data
+from crossover.workload import Workload
 
 def seen(what):
     with open({marker!r}, "a") as f:

@@ -9,7 +9,7 @@ import torch
 
 from crossover import schema
 from crossover.analysis.load import arm_labels
-from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.config import ConfigError, TrialConfig
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
 
@@ -76,8 +76,8 @@ JOB = """
 import torch
 from torch import nn
 
-from crossover.trainables.data import Data
-from crossover.trainables.workload import Param, Workload
+from crossover.data import Data
+from crossover.workload import Param, Workload
 
 
 def data(cfg):

@@ -14,7 +14,7 @@ from test_command import crossover
 
 from crossover.analysis import model
 from crossover.schema import OP_COLUMNS
-from crossover.trainables.config import TrialConfig
+from crossover.config import TrialConfig
 from crossover.sweeps.count_step import as_on_a_gpu, counted
 from crossover.trainables.timing import Clock, Timer
 from crossover.trainables.train import Loop
@@ -26,8 +26,9 @@ register = Registry().register  # this module's workloads, imported here
 JOB = """
 import torch
 from torch import nn
-from crossover.trainables.data import Data
-from crossover.trainables.workload import Param, Workload
+from crossover.data import Data
+from crossover.workload import Param, Workload
+
 
 def data(cfg):
     g = torch.Generator().manual_seed(cfg.seed)
@@ -234,7 +235,7 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
     from analysis_rows import frame, row
 
     from crossover.analysis import decide, prices
-    from crossover.analysis.counting import count_planned
+    from crossover.sweeps.counting import count_planned
     from crossover.sweeps.predict import predicted
 
     ref = job(tmp_path, "pred_same")
@@ -266,9 +267,10 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
     assert h100[1] > h100[0]
 
 
-def test_crossover_decide_and_the_analysis_run_alone_give_each_gpu_one_figure(tmp_path):
-    # `python -m crossover.analysis decide` counts the planned step in the same child process `crossover decide` does
-    # (analysis/counting.py), the analysis itself importing no torch: one figure per GPU, however it is run
+def test_crossover_decide_counts_the_planned_step_and_the_analysis_alone_says_it_did_not(tmp_path):
+    # `crossover decide` counts the planned step in a child process, as predict does (sweeps/counting.py), and hands
+    # the analysis the count; `python -m crossover.analysis decide` starts no process: its figures rest on the row's
+    # own count, and a note says so and which command counts it
     import subprocess
     import sys
 
@@ -284,19 +286,21 @@ def test_crossover_decide_and_the_analysis_run_alone_give_each_gpu_one_figure(tm
     results = write(mine, tmp_path / "mine")
     run = ["decide", str(results), "--epochs", "10", "--dataset-size", "50000", "--no-reference",
            "--out", str(tmp_path / "charts"), "--json", "-"]
-    said = {}
+    said, notes = {}, {}
     for name, command in (("crossover decide", ["-m", "crossover.sweeps.command"]),
                           ("python -m crossover.analysis decide", ["-m", "crossover.analysis"])):
         done = subprocess.run([sys.executable, *command, *run], cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, (name, done.stderr)
-        assert "not counted" not in done.stderr, (name, done.stderr)  # the step counted as predict counts it
         said[name] = {r["option"]: r for r in json.loads(done.stdout) if r["gpu"]}
+        notes[name] = " ".join(done.stderr.split())
     ours, alone = said.values()
+    assert "not counted" not in notes["crossover decide"]  # the step counted as predict counts it
+    assert "not counted as crossover predict counts it (python -m crossover.analysis counts nothing)" in \
+        notes["python -m crossover.analysis decide"]
     assert len(ours) >= 5 and ours.keys() == alone.keys()
-    for option, figures in ours.items():
-        assert figures["source"] == "predicted", option
-        for figure in ("epoch_s", "epoch_s_low", "epoch_s_high", "run_s", "usd", "needs_gb"):
-            assert alone[option][figure] == pytest.approx(figures[figure], rel=1e-12), (option, figure)
+    assert all(figures["source"] == "predicted" for figures in ours.values())
+    # the row's 99 optimiser launches a step, against the counted step's few: every GPU slower on the row's count
+    assert all(alone[option]["epoch_s"] > figures["epoch_s"] for option, figures in ours.items())
 
 
 def test_the_gpus_without_the_unit_of_the_runs_precision_are_named_in_one_note():

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from crossover.sweeps.space import Space, groups
-from crossover.trainables.config import MAXIMA, ConfigError, TrialConfig
+from crossover.config import MAXIMA, ConfigError, TrialConfig
 from crossover.trainables.trial import resolve
 
 ROOT = Path(__file__).resolve().parent.parent

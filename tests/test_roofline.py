@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from crossover.analysis import model, roofline
-from crossover.trainables.config import PRECISIONS
+from crossover.config import PRECISIONS
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from crossover import schema
-from crossover.trainables.config import TrialConfig
+from crossover.config import TrialConfig
 from crossover.trainables.rows import NOT_COLUMNS, config_row, failed_row
 from crossover.trainables.trial import resolve
 
@@ -67,7 +67,7 @@ def test_a_job_files_names_import_torch_when_first_asked_for():
              "from crossover import ConfigError, Data, Param, TrialConfig, Workload; "
              "print(before, 'torch' in sys.modules, Workload.__module__, Data.__module__, crossover.__all__)")
     out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.split(" ", 4) == ["False", "True", "crossover.trainables.workload", "crossover.trainables.data",
+    assert out.stdout.split(" ", 4) == ["False", "True", "crossover.workload", "crossover.data",
                                         "['ConfigError', 'Data', 'Param', 'TrialConfig', 'Workload']\n"]
 
 
@@ -90,10 +90,10 @@ def test_imports_point_down_with_no_circle():
              **{k: v for p in ("trainables", "sweeps", "analysis") for k, v in _imports(ROOT / p, f"crossover.{p}").items()}}
     # the schema at the bottom: every layer reads it, and it reads none
     assert graph["crossover.schema"] == set()
-    # one exception: the device vocabulary (torch-free, over crossover.trainables.config alone), so that rows are
+    # one exception: the device vocabulary (torch-free, over crossover.config alone), so that rows are
     # read by the same parse as the trials that wrote them
     vocabulary = {"crossover.trainables.devices", "crossover.trainables.devices.parse"}
-    assert graph["crossover.trainables.devices"] == {"crossover.trainables.config", "crossover.trainables.config.ConfigError"}
+    assert graph["crossover.trainables.devices"] == {"crossover.config", "crossover.config.ConfigError"}
     assert not any(n.startswith(("crossover.sweeps", "crossover.trainables")) and n not in vocabulary
                    for m in graph if m.startswith("crossover.analysis") for n in graph[m])
     assert not any(n.startswith(("crossover.sweeps", "crossover.analysis"))

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from crossover.trainables import data as datasets
-from crossover.trainables.config import ConfigError, TrialConfig
+from crossover import data as datasets
+from crossover.config import ConfigError, TrialConfig
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
 from crossover.trainables.workloads import WORKLOADS, n_params

@@ -1,4 +1,4 @@
-"""A user's own workload (trainables/workload.py), end to end: written to a file, registered, shipped to
+"""A user's own workload (crossover/workload.py), end to end: written to a file, registered, shipped to
 Ray's workers by runtime_env and swept there; its code's fingerprint in every trial's hash; any model
 shape accounted; bad references refused by name before anything runs; its failures rows, not crashes.
 
@@ -33,7 +33,8 @@ from crossover.trainables.fused import member_bytes
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import here
 from crossover.trainables.registry import Registry, fingerprint
-from crossover.trainables.workload import Workload, WorkloadError
+from crossover.config import WorkloadError
+from crossover.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 CPUS = min(2, os.cpu_count() or 1)  # as conftest's local_ray: never more than the machine has
@@ -44,6 +45,7 @@ import os, sys, time
 import torch
 from torch import nn
 from crossover import Data, Param, Workload
+
 
 def features(cfg, n_features=4):
     g = torch.Generator().manual_seed(cfg.seed)
@@ -514,8 +516,8 @@ PROBED = """
 import os, time
 import torch
 from torch import nn
-from crossover.trainables.data import Data
-from crossover.trainables.workload import Workload
+from crossover.data import Data
+from crossover.workload import Workload
 
 def features(cfg):
     x = torch.randn(cfg.dataset_size, 4, generator=torch.Generator().manual_seed(cfg.seed))
@@ -536,7 +538,7 @@ workload = Workload("{name}", make_data=features, make_model=model, make_loss=nn
 @pytest.mark.parametrize("hang", [0, 60])
 def test_the_probe_runs_the_users_code_in_a_process_of_its_own_within_its_time_limit(tmp_path, monkeypatch, hang):
     from crossover.sweeps.probe import probe
-    from crossover.trainables.config import TrialConfig
+    from crossover.config import TrialConfig
     from crossover.trainables.trial import resolve
 
     registry = Registry()  # the test's: what the probe's child imports from

@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # where the installed commands find crossover's data and code: printed by the venv's python, one path a line
 WHERE = """
 from pathlib import Path
-import crossover.analysis.prices, crossover.analysis.load, crossover.analysis.model, crossover.sweeps.cli, crossover.trainables.workload
+import crossover.analysis.prices, crossover.analysis.load, crossover.analysis.model, crossover.sweeps.cli, crossover.workload
 print(crossover.analysis.prices.PRICES, crossover.analysis.prices.HOME_BOXES, crossover.analysis.model.DEVICES, crossover.analysis.load.REFERENCE,
-      crossover.sweeps.cli.ROOT, Path(crossover.trainables.workload.__file__).parent, sep="\\n")
+      crossover.sweeps.cli.ROOT, Path(crossover.workload.__file__).parent, sep="\\n")
 """
 pytestmark = pytest.mark.slow  # a wheel built and a venv made (the index asked for setuptools), then a sweep
 

@@ -1,5 +1,5 @@
 """A Workload is checked when it is made: each misuse is refused in one line naming the workload, the field and the
-fix, before any trial (trainables/workload.py Workload.__post_init__); a make_data that returns no Data, or targets
+fix, before any trial (crossover/workload.py Workload.__post_init__); a make_data that returns no Data, or targets
 its loss does not take, is refused where planning first makes a batch, in the planning process (sweeps/plan.py),
 and its trials never run. A reference to a job is checked first as source, never run (trainables/job.py); a loss of
 the user's own without `reduction` trains as a mean; a make_model that sets torch's threads does not set the
@@ -17,12 +17,13 @@ from torch import nn
 
 from crossover.sweeps import plan
 from crossover.sweeps.space import Space
-from crossover.trainables.config import TrialConfig
-from crossover.trainables.data import Data
+from crossover.config import TrialConfig
+from crossover.data import Data
 from crossover.trainables.job import check
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
-from crossover.trainables.workload import Param, Workload, WorkloadError
+from crossover.config import WorkloadError
+from crossover.workload import Param, Workload
 
 
 def data(cfg):
@@ -88,8 +89,9 @@ def test_make_data_that_returns_no_data_is_refused_by_its_workload_in_a_trial_to
 JOB = '''
 import torch
 from torch import nn
-from crossover.trainables.data import Data
-from crossover.trainables.workload import Workload
+from crossover.data import Data
+from crossover.workload import Workload
+
 
 def data(cfg):
     x = torch.randn(cfg.dataset_size, 8)

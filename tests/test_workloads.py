@@ -6,7 +6,7 @@ import re
 import pytest
 import torch
 
-from crossover.trainables.config import ConfigError, TrialConfig
+from crossover.config import ConfigError, TrialConfig
 from crossover.trainables.timing import more_epochs
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import resolve
@@ -156,8 +156,8 @@ class NanAtCall(torch.nn.Module):
 
 
 def test_a_diverging_trial_names_the_step_and_its_loss_and_no_cause():
-    from crossover.trainables.data import Data
-    from crossover.trainables.workload import Workload
+    from crossover.data import Data
+    from crossover.workload import Workload
 
     def data(cfg):
         g = torch.Generator().manual_seed(cfg.seed)

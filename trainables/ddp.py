@@ -23,12 +23,12 @@ from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchConfig, TorchTrainer
 from ray.train.v2.api.exceptions import WorkerGroupError
 
-from crossover.trainables.devices import ddp_worker_resources
-from crossover.trainables.exits import WorkerExit, exits_trapped
-from crossover.trainables.placement import Placement
-from crossover.trainables.registry import Registry
-from crossover.trainables.train import run_trial
-from crossover.trainables.trial import Trial
+from .devices import ddp_worker_resources
+from .exits import WorkerExit, exits_trapped
+from .placement import Placement
+from .registry import Registry
+from .train import run_trial
+from .trial import Trial
 
 _ROW = "row"
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from crossover.trainables.config import ConfigError
+from crossover.config import ConfigError
 
 DEVICES = ("cpu", "cuda", "cuda/K", "ddp:N", "ddp-cpu:N", "pipe:N")  # the forms, for help texts
 _FORM = re.compile(r"^(cpu|cuda)(?:/(\d+))?$|^(ddp|ddp-cpu|pipe):(\d+)$")

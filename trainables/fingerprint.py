@@ -2,7 +2,7 @@
 
     key = of(Path(module.__file__).read_bytes(), shapes(workload))    # trainables/registry.py Registry.fingerprint
 
-It is part of every trial's config hash (trainables/config.py), so that editing a user's model, or its module,
+It is part of every trial's config hash (crossover/config.py), so that editing a user's model, or its module,
 measures again instead of returning the old rows. The model is built on the meta device: no memory, no time.
 `of` alone imports no torch: sweeps/count_cache.py keys a job's counted step by it in a process that never does.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from crossover.trainables.config import TrialConfig
+from crossover.config import TrialConfig
 
 if TYPE_CHECKING:
-    from crossover.trainables.workload import Workload
+    from crossover.workload import Workload
 
 
 def of(text: bytes, found: str) -> str:

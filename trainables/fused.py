@@ -32,14 +32,15 @@ from torch.func import functional_call, stack_module_state, vmap
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from crossover.trainables import costs
-from crossover.trainables.graph import StepGraph
-from crossover.trainables.measure import measure
-from crossover.trainables.placement import Placement, placement
-from crossover.trainables.timing import Timer
-from crossover.trainables.trial import Trial
-from crossover.trainables.workload import sums
-from crossover.trainables.workloads import n_frozen_params, n_params
+from crossover.workload import sums
+
+from . import costs
+from .graph import StepGraph
+from .measure import measure
+from .placement import Placement, placement
+from .timing import Timer
+from .trial import Trial
+from .workloads import n_frozen_params, n_params
 
 FUSABLE = ("seed", "lr")  # what members may differ in
 FUSED_ENGINES = ("eager", "graph", "triton")  # 'compile' would compile the vmapped step: not tried
@@ -287,7 +288,7 @@ class FusedLoop:
         self.noisy = any(func in traced.funcs for func in DROPOUTS)
         self.kernel = None
         if self.cfg.engine == "triton":
-            from crossover.trainables import mlp_kernel  # Triton ships with torch's CUDA builds only: imported where used
+            from . import mlp_kernel  # Triton ships with torch's CUDA builds only: imported where used
             if mlp_kernel.shape_of(members.base) is None or not isinstance(crit, torch.nn.MSELoss) or \
                     crit.reduction != "mean" or self.noisy:
                 raise ValueError(f"engine 'triton' runs an MLP 2 -> H1 -> H2 -> 1 with ReLU and a mean squared "

@@ -20,9 +20,10 @@ from typing import Callable
 
 import torch
 
+from crossover.config import TrialConfig
 from crossover.schema import COMPILE_PHASE
-from crossover.trainables.config import TrialConfig
-from crossover.trainables.timing import Timer
+
+from .timing import Timer
 
 CAPTURED = ("graph", "triton")  # the engines whose step is one CUDA graph after the warm-up
 

@@ -20,14 +20,11 @@ import os
 import re
 from pathlib import Path
 
+from crossover.config import WorkloadError
+
 _REF = re.compile(r"(?P<module>[^:]+):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)")
 # calls by which a module can bind a top-level name that no statement of it spells out
 _DYNAMIC = {"globals", "vars", "setattr", "exec"}
-
-
-class WorkloadError(ValueError):
-    """A workload that cannot be used, in one line: a Workload made wrong (naming the workload, the field and the
-    fix), or a reference that names none (naming the module, the attribute and the fix)."""
 
 
 def is_reference(text: str) -> bool:

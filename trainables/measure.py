@@ -17,14 +17,14 @@ from typing import Callable, Protocol
 
 import torch
 
-from crossover.trainables import precision
-from crossover.trainables.energy import Meter
-from crossover.trainables.graph import warm_up
-from crossover.trainables.neighbours import Window
-from crossover.trainables.placement import Placement
-from crossover.trainables.rows import failed_row, measured_row, quality
-from crossover.trainables.timing import Clock, Timer
-from crossover.trainables.trial import Trial
+from . import precision
+from .energy import Meter
+from .graph import warm_up
+from .neighbours import Window
+from .placement import Placement
+from .rows import failed_row, measured_row, quality
+from .timing import Clock, Timer
+from .trial import Trial
 
 
 class TrialLoop(Protocol):

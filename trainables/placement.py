@@ -16,8 +16,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from crossover.trainables.devices import DeviceSpec
-from crossover.trainables.pipeline import Pipeline
+from .devices import DeviceSpec
+from .pipeline import Pipeline
 
 # Packed trials share 90% of the card: the rest holds each process's CUDA context.
 PACKED_MEMORY = 0.9

@@ -21,8 +21,9 @@ import contextlib
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
-from crossover.trainables.config import PRECISIONS, ConfigError, TrialConfig
-from crossover.trainables.devices import DeviceSpec
+from crossover.config import PRECISIONS, ConfigError, TrialConfig
+
+from .devices import DeviceSpec
 
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 _GPU_ONLY = ("tf32", "fp16")  # TF32 is a tensor-core format; CPU autocast has no GradScaler

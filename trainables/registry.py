@@ -10,7 +10,7 @@ A job file imports as `python job.py` would: its own folder first on sys.path, s
 beside it import by name (`from mymodels import net`), here and in every worker. A sweep's driver never imports a
 user's module: it declares it (trainables/shipping.py), to ship its folder to every Ray worker through
 `runtime_env` (`py_modules`), and a process of its own imports it (sweeps/plan.py) and answers with a WorkloadSpec
-(trainables/workload.py), all that the driver knows of it. A worker imports it from its copy of the folder
+(crossover/workload.py), all that the driver knows of it. A worker imports it from its copy of the folder
 (`load`), never by the driver's path; `register` imports it in the process that calls it. What a sweep ships is
 its Registry's shipping; what a process imports is the process's (sys.modules, and the fingerprints found of it).
 """
@@ -24,10 +24,12 @@ import sys
 import traceback
 from pathlib import Path
 
-from crossover.trainables import fingerprint as fingerprints
-from crossover.trainables.job import WorkloadError, locate  # a reference, parsed with no torch
-from crossover.trainables.shipping import Shipping, digest, source_bytes
-from crossover.trainables.workload import Workload, WorkloadSpec
+from crossover.config import WorkloadError
+from crossover.workload import Workload, WorkloadSpec
+
+from . import fingerprint as fingerprints
+from .job import locate  # a reference, parsed with no torch
+from .shipping import Shipping, digest, source_bytes
 
 
 # This process's fingerprints of the workloads it has imported: a ref (or a built-in's name) -> its fingerprint. The

@@ -19,15 +19,16 @@ import traceback
 from pathlib import Path
 
 import crossover
+from crossover.config import TrialConfig
 from crossover.schema import BUILTIN_MODULE, NAMES
-from crossover.trainables import env
-from crossover.trainables.config import TrialConfig
-from crossover.trainables.neighbours import Window
-from crossover.trainables.timing import Timer, summarize
-from crossover.trainables.trial import Trial
-from crossover.trainables.registry import fingerprint
-from crossover.trainables.shipping import Shipping
-from crossover.trainables.workloads import WORKLOADS, describe, n_params
+
+from . import env
+from .neighbours import Window
+from .registry import fingerprint
+from .shipping import Shipping
+from .timing import Timer, summarize
+from .trial import Trial
+from .workloads import WORKLOADS, describe, n_params
 
 # TrialConfig fields that are not columns of their own, and what the row holds instead.
 NOT_COLUMNS = {

@@ -20,7 +20,9 @@ import os
 import sys
 from pathlib import Path
 
-from crossover.trainables.job import WorkloadError, locate  # a reference, parsed with no torch
+from crossover.config import WorkloadError
+
+from .job import locate  # a reference, parsed with no torch
 
 # What a shipped folder leaves out, as Ray's runtime_env `excludes` (gitignore patterns): caches, checkpoints, rows.
 SHIP_EXCLUDES = ["__pycache__/", "*.pyc", ".git/", ".ipynb_checkpoints/", "*.pt", "*.pth", "*.ckpt", "*.parquet"]

@@ -26,15 +26,17 @@ import math
 import torch
 from torch.utils._pytree import tree_leaves
 
-from crossover.trainables import costs, memory, precision
-from crossover.trainables.data import Data, move, take
-from crossover.trainables.fused import run_fused
-from crossover.trainables.graph import StepGraph
-from crossover.trainables.measure import measure
-from crossover.trainables.placement import Placement, placement
-from crossover.trainables.timing import Timer
-from crossover.trainables.trial import Trial
-from crossover.trainables.workload import sums
+from crossover.data import Data, move, take
+from crossover.workload import sums
+
+from . import costs, memory, precision
+from .fused import run_fused
+from .graph import StepGraph
+from .measure import measure
+from .placement import Placement, placement
+from .timing import Timer
+from .trial import Trial
+
 
 def _batches(n: int, batch_size: int, order, rank: int, world: int):
     """Index pairs (inputs, targets) of one epoch: each global batch in order, this rank's share of it.

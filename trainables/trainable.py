@@ -23,17 +23,18 @@ from ray import tune
 from ray.tune.result import RESULT_DUPLICATE
 from ray.tune.trainable.function_trainable import FunctionTrainable
 
+from crossover.config import TrialConfig
 from crossover.schema import ROW_KEY
-from crossover.trainables import env
-from crossover.trainables.config import TrialConfig
-from crossover.trainables.ddp import run_ddp
-from crossover.trainables.exits import LAST_WORDS, WorkerExit, exits_trapped, last_words
-from crossover.trainables.fused import run_fused
-from crossover.trainables.neighbours import Claim
-from crossover.trainables.output import OUTPUT, capped
-from crossover.trainables.rows import error_text, failed_row
-from crossover.trainables.train import run_trial
-from crossover.trainables.trial import Trial, resolve
+
+from . import env
+from .ddp import run_ddp
+from .exits import LAST_WORDS, WorkerExit, exits_trapped, last_words
+from .fused import run_fused
+from .neighbours import Claim
+from .output import OUTPUT, capped
+from .rows import error_text, failed_row
+from .train import run_trial
+from .trial import Trial, resolve
 
 
 def run(trials: list[Trial]) -> list[dict]:

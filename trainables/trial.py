@@ -20,15 +20,17 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from crossover import data as datasets
+from crossover.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig, count
+from crossover.config import WorkloadError
 from crossover.schema import SEED_AXES, SIZE_AXES
-from crossover.trainables import data as datasets
-from crossover.trainables import precision
-from crossover.trainables.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig, count
-from crossover.trainables.devices import DeviceSpec, parse, resources
-from crossover.trainables.graph import CAPTURED
-from crossover.trainables.registry import Registry, fingerprint
-from crossover.trainables.workload import Workload, WorkloadError, WorkloadSpec
-from crossover.trainables.workloads import WORKLOADS
+from crossover.workload import Workload, WorkloadSpec
+
+from . import precision
+from .devices import DeviceSpec, parse, resources
+from .graph import CAPTURED
+from .registry import Registry, fingerprint
+from .workloads import WORKLOADS
 
 # counts, each in [1, MAXIMA]; dataset_size first: peaks' full batch is its dataset_size, and a bad one is named as such
 _INTEGERS = ("dataset_size",) + tuple(a for a in SEED_AXES if a not in ("lr", "dataset_size")) + ("threads", "micro_batches")

@@ -1,5 +1,5 @@
 """The seeds' five workloads and a transformer, each defined once through the public interface a user's
-own workload uses (trainables/workload.py: factories, axes, checks, capabilities, grids); a seed's
+own workload uses (crossover/workload.py: factories, axes, checks, capabilities, grids); a seed's
 defaults reproduce its seed. Nothing outside this file branches on a built-in's name (tests/test_layout.py checks).
 
 | workload  | seed | model (defaults)                                   | loss, optimiser            | batch | data     | epochs |
@@ -18,10 +18,10 @@ Axes, per workload (anything else is refused):
 - peaks: width set gives hidden layers depth x width (depth defaults to the seed's 2); unset, 20 -> 5.
 - tabular: depth hidden layers x width nodes, the seed's "hidden layers" and "nodes".
 - transformer: depth = blocks, width = embedding (a multiple of HEAD_DIM), context = tokens per
-  sequence, dataset_size = training sequences of the stdlib's sources (trainables/data.py `text`).
+  sequence, dataset_size = training sequences of the stdlib's sources (crossover/data.py `text`).
 - all: batch_size, dataset_size (peaks: a perfect square, N x N), epochs, lr.
 Seed 004 does not print its values; its defaults here are ours, chosen to run in seconds on a CPU.
-The image workloads' 60,000 samples are MNIST's; without MNIST they fall back as trainables/data.py says.
+The image workloads' 60,000 samples are MNIST's; without MNIST they fall back as crossover/data.py says.
 trainables/trial.py fills a config's unset axes from these defaults and checks every field; each workload's
 `check` adds its own (peaks' perfect square, the transformer's heads), its capabilities say what else
 may run it (fused: all but the transformer, whose AdamW the fused optimiser lacks; a pipeline: the
@@ -38,9 +38,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from crossover.trainables import data as datasets
-from crossover.trainables.config import ConfigError, TrialConfig
-from crossover.trainables.workload import Workload
+from crossover import data as datasets
+from crossover.config import ConfigError, TrialConfig
+from crossover.workload import Workload
 
 
 def mlp(sizes: list[int]) -> nn.Sequential:

@@ -1,10 +1,10 @@
 """The decision: what a whole sweep costs and how long it takes on each option, measured or predicted.
 
-    python -m crossover.analysis decide results/scaling                      # the measured grid as the sweep
-    python -m crossover.analysis decide results/scaling --trials 1000 --workload peaks --deadline 2
-    python -m crossover.analysis decide results/scaling --home-box analysis/home_boxes/rtx4090.yaml
-    python -m crossover.analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
-    python -m crossover.analysis decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json run.json
+    crossover decide results/scaling                      # the measured grid as the sweep
+    crossover decide results/scaling --trials 1000 --workload peaks --deadline 2
+    crossover decide results/scaling --home-box analysis/home_boxes/rtx4090.yaml
+    crossover decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
+    crossover decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json run.json
 
 The sweep is the unit: a list of configurations, each run some number of trials (`sweep`): by default
 the measured grid (every configuration your rows measured, as many trials as the seeds they ran of
@@ -92,21 +92,21 @@ The package, one idea a module, each reading only those before it:
 
 from __future__ import annotations
 
-from crossover.analysis.decide.grid import (  # noqa: F401 (the package's names)
+from .grid import (  # noqa: F401 (the package's names)
     AXIS_FLAGS, AXIS_NAMES, Along, BUSY_MARKS, FIXED, FULL_BATCH, HERE, HOME_BOX, NEAREST, OWN_CPU, OWN_GPU,
     Plan, SHAPE, along, busy, counted_grid, plan_grid, planned_rows, sweep)
-from crossover.analysis.decide.memory import (  # noqa: F401 (the package's names)
+from .memory import (  # noqa: F401 (the package's names)
     ACTIVATION_MOVES, BYTES_PER_PARAM, CONTEXT_BYTES, FLOOR_BYTES, largest_batch, memory_needed)
-from crossover.analysis.decide.speeds import (  # noqa: F401 (the package's names)
+from .speeds import (  # noqa: F401 (the package's names)
     HOST, OWN_SIZE, PLANNED, SPEED, at_plan, corrected, missing, plan_speeds, planned_step, predictions, speeds)
-from crossover.analysis.decide.pricing import (  # noqa: F401 (the package's names)
+from .pricing import (  # noqa: F401 (the package's names)
     ENDS, card_fits, makespan, own_gpus, table)
-from crossover.analysis.decide.choosing import (  # noqa: F401 (the package's names)
+from .choosing import (  # noqa: F401 (the package's names)
     BUY, RENT_CHEAPEST, RENT_FASTEST, YOUR_CPU, YOUR_GPU, break_even, fitting, monthly, pareto, pick, three)
-from crossover.analysis.decide.text import (  # noqa: F401 (the package's names)
+from .text import (  # noqa: F401 (the package's names)
     BRIEF_LINES, HOST_MARK, HOST_WORDS, RENTALS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards, cents,
     costed, evens, flagged, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
     precision_of, priced_on, records, render, run_time, said, significant, source, startup)
-from crossover.analysis.decide.answer import (  # noqa: F401 (the package's names)
+from .answer import (  # noqa: F401 (the package's names)
     Decision, decide)
-from crossover.analysis.decide import many  # noqa: F401,E402 (the package's names)
+from . import many  # noqa: F401,E402 (the package's names)

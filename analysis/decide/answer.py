@@ -4,18 +4,19 @@ notes, as one `Decision`.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from crossover.analysis.cost import stale, stale_boxes
-from crossover.analysis.decide.choosing import break_even, pick
-from crossover.analysis.decide.grid import Plan, plan_grid, sweep
-from crossover.analysis.decide.pricing import own_gpus, table
-from crossover.analysis.decide.speeds import missing, plan_speeds, planned_step, predictions, speeds
-from crossover.analysis.decide.text import STALE
-from crossover.analysis.prices import Billing, Electricity, HomeBox, Option
-from crossover.analysis.selection import timed
+from ..cost import stale, stale_boxes
+from ..prices import POWER, Billing, Electricity, HomeBox, Option
+from ..selection import timed
+from .choosing import break_even, pick
+from .grid import Plan, plan_grid, sweep
+from .pricing import own_gpus, table
+from .speeds import missing, plan_speeds, planned_step, predictions, speeds
+from .text import STALE
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,10 +40,11 @@ class Decision:
 
 def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Option], billing: dict[str, Billing],
            boxes: list[HomeBox], asked: dict[str, int] | None = None, deadline_h: float | None = None,
-           plan: Plan | None = None, power: Electricity = Electricity(), count=None) -> Decision:
+           plan: Plan | None = None, power: Electricity = POWER, count=None, today: dt.date | None = None) -> Decision:
     """The sweep (or the planned run, where `plan` is given: `asked` is then unused), every option's time
     and cost, your own CPU and GPUs among them (`own_gpus`; their electricity, `power`), the picks and the
-    break-even; and the notes (models left out, stale prices). `count`: how a planned run's step is counted
+    break-even; and the notes (models left out, prices over 12 months old on `today`, None: the date it runs). `count`:
+    how a planned run's step is counted
     (`planned_step`; None: a row's count). `predicted` None: analysis/model/'s
     predictions (`predictions`). Rows flagged outside_load are left out where their point has quiet rows,
     as the crossovers leave them (selection.timed); those kept mark the figures resting on them (`busy`)."""
@@ -66,10 +68,10 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
         speed = plan_speeds(rows, predicted, grid, gpus, plan, counted, default)
     else:
         speed = speeds(rows, predicted, grid, gpus)
-    found = table(grid, speed, options, billing, boxes, own, power)
+    found = table(grid, speed, options, billing, boxes, own, power, today)
     picks = pick(found, deadline_h) if len(found) else {}
     even = break_even(found) if len(found) else pd.DataFrame()
-    old = stale(options) + stale_boxes(boxes)
+    old = stale(options, today) + stale_boxes(boxes, today)
     priced = sum(len(o.prices()) for o in options) + sum(not b.record for b in boxes)
     dated = f"  {STALE} {len(old)} of {priced} are over 12 months old: re-read them " \
             "(python -m crossover.analysis cost lists them)"

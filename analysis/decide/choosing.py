@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.prices import HOURS_PER_MONTH
-from crossover.analysis.decide.grid import HOME_BOX, OWN_CPU, OWN_GPU
+from ..prices import HOURS_PER_MONTH
+from .grid import HOME_BOX, OWN_CPU, OWN_GPU
 
 
 def fitting(options: pd.DataFrame) -> pd.Series:

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.load import KEY, eager_ok, is_reference, keys, sizes_label
-from crossover.analysis.selection import BUSY, loaded
 from crossover.schema import SIZE_AXES
+
+from ..load import KEY, eager_ok, is_reference, keys, sizes_label
+from ..selection import BUSY, loaded
 
 
 FIXED = ["setup_s", "h2d_s", "warmup_s", "eval_s"]  # a trial's time besides its timed epochs

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from crossover.analysis.model import load_devices
-from crossover.analysis.model.hosts import HOST_BOUND
-from crossover.analysis.model.collective import (
+from ..model import load_devices
+from ..model.collective import (
     GRAD_BYTES, Link, ddp_bytes, ddp_step, efficiency, fsdp_bytes, fsdp_step, load_links)
-from crossover.analysis.decide.speeds import OWN_SIZE
-from crossover.analysis.prices import Billing, Option
+from ..model.hosts import HOST_BOUND
+from ..prices import Billing, Option
+from .speeds import OWN_SIZE
 
 MOST = 8  # GPUs of one instance the default counts reach: the largest instance offered
 PER_GPU = ("gpus", "nodes", "per_gpu_batch", "global_batch", "efficiency", "parallel", "link")  # a line's columns

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from crossover.analysis import model
-from crossover.analysis.decide.grid import along
+from .. import model
+from .grid import along
 
 
 # What a run needs of a GPU's memory beyond the peak torch allocated (peak_gpu_bytes counts only its

@@ -11,11 +11,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from crossover.analysis import model
-from crossover.analysis.prices import HOURS_PER_MONTH, Billing, Electricity, HomeBox, Option
-from crossover.analysis.decide.grid import BUSY_MARKS, HERE, HOME_BOX, OWN_CPU, OWN_GPU
-from crossover.analysis.decide.speeds import HOST
-from crossover.analysis.load import eager_ok, is_reference
+from .. import model
+from ..load import eager_ok, is_reference
+from ..prices import HOURS_PER_MONTH, POWER, Billing, Electricity, HomeBox, Option
+from .grid import BUSY_MARKS, HERE, HOME_BOX, OWN_CPU, OWN_GPU
+from .speeds import HOST
 
 
 def makespan(trial_s: np.ndarray, share: np.ndarray, gpus: int) -> float:
@@ -115,11 +115,14 @@ def card_fits(line: dict, memory_gb: float | None) -> dict:
 
 
 def table(grid: pd.DataFrame, speed: pd.DataFrame, options: list[Option], billing: dict[str, Billing],
-          boxes: list[HomeBox], own: dict[str, int] | None = None, power: Electricity = Electricity()) -> pd.DataFrame:
+          boxes: list[HomeBox], own: dict[str, int] | None = None, power: Electricity = POWER,
+          today: dt.date | None = None) -> pd.DataFrame:
     """Every option's wall time and cost for the sweep, each with its interval (the same figure where
     measured): your CPU and your GPUs (`own`: own_gpus; their electricity, `power`), the rented instances,
     the home boxes; options without a speed for every configuration left out. A GPU option says whether
-    the run fits its card (fits; null where its memory or the run's need is not known)."""
+    the run fits its card (fits; null where its memory or the run's need is not known), and whether its price is
+    over 12 months old on `today` (price_stale; None: the date it runs)."""
+    today = today or dt.date.today()
     lines = []
     cards = {k: d.memory_gb for k, d in model.load_devices().items()}
     cpus = speed[speed["threads"].notna()].drop_duplicates("source")
@@ -128,7 +131,7 @@ def table(grid: pd.DataFrame, speed: pd.DataFrame, options: list[Option], billin
         if run and cpu.own:
             lines.append(_yours(f"CPU, {cpu.threads:.0f} threads", OWN_CPU, cpu.cpu, 0, run, cpu.source, power.cpu_w, power))
         for o in _smallest_cpus(options, int(cpu.threads)):
-            lines += _rented(o, billing[o.provider], run, f"{o.vcpus} vCPUs as fast as the measured {cpu.source}") if run else []
+            lines += _rented(o, billing[o.provider], run, f"{o.vcpus} vCPUs as fast as the measured {cpu.source}", today) if run else []
     for gpu, count in (own or {}).items():
         run = _run(grid, speed[speed["source"] == gpu], count)
         if run:
@@ -138,11 +141,11 @@ def table(grid: pd.DataFrame, speed: pd.DataFrame, options: list[Option], billin
     for o in (o for o in options if o.gpu):
         run = _run(grid, speed[speed["source"] == o.gpu], o.gpus)
         lines += [line | card_fits(run, cards.get(o.gpu)) for line in
-                  (_rented(o, billing[o.provider], run, f"{o.gpus} x {o.gpu}, rented whole") if run else [])]
+                  (_rented(o, billing[o.provider], run, f"{o.gpus} x {o.gpu}, rented whole", today) if run else [])]
     for box in boxes:
         run = _run(grid, speed[speed["source"] == box.gpu], 1)
         if run:
-            lines.append(_home(box, run) | card_fits(run, box.memory_gb or cards.get(box.gpu)))
+            lines.append(_home(box, run, today) | card_fits(run, box.memory_gb or cards.get(box.gpu)))
     out = pd.DataFrame(lines)
     if out.empty:
         return out
@@ -159,17 +162,17 @@ def _smallest_cpus(options: list[Option], threads: int) -> list[Option]:
     return list(smallest.values())
 
 
-def _rented(o: Option, bill: Billing, run: dict, basis: str) -> list[dict]:
+def _rented(o: Option, bill: Billing, run: dict, basis: str, today: dt.date) -> list[dict]:
     return [{"option": o.name + (" (spot)" if kind == "spot" else ""), "kind": kind, "model": o.gpu or "CPU",
              "gpus": o.gpus, **run, **_figures(run, lambda s, p=p: (bill.startup_s + s, p.usd_per_h * bill.charged_s(bill.startup_s + s) / 3600)),
              "startup_s": bill.startup_s,  # in wall_s, and billed: said apart where the run is shown
              "basis": f"{basis}; {bill.startup_s:.0f} s start-up; billed per {bill.step_s:g} s, at least {bill.minimum_s:g} s"
-                      + (f"; stale price of {p.date}" if p.is_stale(dt.date.today()) else ""),
-             "price_date": p.date, "price_source": p.source, "price_stale": p.is_stale(dt.date.today())}
+                      + (f"; stale price of {p.date}" if p.is_stale(today) else ""),
+             "price_date": p.date, "price_source": p.source, "price_stale": p.is_stale(today)}
             for kind, p in o.prices()]
 
 
-def _home(box: HomeBox, run: dict) -> dict:
+def _home(box: HomeBox, run: dict, today: dt.date) -> dict:
     measured = not math.isnan(run["power_w"])
     power = run["power_w"] if measured else box.power_w
     per_h = box.fixed_usd_per_month / (box.utilisation * HOURS_PER_MONTH) + power / 1000 * box.electricity_usd_per_kwh
@@ -178,6 +181,6 @@ def _home(box: HomeBox, run: dict) -> dict:
     return {"option": box.name, "kind": HOME_BOX, "model": box.gpu, "gpus": 1, **run,
             **_figures(run, lambda s: (s, per_h * s / 3600)), "energy_usd": energy,
             "fixed_usd_per_month": box.fixed_usd_per_month, "for_sale": not box.record, "price_date": box.purchase_date,
-            "price_source": box.purchase_source, "price_stale": box.is_stale(dt.date.today()),
+            "price_source": box.purchase_source, "price_stale": box.is_stale(today),
             "purchase_usd": box.purchase_usd, "lifetime_years": box.lifetime_years, "utilisation": box.utilisation,
             "basis": f"write-off at {box.utilisation:.0%} utilisation + electricity at {what}"}

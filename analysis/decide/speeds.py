@@ -5,16 +5,17 @@ prediction (`predictions`, `at_plan` for a planned run), along the dataset size 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
-from crossover.analysis import model
-from crossover.analysis.counting import NOT_COUNTED, job_reference
-from crossover.analysis.cost import measures
-from crossover.analysis.decide.grid import Plan, _power_w, _trial_s, along, busy, planned_rows
-from crossover.analysis.decide.memory import memory_needed
-from crossover.analysis.load import KEY, eager_ok, is_reference, keys
 from crossover.schema import BUILTIN_MODULE
+
+from .. import model
+from ..cost import measures
+from ..load import KEY, eager_ok, is_reference, keys
+from .grid import Plan, _power_w, _trial_s, along, busy, planned_rows
+from .memory import memory_needed
 
 
 SPEED = ["config_key", "source", "trial_s", "trial_lo", "trial_hi", "k", "predicted", "hosts", "date", "busy", "power_w",
@@ -124,15 +125,42 @@ def _planned(points: pd.DataFrame, plan: Plan) -> dict:
             "reach": epoch.reach}
 
 
+# what a decision's note says where its planned step is not counted so (planned_step; decide.brief
+# shows every such note)
+NOT_COUNTED = "the planned step is not counted"
+
+
+def given(value) -> bool:
+    """Whether a row's cell holds a value (not null, not NaN)."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def job_reference(line: dict) -> tuple[str, str | None]:
+    """The reference a row's job is counted by, from any folder, and the path the row names where it is not found
+    from here (else None): a built-in's name; a job file's path (workload_path) and attribute; a package's module
+    (workload_module: `count_planned` puts the folder of workload_path on the counting process's path); in rows
+    written before workload_path, workload_module as it imports from the current folder."""
+    module, cell = str(line["workload_module"]), line.get("workload_path")
+    if module == BUILTIN_MODULE:
+        return line["workload"], None
+    if not given(cell):
+        return module, None
+    path = str(cell)
+    found = Path(path).is_file() if path.endswith(".py") else Path(path).is_dir()
+    if not found:
+        return module, path
+    return (f"{path}:{module.rsplit(':', 1)[-1]}" if path.endswith(".py") else module), None
+
+
 def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFrame | None, str]:
     """The planned configuration's one step and its counted costs (one line: the configuration's columns and
     model.CLASS_COLUMNS), what `at_plan` predicts the GPUs from, and a note where it is not `count`'s. `count(ref,
-    plan, line)`: the step counted as `crossover predict` counts it (analysis/counting.py count_planned, in a process of
-    its own; `crossover decide` and `python -m crossover.analysis decide` pass it), for the job plan.job names, else
-    the one the rows name (analysis/counting.py job_reference: the job file's path, found from any folder); where it
-    fails, is not found from here, or is not given, the count a row of the configuration made (the CPU's first), and
-    the note says so and what the figures then rest on. None: the rows hold no count of every op class, or the batch
-    is the whole dataset (it grows with the run's size)."""
+    plan, line)`: the step counted as `crossover predict` counts it (sweeps/counting.py count_planned, in a process of
+    its own; `crossover decide` and `crossover report` pass it), for the job plan.job names, else
+    the one the rows name (`job_reference`: the job file's path, found from any folder); where it
+    fails, is not found from here, or is not given (None: the analysis run alone), the count a row of the configuration
+    made (the CPU's first), and the note says so and what the figures then rest on. None: the rows hold no count of
+    every op class, or the batch is the whole dataset (it grows with the run's size)."""
     mine = planned_rows(rows, plan)
     if mine["full_batch"].any():
         return None, ""
@@ -141,10 +169,15 @@ def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFra
         else mine.iloc[:0]
     counted = counted.sort_values("is_cpu", ascending=False, kind="stable").head(1)
     module = line.get("workload_module")
-    if count is None or not (plan.job or isinstance(module, str) and module):  # rows that name no job: their own count
+    if not (plan.job or isinstance(module, str) and module):  # rows that name no job: their own count
         return (None if counted.empty else counted), ""
     ref, missing = (plan.job, None) if plan.job else job_reference(line.to_dict())
-    if missing is None:
+    fix = "" if module == BUILTIN_MODULE else \
+        f"; run where the job is found, or pass --workload path/to/job.py:{str(module).rsplit(':', 1)[-1]}"
+    if count is None:  # the analysis run alone starts no process
+        why, fix = f"{NOT_COUNTED} as crossover predict counts it (python -m crossover.analysis counts nothing)", \
+            "; crossover decide and crossover report count it"
+    elif missing is None:
         try:
             return pd.DataFrame([count(ref, plan, line.to_dict())]), ""
         except ValueError as exc:
@@ -153,8 +186,6 @@ def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFra
         why = f"the job file {missing} named by the rows (workload_path) was not found from here; {NOT_COUNTED}"
     rests = (f"the step a row counted, GPU memory {memory_needed(counted, plan.samples, False)['needs_how']}"
              if len(counted) else "the model's predictions along the sizes measured (no row counted a step)")
-    fix = "" if module == BUILTIN_MODULE else \
-        f"; run where the job is found, or pass --workload path/to/job.py:{str(module).rsplit(':', 1)[-1]}"
     return (None if counted.empty else counted), f"  {why}: figures fall back to {rests}{fix}"
 
 

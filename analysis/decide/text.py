@@ -10,13 +10,13 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.counting import NOT_COUNTED
-from crossover.analysis.decide.choosing import BUY, fitting, pareto, three
-from crossover.analysis.decide.grid import BUSY_MARKS, HOME_BOX, NEAREST, OWN_CPU, OWN_GPU, Plan
-from crossover.analysis.decide.memory import CONTEXT_BYTES
-from crossover.analysis.decide.speeds import OWN_SIZE
-from crossover.analysis.model.devices import load_devices
 from crossover.schema import SIZE_AXES
+
+from ..model.devices import load_devices
+from .choosing import BUY, fitting, pareto, three
+from .grid import BUSY_MARKS, HOME_BOX, NEAREST, OWN_CPU, OWN_GPU, Plan
+from .memory import CONTEXT_BYTES
+from .speeds import NOT_COUNTED, OWN_SIZE
 
 
 # lines of the default output at most, so the answer is read before the detail: the front, the picks, the stale prices

@@ -55,23 +55,23 @@ The package, one idea a module, each reading only those before it:
 
 from __future__ import annotations
 
-from crossover.analysis.model.devices import (  # noqa: F401 (the package's names)
+from .devices import (  # noqa: F401 (the package's names)
     DEVICES, DEVICE_FIELDS, Device, MATCH_KEY, PRECISION_PEAK, device_key, load_devices)
-from crossover.analysis.model.counts import (  # noqa: F401 (the package's names)
+from .counts import (  # noqa: F401 (the package's names)
     CLASS_COLUMNS, CLASS_FLOPS, COST_COLUMNS, COUNTED, COUNTED_NOTE, COUNT_KEYS, MODEL, PER_CLASS, THREE_TERM,
     as_counted, config_keys, cpu_groups, form_of, gpu_rows, step_costs, with_model)
-from crossover.analysis.model.threeterm import (  # noqa: F401 (the package's names)
+from .threeterm import (  # noqa: F401 (the package's names)
     Calibration, calibrate)
-from crossover.analysis.model.perclass import (  # noqa: F401 (the package's names)
+from .perclass import (  # noqa: F401 (the package's names)
     COMPUTE_CLASSES, CPU_NOMINAL, CUPTI_FIXED, CUPTI_SLOWDOWN, EFFICIENCY, Fit, LAUNCH_COST, PARAMETERS,
     PRIOR_WEIGHT, class_times, cupti_attached, fit, step_time)
-from crossover.analysis.model.intervals import (  # noqa: F401 (the package's names)
+from .intervals import (  # noqa: F401 (the package's names)
     ALPHA, conformal_q, held_out, scores)
-from crossover.analysis.model.predict import (  # noqa: F401 (the package's names)
+from .predict import (  # noqa: F401 (the package's names)
     Predictor, ordered_step_s, predict, predict_counted, predictor, public_precision, public_rows,
     reference_gpu_rows, reference_rows, shipped)
-from crossover.analysis.model.validate import (  # noqa: F401 (the package's names)
+from .validate import (  # noqa: F401 (the package's names)
     MEMORY_COUNTED, NEUSIGHT_COUNTED, NEUSIGHT_LABELS, TARGETS, count_ratio, host_launch_us, memory, neusight, op_study,
     render_memory, render_neusight, render_op_study, render_validation, targets, validate)
-from crossover.analysis.model.bounds import (  # noqa: F401 (the package's names)
+from .bounds import (  # noqa: F401 (the package's names)
     bound_table, bounds, render, render_bounds)

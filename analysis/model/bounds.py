@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.model.devices import DEVICES, MATCH_KEY, load_devices
-from crossover.analysis.model.counts import PER_CLASS, _usable, form_of, gpu_rows
-from crossover.analysis.model.threeterm import _terms, calibrate
-from crossover.analysis.model.perclass import fit
+from .counts import PER_CLASS, _usable, form_of, gpu_rows
+from .devices import DEVICES, MATCH_KEY, load_devices
+from .perclass import fit
+from .threeterm import _terms, calibrate
+
 
 def bounds(rows: pd.DataFrame, path: Path = DEVICES) -> pd.DataFrame:
     """Each usable row's bound, the largest term of its measured step: 'launch' (launches x overhead),

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import yaml
 
-from crossover.analysis.model.devices import DEVICES
+from .devices import DEVICES
 
 BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default, 25 MiB of gradients an all-reduce
 NCCL_BASE_S = 8.4e-6  # s a collective call: NCCL's tuning model, baseLat of Ring/Simple (src/graph/tuning.cc)

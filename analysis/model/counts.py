@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.analysis.load import REFERENCE
 from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_COLUMNS
-from crossover.analysis.model.devices import Device, MATCH_KEY, device_key
+
+from ..load import REFERENCE
+from .devices import Device, MATCH_KEY, device_key
 
 # Every reference configuration's step counted as `crossover predict` counts a job on a laptop
 # (sweeps/count_reference.py): the laptop's case of --validate, and the intervals of a workload never measured.

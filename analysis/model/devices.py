@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from crossover.analysis.load import packaged
+from ..load import packaged
 
 
 DEVICES = packaged("devices.yaml")

@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from crossover.analysis.model.devices import Device, MATCH_KEY, device_key
-from crossover.analysis.model.counts import _counted, config_keys
-from crossover.analysis.model.perclass import Fit, Parts, cupti_attached
-from crossover.analysis.model.intervals import conformal_q
+from .counts import _counted, config_keys
+from .devices import Device, MATCH_KEY, device_key
+from .intervals import conformal_q
+from .perclass import Fit, Parts, cupti_attached
 
 # A step is said to be bound by the host where the host's share of its work (Parts.host_share) passes this
 HOST_BOUND = 0.5

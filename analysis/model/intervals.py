@@ -9,9 +9,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.model.devices import Device, MATCH_KEY
-from crossover.analysis.model.counts import MODEL, PER_CLASS, as_counted, with_model
-from crossover.analysis.model.perclass import fit
+from .counts import MODEL, PER_CLASS, as_counted, with_model
+from .devices import Device, MATCH_KEY
+from .perclass import fit
 
 ALPHA = 0.1  # the intervals are (1 - ALPHA) = 90% conformal intervals
 

@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.load import REFERENCE
-from crossover.analysis.model.devices import DEVICES, Device, MATCH_KEY, device_key, load_devices
+from ..load import REFERENCE
+from .devices import DEVICES, Device, MATCH_KEY, device_key, load_devices
 
 STUDIES = REFERENCE / "_ops"  # one ops*.parquet a GPU studied (sweeps/opbench.py --out)
 

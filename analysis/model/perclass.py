@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 
 from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
-from crossover.analysis.model.devices import Device, MATCH_KEY
-from crossover.analysis.model.counts import PER_CLASS, THREE_TERM
-from crossover.analysis.model.threeterm import Calibration, _terms, calibrate
+
+from .counts import PER_CLASS, THREE_TERM
+from .devices import Device, MATCH_KEY
+from .threeterm import Calibration, _terms, calibrate
 
 EFFICIENCY = "_efficiency"  # a prediction's column: the GPU's public efficiency (Predictor.efficiency)
 

@@ -16,15 +16,17 @@ import numpy as np
 import pandas as pd
 
 from crossover import schema
-from crossover.analysis import cache as disk
-from crossover.analysis import public, roofline
 from crossover.schema import OPS_PER_STEP
-from crossover.analysis.load import REFERENCE, read
-from crossover.analysis.model.devices import DEVICES, Device, MATCH_KEY, load_devices
-from crossover.analysis.model.counts import CLASS_COLUMNS, PER_CLASS, THREE_TERM, _usable, config_keys, form_of, gpu_rows
-from crossover.analysis.model.perclass import COMPUTE_CLASSES, EFFICIENCY, Fit, fit
-from crossover.analysis.model.intervals import conformal_q, scores
-from crossover.analysis.model.hosts import HOST_BOUND, Cure, cure, host_spread, widened
+
+from .. import cache as disk
+from .. import public, roofline
+from ..load import REFERENCE, read
+from .counts import CLASS_COLUMNS, PER_CLASS, THREE_TERM, _usable, config_keys, form_of, gpu_rows
+from .devices import DEVICES, Device, MATCH_KEY, load_devices
+from .hosts import HOST_BOUND, Cure, cure, host_spread, widened
+from .intervals import conformal_q, scores
+from .perclass import COMPUTE_CLASSES, EFFICIENCY, Fit, fit
+
 
 @dataclass(frozen=True)
 class Predictor:

@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.load import REFERENCE, packaged, read
-from crossover.analysis.model.collective import GRAD_BYTES, ddp_step, load_links
-from crossover.analysis.model.devices import load_devices
-from crossover.analysis.public import gpu_key
+from ..load import REFERENCE, packaged, read
+from ..public import gpu_key
+from .collective import GRAD_BYTES, ddp_step, load_links
+from .devices import load_devices
 
 DDP_FOLDERS = ("h200x2-2026-11-21", "h200x4-2026-11-22", "h200x8-2026-11-22")
 LAMBDA_MULTI = packaged("public-tables") / "lambda_multi_gpu.csv"
@@ -97,7 +97,7 @@ def predicted(pairs: pd.DataFrame, host_s: float | pd.Series, spread: float | pd
     """`pairs` with the model's step (pred_s, pred_lo, pred_hi) on the link of each row's GPU model, HOST_S and SPREAD
     taken as `host_s` and `spread` (a figure, or one a row; spread None: collective.SPREAD), and the efficiencies
     and errors."""
-    from crossover.analysis.model import collective
+    from . import collective
 
     links, devices = load_links(), load_devices()
     each = lambda v: v if isinstance(v, pd.Series) else pd.Series(v, index=pairs.index)  # noqa: E731

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.model.devices import Device, MATCH_KEY
-from crossover.analysis.model.counts import COST_COLUMNS
+from .counts import COST_COLUMNS
+from .devices import Device, MATCH_KEY
+
 
 def _precision(rows: pd.DataFrame) -> pd.Series:
     """The precision whose peak a row's step runs at in the three-term model: the row's own, where PyTorch's

@@ -11,15 +11,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crossover.analysis.load import REFERENCE
 from crossover.schema import OP_CLASSES, OP_MEASURES, OPS_PER_STEP
-from crossover.analysis.model.devices import DEVICES, MATCH_KEY, device_key, load_devices
-from crossover.analysis.model.counts import COUNTED, MODEL, PER_CLASS, THREE_TERM, as_counted, cpu_groups, form_of, gpu_rows, with_model
-from crossover.analysis.model import operators
-from crossover.analysis.model.perclass import fit
-from crossover.analysis.model.intervals import ALPHA, conformal_q, held_out
-from crossover.analysis.model.hosts import host_spread, widened
-from crossover.analysis.model.predict import predict_counted, public_rows
+
+from ..load import REFERENCE
+from . import operators
+from .counts import COUNTED, MODEL, PER_CLASS, THREE_TERM, as_counted, cpu_groups, form_of, gpu_rows, with_model
+from .devices import DEVICES, MATCH_KEY, device_key, load_devices
+from .hosts import host_spread, widened
+from .intervals import ALPHA, conformal_q, held_out
+from .perclass import fit
+from .predict import predict_counted, public_rows
 
 # The targets --validate prints: a workload held out and predicted from its CPU count (median and worst of the
 # cells' median errors), a GPU held out (median over the GPU models, and how many GPU models at least), and the

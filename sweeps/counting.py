@@ -1,14 +1,14 @@
-"""A planned run's step counted as `crossover predict` counts it, in a process of its own: what `crossover decide`,
-`python -m crossover.analysis decide` and `report --epochs` predict the GPUs from, so that all three and predict say
-one figure.
+"""A planned run's step counted as `crossover predict` counts it, in a process of its own: what `crossover decide`
+and `crossover report --epochs` hand the analysis to predict the GPUs from (analysis/decide/ planned_step), so that
+they and predict say one figure.
 
     count_planned("job.py:workload", decide.Plan(30, 50_000), row)   # {n_params, *_per_step, peak_memory_bytes, ...}
     python -m crossover.sweeps.count_step --workload job.py:workload --batch-size 64   # the process it starts
 
 The user's code (make_data, make_model, one step) and torch run in that process (sweeps/count_step.py), never in
-this one: the analysis stays free of torch, ray and the user's code, and starts the counting process by its
-module's name, as it would any command. A hang stops at a time limit; a crash or a hang is one line naming the
-workload, what happened and the fix (PredictError).
+this one. A hang stops at a time limit; a crash or a hang is one line naming the workload, what happened and the
+fix (PredictError). The analysis is handed the counts (or this function, to call on the row it plans from); it
+starts no process.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import crossover
-from crossover.schema import BUILTIN_MODULE
 
 # The folder holding the crossover package, a checkout or site-packages: a child process imports crossover's code
 # from there, whatever folder the command runs in
@@ -106,30 +105,9 @@ def finish(process: subprocess.Popen, request: Request, started: float) -> dict:
                            "hides them: remove it") from None
 
 
-# what a decision's note says where its planned step is not counted so (analysis/decide/ planned_step; decide.brief
-# shows every such note)
-NOT_COUNTED = "the planned step is not counted"
-
-
 def _given(value) -> bool:
-    """Whether a row's cell holds a value (not null, not NaN)."""
+    """Whether a row's cell holds a value (not null, not NaN): this module reads rows without pandas."""
     return value is not None and not (isinstance(value, float) and math.isnan(value))
-
-
-def job_reference(line: dict) -> tuple[str, str | None]:
-    """The reference a row's job is counted by, from any folder, and the path the row names where it is not found
-    from here (else None): a built-in's name; a job file's path (workload_path) and attribute; a package's module
-    (workload_module: `count_planned` puts the folder of workload_path on the counting process's path); in rows
-    written before workload_path, workload_module as it imports from the current folder."""
-    module, path = line.get("workload_module"), line.get("workload_path")
-    if module == BUILTIN_MODULE:
-        return line["workload"], None
-    if not _given(path):
-        return module, None
-    found = Path(path).is_file() if path.endswith(".py") else Path(path).is_dir()
-    if not found:
-        return module, path
-    return (f"{path}:{module.rsplit(':', 1)[-1]}" if path.endswith(".py") else module), None
 
 
 def count_planned(ref: str, plan, line: dict) -> dict:
@@ -141,6 +119,6 @@ def count_planned(ref: str, plan, line: dict) -> dict:
     request = Request(ref, plan.epochs, int(line["batch_size"]), plan.samples,
                       tuple((a, int(line[a])) for a in AXES if _given(line.get(a))),
                       tuple(sorted(params.items())), precision=plan.precision)
-    path = line.get("workload_path")
-    folders = [path] if _given(path) and not path.endswith(".py") and ref == line.get("workload_module") else []
+    path = str(line["workload_path"]) if _given(line.get("workload_path")) else ""
+    folders = [path] if path and not path.endswith(".py") and ref == line.get("workload_module") else []
     return finish(start(request, *folders), request, time.monotonic())

@@ -27,6 +27,11 @@ class ConfigError(ValueError):
         self.field = field
 
 
+class WorkloadError(ValueError):
+    """A workload that cannot be used, in one line: a Workload made wrong (naming the workload, the field and the
+    fix), or a reference that names none (naming the module, the attribute and the fix)."""
+
+
 # The largest value each count may take: past these no trial fits any machine this project runs on,
 # or ends in a day, so a typo (width 1e9, dataset_size 1e12, epochs 1e9) is refused by name before
 # anything runs, not hours in. Below them, what fits is the cluster's memory's to say
@@ -73,7 +78,7 @@ class TrialConfig:
     micro_batches: int | None = None  # pipe:N only: micro-batches per batch; None = 4 (other devices: None)
     exclusive: bool = False  # timing grade: the sweep runs this trial with nothing beside it
     module: str | None = None  # a user's workload: 'module:attr' it is imported from (None: a built-in)
-    fingerprint: str | None = None  # a user's workload: its code's fingerprint (trainables/workload.py)
+    fingerprint: str | None = None  # a user's workload: its code's fingerprint (crossover/workload.py)
     params: dict | None = None  # the workload's own axes (Workload.params): name -> value
 
     @classmethod

@@ -43,10 +43,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from crossover.config import ConfigError, TrialConfig, WorkloadError
+from crossover.data import Data
 from crossover.schema import SEED_AXES
-from crossover.trainables.config import ConfigError, TrialConfig
-from crossover.trainables.data import Data
-from crossover.trainables.job import WorkloadError
 
 # Every workload varies these; depth, width and context only where it declares them (`axes`).
 SHARED_AXES = frozenset(SEED_AXES) - {"depth", "width", "context"}
@@ -184,7 +183,7 @@ class Workload:
     # Capabilities: what crossover may do with it beyond a single process (never a check of its name)
     fusable: bool = False  # K seeds as one vmapped model (trainables/fused.py): its optimiser is SGD or Adam
     pipeline: bool = False  # an nn.Sequential a pipeline (pipe:N) can cut into stages
-    images: bool = False  # takes the image data options (`data`, `data_dir`: trainables/data.py)
+    images: bool = False  # takes the image data options (`data`, `data_dir`: crossover/data.py)
     kernel: bool = False  # engine 'triton' has a kernel of its model (trainables/mlp_kernel.py)
     sample: Callable[[TrialConfig], torch.Tensor] | None = None  # one input sample; None: make_data's first
     ref: str | None = None  # 'module:attr' it was registered as (`register`); None for the built-ins
