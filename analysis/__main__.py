@@ -1,12 +1,12 @@
 """The analysis command line: reports, summaries and costs from results directories.
 
     python -m crossover.analysis report results/scaling [more dirs]     # HTML page + crossover table; prints the answer, both paths
-    python -m crossover.analysis report results/zoo --epochs 30 --dataset-size 50000 --batch-size 128   # opening with your run
+    crossover report results/zoo --epochs 30 --dataset-size 50000 --batch-size 128   # opening with your run
     python -m crossover.analysis summary results/scaling                # median time per epoch per device and size
     python -m crossover.analysis cost results/scaling                   # cost per epoch, trial and million samples per row
     python -m crossover.analysis decide results/scaling --trials 1000 --workload peaks --deadline 2   # the sweep on every option
-    python -m crossover.analysis decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
-    python -m crossover.analysis decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json -   # as JSON
+    crossover decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256   # your run
+    crossover decide results/resnet --epochs 30 --dataset-size 50000 --batch-size 128 --json -   # as JSON
     python -m crossover.analysis parallel results/parallel-*            # packed, DDP and pipeline figures
     python -m crossover.analysis parallel --validate                     # the data-parallel model against DDP rows and Lambda's
     python -m crossover.analysis engines results/engines-*              # engines' speed-ups, fusion, crossovers
@@ -15,7 +15,9 @@
     python -m crossover.analysis migrate --copy-counts FROM TO...       # per-class step costs from FROM's GPU rows into TO's
 
 A folder of sweeps (results/, results/reference/) stands for every sweep under it, the shipped
-results/reference/ only where named (analysis/load.py, sweep_dirs).
+results/reference/ only where named (analysis/load.py, sweep_dirs). A planned run (--epochs) is priced from its
+step counted as `crossover predict` counts it where `crossover decide` or `crossover report` runs this module (they
+count it, in a process of their own, and hand it over); run alone, this module starts no process and says so.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ step, energy, every measured device's environment and the trials not measured.
     python -m crossover.analysis report results/scaling                   # writes results/_reports/scaling/index.html
     python -m crossover.analysis report results/laptop results/h100       # several sweeps: results/_reports/laptop+h100/
     python -m crossover.analysis report results/scaling --no-reference    # your rows alone, no decision section
-    python -m crossover.analysis report results/zoo --epochs 30 --dataset-size 50000 --batch-size 128   # your run first
+    crossover report results/zoo --epochs 30 --dataset-size 50000 --batch-size 128   # your run first
 
 By default (the command line, and sweeps/scaling.py) your rows are set beside the reference GPU rows of
 the same configurations (analysis/summary.py: with_reference), and the answer holds the decision: the

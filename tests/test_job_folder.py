@@ -115,6 +115,20 @@ def test_a_folder_past_the_limit_is_refused_in_one_line_and_what_rayignore_names
     assert job.parent / "jf_bigpkg" / "optim.py" in shipping.files(job.parent)
 
 
+def test_a_folder_holding_rays_own_session_folder_is_refused_before_ray_copies_it_into_itself(tmp_path, monkeypatch):
+    # TMPDIR inside the job's folder: Ray's sessions (and its copies of the shipped folder) would land in what it ships
+    job = split_job(tmp_path / "proj", "jf_tmp")
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(job.parent / "tmp"))
+    with pytest.raises(WorkloadError) as info:
+        shipping.Shipping().declare(f"{job}:workload")
+    said = str(info.value)
+    assert "\n" not in said and f"the job's folder {job.parent} holds Ray's session folder {job.parent / 'tmp' / 'ray'}" \
+        in said and "set TMPDIR (or RAY_TMPDIR) to a folder outside it" in said
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "elsewhere"))  # Ray's own variable wins, as in Ray
+    assert shipping.Shipping().declare(f"{job}:workload")[2] == job
+
+
 # --- swept on a two-node Ray -----------------------------------------------------------------------------
 
 @pytest.mark.slow

@@ -78,6 +78,18 @@ def test_an_import_between_the_folders_is_relative_and_names_a_file_by_the_folde
     assert relative > 250 and unresolved == [] and absolute == []
 
 
+def test_the_analysis_is_fed_data_it_imports_no_sweeps_module_and_starts_no_process():
+    # the command layer (sweeps/) counts a step and hands the counts over (sweeps/counting.py); analysis/ reads them
+    found = []
+    for f in (f for f in (ROOT / "analysis").rglob("*.py") if "public-tables" not in f.parts):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [("." * node.level) + (node.module or "")] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{f.relative_to(ROOT)}: {n}" for n in names
+                      if n.split(".")[0] in ("subprocess", "multiprocessing") or "sweeps" in n.split(".")]
+    assert found == []
+
+
 def test_a_script_run_by_its_path_imports_by_the_package_name():
     # `python sweeps/parity.py` runs the file with no package: a relative import there fails
     said = "\n".join(p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")])

@@ -27,7 +27,7 @@ from .job import locate  # a reference, parsed with no torch
 # What a shipped folder leaves out, as Ray's runtime_env `excludes` (gitignore patterns): caches, checkpoints, rows.
 SHIP_EXCLUDES = ["__pycache__/", "*.pyc", ".git/", ".ipynb_checkpoints/", "*.pt", "*.pth", "*.ckpt", "*.parquet"]
 # Bytes a shipped folder may hold. Ray packs each into a zip in its GCS and refuses one past 512 MiB (gRPC's
-# message limit, GCS_STORAGE_MAX_SIZE); a folder past this is refused first, in one line naming it (`check_size`):
+# message limit, GCS_STORAGE_MAX_SIZE); a folder past this is refused first, in one line naming it (`check_shippable`):
 # data and checkpoints belong on disk, read from a path.
 SHIP_MAX_BYTES = 100 * 2**20
 # The environment variable that tells a worker, from the driver, where each shipped module came from (`origins`):
@@ -52,14 +52,14 @@ class Shipping:
         """(module, attribute, file) of the reference `text` (`locate`), a file's folder shipped to the Ray workers
         from now on (`shipped`) without importing it here: what a sweep's driver does (sweeps/plan.py), whose
         planning process imports it. A package's module is shipped once that process has found its folder (`ship`).
-        Raises WorkloadError where the folder holds more than SHIP_MAX_BYTES (`check_size`)."""
+        Raises WorkloadError where Ray could not ship the folder (`check_shippable`)."""
         module, attr, path = locate(text)
         if path is not None:
             shipped = self.files.get(module)
             if shipped is not None and shipped != path:
                 raise WorkloadError(f"--workload {text!r}: module {module!r} is already {shipped}; two files of one "
                                     "name cannot both reach the workers: rename one")
-            check_size(path.parent, f"--workload {text!r}: the job's folder")
+            check_shippable(path.parent, f"--workload {text!r}: the job's folder")
             self.sources[module], self.texts[str(path)] = digest(path), path.read_bytes()
             self.files[module] = path
         return module, attr, path
@@ -70,7 +70,7 @@ class Shipping:
         installed, or crossover's own, which every worker has."""
         if path is not None and module not in self.files:
             path = Path(path)  # a package's folder, or a module's file (its folder shipped, as a job file's)
-            check_size(path.parent if path.suffix == ".py" else path, f"the module {module!r} of your workload, in")
+            check_shippable(path.parent if path.suffix == ".py" else path, f"the module {module!r} of your workload, in")
             self.files[module] = path
 
     def shipped(self) -> list[str]:
@@ -155,8 +155,21 @@ def _ray_pathspec():
 _PATHSPEC = "crossover_ray_pathspec"  # its name in sys.modules
 
 
-def check_size(folder: Path, what: str) -> None:
-    """Refuses a folder to ship (`files`) that holds more than SHIP_MAX_BYTES, in one line: `what` names it."""
+def ray_temp() -> Path:
+    """The folder a Ray started on this machine writes its sessions in, as Ray finds it: $RAY_TMPDIR, else $TMPDIR,
+    else /tmp; then ray/ (ray._private.utils get_user_temp_dir, get_ray_temp_dir)."""
+    return Path(os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp", "ray").resolve()
+
+
+def check_shippable(folder: Path, what: str) -> None:
+    """Refuses, in one line naming it (`what`), a folder to ship (`files`) that Ray could not ship: one holding Ray's
+    own session folder (`ray_temp`: Ray would pack its copies of the folder into the folder it packs, without end,
+    until the disk is full), or more than SHIP_MAX_BYTES."""
+    temp = ray_temp()
+    if temp.is_relative_to(folder.resolve()):
+        raise WorkloadError(f"{what} {folder} holds Ray's session folder {temp} ($RAY_TMPDIR or $TMPDIR): Ray would "
+                            "copy the folder into itself without end; set TMPDIR (or RAY_TMPDIR) to a folder outside "
+                            "it, or put the job in a folder of its own")
     held = sum(p.stat().st_size for p in files(folder, SHIP_MAX_BYTES + 1))
     if held > SHIP_MAX_BYTES:
         raise WorkloadError(f"{what} {folder} holds {held / 2**20:,.0f} MiB or more to ship to Ray's workers, past "
