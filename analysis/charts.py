@@ -221,7 +221,7 @@ def sweep_cost(options: pd.DataFrame, picks: dict, priced: str):
     data = _decision_data(options, picks)
     data = data.assign(row=data["label"] + "  " + data["said"])
     scale, axis = dollars(pd.concat([data["usd"], data["usd_lo"], data["usd_hi"]]), "cost, US dollars (log)", 420 // 45)
-    base = alt.Chart(data).encode(y=alt.Y("row:N").sort(alt.EncodingSortField("usd")).title(None).axis(labelLimit=520),
+    base = alt.Chart(data).encode(y=alt.Y("row:N").sort(field="usd").title(None).axis(labelLimit=520),
                                   x=alt.X("usd:Q").scale(scale).axis(axis))
     tips = ["option:N", "model:N", "basis:N", alt.Tooltip("said:N", title="cost, wall time")]
     ranges = base.mark_rule(color="black").encode(x="usd_lo:Q", x2="usd_hi:Q").transform_filter(alt.datum.predicted)

@@ -40,7 +40,10 @@ def packaged(name: str) -> Path:
     """A file or folder the analysis package carries (pyproject.toml package-data: prices.yaml, devices.yaml,
     home_boxes/, notebooks/, and reference/ in a wheel), found by importlib.resources wherever the package is
     (a checkout, site-packages); a Path, as a wheel installs as files."""
-    return Path(resources.files("crossover.analysis") / name).resolve()
+    found = resources.files("crossover.analysis") / name
+    if not isinstance(found, Path):  # a Traversable of no file (a zip import), which Path() refuses as well
+        raise TypeError(f"{name}: crossover.analysis must be installed as files (pip install), got {found!r}")
+    return found.resolve()
 
 
 def _checkout() -> Path | None:
@@ -180,7 +183,7 @@ def notebook_dirs(spec: str | None, root: Path) -> list[Path]:
         return [root / "results" / "scaling"]
     shipped = {d: rows["finished_at"].max() for d in REFERENCE.glob("*/scaling")
                if (rows := read(d))["is_cpu"].any() and not rows["is_cpu"].all()}
-    return [max(shipped, key=shipped.get)] if shipped else []
+    return [max(shipped, key=shipped.__getitem__)] if shipped else []
 
 
 def _check_file(path: Path, table: pa.Table) -> None:

@@ -209,9 +209,9 @@ def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None =
     holds them, then each workload's verdict (yours first), then what the sweep costs; behind it, the
     crossover table per workload (folded), the charts, what bounds a step, energy, the devices, the
     failed trials."""
-    dirs = [Path(d) for d in dirs]
+    folders = [Path(d) for d in dirs]
     rows, table, boot = said.rows, said.crossovers, said.boot
-    out = Path(out) if out else default_out(dirs)
+    out = Path(out) if out else default_out(folders)
     write(table, out / "crossover.parquet")
     drawn = figures(said.selected.timed, table)
     decisions = [(d, prefix) for d, prefix in ((planned, "run"), (said.decision, "sweep")) if d is not None]
@@ -223,7 +223,7 @@ def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None =
     dropped = said.selected.left_out
     note = verdict.reference_note(rows)
     sections = [
-        f"<h1>crossover report: {html.escape(' + '.join(str(d) for d in dirs))}</h1>",
+        f"<h1>crossover report: {html.escape(' + '.join(str(d) for d in folders))}</h1>",
         *(decision_section(planned, "Your planned run") if planned else []),
         *answer_section(said),
         *(decision_section(said.decision, "What a run like this sweep costs") if said.decision else []),

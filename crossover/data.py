@@ -74,7 +74,8 @@ class Data:
         """Kept on the host in page-locked memory, so batches copy to a GPU asynchronously."""
         if not torch.cuda.is_available():
             return self
-        pin = lambda t: None if t is None else tree_map(lambda leaf: leaf.pin_memory(), t)  # noqa: E731
+        def pin(t):  # a tensor, a dict of them, or None (as `move`)
+            return None if t is None else tree_map(lambda leaf: leaf.pin_memory(), t)
         return Data(pin(self.x), pin(self.y), pin(self.test_x), pin(self.test_y), self.source)
 
     @property
@@ -109,6 +110,7 @@ def take(x, index):
 def images(data: str, data_dir: str | None, dataset_size: int, seed: int) -> Data:
     source = image_source(data, data_dir, dataset_size)
     if source == "mnist":
+        assert data_dir is not None, "image_source says 'mnist' only where a data_dir is given"
         return _mnist(Path(data_dir), dataset_size)
     if source == "digits":
         return _digits(dataset_size, seed)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Protocol
 
 from ..analysis.cli import HelpFormatter
 from .counting import ROOT, child_env  # noqa: F401 (a child process's folder and environment)
@@ -70,7 +71,17 @@ def param(text: str) -> tuple[str, object]:
     return name.strip(), value
 
 
-def builtins(args: argparse.Namespace, known, default=None) -> list[str]:
+class Chosen(Protocol):
+    """What `builtins` reads of a script's command line: its argparse Namespace, or the frozen Flags it parsed."""
+
+    @property
+    def workloads(self) -> str | None: ...  # --workloads: comma-separated built-ins, or None
+
+    @property
+    def workload(self) -> list: ...  # --workload: your workloads' references (path/to/job.py:ATTR)
+
+
+def builtins(args: Chosen, known, default=None) -> list[str]:
     """The built-in workloads a script sweeps: --workloads, else `default` (all it `known`s), or none where
     --workload names your own. Refuses a name it does not know, naming the choices."""
     given = args.workloads if args.workloads is not None else ("" if args.workload else ",".join(default or known))

@@ -269,6 +269,7 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
         if "costs_note" not in costs or where.input_device.type != "meta":
             break
     c = trial.cfg
+    assert c.batch_size is not None and c.dataset_size is not None, "resolve() fills in a trial's sizes"
     return {"workload": c.workload, "workload_module": c.module, "device": "cpu", "batch_size": c.batch_size,
             "dataset_size": c.dataset_size, "depth": c.depth, "width": c.width, "context": c.context, "lr": c.lr,
             "loop": c.loop, "engine": c.engine, "precision": precision, "seed": c.seed,

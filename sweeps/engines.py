@@ -51,6 +51,9 @@ GPU_ENGINES = ("eager", "graph", "compile")  # of single trials at every size; '
 def spaces(flags: "Flags", planner: Planner, grid: str, gpu: bool = True, log=print) -> list[Space]:
     """The study's sweeps in order; without a `gpu`, the CPU baseline alone. Your --workload joins every
     part but the fused one, where its engine can run its grid (`runnable`); `planner` plans it (sweeps/plan.py)."""
+    if flags.cpu_threads is None:  # study() hands on the flags connected() filled in
+        raise ValueError("cpu_threads: give the flags sweeps/cluster.py connected() returns (node_cpus where not "
+                         "given), got None")
     grids = {w: GRIDS[grid][w] for w in cli.builtins(flags, GRIDS[grid])}
     users = planner.user_grids(flags, grid)
     engines = flags.engines.split(",")

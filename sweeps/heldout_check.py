@@ -44,7 +44,7 @@ class Point:
     batch_size: int  # samples a step
     dataset_size: int  # samples an epoch
     precision: str
-    gpu: str  # analysis/devices.yaml's key of the GPU the runs ran on
+    gpu: str | None  # analysis/devices.yaml's key of the GPU the runs ran on; None: none (`predict`: no line for it)
     timeout_s: int | None = None  # s crossover predict may count its step (its --timeout); None: its own default
 
 

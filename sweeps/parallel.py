@@ -101,15 +101,19 @@ def spaces(study: str, name: str, gpus: int, smoke: bool, repeats: int, users: d
         stages = [n for n in counts if n >= 2]
         if not stages:
             raise ValueError(f"--studies pipe needs 2 GPUs or more; this cluster has {gpus}")
-        piped = {}
-        for ref, grid in users.items():
-            if planner.spec(ref).pipeline:
-                piped[ref] = {"micro_batches": list(MICRO_BATCHES), **grid}
-            else:
-                log(f"--workload {ref} is left out of --studies pipe: its model is no nn.Sequential a pipeline can "
-                    "cut (Workload.pipeline)")
+        piped: dict = {}
+        own: dict = {}
+        if users:
+            if planner is None:
+                raise ValueError("planner: give the Planner whose user_grids made `users` (Space needs it), got None")
+            for ref, grid in users.items():
+                if planner.spec(ref).pipeline:
+                    piped[ref] = {"micro_batches": list(MICRO_BATCHES), **grid}
+                else:
+                    log(f"--workload {ref} is left out of --studies pipe: its model is no nn.Sequential a pipeline "
+                        "can cut (Workload.pipeline)")
+            own = {k: v for k, v in (params or {}).items() if any(k in planner.spec(ref).params for ref in piped)}
         devices = ("cuda",) + tuple(f"pipe:{n}" for n in stages)
-        own = {k: v for k, v in (params or {}).items() if any(k in planner.spec(ref).params for ref in piped)}
         return [Space(f"{name}-pipe", over(big, batch_size=[batch], micro_batches=list(MICRO_BATCHES)),
                       devices, repeats=repeats, fixed=one_at_a_time, timeout_s=timeout_s)] + \
             ([Space(f"{name}-pipe-user", piped, devices, repeats=repeats, fixed=one_at_a_time, params=own,

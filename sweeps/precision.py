@@ -39,6 +39,9 @@ GRIDS = {grid: with_grid(f"precision-{grid}") for grid in ("default", "smoke")}
 def spaces(flags: "Flags", planner: Planner, grid: str, devices: tuple) -> list[Space]:
     """A sweep per device and precision that device takes, of the built-ins asked for and your --workload (planned
     by `planner`, which every Space gets)."""
+    if flags.cpu_threads is None:  # study() hands on the flags connected() filled in
+        raise ValueError("cpu_threads: give the flags sweeps/cluster.py connected() returns (node_cpus where not "
+                         "given), got None")
     names = cli.builtins(flags, GRIDS[grid])
     grids = {**{w: GRIDS[grid][w] for w in names}, **planner.user_grids(flags, grid)}
     return [Space(f"{flags.name}-{device}-{precision}", grids, (device,), cpu_threads=flags.cpu_threads,

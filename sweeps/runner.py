@@ -61,7 +61,7 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
         check_shipped(trials, planner.registry.shipping)  # what Ray's workers have of the modules it planned
         planner.member_sizes(trials, space.plan_timeout_s)  # users' trials estimated in one process of their own
     # a workload whose planning failed (sweeps/plan.py said how, once) is rowed without running
-    faults = {t.hash: planner.fault(t.wl) for t in trials if planner and planner.fault(t.wl)}
+    faults = {t.hash: why for t in trials if planner and (why := planner.fault(t.wl))}
     faulted, trials = [t for t in trials if t.hash in faults], [t for t in trials if t.hash not in faults]
     tune_settings()  # for a caller that started Ray itself, not through connect
     budget = fuse_budget() if space.fuse == "auto" else FIXED_BUDGET  # read once, before any trial holds the GPU
@@ -193,7 +193,8 @@ def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, l
 def _tuner(space: Space, trials: list, budget: FuseBudget, writer: RowWriter, max_concurrent: int | None,
            storage: str) -> tune.Tuner:
     return tune.Tuner(
-        tune.with_resources(TrialWorker, resources_for),
+        # Ray's annotation has the callable return a PlacementGroupFactory; Tune's Trial takes a dict as well
+        tune.with_resources(TrialWorker, resources_for),  # type: ignore[arg-type]
         param_space=space.param_space(groups(trials, space.fuse, budget, space.planner)),
         # reuse_actors: one worker runs trial after trial, so a worker's start and its ray.tune and torch
         # imports are paid once, not between every two trials (docs/overhead.md, "Measured").
@@ -246,7 +247,7 @@ def _fit(make_tuner, writer: RowWriter, store: Store, storage: str, max_failures
             raise
 
 
-def _in_chain(exc: BaseException, kind: type):
+def _in_chain(exc: BaseException | None, kind: type):
     """The first exception of `kind` among `exc` and what it was raised from or while handling: Tune
     re-raises a callback's exception as a TuneError holding only its traceback's text."""
     while exc is not None and not isinstance(exc, kind):

@@ -125,7 +125,7 @@ class Space:
         """The grids' workloads, in order: built-ins by name, a user's as the WorkloadSpec a process of its own
         found (sweeps/plan.py: never imported here). Raises ValueError naming a workload that is none of them, a
         name given twice, or a --param no workload has."""
-        found = []
+        found: list[Workload | WorkloadSpec] = []
         for key in self.grids:
             if isinstance(key, Workload) or (isinstance(key, str) and is_reference(key)):
                 if self.planner is None:

@@ -223,6 +223,7 @@ class Verdict:
         name = {CPU: "the CPU", GPU: gpu}
         head = f"{self.line.workload} {self.line.axis}"
         if self.kind == CROSSOVER:
+            assert self.faster_above is not None, "verdict() names the last winner of every kind with one"
             a, b, x = self.changes[0]
             at = {p.size: p for p in self.points}
             return (f"{head}: {name[self.faster_above]} faster past {self.line.axis} ~ {x:.3g} "
@@ -231,6 +232,7 @@ class Verdict:
             return f"{head}: the faster device changes {len(self.changes)} times, near " + ", ".join(
                 f"{x:.3g}" for _, _, x in self.changes)
         if self.kind in (A_EVERYWHERE, B_EVERYWHERE):
+            assert self.faster_above is not None, "verdict() names the last winner of every kind with one"
             ties = [p.size for p in self.points if p.label == SAME]
             also = f", within noise at {', '.join(f'{s:,}' for s in ties)}" if ties else ""
             ends = f"{self.points[0].words()} at {self.points[0].size:,} to {self.points[-1].words()} at " \

@@ -173,8 +173,11 @@ def grouped_conv_backward_flops(grad_out_shape, x_shape, w_shape, bias, stride, 
     grouped or depthwise convolution computes: a MobileNet's 3x3 depthwise backward 16x over (docs/validation.md, "The
     operator study"). A transposed convolution keeps torch's formula."""
     if transposed:  # torch's own function, not the registered wrapper that takes tensors and adds out_shape itself
-        return conv_backward_flop.__wrapped__(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation,
-                                              transposed, output_padding, groups, output_mask, out_shape)
+        # register_flop_formula's wrapper keeps the formula as __wrapped__ (functools.wraps), which torch's annotation
+        # of the decorator (it returns the function's own type) does not say: hence the ignore
+        return conv_backward_flop.__wrapped__(  # type: ignore[attr-defined]
+            grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed, output_padding, groups,
+            output_mask, out_shape)
     per_gradient = 2 * math.prod(grad_out_shape) * math.prod(w_shape[1:])
     return per_gradient * (bool(output_mask[0]) + bool(output_mask[1]))
 

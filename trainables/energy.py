@@ -65,6 +65,9 @@ def _uj(zones: list[Path]) -> list[int]:
 class Meter:
     """Reads the energy counters on entry and on exit; `columns()` gives the row's energy columns."""
 
+    gpu_j: float | None  # J the trial's GPUs drew between entry and exit (NVML); None: no counter
+    cpu_j: float | None  # J the CPU packages drew between entry and exit (RAPL); None: no counter
+
     def __init__(self, devices: tuple):
         self.devices = devices
 
@@ -81,8 +84,10 @@ class Meter:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.gpu_j = (_gpu_mj(self.handles) - self.gpu_start) / 1e3 if self.handles else None
-        if self.zones:
+        # the start counts are there wherever the handles and zones are (__enter__ reads them together)
+        self.gpu_j = (_gpu_mj(self.handles) - self.gpu_start) / 1e3 if self.handles and self.gpu_start is not None \
+            else None
+        if self.zones and self.cpu_start is not None:
             ranges = [int((zone / "max_energy_range_uj").read_text()) for zone in self.zones]
             self.cpu_j = sum((b - a) % r for a, b, r in zip(self.cpu_start, _uj(self.zones), ranges)) / 1e6
         else:

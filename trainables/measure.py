@@ -17,6 +17,8 @@ from typing import Callable, Protocol
 
 import torch
 
+from crossover.workload import Workload
+
 from . import precision
 from .energy import Meter
 from .graph import warm_up
@@ -64,6 +66,10 @@ def measure(trials: list[Trial], where: Placement, build: Callable[[Timer], Tria
     any failure); in a group, that member's row is a failed one and the others' stand."""
     started = time.perf_counter()
     cfg, wl, k = trials[0].cfg, trials[0].wl, len(trials)  # members differ only in seed and lr
+    if not isinstance(wl, Workload):  # a driver's WorkloadSpec: its code was never imported here
+        raise TypeError(f"workload {wl.name!r}: a trial is measured with its Workload itself (trainables/trial.py "
+                        "resolve in the worker), not the driver's WorkloadSpec")
+    assert cfg.epochs is not None, "resolve() fills in a trial's epochs"
     torch.set_num_threads(cfg.threads)
     precision.set_tf32(cfg.precision)
     timer = Timer(Clock(where.devices))
@@ -119,8 +125,13 @@ def _nonfinite(curve: list[float], warmup: int, build: Callable[[Timer], TrialLo
     epoch = next(i for i, v in enumerate(curve) if not math.isfinite(v))
     said = (f"training loss became {curve[epoch]} in epoch {warmup + epoch + 1} (its mean over the epoch's steps; "
             f"{warmup} warm-up epoch{'s' if warmup != 1 else ''} first)")
-    replay = build(Timer(Clock(where.devices))) if build is not None else None
-    found = replay.first_nonfinite(warmup + epoch + 1) if hasattr(replay, "first_nonfinite") else None
+    replay = None
+    if build is not None:
+        if where is None:
+            raise ValueError("where: replaying a trial (build) needs its Placement, got None")
+        replay = build(Timer(Clock(where.devices)))
+    found = replay.first_nonfinite(warmup + epoch + 1) \
+        if replay is not None and hasattr(replay, "first_nonfinite") else None
     if found is None:
         return said + ("; replayed from its start a step at a time, every step's loss was finite"
                        if hasattr(replay, "first_nonfinite") else "")

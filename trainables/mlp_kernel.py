@@ -21,6 +21,8 @@ On a machine without a GPU the kernel runs in Triton's interpreter (TRITON_INTER
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import triton
 import triton.language as tl
@@ -42,7 +44,7 @@ def shape_of(model: torch.nn.Module) -> tuple[int, int] | None:
     kinds = [type(m) for m in layers]
     if kinds != [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear]:
         return None
-    first, second, last = layers[0], layers[2], layers[4]
+    first, second, last = (cast(torch.nn.Linear, layers[i]) for i in (0, 2, 4))  # Linear each, as `kinds` says
     if first.in_features != 2 or last.out_features != 1 or any(m.bias is None for m in (first, second, last)):
         return None
     return first.out_features, second.out_features

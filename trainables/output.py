@@ -48,10 +48,12 @@ def capped(path: Path, limit: int = OUTPUT_MAX_BYTES):
     with open(path, "wb") as log:
         keeper = subprocess.Popen([sys.executable, "-I", __file__, str(limit)], stdin=subprocess.PIPE, stdout=log,
                                   stderr=subprocess.STDOUT)
+    pipe = keeper.stdin
+    assert pipe is not None, "stdin=PIPE: Popen opened it"
     saved = [os.dup(1), os.dup(2)]
     try:
-        os.dup2(keeper.stdin.fileno(), 1)
-        os.dup2(keeper.stdin.fileno(), 2)
+        os.dup2(pipe.fileno(), 1)
+        os.dup2(pipe.fileno(), 2)
         yield path
     finally:
         sys.stdout.flush()
@@ -59,7 +61,7 @@ def capped(path: Path, limit: int = OUTPUT_MAX_BYTES):
         for fd, old in zip((1, 2), saved):
             os.dup2(old, fd)
             os.close(old)
-        keeper.stdin.close()
+        pipe.close()
         try:
             keeper.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -87,6 +87,9 @@ def placement(spec: DeviceSpec, micro_batches: int | None = None) -> Placement:
         return Placement((torch.device("cpu"),))
     check_cuda(spec.count if spec.pipelined else 1)
     if spec.pipelined:
+        if micro_batches is None:
+            raise ValueError(f"micro_batches: device pipe:{spec.count} needs its micro-batches a batch (a resolved "
+                             "trial's cfg.micro_batches), got None")
         return Placement(tuple(torch.device("cuda", i) for i in range(spec.count)), micro_batches=micro_batches)
     device = torch.device("cuda", 0)
     share = PACKED_MEMORY / spec.count if spec.count > 1 else 1.0

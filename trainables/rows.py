@@ -125,6 +125,8 @@ def measured_row(trial: Trial, model, timer: Timer, epoch_s: list[float], sample
     (co_running and the host's load); `columns`: the rest (quality, data, group, and `torch_threads` as the timed
     epochs ended, over the environment's: the count when the row is built is not the timing's)."""
     samples_per_s = samples * len(epoch_s) / sum(epoch_s)
+    batch_size = trial.cfg.batch_size
+    assert batch_size is not None, "a resolved trial's batch_size is filled in (trainables/trial.py resolve)"
     return {
         **config_row(trial),
         "status": "ok",
@@ -132,7 +134,7 @@ def measured_row(trial: Trial, model, timer: Timer, epoch_s: list[float], sample
         "model": describe(model),
         **timer.columns(),
         **summarize(epoch_s),
-        "steps_per_epoch": -(-samples // trial.cfg.batch_size),
+        "steps_per_epoch": -(-samples // batch_size),
         "samples_per_s": samples_per_s,
         "world_size": 1,
         "fused_members": 1,

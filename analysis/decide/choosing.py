@@ -46,7 +46,7 @@ def three(options: pd.DataFrame) -> dict[str, pd.Series | None]:
     fastest = rented.sort_values(["wall_s", "usd"]).iloc[0] if len(rented) else None
     cheapest = rented.sort_values(["usd", "wall_s"]).iloc[0] if len(rented) else None
     out = {RENT_FASTEST: fastest}
-    if cheapest is not None and cheapest["option"] != fastest["option"]:
+    if cheapest is not None and fastest is not None and cheapest["option"] != fastest["option"]:  # both or neither
         out[RENT_CHEAPEST] = cheapest
     sale = ok.loc[ok["for_sale"].eq(True), "option"] if "for_sale" in ok else ok["option"].iloc[:0]  # home boxes' alone
     even = break_even(options)

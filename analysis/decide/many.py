@@ -77,7 +77,8 @@ def scaled(one: dict, n_params: float, batch: int, samples: int, gpus: int, node
     longer step) with the GPU whose figure bounds one GPU's (`bound_by`)."""
     ranks = gpus * nodes
     steps_one, steps = -(-samples // batch), -(-samples // (batch * ranks))
-    compute = tuple(float(one[c]) / steps_one for c in ("epoch_lo", "epoch_s", "epoch_hi"))
+    compute = (float(one["epoch_lo"]) / steps_one, float(one["epoch_s"]) / steps_one,
+               float(one["epoch_hi"]) / steps_one)
     grads = GRAD_BYTES * n_params
     needs = one.get("needs_bytes", math.nan)
     mode, rank_bytes = "DDP" if ranks > 1 else "one GPU", needs
@@ -90,7 +91,7 @@ def scaled(one: dict, n_params: float, batch: int, samples: int, gpus: int, node
     fits = None if memory_gb is None or pd.isna(rank_bytes) else bool(rank_bytes <= memory_gb * 1e9)
     # each rank's host dispatches the step as one GPU's does; the collective runs on the GPUs, so the host's share
     # of the longer step is smaller: past HOST_BOUND, faster GPUs (or more of them) do not help
-    one_share = one.get("host_share")
+    one_share = one.get("host_share", math.nan)  # NaN or None: not known
     share = (float(one_share) if pd.notna(one_share) else math.nan) * compute[1] / step.step_s
     return {**epoch, "host_share": share, "host_bound": bool(share > HOST_BOUND) if pd.notna(share) else None,
             "bound_by": one.get("bound_by"), "gpus": gpus, "nodes": nodes, "per_gpu_batch": batch,
@@ -218,6 +219,8 @@ def instances(found: pd.DataFrame, n_params: float, epochs: int, scale: Scale, o
                      int(line["samples"]), option.gpus, scale.nodes, link, network, devices[option.gpu].memory_gb,
                      float(line["epoch_s"]))
         bill, price = billing[option.provider], option.spot if line["kind"] == "spot" else option.on_demand
+        if price is None:  # Option.prices() makes a spot line only where there is a spot price
+            raise ValueError(f"option {option.name!r}: a spot line without a spot price (analysis/prices.yaml spot:)")
         fixed = line["wall_s"] - bill.startup_s - epochs * line["epoch_s"]  # set-up, transfer, evaluation: kept
         for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
             wall = bill.startup_s + max(fixed, 0.0) + epochs * ran[column]

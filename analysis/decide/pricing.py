@@ -138,10 +138,13 @@ def table(grid: pd.DataFrame, speed: pd.DataFrame, options: list[Option], billin
             lines.append(_yours(gpu if count == 1 else f"{count} x {gpu}", OWN_GPU, gpu, count, run,
                                 f"{count} x {gpu} on {run['hosts'] or 'your machine'}", power.gpu_w, power)
                          | card_fits(run, cards.get(gpu)))
-    for o in (o for o in options if o.gpu):
+    for o in options:
+        if not o.gpu:
+            continue
         run = _run(grid, speed[speed["source"] == o.gpu], o.gpus)
-        lines += [line | card_fits(run, cards.get(o.gpu)) for line in
-                  (_rented(o, billing[o.provider], run, f"{o.gpus} x {o.gpu}, rented whole", today) if run else [])]
+        if run:
+            lines += [line | card_fits(run, cards.get(o.gpu))
+                      for line in _rented(o, billing[o.provider], run, f"{o.gpus} x {o.gpu}, rented whole", today)]
     for box in boxes:
         run = _run(grid, speed[speed["source"] == box.gpu], 1)
         if run:

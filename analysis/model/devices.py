@@ -7,6 +7,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -81,7 +82,7 @@ def _devices(path: Path, changed_ns: int, size: int) -> dict[str, Device]:
         if missing:
             raise ValueError(f"{path}: device {key!r} lacks {missing}: give every entry its figures, the source "
                              "they come from and its date (YYYY-MM)")
-        figures = {}
+        figures: dict[str, Any] = {}  # Device's figures by name: float, None where one may be left out (tf32, bf16)
         for f in DEVICE_FIELDS[1:6]:
             try:
                 figures[f] = None if entry[f] is None else float(entry[f])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -251,7 +252,8 @@ def host_gpu(theta, counts: dict, figures: dict) -> tuple[np.ndarray, np.ndarray
     """A step's host seconds H and GPU seconds G, each the sum over its classes (`class_times`); a row whose ops
     were counted one by one has G the sum of theirs."""
     times = class_times(theta, counts, figures)
-    host, gpu = (sum(part[i] for part in times.values()) for i in (0, 1))
+    # arrays, never sum()'s start 0: every `_counts` holds the op classes, "forward" and RNN_CALLS
+    host, gpu = (cast(np.ndarray, sum(part[i] for part in times.values())) for i in (0, 1))
     ops = counts.get(OPS)
     if ops is not None and ops.has.any():
         gpu = np.where(ops.has, _ops_gpu_s(theta, ops), gpu)

@@ -132,7 +132,8 @@ def ordered(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device],
         for other in (g for g, beaten in outran.items() if key in beaten and g in devices):
             step[rows] = np.maximum(step[rows], roofline.floor_s(configs[rows], devices[other]))
     out = np.maximum(step, roofline.floor_s(configs, devices[key])) if len(configs) else step
-    return out, np.where(out < own * (1 - 1e-9), bound_by, None)
+    # numpy's annotations take no None for an array (an object array's None, as np.where makes it): hence the ignore
+    return out, np.where(out < own * (1 - 1e-9), bound_by, None)  # type: ignore[call-overload]
 
 
 def _predicted(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str,
@@ -153,11 +154,12 @@ def _predicted(configs: pd.DataFrame, model: Predictor, devices: dict[str, Devic
     if (lacks != None).any():  # noqa: E711 (an array's elementwise comparison)
         at_default = (default if default is not None else configs).assign(precision="default")
         step = np.where(lacks != None, np.maximum(step, ordered_step_s(at_default, model, devices, key)), step)  # noqa: E711
-        bound_by = np.where(lacks != None, None, bound_by)  # noqa: E711 (the default's figure is its own GPU's)
+        # the default's figure is its own GPU's; the ignore: numpy's annotations take no None for an array
+        bound_by = np.where(lacks != None, None, bound_by)  # type: ignore[call-overload]  # noqa: E711
     epoch = steps * step
     floor = steps * roofline.floor_s(configs, devices[key]) if len(on) else np.zeros(0)
-    q, source = zip(*[model.interval(w) for w in on["workload"]]) if len(on) else ((), ())
-    q = np.array(q, float)
+    intervals, source = zip(*[model.interval(w) for w in on["workload"]]) if len(on) else ((), ())
+    q = np.array(intervals, float)
     per_class = model.fit.form == PER_CLASS and len(on)
     parts = model.fit.parts(on.assign(**{EFFICIENCY: model.efficiency.get(key, 1.0)}), devices) if per_class else None
     share = parts.host_share if parts is not None else np.full(len(on), np.nan)

@@ -104,11 +104,14 @@ def predicted(pairs: pd.DataFrame, host_s: float | pd.Series, spread: float | pd
     hosts, spreads = each(host_s), each(collective.SPREAD if spread is None else spread)
     out = []
     for i, row in pairs.iterrows():
+        link = devices[row["gpu"]].link
+        if link is None:
+            raise ValueError(f"{row['gpu']}: analysis/devices.yaml gives it no link: give it one (link:) to model "
+                             "its boards together")
         kept = collective.HOST_S, collective.SPREAD  # the row's fitted constants, for this row alone
         collective.HOST_S, collective.SPREAD = float(hosts[i]), float(spreads[i])
         try:
-            step = ddp_step((row["one_s"],) * 3, GRAD_BYTES * row["n_params"], int(row["gpus"]), 1,
-                            links[devices[row["gpu"]].link])
+            step = ddp_step((row["one_s"],) * 3, GRAD_BYTES * row["n_params"], int(row["gpus"]), 1, links[link])
         finally:
             collective.HOST_S, collective.SPREAD = kept
         out.append({"pred_s": step.step_s, "pred_lo": step.step_lo, "pred_hi": step.step_hi})

@@ -69,12 +69,13 @@ def calibrate(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str 
     from scipy.optimize import least_squares  # here, as perclass.fit imports it: only a fit needs the solver
 
     terms, measured = _terms(frame, devices), frame["step_s"].to_numpy(float)
-    starts = [(0.0, math.log(0.3), math.log(0.5))] if devices else [(math.log(5e-6), math.log(1e11), math.log(2e10))]
+    starts: list[tuple[float, ...]] = ([(0.0, math.log(0.3), math.log(0.5))] if devices
+                                       else [(math.log(5e-6), math.log(1e11), math.log(2e10))])
     starts += [tuple(s + d for s in starts[0]) for d in (-2.0, 2.0)]
-    def residual(theta, shape):
+    def misfit(theta, shape):
         return np.log(Calibration(shape, tuple(theta), {}, {}, 0.0).step_s(terms)) - np.log(measured)
 
-    fits = [(shape, least_squares(residual, np.array(start), args=(shape,),
+    fits = [(shape, least_squares(misfit, np.array(start), args=(shape,),
                                   bounds=(np.array(starts[0]) - 12, np.array(starts[0]) + 12)))
             for shape in ([form] if form else ["max", "sum"]) for start in starts]
     shape, fit = min(fits, key=lambda pair: pair[1].cost)
