@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 WHERE = """
 from pathlib import Path
 import crossover.analysis.prices, crossover.analysis.load, crossover.analysis.model, crossover.sweeps.cli, crossover.workload
+import crossover.trainables.trial
 print(crossover.analysis.prices.PRICES, crossover.analysis.prices.HOME_BOXES, crossover.analysis.model.DEVICES, crossover.analysis.load.REFERENCE,
-      crossover.sweeps.cli.ROOT, Path(crossover.workload.__file__).parent, sep="\\n")
+      crossover.sweeps.cli.ROOT, Path(crossover.workload.__file__).parent, Path(crossover.trainables.trial.__file__).parent,
+      sep="\\n")
 """
 pytestmark = pytest.mark.slow  # a wheel built and a venv made (the index asked for setuptools), then a sweep
 
@@ -89,7 +91,7 @@ def test_the_installed_wheel_sweeps_decides_and_reports_from_a_folder_outside_th
     ours = site / "crossover"
     assert [Path(p) for p in where] == [ours / "analysis" / "prices.yaml", ours / "analysis" / "home_boxes",
                                        ours / "analysis" / "devices.yaml", ours / "analysis" / "reference", site,
-                                       ours / "trainables"]
+                                       ours, ours / "trainables"]  # the job file's names in crossover/, the rest below
     swept = run([bin_ / "crossover", "sweep", "--workload", "job.py:workload", "--smoke", "--devices", "cpu",
                  "--out", "OUT"], cwd=tmp_path, env=env)
     # every GPU predicted: analysis/model/ fitted on the wheel's reference rows, with its devices.yaml (the fastest

@@ -220,7 +220,7 @@ def instances(found: pd.DataFrame, n_params: float, epochs: int, scale: Scale, o
                      float(line["epoch_s"]))
         bill, price = billing[option.provider], option.spot if line["kind"] == "spot" else option.on_demand
         if price is None:  # Option.prices() makes a spot line only where there is a spot price
-            raise ValueError(f"option {option.name!r}: a spot line without a spot price (analysis/prices.yaml spot:)")
+            raise ValueError(f"option {option.name!r}: a spot line without a spot price (the price table's spot:)")
         fixed = line["wall_s"] - bill.startup_s - epochs * line["epoch_s"]  # set-up, transfer, evaluation: kept
         for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
             wall = bill.startup_s + max(fixed, 0.0) + epochs * ran[column]

@@ -106,7 +106,7 @@ def predicted(pairs: pd.DataFrame, host_s: float | pd.Series, spread: float | pd
     for i, row in pairs.iterrows():
         link = devices[row["gpu"]].link
         if link is None:
-            raise ValueError(f"{row['gpu']}: analysis/devices.yaml gives it no link: give it one (link:) to model "
+            raise ValueError(f"{row['gpu']}: the GPU table gives it no link: give it one (link:) to model "
                              "its boards together")
         kept = collective.HOST_S, collective.SPREAD  # the row's fitted constants, for this row alone
         collective.HOST_S, collective.SPREAD = float(hosts[i]), float(spreads[i])
