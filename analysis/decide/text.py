@@ -211,9 +211,9 @@ def not_renting(options: pd.DataFrame) -> str:
             f"{run_time(fastest).split(' (')[0]}{held})")
 
 
-def _fit(text: str) -> str:
-    """One line of at most WIDTH columns, cut with '…' where longer."""
-    return text if len(text) <= WIDTH else text[:WIDTH - 1] + "…"
+def _fit(text: str, width: int = WIDTH) -> str:
+    """`text` in at most `width` columns (a line's WIDTH by default), cut with '…' where longer."""
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def header(grid: pd.DataFrame, plan: Plan | None) -> str:
@@ -293,11 +293,13 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     cells = [(o["option"],) + ((per_epoch(o),) if plan else ()) + (run_time(o), money(o), how_known(o, plan))
              for _, o in shown.iterrows()]
     n = len(cells[0]) - 1
-    # the option's name cut (to 34 columns, less where the figures need them), never a figure: a line holds them whole
+    # the option's name cut with '…' (to 34 columns, less where the figures need them), never a figure: a line holds
+    # them whole
     widths = [max(len(c[i]) for c in cells) for i in range(n)]
     room = WIDTH - 2 - 2 * n - sum(widths[1:]) - len("predicted")  # the source after them may be cut (_fit)
     widths[0] = min(widths[0], 34, max(room, 12))
-    body = [_fit("  " + "  ".join(c[i][:widths[i]].ljust(widths[i]) for i in range(n)) + "  " + c[n]) for c in cells]
+    body = [_fit("  " + "  ".join(_fit(c[i], widths[i]).ljust(widths[i]) for i in range(n)) + "  " + c[n])
+            for c in cells]
     return "\n".join(top + said_picks + [said_front] + body + tail)
 
 
