@@ -17,7 +17,8 @@
 A folder of sweeps (results/, results/reference/) stands for every sweep under it, the shipped
 results/reference/ only where named (analysis/load.py, sweep_dirs). A planned run (--epochs) is priced from its
 step counted as `crossover predict` counts it where `crossover decide` or `crossover report` runs this module (they
-count it, in a process of their own, and hand it over); run alone, this module starts no process and says so.
+hand it their counting function, sweeps/counting.py count_planned, which counts in a process of its own); run alone,
+it is handed none, counts nothing and says so.
 """
 
 from __future__ import annotations
@@ -39,10 +40,9 @@ from .model import scaling
 def main(argv=None, prog: str = "python -m crossover.analysis", count=None) -> int:
     """`prog`: the command as the user typed it, which every usage line and error begins with (`crossover` where
     sweeps/command.py hands a subcommand over: `usage: crossover decide ...`). `count`: how a planned run's step is
-    counted (analysis/decide/ planned_step): `crossover decide` and `crossover report` hand over the count
-    `crossover predict` makes (sweeps/counting.py count_planned, a process of its own), so that they and predict say
-    one figure; None (this module run alone, which starts no process): from the rows' own counts, and the decision
-    notes that."""
+    counted (analysis/decide/ planned_step): `crossover decide` and `crossover report` hand over the function
+    `crossover predict` counts with (sweeps/counting.py count_planned, a process of its own), so that they and
+    predict say one figure; None (this module run alone): from the rows' own counts, and the decision notes that."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the HTML report and the crossover table")

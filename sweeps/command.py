@@ -87,8 +87,9 @@ def main(argv=None) -> int:
     # for the analysis), which `crossover decide` and `crossover report` never need.
     module = importlib.import_module(command.module)
     try:
-        if command.prefix:  # analysis/__main__.py's subcommand: its parser named `crossover`, so its usage `crossover decide`;
-            # a planned run's step counted here, as predict counts it (the analysis starts no process)
+        # analysis/__main__.py's subcommand: its parser named `crossover`, so its usage `crossover decide`; handed the
+        # function that counts a planned run's step as predict counts it (the analysis holds no process code)
+        if command.prefix:
             code = module.main([*command.prefix, *argv[1:]], prog="crossover", count=count_planned)
         else:
             code = module.main(argv[1:])

@@ -1,14 +1,13 @@
-"""A planned run's step counted as `crossover predict` counts it, in a process of its own: what `crossover decide`
-and `crossover report --epochs` hand the analysis to predict the GPUs from (analysis/decide/ planned_step), so that
-they and predict say one figure.
+"""A planned run's step counted as `crossover predict` counts it, in a process of its own: the function `crossover
+decide` and `crossover report --epochs` hand the analysis, which calls it on the row it plans from and predicts the
+GPUs from its counts (analysis/decide/ planned_step), so that they and predict say one figure.
 
     count_planned("job.py:workload", decide.Plan(30, 50_000), row)   # {n_params, *_per_step, peak_memory_bytes, ...}
     python -m crossover.sweeps.count_step --workload job.py:workload --batch-size 64   # the process it starts
 
 The user's code (make_data, make_model, one step) and torch run in that process (sweeps/count_step.py), never in
 this one. A hang stops at a time limit; a crash or a hang is one line naming the workload, what happened and the
-fix (PredictError). The analysis is handed the counts (or this function, to call on the row it plans from); it
-starts no process.
+fix (PredictError). The analysis holds no process code of its own.
 """
 
 from __future__ import annotations
