@@ -20,6 +20,7 @@ Units: `_s` seconds, `_bytes` bytes, `_per_s` per second; accuracy is a fraction
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pyarrow as pa
@@ -225,6 +226,11 @@ BUILTIN_MODULE = "trainables.workloads"
 # The key under which a trial reports its rows to Tune (trainables/trainable.py) and the sweep finds them
 # (sweeps/store.py): here, so that the row writer names it without importing the trainable and ray.tune.
 ROW_KEY = "crossover_row"
+
+
+def given(value) -> bool:
+    """Whether a row's cell holds a value (not null, not NaN), read with pandas or without it."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
 def runs_file(directory: Path) -> Path:

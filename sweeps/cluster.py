@@ -205,6 +205,15 @@ def connected(flags, shipping: Shipping | None = None):
     return dataclasses.replace(flags, cpu_threads=flags.cpu_threads or node_cpus(types)), types
 
 
+def threads(flags) -> int:
+    """The CPU threads a trial of `flags` (a study script's Flags) takes, as `connected` fills them in; one line
+    naming the field for flags it did not fill."""
+    if flags.cpu_threads is None:
+        raise ValueError("cpu_threads: give the flags sweeps/cluster.py connected() returns (node_cpus where not "
+                         "given), got None")
+    return flags.cpu_threads
+
+
 def cluster_devices(types: list[dict]) -> tuple[str, ...]:
     return ("cpu", "cuda") if any(t.get("GPU", 0) > 0 for t in types) else ("cpu",)
 

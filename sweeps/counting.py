@@ -13,7 +13,6 @@ fix (PredictError). The analysis holds no process code of its own.
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import crossover
+from crossover.schema import given
 
 # The folder holding the crossover package, a checkout or site-packages: a child process imports crossover's code
 # from there, whatever folder the command runs in
@@ -104,11 +104,6 @@ def finish(process: subprocess.Popen, request: Request, started: float) -> dict:
                            "hides them: remove it") from None
 
 
-def _given(value) -> bool:
-    """Whether a row's cell holds a value (not null, not NaN): this module reads rows without pandas."""
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
-
-
 def count_planned(ref: str, plan, line: dict) -> dict:
     """A planned run's step counted as `crossover predict` counts it (`start`, `finish`): what `crossover decide`
     predicts the GPUs from (analysis/decide/ planned_step), so that both say one figure. `ref`: the job (a row's
@@ -116,8 +111,8 @@ def count_planned(ref: str, plan, line: dict) -> dict:
     width, context and the workload's own axes. PredictError (a ValueError) where it cannot be counted."""
     params = json.loads(line["workload_params"]) if isinstance(line.get("workload_params"), str) else {}
     request = Request(ref, plan.epochs, int(line["batch_size"]), plan.samples,
-                      tuple((a, int(line[a])) for a in AXES if _given(line.get(a))),
+                      tuple((a, int(line[a])) for a in AXES if given(line.get(a))),
                       tuple(sorted(params.items())), precision=plan.precision)
-    path = str(line["workload_path"]) if _given(line.get("workload_path")) else ""
+    path = str(line["workload_path"]) if given(line.get("workload_path")) else ""
     folders = [path] if path and not path.endswith(".py") and ref == line.get("workload_module") else []
     return finish(start(request, *folders), request, time.monotonic())

@@ -30,7 +30,7 @@ from pathlib import Path
 from crossover.analysis.engines import render
 from crossover.config import ENGINES
 from crossover.sweeps import cli, runner
-from crossover.sweeps.cluster import cluster_devices, connected
+from crossover.sweeps.cluster import cluster_devices, connected, threads
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
 from crossover.sweeps.status import exit_status
@@ -51,9 +51,6 @@ GPU_ENGINES = ("eager", "graph", "compile")  # of single trials at every size; '
 def spaces(flags: "Flags", planner: Planner, grid: str, gpu: bool = True, log=print) -> list[Space]:
     """The study's sweeps in order; without a `gpu`, the CPU baseline alone. Your --workload joins every
     part but the fused one, where its engine can run its grid (`runnable`); `planner` plans it (sweeps/plan.py)."""
-    if flags.cpu_threads is None:  # study() hands on the flags connected() filled in
-        raise ValueError("cpu_threads: give the flags sweeps/cluster.py connected() returns (node_cpus where not "
-                         "given), got None")
     grids = {w: GRIDS[grid][w] for w in cli.builtins(flags, GRIDS[grid])}
     users = planner.user_grids(flags, grid)
     engines = flags.engines.split(",")
@@ -62,7 +59,7 @@ def spaces(flags: "Flags", planner: Planner, grid: str, gpu: bool = True, log=pr
         raise ValueError(f"--engines must be among {list(ENGINES)} and --workloads among {sorted(GRIDS[grid])} (or "
                          f"--workload path/to/job.py:ATTR); got {flags.engines!r}, {flags.workloads!r}")
     params = dict(flags.param)
-    out = [Space(f"{flags.name}-cpu", {**grids, **users}, ("cpu",), cpu_threads=flags.cpu_threads, params=params,
+    out = [Space(f"{flags.name}-cpu", {**grids, **users}, ("cpu",), cpu_threads=threads(flags), params=params,
                  timeout_s=flags.trial_timeout, planner=planner)]
     if not gpu:
         return out

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from crossover.analysis.engines import render
 from crossover.sweeps import cli, runner
-from crossover.sweeps.cluster import cluster_devices, connected
+from crossover.sweeps.cluster import cluster_devices, connected, threads
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
 from crossover.sweeps.status import exit_status
@@ -39,12 +39,9 @@ GRIDS = {grid: with_grid(f"precision-{grid}") for grid in ("default", "smoke")}
 def spaces(flags: "Flags", planner: Planner, grid: str, devices: tuple) -> list[Space]:
     """A sweep per device and precision that device takes, of the built-ins asked for and your --workload (planned
     by `planner`, which every Space gets)."""
-    if flags.cpu_threads is None:  # study() hands on the flags connected() filled in
-        raise ValueError("cpu_threads: give the flags sweeps/cluster.py connected() returns (node_cpus where not "
-                         "given), got None")
     names = cli.builtins(flags, GRIDS[grid])
     grids = {**{w: GRIDS[grid][w] for w in names}, **planner.user_grids(flags, grid)}
-    return [Space(f"{flags.name}-{device}-{precision}", grids, (device,), cpu_threads=flags.cpu_threads,
+    return [Space(f"{flags.name}-{device}-{precision}", grids, (device,), cpu_threads=threads(flags),
                   repeats=flags.repeats, fixed={"precision": precision, "min_timed_s": 0}, params=dict(flags.param),
                   timeout_s=flags.trial_timeout, planner=planner)
             for device in devices for precision in PRECISIONS[device]]

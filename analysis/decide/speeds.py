@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.schema import BUILTIN_MODULE
+from crossover.schema import BUILTIN_MODULE, given
 
 from .. import model
 from ..cost import measures
@@ -130,11 +130,6 @@ def _planned(points: pd.DataFrame, plan: Plan) -> dict:
 NOT_COUNTED = "the planned step is not counted"
 
 
-def given(value) -> bool:
-    """Whether a row's cell holds a value (not null, not NaN)."""
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
-
-
 def job_reference(line: dict) -> tuple[str, str | None]:
     """The reference a row's job is counted by, from any folder, and the path the row names where it is not found
     from here (else None): a built-in's name; a job file's path (workload_path) and attribute; a package's module
@@ -171,19 +166,20 @@ def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFra
     module = line.get("workload_module")
     if not (plan.job or isinstance(module, str) and module):  # rows that name no job: their own count
         return (None if counted.empty else counted), ""
-    ref, missing = (plan.job, None) if plan.job else job_reference(line.to_dict())
-    fix = "" if module == BUILTIN_MODULE else \
-        f"; run where the job is found, or pass --workload path/to/job.py:{str(module).rsplit(':', 1)[-1]}"
-    if count is None:  # the analysis run alone starts no process
-        why, fix = f"{NOT_COUNTED} as crossover predict counts it (python -m crossover.analysis counts nothing)", \
-            "; crossover decide and crossover report count it"
-    elif missing is None:
-        try:
-            return pd.DataFrame([count(ref, plan, line.to_dict())]), ""
-        except ValueError as exc:
-            why = f"{NOT_COUNTED} as crossover predict counts it ({exc})"
+    if count is None:  # the analysis run alone: handed no counting function
+        why = f"{NOT_COUNTED} as crossover predict counts it (python -m crossover.analysis counts nothing)"
+        fix = "; crossover decide and crossover report count it"
     else:
-        why = f"the job file {missing} named by the rows (workload_path) was not found from here; {NOT_COUNTED}"
+        ref, missing = (plan.job, None) if plan.job else job_reference(line.to_dict())
+        if missing is None:
+            try:
+                return pd.DataFrame([count(ref, plan, line.to_dict())]), ""
+            except ValueError as exc:
+                why = f"{NOT_COUNTED} as crossover predict counts it ({exc})"
+        else:
+            why = f"the job file {missing} named by the rows (workload_path) was not found from here; {NOT_COUNTED}"
+        fix = "" if module == BUILTIN_MODULE else \
+            f"; run where the job is found, or pass --workload path/to/job.py:{str(module).rsplit(':', 1)[-1]}"
     rests = (f"the step a row counted, GPU memory {memory_needed(counted, plan.samples, False)['needs_how']}"
              if len(counted) else "the model's predictions along the sizes measured (no row counted a step)")
     return (None if counted.empty else counted), f"  {why}: figures fall back to {rests}{fix}"
