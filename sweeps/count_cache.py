@@ -1,8 +1,9 @@
-"""A job's counted step, kept in the user's cache folder: `crossover predict` asked again for the same step answers
-without starting a process, importing torch or running the job's code.
+"""A job's counted step, kept in the user's cache folder: `crossover predict`, `decide` or `report --epochs` asked
+again for the same step answers without starting a process, importing torch or running the job's code.
 
-    kept = count_cache.read(request)            # the counted step at request's dataset size, or None: count it
-    counted = count_cache.keep(request, finish(start(request), request, started))   # sweeps/predict.py
+    kept = count_cache.read(step)            # the counted step at step's dataset size, or None: count it
+    counted = count_cache.keep(step, finish(start(step), step, started))   # sweeps/predict.py
+    counted = count_cache.recount(step)      # the two together: sweeps/command.py, predict's smaller batches
 
 A step's count depends on the job, its configuration (batch size, depth, width, context, its own axes), the precision
 and the code that counts it; not on the dataset's size or the epochs (steps_per_epoch is arithmetic, redone here at
@@ -19,14 +20,16 @@ last batch of one sample) is met where the step is counted, not on the cached an
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from crossover import schema
+from crossover.step import Step
 
 from ..analysis import cache
 from ..trainables import fingerprint
 from ..trainables.job import is_reference, locate
-from .counting import Request
+from .counting import finish, start
 
 MODULES_BESIDE = (64, 4 * 2**20)  # at most so many .py files, of at most so many bytes in all, beside the job file
 KIND = "count"  # the cache's folder for these entries
@@ -49,37 +52,44 @@ def job_fingerprint(ref: str) -> str | None:
     return fingerprint.of(path.read_bytes(), cache.digest(*cache.files(*beside)) if few else "its file alone")
 
 
-def key(request: Request) -> str | None:
-    """The entry's key for `request`'s step (module docstring); None where it is not kept."""
-    job = job_fingerprint(request.workload)
+def key(step: Step) -> str | None:
+    """The entry's key for `step` (module docstring); None where it is not kept. step.folders is no part of it: a
+    step names folders only where its job is a module by name (package.module:ATTR), which is never kept."""
+    job = job_fingerprint(step.workload)
     if job is None:
         return None
-    dataset = "any" if request.batch_size is not None else str(request.dataset_size)
-    return cache.digest(job, request.workload, repr(request.axes), repr(sorted(request.params)), request.precision,
-                        str(request.batch_size), dataset, cache.version("crossover"), cache.version("torch"),
+    dataset = "any" if step.batch_size is not None else str(step.dataset_size)
+    return cache.digest(job, step.workload, repr(step.axes), repr(sorted(step.params)), step.precision,
+                        str(step.batch_size), dataset, cache.version("crossover"), cache.version("torch"),
                         cache.version("torchvision"), *cache.files(*COUNTING, suffixes=(".py",)))
 
 
-def read(request: Request) -> dict | None:
-    """The kept count of `request`'s step, at its dataset size (the workload's default where it gives none), or None
+def read(step: Step) -> dict | None:
+    """The kept count of `step`, at its dataset size (the workload's default where it gives none), or None
     where none is kept, or none at a size the entry can give (the default, or a batch larger than the dataset)."""
-    name = key(request)
+    name = key(step)
     entry = cache.read(KIND, name) if name else None
     if entry is None:
         return None
     counted = dict(entry["counted"])
-    samples = request.dataset_size or entry.get("default_dataset_size")
+    samples = step.dataset_size or entry.get("default_dataset_size")
     if samples is None or counted["batch_size"] > samples:  # counted anew: the counting process says what is wrong
         return None
     return counted | {"dataset_size": samples, "steps_per_epoch": -(-samples // counted["batch_size"])}
 
 
-def keep(request: Request, counted: dict) -> dict:
-    """`counted` (the counting process's answer to `request`) kept under `key`, with the workload's default dataset
-    size where the request gave none; returned as it is."""
-    name = key(request)
+def keep(step: Step, counted: dict) -> dict:
+    """`counted` (the counting process's answer to `step`) kept under `key`, with the workload's default dataset
+    size where the step gave none; returned as it is."""
+    name = key(step)
     if name:
         known = cache.read(KIND, name) or {}
-        default = counted["dataset_size"] if request.dataset_size is None else known.get("default_dataset_size")
+        default = counted["dataset_size"] if step.dataset_size is None else known.get("default_dataset_size")
         cache.write(KIND, name, {"counted": counted, "default_dataset_size": default})
     return counted
+
+
+def recount(step: Step) -> dict:
+    """`step`, from the count cache where it was counted before, else counted now (and kept); PredictError (a
+    ValueError) where it cannot be counted."""
+    return read(step) or keep(step, finish(start(step), step, time.monotonic()))

@@ -17,11 +17,11 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import crossover
 from crossover.schema import given
+from crossover.step import AXES, Step
 
 # The folder holding the crossover package, a checkout or site-packages: a child process imports crossover's code
 # from there, whatever folder the command runs in
@@ -37,56 +37,39 @@ def child_env(*folders: str) -> dict:
     return {**os.environ, "PYTHONPATH": path}
 
 
-TIMEOUT_S = 120  # s: counting one step may take this long; a make_data, make_model or step that hangs stops there
-AXES = ("depth", "width", "context")  # the shared axes a workload may declare, each with a flag of its own
-
-
 class PredictError(ValueError):
     """Why no prediction: one line naming the workload, what happened and the fix."""
 
 
-@dataclass(frozen=True)
-class Request:
-    """What `crossover predict` was asked: the flags, frozen where they enter."""
-
-    workload: str  # path/to/job.py:ATTR, package.module:ATTR, or a built-in's name
-    epochs: int  # epochs of the planned run
-    batch_size: int | None = None  # samples a step; None: the workload's default
-    dataset_size: int | None = None  # samples an epoch; None: the workload's default
-    axes: tuple[tuple[str, int], ...] = ()  # (depth | width | context, value) given
-    params: tuple[tuple[str, object], ...] = ()  # the workload's own axes (--param NAME=VALUE)
-    timeout_s: float = TIMEOUT_S  # s the counting process may run
-    precision: str = "default"  # the precision the run trains at (trainables/precision.py PRECISIONS)
-
-    def command(self) -> list[str]:
-        """The counting process's command line (sweeps/count_step.py)."""
-        flags = [("--batch-size", self.batch_size), ("--dataset-size", self.dataset_size),
-                 *((f"--{a}", v) for a, v in self.axes)]
-        return [sys.executable, "-m", "crossover.sweeps.count_step", "--workload", self.workload,
-                "--precision", self.precision,
-                *(str(x) for flag, v in flags if v is not None for x in (flag, v)),
-                *(x for name, v in self.params for x in ("--param", f"{name}={v}"))]
+def command(step: Step) -> list[str]:
+    """The counting process's command line (sweeps/count_step.py) for `step`."""
+    flags = [("--batch-size", step.batch_size), ("--dataset-size", step.dataset_size),
+             *((f"--{a}", v) for a, v in step.axes)]
+    return [sys.executable, "-m", "crossover.sweeps.count_step", "--workload", step.workload,
+            "--precision", step.precision,
+            *(str(x) for flag, v in flags if v is not None for x in (flag, v)),
+            *(x for name, v in step.params for x in ("--param", f"{name}={v}"))]
 
 
-def start(request: Request, *folders: str) -> subprocess.Popen:
+def start(step: Step) -> subprocess.Popen:
     """The counting process, started: it imports the user's code, so it runs apart, with this checkout first
-    on its path (the code that counts is the code that predicts: child_env), then `folders` (where a package's
+    on its path (the code that counts is the code that predicts: child_env), then step.folders (where a package's
     module imports from)."""
-    return subprocess.Popen(request.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=child_env(*folders), start_new_session=True)
+    return subprocess.Popen(command(step), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env(*step.folders), start_new_session=True)
 
 
-def finish(process: subprocess.Popen, request: Request, started: float) -> dict:
+def finish(process: subprocess.Popen, step: Step, started: float) -> dict:
     """The counted step (the JSON object on the process's last line of output), once the process ends
-    within request.timeout_s of `started`; else PredictError in one line."""
-    where = f"--workload {request.workload}"
-    alone = " ".join(request.command()[1:])
+    within step.timeout_s of `started`; else PredictError in one line."""
+    where = f"--workload {step.workload}"
+    alone = " ".join(command(step)[1:])
     try:
-        out, err = process.communicate(timeout=max(request.timeout_s - (time.monotonic() - started), 0.1))
+        out, err = process.communicate(timeout=max(step.timeout_s - (time.monotonic() - started), 0.1))
     except subprocess.TimeoutExpired:
         process.kill()
         process.communicate()
-        raise PredictError(f"{where}: counting one step did not finish within {request.timeout_s:g} s and was "
+        raise PredictError(f"{where}: counting one step did not finish within {step.timeout_s:g} s and was "
                            "stopped (a make_data, make_model or step that hangs or waits for input, or a model too "
                            f"large to step here); fix the job, or give --timeout more seconds") from None
     said = [line for line in err.splitlines() if line.strip()]
@@ -110,9 +93,9 @@ def count_planned(ref: str, plan, line: dict) -> dict:
     workload_module, or a built-in's name); `line`: a row of the planned configuration, for its batch size, depth,
     width, context and the workload's own axes. PredictError (a ValueError) where it cannot be counted."""
     params = json.loads(line["workload_params"]) if isinstance(line.get("workload_params"), str) else {}
-    request = Request(ref, plan.epochs, int(line["batch_size"]), plan.samples,
-                      tuple((a, int(line[a])) for a in AXES if given(line.get(a))),
-                      tuple(sorted(params.items())), precision=plan.precision)
     path = str(line["workload_path"]) if given(line.get("workload_path")) else ""
-    folders = [path] if path and not path.endswith(".py") and ref == line.get("workload_module") else []
-    return finish(start(request, *folders), request, time.monotonic())
+    folders = (path,) if path and not path.endswith(".py") and ref == line.get("workload_module") else ()
+    step = Step(ref, plan.epochs, int(line["batch_size"]), plan.samples,
+                tuple((a, int(line[a])) for a in AXES if given(line.get(a))),
+                tuple(sorted(params.items())), precision=plan.precision, folders=folders)
+    return finish(start(step), step, time.monotonic())

@@ -38,13 +38,14 @@ from pathlib import Path
 import pandas as pd
 
 from crossover.config import PRECISIONS
+from crossover.step import AXES, TIMEOUT_S, Step
 
 from ..analysis import cost, decide, model, prices
 from ..analysis.cli import HelpFormatter
 from ..analysis.decide import many
 from . import count_cache
 from .cli import at_least, param
-from .counting import AXES, TIMEOUT_S, PredictError, Request, finish, start
+from .counting import PredictError, finish, start
 
 
 def predicted(counted: dict, epochs: int, options: list[prices.Option], billing: dict[str, prices.Billing],
@@ -331,17 +332,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def recount(request: Request) -> dict:
-    """`request`'s step, from the count cache where it was counted before, else counted now (and kept)."""
-    kept = count_cache.read(request)
-    return kept or count_cache.keep(request, finish(start(request), request, time.monotonic()))
-
-
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    request = Request(args.workload, args.epochs, args.batch_size, args.dataset_size,
-                      tuple((a, getattr(args, a)) for a in AXES if getattr(args, a) is not None),
-                      tuple(args.param), args.timeout, args.precision)
+    request = Step(args.workload, args.epochs, args.batch_size, args.dataset_size,
+                   tuple((a, getattr(args, a)) for a in AXES if getattr(args, a) is not None),
+                   tuple(args.param), args.timeout, args.precision)
     started = time.monotonic()
     # at a precision other than the default, the step at the default too: a GPU without the precision's unit (bf16 on
     # a T4) is never predicted faster than there
@@ -356,7 +351,8 @@ def main(argv=None) -> int:
         scale = many.Scale(args.gpus, args.nodes, args.global_batch)
         boxes = [prices.load_home_box(path) for path in prices.home_boxes()]
         lines, owned, grid = answer(counted, request.epochs, scale, options, billing, boxes,
-                                    lambda b: recount(replace(request, batch_size=b)), default[0] if default else None)
+                                    lambda b: count_cache.recount(replace(request, batch_size=b)),
+                                    default[0] if default else None)
     except (PredictError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

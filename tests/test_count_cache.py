@@ -12,57 +12,58 @@ import numpy as np
 from test_predict import job
 
 from crossover.analysis import cache, model
-from crossover.sweeps.counting import Request, finish, start
+from crossover.step import Step
+from crossover.sweeps.counting import finish, start
 from crossover.analysis.model.predict import Predictor, shipped_key
 from crossover.sweeps import count_cache
 
 
-def counted(request: Request) -> dict:
-    """`request`'s step counted by the counting process, as `crossover predict` counts it."""
-    return finish(start(request), request, time.monotonic())
+def counted(step: Step) -> dict:
+    """`step` counted by the counting process, as `crossover predict` counts it."""
+    return finish(start(step), step, time.monotonic())
 
 
 def test_a_kept_count_gives_what_a_count_gives_at_another_dataset_size_and_epochs(tmp_path):
-    request = Request(job(tmp_path, "cache_job"), 3, 64, 4096, (("width", 128),), (("n_features", 16),))
-    assert count_cache.read(request) is None
-    first = count_cache.keep(request, counted(request))
-    assert count_cache.read(request) == first
-    (entry,) = (cache.folder() / count_cache.KIND).glob(f"{count_cache.key(request)}.json")
+    step = Step(job(tmp_path, "cache_job"), 3, 64, 4096, (("width", 128),), (("n_features", 16),))
+    assert count_cache.read(step) is None
+    first = count_cache.keep(step, counted(step))
+    assert count_cache.read(step) == first
+    (entry,) = (cache.folder() / count_cache.KIND).glob(f"{count_cache.key(step)}.json")
     assert entry.is_relative_to(Path(os.environ["XDG_CACHE_HOME"])) and not entry.is_relative_to(tmp_path)
-    other = dataclasses.replace(request, dataset_size=1000, epochs=7)
+    other = dataclasses.replace(step, dataset_size=1000, epochs=7)
     kept = count_cache.read(other)
     assert kept == counted(other)  # 16 steps of 64 and a last of 40: arithmetic, every count the same
     assert (kept["dataset_size"], kept["steps_per_epoch"]) == (1000, 16)
     # where no dataset size is given, the workload's default, once a count has said it
-    default = dataclasses.replace(request, dataset_size=None)
+    default = dataclasses.replace(step, dataset_size=None)
     assert count_cache.read(default) is None
     count_cache.keep(default, counted(default))
     assert count_cache.read(dataclasses.replace(default, epochs=1))["dataset_size"] == 4096
 
 
 def test_editing_the_job_file_or_a_module_beside_it_is_a_new_entry(tmp_path):
-    request = Request(job(tmp_path, "cache_edit"), 1, 32, 512)
-    count_cache.keep(request, counted(request))
-    assert count_cache.read(request) is not None
+    step = Step(job(tmp_path, "cache_edit"), 1, 32, 512)
+    count_cache.keep(step, counted(step))
+    assert count_cache.read(step) is not None
     path = tmp_path / "cache_edit.py"
     path.write_text(path.read_text().replace("nn.ReLU()", "nn.GELU()"))
-    assert count_cache.read(request) is None
-    before = count_cache.key(request)
+    assert count_cache.read(step) is None
+    before = count_cache.key(step)
     (tmp_path / "helpers.py").write_text("WIDTH = 3\n")  # a module the job may import
-    assert count_cache.key(request) != before
-    assert count_cache.key(Request("package.module:workload", 1)) is None  # its files are known only once imported
+    assert count_cache.key(step) != before
+    assert count_cache.key(Step("package.module:workload", 1)) is None  # its files are known only once imported
 
 
 def test_another_precision_or_batch_size_is_another_entry(tmp_path):
-    request = Request(job(tmp_path, "cache_keys"), 1, 32, 512)
-    count_cache.keep(request, counted(request))
-    keys = {count_cache.key(r) for r in (request, dataclasses.replace(request, precision="bf16"),
-                                         dataclasses.replace(request, batch_size=64),
-                                         dataclasses.replace(request, axes=(("width", 8),)))}
+    step = Step(job(tmp_path, "cache_keys"), 1, 32, 512)
+    count_cache.keep(step, counted(step))
+    keys = {count_cache.key(r) for r in (step, dataclasses.replace(step, precision="bf16"),
+                                         dataclasses.replace(step, batch_size=64),
+                                         dataclasses.replace(step, axes=(("width", 8),)))}
     assert len(keys) == 4
-    assert count_cache.read(dataclasses.replace(request, precision="bf16")) is None
-    assert count_cache.read(dataclasses.replace(request, batch_size=64)) is None
-    assert count_cache.read(dataclasses.replace(request, dataset_size=16)) is None  # batch 32 > 16: counted, refused
+    assert count_cache.read(dataclasses.replace(step, precision="bf16")) is None
+    assert count_cache.read(dataclasses.replace(step, batch_size=64)) is None
+    assert count_cache.read(dataclasses.replace(step, dataset_size=16)) is None  # batch 32 > 16: counted, refused
 
 
 def test_the_shipped_fit_read_back_predicts_what_the_fit_predicts():
