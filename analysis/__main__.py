@@ -16,19 +16,25 @@
 
 A folder of sweeps (results/, results/reference/) stands for every sweep under it, the shipped
 results/reference/ only where named (analysis/load.py, sweep_dirs). A planned run (--epochs) is priced from its
-step counted as `crossover predict` counts it where `crossover decide` or `crossover report` runs this module (they
-hand it their counting function, sweeps/counting.py count_planned, which counts in a process of its own); run alone,
-it is handed none, counts nothing and says so.
+step counted as `crossover predict` counts it where `crossover decide` or `crossover report` runs this module: they
+ask `wanted(argv)` which steps it will look up, count each in a process of their own (sweeps/command.py) and hand
+the counts to `main` as data. Run alone, it is handed none, counts nothing and says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
+import pandas as pd
+
 from crossover.schema import PRECISIONS
+from crossover.step import Step
 
 from . import charts, cost, decide, engines, families, migrate, model, ordering, parallel, prices, report, summary, verdict
 from .cli import HelpFormatter
@@ -37,12 +43,43 @@ from .load import REFERENCE, read, representative
 from .model import scaling
 
 
-def main(argv=None, prog: str = "python -m crossover.analysis", count=None) -> int:
+def main(argv=None, prog: str = "python -m crossover.analysis",
+         counts: Mapping[Step, dict | str] | None = None) -> int:
     """`prog`: the command as the user typed it, which every usage line and error begins with (`crossover` where
-    sweeps/command.py hands a subcommand over: `usage: crossover decide ...`). `count`: how a planned run's step is
-    counted (analysis/decide/ planned_step): `crossover decide` and `crossover report` hand over the function
-    `crossover predict` counts with (sweeps/counting.py count_planned, a process of its own), so that they and
-    predict say one figure; None (this module run alone): from the rows' own counts, and the decision notes that."""
+    sweeps/command.py hands a subcommand over: `usage: crossover decide ...`). `counts`: a planned run's steps
+    counted as `crossover predict` counts them, keyed by the Step (`wanted` names them): each a dict, the counted
+    step, or a str, why it could not be counted (analysis/decide/ planned_step). `crossover decide` and `crossover
+    report` hand them over, so that they and predict say one figure; None (this module run alone): from the rows'
+    own counts, and the decision notes that."""
+    args = parser(prog).parse_args(argv)
+    try:
+        args.counts = counts
+        return {"report": _report, "summary": _summary, "cost": _cost, "decide": _decide, "parallel": _parallel,
+                "engines": _engines, "model": _model, "migrate": _migrate}[args.command](args)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a report, chart or rewritten row that could not be written: a full disk
+        print(f"error: {report.cannot_write(exc)}", file=sys.stderr)
+        return 1
+
+
+def wanted(argv) -> tuple[Step, ...]:
+    """The steps `main(argv)` will look up in its counts (decide.steps): those of the planned run of `decide` or
+    `report` (--epochs and --dataset-size), from the rows as they read them; none without a planned run, or where
+    the arguments or the rows are refused: `main` then says why in its one line, so this prints nothing and never
+    exits (argparse's exit on a bad flag, and its --help, are caught and silenced)."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            args = parser().parse_args(argv)
+        plan = _plan(args) if args.command in ("decide", "report") else None
+        return decide.steps(_rows(args), plan) if plan else ()
+    except (SystemExit, ValueError, OSError):
+        return ()
+
+
+def parser(prog: str = "python -m crossover.analysis") -> argparse.ArgumentParser:
+    """The command line's parser, its usage lines beginning with `prog`."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="write the HTML report and the crossover table")
@@ -132,17 +169,7 @@ def main(argv=None, prog: str = "python -m crossover.analysis", count=None) -> i
                           "same configuration and torch (repeatable; analysis/migrate.py copy_counts)")
     mig.add_argument("--compact", action="store_true",
                      help="instead: each sweep's folder of row files below DIRS as one file (analysis/migrate.py compact)")
-    args = p.parse_args(argv)
-    try:
-        args.count = count
-        return {"report": _report, "summary": _summary, "cost": _cost, "decide": _decide, "parallel": _parallel,
-                "engines": _engines, "model": _model, "migrate": _migrate}[args.command](args)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # a report, chart or rewritten row that could not be written: a full disk
-        print(f"error: {report.cannot_write(exc)}", file=sys.stderr)
-        return 1
+    return p
 
 
 def _plan_arguments(command: argparse.ArgumentParser, what: str) -> None:
@@ -173,16 +200,22 @@ def _report(args) -> int:
                          "--dataset-size too (--epochs 30 --dataset-size 50000)")
     page, text = report.build(args.dirs, args.out, Bootstrap(draws=args.draws, seed=args.seed), args.include_loaded,
                               reference=not args.no_reference, plan=plan, verbose=args.verbose,
-                              count=args.count)
+                              counts=args.counts)
     print(text)
     print(f"crossover table: {page.parent / 'crossover.parquet'}")
     print(f"report: {page}")
     return 0
 
 
-def _summary(args) -> int:
+def _rows(args) -> pd.DataFrame:
+    """The rows of args.dirs, with the reference GPU rows of the same configurations beside them unless
+    --no-reference: what `summary` and `decide` read, and `report` (report.build reads them so too)."""
     rows = read(*args.dirs)
-    rows = rows if args.no_reference else summary.with_reference(rows)
+    return rows if args.no_reference else summary.with_reference(rows)
+
+
+def _summary(args) -> int:
+    rows = _rows(args)
     print("\n".join(filter(None, [summary.reference_note(rows), summary.render(rows.assign(device=rows["arm"]))])))
     return 0
 
@@ -288,12 +321,11 @@ def _plan(args) -> decide.Plan | None:
 def _decide(args) -> int:
     plan = _plan(args)  # before reading: a bad flag is refused at once
     power = prices.Electricity(args.usd_per_kwh, args.cpu_watts, args.gpu_watts)
-    rows = read(*args.dirs)
-    rows = rows if args.no_reference else summary.with_reference(rows)
+    rows = _rows(args)
     options, billing = prices.load_prices(args.prices)
     boxes = [prices.load_home_box(p) for p in (args.home_box or prices.home_boxes())]
     answer = decide.decide(rows, None, options, billing, boxes, None if plan else _trials(args), args.deadline, plan,
-                           power, args.count)
+                           power, args.counts)
     grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
     if plan and len(found) and len(grid) == 1 and (plan.trials or 1) == 1:  # a run on every GPU of an instance
         scale = decide.many.Scale(tuple(args.gpus), args.nodes)

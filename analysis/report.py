@@ -28,11 +28,13 @@ import html
 import io
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
 from crossover.schema import BUILTIN_MODULE, CROSSOVER_AXES, REPORTS, SIZE_AXES
+from crossover.step import Step
 
 from . import charts, decide, model, parallel, summary, verdict
 from .crossover import (
@@ -140,9 +142,10 @@ SHORT_LINES = 25
 
 def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = BOOT,
           include_loaded: bool = False, reference: bool = False, plan: decide.Plan | None = None,
-          verbose: bool = False, count=None) -> tuple[Path, str]:
+          verbose: bool = False, counts: Mapping[Step, dict | str] | None = None) -> tuple[Path, str]:
     """Write the report for `dirs`; returns the page's path and the verdict as text, the planned run's decision
-    first where `plan` is given (its step counted by `count`: analysis/decide/ planned_step): in at most SHORT_LINES - 2 lines (`short`: the answer and the costs' picks, as
+    first where `plan` is given (its steps' counts in `counts`, keyed by decide.steps' Steps: analysis/decide/
+    planned_step): in at most SHORT_LINES - 2 lines (`short`: the answer and the costs' picks, as
     the end of a sweep says them), or with `verbose` in full (the answer, the crossover table and, with `reference`, the decision:
     analysis/verdict.py).
 
@@ -155,7 +158,7 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = BOO
     rows = read(*dirs)
     rows = summary.with_reference(rows) if reference else rows
     said = verdict.reach(select(rows, include_loaded), boot, decision=reference)
-    planned = verdict.priced(rows, plan, count) if plan else None
+    planned = verdict.priced(rows, plan, counts) if plan else None
     page = write_page(said, dirs, out, planned)
     if not verbose:
         return page, short(said, planned)

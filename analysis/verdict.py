@@ -23,6 +23,7 @@ import datetime as dt
 import math
 import re
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from crossover.schema import BUILTIN_MODULE
+from crossover.step import Step
 
 from . import decide, model, prices
 from .crossover import (
@@ -104,13 +106,14 @@ def yours_first(rows: pd.DataFrame) -> list[str]:
     return sorted(set(rows["workload"]), key=lambda w: (w not in own, w))
 
 
-def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, count=None, today: dt.date | None = None
-           ) -> decide.Decision:
+def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, counts: Mapping[Step, dict | str] | None = None,
+           today: dt.date | None = None) -> decide.Decision:
     """The decision for `rows` on every option of analysis/prices.yaml and every home box: the measured grid
-    as the sweep, or the planned run `plan` (its step counted by `count`: decide.planned_step)."""
+    as the sweep, or the planned run `plan` (its steps' counts in `counts`, keyed by decide.steps' Steps:
+    decide.planned_step)."""
     options, billing = prices.load_prices()
     boxes = [prices.load_home_box(p) for p in prices.home_boxes()]
-    return decide.decide(rows, None, options, billing, boxes, plan=plan, count=count, today=today)
+    return decide.decide(rows, None, options, billing, boxes, plan=plan, counts=counts, today=today)
 
 
 def _candidates(table: pd.DataFrame) -> pd.DataFrame:

@@ -2,7 +2,7 @@
 
     crossover sweep --smoke                  # = python sweeps/scaling.py --smoke
     crossover decide results/scaling --workload tabular --epochs 20 --dataset-size 1000000 --width 256
-                                             # your run on every option (python -m crossover.analysis decide, with
+                                             # your run on every option (python -m crossover.analysis decide, handed
                                              # the planned step counted as predict counts it: sweeps/counting.py)
     crossover report results/scaling         # = python -m crossover.analysis report results/scaling
     crossover predict --workload job.py:workload --batch-size 128 --dataset-size 50000 --epochs 30
@@ -11,7 +11,9 @@
 
 `pip install -e .` puts it on the PATH (pyproject.toml, [project.scripts]); `python -m crossover.sweeps.command`
 is the same without installing. A subcommand hands the rest of the line to the parser that owns those
-flags (sweeps/scaling.py's, analysis/__main__.py's), so every flag has one definition and one help text.
+flags (sweeps/scaling.py's, analysis/__main__.py's), so every flag has one definition and one help text. For
+`decide` and `report`, this layer counts the steps the analysis names (its `wanted`) and hands it the counts: the
+analysis starts no process.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ import sys
 from dataclasses import dataclass
 
 from crossover.config import WorkloadError
+from crossover.step import Step
 
 from ..analysis.cli import HelpFormatter
 from ..trainables.job import check
-from .counting import count_planned
+from .count_cache import recount
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,19 @@ def given_workloads(argv: list[str]) -> list[str]:
             *(a.split("=", 1)[1] for a in argv if a.startswith("--workload="))]
 
 
+def counted(steps: tuple[Step, ...]) -> dict[Step, dict | str]:
+    """Each of `steps` counted as `crossover predict` counts it (`recount`: from the count cache where it was counted
+    before), or why it could not be: the error's line, which the analysis's note names (a ValueError, as
+    PredictError is: the answer then rests on a row's count, never on no answer)."""
+    counts: dict[Step, dict | str] = {}
+    for step in steps:
+        try:
+            counts[step] = recount(step)
+        except ValueError as exc:
+            counts[step] = str(exc)
+    return counts
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # Only the first word is the top level's: the rest, --help included, is the subcommand's parser's.
@@ -88,9 +104,10 @@ def main(argv=None) -> int:
     module = importlib.import_module(command.module)
     try:
         # analysis/__main__.py's subcommand: its parser named `crossover`, so its usage `crossover decide`; handed the
-        # function that counts a planned run's step as predict counts it (the analysis holds no process code)
+        # steps it names counted here, as predict counts them (the analysis holds no process code)
         if command.prefix:
-            code = module.main([*command.prefix, *argv[1:]], prog="crossover", count=count_planned)
+            handed = [*command.prefix, *argv[1:]]
+            code = module.main(handed, prog="crossover", counts=counted(module.wanted(handed)))
         else:
             code = module.main(argv[1:])
         sys.stdout.flush()  # here, not at exit: a reader gone shows in this flush for output under the buffer's size

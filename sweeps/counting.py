@@ -1,9 +1,9 @@
-"""A planned run's step counted as `crossover predict` counts it, in a process of its own: the function `crossover
-decide` and `crossover report --epochs` hand the analysis, which calls it on the row it plans from and predicts the
-GPUs from its counts (analysis/decide/ planned_step), so that they and predict say one figure.
+"""A step counted as `crossover predict` counts it, in a process of its own: `start` it, `finish` it. `crossover
+decide` and `crossover report --epochs` count so every step the analysis names (analysis/decide/ `steps`) and hand it
+the counts (sweeps/command.py), so that they and predict say one figure.
 
-    count_planned("job.py:workload", decide.Plan(30, 50_000), row)   # {n_params, *_per_step, peak_memory_bytes, ...}
-    python -m crossover.sweeps.count_step --workload job.py:workload --batch-size 64   # the process it starts
+    finish(start(step), step, time.monotonic())   # {n_params, *_per_step, peak_memory_bytes, ...}: a crossover.step.Step
+    python -m crossover.sweeps.count_step --workload job.py:workload --batch-size 64   # the process it starts (`command`)
 
 The user's code (make_data, make_model, one step) and torch run in that process (sweeps/count_step.py), never in
 this one. A hang stops at a time limit; a crash or a hang is one line naming the workload, what happened and the
@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 import crossover
-from crossover.schema import given
-from crossover.step import AXES, Step
+from crossover.step import Step
 
 # The folder holding the crossover package, a checkout or site-packages: a child process imports crossover's code
 # from there, whatever folder the command runs in
@@ -85,17 +84,3 @@ def finish(process: subprocess.Popen, step: Step, started: float) -> dict:
         raise PredictError(f"{where}: the process counting one step printed no counts (its last line of output: "
                            f"{(out.strip().splitlines() or ['none'])[-1][:200]!r}); a print in the job's code at exit "
                            "hides them: remove it") from None
-
-
-def count_planned(ref: str, plan, line: dict) -> dict:
-    """A planned run's step counted as `crossover predict` counts it (`start`, `finish`): what `crossover decide`
-    predicts the GPUs from (analysis/decide/ planned_step), so that both say one figure. `ref`: the job (a row's
-    workload_module, or a built-in's name); `line`: a row of the planned configuration, for its batch size, depth,
-    width, context and the workload's own axes. PredictError (a ValueError) where it cannot be counted."""
-    params = json.loads(line["workload_params"]) if isinstance(line.get("workload_params"), str) else {}
-    path = str(line["workload_path"]) if given(line.get("workload_path")) else ""
-    folders = (path,) if path and not path.endswith(".py") and ref == line.get("workload_module") else ()
-    step = Step(ref, plan.epochs, int(line["batch_size"]), plan.samples,
-                tuple((a, int(line[a])) for a in AXES if given(line.get(a))),
-                tuple(sorted(params.items())), precision=plan.precision, folders=folders)
-    return finish(start(step), step, time.monotonic())

@@ -167,14 +167,15 @@ def test_a_job_of_several_files_sweeps_on_a_two_node_cluster(tmp_path):
 # --- decided from any folder -----------------------------------------------------------------------------
 
 def decided(rows: pd.DataFrame, plan, where: Path, monkeypatch):
-    """decide's records of the planned run on the rows, run from the folder `where`, its step counted as predict
-    counts it; and its notes."""
+    """decide's records of the planned run on the rows, run from the folder `where`, its steps counted as `crossover
+    decide` counts them; and its notes."""
     from crossover.analysis import decide, prices
-    from crossover.sweeps.counting import count_planned
+    from crossover.sweeps.command import counted
 
     monkeypatch.chdir(where)
     options, billing = prices.load_prices()
-    answer = decide.decide(rows, None, options, billing, [], plan=plan, count=count_planned)
+    counts = counted(decide.steps(rows, plan))
+    answer = decide.decide(rows, None, options, billing, [], plan=plan, counts=counts)
     return decide.records(answer.options, answer.grid, plan), answer.notes
 
 

@@ -90,6 +90,20 @@ def test_the_analysis_is_fed_data_it_imports_no_sweeps_module_and_starts_no_proc
     assert found == []
 
 
+def test_the_analysis_takes_counted_steps_as_data_never_a_function_to_call():
+    # `crossover decide` and `crossover report` hand the analysis the counts (crossover/step.py Step -> dict | str),
+    # never a counting function: no parameter of analysis/ is named count, and each layer the counts pass takes them
+    params = {}
+    for f in (f for f in (ROOT / "analysis").rglob("*.py") if "public-tables" not in f.parts):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                params[f"{f.relative_to(ROOT)}:{node.name}"] = {a.arg for a in (*node.args.args, *node.args.kwonlyargs)}
+    assert [where for where, names in params.items() if "count" in names] == []
+    for where in ("analysis/__main__.py:main", "analysis/report.py:build", "analysis/verdict.py:priced",
+                  "analysis/decide/answer.py:decide", "analysis/decide/speeds.py:planned_step"):
+        assert "counts" in params[where], where
+
+
 def test_a_script_run_by_its_path_imports_by_the_package_name():
     # `python sweeps/parity.py` runs the file with no package: a relative import there fails
     said = "\n".join(p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")])

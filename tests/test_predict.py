@@ -235,7 +235,8 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
     from analysis_rows import frame, row
 
     from crossover.analysis import decide, prices
-    from crossover.sweeps.counting import count_planned
+    from crossover.analysis.decide.speeds import NOT_COUNTED
+    from crossover.step import Step
     from crossover.sweeps.predict import predicted
 
     ref = job(tmp_path, "pred_same")
@@ -248,7 +249,11 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
                       workload_module=ref, **as_the_cpu_counts)])
     options, billing = prices.load_prices()
     plan = decide.Plan(10, 50_000, axes=(("batch_size", "64"),))
-    answer = decide.decide(mine, None, options, billing, [], plan=plan, count=count_planned)
+    # the step decide looks up is the one predict is asked for (`crossover predict --workload REF --epochs 10
+    # --batch-size 64 --dataset-size 50000 --width 128 --param n_features=16`), and decide takes its count as data
+    wanted = Step(ref, 10, 64, 50_000, (("width", 128),), (("n_features", 16),))
+    assert decide.steps(mine, plan) == (wanted,) and decide.wanted(mine, plan) == wanted
+    answer = decide.decide(mine, None, options, billing, [], plan=plan, counts={wanted: step})
     found, notes = answer.options, answer.notes
     said, _ = predicted(step, 10, options, billing)
     priced = said[said["kind"] != "no price"]
@@ -261,10 +266,19 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
     # the CPU: its step as timed at 256 samples (4 steps), x 50,000's 782 steps, never a line per sample
     own = found[found["kind"] == decide.OWN_CPU].iloc[0]
     assert own["epoch_s"] == pytest.approx(0.011 * 782 / 4) and own["reach"] == "195x past 256, its step as timed there"
-    # without predict's count (decide(count=None)), a row's count: another step, another figure
+    # without predict's count (decide(counts=None)), a row's count: another step, another figure
     alone = decide.decide(mine, None, options, billing, [], plan=plan).options
     h100 = [found.loc[found["model"] == "H100", "epoch_s"].iloc[0], alone.loc[alone["model"] == "H100", "epoch_s"].iloc[0]]
     assert h100[1] > h100[0]
+    # a step the command layer could not count is handed as why: the note names it, the figures are the row's count's
+    failed = decide.decide(mine, None, options, billing, [], plan=plan, counts={wanted: "--workload x: it hung"})
+    (note,) = [n for n in failed.notes if NOT_COUNTED in n]
+    assert note.startswith(f"  {NOT_COUNTED} as crossover predict counts it (--workload x: it hung): "
+                           "figures fall back to the step a row counted")
+    assert failed.options["epoch_s"].tolist() == alone["epoch_s"].tolist()
+    # at bf16, decide looks the step up at PyTorch's default precision too
+    bf16 = dataclasses.replace(plan, precision="bf16")
+    assert decide.steps(mine, bf16) == (dataclasses.replace(wanted, precision="bf16"), wanted)
 
 
 def test_crossover_decide_counts_the_planned_step_and_the_analysis_alone_says_it_did_not(tmp_path):

@@ -45,8 +45,9 @@ exactly one configuration, priced instead of the measured grid, once (or --trial
 the workload's rows hold several shapes (its configurations less the dataset size) and the flags name
 none, it is refused in one line listing them: shapes are never summed. A GPU whose rows did not measure
 N (nor sizes around it) at PyTorch's default precision is priced at the model's prediction of the run's own
-configuration (`at_plan`: its step counted as `crossover predict` counts it, `planned_step`; the same function
-predict prices with, so both say one figure), scaled by that GPU's rows at other sizes where it has some
+configuration (`at_plan`: its step counted as `crossover predict` counts it, `planned_step`, the count read from
+the counts `crossover decide` and `crossover report` hand over, keyed by the step, which `steps` names for them to
+count; the same function predict prices with, so both say one figure), scaled by that GPU's rows at other sizes where it has some
 (`corrected`), never at a line far past the sizes measured. A CPU's time per epoch
 (`per_epoch`), and the measured GPUs', and their fixed costs at N come from the
 dataset sizes its rows measured (`along`): at a measured size, the measurement; between two, the
@@ -86,7 +87,7 @@ The package, one idea a module, each reading only those before it:
     pricing    every option's wall time and cost (table)
     choosing   the picks, the cost-versus-time front and the break-even
     text       the decision in words and in JSON records
-    answer     decide(): the above put together
+    answer     decide(): the above put together; steps(): what it looks up in the counts it is handed
     many       a planned run on N GPUs of an instance and on M instances, priced as rented (data-parallel)
 """
 
@@ -98,7 +99,8 @@ from .grid import (  # noqa: F401 (the package's names)
 from .memory import (  # noqa: F401 (the package's names)
     ACTIVATION_MOVES, BYTES_PER_PARAM, CONTEXT_BYTES, FLOOR_BYTES, largest_batch, memory_needed)
 from .speeds import (  # noqa: F401 (the package's names)
-    HOST, OWN_SIZE, PLANNED, SPEED, at_plan, corrected, missing, plan_speeds, planned_step, predictions, speeds)
+    HOST, OWN_SIZE, PLANNED, SPEED, at_plan, corrected, missing, plan_speeds, planned_step, predictions, speeds,
+    wanted)
 from .pricing import (  # noqa: F401 (the package's names)
     ENDS, card_fits, makespan, own_gpus, table)
 from .choosing import (  # noqa: F401 (the package's names)
@@ -108,5 +110,5 @@ from .text import (  # noqa: F401 (the package's names)
     costed, evens, flagged, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
     precision_of, priced_on, records, render, run_time, said, significant, source, startup)
 from .answer import (  # noqa: F401 (the package's names)
-    Decision, decide)
+    Decision, decide, steps)
 from . import many  # noqa: F401,E402 (the package's names)

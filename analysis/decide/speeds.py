@@ -1,15 +1,22 @@
 """Each configuration's time on each GPU model and CPU: measured where rows measured it, else analysis/model/'s
 prediction (`predictions`, `at_plan` for a planned run), along the dataset size where the rows measured others.
+
+A planned run's step is data handed in: `wanted` names the step (crossover/step.py) to count, the command layer
+counts it as `crossover predict` does (sweeps/command.py), and `planned_step` reads the count by its Step. Nothing
+here starts a process.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
 from crossover.schema import BUILTIN_MODULE, given
+from crossover.step import AXES, Step
 
 from .. import model
 from ..cost import measures
@@ -133,8 +140,8 @@ NOT_COUNTED = "the planned step is not counted"
 def job_reference(line: dict) -> tuple[str, str | None]:
     """The reference a row's job is counted by, from any folder, and the path the row names where it is not found
     from here (else None): a built-in's name; a job file's path (workload_path) and attribute; a package's module
-    (workload_module: `count_planned` puts the folder of workload_path on the counting process's path); in rows
-    written before workload_path, workload_module as it imports from the current folder."""
+    (workload_module: its Step names the folder of workload_path, which the counting process puts on its path); in
+    rows written before workload_path, workload_module as it imports from the current folder."""
     module, cell = str(line["workload_module"]), line.get("workload_path")
     if module == BUILTIN_MODULE:
         return line["workload"], None
@@ -147,37 +154,76 @@ def job_reference(line: dict) -> tuple[str, str | None]:
     return (f"{path}:{module.rsplit(':', 1)[-1]}" if path.endswith(".py") else module), None
 
 
-def planned_step(rows: pd.DataFrame, plan: Plan, count=None) -> tuple[pd.DataFrame | None, str]:
+def _line(mine: pd.DataFrame) -> pd.Series:
+    """The row the planned step is counted from: of the planned configuration's rows (`planned_rows`), the CPU's
+    first, as the rows' own count is taken."""
+    return mine.sort_values("is_cpu", ascending=False, kind="stable").iloc[0]
+
+
+def _names_job(line: pd.Series, plan: Plan) -> bool:
+    """Whether there is a job to count the planned step from: plan.job, or the one the rows name (workload_module)."""
+    module = line.get("workload_module")
+    return bool(plan.job or isinstance(module, str) and module)
+
+
+def _step(line: dict, plan: Plan) -> tuple[Step | None, str | None]:
+    """The step the planned run needs counted, from a row of its configuration (`line`: its batch size, depth, width,
+    context and the workload's own axes), for the job plan.job names, else the one the row names (`job_reference`);
+    and the job file the row names where it is not found from here (the step then None)."""
+    ref, missing = (plan.job, None) if plan.job else job_reference(line)
+    if missing is not None:
+        return None, missing
+    params = json.loads(line["workload_params"]) if isinstance(line.get("workload_params"), str) else {}
+    path = str(line["workload_path"]) if given(line.get("workload_path")) else ""
+    # a package's module imports from the folder its rows name, put on the counting process's path
+    folders = (path,) if path and not path.endswith(".py") and ref == line.get("workload_module") else ()
+    return Step(ref, plan.epochs, int(line["batch_size"]), plan.samples,
+                tuple((a, int(line[a])) for a in AXES if given(line.get(a))), tuple(sorted(params.items())),
+                precision=plan.precision, folders=folders), None
+
+
+def wanted(rows: pd.DataFrame, plan: Plan) -> Step | None:
+    """The step the planned run needs counted (crossover/step.py), what `planned_step` looks up in its counts; None
+    where nothing is to be counted: the batch is the whole dataset, the rows name no job, or the job file they name
+    is not found from here. Starts no process and writes nothing."""
+    mine = planned_rows(rows, plan)
+    if mine["full_batch"].any():
+        return None
+    line = _line(mine)
+    return _step(line.to_dict(), plan)[0] if _names_job(line, plan) else None
+
+
+def planned_step(rows: pd.DataFrame, plan: Plan, counts: Mapping[Step, dict | str] | None = None
+                 ) -> tuple[pd.DataFrame | None, str]:
     """The planned configuration's one step and its counted costs (one line: the configuration's columns and
-    model.CLASS_COLUMNS), what `at_plan` predicts the GPUs from, and a note where it is not `count`'s. `count(ref,
-    plan, line)`: the step counted as `crossover predict` counts it (sweeps/counting.py count_planned, in a process of
-    its own; `crossover decide` and `crossover report` pass it), for the job plan.job names, else
-    the one the rows name (`job_reference`: the job file's path, found from any folder); where it
-    fails, is not found from here, or is not given (None: the analysis run alone), the count a row of the configuration
-    made (the CPU's first), and the note says so and what the figures then rest on. None: the rows hold no count of
+    model.CLASS_COLUMNS), what `at_plan` predicts the GPUs from, and a note where it is not counted as `crossover
+    predict` counts it. `counts`: every step the command layer counted (`crossover decide` and `crossover report`
+    count each step `steps` names, as predict does, in a process of their own, and hand the counts over), keyed by
+    the Step (`wanted`): a dict, the step counted; a str, why it could not be. Where it could not be, the job file is
+    not found from here, or `counts` is None (the analysis run alone), the count a row of the configuration made
+    (the CPU's first), and the note says so and what the figures then rest on. None: the rows hold no count of
     every op class, or the batch is the whole dataset (it grows with the run's size)."""
     mine = planned_rows(rows, plan)
     if mine["full_batch"].any():
         return None, ""
-    line = mine.sort_values("is_cpu", ascending=False, kind="stable").iloc[0]
+    line = _line(mine)
     counted = mine[mine[list(model.CLASS_COLUMNS)].notna().all(axis=1)] if set(model.CLASS_COLUMNS) <= set(mine) \
         else mine.iloc[:0]
     counted = counted.sort_values("is_cpu", ascending=False, kind="stable").head(1)
     module = line.get("workload_module")
-    if not (plan.job or isinstance(module, str) and module):  # rows that name no job: their own count
+    if not _names_job(line, plan):  # rows that name no job: their own count
         return (None if counted.empty else counted), ""
-    if count is None:  # the analysis run alone: handed no counting function
+    if counts is None:  # the analysis run alone: handed no counts
         why = f"{NOT_COUNTED} as crossover predict counts it (python -m crossover.analysis counts nothing)"
         fix = "; crossover decide and crossover report count it"
     else:
-        ref, missing = (plan.job, None) if plan.job else job_reference(line.to_dict())
-        if missing is None:
-            try:
-                return pd.DataFrame([count(ref, plan, line.to_dict())]), ""
-            except ValueError as exc:
-                why = f"{NOT_COUNTED} as crossover predict counts it ({exc})"
-        else:
+        step, missing = _step(line.to_dict(), plan)
+        if step is None:
             why = f"the job file {missing} named by the rows (workload_path) was not found from here; {NOT_COUNTED}"
+        elif isinstance(counts[step], dict):
+            return pd.DataFrame([counts[step]]), ""
+        else:  # why the command layer could not count it: its PredictError's line
+            why = f"{NOT_COUNTED} as crossover predict counts it ({counts[step]})"
         fix = "" if module == BUILTIN_MODULE else \
             f"; run where the job is found, or pass --workload path/to/job.py:{str(module).rsplit(':', 1)[-1]}"
     rests = (f"the step a row counted, GPU memory {memory_needed(counted, plan.samples, False)['needs_how']}"
