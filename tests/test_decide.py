@@ -592,3 +592,23 @@ def test_the_fronts_figures_are_never_cut_only_an_options_name(tmp_path):
     for line in front:  # each option's figures whole on its line, whatever of its name or source is cut
         option = next(o for _, o in tiny.iterrows() if line[2:].startswith(o["option"][:8]))
         assert decide.money(option) in line and decide.run_time(option) in line, line
+
+
+def test_a_command_line_names_the_steps_its_decision_looks_up_and_prints_nothing_where_it_is_refused(tmp_path, capsys):
+    # what `crossover decide` and `report` count before they hand the analysis the counts (sweeps/command.py): the
+    # planned run's step, at PyTorch's default precision too where the run trains at another; none where there is no
+    # planned run or the line is refused, which main, run after, says in its one line
+    from crossover.analysis.__main__ import wanted
+    from crossover.schema import BUILTIN_MODULE
+    from crossover.step import Step
+
+    results = write_rows([row("peaks", "cpu", [0.01, 0.011], batch_size=64, dataset_size=256, width=128,
+                              workload_module=BUILTIN_MODULE)], tmp_path / "mine")
+    run = ["decide", str(results), "--epochs", "10", "--dataset-size", "50000", "--no-reference"]
+    step = Step("peaks", 10, 64, 50_000, (("depth", 4), ("width", 128)))
+    assert wanted(run) == (step,) and wanted(["report", *run[1:]]) == (step,)
+    assert wanted([*run, "--precision", "bf16"]) == (Step("peaks", 10, 64, 50_000, step.axes, precision="bf16"), step)
+    for refused in (run[:2], ["summary", str(results)], ["decide", "--bogus"], ["decide", "--help"],
+                    ["decide", str(tmp_path / "none"), "--epochs", "1", "--dataset-size", "9"], [*run, "--epochs", "0"]):
+        assert wanted(refused) == (), refused
+    assert capsys.readouterr() == ("", "")
