@@ -7,9 +7,10 @@ The names a workload is written with, and nothing else: the Workload and its own
 crossover/workload.py), the data its make_data returns (Data, crossover/data.py), the configuration its
 factories read (TrialConfig, crossover/config.py) and the error that refuses a bad one (ConfigError).
 
-The package holds the rest too: crossover.schema (the rows' columns, below every layer), crossover.trainables,
-crossover.sweeps and crossover.analysis, which are the folders trainables/, sweeps/ and analysis/ at the top of a
-checkout (pyproject.toml's package-dir). Data and Workload hold torch tensors and modules, so they are imported
+The package holds the rest too: crossover.schema (the rows' columns, below every layer), crossover.step (a step
+to count: the analysis names it, the command layer counts it), crossover.trainables, crossover.sweeps and
+crossover.analysis, which are the folders trainables/, sweeps/ and analysis/ at the top of a checkout
+(pyproject.toml's package-dir). Data and Workload hold torch tensors and modules, so they are imported
 when first asked for: `import crossover.schema`, or anything of crossover.analysis, imports no torch. An editor or
 a type checker reads them from the imports under TYPE_CHECKING below.
 """
