@@ -324,15 +324,10 @@ def _decide(args) -> int:
     rows = _rows(args)
     options, billing = prices.load_prices(args.prices)
     boxes = [prices.load_home_box(p) for p in (args.home_box or prices.home_boxes())]
-    answer = decide.decide(rows, None, options, billing, boxes, None if plan else _trials(args), args.deadline, plan,
-                           power, args.counts)
+    scale = decide.many.Scale(tuple(args.gpus), args.nodes) if plan else None  # a run on every GPU of an instance
+    offer = decide.Offer(tuple(options), billing, tuple(boxes), power, scale, args.deadline)
+    answer = decide.answer(decide.Run(rows, plan, args.counts, None if plan else _trials(args)), offer)
     grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
-    if plan and len(found) and len(grid) == 1 and (plan.trials or 1) == 1:  # a run on every GPU of an instance
-        scale = decide.many.Scale(tuple(args.gpus), args.nodes)
-        mine = decide.planned_rows(rows, plan)
-        found = decide.many.instances(found.assign(samples=plan.samples, batch_size=grid["batch_size"].iloc[0]),
-                                      float(mine["n_params"].median()), plan.epochs, scale, options, billing)
-        picks = decide.pick(found, args.deadline)
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
         listed = json.dumps(decide.records(found, grid, plan), indent=1)

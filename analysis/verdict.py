@@ -33,7 +33,7 @@ import pandas as pd
 from crossover.schema import BUILTIN_MODULE
 from crossover.step import Step
 
-from . import decide, model, prices
+from . import decide, model
 from .crossover import (
     A_EVERYWHERE,
     B_EVERYWHERE,
@@ -110,10 +110,8 @@ def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, counts: Mapping[
            today: dt.date | None = None) -> decide.Decision:
     """The decision for `rows` on every option of analysis/prices.yaml and every home box: the measured grid
     as the sweep, or the planned run `plan` (its steps' counts in `counts`, keyed by decide.steps' Steps:
-    decide.planned_step)."""
-    options, billing = prices.load_prices()
-    boxes = [prices.load_home_box(p) for p in prices.home_boxes()]
-    return decide.decide(rows, None, options, billing, boxes, plan=plan, counts=counts, today=today)
+    decide.planned_step): decide.answer's, the one answer predict and decide give too."""
+    return decide.answer(decide.Run(rows, plan, counts), decide.Offer.shipped(today=today))
 
 
 def _candidates(table: pd.DataFrame) -> pd.DataFrame:

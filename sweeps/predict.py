@@ -32,6 +32,7 @@ import math
 import sys
 import textwrap
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,7 +41,7 @@ import pandas as pd
 from crossover.config import PRECISIONS
 from crossover.step import AXES, TIMEOUT_S, Step
 
-from ..analysis import cost, decide, model, prices
+from ..analysis import cost, decide, model
 from ..analysis.cli import HelpFormatter
 from ..analysis.decide import many
 from . import count_cache
@@ -48,71 +49,69 @@ from .cli import at_least, param
 from .counting import PredictError, finish, start
 
 
-def predicted(counted: dict, epochs: int, options: list[prices.Option], billing: dict[str, prices.Billing],
-              default: dict | None = None, boxes: list[prices.HomeBox] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One line per GPU model of the GPU table shipped with crossover, fastest first, with decide's columns
-    (`table`'s: epoch_s and its interval, wall_s, usd, fits, ...; decide.HOST's): priced at its cheapest one-GPU
-    on-demand option, else with no price; then a line per home box of `boxes` (kind decide.HOME_BOX, as decide
-    prices it: its write-off and electricity); and the run as decide's grid of one line (for decide.records).
-    `default`: the step counted at PyTorch's default precision, which a GPU without the unit of counted's is never
-    predicted faster than."""
-    gpus = list(model.load_devices())
-    plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
-    grid = decide.counted_grid(counted, plan)
-    speed = decide.at_plan("run", pd.DataFrame([counted]), plan, gpus,  # the one prediction decide makes too
-                           pd.DataFrame([default]) if default else None)
-    rented = decide.table(grid, speed, options, billing, list(boxes))
+def predicted(found: decide.Decision, counted: Mapping) -> pd.DataFrame:
+    """One line per GPU model of the GPU table shipped with crossover, fastest first, from `found` (decide.answer's
+    answer for the counted run, `counted` its step): with decide's columns (`table`'s: epoch_s and its interval,
+    wall_s, usd, fits, ...; decide.HOST's), priced at its cheapest one-GPU on-demand option, else with no price (the
+    GPU's run alone, found.speeds); then a line per home box (kind decide.HOME_BOX, as decide prices it: its
+    write-off and electricity)."""
+    rented, speed = found.options, found.speeds
     owned = rented[rented["kind"] == decide.HOME_BOX] if len(rented) else rented
     cards = {k: d.memory_gb for k, d in model.load_devices().items()}
     lines = []
-    for gpu in gpus:
+    for run in speed.itertuples():
+        gpu = run.source
         one = rented[(rented["model"] == gpu) & (rented["gpus"] == 1) & (rented["kind"] == "on-demand")] \
             if len(rented) else rented
-        run = speed[speed["source"] == gpu].iloc[0]
         if len(one):  # its run as decide prices it: the provider's start-up included, as in its bill
             lines.append(one.sort_values(["usd", "wall_s"]).iloc[0].to_dict())
             continue
         # no price: the run's time on the GPU alone
-        wall = {f"wall{end}_s": run[column] for end, column in (("", "trial_s"), ("_lo", "trial_lo"), ("_hi", "trial_hi"))}
+        alone = speed[speed["source"] == gpu].iloc[0]
+        wall = {f"wall{end}_s": alone[column] for end, column in (("", "trial_s"), ("_lo", "trial_lo"),
+                                                                  ("_hi", "trial_hi"))}
         wall |= {k.replace("_s", "_h"): v / 3600 for k, v in wall.items()}
         lines.append({"option": f"{gpu} (no price)", "kind": "no price", "model": gpu, "gpus": 1,
-                      **run[["epoch_s", "epoch_lo", "epoch_hi", "predicted", "reach", *decide.HOST]].to_dict(), **wall,
-                      "predicted_share": 1.0, "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan,
+                      **alone[["epoch_s", "epoch_lo", "epoch_hi", "predicted", "reach", *decide.HOST]].to_dict(),
+                      **wall, "predicted_share": 1.0, "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan,
                       "basis": "no option of the price table has it: the GPU's time alone"}
-                     | decide.card_fits(run.to_dict(), cards.get(gpu)))
+                     | decide.card_fits(alone.to_dict(), cards.get(gpu)))
     by_gpu = pd.DataFrame(lines).sort_values(["epoch_s", "usd"], ignore_index=True)
-    return smaller(pd.concat([by_gpu, owned], ignore_index=True), counted), grid
+    return smaller(pd.concat([by_gpu, owned], ignore_index=True), counted)
 
 
-def on_many(lines: pd.DataFrame, counted: dict, epochs: int, scale: many.Scale, options: list[prices.Option],
-            billing: dict[str, prices.Billing], count) -> pd.DataFrame:
+def on_many(lines: pd.DataFrame, counted: Mapping, epochs: int, scale: many.Scale, offer: decide.Offer,
+            count) -> pd.DataFrame:
     """`lines` (one GPU each, `predicted`) and the run on every count of GPUs of `scale` (many.lines), one GPU's
     lines left out where 1 is not among them, each GPU model's lines together, its fastest one-GPU first. `count(b)`:
     the step counted at per-GPU batch b, where --global-batch asks one other than the counted one's."""
     batch, samples = int(counted["batch_size"]), int(counted["dataset_size"])
     gpus = list(model.load_devices())
+    options = list(offer.options)
     speed = lambda c: decide.at_plan("run", pd.DataFrame([c]), decide.Plan(  # noqa: E731
         epochs, samples, precision=c.get("precision", "default")), gpus)
     reference = speed(counted)
     per_gpu = {scale.per_gpu(batch, n) for n in scale.counts(options)} - {batch}
     steps = {b: speed(count(b)) for b in sorted(per_gpu)} | {batch: reference}
     found = many.lines(steps, float(counted.get("trainable_params") or counted["n_params"]), batch, samples, epochs,
-                       scale, options, billing, reference)
+                       scale, options, dict(offer.billing), reference)
     ones = many.one_gpu(lines, batch) if 1 in scale.counts(options) and scale.nodes == 1 else lines.iloc[:0]
     out = pd.concat([ones, found], ignore_index=True)
     order = out.groupby("model")["epoch_s"].transform("min")
     return out.assign(_order=order).sort_values(["_order", "model", "nodes", "gpus"], ignore_index=True).drop(columns="_order")
 
 
-def answer(counted: dict, epochs: int, scale: many.Scale, options: list[prices.Option],
-           billing: dict[str, prices.Billing], boxes: list[prices.HomeBox], count, default: dict | None = None
+def answer(counts: Mapping[Step, dict], plan: decide.Plan, offer: decide.Offer, scale: many.Scale, count
            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The counted run `counted` on every GPU model and count of GPUs of `scale` (`predicted`, `on_many`), and on every
-    home box of `boxes`: (the GPUs' lines, the boxes' lines, the run as decide's grid). `count(b)`: the step counted at
-    per-GPU batch b (on_many); `default`: the step at PyTorch's default precision (predicted)."""
-    found, grid = predicted(counted, epochs, options, billing, default, boxes)
-    owned = found[found["kind"] == decide.HOME_BOX]
-    return on_many(found[found["kind"] != decide.HOME_BOX], counted, epochs, scale, options, billing, count), owned, grid
+    """The counted run (`counts`: its step at plan.precision, and at PyTorch's default where that differs) on every
+    GPU model (decide.answer, the answer decide and the end of a sweep give; `predicted`), on every count of GPUs of
+    `scale` (`on_many`) and on every home box of `offer`: (the GPUs' lines, the boxes' lines, the run as decide's grid).
+    `count(b)`: the step counted at per-GPU batch b (on_many)."""
+    found = decide.answer(decide.Run(pd.DataFrame(), plan, counts), offer)
+    counted = next(c for s, c in counts.items() if s.precision == plan.precision)
+    lines = predicted(found, counted)
+    owned = lines[lines["kind"] == decide.HOME_BOX]
+    return on_many(lines[lines["kind"] != decide.HOME_BOX], counted, plan.epochs, scale, offer, count), owned, found.grid
 
 
 def smaller(lines: pd.DataFrame, counted: dict) -> pd.DataFrame:
@@ -345,14 +344,12 @@ def main(argv=None) -> int:
     processes = [start(r) if k is None else None for r, k in zip(requests, kept)]
     try:
         model.shipped(model.PER_CLASS)  # read from the cache, or fitted while the step is counted: two cores, two jobs
-        options, billing = prices.load_prices()
-        counted, *default = [k or count_cache.keep(r, finish(p, r, started))
-                             for r, k, p in zip(requests, kept, processes)]
-        scale = many.Scale(args.gpus, args.nodes, args.global_batch)
-        boxes = [prices.load_home_box(path) for path in prices.home_boxes()]
-        lines, owned, grid = answer(counted, request.epochs, scale, options, billing, boxes,
-                                    lambda b: count_cache.recount(replace(request, batch_size=b)),
-                                    default[0] if default else None)
+        counts = {r: k or count_cache.keep(r, finish(p, r, started)) for r, k, p in zip(requests, kept, processes)}
+        counted = counts[request]
+        plan = decide.Plan(request.epochs, int(counted["dataset_size"]), precision=request.precision)
+        offer = decide.Offer.shipped()
+        lines, owned, grid = answer(counts, plan, offer, many.Scale(args.gpus, args.nodes, args.global_batch),
+                                    lambda b: count_cache.recount(replace(request, batch_size=b)))
     except (PredictError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -362,12 +359,10 @@ def main(argv=None) -> int:
                 process.kill()                                  # not left behind
                 process.wait()
     used = {o for o in lines["option"]}
-    old = [line for line in cost.stale([o for o in options if o.name in used])]
+    old = [line for line in cost.stale([o for o in offer.options if o.name in used])]
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
-        listed = json.dumps(decide.records(pd.concat([lines, owned], ignore_index=True), grid,
-                                           decide.Plan(request.epochs, int(counted["dataset_size"]),
-                                                       precision=request.precision)), indent=1)
+        listed = json.dumps(decide.records(pd.concat([lines, owned], ignore_index=True), grid, plan), indent=1)
         print(listed) if str(args.json) == "-" else args.json.write_text(listed + "\n")
     print("\n".join(first_screen(lines, owned, counted, request.epochs, old, request.workload)), file=text)
     if args.verbose:

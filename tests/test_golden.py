@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 
 from analysis_rows import user_cpu_rows
-from crossover.analysis import decide, prices, summary, verdict
+from crossover.analysis import decide, summary, verdict
 from crossover.analysis.decide import many
 from crossover.analysis.load import read
 from crossover.analysis.selection import select
+from crossover.step import Step
 from crossover.sweeps import predict
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -45,13 +46,13 @@ def golden(name: str, text: str) -> None:
 
 def test_predicts_first_screen():
     counted = json.loads((GOLDEN / "predict-count.json").read_text())
-    options, billing = prices.load_prices()
-    boxes = [prices.load_home_box(path) for path in prices.home_boxes()]
+    step = Step("examples/zoo.py:workload", 30, 128, 50_000, params=(("arch", "mobilenet_v2"),))
 
     def count(batch):  # every GPU takes the counted batch: no other step is asked for
         pytest.fail(f"a step at batch {batch} was asked for")
 
-    lines, owned, _ = predict.answer(counted, 30, many.Scale((), 1, False), options, billing, boxes, count)
+    lines, owned, _ = predict.answer({step: counted}, decide.Plan(30, 50_000), decide.Offer.shipped(),
+                                     many.Scale((), 1, False), count)
     screen = predict.first_screen(lines, owned, counted, 30, [], "examples/zoo.py:workload")
     assert len(screen) <= predict.SCREEN
     golden("predict.txt", "\n".join(screen))
@@ -65,9 +66,7 @@ def cnn(tmp_path_factory):
 
 
 def test_decides_screen(cnn):
-    options, billing = prices.load_prices()
-    boxes = [prices.load_home_box(path) for path in prices.home_boxes()]
-    answer = decide.decide(cnn, None, options, billing, boxes, today=TODAY)
+    answer = decide.answer(decide.Run(cnn), decide.Offer.shipped(today=TODAY))
     said = decide.brief(answer.options, answer.grid, answer.picks, answer.notes, answer.plan,
                         (verdict.reference_line(cnn),), decide.BRIEF_LINES - 1)  # as analysis/__main__.py _decide says it
     golden("decide.txt", said)

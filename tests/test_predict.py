@@ -253,9 +253,11 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
     # --batch-size 64 --dataset-size 50000 --width 128 --param n_features=16`), and decide takes its count as data
     wanted = Step(ref, 10, 64, 50_000, (("width", 128),), (("n_features", 16),))
     assert decide.steps(mine, plan) == (wanted,) and decide.wanted(mine, plan) == wanted
-    answer = decide.decide(mine, None, options, billing, [], plan=plan, counts={wanted: step})
+    offer = decide.Offer(tuple(options), billing)  # no home box
+    # one function answers both: the rows with the step's count (decide), and the count alone (predict)
+    answer = decide.answer(decide.Run(mine, plan, {wanted: step}), offer)
     found, notes = answer.options, answer.notes
-    said, _ = predicted(step, 10, options, billing)
+    said = predicted(decide.answer(decide.Run(pd.DataFrame(), decide.Plan(10, 50_000), {wanted: step}), offer), step)
     priced = said[said["kind"] != "no price"]
     assert len(priced) >= 5 and not any("not counted" in n for n in notes)
     for line in priced.itertuples():

@@ -87,8 +87,10 @@ The package, one idea a module, each reading only those before it:
     pricing    every option's wall time and cost (table)
     choosing   the picks, the cost-versus-time front and the break-even
     text       the decision in words and in JSON records
-    answer     decide(): the above put together; steps(): what it looks up in the counts it is handed
     many       a planned run on N GPUs of an instance and on M instances, priced as rented (data-parallel)
+    answer     answer(): this counted run on these options (Run, Offer), the one answer predict, decide, report
+               and the end of a sweep give; decide(): the above put together from rows; steps(): what it
+               looks up in the counts it is handed
 """
 
 from __future__ import annotations
@@ -109,6 +111,6 @@ from .text import (  # noqa: F401 (the package's names)
     BRIEF_LINES, HOST_MARK, HOST_WORDS, RENTALS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards, cents,
     costed, evens, flagged, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
     precision_of, priced_on, records, render, run_time, said, significant, source, startup)
-from .answer import (  # noqa: F401 (the package's names)
-    Decision, decide, steps)
 from . import many  # noqa: F401,E402 (the package's names)
+from .answer import (  # noqa: F401 (the package's names)
+    Decision, Offer, Run, answer, counted, decide, steps)

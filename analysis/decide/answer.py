@@ -8,18 +8,21 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pandas as pd
 
 from crossover.step import Step
 
 from ..cost import stale, stale_boxes
-from ..prices import POWER, Billing, Electricity, HomeBox, Option
+from ..model import load_devices
+from ..prices import POWER, PRICES, Billing, Electricity, HomeBox, Option, home_boxes, load_home_box, load_prices
 from ..selection import timed
 from .choosing import break_even, pick
-from .grid import Plan, plan_grid, sweep
+from .grid import Plan, counted_grid, plan_grid, planned_rows, sweep
+from .many import Scale, instances
 from .pricing import own_gpus, table
-from .speeds import missing, plan_speeds, planned_step, predictions, speeds, wanted
+from .speeds import at_plan, missing, plan_speeds, planned_step, predictions, speeds, wanted
 from .text import STALE
 
 
@@ -33,6 +36,7 @@ class Decision:
     even: pd.DataFrame  # the home boxes' break-even (`break_even`)
     notes: list  # models left out, predictions not made, stale prices
     plan: Plan | None = None
+    speeds: pd.DataFrame | None = None  # each GPU's and CPU's run alone at each configuration (`speeds`, `at_plan`)
 
     @property
     def priced(self) -> str:
@@ -80,7 +84,8 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     priced = sum(len(o.prices()) for o in options) + sum(not b.record for b in boxes)
     dated = f"  {STALE} {len(old)} of {priced} are over 12 months old: re-read them " \
             "(python -m crossover.analysis cost lists them)"
-    return Decision(grid, found, picks, even, notes + missing(grid, speed, gpus) + ([dated] if old else []), plan)
+    return Decision(grid, found, picks, even, notes + missing(grid, speed, gpus) + ([dated] if old else []), plan,
+                    speed)
 
 
 def steps(rows: pd.DataFrame, plan: Plan) -> tuple[Step, ...]:
@@ -92,3 +97,81 @@ def steps(rows: pd.DataFrame, plan: Plan) -> tuple[Step, ...]:
         return ()
     plans = [plan] + ([replace(plan, precision="default")] if plan.precision != "default" else [])
     return tuple(step for step in (wanted(rows, p) for p in plans) if step is not None)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """These options: what a run is priced on. The price table's instances (`options`, billed as each provider
+    bills: `billing`), the home boxes, your own machine's electricity (`power`), the counts of GPUs of one instance a
+    planned run is also priced on (`scale`, data-parallel: many.instances; None: each instance on one of its GPUs, as
+    `table` prices it), the deadline a pick must meet, and the day the prices' age is counted to (None: today)."""
+
+    options: tuple[Option, ...]
+    billing: Mapping[str, Billing]
+    boxes: tuple[HomeBox, ...] = ()
+    power: Electricity = POWER
+    scale: Scale | None = None
+    deadline_h: float | None = None
+    today: dt.date | None = None
+
+    @classmethod
+    def shipped(cls, prices: Path = PRICES, boxes: tuple[Path, ...] = (), **given) -> Offer:
+        """The price table at `prices` (the one shipped with crossover by default) and the home boxes at `boxes`
+        (default: those shipped), with `given`'s other fields."""
+        options, billing = load_prices(prices)
+        return cls(tuple(options), billing, tuple(load_home_box(p) for p in (boxes or home_boxes())), **given)
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """This counted run: the rows it is measured by (none: `crossover predict`, which times nothing), what is priced
+    (`plan`; None: the measured grid as the sweep, `asked` trials of each workload where given), and the steps the
+    command layer counted for it (`counts`: each `Step` the plan needs, `steps`, and its counts, or why it could not
+    be counted; None where nothing was counted)."""
+
+    rows: pd.DataFrame
+    plan: Plan | None = None
+    counts: Mapping[Step, dict | str] | None = None
+    asked: Mapping[str, int] | None = None
+
+
+def answer(run: Run, offer: Offer) -> Decision:
+    """The one answer for `run` on `offer`'s options, whoever asks (`crossover predict`, `crossover decide`,
+    `crossover report`, the end of a sweep): every option's time and cost, the picks, the break-even and the notes.
+    From rows, `decide`'s; where none were measured, the counted step's prediction on every GPU the model knows
+    (`counted`). A planned run of one configuration, run once, on an offer with a `scale`: each rented instance of
+    several GPUs priced as the run on all of them (many.instances), the picks made again among those."""
+    plan = run.plan
+    if plan is not None and run.rows.empty:
+        return counted(plan, run.counts or {}, offer)
+    found = decide(run.rows, None, list(offer.options), dict(offer.billing), list(offer.boxes),
+                   None if run.asked is None else dict(run.asked), offer.deadline_h, plan, offer.power, run.counts,
+                   offer.today)
+    if plan is None or offer.scale is None or found.options.empty or len(found.grid) != 1 or (plan.trials or 1) != 1:
+        return found
+    mine = planned_rows(run.rows, plan)
+    options = instances(found.options.assign(samples=plan.samples, batch_size=found.grid["batch_size"].iloc[0]),
+                        float(mine["n_params"].median()), plan.epochs, offer.scale, list(offer.options),
+                        dict(offer.billing))
+    return replace(found, options=options, picks=pick(options, offer.deadline_h))
+
+
+def counted(plan: Plan, counts: Mapping[Step, dict | str], offer: Offer) -> Decision:
+    """The planned run with nothing measured (`crossover predict`): its step, counted at plan.precision (and at
+    PyTorch's default, which a GPU without that precision's unit is never predicted faster than), predicted on every
+    GPU of the model's device table (`at_plan`, the prediction `decide` makes of a configuration no row measured),
+    and priced on every option that has one of them (`table`); `speeds` holds each GPU's run alone, priced or not."""
+    steps = {step.precision: count for step, count in counts.items()}
+    step = steps.get(plan.precision)
+    if not isinstance(step, dict):
+        raise ValueError(f"the planned run's step at precision {plan.precision} was not counted"
+                         + (f": {step}" if isinstance(step, str) else ""))
+    default = steps.get("default") if plan.precision != "default" else None
+    grid = counted_grid(step, plan)
+    speed = at_plan("run", pd.DataFrame([step]), plan, list(load_devices()),
+                    pd.DataFrame([default]) if isinstance(default, dict) else None)
+    found = table(grid, speed, list(offer.options), dict(offer.billing), list(offer.boxes), None, offer.power,
+                  offer.today)
+    picks = pick(found, offer.deadline_h) if len(found) else {}
+    even = break_even(found) if len(found) else pd.DataFrame()
+    return Decision(grid, found, picks, even, [], plan, speed)
