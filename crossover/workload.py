@@ -37,8 +37,9 @@ import dataclasses
 import difflib
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -116,6 +117,19 @@ class Param:
         return value
 
 
+T = TypeVar("T")
+
+
+def filled_in(value: T | None, name: str) -> T:
+    """`value`, the TrialConfig field `name` (batch_size, depth, lr, ...), which trainables/trial.py resolve fills in
+    from the workload's defaults, so a factory's or a trial's cfg holds it. ValueError naming the field where it is
+    None: a config used unresolved, or a workload whose model reads an axis it gives no default."""
+    if value is None:
+        raise ValueError(f"config field {name} is None: resolve the config first (crossover.trainables.trial "
+                         f"resolve), which fills it in from the workload's defaults, or give the workload one")
+    return value
+
+
 def sums(loss: nn.Module) -> bool:
     """Whether `loss` sums its batch's samples (reduction 'sum') rather than averaging them: what turns its value
     into a per-sample loss, and under DDP scales its gradient. A loss of the user's with no `reduction` (a plain
@@ -173,7 +187,7 @@ class Workload:
     make_data: Callable[[TrialConfig], object]  # -> crossover.Data: inputs (a tensor, or a dict of them), targets
     make_model: Callable[[TrialConfig], nn.Module]
     make_loss: Callable[[], nn.Module]  # its reduction 'mean' or 'sum' says how a batch's loss is counted (`sums`)
-    make_optimizer: Callable[[object, float], torch.optim.Optimizer]  # (parameters, lr)
+    make_optimizer: Callable[[Iterator[nn.Parameter], float], torch.optim.Optimizer]  # (model.parameters(), lr)
     defaults: dict = field(default_factory=dict)  # the shared axes' values where a sweep leaves them unset
     axes: frozenset = frozenset()  # of depth, width, context: the ones this workload varies (the rest always)
     params: dict = field(default_factory=dict)  # its own axes: name -> Param
