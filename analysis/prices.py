@@ -23,6 +23,7 @@ import math
 import re
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
+from typing import Literal, TypedDict, overload
 
 import yaml
 
@@ -33,6 +34,16 @@ PRICES = packaged("prices.yaml")
 HOME_BOXES = packaged("home_boxes")
 HOURS_PER_MONTH = 730  # 365 x 24 / 12
 STALE_DAYS = 365  # a price older than this is flagged: re-read its source
+
+
+class _Terms(TypedDict):
+    """A Billing's terms, without the date and source of its figures: SKYPILOT_BILLING's."""
+
+    step_s: float
+    minimum_s: float
+    startup_s: float
+
+
 # A SkyPilot catalog (vms.csv): the columns read (GpuInfo, MemoryGiB, AvailabilityZone may be there too),
 # the cloud names a path may hold, and what is assumed where the path names none or its billing is unknown.
 SKYPILOT_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "Price", "SpotPrice", "Region")
@@ -40,20 +51,20 @@ CLOUDS = {"aws": "AWS", "gcp": "GCP", "azure": "Azure", "lambda": "Lambda", "run
           "vast": "Vast.ai", "coreweave": "CoreWeave", "oci": "OCI", "paperspace": "Paperspace", "cudo": "Cudo",
           "fluidstack": "FluidStack", "do": "DigitalOcean", "scaleway": "Scaleway", "shadeform": "Shadeform"}
 SKYPILOT_PROVIDER = "SkyPilot"
-SKYPILOT_BILLING = {"step_s": 60, "minimum_s": 60, "startup_s": 300}
+SKYPILOT_BILLING: _Terms = {"step_s": 60, "minimum_s": 60, "startup_s": 300}
 
 
-def _number(unit: str, low: float, strict: bool = True, high: float | None = None, integer: bool = False,
-            default=MISSING):
-    """A numeric field: its unit (for the messages) and its valid range, low < value (<= high)."""
-    return field(default=default, metadata={"unit": unit, "low": low, "strict": strict, "high": high, "integer": integer})
+def _number(unit: str, low: float, strict: bool = True, high: float | None = None, integer: bool = False) -> dict:
+    """A numeric field's metadata (`field(metadata=_number(...))`, a field mypy knows): its unit (for the messages)
+    and its valid range, low < value (<= high)."""
+    return {"unit": unit, "low": low, "strict": strict, "high": high, "integer": integer}
 
 
 @dataclass(frozen=True)
 class Price:
-    usd_per_h: float = _number("US dollars per instance-hour", 0)
-    date: str = field(default=MISSING)  # when the figure applied: YYYY-MM or YYYY-MM-DD
-    source: str = field(default=MISSING)  # the provider's page
+    usd_per_h: float = field(metadata=_number("US dollars per instance-hour", 0))
+    date: str  # when the figure applied: YYYY-MM or YYYY-MM-DD
+    source: str  # the provider's page
     via: str = ""  # the third-party page it was read on, if not the provider's
     note: str = ""
 
@@ -68,11 +79,11 @@ class Price:
 @dataclass(frozen=True)
 class Billing:
     """How a provider charges: in steps of `step_s` seconds, at least `minimum_s` a start."""
-    step_s: float = _number("seconds", 0)
-    minimum_s: float = _number("seconds", 0, strict=False)
-    startup_s: float = _number("seconds", 0, strict=False)  # asking for the instance to the first trial: boot, image, install
-    date: str = field(default=MISSING)
-    source: str = field(default=MISSING)
+    step_s: float = field(metadata=_number("seconds", 0))
+    minimum_s: float = field(metadata=_number("seconds", 0, strict=False))
+    startup_s: float = field(metadata=_number("seconds", 0, strict=False))  # asking for the instance to the first trial: boot, image, install
+    date: str
+    source: str
     via: str = ""  # the third-party page it was read on, if not the provider's
     note: str = ""
 
@@ -86,10 +97,10 @@ class Option:
     provider: str
     region: str
     gpu: str | None  # GPU model (a key of analysis/devices.yaml); null for a CPU instance
-    gpus: int = _number("GPUs", 0, strict=False, integer=True)  # 0 for a CPU instance; rented whole
-    vcpus: int = _number("vCPUs", 1, strict=False, integer=True)
-    on_demand: Price = field(default=MISSING)
-    spot: Price | None = field(default=MISSING)  # null where no spot price is recorded (the note says why)
+    gpus: int = field(metadata=_number("GPUs", 0, strict=False, integer=True))  # 0 for a CPU instance; rented whole
+    vcpus: int = field(metadata=_number("vCPUs", 1, strict=False, integer=True))
+    on_demand: Price
+    spot: Price | None  # null where no spot price is recorded (the note says why)
     note: str = ""
     link: str | None = None  # how its GPUs join (a key of devices.yaml's links:); None: its GPU model's own link
     network: str | None = None  # the network between two of it (a links: key); None: not priced across nodes
@@ -102,17 +113,17 @@ class Option:
 class HomeBox:
     name: str
     gpu: str  # GPU model (a key of analysis/devices.yaml)
-    purchase_usd: float = _number("US dollars", 0, strict=False)  # what was paid for the parts
-    purchase_date: str = field(default=MISSING)  # when that price applied: YYYY-MM or YYYY-MM-DD
-    purchase_source: str = field(default=MISSING)  # where the price comes from
-    lifetime_years: float = _number("years", 0)  # written off over this many years
-    power_w: float = _number("watts", 0)  # drawn at the wall while training (nominal)
-    utilisation: float = _number("a fraction of the month, e.g. 0.25", 0, high=1.0)  # share of the month it trains
-    electricity_usd_per_kwh: float = _number("US dollars per kWh", 0, strict=False)
+    purchase_usd: float = field(metadata=_number("US dollars", 0, strict=False))  # what was paid for the parts
+    purchase_date: str  # when that price applied: YYYY-MM or YYYY-MM-DD
+    purchase_source: str  # where the price comes from
+    lifetime_years: float = field(metadata=_number("years", 0))  # written off over this many years
+    power_w: float = field(metadata=_number("watts", 0))  # drawn at the wall while training (nominal)
+    utilisation: float = field(metadata=_number("a fraction of the month, e.g. 0.25", 0, high=1.0))  # share of the month it trains
+    electricity_usd_per_kwh: float = field(metadata=_number("US dollars per kWh", 0, strict=False))
     matches: str | None = None  # regex on device_name for rows measured on this box; default: the gpu as a word
     source: str = ""  # where the other figures come from
     # GB of the box's card where it differs from analysis/devices.yaml's for its gpu (a 4 GB GTX 960); None: the table's
-    memory_gb: float | None = _number("GB (10^9 bytes)", 0, default=None)
+    memory_gb: float | None = field(default=None, metadata=_number("GB (10^9 bytes)", 0))
     # true: purchase_usd is what was paid on purchase_date (seed 002's box of 2017), a record no later source can
     # change, so it is never counted stale; false (the default): a price of the market, re-read after STALE_DAYS
     record: bool = False
@@ -257,7 +268,8 @@ def _build(cls, entry, where: str, fix: str, **built):
         raise ValueError(f"{where}: expected a mapping with {required}, got {entry!r}")
     missing = [name for name in required if name not in entry]
     if missing:
-        raise ValueError(f"{where}{f' (line {entry.line})' if getattr(entry, 'line', 0) else ''} "
+        line = getattr(entry, "line", 0)  # a mapping the YAML loader numbers (its line)
+        raise ValueError(f"{where}{f' (line {line})' if line else ''} "
                          f"lacks {', '.join(missing)}: {fix}")
     unknown = sorted(set(entry) - {f.name for f in fields(cls)})
     if unknown:
@@ -327,6 +339,14 @@ def gpu_model(accelerator: str, keys) -> str:
         if rest != flat and re.fullmatch(r"(\d+GB|SXM\d?|PCIE|MEGA|NVL)*", rest):
             return key
     return accelerator
+
+
+@overload
+def _catalog_number(row: dict, column: str, at: str, low: float, empty_ok: Literal[False] = False) -> float: ...
+
+
+@overload
+def _catalog_number(row: dict, column: str, at: str, low: float, empty_ok: bool) -> float | None: ...
 
 
 def _catalog_number(row: dict, column: str, at: str, low: float, empty_ok: bool = False) -> float | None:

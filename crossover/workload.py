@@ -37,8 +37,9 @@ import dataclasses
 import difflib
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -95,7 +96,8 @@ class Param:
     help: str = ""  # one line: what it means, with its unit
 
     def check(self, name: str, value, workload: str):
-        """`value` as this axis's type; raises ConfigError naming the axis, the value and the range."""
+        """`value` as this axis's type; raises ConfigError naming the axis, the value and the range (WorkloadError
+        where the Param gives a range, low or high, to a value that is no number)."""
         kind = type(self.default)
         where = f"{name} (an axis of workload {workload!r})"
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
@@ -106,9 +108,26 @@ class Param:
             raise ConfigError(name, f"{where} must be {kind.__name__}, got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise ConfigError(name, f"{where} must be one of {list(self.choices)}, got {value!r}")
-        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
-            raise ConfigError(name, f"{where} must be in [{self.low}, {self.high}], got {value!r}")
+        if self.low is not None or self.high is not None:
+            if not isinstance(value, (int, float)):
+                raise WorkloadError(f"{where} is a {kind.__name__}, which has no range: low and high bound numbers; "
+                                    "give choices=... for the values it may take")
+            if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+                raise ConfigError(name, f"{where} must be in [{self.low}, {self.high}], got {value!r}")
         return value
+
+
+T = TypeVar("T")
+
+
+def filled_in(value: T | None, name: str) -> T:
+    """`value`, the TrialConfig field `name` (batch_size, depth, lr, ...), which trainables/trial.py resolve fills in
+    from the workload's defaults, so a factory's or a trial's cfg holds it. ValueError naming the field where it is
+    None: a config used unresolved, or a workload whose model reads an axis it gives no default."""
+    if value is None:
+        raise ValueError(f"config field {name} is None: resolve the config first (crossover.trainables.trial "
+                         f"resolve), which fills it in from the workload's defaults, or give the workload one")
+    return value
 
 
 def sums(loss: nn.Module) -> bool:
@@ -168,7 +187,7 @@ class Workload:
     make_data: Callable[[TrialConfig], object]  # -> crossover.Data: inputs (a tensor, or a dict of them), targets
     make_model: Callable[[TrialConfig], nn.Module]
     make_loss: Callable[[], nn.Module]  # its reduction 'mean' or 'sum' says how a batch's loss is counted (`sums`)
-    make_optimizer: Callable[[object, float], torch.optim.Optimizer]  # (parameters, lr)
+    make_optimizer: Callable[[Iterator[nn.Parameter], float], torch.optim.Optimizer]  # (model.parameters(), lr)
     defaults: dict = field(default_factory=dict)  # the shared axes' values where a sweep leaves them unset
     axes: frozenset = frozenset()  # of depth, width, context: the ones this workload varies (the rest always)
     params: dict = field(default_factory=dict)  # its own axes: name -> Param
@@ -267,7 +286,9 @@ class Workload:
         if self.step is None:
             loss = self.make_loss()
             for name, y in (("y", made.y), ("test_y", made.test_y)):
-                why = None if y is None else _targets_refused(loss, y)
+                if y is None:
+                    continue
+                why = _targets_refused(loss, y)
                 if why:
                     raise WorkloadError(f"Workload {self.name!r}: make_data's Data.{name} is {y.dtype} of shape "
                                         f"{tuple(y.shape)}, but its loss {type(loss).__name__} {why}")
@@ -282,7 +303,11 @@ class Workload:
         return grid_of(self.grids, self.defaults, name)
 
     def spec(self, fingerprint: str) -> WorkloadSpec:
-        """What the sweep's driver knows of it (WorkloadSpec), `fingerprint` its `fingerprint` as found here."""
+        """What the sweep's driver knows of it (WorkloadSpec), `fingerprint` its `fingerprint` as found here. Only a
+        registered Workload has one: its `ref` is how the driver's workers import it."""
+        if self.ref is None:
+            raise ValueError(f"Workload {self.name!r} has no ref, which its spec needs; register it first "
+                             "(crossover.trainables.registry's Registry.register)")
         return WorkloadSpec(self.name, self.ref, fingerprint, self.defaults, self.axes, self.params, self.grids,
                             self.fusable, self.pipeline, self.images, self.kernel, has_sample=self.sample is not None,
                             has_step=self.step is not None, has_check=self.check is not None)

@@ -44,7 +44,10 @@ def _param(*shape, grad=True) -> torch.Tensor:
     return torch.randn(*shape, device="cuda", requires_grad=grad)
 
 
-def matmuls() -> Iterator[tuple[str, dict, Callable[[], None]]]:
+# Each case: its op's name, its shape's parameters, and a call that runs it once (its result, if any, is dropped).
+# Called with no arguments; typed `...`, as each lambda binds its loop's tensors as defaults (a=a), which mypy cannot
+# infer against a callable of none.
+def matmuls() -> Iterator[tuple[str, dict, Callable[..., object]]]:
     """Forward products (a backward's are products of the same kind): mm over M x K x N, and attention's bmm."""
     sizes = (32, 128, 512, 2048, 8192)
     for m, k, n in itertools.product(sizes, (64, 256, 1024, 4096), (64, 256, 1024, 4096, 30522)):
@@ -55,14 +58,14 @@ def matmuls() -> Iterator[tuple[str, dict, Callable[[], None]]]:
         yield "bmm", {"batch": batch, "seq": seq, "dim": dim}, lambda q=q, kt=kt: torch.bmm(q, kt)
 
 
-def _backward(forward: Callable[[], torch.Tensor]) -> Callable[[], None]:
+def _backward(forward: Callable[..., torch.Tensor]) -> Callable[[], None]:
     def step():
         out = forward()
         out.backward(torch.ones_like(out))
     return step
 
 
-def attention() -> Iterator[tuple[str, dict, Callable[[], None]]]:
+def attention() -> Iterator[tuple[str, dict, Callable[..., object]]]:
     for batch, heads, seq in itertools.product((8, 32), (12, 16), (128, 512, 1024)):
         q, k, v = (_param(batch, heads, seq, 64) for _ in range(3))
         yield "sdpa", {"batch": batch, "heads": heads, "seq": seq, "dim": 64}, _backward(
@@ -76,7 +79,7 @@ CONVS = ((3, 224, 64, 7, 2, 1), (64, 56, 64, 3, 1, 1), (64, 56, 256, 1, 1, 1), (
          (32, 112, 32, 3, 1, 32), (96, 56, 96, 3, 2, 96), (384, 14, 384, 3, 1, 384), (64, 32, 64, 3, 1, 64))
 
 
-def convolutions() -> Iterator[tuple[str, dict, Callable[[], None]]]:
+def convolutions() -> Iterator[tuple[str, dict, Callable[..., object]]]:
     for (c, size, k, kernel, stride, groups), batch in itertools.product(CONVS, (8, 32, 128)):
         x, w = _param(batch, c, size, size), _param(k, c // groups, kernel, kernel)
         yield "conv2d", {"batch": batch, "in": c, "size": size, "out": k, "kernel": kernel, "stride": stride,
@@ -84,7 +87,7 @@ def convolutions() -> Iterator[tuple[str, dict, Callable[[], None]]]:
             lambda x=x, w=w, s=stride, g=groups, p=kernel // 2: F.conv2d(x, w, stride=s, padding=p, groups=g))
 
 
-def recurrent() -> Iterator[tuple[str, dict, Callable[[], None]]]:
+def recurrent() -> Iterator[tuple[str, dict, Callable[..., object]]]:
     for kind, (inputs, hidden, layers, seq, batch) in itertools.product(
             ("LSTM", "GRU"), ((128, 256, 1, 64, 32), (128, 256, 2, 64, 128), (512, 1024, 1, 32, 64),
                               (80, 512, 3, 200, 32), (256, 512, 2, 128, 128), (64, 128, 1, 16, 256))):
@@ -94,7 +97,7 @@ def recurrent() -> Iterator[tuple[str, dict, Callable[[], None]]]:
             _backward(lambda net=net, x=x: net(x)[0])
 
 
-def norms() -> Iterator[tuple[str, dict, Callable[[], None]]]:
+def norms() -> Iterator[tuple[str, dict, Callable[..., object]]]:
     for rows, dim in itertools.product((256, 4096, 32768), (256, 768, 1024, 4096)):
         x, w, b = _param(rows, dim), _param(dim), _param(dim)
         yield "layer_norm", {"rows": rows, "dim": dim}, _backward(
@@ -105,7 +108,7 @@ def norms() -> Iterator[tuple[str, dict, Callable[[], None]]]:
         yield "batch_norm", {"batch": batch, "channels": c, "size": size}, _backward(lambda bn=bn, x=x: bn(x))
 
 
-def elementwise() -> Iterator[tuple[str, dict, Callable[[], None]]]:
+def elementwise() -> Iterator[tuple[str, dict, Callable[..., object]]]:
     for n in (2 ** 10, 2 ** 14, 2 ** 17, 2 ** 20, 2 ** 23, 2 ** 26):
         x, y = _param(n, grad=False), _param(n, grad=False)
         yield "add", {"n": n}, lambda x=x, y=y: torch.add(x, y)
@@ -123,7 +126,7 @@ def elementwise() -> Iterator[tuple[str, dict, Callable[[], None]]]:
             lambda table=table, index=index: F.embedding(index, table))
 
 
-def optimisers() -> Iterator[tuple[str, dict, Callable[[], None]]]:
+def optimisers() -> Iterator[tuple[str, dict, Callable[..., object]]]:
     for total, tensors, kind in itertools.product((10 ** 5, 10 ** 6, 10 ** 7, 10 ** 8), (8, 64, 256), ("Adam", "SGD")):
         params = [torch.nn.Parameter(torch.randn(total // tensors, device="cuda")) for _ in range(tensors)]
         for p in params:
@@ -136,7 +139,7 @@ GROUPS = {"matmul": matmuls, "attention": attention, "conv": convolutions, "rnn"
           "elementwise": elementwise, "optimizer": optimisers}
 
 
-def _kernel_s(call: Callable[[], None], in_optimizer: bool, as_kind: dict) -> tuple[Counter, Counter]:
+def _kernel_s(call: Callable[[], object], in_optimizer: bool, as_kind: dict) -> tuple[Counter, Counter]:
     """Seconds of GPU kernels per call, and kernels per call, by op class of the aten op that launched them (every
     kernel of an optimiser's step is class optimizer, as `count` has it), renamed by `as_kind`."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
@@ -144,17 +147,19 @@ def _kernel_s(call: Callable[[], None], in_optimizer: bool, as_kind: dict) -> tu
         for _ in range(CALLS):
             call()
         torch.cuda.synchronize()
-    seconds, kernels = Counter(), Counter()
+    seconds: Counter[str] = Counter()
+    kernels: Counter[str] = Counter()
     for e in prof.events():
         if e.name.startswith("aten::") and e.self_device_time_total > 0:
             c = "optimizer" if in_optimizer else op_class(e.name.removeprefix("aten::"))
             c = as_kind.get(c, c)
             seconds[c] += e.self_device_time_total * 1e-6 / CALLS
-            kernels[c] += len(e.kernels) / CALLS
+            # typeshed's Counter holds ints; Python's holds any number (its docs), as this fraction of a call's
+            kernels[c] += len(e.kernels) / CALLS  # type: ignore[assignment]
     return seconds, kernels
 
 
-def _wall_s(call: Callable[[], None]) -> float:
+def _wall_s(call: Callable[[], object]) -> float:
     torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(CALLS):
@@ -163,7 +168,7 @@ def _wall_s(call: Callable[[], None]) -> float:
     return (time.perf_counter() - start) / CALLS
 
 
-def measure(name: str, params: dict, call: Callable[[], None], precision: str, group: str) -> list[dict]:
+def measure(name: str, params: dict, call: Callable[[], object], precision: str, group: str) -> list[dict]:
     """One case's rows, one per op kind it dispatched or launched kernels under."""
     set_tf32(precision)
 
@@ -172,7 +177,7 @@ def measure(name: str, params: dict, call: Callable[[], None], precision: str, g
             call()
     for _ in range(WARMUP):
         run()
-    kinds = {}  # the per-op model's class (trainables/costs.py op_kind) -> FLOPs, bytes, ops of the case
+    kinds: dict[str, list[int]] = {}  # the per-op model's class (trainables/costs.py op_kind) -> FLOPs, bytes, ops of the case
     for kind, _, flops, moved, launches, times in json.loads(count(run, on_gpu=False)[OPS_PER_STEP]):
         kinds[kind] = [a + b * times for a, b in zip(kinds.get(kind, (0, 0, 0)), (flops, moved, launches))]
     # the profiler names a kernel's aten op, not its kind: a case's convolutions are all grouped or none

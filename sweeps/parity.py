@@ -67,7 +67,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, TypedDict
 
 import torch
 import torch.distributed as dist
@@ -79,7 +79,7 @@ from crossover.config import LOOPS, ConfigError
 from crossover.data import move, take
 from crossover.schema import SIZE_AXES
 from crossover.sweeps import cli, runner
-from crossover.sweeps.cluster import connected
+from crossover.sweeps.cluster import connected, threads
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
 from crossover.sweeps.status import exit_status
@@ -89,7 +89,7 @@ from crossover.trainables.timing import MIN_TIMED_EPOCHS, more_epochs
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import Trial, here
 from crossover.trainables.workloads import WORKLOADS, with_grid
-from crossover.workload import sums
+from crossover.workload import filled_in, sums
 
 WAYS = ("plain", "direct", "sweep")
 PLAIN_ENGINES = ("eager", "compile", "graph")  # the plain loop's step: as written, torch.compile'd, one CUDA graph
@@ -163,7 +163,7 @@ def plain(trial: Trial, default_threads: int | None = None, engine: str = "eager
     trial's work on each rank (its own data: give each rank its own seed), the model in DistributedDataParallel at
     PyTorch's defaults on this rank's GPU (torch.cuda.current_device(), which torchrun's script sets), a barrier
     around each timed epoch, and every rank timing the same number of epochs."""
-    cfg, wl = trial.cfg, here(trial).wl  # the user's code, in this process: what the plain loop times
+    cfg, wl = trial.cfg, here(trial).workload  # the user's code, in this process: what the plain loop times
     device = torch.device("cuda", torch.cuda.current_device()) if trial.spec.uses_gpu else torch.device("cpu")
     world = dist.get_world_size() if dist.is_initialized() else 1
     seed_loop = cfg.loop == "seed"
@@ -182,13 +182,14 @@ def plain(trial: Trial, default_threads: int | None = None, engine: str = "eager
     if world > 1:
         model = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
     x, y = move(data.x, device), data.y.to(device)
-    optimizer = wl.make_optimizer(model.parameters(), cfg.lr)
+    optimizer = wl.make_optimizer(model.parameters(), filled_in(cfg.lr, "lr"))
     criterion = wl.make_loss()
     summed = sums(criterion)
     shuffler = torch.Generator().manual_seed(cfg.seed)  # the order run_trial draws
-    state = {"running_loss": 0.0}
+    state: _State = {"running_loss": 0.0}
     if engine == "compile":
-        model = torch.compile(model, mode="reduce-overhead")
+        # a Module compiled is a Module (torch's OptimizedModule), which torch.compile's annotation types as a callable
+        model = torch.compile(model, mode="reduce-overhead")  # type: ignore[assignment]
 
     def train_step(inputs, target):
         optimizer.zero_grad(set_to_none=True)
@@ -228,7 +229,7 @@ def plain(trial: Trial, default_threads: int | None = None, engine: str = "eager
         return seconds
 
     warmup = timed(cfg.warmup_epochs)
-    seconds = timed(cfg.epochs - cfg.warmup_epochs)
+    seconds = timed(filled_in(cfg.epochs, "epochs") - cfg.warmup_epochs)
     # as many more as a trial times (trainables/timing.py): a short epoch timed 3 times says little; the same count
     # on every rank (the most any asks for), as a data-parallel trial's ranks agree on theirs
     more = torch.tensor(more_epochs(len(seconds), sum(seconds), cfg.min_timed_s), device=device)
@@ -238,6 +239,13 @@ def plain(trial: Trial, default_threads: int | None = None, engine: str = "eager
     return {"seconds": seconds, "warmup_s": sum(warmup), "last_loss": state["loss"].item(),
             "epoch_loss": state["running_loss"] / data.n if seed_loop else None,
             "data_bytes": sum(t.nbytes for t in tree_leaves((x, y)))}
+
+
+class _State(TypedDict, total=False):
+    """What the plain loop's epochs leave for it to read after the timing."""
+
+    running_loss: float  # the seeds' loop's epoch's loss, summed on the host
+    loss: torch.Tensor  # the last step's
 
 
 def graphed(train_step, optimizer: torch.optim.Optimizer, inputs, target, cfg) -> Callable:
@@ -281,7 +289,7 @@ def measure(sp: Space, ways: tuple, out, log, default_threads: int) -> dict:
     """Each way's median ms/epoch for every trial of `sp`, in the order `ways`: {hash: {way: ms}},
     with the load average after each ('load')."""
     trials = sp.expand()
-    got = {t.hash: {"load": []} for t in trials}
+    got: dict[str, dict[str, Any]] = {t.hash: {"load": []} for t in trials}  # a way's ms; 'load': a list of them
     for way in ways:
         if way == "sweep":
             store = runner.run(sp, out, max_concurrent=1, log=log)
@@ -387,7 +395,7 @@ def _worker_setup(cpus: int) -> dict:
 
 
 def header(flags: "Flags", default_threads: int) -> str:
-    worker = _worker_setup(flags.cpu_threads)
+    worker = _worker_setup(threads(flags))
     return (f"parity: ms per epoch, the median of {flags.repeats} runs each way [min-max]; loops {', '.join(flags.loops)}; "
             f"CPU trials and the CPU plain loop on {flags.cpu_threads} threads, GPU trials on 1, the GPU plain loop on "
             f"torch's default; load average {os.getloadavg()[0]:.2f}\n"
@@ -414,7 +422,7 @@ class Flags:
     epochs: int | None  # epochs of every run, the warm-up included, or its own
     smoke: bool
     address: str | None  # a Ray on this machine, or None: a local one
-    trial_timeout: float | None  # s: a trial's limit in the sweep
+    trial_timeout: float  # s: a trial's limit in the sweep
     plan_timeout: float  # s: the limit of the process that plans your workload (sweeps/plan.py)
     verbose: bool  # the runner's line per trial
 
@@ -485,7 +493,7 @@ def study(flags: Flags, planner: Planner) -> int:
             for device in flags.devices:
                 for loop in flags.loops:
                     name = f"{flags.name}-{stamp}-r{repeat}-{device}-{loop}"
-                    sp = space(flags, name, device, loop, flags.cpu_threads, planner)
+                    sp = space(flags, name, device, loop, threads(flags), planner)
                     trials = {t.hash: t for t in sp.expand()}
                     for h, got in measure(sp, ways, flags.out, log, default_threads).items():
                         results.setdefault(h, (trials[h], []))[1].append(got)

@@ -45,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from crossover.config import ConfigError, TrialConfig
@@ -83,7 +84,7 @@ class Planner:
         self.planned: dict[tuple, tuple] = {}  # (reference, its source's sha256 or None) -> (spec, package folder)
         self.faults: dict[str, str] = {}  # a workload's ref ('module:attr') -> why its planning failed
         self.sizes: dict[str, int | None] = {}  # trial hash -> member_bytes, as the child found it (None: not estimated)
-        self.checks: dict[str, tuple | None] = {}  # trial hash -> (field, why) where its check refused it, else None
+        self.checks: dict[str, tuple[str, str] | None] = {}  # trial hash -> (field, why) where its check refused it, else None
 
     def spec(self, given: str | Workload, timeout_s: float = PLAN_TIMEOUT_S) -> WorkloadSpec:
         """The WorkloadSpec of the workload `given` names ('path/file.py:attr', 'package.module:attr', or a
@@ -117,7 +118,7 @@ class Planner:
         if ask:
             _, _, got = self._plan([], timeout_s, checks=[t.cfg.to_dict() for t in ask])
             self.checks.update({t.hash: got.get(i) for i, t in enumerate(ask)})
-        return {t.hash: self.checks[t.hash] for t in trials if self.checks.get(t.hash)}
+        return {t.hash: why for t in trials if (why := self.checks.get(t.hash))}
 
     def fault(self, wl: Workload | WorkloadSpec) -> str | None:
         """Why planning `wl` failed, in one line (module docstring), or None: a built-in's, or a user's planned."""
@@ -152,8 +153,8 @@ class Planner:
             return fused.member_bytes(trial)
         return self.member_sizes([trial], timeout_s)[trial.hash]
 
-    def _plan(self, refs: list[tuple[str, str]], timeout_s: float, sizes: list[dict] = (),
-              checks: list[dict] = ()) -> tuple[dict, dict, dict]:
+    def _plan(self, refs: list[tuple[str, str]], timeout_s: float, sizes: Sequence[dict] = (),
+              checks: Sequence[dict] = ()) -> tuple[dict, dict, dict]:
         """The child's work: each (reference, what the child registers) of `refs` imported and its spec found,
         each config of `sizes` estimated, and each of `checks` checked: ({reference: (WorkloadSpec, its package's
         folder to ship or None)}, {index in sizes: bytes or None}, {index in checks: (field, why) or None}). Raises
@@ -163,9 +164,9 @@ class Planner:
         partial: dict[str, dict] = {}  # reference -> the child's spec event, before its fingerprint
         sized: dict[int, int | None] = {}
         checked: dict[int, tuple | None] = {}
-        refs, sizes, checks = list(refs), list(enumerate(sizes)), list(enumerate(checks))
-        while refs or sizes or checks:
-            events, how, log, fix = _call(refs, sizes, checks, timeout_s, self.registry.shipping)
+        refs, to_size, to_check = list(refs), list(enumerate(sizes)), list(enumerate(checks))  # what is left to ask
+        while refs or to_size or to_check:
+            events, how, log, fix = _call(refs, to_size, to_check, timeout_s, self.registry.shipping)
             doing = None
             for event in events:
                 if "error" in event:  # the module does not import, or the reference names nothing: the line says it
@@ -187,8 +188,8 @@ class Planner:
                 elif "check" in event:
                     checked[event["check"]], doing = event["said"] and (event["field"], event["said"]), None
             refs = [r for r in refs if r[0] not in found]
-            sizes = [c for c in sizes if c[0] not in sized]
-            checks = [c for c in checks if c[0] not in checked]
+            to_size = [c for c in to_size if c[0] not in sized]
+            to_check = [c for c in to_check if c[0] not in checked]
             if how is None:
                 if log:
                     Path(log).unlink()
@@ -204,8 +205,8 @@ class Planner:
             self._fault(ref, f"{ref}: {said}; its trials are error rows and do not run. {_output(log)}. {fix}")
             found.update({text: _found(partial[text], None) for text, _ in refs if text == doing.get("text")})
             refs = [r for r in refs if r[0] not in found]
-            sizes = [c for c in sizes if c[1]["module"] != ref]
-            checks = [c for c in checks if c[1]["module"] != ref]
+            to_size = [c for c in to_size if c[1]["module"] != ref]
+            to_check = [c for c in to_check if c[1]["module"] != ref]
         return found, sized, checked
 
     def _fault(self, ref: str, why: str) -> None:
@@ -241,7 +242,8 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
     with tempfile.TemporaryDirectory(prefix="crossover-plan-") as tmp:
         # the modules declared so far (those of `refs` too: Planner.spec), as a worker has them: each package in
         # copies/, each job's folder (what Ray ships of it) a folder of its own, all on the child's path
-        copies, folders = Path(tmp) / "copies", {}
+        copies = Path(tmp) / "copies"
+        folders: dict[Path, Path] = {}  # a job's folder -> its copy
         copies.mkdir()
         for path in shipping.files.values():
             if path.suffix != ".py":
@@ -251,8 +253,9 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
                 folders[path.parent] = Path(tmp) / "jobs" / str(len(folders))
                 _copy(path.parent, folders[path.parent])
             copy = folders[path.parent] / path.name
-            if not copy.exists() and shipping.imported_text(path) is not None:  # moved since declared: as then, as Ray has it
-                copy.write_bytes(shipping.imported_text(path))
+            declared = shipping.imported_text(path)
+            if not copy.exists() and declared is not None:  # moved since declared: as then, as Ray has it
+                copy.write_bytes(declared)
         request, answer = Path(tmp) / "request.json", Path(tmp) / "answer.jsonl"
         request.write_text(json.dumps({
             "refs": [{"text": text, "load": _copied(load, folders)} for text, load in refs],
@@ -367,6 +370,7 @@ def _spec(text: str, load: str, say, registry: Registry) -> bool:
         said = str(exc).replace(load, text)
         say(error=said.replace(str(copy.parent), str(path.parent)) if copy and path else said)
         return False
+    assert wl.ref is not None  # register gives the Workload it returns its ref
     name = wl.ref.split(":")[0]
     plain = {k: v for k, v in wl.spec("").to_dict().items() if k != "fingerprint"}
     try:
@@ -375,7 +379,11 @@ def _spec(text: str, load: str, say, registry: Registry) -> bool:
         say(error=f"--workload {text}: Workload {wl.name!r}: its defaults, params and grids must hold plain values "
                   f"(numbers, strings, lists of them), as a sweep's rows and Tune take them: {exc}")
         return False
-    source = hashlib.sha256(Path(sys.modules[name].__file__).read_bytes()).hexdigest()
+    file = sys.modules[name].__file__
+    if file is None:
+        raise ValueError(f"--workload {text}: its module {name} has no file, whose source its fingerprint reads; define "
+                         "it in a .py file or a package's module")
+    source = hashlib.sha256(Path(file).read_bytes()).hexdigest()
     say(text=text, spec=plain, source=source, ship=None if path else package_path(name))
     say(doing=f"{wl.name}'s make_model at its defaults on the meta device (its fingerprint)", text=text, ref=wl.ref)
     say(text=text, fingerprint=fingerprint(wl))

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crossover.config import TrialConfig
+from crossover.workload import filled_in
 
 from ..trainables.shipping import Shipping
 from ..trainables.trial import Trial
@@ -54,8 +55,9 @@ def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S, shipping: Shipping |
     None where that configuration is refused by the workload (its `check`), fails, or outruns `timeout_s`:
     the trial then runs unpredicted, and its own row says what went wrong."""
     cfg = trial.cfg
-    small = dataclasses.replace(cfg, dataset_size=min(cfg.dataset_size, PROBE_BATCHES * cfg.batch_size),
-                                epochs=cfg.warmup_epochs + 1, min_timed_s=0)
+    batch_size = filled_in(cfg.batch_size, "batch_size")
+    size = min(filled_in(cfg.dataset_size, "dataset_size"), PROBE_BATCHES * batch_size)
+    small = dataclasses.replace(cfg, dataset_size=size, epochs=cfg.warmup_epochs + 1, min_timed_s=0)
     # the user's modules (the sweep's `shipping`) import in the child by name, as in a Ray worker: their folders on its path
     env = child_env(*(shipping.import_paths() if shipping else ()))
     with tempfile.TemporaryDirectory() as tmp:
@@ -67,7 +69,7 @@ def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S, shipping: Shipping |
             got = json.loads(out.read_text())
         except (subprocess.SubprocessError, OSError, ValueError):  # failed, killed at the limit, or wrote nothing
             return None
-    steps = math.ceil(small.dataset_size / small.batch_size)
+    steps = math.ceil(size / batch_size)
     step_s = got["epoch_s_median"] / steps
     epochs = small.warmup_epochs + got["timed_epochs"]
     return Probe(step_s, max(got["wall_s"] - step_s * steps * epochs, 0.0))

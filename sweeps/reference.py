@@ -90,7 +90,7 @@ def held_out(args, registry: Registry) -> list[dict]:
     wl = registry.register(ZOO)
     g = grid(args.archs or HELD_OUT, args.smoke, HELD_OUT_IMAGES)
     points = [(a, b) for a in g["arch"] for b in g["batch_size"]]
-    runs = {p: [] for p in points}
+    runs: dict[tuple[str, int], list[float]] = {p: [] for p in points}
     for _ in range(args.repeats):
         for arch, batch in points:
             cfg = TrialConfig(wl.name, device=args.devices, batch_size=batch, dataset_size=g["dataset_size"][0],
@@ -169,7 +169,7 @@ def real(args, out, registry: Registry) -> None:
         params = {"arch": arch, **extra, **dict(args.param)}
         cfg = TrialConfig(wl.name, device=args.devices, batch_size=batch, dataset_size=batch * steps,
                           epochs=REAL_SMOKE["epochs"] if args.smoke else EPOCHS, module=wl.ref, params=params,
-                          precision=precision, **({"min_timed_s": 0} if args.smoke else {}))
+                          precision=precision, min_timed_s=0 if args.smoke else TrialConfig.min_timed_s)
         # after_cures: a compile or a capture ran earlier in this process (real_runs says why it matters);
         # allocated_at_start_bytes: what earlier runs left allocated (CUDA graph pools), in the peak too
         line = {"workload": ref, "arch": arch, "params": params, "batch_size": batch, "dataset_size": batch * steps,
@@ -225,11 +225,12 @@ def real_rows(files: list, out) -> None:
 
     runs = pd.concat([pd.read_json(f, lines=True) for f in files], ignore_index=True)
     runs = runs[runs["status"] == "ok"]
-    rows, now, steps = [], dt.datetime.now(dt.timezone.utc).replace(microsecond=0), {}
+    steps: dict[tuple[str, int, int, str], dict] = {}  # a step's count is every GPU's
+    rows, now = [], dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     for (gpu, arch, batch, precision), group in runs.groupby(["device_name", "arch", "batch_size", "precision"]):
         group = group.head(3)
-        key = (arch, int(batch), int(group["dataset_size"].iloc[0]), precision)  # a step's count is every GPU's
-        step = steps[key] = steps.get(key) or counted(REALSIZE, key[1], key[2], {}, {"arch": arch}, precision)
+        shape = (arch, int(batch), int(group["dataset_size"].iloc[0]), precision)
+        step = steps[shape] = steps.get(shape) or counted(REALSIZE, shape[1], shape[2], {}, {"arch": arch}, precision)
         medians = [float(m) for m in group["epoch_s_median"]]
         config = {k: step[k] for k in ("workload", "workload_module", "batch_size", "dataset_size", "lr", "loop",
                                         "engine", "seed", "workload_params", "n_params", "model", "steps_per_epoch")}
@@ -284,8 +285,8 @@ def main(argv=None) -> int:
     registry = Registry()  # what this process imports of the zoo and your workload, and ships of them to Ray's workers
     if args.real:
         args.out.mkdir(parents=True, exist_ok=True)
-        wl = f"-{registry.register(args.workload[0]).name}" if args.workload else ""
-        real(args, args.out / f"{args.name}{wl}{'-held-out' if args.held_out else ''}-real.jsonl", registry)
+        named = f"-{registry.register(args.workload[0]).name}" if args.workload else ""
+        real(args, args.out / f"{args.name}{named}{'-held-out' if args.held_out else ''}-real.jsonl", registry)
         return 0
     if args.held_out:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -140,7 +140,7 @@ def _reference(found: list, trials: dict, store: Store, space: Space) -> tuple[d
     probe = pd.DataFrame([{**config_row(t, space.shipping), "status": "ok"} for _, _, t in planned])
     probe = probe.assign(results_dir=str(store.dir), arm="cpu", device_name=None, torch_threads=None)
     probe["config_key"] = keys(probe)
-    ref = {line.workload: {} for line in found}
+    ref: dict[str, dict[object, str]] = {line.workload: {} for line in found}  # workload -> size -> its config key
     for (line, size, _), key in zip(planned, probe["config_key"]):
         ref[line.workload][size] = key
     both = summary.with_reference(probe.drop(columns="config_key"))
@@ -218,14 +218,15 @@ def state(p: Plan, rows: pd.DataFrame | None = None) -> State:
         rows = read(p.store.dir) if p.store.files() else pd.DataFrame(columns=schema.NAMES + ["arm"])
     ok = rows[rows["status"] == "ok"]
     used = timed(ok)  # rows flagged outside_load: as the verdict reads them (analysis/selection.py)
-    measured, own, costs, ratios = {}, {}, {}, {CPU: [], GPU: []}
+    measured, own, costs = {}, {}, {}
+    ratios: dict[str, list[float]] = {CPU: [], GPU: []}  # per side, each size's epoch over the reference's
     for line in p.lines:
         index = p.hashes(line)
         own[line] = {index[h] for h in ok.loc[ok["config_hash"].isin(index), "config_hash"]}  # measured: not again
         mine = used[used["config_hash"].isin(index)]
         found = [(index[h], r) for h, r in zip(mine["config_hash"], mine.itertuples())]
         side = {p.cpu: CPU, p.gpu: GPU}
-        per = {CPU: {}, GPU: {}}
+        per: dict[str, dict[object, list]] = {CPU: {}, GPU: {}}  # side -> size -> its rows
         for (size, _, device), r in sorted(found, key=lambda f: f[0][1]):
             if device in side:
                 per[side[device]].setdefault(size, []).append(r)
@@ -324,7 +325,7 @@ def search(space: Space, out: Path | str, budget_s: float = BUDGET_S, max_concur
         space.planner.member_sizes(space.expand(), space.plan_timeout_s)
     _say_missing(p, log)
     p = dataclasses.replace(p, probed=_probe(p, detail, budget_s))
-    frozen = {line: set() for line in p.lines}
+    frozen: dict[Line, set[object]] = {line: set() for line in p.lines}
     stopped, limits = [], set()  # (line, size) of each size with a trial cut at its limit; those limits, s
     rounds = ran = 0
     skips = []  # (ask, why) of every size skipped for the budget
@@ -412,7 +413,7 @@ def _say_missing(p: Plan, log) -> None:
 
 def _grids(group: list[Ask]) -> dict:
     """The Space's grids of a group of asks with one target: per line, its sizes and its held axes."""
-    grids = {}
+    grids: dict[object, dict[str, list]] = {}
     for a in group:
         grids.setdefault(a.line.key, {a.line.axis: [], **a.line.held})[a.line.axis].append(a.size)
     return grids

@@ -47,8 +47,9 @@ def _worker(config: dict) -> None:
     where = Placement((ray.train.torch.get_device(),), context.get_world_rank(), context.get_world_size())
     with exits_trapped():  # a rank's os._exit: its WorkerExit, which Ray Train hands back (run_ddp)
         row = run_trial(_trial(config), where)
-    ranks = [None] * where.world
-    dist.all_gather_object(ranks, (row["per_rank_samples_per_s"][0], row["gpu_ids"], row["node_id"]))
+    mine = (row["per_rank_samples_per_s"][0], row["gpu_ids"], row["node_id"])
+    ranks = [mine] * where.world  # every rank's, in rank order: all_gather_object overwrites each item
+    dist.all_gather_object(ranks, mine)
     rates = [rate for rate, _, _ in ranks]
     gpus = [gpu for _, ids, _ in ranks for gpu in ids or ()] or None
     nodes = [node for _, _, node in ranks]
@@ -73,7 +74,10 @@ def run_ddp(trial: Trial) -> dict:
         run_config=RunConfig(name=f"ddp-{trial.hash}", storage_path=tempfile.gettempdir()),
     )
     try:
-        return trainer.fit().metrics[_ROW]
+        metrics = trainer.fit().metrics
+        if metrics is None:  # rank 0 reports the row (`_worker`): a run that ends without it is Train's failure
+            raise RuntimeError(f"ddp-{trial.hash}: Ray Train's run ended with no metrics, where rank 0 reports its row")
+        return metrics[_ROW]
     except WorkerGroupError as exc:  # a rank's exit said as a single trial's is, not as Train's health check
         exits = [(rank, failure) for rank, failure in sorted(exc.worker_failures.items())
                  if isinstance(failure, WorkerExit)]

@@ -25,6 +25,7 @@ import copy
 import dataclasses
 import hashlib
 import inspect
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +33,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from crossover.workload import sums
+from crossover.workload import Workload, filled_in, sums
 
 from . import costs
 from .graph import StepGraph
@@ -50,6 +51,12 @@ FUSED_PRECISIONS = ("default", "fp32")  # float32 weights: the batched optimiser
 DROPOUTS = (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d)
 
 
+class Stepper(Protocol):
+    """What a fused loop steps with the step's gradients: a FusedOptimizer, or _Counted around one (step_costs)."""
+
+    def step(self, grads: dict) -> None: ...
+
+
 def fusion_key(trial: Trial) -> str | None:
     """Trials with equal keys can fuse; None where this one cannot (a workload not `fusable`, a multi-GPU or
     packed device, engine 'compile', the seeds' loop, a precision other than default or fp32)."""
@@ -58,7 +65,10 @@ def fusion_key(trial: Trial) -> str | None:
         return None
     if cfg.engine not in FUSED_ENGINES or cfg.loop != "fast" or cfg.precision not in FUSED_PRECISIONS:
         return None
-    shared = dataclasses.replace(cfg, **{axis: None for axis in FUSABLE})
+    # None for any seed and lr, in a key, not a config that runs; typed Any, as replace checks a ** dict's values
+    # against every field's type (seed is an int)
+    unset: dict[str, Any] = {axis: None for axis in FUSABLE}
+    shared = dataclasses.replace(cfg, **unset)
     return shared.config_hash()
 
 
@@ -84,9 +94,10 @@ def member_bytes(trial: Trial) -> int:
     batch's forward pass makes (activations, feature maps: counted on the meta device), twice (forward and
     backward). The sample is the workload's `sample`, else the first of a tiny make_data; a workload with a
     `step` runs it on a batch of that sample and its target. Raises what building or running the model on the meta device raises."""
-    cfg, wl = trial.cfg, trial.wl
+    cfg, wl = trial.cfg, trial.workload
     x, y = (wl.sample(cfg), None) if wl.sample and wl.step is None else first_sample(trial)
-    batch = lambda t: t.to("meta").expand(cfg.batch_size, *t.shape)  # noqa: E731
+    batch_size = filled_in(cfg.batch_size, "batch_size")
+    batch = lambda t: t.to("meta").expand(batch_size, *t.shape)  # noqa: E731
     with torch.device("meta"):
         model = wl.make_model(cfg)
         with _Traced() as made:
@@ -95,14 +106,16 @@ def member_bytes(trial: Trial) -> int:
             else:
                 wl.step(model, tree_map(batch, x), batch(y), wl.make_loss())
     per_sample = sum(t.numel() * t.element_size() for t in tree_leaves(x))
-    data = cfg.dataset_size * (per_sample + 8) * 5 // 4  # 8: its label
+    data = filled_in(cfg.dataset_size, "dataset_size") * (per_sample + 8) * 5 // 4  # 8: its label
     return 16 * n_params(model) + 4 * n_frozen_params(model) + data + 2 * 4 * made.numel
 
 
 def first_sample(trial: Trial) -> tuple:
     """The first training input (a tensor or a dict of them) and target of the trial's data, made at one batch's size."""
-    small = dataclasses.replace(trial.cfg, dataset_size=min(trial.cfg.dataset_size, trial.cfg.batch_size))
-    data = trial.wl.data(small)
+    cfg = trial.cfg
+    small = dataclasses.replace(cfg, dataset_size=min(filled_in(cfg.dataset_size, "dataset_size"),
+                                                      filled_in(cfg.batch_size, "batch_size")))
+    data = trial.workload.data(small)
     return tree_map(lambda t: t[0], data.x), data.y[0]
 
 
@@ -133,13 +146,13 @@ class MemberStreams:
             finally:
                 self.default.graphsafe_set_state(saved)
             return
-        saved = self.default.get_state()
+        saved_state = self.default.get_state()  # the CPU generator's state, where a GPU's swaps generators
         self.default.set_state(self.states[i])
         try:
             yield
         finally:
             self.states[i] = self.default.get_state()
-            self.default.set_state(saved)
+            self.default.set_state(saved_state)
 
 
 _SIGNATURES = {func: inspect.signature(func) for func in DROPOUTS}
@@ -182,6 +195,7 @@ class FusedOptimizer:
         self.params = params
         d = reference.defaults
         device = next(iter(params.values())).device
+        self.state: dict[str, Any]  # name -> Adam's moments (m, v), or SGD's momentum buffer: `kind` says which
         if isinstance(reference, torch.optim.Adam) and not d["amsgrad"] and not d["weight_decay"]:
             self.kind, (self.beta1, self.beta2), self.eps = "adam", d["betas"], d["eps"]
             self.state = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in params.items()}
@@ -237,27 +251,37 @@ class Members:
 
     def to(self, device: torch.device) -> "Members":
         """On `device`, the weights requiring grad."""
-        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        maybe = lambda t: None if t is None else t.to(device)  # noqa: E731
         return dataclasses.replace(
-            self, x=move(self.x), y=move(self.y), test_x=move(self.test_x), test_y=move(self.test_y),
-            params={n: move(p).detach().requires_grad_() for n, p in self.params.items()},
-            buffers={n: move(b) for n, b in self.buffers.items()})
+            self, x=self.x.to(device), y=self.y.to(device), test_x=maybe(self.test_x), test_y=maybe(self.test_y),
+            params={n: p.to(device).detach().requires_grad_() for n, p in self.params.items()},
+            buffers={n: b.to(device) for n, b in self.buffers.items()})
 
 
 def stack_members(trials: list[Trial]) -> tuple[Members, torch.nn.Module]:
     """Each member's data and initial weights as run_trial makes them, member by member, stacked on the
     host; and the first member's model (the rows' shape of it)."""
-    wl, data, models, states = trials[0].wl, [], [], []
+    wl, data, models, states = trials[0].workload, [], [], []
     for t in trials:
         torch.manual_seed(t.cfg.seed)
         data.append(wl.data(t.cfg))
         models.append(wl.make_model(t.cfg))
         states.append(torch.get_rng_state())
-    stack = lambda ts: None if ts[0] is None else torch.stack(ts)  # noqa: E731
+    stack = lambda ts: torch.stack([_tensor(t, wl) for t in ts])  # noqa: E731
     params, buffers = stack_module_state(models)
-    return Members(trials, stack([d.x for d in data]), stack([d.y for d in data]), stack([d.test_x for d in data]),
-                   stack([d.test_y for d in data]), params, buffers, copy.deepcopy(models[0]).to("meta"), states,
-                   data[0].source), models[0]
+    return Members(trials, stack([d.x for d in data]), stack([d.y for d in data]),
+                   None if data[0].test_x is None else stack([d.test_x for d in data]),
+                   None if data[0].test_y is None else stack([d.test_y for d in data]), params, buffers,
+                   copy.deepcopy(models[0]).to("meta"), states, data[0].source), models[0]
+
+
+def _tensor(t: torch.Tensor | dict | None, wl: Workload) -> torch.Tensor:
+    """One member's inputs or targets, which a fused trial stacks: one tensor each. ValueError where its data holds
+    a dict of inputs, or a test split one member has and another lacks."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"workload {wl.name!r}: a fused trial stacks its members' inputs and targets, one tensor "
+                         f"each, and its make_data gave a {type(t).__name__}; set fusable=False")
+    return t
 
 
 class FusedLoop:
@@ -267,8 +291,9 @@ class FusedLoop:
     counts accumulate per member in device tensors; nothing here waits on the host. A fused group's
     loop for trainables/measure.py (`TrialLoop`): `build` makes one."""
 
-    def __init__(self, members: Members, opt: FusedOptimizer, crit: torch.nn.Module, model: torch.nn.Module):
-        self.m, self.opt, self.crit, self.wl, self.cfg = members, opt, crit, members.trials[0].wl, members.trials[0].cfg
+    def __init__(self, members: Members, opt: Stepper, crit: torch.nn.Module, model: torch.nn.Module):
+        self.m, self.opt, self.crit, self.wl, self.cfg = \
+            members, opt, crit, members.trials[0].workload, members.trials[0].cfg
         k, device = len(members.trials), members.x.device
         self.trials, self.model, self.samples = members.trials, model, members.x.shape[1]
         self.key = hashlib.sha256("".join(t.hash for t in members.trials).encode()).hexdigest()[:16]
@@ -282,7 +307,7 @@ class FusedLoop:
         self.shufflers = [torch.Generator().manual_seed(t.cfg.seed) for t in members.trials]
         self.loss_sum = torch.zeros(k, device=device)
         self.correct = torch.zeros(k, device=device, dtype=torch.long)
-        self.graph = None
+        self.graph: StepGraph | None = None
         with _Traced() as traced:  # does the model drop out? (on the meta device: one sample, no weights)
             members.base(torch.empty(1, *members.x.shape[2:], dtype=members.x.dtype, device="meta"))
         self.noisy = any(func in traced.funcs for func in DROPOUTS)
@@ -299,14 +324,14 @@ class FusedLoop:
     def build(cls, trials: list[Trial], where: Placement, timer: Timer) -> FusedLoop:
         """The members' data and weights made and stacked (phase 'setup') and moved to the device (phase
         'h2d'): the loop that trains them, each with its own learning rate."""
-        wl, first = trials[0].wl, trials[0].cfg
+        wl, first = trials[0].workload, trials[0].cfg
         with timer.phase("setup"):
             members, model = stack_members(trials)
-            reference = wl.make_optimizer(model.parameters(), first.lr)
+            reference = wl.make_optimizer(model.parameters(), filled_in(first.lr, "lr"))
         with timer.phase("h2d"):
             members = members.to(where.input_device)
-        return cls(members, FusedOptimizer(reference, members.params, [t.cfg.lr for t in trials]), wl.make_loss(),
-                   model)
+        lrs = [filled_in(t.cfg.lr, "lr") for t in trials]
+        return cls(members, FusedOptimizer(reference, members.params, lrs), wl.make_loss(), model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Every member's output on its own inputs (K x batch x ...), its dropout its own (MemberNoise)."""
@@ -342,8 +367,9 @@ class FusedLoop:
         n, k, device = self.m.x.shape[1], len(self.m.trials), self.m.x.device
         order = (torch.stack([torch.randperm(n, generator=g) for g in self.shufflers]).to(device) if self.wl.shuffle
                  else torch.arange(n, device=device).expand(k, n))
-        for start in range(0, n, self.cfg.batch_size):
-            idx = order[:, start:start + self.cfg.batch_size]
+        batch_size = filled_in(self.cfg.batch_size, "batch_size")
+        for start in range(0, n, batch_size):
+            idx = order[:, start:start + batch_size]
             if self.graph is None:
                 self.step(idx)
             else:
@@ -352,7 +378,7 @@ class FusedLoop:
 
     def _first_batch(self) -> torch.Tensor:
         """Every member's first batch in the data's own order (K x batch sample indices)."""
-        batch = min(self.cfg.batch_size, self.samples)
+        batch = min(filled_in(self.cfg.batch_size, "batch_size"), self.samples)
         return torch.arange(batch, device=self.m.x.device).expand(len(self.m.trials), -1)
 
     def capture(self) -> None:
@@ -365,12 +391,15 @@ class FusedLoop:
     def evaluate(self) -> tuple[list, list]:
         """Each member's mean test loss per sample and test accuracy (None where not a classifier)."""
         m, k = self.m, len(self.m.trials)
+        test_x, test_y = m.test_x, m.test_y
+        if test_x is None or test_y is None:  # measure evaluates only where there is a test split (n_test)
+            raise ValueError(f"{self.label}: evaluate needs a test split, and its members' data has none")
         m.base.eval()
-        out = self.forward(m.test_x)
+        out = self.forward(test_x)
         m.base.train()
-        losses = self.losses_of(out, m.test_y)
-        per_sample = losses / m.test_x.shape[1] if sums(self.crit) else losses
-        accuracy = ((out.argmax(-1) == m.test_y).float().mean(-1)).tolist() if self.wl.classifies \
+        losses = self.losses_of(out, test_y)
+        per_sample = losses / test_x.shape[1] if sums(self.crit) else losses
+        accuracy = ((out.argmax(-1) == test_y).float().mean(-1)).tolist() if self.wl.classifies \
             else [None] * k
         return per_sample.tolist(), accuracy
 
@@ -400,11 +429,13 @@ class _Counted(torch.optim.Optimizer):
     """A FusedOptimizer's step as a torch.optim step, for counting: torch.optim's step hooks then run around
     it, and costs.Traffic classes its ops as 'optimizer', as it does a single trial's optimiser's."""
 
-    def __init__(self, fused: FusedOptimizer):
+    def __init__(self, fused: Stepper):
         super().__init__([torch.zeros(())], {})  # torch.optim refuses no parameters; this one is never stepped
         self.fused = fused
 
-    def step(self, grads: dict) -> None:
+    # its step takes the fused step's gradients, as FusedOptimizer.step, never a closure: torch.optim's hooks wrap a
+    # subclass's step whatever its arguments (Optimizer.profile_hook_step), which its annotation does not allow for
+    def step(self, grads: dict) -> None:  # type: ignore[override]
         self.fused.step(grads)
 
 

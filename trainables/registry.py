@@ -94,6 +94,9 @@ def fingerprint(workload: Workload | WorkloadSpec) -> str:
         # the job's source (its file, and the .py files of its folder: shipping.source_bytes), as the worker's
         # copy from runtime_env has them (not linecache's, which may be stale), read before the model is built (a
         # model that writes its file changes no fingerprint); a package's module, or one installed: its file alone
+        if module.__file__ is None:
+            raise ValueError(f"workload {key!r}: its module {module.__name__} has no file, whose source its fingerprint "
+                             "reads; define it in a .py file or a package's module")
         path = Path(module.__file__)
         alone = module.__spec__ and module.__spec__.parent or _installed(path)
         text = path.read_bytes() if alone else source_bytes(path)
@@ -111,7 +114,7 @@ def reference(workload: Workload) -> str:
     module = sys.modules.get(getattr(workload.make_model, "__module__", ""), None)
     names = [n for n, v in vars(module).items() if v is workload] if module else []
     path = getattr(module, "__file__", None)
-    if not names or not path:
+    if module is None or not names or not path:
         raise WorkloadError(f"workload {workload.name!r}: define it at the top level of a module or file (workers import "
                             "it from there), e.g. `workload = Workload(...)` in job.py")
     in_package = "." in module.__name__ and module.__name__ != "__main__"
@@ -137,6 +140,8 @@ def _exec_file(module: str, path: Path, text: str) -> None:
     if folder not in sys.path:
         sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(module, path)
+    if spec is None or spec.loader is None:  # a path that is no .py file: no loader knows it
+        raise WorkloadError(f"--workload {text!r}: {path} is no Python file to import; name a .py file")
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[module] = loaded
     try:

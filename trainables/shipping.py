@@ -41,7 +41,7 @@ class Shipping:
     runtime_env, which starts Ray with it, and to check_shipped, which refuses a sweep whose modules Ray's workers
     lack. One made empty in a Ray worker declares nothing: its `origins` are then the driver's (ORIGINS_ENV)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.files: dict[str, Path] = {}  # module name -> its job file (its folder shipped), or a package's folder
         self.sources: dict[str, str] = {}  # module name -> sha256 of its job's source as declared here (`digest`)
         self.texts: dict[str, bytes] = {}  # a job file's path -> its bytes as declared (`imported_text`)
@@ -69,9 +69,9 @@ class Shipping:
         that imported it found it), unless it is shipped already (that process imported a copy of it); None:
         installed, or crossover's own, which every worker has."""
         if path is not None and module not in self.files:
-            path = Path(path)  # a package's folder, or a module's file (its folder shipped, as a job file's)
-            check_shippable(path.parent if path.suffix == ".py" else path, f"the module {module!r} of your workload, in")
-            self.files[module] = path
+            found = Path(path)  # a package's folder, or a module's file (its folder shipped, as a job file's)
+            check_shippable(found.parent if found.suffix == ".py" else found, f"the module {module!r} of your workload, in")
+            self.files[module] = found
 
     def shipped(self) -> list[str]:
         """What to ship to every worker (runtime_env py_modules): each job file's folder, once, and each package's."""

@@ -27,7 +27,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from crossover.data import Data, move, take
-from crossover.workload import sums
+from crossover.workload import filled_in, sums
 
 from . import costs, memory, precision
 from .fused import run_fused
@@ -75,17 +75,19 @@ class Loop:
 
     def __init__(self, trial: Trial, model, opt, crit, data: Data, where: Placement):
         self.cfg, self.wl, self.model, self.opt, self.crit, self.data, self.where = \
-            trial.cfg, trial.wl, model, opt, crit, data, where
-        self.trials, self.samples, self.label, self.key, self.group = [trial], data.n, trial.label(), trial.hash, {}
+            trial.cfg, trial.workload, model, opt, crit, data, where
+        self.trials, self.samples, self.label, self.key = [trial], data.n, trial.label(), trial.hash
+        self.group: dict[str, object] = {}  # a single trial's: no group columns (a fused loop's has them)
         self.on_device = data.device == where.input_device  # else pinned on the host, each batch copied over
         self.columns = {"data_on_device": self.on_device, "data_source": data.source,
                         "n_test": data.n_test}
         self.loss_sum = torch.zeros((), device=where.output_device)
         self.correct = torch.zeros((), device=where.output_device, dtype=_score_type(trial.wl))
         self.host_sum = 0.0  # loop 'seed': the epoch's loss, summed on the host
-        self.held = []  # loop 'fast': the steps' (loss, output, target, per-sample factor), until `_tally`
+        # loop 'fast': the steps' (loss, output or None for metric 'loss', target, per-sample factor), until `_tally`
+        self.held: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, int]] = []
         self.held_bytes = 0
-        self.graph = None
+        self.graph: StepGraph | None = None
         self.shuffler = torch.Generator().manual_seed(trial.cfg.seed)  # on the CPU, so every device sees one order
         # the precision (trainables/precision.py): for default, fp32 and tf32 a null context and a GradScaler that steps as is
         self.autocast = precision.autocast(trial.cfg.precision, where.input_device.type)
@@ -95,7 +97,7 @@ class Loop:
     def build(cls, trial: Trial, where: Placement, timer: Timer) -> Loop:
         """The trial's data and model made (phase 'setup') and placed (phase 'h2d'), the model compiled
         (engine 'compile') and its optimiser made: the loop that trains them."""
-        cfg, wl = trial.cfg, trial.wl
+        cfg, wl = trial.cfg, trial.workload
         with timer.phase("setup"):
             torch.manual_seed(cfg.seed)  # same initial weights on every device: built on the CPU
             data = wl.data(cfg)
@@ -110,7 +112,7 @@ class Loop:
                                "do not fit beside the model: use engine 'eager' or 'compile', or a smaller dataset_size")
         if cfg.engine == "compile":
             model = torch.compile(model, mode="reduce-overhead" if where.is_cuda else "default")
-        opt = wl.make_optimizer(model.parameters(), cfg.lr)
+        opt = wl.make_optimizer(model.parameters(), filled_in(cfg.lr, "lr"))
         if cfg.engine == "graph":
             for group in opt.param_groups:
                 if "capturable" in group:  # Adam: its step count lives on the device from the first step on
@@ -171,7 +173,8 @@ class Loop:
         order = self._order()
         if self.graph is not None and order is None:
             order = self.positions
-        for ix, iy in _batches(self.data.n, self.cfg.batch_size, order, self.where.rank, self.where.world):
+        batch_size = filled_in(self.cfg.batch_size, "batch_size")
+        for ix, iy in _batches(self.data.n, batch_size, order, self.where.rank, self.where.world):
             if self.graph is None:
                 self._step(ix, iy)
             else:
@@ -189,7 +192,8 @@ class Loop:
         before = None
         for epoch in range(1, epochs + 1):
             self.model.train()
-            batches = _batches(self.data.n, self.cfg.batch_size, self._order(), self.where.rank, self.where.world)
+            batch_size = filled_in(self.cfg.batch_size, "batch_size")
+            batches = _batches(self.data.n, batch_size, self._order(), self.where.rank, self.where.world)
             for step, (ix, iy) in enumerate(batches, 1):
                 self.loss_sum.zero_()
                 self.host_sum = 0.0
@@ -219,7 +223,7 @@ class Loop:
         """Record the step in a CUDA graph (engine 'graph'); the warm-up has run on a side stream."""
         n = self.data.n
         self.positions = (torch.arange(n, device=self.data.device), torch.arange(n, device=self.data.y.device))
-        self.graph = StepGraph(self._step, *(p[: self.cfg.batch_size] for p in self.positions))
+        self.graph = StepGraph(self._step, *(p[: filled_in(self.cfg.batch_size, "batch_size")] for p in self.positions))
 
     @torch.no_grad()
     def evaluate(self) -> tuple[list, list]:
@@ -229,7 +233,10 @@ class Loop:
         self.model.eval()
         loss_sum = torch.zeros((), device=where.output_device)
         correct = torch.zeros((), device=where.output_device, dtype=_score_type(wl))
-        for ix, iy in _batches(data.n_test, wl.test_batch_size or self.cfg.batch_size, None, 0, 1):
+        if data.test_y is None:  # measure evaluates only where there is a test split (n_test)
+            raise ValueError(f"trial {self.label}: evaluate needs a test split, and its data has none (test_y None)")
+        batch_size = wl.test_batch_size or filled_in(self.cfg.batch_size, "batch_size")
+        for ix, iy in _batches(data.n_test, batch_size, None, 0, 1):
             yb = data.test_y[iy]
             with self.autocast:
                 loss, out = wl.run_step(self.model, take(data.test_x, ix), yb, self.crit)
@@ -255,7 +262,7 @@ class Loop:
         order = None
         if self.wl.shuffle:  # a gathered batch, as the shuffled epochs take
             order = (torch.arange(self.data.n, device=self.data.device),) * 2
-        batch = next(_batches(self.data.n, self.cfg.batch_size, order, 0, 1))
+        batch = next(_batches(self.data.n, filled_in(self.cfg.batch_size, "batch_size"), order, 0, 1))
         with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
             try:
                 if not twin.opt.state:  # a fresh optimiser's first step makes its state (a clone a parameter for
@@ -280,7 +287,7 @@ class Loop:
         model = getattr(self.model, "_orig_mod", self.model)
         twin = Loop(trial, *copy.deepcopy((model, self.opt)), self.crit, self.data, where)
         order = (torch.arange(self.data.n, device=self.data.device),) * 2 if self.wl.shuffle else None
-        n, peaks = self.cfg.batch_size, {}
+        n, peaks = filled_in(self.cfg.batch_size, "batch_size"), {}
         with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
             try:
                 for size in sorted({n, n // 2} - {0}, reverse=True):

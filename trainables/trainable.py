@@ -106,18 +106,20 @@ def trainable(config: dict, cold: bool) -> None:
     """One Tune trial: resolve the config once, run it, report its rows once, each marked cold_start where
     `cold` (its worker process's first trial: `TrialWorker`) or where it was data-parallel (its Ray Train workers start
     afresh every time)."""
-    subjects: list[Trial | TrialConfig] = [TrialConfig.from_dict(c) for c in config["group"]["trials"]]
+    configs = [TrialConfig.from_dict(c) for c in config["group"]["trials"]]
+    subjects: list[Trial | TrialConfig] = list(configs)  # what a failure's rows name: the trials, once resolved
     try:
         folder = Path(tune.get_context().get_trial_dir())
         # what it prints: its first MiB in the trial's folder, not all of it in Ray's session logs under /tmp; a
         # crash no exception can carry (a segfault): its signal and stack, left there for the driver
         with capped(folder / OUTPUT), last_words(folder / LAST_WORDS), \
                 Deadline(config["group"].get("timeout_s"), config["group"].get("timeout_why")), exits_trapped():
-            subjects = [resolve(cfg) for cfg in subjects]
+            trials = [resolve(cfg) for cfg in configs]
+            subjects = list(trials)
             # the cores it asked Ray for, claimed for the whole trial: beside trials' windows count its
             # set-up, warm-up and evaluation as crossover's own, not as another job's (outside_load)
-            with Claim(subjects[0].label(), subjects[0].hash, subjects[0].resources["cpu"]):
-                rows = run(subjects)
+            with Claim(trials[0].label(), trials[0].hash, trials[0].resources["cpu"]):
+                rows = run(trials)
     # any failure is a measurement too: rows. A user's sys.exit, os._exit or ray.shutdown (WorkerExit) and
     # KeyboardInterrupt too: raised in the trial's own thread, they are its code's (Ray stops a worker by killing
     # its process)

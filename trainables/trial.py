@@ -19,12 +19,13 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from crossover import data as datasets
 from crossover.config import DATA_SOURCES, ENGINES, LOOPS, ConfigError, TrialConfig, count
 from crossover.config import WorkloadError
 from crossover.schema import SEED_AXES, SIZE_AXES
-from crossover.workload import Workload, WorkloadSpec
+from crossover.workload import Workload, WorkloadSpec, filled_in
 
 from . import precision
 from .devices import DeviceSpec, parse, resources
@@ -52,6 +53,15 @@ class Trial:
     def resources(self) -> dict:
         """What the trial asks Ray for: {'cpu': cores, 'gpu': GPUs} (trainables/devices.py)."""
         return resources(self.spec, self.cfg.threads)
+
+    @property
+    def workload(self) -> Workload:
+        """The Workload itself, which the process that trains the trial holds (`resolve` in a worker, `here`);
+        ValueError where the trial holds a WorkloadSpec, the plain data a sweep's driver knows a user's one by."""
+        if not isinstance(self.wl, Workload):
+            raise ValueError(f"trial {self.label()}: workload {self.wl.name!r} is a WorkloadSpec, which runs no code; "
+                             "resolve the trial in the process that trains it (crossover.trainables.trial here)")
+        return self.wl
 
     def label(self, *fields: str) -> str:
         """'workload=disc device=cpu depth=6 seed=0': the trial's name among its neighbours (its `fields`,
@@ -84,7 +94,12 @@ def resolve(cfg: TrialConfig, workload: Workload | WorkloadSpec | None = None) -
     filled["params"] = _params(wl, cfg.params)
     cfg = dataclasses.replace(cfg, **filled)
 
-    cfg = dataclasses.replace(cfg, **{name: count(name, getattr(cfg, name)) for name in _INTEGERS})  # numpy's as int
+    # numpy's as int; typed Any, as replace checks a ** dict's values against every field's type, not these int ones
+    counts: dict[str, Any] = {name: count(name, getattr(cfg, name)) for name in _INTEGERS}
+    cfg = dataclasses.replace(cfg, **counts)
+    if cfg.dataset_size is None or cfg.batch_size is None or cfg.epochs is None:  # a workload's default None
+        unset = next(name for name in ("dataset_size", "batch_size", "epochs") if getattr(cfg, name) is None)
+        raise ConfigError(unset, f"{unset} is unset: give it, or a default for it in workload {wl.name!r}'s defaults")
     if cfg.batch_size > cfg.dataset_size:
         raise ConfigError("batch_size", f"batch_size must be <= dataset_size ({cfg.dataset_size}), got {cfg.batch_size}")
     if spec.distributed and cfg.batch_size < spec.count:
@@ -181,7 +196,7 @@ def _check_engine(cfg: TrialConfig, spec: DeviceSpec, wl: Workload | WorkloadSpe
         if cfg.loop == "seed":
             raise ConfigError("loop", "loop 'seed' syncs with the host every step, which a CUDA graph cannot "
                                       f"hold: use loop 'fast' with engine {cfg.engine!r}")
-        if cfg.dataset_size % cfg.batch_size:
+        if filled_in(cfg.dataset_size, "dataset_size") % filled_in(cfg.batch_size, "batch_size"):
             raise ConfigError("batch_size", f"engine {cfg.engine!r} replays one static shape, so every batch must "
                                             f"be full: dataset_size ({cfg.dataset_size}) must be a multiple of "
                                             f"batch_size ({cfg.batch_size})")

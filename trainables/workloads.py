@@ -40,7 +40,7 @@ from torch import nn
 
 from crossover import data as datasets
 from crossover.config import ConfigError, TrialConfig
-from crossover.workload import Workload
+from crossover.workload import Workload, filled_in
 
 
 def mlp(sizes: list[int]) -> nn.Sequential:
@@ -139,41 +139,44 @@ _MLP = frozenset({"depth", "width"})
 
 
 def _disc_model(cfg: TrialConfig) -> nn.Module:
+    depth = filled_in(cfg.depth, "depth")
     if cfg.width is None:
-        return mlp([2] + [2 ** k for k in range(2, cfg.depth + 1)] + [2])
-    return mlp([2] + [cfg.width] * (cfg.depth - 1) + [2])
+        return mlp([2] + [2 ** k for k in range(2, depth + 1)] + [2])
+    return mlp([2] + [cfg.width] * (depth - 1) + [2])
 
 
 def _disc_check(cfg: TrialConfig) -> None:
-    if cfg.width is None and cfg.depth < 2:
+    if cfg.width is None and filled_in(cfg.depth, "depth") < 2:
         raise ConfigError("depth", f"depth must be >= 2 for disc's doubling MLP (2 -> 4 -> ... -> 2^depth -> 2), "
                                    f"got {cfg.depth}")
 
 
 def _peaks_model(cfg: TrialConfig) -> nn.Module:
-    return mlp([2, 20, 5, 1] if cfg.width is None else [2] + [cfg.width] * cfg.depth + [1])
+    return mlp([2, 20, 5, 1] if cfg.width is None else [2] + [cfg.width] * filled_in(cfg.depth, "depth") + [1])
 
 
 def _peaks_check(cfg: TrialConfig) -> None:
-    if math.isqrt(cfg.dataset_size) ** 2 != cfg.dataset_size:
-        n = math.isqrt(cfg.dataset_size)
+    size = filled_in(cfg.dataset_size, "dataset_size")
+    if math.isqrt(size) ** 2 != size:
+        n = math.isqrt(size)
         raise ConfigError("dataset_size", f"dataset_size must be a perfect square N*N for peaks (an N x N grid), "
                                           f"got {cfg.dataset_size}; nearest: {n * n} or {(n + 1) ** 2}")
 
 
 def _transformer_check(cfg: TrialConfig) -> None:
     """Heads of HEAD_DIM each must split the width, and the sequences must fit the text."""
-    if cfg.width % HEAD_DIM:
+    width = filled_in(cfg.width, "width")
+    if width % HEAD_DIM:
         raise ConfigError("width", f"width must be a multiple of {HEAD_DIM} for the transformer (attention heads of "
-                                   f"{HEAD_DIM}), got {cfg.width}; nearest: {max(HEAD_DIM, cfg.width // HEAD_DIM * HEAD_DIM)}")
+                                   f"{HEAD_DIM}), got {width}; nearest: {max(HEAD_DIM, width // HEAD_DIM * HEAD_DIM)}")
     try:
-        datasets.check_text(cfg.dataset_size, cfg.context)
+        datasets.check_text(filled_in(cfg.dataset_size, "dataset_size"), filled_in(cfg.context, "context"))
     except ValueError as exc:
         raise ConfigError("dataset_size", str(exc)) from None
 
 
 def _images(cfg: TrialConfig) -> datasets.Data:
-    return datasets.images(cfg.data, cfg.data_dir, cfg.dataset_size, cfg.seed)
+    return datasets.images(cfg.data, cfg.data_dir, filled_in(cfg.dataset_size, "dataset_size"), cfg.seed)
 
 
 def _features(n: int) -> Callable[[TrialConfig], torch.Tensor]:
@@ -204,7 +207,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload(
         "disc", defaults=dict(depth=10, width=None, batch_size=100, dataset_size=1000, epochs=100, lr=0.1),
         axes=_MLP, shuffle=False, fusable=True, pipeline=True, check=_disc_check, sample=_features(2),
-        make_data=lambda c: datasets.disc(c.dataset_size, c.seed),
+        make_data=lambda c: datasets.disc(filled_in(c.dataset_size, "dataset_size"), c.seed),
         make_model=_disc_model,
         make_loss=nn.CrossEntropyLoss,
         make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr),
@@ -223,9 +226,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     ),
     Workload(
         "mnist_cnn", defaults=dict(depth=None, width=1, batch_size=200, dataset_size=60000, epochs=25, lr=0.01),
-        axes={"width"}, fusable=True, images=True, sample=lambda c: torch.empty(datasets.IMAGE_SHAPE),
+        axes=frozenset({"width"}), fusable=True, images=True, sample=lambda c: torch.empty(datasets.IMAGE_SHAPE),
         make_data=_images,
-        make_model=lambda c: MnistNet(c.width),
+        make_model=lambda c: MnistNet(filled_in(c.width, "width")),
         make_loss=nn.NLLLoss,
         make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr, momentum=0.5),
         test_batch_size=800,
@@ -239,9 +242,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     ),
     Workload(
         "lenet", defaults=dict(depth=None, width=1, batch_size=100, dataset_size=60000, epochs=50, lr=1e-3),
-        axes={"width"}, fusable=True, images=True, sample=lambda c: torch.empty(datasets.IMAGE_SHAPE),
+        axes=frozenset({"width"}), fusable=True, images=True, sample=lambda c: torch.empty(datasets.IMAGE_SHAPE),
         make_data=_images,
-        make_model=lambda c: LeNet(c.width),
+        make_model=lambda c: LeNet(filled_in(c.width, "width")),
         make_loss=lambda: nn.CrossEntropyLoss(reduction="sum"),  # the seed's size_average=False
         make_optimizer=lambda p, lr: torch.optim.SGD(p, lr=lr),
         # seed 002's loss is summed over the batch, so its step grows with the batch: past ~200 it diverges
@@ -255,7 +258,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
         "peaks", defaults=dict(depth=2, width=None, batch_size=None, dataset_size=40000, epochs=2000, lr=0.08),
         axes=_MLP, metric="loss", shuffle=False, fusable=True, pipeline=True, kernel=True, check=_peaks_check,
         sample=_features(2),
-        make_data=lambda c: datasets.peaks(c.dataset_size),
+        make_data=lambda c: datasets.peaks(filled_in(c.dataset_size, "dataset_size")),
         make_model=_peaks_model,
         make_loss=nn.MSELoss,
         make_optimizer=lambda p, lr: torch.optim.Adam(p, lr=lr),
@@ -272,8 +275,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload(
         "tabular", defaults=dict(depth=2, width=64, batch_size=64, dataset_size=10000, epochs=20, lr=1e-3),
         axes=_MLP, fusable=True, pipeline=True, sample=_features(datasets.TABULAR_FEATURES),
-        make_data=lambda c: datasets.tabular(c.dataset_size, c.seed),
-        make_model=lambda c: mlp([datasets.TABULAR_FEATURES] + [c.width] * c.depth + [2]),
+        make_data=lambda c: datasets.tabular(filled_in(c.dataset_size, "dataset_size"), c.seed),
+        make_model=lambda c: mlp([datasets.TABULAR_FEATURES] + [filled_in(c.width, "width")] * filled_in(c.depth, "depth")
+                                 + [2]),
         make_loss=nn.CrossEntropyLoss,
         make_optimizer=lambda p, lr: torch.optim.Adam(p, lr=lr),
         grids={"default": {"dataset_size": [1000, 10000, 100000], "width": [64, 256, 1024], "epochs": [3]},  # seed 004
@@ -286,11 +290,12 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     ),
     Workload(
         "transformer", defaults=dict(depth=2, width=64, batch_size=32, dataset_size=1024, epochs=3, lr=1e-3, context=64),
-        axes={"depth", "width", "context"}, metric="loss", check=_transformer_check,
+        axes=frozenset({"depth", "width", "context"}), metric="loss", check=_transformer_check,
         # AdamW (weight decay) is not among the fused optimiser's rules: not fusable
-        sample=lambda c: torch.zeros(c.context, dtype=torch.long),
-        make_data=lambda c: datasets.text(c.dataset_size, c.context),
-        make_model=lambda c: Transformer(c.depth, c.width, c.context),
+        sample=lambda c: torch.zeros(filled_in(c.context, "context"), dtype=torch.long),
+        make_data=lambda c: datasets.text(filled_in(c.dataset_size, "dataset_size"), filled_in(c.context, "context")),
+        make_model=lambda c: Transformer(filled_in(c.depth, "depth"), filled_in(c.width, "width"),
+                                         filled_in(c.context, "context")),
         make_loss=nn.CrossEntropyLoss,  # per token, averaged over the batch's tokens
         make_optimizer=lambda p, lr: torch.optim.AdamW(p, lr=lr),
         # no seed: what people rent GPUs for, at sizes a 2-core laptop trains in seconds (35k to 1.6M parameters)
