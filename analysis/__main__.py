@@ -327,7 +327,7 @@ def _decide(args) -> int:
     scale = decide.many.Scale(tuple(args.gpus), args.nodes) if plan else None  # a run on every GPU of an instance
     offer = decide.Offer(tuple(options), billing, tuple(boxes), power, scale, args.deadline)
     answer = decide.answer(decide.Run(rows, plan, args.counts, None if plan else _trials(args)), offer)
-    grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
+    grid, found, picks, even, notes = answer.grid, answer.lines, answer.picks, answer.evens, answer.notes
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
         listed = json.dumps(decide.records(found, grid, plan), indent=1)

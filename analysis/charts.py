@@ -22,6 +22,7 @@ Reads rows only (pandas, altair, vl-convert); never imports torch or ray.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import altair as alt
@@ -29,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .crossover import baseline_first, slices
-from .decide import money, monthly, pareto, run_time
+from .decide import Even, Line, frame, money, monthly, pareto, run_time
 from .load import config_label, representative
 
 alt.data_transformers.disable_max_rows()  # a results directory is small; charts embed their rows
@@ -158,18 +159,18 @@ def cost_per_million(costs: pd.DataFrame):
             .resolve_scale(y="independent", x="independent").properties(title="Cost per million training samples"))
 
 
-def _decision_data(options: pd.DataFrame, picks: dict) -> pd.DataFrame:
-    """The options as the decision's charts draw them: each labelled with its option, what share is
-    predicted, its figures (`said`: cost and wall time), whether it is on the front and whether it is named
-    (on the front, or one of `picks`: decide.pick's)."""
-    share = options["predicted_share"] if "predicted_share" in options else options["predicted"].astype(float)
-    label = options["option"] + np.where(share >= 1 - 1e-9, " (predicted)",
-                                         np.where(share > 0, " (" + share.map("{:.0%}".format) + " predicted)", ""))
-    front = pareto(options)
-    picked = {line["option"] for line in picks.values() if line is not None}
-    said = options.apply(lambda o: f"{money(o)}, {run_time(o)}", axis=1)
-    return options.assign(label=label, said=said, front=front, named=front | options["option"].isin(picked),
-                          predicted=options["predicted"].astype(bool))
+def _decision_data(options: Sequence[Line], picks: Mapping[str, Line | None]) -> pd.DataFrame:
+    """The options as the decision's charts draw them, a field a column: each labelled with its option, what
+    share is predicted, its figures (`said`: cost and wall time), whether it is on the front and whether it is
+    named (on the front, or one of `picks`: decide.pick's)."""
+    data = frame(options)
+    share = data["predicted_share"].fillna(data["predicted"].astype(float))
+    label = data["option"] + np.where(share >= 1 - 1e-9, " (predicted)",
+                                      np.where(share > 0, " (" + share.map("{:.0%}".format) + " predicted)", ""))
+    front = data["option"].isin([o.option for o in pareto(options)])
+    picked = {line.option for line in picks.values() if line is not None}
+    return data.assign(label=label, said=[f"{money(o)}, {run_time(o)}" for o in options], front=front,
+                       named=front | data["option"].isin(picked))
 
 
 def _decades(low: float, high: float, steps=(1, 2, 5)) -> list[float]:
@@ -214,7 +215,7 @@ def hours(values: pd.Series, title: str, room: int) -> tuple[alt.Scale, alt.Axis
     return alt.Scale(type="log", domain=[low, high], nice=False), alt.Axis(values=ticks, title=title, labelExpr=said)
 
 
-def sweep_cost(options: pd.DataFrame, picks: dict, priced: str):
+def sweep_cost(options: Sequence[Line], picks: Mapping[str, Line | None], priced: str):
     """What `priced` costs on each option (decide.table's rows), cheapest first: a point per option on a log
     dollar axis, a predicted one's 90% interval as a rule; each option's cost and wall time in its axis
     label, so no two labels can meet."""
@@ -275,7 +276,7 @@ def placed(data: pd.DataFrame, x: tuple[float, float], y: tuple[float, float], p
     return pd.DataFrame(out, columns=["index", "label_y", "side", "box"]).set_index("index")
 
 
-def pareto_front(options: pd.DataFrame, picks: dict, priced: str):
+def pareto_front(options: Sequence[Line], picks: Mapping[str, Line | None], priced: str):
     """Cost against wall time of `priced` on log axes, a point per option (hollow: predicted, its 90% interval
     as lines across and up), the cost-versus-time front dashed. Only the front and the picks are labelled,
     each label moved off the others (`placed`) with a thin line back to its point where it moved; every
@@ -307,7 +308,7 @@ def pareto_front(options: pd.DataFrame, picks: dict, priced: str):
         width=PLOT[0], height=PLOT[1])
 
 
-def break_even(lines: pd.DataFrame, points: pd.DataFrame, priced: str):
+def break_even(lines: pd.DataFrame, even: Sequence[Even], priced: str):
     """Monthly cost against runs like `priced` a month (decide.monthly's lines): each home box against the
     best option of each class, the break-even as a rule; one panel per box, the lines named in the legend."""
     ends = (float(lines["sweeps"].min()), float(lines["sweeps"].max()))
@@ -316,6 +317,7 @@ def break_even(lines: pd.DataFrame, points: pd.DataFrame, priced: str):
          .axis(values=_decades(*ends, (1,)), format=",~r"))
     scale, axis = dollars(lines["usd_per_month"], "cost a month, US dollars (log)", 260 // 20)
     y = alt.Y("usd_per_month:Q").scale(scale).axis(axis)
+    points = frame(even)
     rules = points[np.isfinite(points["sweeps_per_month"])].assign(option=lambda d: d["against"] + " (" + d["versus"] + ")")
     option = alt.Color("option:N").title(None).legend(orient="bottom", columns=2, labelLimit=480)
     line = alt.Chart().mark_line().encode(x=x, y=y, color=option,
@@ -333,13 +335,14 @@ def break_even(lines: pd.DataFrame, points: pd.DataFrame, priced: str):
                                         subtitle="dashed: where the box becomes the cheaper")))
 
 
-def decision(options: pd.DataFrame, even: pd.DataFrame, picks: dict, priced: str, prefix: str) -> dict[str, object]:
+def decision(options: Sequence[Line], even: Sequence[Even], picks: Mapping[str, Line | None], priced: str,
+             prefix: str) -> dict[str, object]:
     """The decision's charts (analysis/decide/'s table, picks and break-even) by file name, each name
     starting with `prefix` so that each command writes its own files ('sweep' for the report's sweep, 'run'
     for its planned run, 'decide' for `decide`'s); `priced` names what was priced in every title."""
     drawn = ({f"{prefix}_cost": sweep_cost(options, picks, priced), f"{prefix}_front": pareto_front(options, picks, priced)}
-             if len(options) else {})
-    return drawn | ({f"{prefix}_break_even": break_even(monthly(even), even, priced)} if len(even) else {})
+             if options else {})
+    return drawn | ({f"{prefix}_break_even": break_even(monthly(even), even, priced)} if even else {})
 
 
 def save(chart, stem: Path) -> list[Path]:

@@ -28,7 +28,7 @@ import html
 import io
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -164,7 +164,7 @@ def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = BOO
         return page, short(said, planned)
     text = verdict.render(said, verbose=True)
     if planned:
-        text = decide.render(planned.options, planned.grid, planned.picks, planned.even, planned.notes, plan) + "\n" + text
+        text = decide.render(planned.lines, planned.grid, planned.picks, planned.evens, planned.notes, plan) + "\n" + text
     return page, text
 
 
@@ -174,7 +174,7 @@ def short(said: verdict.Verdict, planned: decide.Decision | None = None, lines: 
     and the last line says so."""
     said_lines = verdict.render(said).splitlines()
     if planned:
-        said_lines = decide.brief(planned.options, planned.grid, planned.picks, planned.notes, planned.plan,
+        said_lines = decide.brief(planned.lines, planned.grid, planned.picks, planned.notes, planned.plan,
                                   lines=decide.BRIEF_LINES).splitlines() + said_lines
     if len(said_lines) <= lines:
         return "\n".join(said_lines)
@@ -219,7 +219,7 @@ def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None =
     drawn = figures(said.selected.timed, table)
     decisions = [(d, prefix) for d, prefix in ((planned, "run"), (said.decision, "sweep")) if d is not None]
     for d, prefix in decisions:
-        drawn = charts.decision(d.options, d.even, d.picks, d.priced, prefix) | drawn
+        drawn = charts.decision(d.lines, d.evens, d.picks, d.priced, prefix) | drawn
     for name, chart in drawn.items():
         charts.save(chart, out / name)
     failed = rows[rows["status"] != "ok"]
@@ -292,25 +292,25 @@ def decision_section(d: decide.Decision, heading: str) -> list[str]:
     unit = "run" if plan else "sweep"
     head = decide.header(d.grid, plan).strip("= ")
     out = [f"<h2>{html.escape(heading)}</h2>", f"<p>{html.escape(head[0].upper() + head[1:])}.</p>"]
-    if d.options.empty:
+    if not d.lines:
         return out + [f"<p>{html.escape(n.strip())}</p>" for n in
                       ["no option has a measured or predicted time for every configuration", *d.notes]]
-    chosen = decide.three(d.options) | {k: v for k, v in d.picks.items() if k.startswith("cheapest within")}
+    chosen = decide.three(d.lines) | {k: v for k, v in d.picks.items() if k.startswith("cheapest within")}
     picks = "".join(f"<li><b>{html.escape(name)}:</b> " + ("none" if line is None else html.escape(
                     f"{decide.said(line)}; {decide.how_known(line, plan, picked=True)}"
                     + (f"; {decide.bought(line, unit)}" if name == decide.BUY else ""))) + "</li>"
                     for name, line in chosen.items())
-    named = d.options["option"].isin([p["option"] for p in chosen.values() if p is not None])
-    cards = decide.cards(d.options)
-    out += [f"<ul>{picks}</ul>", options_table(d.options[named], chosen, plan),
+    named = {p.option for p in chosen.values() if p is not None}
+    cards = decide.cards(d.lines)
+    out += [f"<ul>{picks}</ul>", options_table([o for o in d.lines if o.option in named], chosen, plan),
             "<p class=note>'~': rests on a prediction (analysis/model/, or a time extrapolated outside the dataset "
             "sizes measured), its 90% interval in brackets." + (f" {html.escape(cards)}." if cards else "") + "</p>",
-            *[f"<p class=note>{html.escape(n)}</p>" for n in decide.busy_notes(d.options)],
+            *[f"<p class=note>{html.escape(n)}</p>" for n in decide.busy_notes(d.lines)],
             f"<details><summary>The cost-versus-time front</summary>"
-            f"{options_table(d.options[decide.pareto(d.options)], chosen, plan)}</details>",
-            f"<details><summary>All {len(d.options)} options</summary>{options_table(d.options, chosen, plan)}</details>"]
-    for title, lines in (("The home boxes' break-even", decide.evens(d.even, unit)),
-                         ("How each option is costed", decide.costed(d.options)),
+            f"{options_table(decide.pareto(d.lines), chosen, plan)}</details>",
+            f"<details><summary>All {len(d.lines)} options</summary>{options_table(d.lines, chosen, plan)}</details>"]
+    for title, lines in (("The home boxes' break-even", decide.evens(d.evens, unit)),
+                         ("How each option is costed", decide.costed(d.lines)),
                          ("Notes", [n.strip() for n in d.notes])):
         if lines:
             out.append(f"<details><summary>{title}</summary><ul>" +
@@ -318,20 +318,19 @@ def decision_section(d: decide.Decision, heading: str) -> list[str]:
     return out
 
 
-def options_table(options: pd.DataFrame, picks: dict, plan: decide.Plan | None) -> str:
+def options_table(options: Sequence[decide.Line], picks: Mapping[str, decide.Line | None],
+                  plan: decide.Plan | None) -> str:
     """Options as an HTML table, cheapest first: the option (and which pick it is), time per epoch (a
     planned run), the run's time, its cost, how it is known (measured, predicted, where the planned size lies),
     whether it fits the card, the precision it is for, and where and when its price was read (stale marked)."""
-    named = {line["option"]: name for name, line in picks.items() if line is not None}
-    shown = pd.DataFrame({
-        "option": options["option"] + options["option"].map(lambda o: f" ({named[o]})" if o in named else ""),
-        **({"time per epoch": options.apply(decide.per_epoch, axis=1)} if plan else {}),
-        "run time": options.apply(decide.run_time, axis=1), "cost": options.apply(decide.money, axis=1),
-        "measured or predicted": options.apply(lambda o: decide.how_known(o, plan), axis=1),
-        "GPU memory": options.apply(decide.memory, axis=1),
-        "precision": options.apply(decide.precision_of, axis=1, plan=plan),
-        "price": options.apply(decide.priced_on, axis=1)})
-    return _table(shown.loc[options.sort_values(["usd", "wall_s"]).index])
+    named = {line.option: name for name, line in picks.items() if line is not None}
+    shown = pd.DataFrame([{
+        "option": o.option + (f" ({named[o.option]})" if o.option in named else ""),
+        **({"time per epoch": decide.per_epoch(o)} if plan else {}),
+        "run time": decide.run_time(o), "cost": decide.money(o), "measured or predicted": decide.how_known(o, plan),
+        "GPU memory": decide.memory(o), "precision": decide.precision_of(o, plan), "price": decide.priced_on(o)}
+        for o in sorted(options, key=lambda o: (o.usd, o.wall_s))])
+    return _table(shown)
 
 
 def crossover_section(table: pd.DataFrame, selected: Selected, order: list[str]) -> list[str]:

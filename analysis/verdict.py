@@ -367,7 +367,7 @@ def picks(v: Verdict, lines: int) -> list[str]:
     d = v.decision
     if d is None or d.grid.empty:  # no ok row: `answer` says so, and there is nothing to price
         return []
-    said = decide.brief(d.options, d.grid, d.picks, d.notes, d.plan, (reference_line(v.rows),), lines)
+    said = decide.brief(d.lines, d.grid, d.picks, d.notes, d.plan, (reference_line(v.rows),), lines)
     return said.splitlines()
 
 
@@ -397,7 +397,7 @@ def render(v: Verdict, verbose: bool = False, lines: int = SHORT) -> str:
     parts = answer(v) + list(filter(None, [reference_note(v.rows),
                                             render_crossovers(v.crossovers, v.selected)]))
     if d is not None and not d.grid.empty:
-        parts.append(decide.render(d.options, d.grid, d.picks, d.even, d.notes))
+        parts.append(decide.render(d.lines, d.grid, d.picks, d.evens, d.notes))
     return "\n".join(parts)
 
 

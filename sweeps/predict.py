@@ -32,7 +32,7 @@ import math
 import sys
 import textwrap
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -49,39 +49,21 @@ from .cli import at_least, param
 from .counting import PredictError, finish, start
 
 
-def predicted(found: decide.Decision, counted: Mapping) -> pd.DataFrame:
+def predicted(found: decide.Decision, counted: Mapping) -> tuple[decide.Line, ...]:
     """One line per GPU model of the GPU table shipped with crossover, fastest first, from `found` (decide.answer's
-    answer for the counted run, `counted` its step): with decide's columns (`table`'s: epoch_s and its interval,
-    wall_s, usd, fits, ...; decide.HOST's), priced at its cheapest one-GPU on-demand option, else with no price (the
-    GPU's run alone, found.speeds); then a line per home box (kind decide.HOME_BOX, as decide prices it: its
-    write-off and electricity)."""
-    rented, speed = found.options, found.speeds
-    owned = rented[rented["kind"] == decide.HOME_BOX] if len(rented) else rented
-    cards = {k: d.memory_gb for k, d in model.load_devices().items()}
-    lines = []
-    for run in speed.itertuples():
-        gpu = run.source
-        one = rented[(rented["model"] == gpu) & (rented["gpus"] == 1) & (rented["kind"] == "on-demand")] \
-            if len(rented) else rented
-        if len(one):  # its run as decide prices it: the provider's start-up included, as in its bill
-            lines.append(one.sort_values(["usd", "wall_s"]).iloc[0].to_dict())
-            continue
-        # no price: the run's time on the GPU alone
-        alone = speed[speed["source"] == gpu].iloc[0]
-        wall = {f"wall{end}_s": alone[column] for end, column in (("", "trial_s"), ("_lo", "trial_lo"),
-                                                                  ("_hi", "trial_hi"))}
-        wall |= {k.replace("_s", "_h"): v / 3600 for k, v in wall.items()}
-        lines.append({"option": f"{gpu} (no price)", "kind": "no price", "model": gpu, "gpus": 1,
-                      **alone[["epoch_s", "epoch_lo", "epoch_hi", "predicted", "reach", *decide.HOST]].to_dict(),
-                      **wall, "predicted_share": 1.0, "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan,
-                      "basis": "no option of the price table has it: the GPU's time alone"}
-                     | decide.card_fits(alone.to_dict(), cards.get(gpu)))
-    by_gpu = pd.DataFrame(lines).sort_values(["epoch_s", "usd"], ignore_index=True)
-    return smaller(pd.concat([by_gpu, owned], ignore_index=True), counted)
+    answer for the counted run, `counted` its step): priced at its cheapest one-GPU on-demand option (the provider's
+    start-up included, as in its bill), else its line of no price (the GPU's run alone, decide.counted); then a line
+    per home box (as decide prices it: its write-off and electricity); each with the batch that fits (`smaller`)."""
+    by_gpu: dict[str, decide.Line] = {}
+    for line in sorted(found.lines, key=lambda o: (math.isnan(o.usd), o.usd, o.wall_s)):
+        if line.kind in ("on-demand", decide.NO_PRICE) and line.gpus == 1:
+            by_gpu.setdefault(line.model, line)
+    fastest = sorted(by_gpu.values(), key=lambda o: (o.epoch_s, math.isnan(o.usd), o.usd))
+    return smaller([*fastest, *(o for o in found.lines if o.kind == decide.HOME_BOX)], counted)
 
 
-def on_many(lines: pd.DataFrame, counted: Mapping, epochs: int, scale: many.Scale, offer: decide.Offer,
-            count) -> pd.DataFrame:
+def on_many(lines: Sequence[decide.Line], counted: Mapping, epochs: int, scale: many.Scale, offer: decide.Offer,
+            count) -> tuple[decide.Line, ...]:
     """`lines` (one GPU each, `predicted`) and the run on every count of GPUs of `scale` (many.lines), one GPU's
     lines left out where 1 is not among them, each GPU model's lines together, its fastest one-GPU first. `count(b)`:
     the step counted at per-GPU batch b, where --global-batch asks one other than the counted one's."""
@@ -94,15 +76,17 @@ def on_many(lines: pd.DataFrame, counted: Mapping, epochs: int, scale: many.Scal
     per_gpu = {scale.per_gpu(batch, n) for n in scale.counts(options)} - {batch}
     steps = {b: speed(count(b)) for b in sorted(per_gpu)} | {batch: reference}
     found = many.lines(steps, float(counted.get("trainable_params") or counted["n_params"]), batch, samples, epochs,
-                       scale, options, dict(offer.billing), reference)
-    ones = many.one_gpu(lines, batch) if 1 in scale.counts(options) and scale.nodes == 1 else lines.iloc[:0]
-    out = pd.concat([ones, found], ignore_index=True)
-    order = out.groupby("model")["epoch_s"].transform("min")
-    return out.assign(_order=order).sort_values(["_order", "model", "nodes", "gpus"], ignore_index=True).drop(columns="_order")
+                       scale, options, dict(offer.billing), reference, offer.today)
+    ones = many.one_gpu(lines, batch) if 1 in scale.counts(options) and scale.nodes == 1 else ()
+    out = [*ones, *found]
+    first: dict[str, float] = {}  # each GPU model's fastest time per epoch: the models in that order, each one's lines together
+    for line in out:
+        first[line.model] = min(first.get(line.model, math.inf), line.epoch_s)
+    return tuple(sorted(out, key=lambda o: (first[o.model], o.model, o.nodes, o.gpus)))
 
 
 def answer(counts: Mapping[Step, dict], plan: decide.Plan, offer: decide.Offer, scale: many.Scale, count
-           ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+           ) -> tuple[tuple[decide.Line, ...], tuple[decide.Line, ...], pd.DataFrame]:
     """The counted run (`counts`: its step at plan.precision, and at PyTorch's default where that differs) on every
     GPU model (decide.answer, the answer decide and the end of a sweep give; `predicted`), on every count of GPUs of
     `scale` (`on_many`) and on every home box of `offer`: (the GPUs' lines, the boxes' lines, the run as decide's grid).
@@ -110,25 +94,25 @@ def answer(counts: Mapping[Step, dict], plan: decide.Plan, offer: decide.Offer, 
     found = decide.answer(decide.Run(pd.DataFrame(), plan, counts), offer)
     counted = next(c for s, c in counts.items() if s.precision == plan.precision)
     lines = predicted(found, counted)
-    owned = lines[lines["kind"] == decide.HOME_BOX]
-    return on_many(lines[lines["kind"] != decide.HOME_BOX], counted, plan.epochs, scale, offer, count), owned, found.grid
+    owned = tuple(o for o in lines if o.kind == decide.HOME_BOX)
+    gpus = [o for o in lines if o.kind != decide.HOME_BOX]
+    return on_many(gpus, counted, plan.epochs, scale, offer, count), owned, found.grid
 
 
-def smaller(lines: pd.DataFrame, counted: dict) -> pd.DataFrame:
+def smaller(lines: Sequence[decide.Line], counted: Mapping) -> tuple[decide.Line, ...]:
     """`lines` with, on each GPU the run does not fit, the largest batch that would (largest_batch, 0: not one
     sample; decide.largest_batch) and how many steps of it accumulate the run's batch (accumulate_steps);
-    null elsewhere, and where the count has no peak a sample (batch 1, or no counted peak)."""
+    None elsewhere, and where the count has no peak a sample (batch 1, or no counted peak)."""
     per_sample, batch = counted.get("peak_memory_per_sample_bytes"), int(counted["batch_size"])
-    largest, steps = [], []
-    for line in lines.itertuples():
-        short = per_sample is not None and pd.notna(line.fits) and not line.fits
-        n = decide.largest_batch(line.needs_gb * 1e9, per_sample, batch, line.memory_gb) if short else None
-        largest.append(n)
-        steps.append(-(-batch // n) if n else None)
-    return lines.assign(largest_batch=pd.array(largest, dtype="Int64"), accumulate_steps=pd.array(steps, dtype="Int64"))
+    out = []
+    for line in lines:
+        n = (decide.largest_batch(line.needs_gb * 1e9, per_sample, batch, line.memory_gb)
+             if per_sample is not None and line.fits is False else None)
+        out.append(replace(line, largest_batch=n, accumulate_steps=-(-batch // n) if n else None))
+    return tuple(out)
 
 
-def heading(lines: pd.DataFrame, counted: dict, epochs: int) -> str:
+def heading(lines: Sequence[decide.Line], counted: Mapping, epochs: int) -> str:
     """The run and how its step was counted, in one line (wrapped where it is shown)."""
     params = json.loads(counted["workload_params"]) if counted.get("workload_params") else {}
     shape = ", ".join([f"{a} {counted[a]}" for a in AXES if counted.get(a) is not None]
@@ -149,23 +133,23 @@ def wrap(text: str) -> list[str]:
     return textwrap.wrap(text, decide.WIDTH, subsequent_indent="    ", break_on_hyphens=False)
 
 
-def first_screen(lines: pd.DataFrame, boxes: pd.DataFrame, counted: dict, epochs: int, old: list[str],
-                 workload: str) -> list[str]:
+def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], counted: Mapping, epochs: int,
+                 old: list[str], workload: str) -> list[str]:
     """What the run costs in the picks `crossover decide` names (decide.three, said by decide.pick_lines): the GPU
     to rent, fastest and cheapest (on one GPU or on several of one instance), the box to buy with its break-even, and
     your CPU, which nothing here timed (`crossover sweep` does); first, where a box is faster and cheaper than every
     rental, that renting does not pay (decide.not_renting); then the heading, the GPU memory the run needs, what the
     marks mean, the stale prices and what --verbose adds. Within SCREEN lines of decide.WIDTH columns."""
     plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
-    options = pd.concat([lines, boxes], ignore_index=True)
+    options = [*lines, *boxes]
     chosen = decide.three(options)
     cpu = (f"not timed (predict times nothing): crossover sweep --workload {workload} --devices cpu --smoke "
            "times it here; crossover decide then names it")
     said = decide.pick_lines(chosen, plan, {decide.YOUR_CPU: cpu})
-    shown = pd.DataFrame([line for line in chosen.values() if line is not None])
-    marks = [decide.host_note(shown)] if len(shown) and "host_bound" in shown else []
+    shown = [line for line in chosen.values() if line is not None]
+    marks = [decide.host_note(shown)]
     marks += ["(bound: ...): a bound, not a figure of its own: never slower than a GPU it outran in public "
-              "benchmarks"] if len(shown) and shown.get("bound_by", pd.Series(dtype=object)).notna().any() else []
+              "benchmarks"] if any(line.bound_by for line in shown) else []
     dated = [f"{decide.STALE} {len(old)} of the prices used are over 12 months old (python -m crossover.analysis "
              "cost lists them)"] if old else []
     more = (f"--verbose: every GPU model's line ({len(lines)}): time per epoch, run, start-up, cost and where, "
@@ -177,83 +161,83 @@ def first_screen(lines: pd.DataFrame, boxes: pd.DataFrame, counted: dict, epochs
 SCREEN = 25  # lines of the first screen at most, each of at most decide.WIDTH columns
 
 
-def alone(line: pd.Series) -> pd.Series:
+def alone(line: decide.Line) -> decide.Line:
     """`line` with its run time on the GPU alone: a rented option's start-up (startup_s) taken out, so that every
     line's run is said alike and the start-up apart."""
-    held = line.get("startup_s", math.nan)
-    if pd.isna(held):
+    held = line.startup_s
+    if math.isnan(held):
         return line
-    out = line.copy()
-    for column in ("wall_h", "wall_lo_h", "wall_hi_h"):
-        out[column] = line[column] - held / 3600
-    return out
+    return replace(line, wall_h=line.wall_h - held / 3600, wall_lo_h=line.wall_lo_h - held / 3600,
+                   wall_hi_h=line.wall_hi_h - held / 3600)
 
 
-def render(lines: pd.DataFrame, counted: dict, epochs: int, old: list[str]) -> str:
+def render(lines: Sequence[decide.Line], counted: Mapping, epochs: int, old: list[str]) -> str:
     """Every GPU model's line as text (--verbose): one line per GPU model and count (time per epoch, the run's time on
     the GPU alone, the start-up of the option it is priced at, its cost and that option's name, whether it fits),
     then how each figure is found. Option names are never cut: a line is as wide as its longest name needs."""
     cells = [("GPUs", "s/epoch", "graphs", f"run, {epochs:,} epochs", "start-up", "cost", "eff", "priced at", "fits")]
-    for _, line in lines.iterrows():
-        priced = line["kind"] != "no price"
-        fits = "?" if line["fits"] is None or pd.isna(line["fits"]) else "yes" if line["fits"] else "no"
-        several = line["gpus"] * line["nodes"] > 1
-        marks = "".join(m for m, on in ((BOUND, bool(decide.bound_mark(line))),
-                                        (HOST, decide.flagged(line, "host_bound"))) if on)
+    for line in lines:
+        priced = line.kind != decide.NO_PRICE
+        fits = "?" if line.fits is None else "yes" if line.fits else "no"
+        marks = "".join(m for m, on in ((BOUND, bool(line.bound_by)), (HOST, line.host_bound is True)) if on)
         # the run's and the cost's intervals are the epoch's times the epochs: said once, below
-        cells.append((line["model"] + (f" x{many.said_gpus(line)}" if several else ""),
+        cells.append((line.model + (f" x{many.said_gpus(line)}" if line.several else ""),
                       decide.per_epoch(line).replace(" s/epoch", "") + (f" {marks}" if marks else ""),
                       decide.graph_said(line).split(" s/epoch")[0] or "-", decide.run_time(alone(line)).split(" (")[0],
                       decide.startup(line) or "-", decide.money(line).split(" (")[0] if priced else "-",
-                      f"{line['efficiency']:.2f}" if several else "", line["option"] if priced else "no price", fits))
+                      f"{line.efficiency:.2f}" if line.several else "", line.option if priced else "no price", fits))
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     body = ["  " + "  ".join(c[i].ljust(widths[i]) for i in range(len(c))).rstrip() for c in cells]
-    gpu = lines[lines["needs_gb"].notna() & lines["needs_how"].notna()] if "needs_gb" in lines else lines.iloc[:0]
-    memory = (f"whether the card's memory (the GPU table shipped with crossover) holds the ~{gpu['needs_gb'].iloc[0]:,.2g} "
-              f"GB the run needs ({gpu['needs_how'].iloc[0]}, + {decide.CONTEXT_BYTES / 1e9:g} GB CUDA context)"
-              if len(gpu) else "not known: the step's bytes were not counted")
+    gpu = next((o for o in lines if not math.isnan(o.needs_gb) and o.needs_how), None)
+    memory = (f"whether the card's memory (the GPU table shipped with crossover) holds the ~{gpu.needs_gb:,.2g} "
+              f"GB the run needs ({gpu.needs_how}, + {decide.CONTEXT_BYTES / 1e9:g} GB CUDA context)"
+              if gpu else "not known: the step's bytes were not counted")
     precision = counted.get("precision", "default")
     notes = [
         "predicted by crossover's model from the step's counted costs, fitted on the reference GPUs' rows shipped "
         "with crossover; '~': predicted, its 90% interval in brackets. Nothing here was timed.",
-        *([host_note(lines)] if lines.get("host_bound", pd.Series(dtype=object)).eq(True).any() else []),
-        *([bound_note(lines)] if lines.get("bound_by", pd.Series(dtype=object)).notna().any() else []),
+        *([host_note(lines)] if any(o.host_bound is True for o in lines) else []),
+        *([bound_note(lines)] if any(o.bound_by for o in lines) else []),
         f"run: {epochs:,} epochs at the time per epoch, on the GPU alone (no set-up, evaluation or transfer), on "
         "every line alike (its interval, and the cost's, the epoch's x the epochs); start-up: the rented instance's, "
         "before the run, billed (in its cost, and in the picks' run time); cost: the cheapest on-demand option of the "
         f"price table shipped with crossover with that many of the GPU, billed as it bills; fits: {memory}",
     ]
-    notes += [smaller_note(lines, counted)] if lines["largest_batch"].notna().any() else []
-    notes += [unit_note(precision, list(lines["model"]))] if unit_note(precision, list(lines["model"])) else []
-    chosen = many.picks(lines) if (lines["gpus"] * lines["nodes"]).max() > 1 else {}
+    notes += [smaller_note(lines, counted)] if any(o.largest_batch is not None for o in lines) else []
+    lacking = unit_note(precision, [o.model for o in lines])
+    notes += [lacking] if lacking else []
+    chosen = many.picks(lines) if any(o.several for o in lines) else {}
     first = [w for p in many.said_picks(chosen, decide.said) for w in wrap(p)]
     notes += [many.NOTE] if chosen else []
     return "\n".join([*first, *body, *(w for n in notes for w in wrap(n))])
 
 
-def batch_said(lines: pd.DataFrame, batch: int) -> str:
+def batch_said(lines: Sequence[decide.Line], batch: int) -> str:
     """' a GPU (the run's: 128 x its GPUs)' where lines of several GPUs keep a GPU's batch, ' in all (split over the
     GPUs)' where they keep the run's (--global-batch); '' for one GPU alone."""
-    if (lines["gpus"] * lines["nodes"]).max() <= 1:
+    if not any(o.several for o in lines):
         return ""
-    return (" in all (split over the GPUs)" if lines["global_batch"].nunique() == 1
+    return (" in all (split over the GPUs)" if len({o.global_batch for o in lines} - {None}) == 1
             else f" a GPU (the run's: {batch:,} x its GPUs)")
 
 
 BOUND, HOST = "<", "H"  # the marks of a figure set by a faster GPU's (`bound_note`) and of a host-bound step (`host_note`)
 
 
-def host_note(lines: pd.DataFrame) -> str:
+def host_note(lines: Sequence[decide.Line]) -> str:
     """What the host-bound mark says, once: the host's share of the step, and the cure (the graphs column)."""
-    share = lines.loc[lines["host_bound"].eq(True), "host_share"]
-    return (f"{HOST}: {decide.HOST_WORDS} (its CPU holds {share.min():.0%}-{share.max():.0%} of the step; the interval "
+    share = [o.host_share for o in lines if o.host_bound is True]
+    return (f"{HOST}: {decide.HOST_WORDS} (its CPU holds {min(share):.0%}-{max(share):.0%} of the step; the interval "
             "spans the hosts measured); graphs: s/epoch with the step in one CUDA graph (compile_epoch_s in --json)")
 
 
-def bound_note(lines: pd.DataFrame) -> str:
+def bound_note(lines: Sequence[decide.Line]) -> str:
     """What the bound mark says, once, naming each GPU whose figure set others' (decide.bound_mark)."""
-    bound = lines[lines["bound_by"].notna()]
-    said = "; ".join(f"{', '.join(g['model'])} as {other}" for other, g in bound.groupby("bound_by", sort=False))
+    bound: dict[str, list[str]] = {}
+    for o in lines:
+        if o.bound_by:
+            bound.setdefault(o.bound_by, []).append(o.model)
+    said = "; ".join(f"{', '.join(models)} as {other}" for other, models in bound.items())
     return f"{BOUND}: a bound, not a figure of its own: never slower than a GPU it outran in public benchmarks: {said}"
 
 
@@ -261,7 +245,7 @@ def unit_note(precision: str, gpus: list[str]) -> str | None:
     """The GPUs of `gpus` without the unit `precision` runs on (analysis/model/ Device.lacks), in one note: priced
     at their FP32 peak, as PyTorch runs them; None where every one has it."""
     devices = model.load_devices()
-    lacking = {}
+    lacking: dict[str, list[str]] = {}
     for gpu in dict.fromkeys(gpus):
         if gpu in devices and (unit := devices[gpu].lacks(precision)):
             lacking.setdefault(unit, []).append(gpu)
@@ -270,12 +254,15 @@ def unit_note(precision: str, gpus: list[str]) -> str | None:
                      for unit, names in lacking.items()) or None
 
 
-def smaller_note(lines: pd.DataFrame, counted: dict) -> str:
+def smaller_note(lines: Sequence[decide.Line], counted: Mapping) -> str:
     """One note for the GPUs the run does not fit, grouped by the largest batch that would fit each."""
     batch, said = int(counted["batch_size"]), []
-    for (n, k), group in lines[lines["largest_batch"].notna()].groupby(["largest_batch", "accumulate_steps"],
-                                                                         dropna=False, sort=False):
-        gpus = ", ".join(group["model"])
+    groups: dict[tuple[int, int | None], list[str]] = {}
+    for o in lines:
+        if o.largest_batch is not None:
+            groups.setdefault((o.largest_batch, o.accumulate_steps), []).append(o.model)
+    for (n, k), models in groups.items():
+        gpus = ", ".join(models)
         said.append(f"{gpus}: not even batch 1 fits" if n == 0 else
                     f"{gpus}: largest batch that fits: {n:,} (accumulate {k:,} steps for batch {batch:,})")
     return "does not fit: " + "; ".join(said)
@@ -340,11 +327,12 @@ def main(argv=None) -> int:
     # at a precision other than the default, the step at the default too: a GPU without the precision's unit (bf16 on
     # a T4) is never predicted faster than there
     requests = [request] + ([replace(request, precision="default")] if request.precision != "default" else [])
-    kept = [count_cache.read(r) for r in requests]  # a step counted before: no process, no torch
-    processes = [start(r) if k is None else None for r, k in zip(requests, kept)]
+    kept = {r: count_cache.read(r) for r in requests}  # a step counted before: no process, no torch
+    processes = {r: start(r) for r, k in kept.items() if k is None}
     try:
         model.shipped(model.PER_CLASS)  # read from the cache, or fitted while the step is counted: two cores, two jobs
-        counts = {r: k or count_cache.keep(r, finish(p, r, started)) for r, k, p in zip(requests, kept, processes)}
+        counts = {r: k if k is not None else count_cache.keep(r, finish(processes[r], r, started))
+                  for r, k in kept.items()}
         counted = counts[request]
         plan = decide.Plan(request.epochs, int(counted["dataset_size"]), precision=request.precision)
         offer = decide.Offer.shipped()
@@ -354,15 +342,15 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
-        for process in processes:
-            if process is not None and process.poll() is None:  # this process failed first: the counting ones are
-                process.kill()                                  # not left behind
+        for process in processes.values():
+            if process.poll() is None:  # this process failed first: the counting ones are not left behind
+                process.kill()
                 process.wait()
-    used = {o for o in lines["option"]}
+    used = {o.option for o in lines}
     old = [line for line in cost.stale([o for o in offer.options if o.name in used])]
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
-        listed = json.dumps(decide.records(pd.concat([lines, owned], ignore_index=True), grid, plan), indent=1)
+        listed = json.dumps(decide.records([*lines, *owned], grid, plan), indent=1)
         print(listed) if str(args.json) == "-" else args.json.write_text(listed + "\n")
     print("\n".join(first_screen(lines, owned, counted, request.epochs, old, request.workload)), file=text)
     if args.verbose:

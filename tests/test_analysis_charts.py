@@ -36,7 +36,7 @@ def every_chart(rows):
     gpu = eager_ok(rows)[lambda r: r["device"] == "cuda"]  # the boxes' GPUs predicted at half the H100's speed
     predicted = pd.concat([gpu[KEY].assign(device_name=b.gpu, epoch_s_median=2 * gpu["epoch_s_median"]) for b in boxes])
     answer = decide.decide(rows, predicted, options, billing, boxes)
-    found, picks, even = answer.options, answer.picks, answer.even
+    found, picks, even = answer.lines, answer.picks, answer.evens
     return {
         "epoch_time_vs_size": charts.epoch_time_vs_size(rows, table, "n_params"),
         "speedup_heatmap": charts.speedup_heatmap(rows, "tabular"),
@@ -85,12 +85,14 @@ def test_the_front_chart_labels_the_front_and_the_picks_alone_and_no_two_labels_
     rng = np.random.default_rng(0)
     wall_h = np.geomspace(0.05, 0.5, 40) * rng.uniform(0.9, 1.1, 40)
     usd = 0.02 / wall_h * rng.uniform(1.0, 3.0, 40)
-    options = pd.DataFrame({"option": [f"option number {i}" for i in range(40)], "kind": "on-demand", "model": "H100",
-                            "basis": "b", "predicted": False, "usd": usd, "usd_lo": usd, "usd_hi": usd, "wall_h": wall_h,
-                            "wall_lo_h": wall_h, "wall_hi_h": wall_h, "wall_s": wall_h * 3600})
-    picks = {"cheapest": options.iloc[options["usd"].idxmin()], "within 1 h": options.iloc[7]}
+    options = decide.lines(pd.DataFrame({
+        "option": [f"option number {i}" for i in range(40)], "kind": "on-demand", "model": "H100", "gpus": 1,
+        "basis": "b", "predicted": False, "usd": usd, "usd_lo": usd, "usd_hi": usd, "wall_h": wall_h,
+        "wall_lo_h": wall_h, "wall_hi_h": wall_h, "wall_s": wall_h * 3600, "wall_lo_s": wall_h * 3600,
+        "wall_hi_s": wall_h * 3600}))
+    picks = {"cheapest": options[int(np.argmin(usd))], "within 1 h": options[7]}
     data = charts._decision_data(options, picks)
-    assert set(data.loc[data["named"], "option"]) == set(options.loc[decide.pareto(options), "option"]) | {"option number 7"}
+    assert set(data.loc[data["named"], "option"]) == {o.option for o in decide.pareto(options)} | {"option number 7"}
     labels = charts.placed(data, charts._log_domain(data["wall_h"]), charts._log_domain(data["usd"]))
     assert len(labels) == data["named"].sum() >= 5
     boxes = list(labels["box"])

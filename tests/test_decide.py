@@ -2,6 +2,7 @@
 the fastest, the cheapest and the cheapest within a deadline, a predicted GPU marked, and every chart;
 the user's planned run (--epochs, --dataset-size) priced from a line planted along the dataset size."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -53,39 +54,40 @@ def planted(tmp_path):
 
 def test_the_sweep_costs_what_the_hand_figures_say(planted):
     answer = decide.decide(*planted, asked={"disc": 10}, deadline_h=0.1)
-    grid, found, picks = answer.grid, answer.options, answer.picks
+    grid, found, picks = answer.grid, answer.lines, answer.picks
     assert grid["trials"].sum() == 10
-    got = found.set_index("option")
+    got = {o.option: o for o in found}
     # one H100: packed four to the GPU (11.5 GPU-s < 24 s a trial), 10 x 11.5 = 115 s, + 600 s start-up,
     # billed by the hour with an hour's minimum
-    assert got.loc["one H100", "packed"] == 4
-    assert got.loc["one H100", "wall_s"] == pytest.approx(600 + 115)
-    assert got.loc["one H100", "usd"] == pytest.approx(2.0)
-    assert got.loc["one H100 (spot)", "usd"] == pytest.approx(1.0)
+    assert got["one H100"].packed == 4
+    assert got["one H100"].wall_s == pytest.approx(600 + 115)
+    assert got["one H100"].usd == pytest.approx(2.0)
+    assert got["one H100 (spot)"].usd == pytest.approx(1.0)
     # eight H100: the longest trial (46 s) bounds the makespan; billed per second with a minute's minimum
-    assert got.loc["eight H100", "wall_s"] == pytest.approx(46)
-    assert got.loc["eight H100", "usd"] == pytest.approx(16.0 * 60 / 3600)
+    assert got["eight H100"].wall_s == pytest.approx(46)
+    assert got["eight H100"].usd == pytest.approx(16.0 * 60 / 3600)
     # own CPU: one trial after another, already owned: its electricity alone, at the nominal 65 W (no RAPL row)
-    own = got[got["kind"] == decide.OWN_CPU].iloc[0]
-    assert own["wall_s"] == pytest.approx(10 * 112) and own["usd"] == pytest.approx(1120 / 3600 * 0.065 * 0.17)
+    own = next(o for o in found if o.kind == decide.OWN_CPU)
+    assert own.wall_s == pytest.approx(10 * 112) and own.usd == pytest.approx(1120 / 3600 * 0.065 * 0.17)
     # the box at its own, predicted, speed: 10 x 35 s at $1/h write-off + 1 kW x $0.5/kWh
-    assert got.loc["4090 box", "wall_s"] == pytest.approx(350)
-    assert got.loc["4090 box", "usd"] == pytest.approx(350 / 3600 * 1.5)
-    assert got.loc["4090 box", "predicted"] and not got.loc["eight H100", "predicted"]
-    assert [picks[k]["option"] for k in ("fastest", "cheapest", "cheapest within 0.1 h")] == \
-        ["eight H100", own.name, "4090 box"]
-    assert decide.pick(found, 0.05)["cheapest within 0.05 h"]["option"] == "eight H100"
+    assert got["4090 box"].wall_s == pytest.approx(350)
+    assert got["4090 box"].usd == pytest.approx(350 / 3600 * 1.5)
+    assert got["4090 box"].predicted and not got["eight H100"].predicted
+    assert [picks[k].option for k in ("fastest", "cheapest", "cheapest within 0.1 h")] == \
+        ["eight H100", own.option, "4090 box"]
+    assert decide.pick(found, 0.05)["cheapest within 0.05 h"].option == "eight H100"
     assert decide.pick(found, 0.001)["cheapest within 0.001 h"] is None
 
 
 def test_the_break_even_uses_the_box_at_its_own_speed(planted):
-    even = decide.decide(*planted, asked={"disc": 10}).even
-    line = even.set_index("versus").loc["cheapest on-demand GPU"]
-    assert line["against"] == "eight H100"
+    evens = decide.decide(*planted, asked={"disc": 10}).evens
+    by = {e.versus: e for e in evens}
+    line = by["cheapest on-demand GPU"]
+    assert line.against == "eight H100"
     energy = 350 / 3600 * 1.0 * 0.5  # the box's electricity per sweep at its nominal 1 kW
-    assert line["sweeps_per_month"] == pytest.approx(730 / (16.0 * 60 / 3600 - energy))
-    assert line["box_hours_per_month"] == pytest.approx(line["sweeps_per_month"] * 350 / 3600)
-    assert even.set_index("versus").loc["own CPU", "sweeps_per_month"] == float("inf")
+    assert line.sweeps_per_month == pytest.approx(730 / (16.0 * 60 / 3600 - energy))
+    assert line.box_hours_per_month == pytest.approx(line.sweeps_per_month * 350 / 3600)
+    assert by["own CPU"].sweeps_per_month == float("inf")
 
 
 def test_measured_gpu_energy_replaces_the_nominal_power(planted):
@@ -93,10 +95,10 @@ def test_measured_gpu_energy_replaces_the_nominal_power(planted):
     measured = frame([_timed(row("disc", "cuda", [3.0] * 3, device_name="NVIDIA GeForce RTX 4090", gpus_requested=1.0,
                                  gpu_energy_j=900.0 * 2, train_s=9.0), 1, 1, 0)])
     rows = pd.concat([rows, measured.assign(results_dir="/x")], ignore_index=True)
-    found = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 10}).options
-    box = found[found["option"] == "4090 box"].iloc[0]
-    assert not box["predicted"]  # the measured row wins over the prediction
-    assert "measured GPU power 200 W" in box["basis"]  # 1,800 J over 9 s of timed epochs
+    found = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 10}).lines
+    box = next(o for o in found if o.option == "4090 box")
+    assert not box.predicted  # the measured row wins over the prediction
+    assert "measured GPU power 200 W" in box.basis  # 1,800 J over 9 s of timed epochs
 
 
 def test_the_measured_grid_is_the_default_sweep_and_a_missing_workload_is_refused(planted):
@@ -108,9 +110,9 @@ def test_the_measured_grid_is_the_default_sweep_and_a_missing_workload_is_refuse
 
 def test_the_front_and_every_decision_chart_render(planted):
     answer = decide.decide(*planted, asked={"disc": 10})
-    found, picks, even = answer.options, answer.picks, answer.even
-    front = found[decide.pareto(found)].sort_values("wall_s")["option"].tolist()
-    assert front == ["eight H100", "4090 box", found[found["kind"] == decide.OWN_CPU]["option"].iloc[0]]
+    found, picks, even = answer.lines, answer.picks, answer.evens
+    front = [o.option for o in decide.pareto(found)]
+    assert front == ["eight H100", "4090 box", next(o.option for o in found if o.kind == decide.OWN_CPU)]
     drawn = charts.decision(found, even, picks, "the sweep", "sweep")
     assert set(drawn) == {"sweep_cost", "sweep_front", "sweep_break_even"}
     for chart in drawn.values():
@@ -196,36 +198,37 @@ def planned(planted):
 def _priced(planned, epochs, samples):
     plan = decide.Plan(epochs, samples)
     answer = decide.decide(*planned, plan=plan)
-    grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
-    return found.set_index("option"), decide.render(found, grid, picks, even, notes, plan)
+    grid, found, picks, even, notes = answer.grid, answer.lines, answer.picks, answer.evens, answer.notes
+    return found, decide.render(found, grid, picks, even, notes, plan)
 
 
 def test_the_planned_run_takes_the_fitted_time_per_epoch_times_its_epochs(planned):
     for epochs, n in ((10, 40_000), (20, 40_000), (10, 3_000), (7, 2_000)):
-        got, _ = _priced(planned, epochs, n)
-        own = got[got["kind"] == decide.OWN_CPU].iloc[0]
-        assert own["wall_s"] == pytest.approx(1 + epochs * (0.01 + 1e-5 * n))
+        found, _ = _priced(planned, epochs, n)
+        got = {o.option: o for o in found}
+        own = next(o for o in found if o.kind == decide.OWN_CPU)
+        assert own.wall_s == pytest.approx(1 + epochs * (0.01 + 1e-5 * n))
         # eight H100 billed per second, no start-up: the wall is the one run
-        assert got.loc["eight H100", "wall_s"] == pytest.approx(1 + epochs * (0.02 + 2e-6 * n))
-        assert got.loc["one H100", "wall_s"] == pytest.approx(600 + 1 + epochs * (0.02 + 2e-6 * n))
+        assert got["eight H100"].wall_s == pytest.approx(1 + epochs * (0.02 + 2e-6 * n))
+        assert got["one H100"].wall_s == pytest.approx(600 + 1 + epochs * (0.02 + 2e-6 * n))
 
 
 def test_the_planned_run_says_whether_its_size_was_measured_or_how_far_outside(planned):
     inside, text = _priced(planned, 10, 3_000)
-    assert set(inside["reach"]) == {"inside 1,000-4,000"} and not inside["predicted"].any()
+    assert {o.reach for o in inside} == {"inside 1,000-4,000"} and not any(o.predicted for o in inside)
     assert "~" not in text.split("\n")[2] and "planned run: 10 epochs of 3,000 samples of tab, depth 4, batch 100 ==" in text
     measured, _ = _priced(planned, 10, 2_000)
-    assert set(measured["reach"]) == {"measured"} and not measured["predicted"].any()
+    assert {o.reach for o in measured} == {"measured"} and not any(o.predicted for o in measured)
     past, text = _priced(planned, 10, 40_000)
-    assert set(past["reach"]) == {"10x past 4,000 ±0.0%"}  # a line through three points on it: no residual
-    assert past["predicted"].all() and past["extrapolated"].all() and not past["modelled"].any()
-    own = past[past["kind"] == decide.OWN_CPU].index[0]
+    assert {o.reach for o in past} == {"10x past 4,000 ±0.0%"}  # a line through three points on it: no residual
+    assert all(o.predicted for o in past) and all(o.extrapolated for o in past) and not any(o.modelled for o in past)
+    own = next(o.option for o in past if o.kind == decide.OWN_CPU)
     line = next(t for t in text.split("\n") if t.strip().startswith(own))
     # its time per epoch and the run's (1 + 10 x 0.41 s), extrapolated, its electricity at the nominal 65 W, no price
     assert " ".join(line.split()).endswith("0.41 s/epoch ~0.085 min ~$0.000016 extrapolated 10x past 4,000 ±0.0% "
                                            "measured on box; electricity: nominal 65 W (--cpu-watts) - *")
     below, _ = _priced(planned, 10, 100)
-    assert set(below["reach"]) == {"10x below 1,000 ±0.0%"}
+    assert {o.reach for o in below} == {"10x below 1,000 ±0.0%"}
 
 
 def test_a_planned_run_is_one_named_shape_never_a_sum_and_a_whole_dataset_batch_grows_with_it(planted):
@@ -235,17 +238,17 @@ def test_a_planned_run_is_one_named_shape_never_a_sum_and_a_whole_dataset_batch_
     with pytest.raises(ValueError, match=r"the rows hold widths 64 and 128: give --width 64 or --width 128"):
         decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000))
     answer = decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000, axes=(("width", "128"),)))
-    grid, found = answer.grid, answer.options
+    grid, found = answer.grid, answer.lines
     assert grid["width"].tolist() == [128] and grid["trials"].tolist() == [1]
-    own = found[found["kind"] == decide.OWN_CPU].iloc[0]
-    assert own["wall_s"] == pytest.approx(1 + 10 * 2 * (0.01 + 1e-5 * 8_000))  # the wide shape alone
-    assert own["epoch_s"] == pytest.approx(2 * (0.01 + 1e-5 * 8_000))
+    own = next(o for o in found if o.kind == decide.OWN_CPU)
+    assert own.wall_s == pytest.approx(1 + 10 * 2 * (0.01 + 1e-5 * 8_000))  # the wide shape alone
+    assert own.epoch_s == pytest.approx(2 * (0.01 + 1e-5 * 8_000))
     full = frame(planned_rows(batch_size="N")).assign(results_dir="/home/me/r")  # peaks: one batch, the whole set
     plan = decide.Plan(10, 8_000)
     answer = decide.decide(full, none, options, billing, [], plan=plan)
-    grid, found = answer.grid, answer.options
+    grid, found = answer.grid, answer.lines
     assert grid["batch_size"].tolist() == [8_000] and len(grid) == 1
-    assert found[found["kind"] == decide.OWN_CPU].iloc[0]["wall_s"] == pytest.approx(1 + 10 * (0.01 + 1e-5 * 8_000))
+    assert next(o for o in found if o.kind == decide.OWN_CPU).wall_s == pytest.approx(1 + 10 * (0.01 + 1e-5 * 8_000))
 
 
 def test_a_size_outside_one_measured_size_scales_per_sample_and_a_falling_line_is_held_flat():
@@ -285,37 +288,37 @@ def test_a_measured_gpu_is_never_labelled_predicted_and_the_one_you_ran_on_is_an
     # the model's word for the H100 at tabular, the one configuration no H100 row measured: 2 s fixed + 11 x 6 s
     predicted = tab.assign(device_name="H100", epoch_s_median=6.0, epoch_s_lo=5.0, epoch_s_hi=8.0, predicted=True)
 
-    found = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 4}).options
-    got = found.set_index("option")
-    yours = got.loc["your H100 (measured here)"]
+    found = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 4}).lines
+    got = {o.option: o for o in found}
+    yours = got["your H100 (measured here)"]
     # already owned: its electricity alone, at the nominal 300 W (no gpu_energy_j in these rows)
-    assert yours["kind"] == decide.OWN_GPU and yours["wall_s"] == pytest.approx(4 * 24)
-    assert yours["usd"] == pytest.approx(4 * 24 / 3600 * 0.3 * 0.17) and "nominal 300 W" in yours["electricity"]
+    assert yours.kind == decide.OWN_GPU and yours.wall_s == pytest.approx(4 * 24)
+    assert yours.usd == pytest.approx(4 * 24 / 3600 * 0.3 * 0.17) and "nominal 300 W" in yours.electricity
     for option in ("your H100 (measured here)", "one H100", "eight H100"):
-        line = found[found["option"] == option].iloc[0]
-        assert not line["predicted"] and decide.source(line).startswith("measured on h100-host, 2026-11-24")
+        line = got[option]
+        assert not line.predicted and decide.source(line).startswith("measured on h100-host, 2026-11-24")
         assert "~" not in decide.said(line) and "predicted" not in decide.source(line)
 
-    found = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 1, "tabular": 1}).options
-    got = found.set_index("option")
+    found = decide.decide(rows, predicted, options, billing, boxes, asked={"disc": 1, "tabular": 1}).lines
+    got = {o.option: o for o in found}
     share = 68 / (24 + 68)  # the tabular trial's share of the GPU-time: predicted
     for option in ("your H100 (measured here)", "one H100"):
-        assert got.loc[option, "predicted_share"] == pytest.approx(share)
-        assert decide.source(got.loc[option]).startswith(f"{share:.0%} predicted; measured on h100-host, 2026-11-24")
+        assert got[option].predicted_share == pytest.approx(share)
+        assert decide.source(got[option]).startswith(f"{share:.0%} predicted; measured on h100-host, 2026-11-24")
     # the H100 measured at disc is not predicted there: the prediction, made for tabular only, is used there only
-    assert got.loc["eight H100", "wall_s"] == pytest.approx(68) and got.loc["eight H100", "wall_lo_s"] == pytest.approx(57)
+    assert got["eight H100"].wall_s == pytest.approx(68) and got["eight H100"].wall_lo_s == pytest.approx(57)
 
 
 def test_a_predicted_figure_prints_its_interval_and_the_chart_draws_it(planted):
     answer = decide.decide(*planted, asked={"disc": 10})
-    found, picks = answer.options, answer.picks
-    box = found[found["option"] == "4090 box"].iloc[0]
+    found, picks = answer.lines, answer.picks
+    box = next(o for o in found if o.option == "4090 box")
     # 10 trials of 2 s fixed + 11 epochs at 3 s (2.5 s to 4 s): the fixed seconds are measured, not uncertain
-    assert (box["wall_lo_s"], box["wall_s"], box["wall_hi_s"]) == pytest.approx((295, 350, 460))
-    assert box["usd_lo"] == pytest.approx(295 / 3600 * 1.5) and box["usd_hi"] == pytest.approx(460 / 3600 * 1.5)
+    assert (box.wall_lo_s, box.wall_s, box.wall_hi_s) == pytest.approx((295, 350, 460))
+    assert box.usd_lo == pytest.approx(295 / 3600 * 1.5) and box.usd_hi == pytest.approx(460 / 3600 * 1.5)
     assert decide.said(box) == "4090 box, ~5.83 min (4.9-7.7), ~$0.15 (0.12-0.19)"
     assert decide.source(box) == "predicted"
-    drawn = charts.decision(found, pd.DataFrame(), picks, "the sweep", "sweep")
+    drawn = charts.decision(found, (), picks, "the sweep", "sweep")
     spec = str(drawn["sweep_front"].to_dict())
     assert "wall_lo_h" in spec and "wall_hi_h" in spec and "usd_lo" in spec and "usd_hi" in spec
     assert "usd_hi" in str(drawn["sweep_cost"].to_dict())
@@ -438,7 +441,7 @@ def test_json_lists_every_option_with_its_figures_on_stdout(tmp_path, capsys):
     h100 = next(r for r in listed if r["option"] == "Lambda 1x H100 SXM")
     assert h100["gpu"] == "H100" and h100["basis"] == "measured" and h100["epoch_s"] == pytest.approx(0.02 + 2e-6 * 3000)
     assert h100["epoch_s_low"] == h100["epoch_s"] == h100["epoch_s_high"] and h100["fits"] is None  # no peak, no bytes
-    assert decide.records(pd.DataFrame(), pd.DataFrame()) == []
+    assert decide.records((), pd.DataFrame()) == []
 
 
 def _big(rows, peak=None):
@@ -462,17 +465,17 @@ def test_a_model_too_large_for_a_16_gb_card_does_not_fit_the_t4_and_is_never_pic
              ([] if measured else ["H100"])]
     plan = decide.Plan(10, 3000)
     answer = decide.decide(rows, pd.concat(guess), options, billing, [], plan=plan)
-    grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
-    t4 = found[found["option"] == "one T4"].iloc[0]
+    grid, found, picks, even, notes = answer.grid, answer.lines, answer.picks, answer.evens, answer.notes
+    t4 = next(o for o in found if o.option == "one T4")
     needs = 30e9 + decide.CONTEXT_BYTES if measured else 16 * 1.5e9 + 4e9 / 4 + decide.FLOOR_BYTES + decide.CONTEXT_BYTES
-    assert t4["fits"] is False and t4["needs_gb"] == pytest.approx(needs / 1e9)
-    assert found.loc[found["model"] == "H100", "fits"].eq(True).all()
+    assert t4.fits is False and t4.needs_gb == pytest.approx(needs / 1e9)
+    assert all(o.fits is True for o in found if o.model == "H100")
     text = decide.render(found, grid, picks, even, notes, plan)
     t4_line = next(t for t in text.splitlines() if t.strip().startswith("one T4 "))
     assert f"does not fit: needs ~{needs / 1e9:.2g} GB of 16" in t4_line
     assert "peak measured on H100" in text if measured else "estimated from n_params and bytes_per_step" in text
-    assert picks["fastest"]["option"] != "one T4" and picks["cheapest"]["option"] != "one T4"
-    assert not decide.pareto(found)[found["option"] == "one T4"].any()
+    assert picks["fastest"].option != "one T4" and picks["cheapest"].option != "one T4"
+    assert "one T4" not in [o.option for o in decide.pareto(found)]
     assert "does not fit T4 (16 GB), left out of the picks" in " ".join(decide.brief(found, grid, picks, notes, plan).split())
 
 
@@ -483,16 +486,16 @@ def test_your_cpu_costs_its_electricity_measured_by_rapl_else_at_nominal_watts(p
     plan = decide.Plan(10, 3000)
     wall = 1 + 10 * (0.01 + 1e-5 * 3000)
     found = decide.decide(frame(rows).assign(results_dir="/home/me/r"), none, options, billing, [], plan=plan,
-                          power=prices.Electricity(usd_per_kwh=0.2, cpu_w=30)).options
-    own = found[found["kind"] == decide.OWN_CPU].iloc[0]
-    assert own["usd"] > 0 and own["usd"] == pytest.approx(wall / 3600 * 0.030 * 0.2)
-    assert decide.source(own).endswith("electricity: nominal 30 W (--cpu-watts)") and "30 W" in own["basis"]
+                          power=prices.Electricity(usd_per_kwh=0.2, cpu_w=30)).lines
+    own = next(o for o in found if o.kind == decide.OWN_CPU)
+    assert own.usd > 0 and own.usd == pytest.approx(wall / 3600 * 0.030 * 0.2)
+    assert decide.source(own).endswith("electricity: nominal 30 W (--cpu-watts)") and "30 W" in own.basis
     for r in rows:  # RAPL read 40 W over the timed epochs
         r["cpu_energy_j"] = 40.0 * r["train_s"] if r["device"] == "cpu" else None
     found = decide.decide(frame(rows).assign(results_dir="/home/me/r"), none, options, billing, [], plan=plan,
-                          power=prices.Electricity(usd_per_kwh=0.2, cpu_w=30)).options
-    own = found[found["kind"] == decide.OWN_CPU].iloc[0]
-    assert own["usd"] == pytest.approx(wall / 3600 * 0.040 * 0.2)
+                          power=prices.Electricity(usd_per_kwh=0.2, cpu_w=30)).lines
+    own = next(o for o in found if o.kind == decide.OWN_CPU)
+    assert own.usd == pytest.approx(wall / 3600 * 0.040 * 0.2)
     assert decide.source(own).endswith("electricity: RAPL 40 W")
     with pytest.raises(ValueError, match="--cpu-watts must be a number > 0, got -5"):
         prices.Electricity(cpu_w=-5)
@@ -506,8 +509,8 @@ def test_a_busy_extrapolation_whose_error_exceeds_it_is_marked_and_never_called_
                   for n, t in ((1_000, 22.0), (2_000, 1.5), (4_000, 23.0))]).assign(results_dir="/home/me/results/mine")
     plan = decide.Plan(epochs=30, samples=50_000)
     answer = decide.decide(rows, none, options, billing, [], plan=plan)
-    grid, found, picks, even, notes = answer.grid, answer.options, answer.picks, answer.even, answer.notes
-    mine = found[found["kind"] == decide.OWN_CPU].iloc[0]
+    grid, found, picks, even, notes = answer.grid, answer.lines, answer.picks, answer.evens, answer.notes
+    mine = next(o for o in found if o.kind == decide.OWN_CPU)
     said = decide.how_known(mine, plan, picked=True)
     assert said.startswith("unreliable: measure nearer 50,000 (12.5x past 4,000 ±") and said.endswith("[busy]")
     assert "measured" not in said.replace("measure nearer", "")
@@ -527,9 +530,9 @@ def test_a_loaded_row_beside_a_quiet_one_of_its_configuration_is_left_out_of_the
     quiet = row("net", "cpu", [1.0] * 3, seed=0)
     loaded = row("net", "cpu", [9.0] * 3, seed=1, outside_load=True)  # the same configuration, timed on a busy host
     rows = frame([_timed(r, 0.0, r["epoch_s"][0], 0.0) for r in (quiet, loaded)]).assign(results_dir="/home/me/results/mine")
-    found = decide.decide(rows, none, options, billing, []).options
-    mine = found[found["kind"] == decide.OWN_CPU].iloc[0]
-    assert mine["wall_s"] == pytest.approx(10 * 1.0 + 1.0) and "[busy]" not in decide.source(mine)
+    found = decide.decide(rows, none, options, billing, []).lines
+    mine = next(o for o in found if o.kind == decide.OWN_CPU)
+    assert mine.wall_s == pytest.approx(10 * 1.0 + 1.0) and "[busy]" not in decide.source(mine)
 
 
 def test_memory_needed_takes_a_counted_peak_over_the_formula_and_the_formula_where_none_was_counted():
@@ -557,8 +560,10 @@ def test_figures_carry_the_digits_their_interval_supports():
     # a break-even resting on a prediction to two figures ('~680 runs a month', never '~683.06'); a measured one three
     assert [decide.significant(v, 2) for v in (683.06, 0.04567, 12_345.6, 7.0)] == ["680", "0.046", "12,000", "7.0"]
     assert decide.significant(683.06, 3) == "683"
-    even = pd.DataFrame([{"box": "box", "versus": "cheapest on-demand GPU", "against": "one H100", "against_usd": 1.0,
-                          "sweeps_per_month": 683.06, "box_hours_per_month": 12.345, "predicted": True}])
+    even = [decide.Even(box="box", against="one H100", versus="cheapest on-demand GPU", against_usd=1.0,
+                        against_h=float("nan"), box_usd_energy=float("nan"), box_h=float("nan"),
+                        fixed_usd_per_month=float("nan"), sweeps_per_month=683.06, box_hours_per_month=12.345,
+                        predicted=True)]
     assert decide.evens(even, "run") == ["box against the cheapest on-demand GPU (one H100, $1.00 a run): cheaper "
                                           "beyond ~680 runs a month (12 h of use)"]
 
@@ -570,13 +575,13 @@ def test_a_cpu_measured_at_one_size_is_its_step_as_timed_there_never_a_line_per_
     mine = frame([_timed(row("mine", "cpu", [0.9, 1.0, 1.2], batch_size=64, dataset_size=256), 3.0, 1.0, 0.0)])
     options, billing = prices.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
     answer = decide.decide(mine, None, options, billing, [], plan=decide.Plan(10, 50_000))
-    own = answer.options[answer.options["kind"] == decide.OWN_CPU].iloc[0]
+    own = next(o for o in answer.lines if o.kind == decide.OWN_CPU)
     steps = 782 / 4
-    assert own["epoch_s"] == pytest.approx(1.0 * steps) and own["epoch_s"] != pytest.approx(1.0 * 50_000 / 256)
-    assert (own["epoch_lo"], own["epoch_hi"]) == (pytest.approx(0.9 * steps), pytest.approx(1.2 * steps))
-    assert own["wall_s"] == pytest.approx(3.0 + 10 * steps)
-    assert own["predicted"] and own["reach"] == "195x past 256, its step as timed there"
-    said = decide.brief(answer.options, answer.grid, answer.picks, answer.notes, answer.plan)
+    assert own.epoch_s == pytest.approx(1.0 * steps) and own.epoch_s != pytest.approx(1.0 * 50_000 / 256)
+    assert (own.epoch_lo, own.epoch_hi) == (pytest.approx(0.9 * steps), pytest.approx(1.2 * steps))
+    assert own.wall_s == pytest.approx(3.0 + 10 * steps)
+    assert own.predicted and own.reach == "195x past 256, its step as timed there"
+    said = decide.brief(answer.lines, answer.grid, answer.picks, answer.notes, answer.plan)
     assert "your CPU: " in said and "~196 s/epoch (176-235)" in " ".join(said.split())
 
 
@@ -585,12 +590,13 @@ def test_the_fronts_figures_are_never_cut_only_an_options_name(tmp_path):
     mine = frame([_timed(row("mine", "cpu", [0.9, 1.0, 1.2], batch_size=64, dataset_size=256), 3.0, 1.0, 0.0)])
     options, billing = prices.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
     answer = decide.decide(mine, None, options, billing, [], plan=decide.Plan(10, 50_000))
-    tiny = answer.options.assign(**{c: answer.options[c] * 1e-7 for c in ("usd", "usd_lo", "usd_hi")})
+    tiny = [dataclasses.replace(o, usd=o.usd * 1e-7, usd_lo=o.usd_lo * 1e-7, usd_hi=o.usd_hi * 1e-7)
+            for o in answer.lines]
     said = decide.brief(tiny, answer.grid, answer.picks, answer.notes, answer.plan, lines=40).splitlines()
     front = said[said.index(next(s for s in said if s.startswith("the cost-versus-time front"))) + 1:]
     front = [s for s in front if s.startswith("  ")]
     for line in front:  # each option's figures whole on its line, whatever of its name or source is cut
-        option = next(o for _, o in tiny.iterrows() if line[2:].startswith(o["option"][:8]))
+        option = next(o for o in tiny if line[2:].startswith(o.option[:8]))
         assert decide.money(option) in line and decide.run_time(option) in line, line
 
 

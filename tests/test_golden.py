@@ -67,7 +67,7 @@ def cnn(tmp_path_factory):
 
 def test_decides_screen(cnn):
     answer = decide.answer(decide.Run(cnn), decide.Offer.shipped(today=TODAY))
-    said = decide.brief(answer.options, answer.grid, answer.picks, answer.notes, answer.plan,
+    said = decide.brief(answer.lines, answer.grid, answer.picks, answer.notes, answer.plan,
                         (verdict.reference_line(cnn),), decide.BRIEF_LINES - 1)  # as analysis/__main__.py _decide says it
     golden("decide.txt", said)
 

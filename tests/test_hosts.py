@@ -87,8 +87,11 @@ def test_a_figure_set_by_a_faster_gpus_is_flagged_as_a_bound_in_the_json_records
         assert line["epoch_s_median"] == pytest.approx(frame.loc[line["bound_by"], "epoch_s_median"]), gpu
     assert frame.loc["RTX 4090", "bound_by"] is None
     line = frame.reset_index().iloc[0]
-    speed = pd.DataFrame([{"option": "x", "kind": "no price", "model": "A100", "gpus": 1, "predicted": True,
-                           "basis": "b", **{c: bound.iloc[0][c] for c in ("bound_by", "host_share", "host_bound")}}])
+    nan = float("nan")
+    speed = [decide.Line.of({"option": "x", "kind": decide.NO_PRICE, "model": "A100", "gpus": 1, "wall_s": nan,
+                             "wall_lo_s": nan, "wall_hi_s": nan, "wall_h": nan, "wall_lo_h": nan, "wall_hi_h": nan,
+                             "usd": nan, "usd_lo": nan, "usd_hi": nan, "predicted": True, "basis": "b",
+                             **{c: bound.iloc[0][c] for c in ("bound_by", "host_share", "host_bound")}})]
     record = decide.records(speed, pd.DataFrame([line]))[0]
     assert record["bound_by"] == bound.iloc[0]["bound_by"] and record["host_share"] == pytest.approx(
         bound.iloc[0]["host_share"]) and isinstance(record["host_bound"], bool)

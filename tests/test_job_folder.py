@@ -176,7 +176,7 @@ def decided(rows: pd.DataFrame, plan, where: Path, monkeypatch):
     options, billing = prices.load_prices()
     counts = counted(decide.steps(rows, plan))
     answer = decide.decide(rows, None, options, billing, [], plan=plan, counts=counts)
-    return decide.records(answer.options, answer.grid, plan), answer.notes
+    return decide.records(answer.lines, answer.grid, plan), answer.notes
 
 
 def test_decide_gives_one_answer_from_the_jobs_folder_and_from_any_other_and_says_where_the_job_is_not_found(

@@ -213,20 +213,23 @@ def test_a_recurrent_net_is_counted_as_the_cudnn_ops_a_gpu_runs_not_as_its_cells
 
 
 def test_a_run_that_does_not_fit_a_card_says_the_largest_batch_that_does_and_the_steps_to_accumulate():
+    from crossover.analysis import decide
     from crossover.sweeps.predict import smaller, smaller_note
-    lines = pd.DataFrame([{"model": "H100", "fits": True, "needs_gb": 10.0, "memory_gb": 80.0},
-                          {"model": "V100", "fits": False, "needs_gb": 20.0, "memory_gb": 16.0},
-                          {"model": "T4", "fits": False, "needs_gb": 20.0, "memory_gb": 16.0},
-                          {"model": "GTX 960", "fits": False, "needs_gb": 20.0, "memory_gb": 2.0},
-                          {"model": "L4", "fits": None, "needs_gb": float("nan"), "memory_gb": None}])
+    nan = float("nan")
+    lines = [decide.Line(option=f"{model} (no price)", kind=decide.NO_PRICE, model=model, gpus=1, wall_s=nan,
+                         wall_lo_s=nan, wall_hi_s=nan, wall_h=nan, wall_lo_h=nan, wall_hi_h=nan, usd=nan, usd_lo=nan,
+                         usd_hi=nan, predicted=True, basis="", fits=fits, needs_gb=needs, memory_gb=memory)
+             for model, fits, needs, memory in (("H100", True, 10.0, 80.0), ("V100", False, 20.0, 16.0),
+                                                ("T4", False, 20.0, 16.0), ("GTX 960", False, 20.0, 2.0),
+                                                ("L4", None, nan, nan))]
     # 20 GB at batch 256, 0.05 GB a sample: 7.2 GB fixed, 176 samples on a 16 GB card, 2 steps of them make 256
     out = smaller(lines, {"batch_size": 256, "peak_memory_per_sample_bytes": 0.05e9})
-    assert out["largest_batch"].tolist() == [pd.NA, 176, 176, 0, pd.NA]
-    assert out["accumulate_steps"].tolist() == [pd.NA, 2, 2, pd.NA, pd.NA]
+    assert [o.largest_batch for o in out] == [None, 176, 176, 0, None]
+    assert [o.accumulate_steps for o in out] == [None, 2, 2, None, None]
     note = smaller_note(out, {"batch_size": 256})
     assert note == ("does not fit: V100, T4: largest batch that fits: 176 (accumulate 2 steps for batch 256); "
                     "GTX 960: not even batch 1 fits")
-    assert smaller(lines, {"batch_size": 1, "peak_memory_per_sample_bytes": None})["largest_batch"].isna().all()
+    assert all(o.largest_batch is None for o in smaller(lines, {"batch_size": 1, "peak_memory_per_sample_bytes": None}))
 
 
 def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp_path):
@@ -256,28 +259,28 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
     offer = decide.Offer(tuple(options), billing)  # no home box
     # one function answers both: the rows with the step's count (decide), and the count alone (predict)
     answer = decide.answer(decide.Run(mine, plan, {wanted: step}), offer)
-    found, notes = answer.options, answer.notes
+    found, notes = answer.lines, answer.notes
     said = predicted(decide.answer(decide.Run(pd.DataFrame(), decide.Plan(10, 50_000), {wanted: step}), offer), step)
-    priced = said[said["kind"] != "no price"]
+    priced = [o for o in said if o.kind != decide.NO_PRICE]
     assert len(priced) >= 5 and not any("not counted" in n for n in notes)
-    for line in priced.itertuples():
-        same = found[found["option"] == line.option].iloc[0]
-        assert same["reach"] == decide.OWN_SIZE and same["predicted"]
+    for line in priced:
+        same = next(o for o in found if o.option == line.option)
+        assert same.reach == decide.OWN_SIZE and same.predicted
         for figure in ("epoch_s", "epoch_lo", "epoch_hi", "wall_s", "usd", "usd_lo", "usd_hi"):
-            assert same[figure] == pytest.approx(getattr(line, figure), rel=1e-9), (line.option, figure)
+            assert getattr(same, figure) == pytest.approx(getattr(line, figure), rel=1e-9), (line.option, figure)
     # the CPU: its step as timed at 256 samples (4 steps), x 50,000's 782 steps, never a line per sample
-    own = found[found["kind"] == decide.OWN_CPU].iloc[0]
-    assert own["epoch_s"] == pytest.approx(0.011 * 782 / 4) and own["reach"] == "195x past 256, its step as timed there"
+    own = next(o for o in found if o.kind == decide.OWN_CPU)
+    assert own.epoch_s == pytest.approx(0.011 * 782 / 4) and own.reach == "195x past 256, its step as timed there"
     # without predict's count (decide(counts=None)), a row's count: another step, another figure
-    alone = decide.decide(mine, None, options, billing, [], plan=plan).options
-    h100 = [found.loc[found["model"] == "H100", "epoch_s"].iloc[0], alone.loc[alone["model"] == "H100", "epoch_s"].iloc[0]]
+    alone = decide.decide(mine, None, options, billing, [], plan=plan).lines
+    h100 = [next(o.epoch_s for o in found if o.model == "H100"), next(o.epoch_s for o in alone if o.model == "H100")]
     assert h100[1] > h100[0]
     # a step the command layer could not count is handed as why: the note names it, the figures are the row's count's
     failed = decide.decide(mine, None, options, billing, [], plan=plan, counts={wanted: "--workload x: it hung"})
     (note,) = [n for n in failed.notes if NOT_COUNTED in n]
     assert note.startswith(f"  {NOT_COUNTED} as crossover predict counts it (--workload x: it hung): "
                            "figures fall back to the step a row counted")
-    assert failed.options["epoch_s"].tolist() == alone["epoch_s"].tolist()
+    assert [o.epoch_s for o in failed.lines] == [o.epoch_s for o in alone]
     # at bf16, decide looks the step up at PyTorch's default precision too
     bf16 = dataclasses.replace(plan, precision="bf16")
     assert decide.steps(mine, bf16) == (dataclasses.replace(wanted, precision="bf16"), wanted)

@@ -94,7 +94,7 @@ def test_a_workload_measured_on_the_cpu_alone_is_answered_on_every_gpu_each_figu
         assert sum(line.startswith(pick) for line in lines) == 1, (pick, text)
     # one renderer: the picks' lines are decide.brief's for the same decision, as `crossover decide` prints them
     d = said.decision
-    first = decide.brief(d.options, d.grid, d.picks, d.notes, None, (), decide.BRIEF_LINES).splitlines()
+    first = decide.brief(d.lines, d.grid, d.picks, d.notes, None, (), decide.BRIEF_LINES).splitlines()
     chosen = first[first.index(next(t for t in first if t.startswith("rent, fastest: "))):
                    first.index(next(t for t in first if t.startswith("your CPU: "))) + 1]
     assert "\n".join(chosen) in text

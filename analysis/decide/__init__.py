@@ -82,6 +82,7 @@ analysis/engines.py compares engines). Reads rows only (pandas); never imports t
 The package, one idea a module, each reading only those before it:
 
     grid       what is priced: the sweep's configurations and trials, or your planned run (Plan)
+    line       an option's figures (Line) and a home box's break-even (Even), typed: what the answer holds
     memory     whether a run fits a card, and the largest batch that does
     speeds     each configuration's time on each GPU and CPU: measured, or analysis/model/'s prediction
     pricing    every option's wall time and cost (table)
@@ -96,8 +97,10 @@ The package, one idea a module, each reading only those before it:
 from __future__ import annotations
 
 from .grid import (  # noqa: F401 (the package's names)
-    AXIS_FLAGS, AXIS_NAMES, Along, BUSY_MARKS, FIXED, FULL_BATCH, HERE, HOME_BOX, NEAREST, OWN_CPU, OWN_GPU,
+    AXIS_FLAGS, AXIS_NAMES, Along, BUSY_MARKS, FIXED, FULL_BATCH, HERE, HOME_BOX, NEAREST, NO_PRICE, OWN_CPU, OWN_GPU,
     Plan, SHAPE, along, busy, counted_grid, plan_grid, planned_rows, sweep)
+from .line import (  # noqa: F401 (the package's names)
+    Even, Line, frame, lines)
 from .memory import (  # noqa: F401 (the package's names)
     ACTIVATION_MOVES, BYTES_PER_PARAM, CONTEXT_BYTES, FLOOR_BYTES, largest_batch, memory_needed)
 from .speeds import (  # noqa: F401 (the package's names)
@@ -109,7 +112,7 @@ from .choosing import (  # noqa: F401 (the package's names)
     BUY, RENT_CHEAPEST, RENT_FASTEST, YOUR_CPU, YOUR_GPU, break_even, fitting, monthly, pareto, pick, three)
 from .text import (  # noqa: F401 (the package's names)
     BRIEF_LINES, HOST_MARK, HOST_WORDS, RENTALS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards, cents,
-    costed, evens, flagged, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
+    costed, evens, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
     precision_of, priced_on, records, render, run_time, said, significant, source, startup)
 from . import many  # noqa: F401,E402 (the package's names)
 from .answer import (  # noqa: F401 (the package's names)

@@ -1,14 +1,18 @@
-"""The decision put together (`decide`): the grid, the speeds, the options, the picks and the break-even, and the
-notes, as one `Decision`; and the steps a planned run's decision looks up in the counts it is handed (`steps`), which
-the command layer counts first (sweeps/command.py).
+"""The one answer for a counted run on a set of options (`answer`: `Run`, `Offer`), which `crossover predict`,
+`crossover decide`, `crossover report` and the end of a sweep all give: the decision put together from rows (`decide`:
+the grid, the speeds, the options, the picks and the break-even, and the notes) or from a step counted with nothing
+measured (`counted`), as one frozen `Decision` of typed lines (line.py); and the steps a planned run's decision looks
+up in the counts it is handed (`steps`), which the command layer counts first (sweeps/command.py).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 
 import pandas as pd
 
@@ -19,10 +23,11 @@ from ..model import load_devices
 from ..prices import POWER, PRICES, Billing, Electricity, HomeBox, Option, home_boxes, load_home_box, load_prices
 from ..selection import timed
 from .choosing import break_even, pick
-from .grid import Plan, counted_grid, plan_grid, planned_rows, sweep
+from .grid import NO_PRICE, Plan, counted_grid, plan_grid, planned_rows, sweep
+from .line import Even, Line, lines
 from .many import Scale, instances
-from .pricing import own_gpus, table
-from .speeds import at_plan, missing, plan_speeds, planned_step, predictions, speeds, wanted
+from .pricing import card_fits, own_gpus, table
+from .speeds import HOST, at_plan, missing, plan_speeds, planned_step, predictions, speeds, wanted
 from .text import STALE
 
 
@@ -30,13 +35,12 @@ from .text import STALE
 class Decision:
     """`decide`'s answer for the measured grid as the sweep, or for the planned run `plan`."""
 
-    grid: pd.DataFrame  # what is priced: a configuration a line, its trials (`sweep`, `plan_grid`)
-    options: pd.DataFrame  # every option's time and cost (`table`)
-    picks: dict  # `pick`'s: name -> the option's line, or None
-    even: pd.DataFrame  # the home boxes' break-even (`break_even`)
-    notes: list  # models left out, predictions not made, stale prices
+    grid: pd.DataFrame  # what is priced, read from the rows: a configuration a row, its trials (`sweep`, `plan_grid`)
+    lines: tuple[Line, ...]  # every option's time and cost (`table`), cheapest first
+    picks: Mapping[str, Line | None]  # `pick`'s: name -> the option's line, or None (read-only)
+    evens: tuple[Even, ...]  # the home boxes' break-even (`break_even`)
+    notes: tuple[str, ...]  # models left out, predictions not made, stale prices
     plan: Plan | None = None
-    speeds: pd.DataFrame | None = None  # each GPU's and CPU's run alone at each configuration (`speeds`, `at_plan`)
 
     @property
     def priced(self) -> str:
@@ -60,8 +64,8 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     rows = timed(rows)
     grid = sweep(rows, None if plan else asked)
     if grid.empty:
-        return Decision(grid.assign(trials=[]), pd.DataFrame(), {}, pd.DataFrame(),
-                        ["no ok row to decide on: every trial failed"], plan)
+        return Decision(grid.assign(trials=[]), (), MappingProxyType({}), (),
+                        ("no ok row to decide on: every trial failed",), plan)
     grid = plan_grid(rows, plan) if plan else grid
     notes, own = [], own_gpus(rows)
     gpus = sorted({o.gpu for o in options if o.gpu} | {b.gpu for b in boxes} | set(own))
@@ -77,15 +81,13 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
         speed = plan_speeds(rows, predicted, grid, gpus, plan, counted, default)
     else:
         speed = speeds(rows, predicted, grid, gpus)
-    found = table(grid, speed, options, billing, boxes, own, power, today)
-    picks = pick(found, deadline_h) if len(found) else {}
-    even = break_even(found) if len(found) else pd.DataFrame()
+    found = lines(table(grid, speed, options, billing, boxes, own, power, today))
     old = stale(options, today) + stale_boxes(boxes, today)
     priced = sum(len(o.prices()) for o in options) + sum(not b.record for b in boxes)
     dated = f"  {STALE} {len(old)} of {priced} are over 12 months old: re-read them " \
             "(python -m crossover.analysis cost lists them)"
-    return Decision(grid, found, picks, even, notes + missing(grid, speed, gpus) + ([dated] if old else []), plan,
-                    speed)
+    return Decision(grid, found, MappingProxyType(pick(found, deadline_h) if found else {}), tuple(break_even(found)),
+                    tuple(notes + missing(grid, speed, gpus) + ([dated] if old else [])), plan)
 
 
 def steps(rows: pd.DataFrame, plan: Plan) -> tuple[Step, ...]:
@@ -147,20 +149,21 @@ def answer(run: Run, offer: Offer) -> Decision:
     found = decide(run.rows, None, list(offer.options), dict(offer.billing), list(offer.boxes),
                    None if run.asked is None else dict(run.asked), offer.deadline_h, plan, offer.power, run.counts,
                    offer.today)
-    if plan is None or offer.scale is None or found.options.empty or len(found.grid) != 1 or (plan.trials or 1) != 1:
+    if plan is None or offer.scale is None or not found.lines or len(found.grid) != 1 or (plan.trials or 1) != 1:
         return found
     mine = planned_rows(run.rows, plan)
-    options = instances(found.options.assign(samples=plan.samples, batch_size=found.grid["batch_size"].iloc[0]),
-                        float(mine["n_params"].median()), plan.epochs, offer.scale, list(offer.options),
-                        dict(offer.billing))
-    return replace(found, options=options, picks=pick(options, offer.deadline_h))
+    priced = instances(found.lines, int(found.grid["batch_size"].iloc[0]), plan.samples,
+                       float(mine["n_params"].median()), plan.epochs, offer.scale, list(offer.options),
+                       dict(offer.billing))
+    return replace(found, lines=priced, picks=MappingProxyType(pick(priced, offer.deadline_h)))
 
 
 def counted(plan: Plan, counts: Mapping[Step, dict | str], offer: Offer) -> Decision:
     """The planned run with nothing measured (`crossover predict`): its step, counted at plan.precision (and at
     PyTorch's default, which a GPU without that precision's unit is never predicted faster than), predicted on every
     GPU of the model's device table (`at_plan`, the prediction `decide` makes of a configuration no row measured),
-    and priced on every option that has one of them (`table`); `speeds` holds each GPU's run alone, priced or not."""
+    priced on every option that has one of them (`table`), and after those a line of kind 'no price' for each GPU
+    model no one-GPU on-demand option has: the run on that GPU alone."""
     steps = {step.precision: count for step, count in counts.items()}
     step = steps.get(plan.precision)
     if not isinstance(step, dict):
@@ -168,10 +171,23 @@ def counted(plan: Plan, counts: Mapping[Step, dict | str], offer: Offer) -> Deci
                          + (f": {step}" if isinstance(step, str) else ""))
     default = steps.get("default") if plan.precision != "default" else None
     grid = counted_grid(step, plan)
-    speed = at_plan("run", pd.DataFrame([step]), plan, list(load_devices()),
+    devices = load_devices()
+    speed = at_plan("run", pd.DataFrame([step]), plan, list(devices),
                     pd.DataFrame([default]) if isinstance(default, dict) else None)
-    found = table(grid, speed, list(offer.options), dict(offer.billing), list(offer.boxes), None, offer.power,
-                  offer.today)
-    picks = pick(found, offer.deadline_h) if len(found) else {}
-    even = break_even(found) if len(found) else pd.DataFrame()
-    return Decision(grid, found, picks, even, [], plan, speed)
+    found = lines(table(grid, speed, list(offer.options), dict(offer.billing), list(offer.boxes), None, offer.power,
+                        offer.today))
+    rented = {o.model for o in found if o.gpus == 1 and o.kind == "on-demand"}
+    alone = [Line.of(_alone(run, devices[run["source"]].memory_gb)) for run in speed.to_dict("records")
+             if run["source"] not in rented]
+    return Decision(grid, found + tuple(alone), MappingProxyType(pick(found, offer.deadline_h) if found else {}),
+                    tuple(break_even(found)), (), plan)
+
+
+def _alone(run: dict, memory_gb: float | None) -> dict:
+    """A GPU's predicted run (`at_plan`'s line) with no price: its time alone, as an option's line."""
+    wall = {f"wall{end}_s": run[column] for end, column in (("", "trial_s"), ("_lo", "trial_lo"), ("_hi", "trial_hi"))}
+    wall |= {k.replace("_s", "_h"): v / 3600 for k, v in wall.items()}
+    return ({"option": f"{run['source']} (no price)", "kind": NO_PRICE, "model": run["source"], "gpus": 1,
+             **{c: run[c] for c in ("epoch_s", "epoch_lo", "epoch_hi", "predicted", "reach", "needs_how", *HOST)}, **wall,
+             "predicted_share": 1.0, "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan,
+             "basis": "no option of the price table has it: the GPU's time alone"} | card_fits(run, memory_gb))

@@ -20,6 +20,7 @@ from ..selection import BUSY, loaded
 
 FIXED = ["setup_s", "h2d_s", "warmup_s", "eval_s"]  # a trial's time besides its timed epochs
 OWN_CPU, OWN_GPU, HOME_BOX = "own CPU", "own GPU", "home box"
+NO_PRICE = "no price"  # the kind of a GPU's line that no option of the price table prices: its time alone
 HERE = "measured here"  # your machine's options: your CPU, your GPUs (the rows not under results/reference/)
 # A configuration less its dataset size: what a fit along the dataset size holds fixed.
 SHAPE = [c for c in KEY if c != "dataset_size"]

@@ -12,7 +12,10 @@ answers the question (the per-GPU batch: weak scaling; with --global-batch the r
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -22,6 +25,8 @@ from ..model.collective import (
     GRAD_BYTES, Link, ddp_bytes, ddp_step, efficiency, fsdp_bytes, fsdp_step, load_links)
 from ..model.hosts import HOST_BOUND
 from ..prices import Billing, Option
+from .grid import NO_PRICE
+from .line import Line
 from .speeds import OWN_SIZE
 
 MOST = 8  # GPUs of one instance the default counts reach: the largest instance offered
@@ -102,12 +107,13 @@ def scaled(one: dict, n_params: float, batch: int, samples: int, gpus: int, node
             "fits": fits, "predicted": True}
 
 
-def rented(line: dict, option: Option, bill: Billing, epochs: int, nodes: int) -> dict:
+def rented(line: dict, option: Option, bill: Billing, epochs: int, nodes: int, today: dt.date | None = None) -> dict:
     """`line`'s run on `nodes` of `option`, each rented whole for the run's time on its GPUs: the provider's
-    start-up, then epochs x the time per epoch, billed as it bills, x nodes."""
+    start-up, then epochs x the time per epoch, billed as it bills, x nodes; its price's age counted to `today`
+    (None: today)."""
     price = option.on_demand
     out = {"option": (f"{nodes} x " if nodes > 1 else "") + option.name, "kind": "on-demand", "startup_s": bill.startup_s,
-           "price_date": price.date, "price_source": price.source,
+           "price_date": price.date, "price_source": price.source, "price_stale": price.is_stale(today or dt.date.today()),
            "basis": f"{nodes * option.gpus} x {option.gpu}, {nodes} instance{'s' if nodes > 1 else ''} rented whole; "
                     f"{bill.startup_s:.0f} s start-up; billed per {bill.step_s:g} s"}
     for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
@@ -119,7 +125,7 @@ def rented(line: dict, option: Option, bill: Billing, epochs: int, nodes: int) -
 
 def unpriced(line: dict, epochs: int, why: str) -> dict:
     """`line`'s run with no price: its GPUs' time alone."""
-    out = {"option": f"{line['model']} x {line['gpus'] * line['nodes']} (no price)", "kind": "no price", "basis": why,
+    out = {"option": f"{line['model']} x {line['gpus'] * line['nodes']} (no price)", "kind": NO_PRICE, "basis": why,
            "usd": math.nan, "usd_lo": math.nan, "usd_hi": math.nan}
     for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
         out |= {f"wall{end}_s": epochs * line[column], f"wall{end}_h": epochs * line[column] / 3600}
@@ -127,11 +133,12 @@ def unpriced(line: dict, epochs: int, why: str) -> dict:
 
 
 def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples: int, epochs: int, scale: Scale,
-          options: list[Option], billing: dict[str, Billing], reference: pd.DataFrame) -> pd.DataFrame:
+          options: list[Option], billing: dict[str, Billing], reference: pd.DataFrame,
+          today: dt.date | None = None) -> tuple[Line, ...]:
     """Every GPU model an instance offers and every count of `scale` above one: the run on that many (`scaled`), priced at the cheapest
     instance of that many of that model on demand (`rented`), else unpriced. `speeds`: per per-GPU batch, one
     GPU's predicted line per GPU model (decide.at_plan's); `reference`: one GPU's line per model at the batch
-    efficiency is measured against."""
+    efficiency is measured against; `today`: the day the prices' age is counted to (None: today)."""
     devices, out = load_devices(), []
     rentable = {o.gpu for o in options if o.gpu}  # a GPU no instance offers is said on one GPU alone
     for gpus in (n for n in scale.counts(options) if n * scale.nodes > 1):
@@ -148,47 +155,49 @@ def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples:
                     "accumulate_steps": None, "needs_how": one.get("needs_how")} | scaled(
                 one, n_params, per_gpu, samples, gpus, scale.nodes, link, network,
                 devices[gpu].memory_gb if gpu in devices else None, float(base.iloc[0]) if len(base) else math.nan)
-            out.append(line | (rented(line, offered[0], billing[offered[0].provider], epochs, scale.nodes) if offered
-                               else unpriced(line, epochs, f"no instance of {gpus} x {gpu} in the price table"
-                                             + (" with a network between nodes" if scale.nodes > 1 else ""))))
-    return pd.DataFrame(out)
+            out.append(Line.of(line | (
+                rented(line, offered[0], billing[offered[0].provider], epochs, scale.nodes, today) if offered
+                else unpriced(line, epochs, f"no instance of {gpus} x {gpu} in the price table"
+                              + (" with a network between nodes" if scale.nodes > 1 else "")))))
+    return tuple(out)
 
 
-def picks(found: pd.DataFrame) -> dict[str, pd.Series]:
+def picks(found: Sequence[Line]) -> dict[str, Line]:
     """Among the priced options the run fits: the fastest; the cheapest at least as fast as the fastest one-GPU
     option; and per GPU model the count of GPUs that costs least (the faster of equals)."""
-    ok = found[found["kind"].ne("no price") & ~found["fits"].eq(False) & found["usd"].notna()]
-    if ok.empty:
+    ok = [o for o in found if o.kind != NO_PRICE and o.fits is not False and not math.isnan(o.usd)]
+    if not ok:
         return {}
-    out = {"fastest": ok.sort_values(["wall_s", "usd"]).iloc[0]}
-    one = ok[ok["gpus"] * ok.get("nodes", 1) == 1]
-    if len(one):
-        quick = ok[ok["wall_s"] <= one["wall_s"].min()].sort_values(["usd", "wall_s"])
-        out["cheapest as fast as one GPU"] = quick.iloc[0]
-    for gpu, group in ok.groupby("model", sort=False):
-        if group["gpus"].nunique() > 1:
-            out[f"cheapest {gpu}"] = group.sort_values(["usd", "wall_s"]).iloc[0]
+    cheapest = lambda o: (o.usd, o.wall_s)  # noqa: E731
+    out = {"fastest": min(ok, key=lambda o: (o.wall_s, o.usd))}
+    one = [o for o in ok if not o.several]
+    if one:
+        quick = min(o.wall_s for o in one)
+        out["cheapest as fast as one GPU"] = min((o for o in ok if o.wall_s <= quick), key=cheapest)
+    for gpu in dict.fromkeys(o.model for o in ok):
+        group = [o for o in ok if o.model == gpu]
+        if len({o.gpus for o in group}) > 1:
+            out[f"cheapest {gpu}"] = min(group, key=cheapest)
     return out
 
 
-def one_gpu(found: pd.DataFrame, batch: int) -> pd.DataFrame:
-    """One-GPU lines with the columns a line of many GPUs has (PER_GPU): 1 GPU, 1 node, the batch its own."""
-    return found.assign(gpus=found["gpus"] if "gpus" in found else 1, nodes=1, per_gpu_batch=batch,
-                        global_batch=batch, efficiency=1.0, parallel="one GPU", link="")
+def one_gpu(found: Sequence[Line], batch: int) -> tuple[Line, ...]:
+    """One-GPU lines as a line of many GPUs says itself (PER_GPU): 1 node, the batch its own, efficiency 1."""
+    return tuple(dataclasses.replace(o, nodes=1, per_gpu_batch=batch, global_batch=batch, efficiency=1.0,
+                                     parallel="one GPU", link="") for o in found)
 
 
-def said_gpus(line) -> str:
+def said_gpus(line: Line) -> str:
     """'8', or across nodes '2x8' (nodes x GPUs each), with ' FSDP' where the run is sharded."""
-    nodes = int(line.get("nodes", 1) or 1)
-    count = f"{nodes}x{int(line['gpus'])}" if nodes > 1 else f"{int(line['gpus'])}"
-    return count + (" FSDP" if line.get("parallel") == "FSDP" else "")
+    count = f"{line.nodes}x{line.gpus}" if line.nodes > 1 else f"{line.gpus}"
+    return count + (" FSDP" if line.parallel == "FSDP" else "")
 
 
-def said_picks(chosen: dict[str, pd.Series], said) -> list[str]:
+def said_picks(chosen: Mapping[str, Line], said) -> list[str]:
     """The picks in words, a line each: 'fastest: Lambda 8x H100 SXM, ~137 s/epoch ..., 8 GPUs, efficiency 0.99'."""
-    return [f"{name}: {said(line)}, {said_gpus(line)} GPU{'s' if line['gpus'] * line.get('nodes', 1) > 1 else ''}"
-            f"{' (sharded)' if line.get('parallel') == 'FSDP' else ''}"
-            + (f", efficiency {line['efficiency']:.2f}" if line["gpus"] * line.get("nodes", 1) > 1 else "")
+    return [f"{name}: {said(line)}, {said_gpus(line)} GPU{'s' if line.several else ''}"
+            f"{' (sharded)' if line.parallel == 'FSDP' else ''}"
+            + (f", efficiency {line.efficiency:.2f}" if line.several else "")
             for name, line in chosen.items()]
 
 
@@ -198,36 +207,35 @@ NOTE = ("GPUs: data-parallel on one instance (DDP: each GPU a copy of the model 
         "second over that many times one GPU's; several GPUs are shown for the GPU models an instance offers. Every figure of several GPUs is predicted; none was timed.")
 
 
-def instances(found: pd.DataFrame, n_params: float, epochs: int, scale: Scale, options: list[Option],
-              billing: dict[str, Billing]) -> pd.DataFrame:
-    """`decide`'s options for a planned run (`table`'s lines: each instance's on one of its GPUs) with each rented
-    instance of several GPUs as the run on all of them (`scaled`, at the batch the plan names, a GPU's), and on
-    scale.nodes of them: its time per epoch, the run's time (its fixed seconds kept), and its whole price; GPU
-    options of a count not in scale.counts left out. Your own GPUs and the home boxes stay as they are."""
+def instances(found: Sequence[Line], batch: int, samples: int, n_params: float, epochs: int, scale: Scale,
+              options: list[Option], billing: dict[str, Billing]) -> tuple[Line, ...]:
+    """`decide`'s options for a planned run of `samples` samples an epoch at `batch` a GPU (`table`'s lines: each
+    instance's on one of its GPUs) with each rented instance of several GPUs as the run on all of them (`scaled`),
+    and on scale.nodes of them: its time per epoch, the run's time (its fixed seconds kept), and its whole price; GPU
+    options of a count not in scale.counts left out; cheapest first. Your own GPUs and the home boxes stay as they
+    are."""
     named, devices, out = {o.name: o for o in options}, load_devices(), []
-    for line in found.to_dict("records"):
-        option = named.get(str(line["option"]).removesuffix(" (spot)"))
-        if line["gpus"] > 0 and option is not None and line["gpus"] not in scale.counts(options):
+    for line in found:
+        option = named.get(line.option.removesuffix(" (spot)"))
+        if line.gpus > 0 and option is not None and line.gpus not in scale.counts(options):
             continue
-        if option is None or option.gpus * scale.nodes <= 1 or (scale.nodes > 1 and not option.network) \
-                or pd.isna(line.get("epoch_s")) or option.gpu not in devices:
+        if option is None or option.gpu is None or option.gpus * scale.nodes <= 1 \
+                or (scale.nodes > 1 and not option.network) or math.isnan(line.epoch_s) or option.gpu not in devices:
             out.append(line)
             continue
         link, network = links_of(option, option.gpu)
-        batch = int(line.get("per_gpu_batch") or line.get("batch_size") or 0)
-        ran = scaled(line | {"needs_bytes": line.get("needs_gb", math.nan) * 1e9}, n_params, batch,
-                     int(line["samples"]), option.gpus, scale.nodes, link, network, devices[option.gpu].memory_gb,
-                     float(line["epoch_s"]))
-        bill, price = billing[option.provider], option.spot if line["kind"] == "spot" else option.on_demand
+        ran = scaled(dataclasses.asdict(line) | {"needs_bytes": line.needs_gb * 1e9}, n_params, batch, samples,
+                     option.gpus, scale.nodes, link, network, devices[option.gpu].memory_gb, line.epoch_s)
+        bill, price = billing[option.provider], option.spot if line.kind == "spot" else option.on_demand
         if price is None:  # Option.prices() makes a spot line only where there is a spot price
             raise ValueError(f"option {option.name!r}: a spot line without a spot price (the price table's spot:)")
-        fixed = line["wall_s"] - bill.startup_s - epochs * line["epoch_s"]  # set-up, transfer, evaluation: kept
+        fixed = line.wall_s - bill.startup_s - epochs * line.epoch_s  # set-up, transfer, evaluation: kept
         for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
             wall = bill.startup_s + max(fixed, 0.0) + epochs * ran[column]
             ran |= {f"wall{end}_s": wall, f"wall{end}_h": wall / 3600,
                     f"usd{end}": scale.nodes * price.usd_per_h * bill.charged_s(wall) / 3600}
-        out.append(line | ran | {"option": (f"{scale.nodes} x " if scale.nodes > 1 else "") + line["option"],
-                                 "predicted_share": 1.0, "modelled": True,
-                                 "basis": f"{ran['parallel']} on {option.gpus * scale.nodes} x {option.gpu}, rented "
-                                          f"whole; " + line["basis"].split("; ", 1)[-1]})
-    return pd.DataFrame(out).sort_values(["usd", "wall_s"], ignore_index=True) if out else found
+        out.append(Line.of(dataclasses.asdict(line) | ran | {
+            "option": (f"{scale.nodes} x " if scale.nodes > 1 else "") + line.option, "predicted_share": 1.0,
+            "modelled": True, "basis": f"{ran['parallel']} on {option.gpus * scale.nodes} x {option.gpu}, rented "
+                                       f"whole; " + line.basis.split("; ", 1)[-1]}))
+    return tuple(sorted(out, key=lambda o: (o.usd, o.wall_s)))

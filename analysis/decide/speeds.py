@@ -244,20 +244,19 @@ def at_plan(config_key: str, counted: pd.DataFrame, plan: Plan, gpus: list[str],
     configs = counted.assign(dataset_size=plan.samples, steps_per_epoch=-(-plan.samples // batch),
                              precision=plan.precision)
     known = [g for g in gpus if g in model.load_devices()]
-    guess = model.predict_counted(configs, known, default=default) if known else pd.DataFrame(columns=["device_name"])
+    guess = model.predict_step(configs, known, default=default) if known else ()
     needs = memory_needed(configs, plan.samples, False)
     return pd.DataFrame([{
-        "config_key": config_key, "source": g.device_name, "k": 1, "predicted": True, "hosts": "", "date": pd.NaT,
+        "config_key": config_key, "source": g.gpu, "k": 1, "predicted": True, "hosts": "", "date": pd.NaT,
         "busy": "", "power_w": math.nan, "threads": math.nan, **needs, "modelled": True, "extrapolated": False,
         "unreliable": False, "factor": 1.0, "spread": math.nan, "reach": OWN_SIZE,
-        **{f"trial{end}": plan.epochs * v for end, v in (("_s", g.epoch_s_median), ("_lo", g.epoch_s_lo),
-                                                           ("_hi", g.epoch_s_hi))},
-        "epoch_s": g.epoch_s_median, "epoch_lo": g.epoch_s_lo, "epoch_hi": g.epoch_s_hi,
-        **{c: getattr(g, c) for c in HOST}} for g in guess.itertuples()],
+        **{f"trial{end}": plan.epochs * v for end, v in (("_s", g.epoch_s), ("_lo", g.epoch_lo), ("_hi", g.epoch_hi))},
+        "epoch_s": g.epoch_s, "epoch_lo": g.epoch_lo, "epoch_hi": g.epoch_hi,
+        **{c: getattr(g, c) for c in HOST}} for g in guess],
         columns=SPEED + PLANNED + HOST)
 
 
-# what analysis/model/ says of a predicted step beside its time (model.predict_counted): the host's share of it and
+# what analysis/model/ says of a predicted step beside its time (model.Prediction): the host's share of it and
 # whether it is bound by the host, the GPU whose figure bounds it, and its epoch under CUDA graphs and torch.compile
 HOST = ["host_share", "host_bound", "bound_by", "graph_helps",
         *(f"{e}_epoch_s{end}" for e in ("graph", "compile") for end in ("", "_lo", "_hi"))]

@@ -4,8 +4,10 @@ and the figures' rounding and marks.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,6 +17,7 @@ from crossover.schema import SIZE_AXES
 from ..model.devices import load_devices
 from .choosing import BUY, fitting, pareto, three
 from .grid import BUSY_MARKS, HOME_BOX, NEAREST, OWN_CPU, OWN_GPU, Plan
+from .line import Even, Line
 from .memory import CONTEXT_BYTES
 from .speeds import NOT_COUNTED, OWN_SIZE
 
@@ -29,77 +32,66 @@ HOST_MARK = "[host]"  # a predicted figure whose step is bound by the host (anal
 HOST_WORDS = "bound by the host: faster GPUs do not help"
 
 
-def flagged(line, column: str) -> bool:
-    """Whether `line` holds True in `column` (a bool of numpy or Python; null, absent or False: not)."""
-    value = line.get(column) if hasattr(line, "get") else None
-    return isinstance(value, (bool, np.bool_)) and bool(value)
-
-
-def _said(value) -> str | None:
-    """A text cell's value, None where null."""
-    return value if isinstance(value, str) and value else None
-
-
-def bound_mark(line) -> str:
+def bound_mark(line: Line) -> str:
     """' (bound: not slower than RTX 4090)' where the rule that a GPU is never predicted slower than one it outran
     on every public benchmark set the figure (analysis/model/ `ordered`), else ''."""
-    other = _said(line.get("bound_by")) if hasattr(line, "get") else None
-    return f" (bound: not slower than {other})" if other else ""
+    return f" (bound: not slower than {line.bound_by})" if line.bound_by else ""
 
 
-def graph_said(line) -> str:
+def graph_said(line: Line) -> str:
     """'~0.68 s/epoch (0.37-1.2)': the epoch under CUDA graphs, predicted, with its interval; '' where not given
     (a step the host does not bound, or one the graph's figure lies within the eager one's interval)."""
-    if not flagged(line, "graph_helps"):
+    if line.graph_helps is not True:
         return ""
-    return per_epoch({"predicted": True, "epoch_s": line["graph_epoch_s"], "epoch_lo": line.get("graph_epoch_s_lo"),
-                      "epoch_hi": line.get("graph_epoch_s_hi")})
+    return per_epoch(dataclasses.replace(line, predicted=True, epoch_s=line.graph_epoch_s,
+                                         epoch_lo=line.graph_epoch_s_lo, epoch_hi=line.graph_epoch_s_hi))
 
 
-def host_note(options: pd.DataFrame) -> str:
+def host_note(options: Sequence[Line]) -> str:
     """One line for the host-bound options among `options` (HOST_MARK): what the mark means, and the cure's figure
     for the fastest of them ('with CUDA graphs: ~0.68 s/epoch (0.37-1.2) on RunPod H100 SXM community'); '' where
     none is."""
-    bound = options[options["host_bound"].eq(True)] if "host_bound" in options else options.iloc[:0]
-    if bound.empty:
+    bound = [o for o in options if o.host_bound is True]
+    if not bound:
         return ""
-    cured = bound[bound["graph_helps"].eq(True)].sort_values("graph_epoch_s") if "graph_helps" in bound else bound.iloc[:0]
-    cure = (f"; with CUDA graphs: {graph_said(cured.iloc[0])} on {cured.iloc[0]['option']}" if len(cured) else "")
+    cured = min((o for o in bound if o.graph_helps is True), key=lambda o: o.graph_epoch_s, default=None)
+    cure = f"; with CUDA graphs: {graph_said(cured)} on {cured.option}" if cured else ""
     return f"{HOST_MARK}: {HOST_WORDS}{cure} (predicted)"
 
 
-def busy_notes(options: pd.DataFrame) -> list[str]:
+def busy_notes(options: Sequence[Line]) -> list[str]:
     """What each busy mark among `options` means, a line each ('[busy]: timed while ...')."""
-    used = "".join(options["busy"].fillna("")) if "busy" in options else ""  # '[busy]' is not in '[busy ref]'
+    used = "".join(o.busy for o in options)  # '[busy]' is not in '[busy ref]'
     return [f"{mark}: {why}" for mark, why in BUSY_MARKS.items() if mark in used]
 
 
-def bought(line, unit: str) -> str:
+def bought(line: Line, unit: str) -> str:
     """What buying the box means: its break-even in runs a month against renting, and what its write-off
     assumes ('pays for itself past ~680 runs a month against RunPod RTX 4090 community ($0.02 a run); write-off:
     $3,900 over 4 years, training 25% of each month, + electricity')."""
-    assumes = (f"write-off: ${line['purchase_usd']:,.0f} over {line['lifetime_years']:g} years, training "
-               f"{line['utilisation']:.0%} of each month, + electricity")
-    if "even_n" not in line:
+    assumes = (f"write-off: ${line.purchase_usd:,.0f} over {line.lifetime_years:g} years, training "
+               f"{line.utilisation:.0%} of each month, + electricity")
+    if math.isnan(line.even_n):
         return assumes
-    n, guessed = line["even_n"], bool(line["even_predicted"])
+    n, guessed = line.even_n, bool(line.even_predicted)
     when = (f"never pays for itself: its electricity a {unit} costs more than renting" if math.isinf(n) else
             f"pays for itself past {'~' if guessed else ''}{significant(n, 2 if guessed else 3)} "
-            f"{unit}s a month against renting {line['even_against']} (${cents(line['even_against_usd'])} a {unit})")
+            f"{unit}s a month against renting {line.even_against} (${cents(line.even_against_usd)} a {unit})")
     return f"{when}; {assumes}"
 
 
-def _range(line, columns: tuple[str, str, str], figure, end) -> str:
+def _range(line: Line, columns: tuple[str, str, str], figure, end) -> str:
     """A predicted figure and its interval: '4.82 (3.9-6.1)'; the figure alone where both ends round alike."""
-    mid = figure(line[columns[0]])
-    lo, hi = (end(line[c]) if c in line and pd.notna(line[c]) else end(line[columns[0]]) for c in columns[1:])
+    value = getattr(line, columns[0])
+    mid = figure(value)
+    lo, hi = (end(v) if not math.isnan(v := getattr(line, c)) else end(value) for c in columns[1:])
     return mid if lo == hi else f"{mid} ({lo}-{hi})"
 
 
-def money(line) -> str:
+def money(line: Line) -> str:
     """'$0.31', or where it rests on a prediction '~$0.31 (0.25-0.40)'; $0 is exact."""
-    if line["usd"] == 0 or not line["predicted"]:
-        return f"${cents(line['usd'])}"
+    if line.usd == 0 or not line.predicted:
+        return f"${cents(line.usd)}"
     return "~$" + _range(line, ("usd", "usd_lo", "usd_hi"), cents, cents)
 
 
@@ -116,71 +108,65 @@ def _two(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2g}"
 
 
-def run_time(line) -> str:
+def run_time(line: Line) -> str:
     """'4.82 min', '1.5 h', or where it rests on a prediction '~4.82 min (3.9-6.1)'."""
-    scale, unit = (60, "min") if line["wall_h"] < 1 else (1, "h")
+    scale, unit = (60, "min") if line.wall_h < 1 else (1, "h")
     figure = lambda h: f"{h * scale:,.3g}"  # noqa: E731
-    if not line["predicted"]:
-        return f"{figure(line['wall_h'])} {unit}"
+    if not line.predicted:
+        return f"{figure(line.wall_h)} {unit}"
     mid, _, interval = _range(line, ("wall_h", "wall_lo_h", "wall_hi_h"), figure, lambda h: _two(h * scale)).partition(" ")
     return f"~{mid} {unit}" + (f" {interval}" if interval else "")
 
 
-def source(line, short: bool = False) -> str:
+def source(line: Line, short: bool = False) -> str:
     """Where an option's figures come from: 'measured on vm, 2026-11-21'; 'predicted' where wholly the
     model's; '62% predicted; measured on vm, 2026-11-21' where some configurations were measured (the
     share of its GPU-time that is predicted). `short`: '62% predicted; vm, 2026-11-21'. Your own machine's
     adds what its electricity is costed at: '...; electricity: RAPL 41 W' (measured), or 'nominal 65 W';
     rows timed on a busy host add their mark (`busy`): '... [busy]'."""
-    power = line.get("electricity")
-    power = (f"; electricity: {power}" if isinstance(power, str) and power else "") + _busy_mark(line)
-    share = line.get("predicted_share", float(line["predicted"]))
+    power = (f"; electricity: {line.electricity}" if line.electricity else "") + line.busy
+    share = float(line.predicted) if math.isnan(line.predicted_share) else line.predicted_share
     if share >= 1 - 1e-9:
         return "predicted" + power
-    when = line.get("measured_at", pd.NaT)
-    where = ", ".join(filter(None, [line.get("hosts") or "", f"{when:%Y-%m-%d}" if pd.notna(when) else ""]))
+    when = line.measured_at
+    where = ", ".join(filter(None, [line.hosts or "", f"{when:%Y-%m-%d}" if when is not None else ""]))
     said_where = ("" if short and share > 0 else "measured") + (" on " if where and not (short and share > 0) else "") + where
     return (f"{share:.0%} predicted; {said_where}".rstrip("; ") if share > 0 else said_where) + power
 
 
-def _busy_mark(line) -> str:
-    said = line.get("busy", "")
-    return said if isinstance(said, str) else ""
-
-
-def per_epoch(line) -> str:
+def per_epoch(line: Line) -> str:
     """A planned run's time per epoch: '9.41 s/epoch', or where it rests on a prediction '~9.41 s/epoch (4.7-19)'."""
     figure = lambda v: f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"  # noqa: E731 (1,124, never 1.12e+03)
-    if not line["predicted"]:
-        return f"{figure(line['epoch_s'])} s/epoch"
+    if not line.predicted:
+        return f"{figure(line.epoch_s)} s/epoch"
     mid, _, interval = _range(line, ("epoch_s", "epoch_lo", "epoch_hi"), figure, _two).partition(" ")
     return f"~{mid} s/epoch" + (f" {interval}" if interval else "")
 
 
-def memory(line) -> str:
+def memory(line: Line) -> str:
     """Whether the run fits a GPU option's card: 'fits: ~0.87 GB of 80', 'does not fit: needs ~31 GB of 16',
     'not known'; '' for a CPU."""
-    if not line.get("gpus", 0) or "fits" not in line:
+    if not line.gpus:
         return ""
-    if line["fits"] is None or pd.isna(line["fits"]):
-        return "not known" + ("" if pd.isna(line.get("memory_gb")) else f": ? of {line['memory_gb']:g} GB")
-    said = f"~{line['needs_gb']:,.2g} GB of {line['memory_gb']:g}"
-    return f"fits: {said}" if line["fits"] else f"does not fit: needs {said}"
+    if line.fits is None:
+        return "not known" + ("" if math.isnan(line.memory_gb) else f": ? of {line.memory_gb:g} GB")
+    said = f"~{line.needs_gb:,.2g} GB of {line.memory_gb:g}"
+    return f"fits: {said}" if line.fits else f"does not fit: needs {said}"
 
 
-def said(line) -> str:
+def said(line: Line) -> str:
     """An option in a few words: 'RTX 5090 box, ~0.147 min (0.12-0.19), ~$0.01' ('~': predicted, 90% interval);
     a planned run's with its time per epoch first: 'RTX 5090 box, ~9.5 s/epoch (4.8-19), ~4.78 min ...'. A rented
     option's run time holds its start-up, said beside it: '~3.1 min (3.1-3.2) with 3 min start-up'."""
-    epoch = f"{per_epoch(line)}, " if pd.notna(line.get("epoch_s", math.nan)) else ""
+    epoch = f"{per_epoch(line)}, " if not math.isnan(line.epoch_s) else ""
     held = startup(line)
-    return f"{line['option']}, {epoch}{run_time(line)}{f' with {held} start-up' if held else ''}, {money(line)}"
+    return f"{line.option}, {epoch}{run_time(line)}{f' with {held} start-up' if held else ''}, {money(line)}"
 
 
-def startup(line) -> str:
+def startup(line: Line) -> str:
     """'3 min' where the option's run time holds a rented instance's start-up (startup_s, billed), else ''."""
-    held = line.get("startup_s", math.nan) if hasattr(line, "get") else math.nan
-    if not isinstance(held, (int, float, np.number)) or pd.isna(held) or held <= 0:
+    held = line.startup_s
+    if math.isnan(held) or held <= 0:
         return ""
     return f"{held / 60:,.3g} min" if held < 3600 else f"{held / 3600:,.3g} h"
 
@@ -188,26 +174,27 @@ def startup(line) -> str:
 RENTALS = ("on-demand", "spot")  # the kinds of option rented by the hour
 
 
-def not_renting(options: pd.DataFrame) -> str:
+def not_renting(options: Sequence[Line]) -> str:
     """The first line where an option already owned (your CPU, your GPU) or a home box for sale is both faster and
     cheaper than every rental the run fits, start-up included: 'renting does not pay here: your CPU, 2 threads
     (measured here), 0.00283 min for $1.2e-07, is faster and cheaper than every rental, start-up included (the
     fastest: RunPod H200 community, ~3.1 min with 3 min start-up)'; a box's begins 'a box beats every rental here';
     '' where none is, or nothing is rented."""
-    ok = options[fitting(options)]
-    rented = ok[ok["kind"].isin(RENTALS)]
-    owned = ok[ok["kind"].isin((OWN_CPU, OWN_GPU)) | ok.get("for_sale", pd.Series(False, index=ok.index)).eq(True)]
-    if rented.empty or owned.empty:
+    ok = fitting(options)
+    rented = [o for o in ok if o.kind in RENTALS]
+    owned = [o for o in ok if o.kind in (OWN_CPU, OWN_GPU) or o.for_sale is True]
+    if not rented or not owned:
         return ""
-    fastest = rented.sort_values(["wall_s", "usd"]).iloc[0]
-    beats = owned[(owned["wall_s"] < fastest["wall_s"]) & (owned["usd"] <= rented["usd"].min())]
-    if beats.empty:
+    fastest = min(rented, key=lambda o: (o.wall_s, o.usd))
+    cheapest = min(o.usd for o in rented)
+    beats = [o for o in owned if o.wall_s < fastest.wall_s and o.usd <= cheapest]
+    if not beats:
         return ""
-    best = beats.sort_values(["kind", "wall_s", "usd"], key=lambda c: c.eq(HOME_BOX) if c.name == "kind" else c).iloc[0]
+    best = min(beats, key=lambda o: (o.kind == HOME_BOX, o.wall_s, o.usd))  # yours before a box to buy
     held = f" with {startup(fastest)} start-up" if startup(fastest) else ""
-    return (f"{'a box beats every rental here' if best['kind'] == HOME_BOX else 'renting does not pay here'}: "
-            f"{best['option']}, {run_time(best).split(' (')[0]} for {money(best).split(' (')[0]}, is faster and cheaper "
-            f"than every rental, start-up included (the fastest: {fastest['option']}, "
+    return (f"{'a box beats every rental here' if best.kind == HOME_BOX else 'renting does not pay here'}: "
+            f"{best.option}, {run_time(best).split(' (')[0]} for {money(best).split(' (')[0]}, is faster and cheaper "
+            f"than every rental, start-up included (the fastest: {fastest.option}, "
             f"{run_time(fastest).split(' (')[0]}{held})")
 
 
@@ -239,21 +226,21 @@ def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
             f"{', '.join(sizes)}{runs}{precision} ==")
 
 
-def cards(options: pd.DataFrame, how: bool = True) -> str:
+def cards(options: Sequence[Line], how: bool = True) -> str:
     """One line: what the run needs of a GPU's memory, how that was found (`how`), and the cards it does not fit."""
-    gpu = options[(options["gpus"] > 0) & options["needs_gb"].notna()] if "needs_gb" in options else options.iloc[:0]
-    if gpu.empty:
+    gpu = [o for o in options if o.gpus > 0 and not math.isnan(o.needs_gb)]
+    if not gpu:
         return ""
-    need = gpu.loc[gpu["needs_gb"].idxmax()]
-    small = gpu[gpu["fits"].eq(False)].drop_duplicates(["model", "memory_gb"])
-    said = ", ".join(f"{o.model} ({o.memory_gb:g} GB)" for o in small.itertuples())
-    found = f" ({need['needs_how']}, + {CONTEXT_BYTES / 1e9:g} GB CUDA context)" if how else ""
-    return (f"GPU memory: needs ~{need['needs_gb']:,.2g} GB{found}: "
+    need = max(gpu, key=lambda o: o.needs_gb)
+    small = dict.fromkeys((o.model, o.memory_gb) for o in gpu if o.fits is False)
+    said = ", ".join(f"{model} ({memory_gb:g} GB)" for model, memory_gb in small)
+    found = f" ({need.needs_how}, + {CONTEXT_BYTES / 1e9:g} GB CUDA context)" if how else ""
+    return (f"GPU memory: needs ~{need.needs_gb:,.2g} GB{found}: "
             + (f"does not fit {said}, left out of the picks" if said else "fits every card offered"))
 
 
-def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[str], plan: Plan | None = None,
-          head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
+def brief(options: Sequence[Line], grid: pd.DataFrame, picks: Mapping[str, Line | None], notes: Sequence[str],
+          plan: Plan | None = None, head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
     """The decision in at most `lines` lines of at most WIDTH columns (`python -m crossover.analysis decide`):
     `head` (wrapped), the sweep, what it needs of a GPU's memory and the cards it does not fit, the three picks
     (`three`: the GPU to rent, fastest and cheapest; the box to buy, with its break-even and what its write-off
@@ -268,7 +255,7 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     # a planned step not counted as predict counts it: the figures rest on another step, said in full
     uncounted = [w for n in notes if NOT_COUNTED in n for w in textwrap.wrap(n.strip(), WIDTH, subsequent_indent="    ")]
     rest = len(notes) - len(dated) - sum(NOT_COUNTED in n for n in notes)
-    if options.empty:
+    if not options:
         unit = "run" if plan else "sweep"
         return "\n".join(top + [f"no option has a measured or predicted time for every configuration of the {unit}"]
                          + [_fit(n.strip()) for n in notes][:max(lines - len(top) - 1, 0)])
@@ -283,15 +270,15 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     if len(first) + len(top) + len(said_picks) + len(tail) > lines:  # short of room: the picks stay whole, the head
         top = [said_head] + ([_fit(cards(options, how=False))] if memory else [])  # goes and the memory takes one line
     top = first + top
-    front = options[pareto(options)].sort_values(["wall_s", "usd"])
+    front = pareto(options)
     room = lines - len(top) - len(said_picks) - len(tail) - 1
-    shown = front.head(max(room, 0))
-    if not len(shown):
+    shown = front[:max(room, 0)]
+    if not shown:
         return "\n".join(top + said_picks + tail)
     said_front = ("the cost-versus-time front, fastest first" +
                   (f" ({len(shown)} of {len(front)}; --verbose shows all):" if len(front) > room else ":"))
-    cells = [(o["option"],) + ((per_epoch(o),) if plan else ()) + (run_time(o), money(o), how_known(o, plan))
-             for _, o in shown.iterrows()]
+    cells = [(o.option,) + ((per_epoch(o),) if plan else ()) + (run_time(o), money(o), how_known(o, plan))
+             for o in shown]
     n = len(cells[0]) - 1
     # the option's name cut with '…' (to 34 columns, less where the figures need them), never a figure: a line holds
     # them whole
@@ -303,64 +290,62 @@ def brief(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, notes: list[st
     return "\n".join(top + said_picks + [said_front] + body + tail)
 
 
-def pick_lines(chosen: dict, plan: Plan | None, absent: dict[str, str] | None = None) -> list[str]:
+def pick_lines(chosen: Mapping[str, Line | None], plan: Plan | None, absent: dict[str, str] | None = None) -> list[str]:
     """The picks in words (`three`'s, and any other of `chosen`), each wrapped to WIDTH rather than cut: its option,
     time per epoch (a planned run), run time and cost, how each is known, and for the box to buy its break-even
     (`bought`); an option named again is not said again; a pick that is None is 'none', or `absent`'s words for it."""
     out: list[str] = []
     named: dict[str, str] = {}  # option -> the pick that named it first
     for name, line in chosen.items():
-        again = None if line is None else named.setdefault(line["option"], name)
-        text = ((absent or {}).get(name, "none") if line is None else f"{line['option']}, as {again} above"
+        again = None if line is None else named.setdefault(line.option, name)
+        text = ((absent or {}).get(name, "none") if line is None else f"{line.option}, as {again} above"
                 if again != name else f"{said(line)}; {how_known(line, plan, picked=True)}"
                 + (f"; {bought(line, 'run' if plan else 'sweep')}" if name == BUY else ""))
         out += textwrap.wrap(f"{name}: {text}", WIDTH, subsequent_indent="    ")
     return out
 
 
-def how_known(line, plan: Plan | None, short: bool = True, picked: bool = False) -> str:
+def how_known(line: Line, plan: Plan | None, short: bool = True, picked: bool = False) -> str:
     """`source` (`short`; a pick's: 'measured', 'predicted', '62% predicted'), and for a planned run
     where its size lies outside the sizes measured; an extrapolation whose error exceeds its figure is
     'unreliable: measure nearer N (...)' alone, never 'measured'. A busy host's mark stays."""
-    return _known(line, plan, short, picked) + bound_mark(line) + (f" {HOST_MARK}" if flagged(line, "host_bound") else "")
+    return _known(line, plan, short, picked) + bound_mark(line) + (f" {HOST_MARK}" if line.host_bound is True else "")
 
 
-def _known(line, plan: Plan | None, short: bool, picked: bool) -> str:
-    reach = line.get("reach", "measured") if plan else "measured"
-    unreliable = line.get("unreliable", False)
-    if plan and pd.notna(unreliable) and bool(unreliable):
-        return reach + _busy_mark(line)
+def _known(line: Line, plan: Plan | None, short: bool, picked: bool) -> str:
+    reach = line.reach if plan else "measured"
+    if plan and line.unreliable is True:
+        return f"{reach}{line.busy}"
     said_source = source(line, short)
     if picked:
         said_source = (said_source.split(";")[0].split(" [busy")[0] if "predicted" in said_source else "measured") \
-            + _busy_mark(line)
-    if isinstance(reach, str) and reach.startswith(OWN_SIZE):  # 'predicted' says it; a correction is named
+            + line.busy
+    if reach is not None and reach.startswith(OWN_SIZE):  # 'predicted' says it; a correction is named
         return said_source + reach[len(OWN_SIZE):]
-    return said_source + ("" if reach == "measured" or pd.isna(reach) else f"; {reach}")
+    return said_source + ("" if reach is None or reach == "measured" else f"; {reach}")
 
 
-def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.DataFrame, notes: list[str],
-           plan: Plan | None = None) -> str:
+def render(options: Sequence[Line], grid: pd.DataFrame, picks: Mapping[str, Line | None], even: Sequence[Even],
+           notes: Sequence[str], plan: Plan | None = None) -> str:
     """The whole decision as text (--verbose, the report): the sweep (or the planned run), every option
     (predicted figures marked '~' with their interval, every option's source), the picks, the break-even,
     how each option is costed, the notes."""
     unit = "run" if plan else "sweep"
     parts = [header(grid, plan)]
-    if options.empty:
-        return "\n".join(parts + [f"no option has a measured or predicted time for every configuration of the {unit}"] + notes)
-    shown = options.assign(wall=options.apply(run_time, axis=1), cost=options.apply(money, axis=1),
-                           memory=options.apply(memory, axis=1), source=options.apply(source, axis=1),
-                           front=pareto(options).map({True: "*", False: ""}),
-                           precision=options.apply(precision_of, axis=1, plan=plan),
-                           price=options.apply(priced_on, axis=1))
-    if plan:
-        why = shown["modelled"].map({True: ["model"], False: []}) + shown["extrapolated"].map({True: ["extrapolated"], False: []})
-        shown = shown.assign(predicted=why.map(", ".join), **{"dataset size": shown["reach"]},
-                             epoch=options.apply(per_epoch, axis=1))
-        columns = ["option", "kind", "model", "gpus", "precision", "epoch", "wall", "cost", "memory", "predicted",
-                   "dataset size", "source", "price", "front"]
-    else:
-        columns = ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "source", "price", "front"]
+    if not options:
+        return "\n".join([*parts, f"no option has a measured or predicted time for every configuration of the {unit}",
+                          *notes])
+    front = {id(o) for o in pareto(options)}
+    shown = pd.DataFrame([{
+        "option": o.option, "kind": o.kind, "model": o.model, "gpus": o.gpus, "packed": o.packed,
+        "precision": precision_of(o, plan), "epoch": per_epoch(o) if plan else "", "wall": run_time(o),
+        "cost": money(o), "memory": memory(o),
+        "predicted": ", ".join(w for w, on in (("model", o.modelled), ("extrapolated", o.extrapolated)) if on),
+        "dataset size": o.reach, "source": source(o), "price": priced_on(o), "front": "*" if id(o) in front else ""}
+        for o in options])
+    columns = (["option", "kind", "model", "gpus", "precision", "epoch", "wall", "cost", "memory", "predicted",
+                "dataset size", "source", "price", "front"] if plan else
+               ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "source", "price", "front"])
     parts.append(shown[columns].to_string(index=False))
     parts.append("  ~: rests on crossover's model's prediction for a GPU no row measured, its 90% interval in brackets" +
                  (" (model), or on a time extrapolated outside the dataset sizes measured" if plan else "") +
@@ -376,7 +361,7 @@ def render(options: pd.DataFrame, grid: pd.DataFrame, picks: dict, even: pd.Data
     parts += evens(even, unit) + [f"  {note}" for note in busy_notes(options)]
     parts.append("how each option is costed:")
     parts += [f"  {line}" for line in costed(options)]
-    return "\n".join(parts + notes)
+    return "\n".join([*parts, *notes])
 
 
 def significant(v: float, digits: int) -> str:
@@ -388,10 +373,10 @@ def significant(v: float, digits: int) -> str:
     return f"{round(v, places):,.{max(places, 0)}f}"
 
 
-def evens(even: pd.DataFrame, unit: str) -> list[str]:
+def evens(even: Sequence[Even], unit: str) -> list[str]:
     """Each home box's break-even against each class's best, a line each (`unit`: 'sweep' or 'run')."""
     lines = []
-    for e in even.itertuples():
+    for e in even:
         digits = 2 if e.predicted else 3
         when = (f"never: its electricity per {unit} costs more" if math.isinf(e.sweeps_per_month) else
                 f"beyond {'~' if e.predicted else ''}{significant(e.sweeps_per_month, digits)} {unit}s a month "
@@ -400,49 +385,45 @@ def evens(even: pd.DataFrame, unit: str) -> list[str]:
     return lines
 
 
-def priced_on(line) -> str:
+def priced_on(line: Line) -> str:
     """Where an option's price came from and when: 'of 2025-06 (runpod.io/pricing)', 'of 2024-05, STALE: re-read
     (aws.amazon.com/...)' past 12 months; '-' for your own machine (its electricity alone)."""
-    date = line.get("price_date")
-    if not isinstance(date, str) or not date:
+    if not line.price_date:
         return "-"
-    stale_mark = ", STALE: re-read" if bool(line.get("price_stale", False)) else ""
-    return f"of {date}{stale_mark} ({line.get('price_source') or 'no source given'})"
+    stale_mark = ", STALE: re-read" if line.price_stale else ""
+    return f"of {line.price_date}{stale_mark} ({line.price_source or 'no source given'})"
 
 
-def precision_of(line, plan: Plan | None) -> str:
+def precision_of(line: Line, plan: Plan | None) -> str:
     """The precision an option's figure is for: the planned run's on a GPU (predicted at it, or measured where the
     rows ran it); PyTorch's default on a CPU, the one its rows ran at."""
-    return plan.precision if plan and line["gpus"] > 0 else "default"
+    return plan.precision if plan and line.gpus > 0 else "default"
 
 
-def costed(options: pd.DataFrame) -> list[str]:
-    """How each option is costed, a line per basis naming its options."""
-    return [f"{basis}: {', '.join(group['option'])}" for basis, group in options.groupby("basis")]
+def costed(options: Sequence[Line]) -> list[str]:
+    """How each option is costed, a line per basis (in its order) naming its options."""
+    return [f"{basis}: {', '.join(o.option for o in options if o.basis == basis)}"
+            for basis in sorted({o.basis for o in options})]
 
 
 def _plain(value):
     """A figure as JSON holds it: None where null, a Python number or bool."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _many(o, batch: int | None) -> dict:
+def _many(o: Line, batch: int | None) -> dict:
     """A run's GPUs (decide/many.py): nodes, the batch a GPU takes and the run's, the scaling efficiency, the
     parallelism (one GPU, DDP, FSDP) and the link; a line of one GPU's, 1 node, its batch, efficiency 1."""
-    if not o["gpus"] > 0:
+    if not o.gpus > 0:
         return {"nodes": None, "per_gpu_batch": None, "global_batch": None, "efficiency": None, "parallel": None}
-    return {"nodes": int(_plain(o.get("nodes")) or 1), "per_gpu_batch": _count(o.get("per_gpu_batch", batch)),
-            "global_batch": _count(o.get("global_batch", batch)), "efficiency": _plain(o.get("efficiency", 1.0)),
-            "parallel": _plain(o.get("parallel")) or "one GPU"}
+    return {"nodes": o.nodes, "per_gpu_batch": batch if o.per_gpu_batch is None else o.per_gpu_batch,
+            "global_batch": batch if o.global_batch is None else o.global_batch,
+            "efficiency": 1.0 if math.isnan(o.efficiency) else o.efficiency, "parallel": o.parallel or "one GPU"}
 
 
-def _count(value) -> int | None:
-    return None if _plain(value) is None else int(value)
-
-
-def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None) -> list[dict]:
+def records(options: Sequence[Line], grid: pd.DataFrame, plan: Plan | None = None) -> list[dict]:
     """Every option's figures as plain values, one object each, in the table's order (`decide --json`, and
     any command that prices a run): option; kind; gpu (the GPU model, e.g. "H100"; None for a CPU) and gpus;
     the run's workload, epochs, precision, batch_size and dataset_size (None where the sweep holds several); epoch_s
@@ -463,32 +444,30 @@ def records(options: pd.DataFrame, grid: pd.DataFrame, plan: Plan | None = None)
     one = grid.iloc[0] if len(grid) == 1 else None
     size = lambda axis: None if one is None or pd.isna(one[axis]) else int(one[axis])  # noqa: E731
     out = []
-    for _, o in options.iterrows():
-        gpu = o["gpus"] > 0
+    for o in options:
+        gpu = o.gpus > 0
         out.append({
-            "option": o["option"], "kind": o["kind"], "gpu": o["model"] if gpu else None, "gpus": int(o["gpus"]),
+            "option": o.option, "kind": o.kind, "gpu": o.model if gpu else None, "gpus": o.gpus,
             "workload": one["workload"] if one is not None else None, "epochs": plan.epochs if plan else None,
             "precision": precision_of(o, plan),
             "batch_size": size("batch_size"), "dataset_size": size("dataset_size"),
-            **{name: _plain(o.get(column, math.nan)) for name, column in
+            **{name: _plain(getattr(o, field)) for name, field in
                (("epoch_s", "epoch_s"), ("epoch_s_low", "epoch_lo"), ("epoch_s_high", "epoch_hi"),
                 ("run_s", "wall_s"), ("run_s_low", "wall_lo_s"), ("run_s_high", "wall_hi_s"),
                 ("usd", "usd"), ("usd_low", "usd_lo"), ("usd_high", "usd_hi"))},
-            "fits": _plain(o.get("fits")) if gpu else None,
-            "needs_gb": _plain(o.get("needs_gb", math.nan)) if gpu else None,
-            "memory_gb": _plain(o.get("memory_gb")) if gpu else None,
-            **{name: None if not gpu or pd.isna(o.get(name)) else int(o.get(name))
-               for name in ("largest_batch", "accumulate_steps")},
-            "basis": "predicted" if o["predicted"] else "measured", "source": source(o), "costed": o["basis"],
-            "price_date": o.get("price_date") if isinstance(o.get("price_date"), str) else None,
-            "price_stale": bool(o.get("price_stale")) if isinstance(o.get("price_date"), str) else None,
-            "price_source": o.get("price_source") if isinstance(o.get("price_source"), str) else None,
-            "lacks_unit": devices[o["model"]].lacks(precision_of(o, plan)) if gpu and o["model"] in devices else None,
-            "host_share": _plain(o.get("host_share", math.nan)) if gpu else None,
-            "host_bound": flagged(o, "host_bound") if gpu and pd.notna(o.get("host_share", math.nan)) else None,
-            "bound_by": _said(o.get("bound_by")) if gpu else None,
-            **{f"{engine}_epoch_s{end}": _plain(o.get(f"{engine}_epoch_s{column}", math.nan)) if gpu else None
-               for engine in ("graph", "compile") for end, column in (("", ""), ("_low", "_lo"), ("_high", "_hi"))},
-            "graph_helps": flagged(o, "graph_helps") if gpu and pd.notna(o.get("host_share", math.nan)) else None,
+            "fits": o.fits if gpu else None,
+            "needs_gb": _plain(o.needs_gb) if gpu else None,
+            "memory_gb": _plain(o.memory_gb) if gpu else None,
+            "largest_batch": o.largest_batch if gpu else None, "accumulate_steps": o.accumulate_steps if gpu else None,
+            "basis": "predicted" if o.predicted else "measured", "source": source(o), "costed": o.basis,
+            "price_date": o.price_date, "price_stale": o.price_stale if o.price_date else None,
+            "price_source": o.price_source,
+            "lacks_unit": devices[o.model].lacks(precision_of(o, plan)) if gpu and o.model in devices else None,
+            "host_share": _plain(o.host_share) if gpu else None,
+            "host_bound": o.host_bound is True if gpu and not math.isnan(o.host_share) else None,
+            "bound_by": o.bound_by if gpu else None,
+            **{f"{engine}_epoch_s{end}": _plain(getattr(o, f"{engine}_epoch_s{field}")) if gpu else None
+               for engine in ("graph", "compile") for end, field in (("", ""), ("_low", "_lo"), ("_high", "_hi"))},
+            "graph_helps": o.graph_helps is True if gpu and not math.isnan(o.host_share) else None,
             **_many(o, size("batch_size"))})
     return out

@@ -7,6 +7,7 @@
                                      # configuration and GPU, epoch_s_median with a 90% conformal interval
                                      # (epoch_s_lo, epoch_s_hi), from the fit on the shipped reference rows
     predict_counted(configs, ["A100"])   # the same for a step counted, never timed (crossover predict)
+    predict_step(step, ["A100"])          # one counted step's Prediction per GPU, typed (analysis/decide/)
 
 THE model is per op class (matmul, conv, rnn, norm, elementwise, optimizer: crossover/schema.py's OP_CLASSES,
 counted by trainables/costs.py into each row as {class}_{flops,bytes,launches}_per_step, and the ops the
@@ -68,7 +69,7 @@ from .perclass import (  # noqa: F401 (the package's names)
 from .intervals import (  # noqa: F401 (the package's names)
     ALPHA, conformal_q, held_out, scores)
 from .predict import (  # noqa: F401 (the package's names)
-    Predictor, ordered_step_s, predict, predict_counted, predictor, public_precision, public_rows,
+    Prediction, Predictor, ordered_step_s, predict, predict_counted, predict_step, predictor, public_precision, public_rows,
     reference_gpu_rows, reference_rows, shipped)
 from .validate import (  # noqa: F401 (the package's names)
     MEMORY_COUNTED, NEUSIGHT_COUNTED, NEUSIGHT_LABELS, TARGETS, count_ratio, host_launch_us, memory, neusight, op_study,

@@ -259,6 +259,41 @@ def predict_counted(configs: pd.DataFrame, gpus: list[str], path: Path = DEVICES
                      ignore_index=True)
 
 
+@dataclass(frozen=True)
+class Prediction:
+    """A counted step's epoch on one GPU, predicted (`predict_step`): its time and 90% interval, the host's share of
+    the step and whether the host bounds it, the GPU whose figure bounds this one's (never slower than a GPU it
+    outran in public benchmarks: `ordered`), and the epoch under CUDA graphs and under torch.compile, each with its
+    interval, graph_helps where the graph's figure lies below the eager one's interval (`_cured`)."""
+
+    gpu: str  # the GPU table's key
+    epoch_s: float
+    epoch_lo: float
+    epoch_hi: float
+    host_share: float  # NaN: not known (a form of the model without the host's part)
+    host_bound: bool
+    bound_by: str | None
+    graph_helps: bool
+    graph_epoch_s: float
+    graph_epoch_s_lo: float
+    graph_epoch_s_hi: float
+    compile_epoch_s: float
+    compile_epoch_s_lo: float
+    compile_epoch_s_hi: float
+
+
+def predict_step(step: pd.DataFrame, gpus: list[str], default: pd.DataFrame | None = None,
+                 path: Path = DEVICES) -> tuple[Prediction, ...]:
+    """`predict_counted` of one counted configuration (`step`: one line), a Prediction per GPU of `gpus`, in
+    their order: what analysis/decide/ prices a configuration no row measured by (`at_plan`)."""
+    found = predict_counted(step, gpus, path, default)
+    return tuple(Prediction(str(g.device_name), float(g.epoch_s_median), float(g.epoch_s_lo), float(g.epoch_s_hi),
+                            float(g.host_share), bool(g.host_bound), g.bound_by if isinstance(g.bound_by, str) else None,
+                            bool(g.graph_helps), *(float(getattr(g, f"{e}_epoch_s{end}"))
+                                                   for e in ("graph", "compile") for end in ("", "_lo", "_hi")))
+                 for g in found.itertuples())
+
+
 def _known(gpus: list[str], path: Path) -> dict[str, Device]:
     """The device table, where it knows every GPU of `gpus`; else refused naming the unknown ones."""
     devices = load_devices(path)
