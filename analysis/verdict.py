@@ -365,7 +365,7 @@ def picks(v: Verdict, lines: int) -> list[str]:
     costs, as `crossover decide` on the same folder says it, in at most about `lines` lines: its first screen
     (decide.brief: the GPU to rent, the box to buy, your CPU, then the front where lines are left)."""
     d = v.decision
-    if d is None or d.grid.empty:  # no ok row: `answer` says so, and there is nothing to price
+    if d is None or not d.grid:  # no ok row: `answer` says so, and there is nothing to price
         return []
     said = decide.brief(d.lines, d.grid, d.picks, d.notes, d.plan, (reference_line(v.rows),), lines)
     return said.splitlines()
@@ -396,7 +396,7 @@ def render(v: Verdict, verbose: bool = False, lines: int = SHORT) -> str:
     d = v.decision
     parts = answer(v) + list(filter(None, [reference_note(v.rows),
                                             render_crossovers(v.crossovers, v.selected)]))
-    if d is not None and not d.grid.empty:
+    if d is not None and d.grid:
         parts.append(decide.render(d.lines, d.grid, d.picks, d.evens, d.notes))
     return "\n".join(parts)
 

@@ -86,7 +86,7 @@ def on_many(lines: Sequence[decide.Line], counted: Mapping, epochs: int, scale: 
 
 
 def answer(counts: Mapping[Step, dict], plan: decide.Plan, offer: decide.Offer, scale: many.Scale, count
-           ) -> tuple[tuple[decide.Line, ...], tuple[decide.Line, ...], pd.DataFrame]:
+           ) -> tuple[tuple[decide.Line, ...], tuple[decide.Line, ...], tuple[decide.Config, ...]]:
     """The counted run (`counts`: its step at plan.precision, and at PyTorch's default where that differs) on every
     GPU model (decide.answer, the answer decide and the end of a sweep give; `predicted`), on every count of GPUs of
     `scale` (`on_many`) and on every home box of `offer`: (the GPUs' lines, the boxes' lines, the run as decide's grid).

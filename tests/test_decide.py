@@ -55,7 +55,7 @@ def planted(tmp_path):
 def test_the_sweep_costs_what_the_hand_figures_say(planted):
     answer = decide.decide(*planted, asked={"disc": 10}, deadline_h=0.1)
     grid, found, picks = answer.grid, answer.lines, answer.picks
-    assert grid["trials"].sum() == 10
+    assert sum(c.trials for c in grid) == 10
     got = {o.option: o for o in found}
     # one H100: packed four to the GPU (11.5 GPU-s < 24 s a trial), 10 x 11.5 = 115 s, + 600 s start-up,
     # billed by the hour with an hour's minimum
@@ -239,7 +239,7 @@ def test_a_planned_run_is_one_named_shape_never_a_sum_and_a_whole_dataset_batch_
         decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000))
     answer = decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000, axes=(("width", "128"),)))
     grid, found = answer.grid, answer.lines
-    assert grid["width"].tolist() == [128] and grid["trials"].tolist() == [1]
+    assert [(c.width, c.trials) for c in grid] == [(128, 1)]
     own = next(o for o in found if o.kind == decide.OWN_CPU)
     assert own.wall_s == pytest.approx(1 + 10 * 2 * (0.01 + 1e-5 * 8_000))  # the wide shape alone
     assert own.epoch_s == pytest.approx(2 * (0.01 + 1e-5 * 8_000))
@@ -247,7 +247,7 @@ def test_a_planned_run_is_one_named_shape_never_a_sum_and_a_whole_dataset_batch_
     plan = decide.Plan(10, 8_000)
     answer = decide.decide(full, none, options, billing, [], plan=plan)
     grid, found = answer.grid, answer.lines
-    assert grid["batch_size"].tolist() == [8_000] and len(grid) == 1
+    assert [c.batch_size for c in grid] == [8_000]
     assert next(o for o in found if o.kind == decide.OWN_CPU).wall_s == pytest.approx(1 + 10 * (0.01 + 1e-5 * 8_000))
 
 

@@ -100,7 +100,7 @@ from .grid import (  # noqa: F401 (the package's names)
     AXIS_FLAGS, AXIS_NAMES, Along, BUSY_MARKS, FIXED, FULL_BATCH, HERE, HOME_BOX, NEAREST, NO_PRICE, OWN_CPU, OWN_GPU,
     Plan, SHAPE, along, busy, counted_grid, plan_grid, planned_rows, sweep)
 from .line import (  # noqa: F401 (the package's names)
-    Even, Line, frame, lines)
+    Config, Even, Line, configs, frame, lines)
 from .memory import (  # noqa: F401 (the package's names)
     ACTIVATION_MOVES, BYTES_PER_PARAM, CONTEXT_BYTES, FLOOR_BYTES, largest_batch, memory_needed)
 from .speeds import (  # noqa: F401 (the package's names)

@@ -24,7 +24,7 @@ from ..prices import POWER, PRICES, Billing, Electricity, HomeBox, Option, home_
 from ..selection import timed
 from .choosing import break_even, pick
 from .grid import NO_PRICE, Plan, counted_grid, plan_grid, planned_rows, sweep
-from .line import Even, Line, lines
+from .line import Config, Even, Line, configs, lines
 from .many import Scale, instances
 from .pricing import card_fits, own_gpus, table
 from .speeds import HOST, at_plan, missing, plan_speeds, planned_step, predictions, speeds, wanted
@@ -35,7 +35,7 @@ from .text import STALE
 class Decision:
     """`decide`'s answer for the measured grid as the sweep, or for the planned run `plan`."""
 
-    grid: pd.DataFrame  # what is priced, read from the rows: a configuration a row, its trials (`sweep`, `plan_grid`)
+    grid: tuple[Config, ...]  # what is priced: each configuration and its trials (`sweep`, `plan_grid`)
     lines: tuple[Line, ...]  # every option's time and cost (`table`), cheapest first
     picks: Mapping[str, Line | None]  # `pick`'s: name -> the option's line, or None (read-only)
     evens: tuple[Even, ...]  # the home boxes' break-even (`break_even`)
@@ -47,7 +47,7 @@ class Decision:
         """What was priced, as a chart's title names it: 'the sweep', or 'the planned run (30 epochs of ...)'."""
         if self.plan is None:
             return "the sweep"
-        return f"the planned run ({self.plan.epochs:,} epochs of {self.plan.samples:,} samples of {self.grid['workload'].iloc[0]})"
+        return f"the planned run ({self.plan.epochs:,} epochs of {self.plan.samples:,} samples of {self.grid[0].workload})"
 
 
 def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Option], billing: dict[str, Billing],
@@ -64,7 +64,7 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     rows = timed(rows)
     grid = sweep(rows, None if plan else asked)
     if grid.empty:
-        return Decision(grid.assign(trials=[]), (), MappingProxyType({}), (),
+        return Decision((), (), MappingProxyType({}), (),
                         ("no ok row to decide on: every trial failed",), plan)
     grid = plan_grid(rows, plan) if plan else grid
     notes, own = [], own_gpus(rows)
@@ -86,7 +86,8 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     priced = sum(len(o.prices()) for o in options) + sum(not b.record for b in boxes)
     dated = f"  {STALE} {len(old)} of {priced} are over 12 months old: re-read them " \
             "(python -m crossover.analysis cost lists them)"
-    return Decision(grid, found, MappingProxyType(pick(found, deadline_h) if found else {}), tuple(break_even(found)),
+    return Decision(configs(grid), found, MappingProxyType(pick(found, deadline_h) if found else {}),
+                    tuple(break_even(found)),
                     tuple(notes + missing(grid, speed, gpus) + ([dated] if old else [])), plan)
 
 
@@ -151,8 +152,10 @@ def answer(run: Run, offer: Offer) -> Decision:
                    offer.today)
     if plan is None or offer.scale is None or not found.lines or len(found.grid) != 1 or (plan.trials or 1) != 1:
         return found
-    mine = planned_rows(run.rows, plan)
-    priced = instances(found.lines, int(found.grid["batch_size"].iloc[0]), plan.samples,
+    mine, batch = planned_rows(run.rows, plan), found.grid[0].batch_size
+    if batch is None:  # plan_grid gives every planned run its batch (the dataset's size where it is the whole)
+        raise ValueError(f"the planned run of {found.grid[0].workload} has no batch size")
+    priced = instances(found.lines, batch, plan.samples,
                        float(mine["n_params"].median()), plan.epochs, offer.scale, list(offer.options),
                        dict(offer.billing))
     return replace(found, lines=priced, picks=MappingProxyType(pick(priced, offer.deadline_h)))
@@ -179,7 +182,8 @@ def counted(plan: Plan, counts: Mapping[Step, dict | str], offer: Offer) -> Deci
     rented = {o.model for o in found if o.gpus == 1 and o.kind == "on-demand"}
     alone = [Line.of(_alone(run, devices[run["source"]].memory_gb)) for run in speed.to_dict("records")
              if run["source"] not in rented]
-    return Decision(grid, found + tuple(alone), MappingProxyType(pick(found, offer.deadline_h) if found else {}),
+    return Decision(configs(grid), found + tuple(alone),
+                    MappingProxyType(pick(found, offer.deadline_h) if found else {}),
                     tuple(break_even(found)), (), plan)
 
 

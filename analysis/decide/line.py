@@ -1,16 +1,18 @@
-"""An option's figures for a run, typed (`Line`), and a home box's break-even against an option (`Even`): what
-`answer` hands the text, the report, the charts and `crossover predict`, each figure read by its name.
+"""What the answer holds, typed: each configuration priced and its trials (`Config`), an option's figures for the
+run (`Line`) and a home box's break-even against an option (`Even`): what `answer` hands the text, the report, the
+charts and `crossover predict`, each figure read by its name.
 
-`table` and the data-parallel pricing (many.py) compute on DataFrames, a line a row; `lines` turns such a frame
-into Lines once, where the answer is made (`Line.of` names a column no field holds: a figure is never dropped
-unseen), and `frame` turns Lines back into one for a chart or a printed table.
+What is priced (grid.py) and `table` and the data-parallel pricing (many.py) compute on DataFrames, a line a row;
+`configs` and `lines` turn such a frame into typed values once, where the answer is made (`Line.of`, `Config.of`
+name a column no field holds: a figure is never dropped unseen), and `frame` turns them back into one for a chart or
+a printed table.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -113,10 +115,7 @@ class Line:
     def of(cls, cells: Mapping) -> Line:
         """The line of a row of `table`'s (or many.py's) frame: each cell as its field's type holds it (a null
         float NaN, any other null None, numpy's scalars Python's). ValueError where a column has no field."""
-        unknown = set(cells) - FIELDS.keys() - SCRATCH
-        if unknown:
-            raise ValueError(f"columns without a field of Line: {sorted(unknown)}; add them to analysis/decide/line.py")
-        return cls(**{name: _cell(cells[name], kind) for name, kind in FIELDS.items() if name in cells})
+        return _of(cls, cells, SCRATCH)
 
     @property
     def several(self) -> bool:
@@ -124,10 +123,19 @@ class Line:
         return self.gpus * self.nodes > 1
 
 
-# columns a frame holds while it is priced and no line keeps: a line's place in an ordering, and the run's sizes
-# set beside each line for the data-parallel pricing (many.instances)
+# columns a frame holds while it is priced and no line keeps: the run's sizes set beside each line
 SCRATCH = {"samples", "batch_size"}
-FIELDS = {f.name: str(f.type) for f in fields(Line)}
+
+
+def _of(cls, cells: Mapping, scratch: Collection[str] = ()):
+    """A `cls` of a frame's row: each cell as its field's type holds it; ValueError naming a column (not in
+    `scratch`) that no field holds."""
+    kinds = {f.name: str(f.type) for f in fields(cls)}
+    unknown = set(cells) - kinds.keys() - set(scratch)
+    if unknown:
+        raise ValueError(f"columns without a field of {cls.__name__}: {sorted(unknown)}; add them to "
+                         "analysis/decide/line.py")
+    return cls(**{name: _cell(cells[name], kind) for name, kind in kinds.items() if name in cells})
 
 
 def _null(value) -> bool:
@@ -166,11 +174,41 @@ class Even:
     predicted: bool  # whether either side's figure rests on a prediction
 
 
+@dataclass(frozen=True)
+class Config:
+    """A configuration the answer prices and how many trials of it: one of the sweep's (grid.sweep: what the rows
+    measured), the planned run (grid.plan_grid: its shape at the plan's epochs and size), or a step counted with no
+    row (grid.counted_grid). A size the configuration does not have is None."""
+
+    config_key: str  # the rows' configuration key (a planned run's: its shape; a counted step's: 'run')
+    workload: str
+    epochs: int
+    warmup_epochs: int
+    trials: int
+    depth: int | None = None
+    width: int | None = None
+    batch_size: int | None = None
+    dataset_size: int | None = None
+    context: int | None = None
+    config: str | None = None  # its sizes in words (load.sizes_label)
+    full_batch: bool = False  # its batch is the whole dataset (peaks): it grows with the dataset
+
+    @classmethod
+    def of(cls, cells: Mapping) -> Config:
+        """The configuration of a row of grid.py's frames (`Line.of`'s rules)."""
+        return _of(cls, cells)
+
+
+def configs(grid: pd.DataFrame) -> tuple[Config, ...]:
+    """Every row of `grid` (grid.py's) as a Config, in its order."""
+    return tuple(Config.of(row) for row in grid.to_dict("records"))
+
+
 def lines(frame: pd.DataFrame) -> tuple[Line, ...]:
     """Every row of `frame` (`table`'s, many.py's) as a Line, in its order."""
     return tuple(Line.of(row) for row in frame.to_dict("records"))
 
 
-def frame(said: Iterable[Line | Even]) -> pd.DataFrame:
-    """Lines (or break-evens) as a frame, a field a column: for a chart or a printed table."""
+def frame(said: Iterable[Line | Even | Config]) -> pd.DataFrame:
+    """Lines (or break-evens, configurations) as a frame, a field a column: for a chart or a printed table."""
     return pd.DataFrame([dataclasses.asdict(line) for line in said])

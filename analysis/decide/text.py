@@ -17,7 +17,7 @@ from crossover.schema import SIZE_AXES
 from ..model.devices import load_devices
 from .choosing import BUY, fitting, pareto, three
 from .grid import BUSY_MARKS, HOME_BOX, NEAREST, OWN_CPU, OWN_GPU, Plan
-from .line import Even, Line
+from .line import Config, Even, Line
 from .memory import CONTEXT_BYTES
 from .speeds import NOT_COUNTED, OWN_SIZE
 
@@ -203,26 +203,26 @@ def _fit(text: str, width: int = WIDTH) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def header(grid: pd.DataFrame, plan: Plan | None) -> str:
+def header(grid: Sequence[Config], plan: Plan | None) -> str:
     if plan:
         return _planned_header(grid, plan)
-    trials = int(grid["trials"].sum())
+    trials = sum(c.trials for c in grid)
+    per_workload = {w: sum(c.trials for c in grid if c.workload == w) for w in sorted({c.workload for c in grid})}
     return (f"== the sweep: {trials:,} trial{'s' if trials != 1 else ''}, {len(grid)} configuration"
-            f"{'s' if len(grid) != 1 else ''}: "
-            f"{', '.join(f'{w} {n:,}' for w, n in grid.groupby('workload')['trials'].sum().items())}")
+            f"{'s' if len(grid) != 1 else ''}: {', '.join(f'{w} {n:,}' for w, n in per_workload.items())}")
 
 
-def _planned_header(grid: pd.DataFrame, plan: Plan) -> str:
+def _planned_header(grid: Sequence[Config], plan: Plan) -> str:
     """'30 epochs of 50,000 samples of resnet18_cifar, batch 128', and its other sizes and named axes."""
-    line = grid.iloc[0]
-    sizes = [f"{'batch' if a == 'batch_size' else a} {line[a]:,.0f}" for a in SIZE_AXES
-             if a != "dataset_size" and pd.notna(line[a])]
+    line = grid[0]
+    sizes = [f"{'batch' if a == 'batch_size' else a} {v:,.0f}" for a in SIZE_AXES
+             if a != "dataset_size" and (v := getattr(line, a)) is not None]
     sizes += [f"{a} {v}" for a, v in plan.axes if a not in SIZE_AXES]
-    full = " (one batch: the whole dataset)" if line["full_batch"] else ""
+    full = " (one batch: the whole dataset)" if line.full_batch else ""
     runs = f", {plan.trials:,} runs of it" if plan.trials and plan.trials > 1 else ""
     precision = (f", precision {plan.precision} on the GPUs (the CPU's as measured, PyTorch's default)"
                  if plan.precision != "default" else "")
-    return (f"== the planned run: {plan.epochs:,} epochs of {plan.samples:,} samples of {line['workload']}{full}, "
+    return (f"== the planned run: {plan.epochs:,} epochs of {plan.samples:,} samples of {line.workload}{full}, "
             f"{', '.join(sizes)}{runs}{precision} ==")
 
 
@@ -239,7 +239,7 @@ def cards(options: Sequence[Line], how: bool = True) -> str:
             + (f"does not fit {said}, left out of the picks" if said else "fits every card offered"))
 
 
-def brief(options: Sequence[Line], grid: pd.DataFrame, picks: Mapping[str, Line | None], notes: Sequence[str],
+def brief(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, Line | None], notes: Sequence[str],
           plan: Plan | None = None, head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
     """The decision in at most `lines` lines of at most WIDTH columns (`python -m crossover.analysis decide`):
     `head` (wrapped), the sweep, what it needs of a GPU's memory and the cards it does not fit, the three picks
@@ -325,7 +325,7 @@ def _known(line: Line, plan: Plan | None, short: bool, picked: bool) -> str:
     return said_source + ("" if reach is None or reach == "measured" else f"; {reach}")
 
 
-def render(options: Sequence[Line], grid: pd.DataFrame, picks: Mapping[str, Line | None], even: Sequence[Even],
+def render(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, Line | None], even: Sequence[Even],
            notes: Sequence[str], plan: Plan | None = None) -> str:
     """The whole decision as text (--verbose, the report): the sweep (or the planned run), every option
     (predicted figures marked '~' with their interval, every option's source), the picks, the break-even,
@@ -423,7 +423,7 @@ def _many(o: Line, batch: int | None) -> dict:
             "efficiency": 1.0 if math.isnan(o.efficiency) else o.efficiency, "parallel": o.parallel or "one GPU"}
 
 
-def records(options: Sequence[Line], grid: pd.DataFrame, plan: Plan | None = None) -> list[dict]:
+def records(options: Sequence[Line], grid: Sequence[Config], plan: Plan | None = None) -> list[dict]:
     """Every option's figures as plain values, one object each, in the table's order (`decide --json`, and
     any command that prices a run): option; kind; gpu (the GPU model, e.g. "H100"; None for a CPU) and gpus;
     the run's workload, epochs, precision, batch_size and dataset_size (None where the sweep holds several); epoch_s
@@ -441,14 +441,14 @@ def records(options: Sequence[Line], grid: pd.DataFrame, plan: Plan | None = Non
     torch.compile(mode="reduce-overhead"), predicted for a step bound by the host (else None), and graph_helps,
     whether the graph's figure lies below the eager one's interval."""
     devices = load_devices()
-    one = grid.iloc[0] if len(grid) == 1 else None
-    size = lambda axis: None if one is None or pd.isna(one[axis]) else int(one[axis])  # noqa: E731
+    one = grid[0] if len(grid) == 1 else None
+    size = lambda axis: None if one is None else getattr(one, axis)  # noqa: E731
     out = []
     for o in options:
         gpu = o.gpus > 0
         out.append({
             "option": o.option, "kind": o.kind, "gpu": o.model if gpu else None, "gpus": o.gpus,
-            "workload": one["workload"] if one is not None else None, "epochs": plan.epochs if plan else None,
+            "workload": one.workload if one is not None else None, "epochs": plan.epochs if plan else None,
             "precision": precision_of(o, plan),
             "batch_size": size("batch_size"), "dataset_size": size("dataset_size"),
             **{name: _plain(getattr(o, field)) for name, field in
