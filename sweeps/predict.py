@@ -62,41 +62,19 @@ def predicted(found: decide.Decision, counted: Mapping) -> tuple[decide.Line, ..
     return smaller([*fastest, *(o for o in found.lines if o.kind == decide.HOME_BOX)], counted)
 
 
-def on_many(lines: Sequence[decide.Line], counted: Mapping, epochs: int, scale: many.Scale, offer: decide.Offer,
-            count) -> tuple[decide.Line, ...]:
-    """`lines` (one GPU each, `predicted`) and the run on every count of GPUs of `scale` (many.lines), one GPU's
-    lines left out where 1 is not among them, each GPU model's lines together, its fastest one-GPU first. `count(b)`:
-    the step counted at per-GPU batch b, where --global-batch asks one other than the counted one's."""
-    batch, samples = int(counted["batch_size"]), int(counted["dataset_size"])
-    gpus = list(model.load_devices())
-    options = list(offer.options)
-    speed = lambda c: decide.at_plan("run", pd.DataFrame([c]), decide.Plan(  # noqa: E731
-        epochs, samples, precision=c.get("precision", "default")), gpus)
-    reference = speed(counted)
-    per_gpu = {scale.per_gpu(batch, n) for n in scale.counts(options)} - {batch}
-    steps = {b: speed(count(b)) for b in sorted(per_gpu)} | {batch: reference}
-    found = many.lines(steps, float(counted.get("trainable_params") or counted["n_params"]), batch, samples, epochs,
-                       scale, options, dict(offer.billing), reference, offer.today)
-    ones = many.one_gpu(lines, batch) if 1 in scale.counts(options) and scale.nodes == 1 else ()
-    out = [*ones, *found]
-    first: dict[str, float] = {}  # each GPU model's fastest time per epoch: the models in that order, each one's lines together
-    for line in out:
-        first[line.model] = min(first.get(line.model, math.inf), line.epoch_s)
-    return tuple(sorted(out, key=lambda o: (first[o.model], o.model, o.nodes, o.gpus)))
-
-
-def answer(counts: Mapping[Step, dict], plan: decide.Plan, offer: decide.Offer, scale: many.Scale, count
-           ) -> tuple[tuple[decide.Line, ...], tuple[decide.Line, ...], tuple[decide.Config, ...]]:
+def answer(counts: Mapping[Step, dict], plan: decide.Plan, offer: decide.Offer, scale: many.Scale,
+           steps: Mapping[int, dict]) -> tuple[tuple[decide.Line, ...], tuple[decide.Line, ...], tuple[decide.Config, ...]]:
     """The counted run (`counts`: its step at plan.precision, and at PyTorch's default where that differs) on every
     GPU model (decide.answer, the answer decide and the end of a sweep give; `predicted`), on every count of GPUs of
-    `scale` (`on_many`) and on every home box of `offer`: (the GPUs' lines, the boxes' lines, the run as decide's grid).
-    `count(b)`: the step counted at per-GPU batch b (on_many)."""
+    `scale` (many.on_gpus, from `steps`: the step counted at each per-GPU batch, many.batches, the run's own among
+    them) and on every home box of `offer`: (the GPUs' lines, the boxes' lines, the run as decide's grid)."""
     found = decide.answer(decide.Run(pd.DataFrame(), plan, counts), offer)
     counted = next(c for s, c in counts.items() if s.precision == plan.precision)
     lines = predicted(found, counted)
     owned = tuple(o for o in lines if o.kind == decide.HOME_BOX)
-    gpus = [o for o in lines if o.kind != decide.HOME_BOX]
-    return on_many(gpus, counted, plan.epochs, scale, offer, count), owned, found.grid
+    gpus = many.on_gpus([o for o in lines if o.kind != decide.HOME_BOX], steps, int(counted["batch_size"]),
+                        plan.epochs, scale, list(offer.options), dict(offer.billing), offer.today)
+    return gpus, owned, found.grid
 
 
 def smaller(lines: Sequence[decide.Line], counted: Mapping) -> tuple[decide.Line, ...]:
@@ -336,8 +314,11 @@ def main(argv=None) -> int:
         counted = counts[request]
         plan = decide.Plan(request.epochs, int(counted["dataset_size"]), precision=request.precision)
         offer = decide.Offer.shipped()
-        lines, owned, grid = answer(counts, plan, offer, many.Scale(args.gpus, args.nodes, args.global_batch),
-                                    lambda b: count_cache.recount(replace(request, batch_size=b)))
+        scale, batch = many.Scale(args.gpus, args.nodes, args.global_batch), int(counted["batch_size"])
+        # with --global-batch, each count of GPUs takes its share of the batch: its step is counted too
+        steps = {b: count_cache.recount(replace(request, batch_size=b))
+                 for b in many.batches(scale, batch, list(offer.options))} | {batch: counted}
+        lines, owned, grid = answer(counts, plan, offer, scale, steps)
     except (PredictError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -47,12 +47,9 @@ def golden(name: str, text: str) -> None:
 def test_predicts_first_screen():
     counted = json.loads((GOLDEN / "predict-count.json").read_text())
     step = Step("examples/zoo.py:workload", 30, 128, 50_000, params=(("arch", "mobilenet_v2"),))
-
-    def count(batch):  # every GPU takes the counted batch: no other step is asked for
-        pytest.fail(f"a step at batch {batch} was asked for")
-
-    lines, owned, _ = predict.answer({step: counted}, decide.Plan(30, 50_000), decide.Offer.shipped(),
-                                     many.Scale((), 1, False), count)
+    offer, scale = decide.Offer.shipped(), many.Scale((), 1, False)
+    assert many.batches(scale, 128, list(offer.options)) == []  # every GPU takes the counted batch: no other step
+    lines, owned, _ = predict.answer({step: counted}, decide.Plan(30, 50_000), offer, scale, {128: counted})
     screen = predict.first_screen(lines, owned, counted, 30, [], "examples/zoo.py:workload")
     assert len(screen) <= predict.SCREEN
     golden("predict.txt", "\n".join(screen))

@@ -25,9 +25,9 @@ from ..model.collective import (
     GRAD_BYTES, Link, ddp_bytes, ddp_step, efficiency, fsdp_bytes, fsdp_step, load_links)
 from ..model.hosts import HOST_BOUND
 from ..prices import Billing, Option
-from .grid import NO_PRICE
+from .grid import NO_PRICE, Plan
 from .line import Line
-from .speeds import OWN_SIZE
+from .speeds import OWN_SIZE, at_plan
 
 MOST = 8  # GPUs of one instance the default counts reach: the largest instance offered
 PER_GPU = ("gpus", "nodes", "per_gpu_batch", "global_batch", "efficiency", "parallel", "link")  # a line's columns
@@ -160,6 +160,32 @@ def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples:
                 else unpriced(line, epochs, f"no instance of {gpus} x {gpu} in the price table"
                               + (" with a network between nodes" if scale.nodes > 1 else "")))))
     return tuple(out)
+
+
+def batches(scale: Scale, batch: int, options: list[Option]) -> list[int]:
+    """The per-GPU batches other than `batch` the run needs a step counted at, on the counts of GPUs of `scale`
+    (with --global-batch, each count's share of the run's batch)."""
+    return sorted({scale.per_gpu(batch, n) for n in scale.counts(options)} - {batch})
+
+
+def on_gpus(ones: Sequence[Line], steps: Mapping[int, dict], batch: int, epochs: int, scale: Scale,
+            options: list[Option], billing: dict[str, Billing], today: dt.date | None = None) -> tuple[Line, ...]:
+    """`ones` (the run on one GPU of each model) and the run on every count of GPUs of `scale` (`lines`), one GPU's
+    lines left out where 1 is not among them, each GPU model's lines together, its fastest one-GPU first. `steps`:
+    the run's step counted at each per-GPU batch, its own `batch` and every one of `batches`; each is predicted on
+    every GPU of the device table as a configuration no row measured (at_plan)."""
+    samples = int(steps[batch]["dataset_size"])
+    gpus = list(load_devices())
+    speeds = {b: at_plan("run", pd.DataFrame([step]), Plan(epochs, samples, precision=step.get("precision", "default")),
+                         gpus) for b, step in steps.items()}
+    counted = steps[batch]
+    found = lines(speeds, float(counted.get("trainable_params") or counted["n_params"]), batch, samples, epochs,
+                  scale, options, billing, speeds[batch], today)
+    out = [*(one_gpu(ones, batch) if 1 in scale.counts(options) and scale.nodes == 1 else ()), *found]
+    first: dict[str, float] = {}  # each GPU model's fastest time per epoch: the models in that order, its lines together
+    for line in out:
+        first[line.model] = min(first.get(line.model, math.inf), line.epoch_s)
+    return tuple(sorted(out, key=lambda o: (first[o.model], o.model, o.nodes, o.gpus)))
 
 
 def picks(found: Sequence[Line]) -> dict[str, Line]:
