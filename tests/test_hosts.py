@@ -92,7 +92,9 @@ def test_a_figure_set_by_a_faster_gpus_is_flagged_as_a_bound_in_the_json_records
                              "wall_lo_s": nan, "wall_hi_s": nan, "wall_h": nan, "wall_lo_h": nan, "wall_hi_h": nan,
                              "usd": nan, "usd_lo": nan, "usd_hi": nan, "predicted": True, "basis": "b",
                              **{c: bound.iloc[0][c] for c in ("bound_by", "host_share", "host_bound")}})]
-    record = decide.records(speed, pd.DataFrame([line]))[0]
+    run = decide.Config("run", str(line["workload"]), 30, 0, 1, batch_size=int(line["batch_size"]),
+                        dataset_size=int(line["dataset_size"]))
+    record = decide.records(speed, (run,))[0]
     assert record["bound_by"] == bound.iloc[0]["bound_by"] and record["host_share"] == pytest.approx(
         bound.iloc[0]["host_share"]) and isinstance(record["host_bound"], bool)
 
