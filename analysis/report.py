@@ -329,7 +329,7 @@ def options_table(options: Sequence[decide.Line], picks: Mapping[str, decide.Lin
         **({"time per epoch": decide.per_epoch(o)} if plan else {}),
         "run time": decide.run_time(o), "cost": decide.money(o), "measured or predicted": decide.how_known(o, plan),
         "GPU memory": decide.memory(o), "precision": decide.precision_of(o, plan), "price": decide.priced_on(o)}
-        for o in sorted(options, key=lambda o: (o.usd, o.wall_s))])
+        for o in sorted(options, key=decide.by_cost)])
     return _table(shown)
 
 

@@ -109,7 +109,8 @@ from .speeds import (  # noqa: F401 (the package's names)
 from .pricing import (  # noqa: F401 (the package's names)
     ENDS, card_fits, makespan, own_gpus, table)
 from .choosing import (  # noqa: F401 (the package's names)
-    BUY, RENT_CHEAPEST, RENT_FASTEST, YOUR_CPU, YOUR_GPU, break_even, fitting, monthly, pareto, pick, three)
+    BUY, RENT_CHEAPEST, RENT_FASTEST, YOUR_CPU, YOUR_GPU, break_even, by_cost, by_time, cheapest, fastest, fitting,
+    monthly, pareto, pick, three)
 from .text import (  # noqa: F401 (the package's names)
     BRIEF_LINES, HOST_MARK, HOST_WORDS, RENTALS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards, cents,
     costed, evens, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,23 +21,33 @@ def fitting(options: Sequence[Line]) -> list[Line]:
     return [o for o in options if o.fits is not False]
 
 
-def _fastest(options: Sequence[Line]) -> Line | None:
+def by_time(option: Line) -> tuple[float, float]:
+    """An option's place in an ordering by wall time, the cheaper of equals first."""
+    return option.wall_s, option.usd
+
+
+def by_cost(option: Line) -> tuple[float, float]:
+    """An option's place in an ordering by cost, the faster of equals first."""
+    return option.usd, option.wall_s
+
+
+def fastest(options: Iterable[Line]) -> Line | None:
     """The fastest (the cheaper of equals), None where there is none."""
-    return min(options, key=lambda o: (o.wall_s, o.usd), default=None)
+    return min(options, key=by_time, default=None)
 
 
-def _cheapest(options: Sequence[Line]) -> Line | None:
+def cheapest(options: Iterable[Line]) -> Line | None:
     """The cheapest (the faster of equals), None where there is none."""
-    return min(options, key=lambda o: (o.usd, o.wall_s), default=None)
+    return min(options, key=by_cost, default=None)
 
 
 def pick(options: Sequence[Line], deadline_h: float | None = None) -> dict[str, Line | None]:
     """The fastest, the cheapest (the faster of equals) and the cheapest within the deadline, among the
     options the run fits (`fitting`)."""
     ok = fitting(options)
-    out = {"fastest": _fastest(ok), "cheapest": _cheapest(ok)}
+    out = {"fastest": fastest(ok), "cheapest": cheapest(ok)}
     if deadline_h is not None:
-        out[f"cheapest within {deadline_h:g} h"] = _cheapest([o for o in ok if o.wall_h <= deadline_h])
+        out[f"cheapest within {deadline_h:g} h"] = cheapest([o for o in ok if o.wall_h <= deadline_h])
     return out
 
 
@@ -53,10 +63,10 @@ def three(options: Sequence[Line]) -> dict[str, Line | None]:
     GPU (the fastest) where the rows measured one; None where the options hold none of that kind."""
     ok = fitting(options)
     rented = [o for o in ok if o.kind == "on-demand" and o.gpus > 0]
-    fastest, cheapest = _fastest(rented), _cheapest(rented)
-    out: dict[str, Line | None] = {RENT_FASTEST: fastest}
-    if cheapest is not None and fastest is not None and cheapest.option != fastest.option:  # both or neither
-        out[RENT_CHEAPEST] = cheapest
+    quick, cheap = fastest(rented), cheapest(rented)
+    out: dict[str, Line | None] = {RENT_FASTEST: quick}
+    if cheap is not None and quick is not None and cheap.option != quick.option:  # both or neither
+        out[RENT_CHEAPEST] = cheap
     sale = [o for o in ok if o.for_sale is True]  # home boxes' alone
     named = {o.option: o for o in sale}
     even = [e for e in break_even(options) if e.versus == "cheapest on-demand GPU" and e.box in named]
@@ -65,17 +75,17 @@ def three(options: Sequence[Line]) -> dict[str, Line | None]:
         out[BUY] = dataclasses.replace(named[best.box], even_n=best.sweeps_per_month, even_against=best.against,
                                        even_against_usd=best.against_usd, even_predicted=best.predicted)
     else:
-        out[BUY] = _cheapest(sale)
-    out[YOUR_CPU] = _cheapest([o for o in ok if o.kind == OWN_CPU])
+        out[BUY] = cheapest(sale)
+    out[YOUR_CPU] = cheapest([o for o in ok if o.kind == OWN_CPU])
     gpus = [o for o in ok if o.kind == OWN_GPU]
-    return out | ({YOUR_GPU: _fastest(gpus)} if gpus else {})
+    return out | ({YOUR_GPU: fastest(gpus)} if gpus else {})
 
 
 def pareto(options: Sequence[Line]) -> list[Line]:
     """The options on the cost-versus-time front, fastest first: no other is both as fast and cheaper, or faster
     and as cheap; one whose card the run does not fit never is (`fitting`)."""
     best, front = math.inf, []
-    for o in sorted(fitting(options), key=lambda o: (o.wall_s, o.usd)):
+    for o in sorted(fitting(options), key=by_time):
         if o.usd < best:
             front.append(o)
             best = o.usd
@@ -89,7 +99,7 @@ def break_even(options: Sequence[Line]) -> list[Even]:
     classes = {"cheapest on-demand GPU": lambda o: o.kind == "on-demand" and o.gpus > 0,
                "cheapest spot GPU": lambda o: o.kind == "spot" and o.gpus > 0,
                "own CPU": lambda o: o.kind == OWN_CPU}
-    best = {name: _cheapest([o for o in ok if is_of(o)]) for name, is_of in classes.items()}
+    best = {name: cheapest([o for o in ok if is_of(o)]) for name, is_of in classes.items()}
     out = []
     for box in (o for o in ok if o.kind == HOME_BOX):
         for name, other in best.items():

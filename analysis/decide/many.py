@@ -25,6 +25,7 @@ from ..model.collective import (
     GRAD_BYTES, Link, ddp_bytes, ddp_step, efficiency, fsdp_bytes, fsdp_step, load_links)
 from ..model.hosts import HOST_BOUND
 from ..prices import Billing, Option
+from .choosing import by_cost, by_time
 from .grid import NO_PRICE, Plan
 from .line import Line
 from .speeds import OWN_SIZE, at_plan
@@ -194,16 +195,15 @@ def picks(found: Sequence[Line]) -> dict[str, Line]:
     ok = [o for o in found if o.kind != NO_PRICE and o.fits is not False and not math.isnan(o.usd)]
     if not ok:
         return {}
-    cheapest = lambda o: (o.usd, o.wall_s)  # noqa: E731
-    out = {"fastest": min(ok, key=lambda o: (o.wall_s, o.usd))}
+    out = {"fastest": min(ok, key=by_time)}
     one = [o for o in ok if not o.several]
     if one:
         quick = min(o.wall_s for o in one)
-        out["cheapest as fast as one GPU"] = min((o for o in ok if o.wall_s <= quick), key=cheapest)
+        out["cheapest as fast as one GPU"] = min((o for o in ok if o.wall_s <= quick), key=by_cost)
     for gpu in dict.fromkeys(o.model for o in ok):
         group = [o for o in ok if o.model == gpu]
         if len({o.gpus for o in group}) > 1:
-            out[f"cheapest {gpu}"] = min(group, key=cheapest)
+            out[f"cheapest {gpu}"] = min(group, key=by_cost)
     return out
 
 
@@ -264,4 +264,4 @@ def instances(found: Sequence[Line], batch: int, samples: int, n_params: float, 
             "option": (f"{scale.nodes} x " if scale.nodes > 1 else "") + line.option, "predicted_share": 1.0,
             "modelled": True, "basis": f"{ran['parallel']} on {option.gpus * scale.nodes} x {option.gpu}, rented "
                                        f"whole; " + line.basis.split("; ", 1)[-1]}))
-    return tuple(sorted(out, key=lambda o: (o.usd, o.wall_s)))
+    return tuple(sorted(out, key=by_cost))

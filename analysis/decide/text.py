@@ -15,7 +15,7 @@ import pandas as pd
 from crossover.schema import SIZE_AXES
 
 from ..model.devices import load_devices
-from .choosing import BUY, fitting, pareto, three
+from .choosing import BUY, by_time, fitting, pareto, three
 from .grid import BUSY_MARKS, HOME_BOX, NEAREST, OWN_CPU, OWN_GPU, Plan
 from .line import Config, Even, Line
 from .memory import CONTEXT_BYTES
@@ -185,17 +185,17 @@ def not_renting(options: Sequence[Line]) -> str:
     owned = [o for o in ok if o.kind in (OWN_CPU, OWN_GPU) or o.for_sale is True]
     if not rented or not owned:
         return ""
-    fastest = min(rented, key=lambda o: (o.wall_s, o.usd))
-    cheapest = min(o.usd for o in rented)
-    beats = [o for o in owned if o.wall_s < fastest.wall_s and o.usd <= cheapest]
+    quick = min(rented, key=by_time)
+    cheap = min(o.usd for o in rented)
+    beats = [o for o in owned if o.wall_s < quick.wall_s and o.usd <= cheap]
     if not beats:
         return ""
     best = min(beats, key=lambda o: (o.kind == HOME_BOX, o.wall_s, o.usd))  # yours before a box to buy
-    held = f" with {startup(fastest)} start-up" if startup(fastest) else ""
+    held = f" with {startup(quick)} start-up" if startup(quick) else ""
     return (f"{'a box beats every rental here' if best.kind == HOME_BOX else 'renting does not pay here'}: "
             f"{best.option}, {run_time(best).split(' (')[0]} for {money(best).split(' (')[0]}, is faster and cheaper "
-            f"than every rental, start-up included (the fastest: {fastest.option}, "
-            f"{run_time(fastest).split(' (')[0]}{held})")
+            f"than every rental, start-up included (the fastest: {quick.option}, "
+            f"{run_time(quick).split(' (')[0]}{held})")
 
 
 def _fit(text: str, width: int = WIDTH) -> str:
@@ -407,10 +407,8 @@ def costed(options: Sequence[Line]) -> list[str]:
 
 
 def _plain(value):
-    """A figure as JSON holds it: None where null, a Python number or bool."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return value.item() if isinstance(value, np.generic) else value
+    """A Line's figure as JSON holds it: None where not known (NaN)."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
 def _many(o: Line, batch: int | None) -> dict:
