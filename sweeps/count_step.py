@@ -1,26 +1,32 @@
 """One training step of a workload counted on the CPU, never timed: what `crossover predict` needs of a job.
 
     python -m crossover.sweeps.count_step --workload job.py:workload [--batch-size 128] [--dataset-size 50000] [--param k=v]
-        [--precision bf16]
+        [--precision default --precision bf16]
 
-sweeps/predict.py runs this in a process of its own, with a time limit, so that the user's code (imported
+sweeps/counting.py runs this in a process of its own, with a time limit, so that the user's code (imported
 and run here: make_data, make_model, one step) never runs in the command's own process. It prints one
-JSON object on stdout: the configuration's columns as a trial's row has them (workload, batch_size,
-dataset_size, the workload's own axes as workload_params, the precision asked for, engine 'eager'),
-n_params (the parameters that train) and n_frozen_params (those that do not: requires_grad False, weights with
-no gradient and no optimiser state), model, steps_per_epoch at the run's dataset size, and the step's costs
-(trainables/costs.py), counted as a CPU trial's row counts them (trainables/train.py, Loop.step_costs: a copy of the model and
-optimiser, one batch) but for the optimiser's update, attention and recurrent nets, counted as a GPU runs
-them (`as_on_a_gpu`, `attention_as_on_a_gpu`, `rnn_as_on_a_gpu`; for the peak, dropout too:
-`dropout_as_on_a_gpu`), and where (`counted_on`). The step runs on the meta device first: shapes alone, no
-arithmetic, the same counts as the CPU's (tests/test_predict.py checks) in a fraction of the time; on the CPU where the workload's code needs real
-values (an .item(), a shape that depends on the data). The data is made one batch large: a step's costs do
-not depend on the dataset's size, and 50,000 images need not be made to count one batch of them.
+JSON object on stdout: `config`, the configuration's columns as a trial's row has them (workload, batch_size,
+dataset_size, the workload's own axes as workload_params, engine 'eager'), n_params (the parameters that train) and
+n_frozen_params (those that do not: requires_grad False, weights with no gradient and no optimiser state) and model;
+and `counted`, per precision asked, the step counted at two batch sizes (`pairs`), a line in the batch
+(crossover.step Counted, whose `at` gives a row's columns at any batch: sweeps/count_cache.py keeps it, so that a
+later call at another batch size is arithmetic). Each count is the step's costs (trainables/costs.py) op by op,
+counted as a CPU trial's row counts them (trainables/train.py, Loop.step_costs: a copy of the model and optimiser,
+one batch) but for the optimiser's update, attention and recurrent nets, counted as a GPU runs them (`as_on_a_gpu`,
+`attention_as_on_a_gpu`, `rnn_as_on_a_gpu`; for the peak, dropout too: `dropout_as_on_a_gpu`), and where
+(`counted_on`). The step runs on the meta device first: shapes alone, no arithmetic, the same counts as the CPU's
+(tests/test_predict.py checks) in a fraction of the time, at the run's batch and half of it. Where the workload's code
+needs real values (an .item(), a shape that depends on the data: a detector's proposals, a mixture of experts'
+routing), it runs on the CPU, for real, at the smallest batches that show how the step grows (SMALLEST), never at
+the run's: its ops are lined up between the two (crossover.step `_lined_up`). The data is made one batch large: a
+step's costs do not depend on the dataset's size, and 50,000 images need not be made to count one batch of them.
 
-A config it cannot run (a bad reference, axis or value) is one line on stderr and exit status 2; an
-error raised by the workload's own code is one line and exit status 1, and so is a step whose costs could not be
-counted on the meta device nor on the CPU (an op the counters do not know: the line names it). An op class the
-step does not use is counted 0 (trainables/costs.py), never left out: a net without a matrix product is answered.
+A config it cannot run (a bad reference, axis or value) is one line on stderr and exit status 2; an error raised by
+the workload's own code is its traceback's frames in the job's own files, then one line, its type, words and
+where (`in make_model, job.py:10`, as a failed trial's row says it), and exit status 1; so is a step whose costs
+could not be counted on the meta device nor on the CPU (an op the counters do not know: the line names it). An op
+class the step does not use is counted 0 (trainables/costs.py), never left out: a net without a matrix product is
+answered.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import json
 import sys
 
 from crossover.config import PRECISIONS
+from crossover.step import Counted
 
 from .cli import at_least, param
 
@@ -223,60 +230,115 @@ def rnn_as_on_a_gpu(buffers: bool = False):
         lib._destroy()
 
 
-def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict, params: dict,
-            precision: str = "default") -> dict:
-    """The configuration's columns and one step's counted costs (module docstring); None: the workload's
-    default; `axes`: depth, width, context where given; `params`: the workload's own axes; `precision` the one
-    the step is counted at (bf16 and fp16: under CUDA's autocast policy on the meta device, trainables/precision.py
-    GpuAutocast; fp16's GradScaler, a few ops a step, is not counted). Raises ConfigError, WorkloadError (a bad
-    config or reference) or whatever the workload's code raises."""
+class Uncounted(Exception):
+    """A step that ran but whose costs the counters could not take (an op they do not know): the line says which."""
+
+
+SMALLEST = ((1, 2), (2, 3))  # samples of the two steps counted for real on the CPU: the second pair where a step of
+# one sample cannot run (a norm over the batch of a vector a sample)
+
+
+def pairs(batch: int, on_meta: bool) -> tuple[tuple[int, int], ...]:
+    """The two batch sizes a step is counted at, the smaller first, and a second choice where the first fails: on the
+    meta device, which computes nothing, the run's and half of it (the two its peak is found from, trainables/train.py
+    step_peak), or one and two samples; on the CPU, where the step runs for real, the smallest that show how it grows
+    (SMALLEST), never the run's batch: a detector of 512-px images steps a second or more an image there."""
+    if not on_meta:
+        return SMALLEST
+    return ((batch // 2, batch) if batch > 1 else (1, 2),)
+
+
+def _count(trial, where, precision: str):
+    """The trial's step at `precision` counted on `where` at two batches (`pairs`): FLOPs, bytes and launches op by
+    op at each, the peak at the larger (and half of it); (Counted, the model). Raises where it cannot be counted."""
     import torch
 
-    from crossover.config import TrialConfig
+    from ..trainables.timing import Clock, Timer
+    from ..trainables.train import Loop
+
+    options = pairs(trial.cfg.batch_size, where.input_device.type == "meta")
+    for sizes in options:
+        one = dataclasses.replace(trial, cfg=dataclasses.replace(trial.cfg, dataset_size=sizes[1], batch_size=sizes[1],
+                                                                 precision=precision))
+        torch.manual_seed(one.cfg.seed)
+        try:
+            loop = Loop.build(one, where, Timer(Clock(where.devices)))
+            loop.prime(sizes[0])  # the optimiser's state made once, not in each copy counted
+            as_on_a_gpu(loop.opt)
+            rows = []
+            for size in sizes:
+                with attention_as_on_a_gpu(), rnn_as_on_a_gpu():
+                    costs = loop.step_costs(size, sequence=True)
+                if "costs_note" in costs:  # an op the counters do not know
+                    raise Uncounted(f"one step ran but its costs were {costs['costs_note']}; nothing can be "
+                                    "predicted without them")
+                rows.append({"batch_size": size, **costs})
+            with attention_as_on_a_gpu(), rnn_as_on_a_gpu(buffers=True), dropout_as_on_a_gpu():
+                rows[1] |= loop.step_peak()  # at the larger batch, the loop's own
+        except Exception:
+            if sizes == options[-1]:
+                raise
+            continue
+        return Counted.of(*rows), loop.model
+    raise AssertionError("unreachable: the last pair raises or returns")
+
+
+def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict, params: dict,
+            precision: str = "default") -> dict:
+    """The configuration's columns and one step's counted costs at `precision` (module docstring), at the run's
+    batch and dataset size: `lines`' count there. None: the workload's default."""
+    config, found = lines(ref, batch_size, dataset_size, axes, params, (precision,))
+    return config | found[precision].at(config["batch_size"], config["dataset_size"])
+
+
+def lines(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict, params: dict,
+          precisions: tuple[str, ...] = ("default",)) -> tuple[dict, dict[str, Counted]]:
+    """The configuration's columns (module docstring) and its step counted at each of `precisions` (crossover.step
+    Counted: at two batch sizes, a line in the batch); None: the workload's default; `axes`: depth, width, context
+    where given; `params`: the workload's own axes. bf16 and fp16 are counted under CUDA's autocast policy on the
+    meta device (trainables/precision.py GpuAutocast; fp16's GradScaler, a few ops a step, is not counted); tf32 and
+    fp32 as the default is (the same ops, at other peaks). Raises ConfigError, WorkloadError (a bad config or
+    reference) or whatever the workload's code raises."""
+    import torch
+
+    from crossover.config import TrialConfig, WorkloadError
     from ..trainables.job import is_reference
     from ..trainables.placement import Placement, placement
     from ..trainables.registry import Registry
-    from ..trainables.timing import Clock, Timer
-    from ..trainables.train import Loop
     from ..trainables.trial import resolve
     from ..trainables.workloads import WORKLOADS, describe, n_frozen_params, n_params
 
     wl = Registry().register(ref) if is_reference(ref) else WORKLOADS.get(ref)  # imported in this process
     if wl is None:
-        raise ValueError(f"--workload {ref!r}: no built-in of that name ({', '.join(sorted(WORKLOADS))}); give "
-                         "your own as path/to/job.py:ATTR")
+        raise WorkloadError(f"--workload {ref!r}: no built-in of that name ({', '.join(sorted(WORKLOADS))}); give "
+                            "your own as path/to/job.py:ATTR")
     # one step counted, no epoch timed: no warm-up to leave out of the workload's default epochs (`epochs: 1`)
     cfg = TrialConfig(wl.name, device="cpu", batch_size=batch_size, dataset_size=dataset_size, module=wl.ref,
                       params=params or None, warmup_epochs=0, **axes)
     trial = resolve(cfg)  # checked at the run's dataset size, as its trials would be
-    # the precision after the checks, which refuse a GPU's precisions on this process's CPU: the step is counted
-    # as a GPU runs it (tf32 and fp32 count as the default does: the same ops, at other peaks)
-    one = dataclasses.replace(trial, cfg=dataclasses.replace(trial.cfg, dataset_size=trial.cfg.batch_size,
-                                                             precision=precision))
-    for where in (Placement((torch.device("meta"),)), placement(one.spec)):
-        torch.manual_seed(one.cfg.seed)
-        try:
-            loop = Loop.build(one, where, Timer(Clock(where.devices)))
-            as_on_a_gpu(loop.opt)
-            with attention_as_on_a_gpu(), rnn_as_on_a_gpu():
-                costs = loop.step_costs()
-            with attention_as_on_a_gpu(), rnn_as_on_a_gpu(buffers=True), dropout_as_on_a_gpu():
-                costs |= loop.step_peak()
-        except Exception:
-            if where.input_device.type != "meta":
-                raise
-            continue  # the workload's code needs real values (an .item(), a data-dependent shape): on the CPU
-        if "costs_note" not in costs or where.input_device.type != "meta":
-            break
     c = trial.cfg
     assert c.batch_size is not None and c.dataset_size is not None, "resolve() fills in a trial's sizes"
+    places = [Placement((torch.device("meta"),)), placement(trial.spec)]
+    found: dict[str, Counted] = {}
+    for precision in precisions:
+        for where in list(places):
+            try:
+                step, model = _count(trial, where, precision)
+            except Exception:
+                if where is places[-1]:
+                    raise
+                # the workload's code needs real values (an .item(), a data-dependent shape): the CPU, at every
+                # precision
+                places = places[-1:]
+                continue
+            found[precision] = dataclasses.replace(step, row=step.row | {"counted_on": where.input_device.type,
+                                                                         "precision": precision})
+            break
     return {"workload": c.workload, "workload_module": c.module, "device": "cpu", "batch_size": c.batch_size,
             "dataset_size": c.dataset_size, "depth": c.depth, "width": c.width, "context": c.context, "lr": c.lr,
-            "loop": c.loop, "engine": c.engine, "precision": precision, "seed": c.seed,
+            "loop": c.loop, "engine": c.engine, "seed": c.seed,
             "workload_params": json.dumps(c.params, sort_keys=True) if c.params else None,
-            "n_params": n_params(loop.model), "n_frozen_params": n_frozen_params(loop.model),
-            "model": describe(loop.model),
-            "steps_per_epoch": -(-c.dataset_size // c.batch_size), "counted_on": where.input_device.type, **costs}
+            "n_params": n_params(model), "n_frozen_params": n_frozen_params(model), "model": describe(model)}, found
 
 
 def main(argv=None) -> int:
@@ -285,29 +347,32 @@ def main(argv=None) -> int:
     p.add_argument("--batch-size", type=at_least(1), default=None, help="samples a step (default: the workload's)")
     p.add_argument("--dataset-size", type=at_least(1), default=None, help="samples an epoch (default: the workload's)")
     for axis in ("depth", "width", "context"):
-        p.add_argument(f"--{axis}", type=at_least(1), default=None, help=f"the workload's {axis} (None: its default)")
+        p.add_argument(f"--{axis}", type=at_least(1), default=None, help=f"the workload's {axis} (default: its own)")
     p.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
                    help="a value of the workload's own axis; repeatable")
-    p.add_argument("--precision", default="default", choices=PRECISIONS,
-                   help="the precision the step is counted at (trainables/precision.py)")
+    p.add_argument("--precision", action="append", choices=PRECISIONS, default=None,
+                   help="a precision the step is counted at; repeatable (default: default, PyTorch's own)")
     args = p.parse_args(argv)
-    from crossover.config import ConfigError
-    from crossover.config import WorkloadError
+    from crossover.config import ConfigError, WorkloadError
+
+    from ..trainables.rows import error_text
 
     axes = {a: getattr(args, a) for a in ("depth", "width", "context") if getattr(args, a) is not None}
     try:
-        row = counted(args.workload, args.batch_size, args.dataset_size, axes, dict(args.param), args.precision)
-    except (ConfigError, WorkloadError, ValueError) as exc:
+        config, found = lines(args.workload, args.batch_size, args.dataset_size, axes, dict(args.param),
+                              tuple(dict.fromkeys(args.precision or ["default"])))
+    except (ConfigError, WorkloadError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    except Exception as exc:  # the workload's own code: one line, its type and words
-        print(f"error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+    except Uncounted as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
-    if "flops_per_step" not in row:  # the step ran, on the CPU at last, but an op of it defeated the counters
-        print(f"error: one step ran but its costs were {row.get('costs_note', 'not counted')}; nothing can be "
-              "predicted without them", file=sys.stderr)
+    except Exception as exc:  # the workload's own code: its traceback, then one line, as a failed trial's row says it
+        said, frames = error_text(exc).split("\n", 1)
+        print(f"Traceback (the job's own frames, innermost last):\n{frames.rstrip()}", file=sys.stderr)
+        print(f"error: {said}", file=sys.stderr)
         return 1
-    print(json.dumps(row))
+    print(json.dumps({"config": config, "counted": {p: step.to_json() for p, step in found.items()}}))
     return 0
 
 

@@ -2,7 +2,8 @@
 decide` and `crossover report --epochs` count so every step the analysis names (analysis/decide/ `steps`) and hand it
 the counts (sweeps/command.py), so that they and predict say one figure.
 
-    finish(start(step), step, time.monotonic())   # {n_params, *_per_step, peak_memory_bytes, ...}: a crossover.step.Step
+    config, counted = finish(start(step, ("default", "bf16")), step, time.monotonic())   # step: a crossover.step.Step
+    counted["bf16"].at(64, 50_000)   # {n_params, *_per_step, peak_memory_bytes, ...} at any batch: a Counted
     python -m crossover.sweeps.count_step --workload job.py:workload --batch-size 64   # the process it starts (`command`)
 
 The user's code (make_data, make_model, one step) and torch run in that process (sweeps/count_step.py), never in
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 import crossover
-from crossover.step import Step
+from crossover.step import Counted, Step
 
 # The folder holding the crossover package, a checkout or site-packages: a child process imports crossover's code
 # from there, whatever folder the command runs in
@@ -40,27 +41,28 @@ class PredictError(ValueError):
     """Why no prediction: one line naming the workload, what happened and the fix."""
 
 
-def command(step: Step) -> list[str]:
-    """The counting process's command line (sweeps/count_step.py) for `step`."""
+def command(step: Step, precisions: tuple[str, ...] = ()) -> list[str]:
+    """The counting process's command line (sweeps/count_step.py) for `step`, at step.precision and `precisions`:
+    one process counts them all, importing torch and the job once."""
     flags = [("--batch-size", step.batch_size), ("--dataset-size", step.dataset_size),
              *((f"--{a}", v) for a, v in step.axes)]
     return [sys.executable, "-m", "crossover.sweeps.count_step", "--workload", step.workload,
-            "--precision", step.precision,
+            *(x for p in dict.fromkeys((step.precision, *precisions)) for x in ("--precision", p)),
             *(str(x) for flag, v in flags if v is not None for x in (flag, v)),
             *(x for name, v in step.params for x in ("--param", f"{name}={v}"))]
 
 
-def start(step: Step) -> subprocess.Popen:
-    """The counting process, started: it imports the user's code, so it runs apart, with this checkout first
-    on its path (the code that counts is the code that predicts: child_env), then step.folders (where a package's
-    module imports from)."""
-    return subprocess.Popen(command(step), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+def start(step: Step, precisions: tuple[str, ...] = ()) -> subprocess.Popen:
+    """The counting process, started (`command`): it imports the user's code, so it runs apart, with this checkout
+    first on its path (the code that counts is the code that predicts: child_env), then step.folders (where a
+    package's module imports from)."""
+    return subprocess.Popen(command(step, precisions), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=child_env(*step.folders), start_new_session=True)
 
 
-def finish(process: subprocess.Popen, step: Step, started: float) -> dict:
-    """The counted step (the JSON object on the process's last line of output), once the process ends
-    within step.timeout_s of `started`; else PredictError in one line."""
+def finish(process: subprocess.Popen, step: Step, started: float) -> tuple[dict, dict[str, Counted]]:
+    """The configuration's columns and the step counted at each precision asked (the JSON object on the process's
+    last line of output), once the process ends within step.timeout_s of `started`; else PredictError in one line."""
     where = f"--workload {step.workload}"
     alone = " ".join(command(step)[1:])
     try:
@@ -76,11 +78,13 @@ def finish(process: subprocess.Popen, step: Step, started: float) -> dict:
         how = (f"was killed by signal {-process.returncode}" if process.returncode < 0 else
                f"exited with status {process.returncode}")
         why = said[-1].removeprefix("error: ") if said else "it printed no error"
-        raise PredictError(f"{where}: the process counting one step {how} before it printed its counts: {why}; "
-                           f"fix the job (python -m {alone[3:]} runs it alone and shows the traceback)")
+        raise PredictError(f"{where}: counting one step failed: {why}; "
+                           f"fix the job (python -m {alone[3:]} runs it alone and shows the traceback)"
+                           + ("" if process.returncode in (1, 2) else f" (the process {how})"))
     try:
-        return json.loads(out.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
+        said = json.loads(out.strip().splitlines()[-1])
+        return said["config"], {p: Counted.from_json(c) for p, c in said["counted"].items()}
+    except (IndexError, KeyError, TypeError, json.JSONDecodeError):
         raise PredictError(f"{where}: the process counting one step printed no counts (its last line of output: "
                            f"{(out.strip().splitlines() or ['none'])[-1][:200]!r}); a print in the job's code at exit "
                            "hides them: remove it") from None

@@ -46,7 +46,7 @@ from ..analysis.cli import HelpFormatter
 from ..analysis.decide import many
 from . import count_cache
 from .cli import at_least, param
-from .counting import PredictError, finish, start
+from .counting import PredictError
 
 
 def predicted(found: decide.Decision, counted: Mapping) -> tuple[decide.Line, ...]:
@@ -305,28 +305,21 @@ def main(argv=None) -> int:
     # at a precision other than the default, the step at the default too: a GPU without the precision's unit (bf16 on
     # a T4) is never predicted faster than there
     requests = [request] + ([replace(request, precision="default")] if request.precision != "default" else [])
-    kept = {r: count_cache.read(r) for r in requests}  # a step counted before: no process, no torch
-    processes = {r: start(r) for r, k in kept.items() if k is None}
+    kept, counting = count_cache.begin(requests)  # a step counted before, at any batch: no process, no torch
     try:
         model.shipped(model.PER_CLASS)  # read from the cache, or fitted while the step is counted: two cores, two jobs
-        counts = {r: k if k is not None else count_cache.keep(r, finish(processes[r], r, started))
-                  for r, k in kept.items()}
+        counts = kept | count_cache.end(counting, started)
         counted = counts[request]
         plan = decide.Plan(request.epochs, int(counted["dataset_size"]), precision=request.precision)
         offer = decide.Offer.shipped()
         scale, batch = many.Scale(args.gpus, args.nodes, args.global_batch), int(counted["batch_size"])
-        # with --global-batch, each count of GPUs takes its share of the batch: its step is counted too
-        steps = {b: count_cache.recount(replace(request, batch_size=b))
-                 for b in many.batches(scale, batch, list(offer.options))} | {batch: counted}
+        # with --global-batch, each count of GPUs takes its share of the batch: a line through the count
+        shares = {replace(request, batch_size=b): b for b in many.batches(scale, batch, list(offer.options))}
+        steps = {shares[s]: c for s, c in count_cache.recount(*shares).items()} | {batch: counted}
         lines, owned, grid = answer(counts, plan, offer, scale, steps)
     except (PredictError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    finally:
-        for process in processes.values():
-            if process.poll() is None:  # this process failed first: the counting ones are not left behind
-                process.kill()
-                process.wait()
     used = {o.option for o in lines}
     old = [line for line in cost.stale([o for o in offer.options if o.name in used])]
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone

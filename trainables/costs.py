@@ -210,6 +210,7 @@ class Traffic(TorchDispatchMode):
         self.per_op = Counter()
         self.forward = 0
         self.in_optimizer = False  # set by the optimiser step hooks around every optimiser's step()
+        self.sequence: list[tuple] = []  # per_op's keys in the order the step dispatched them (`count`'s sequence)
 
     @property
     def ops(self) -> int:
@@ -231,7 +232,9 @@ class Traffic(TorchDispatchMode):
             flops = int(formula(*args, **(kwargs or {}), out_val=out)) if formula else 0
             self.by_class["ops"][cls] += launches
             self.by_class["bytes"][cls] += moved
-            self.per_op[(op_kind(func, args, kwargs, cls), _dtype(tensors), flops, moved, launches)] += 1
+            key = (op_kind(func, args, kwargs, cls), _dtype(tensors), flops, moved, launches)
+            self.per_op[key] += 1
+            self.sequence.append(key)
             self.forward += not self.in_optimizer and torch._C._current_graph_task_id() == -1
         return out
 
@@ -266,9 +269,11 @@ def ops_json(per_op: Counter) -> str:
     return json.dumps([[*key, n] for key, n in sorted(per_op.items(), key=lambda kv: (-kv[0][2], -kv[0][3]))])
 
 
-def count(step: Callable[[], None], on_gpu: bool) -> dict:
+def count(step: Callable[[], None], on_gpu: bool, sequence: bool = False) -> dict:
     """FLOPs, bytes and launches of one step: `step` is called twice (counted, then profiled on a GPU),
-    so it must be safe to repeat (a copy of the model and optimiser)."""
+    so it must be safe to repeat (a copy of the model and optimiser). With `sequence`, also `ops_sequence`: every
+    op as ops_json lists it ([kind, dtype, FLOPs, bytes, launches]), in the order the step dispatched them, which
+    sweeps/count_step.py lines up between two batch sizes (crossover/step.py `Counted`); a row keeps no such column."""
     with FlopCounterMode(display=False, custom_mapping=FLOP_FIXES) as flops, Traffic() as traffic:
         step()
     per_op = flops.get_flop_counts().get("Global", {})  # FlopCounterMode counts no op of the optimiser's
@@ -278,7 +283,8 @@ def count(step: Callable[[], None], on_gpu: bool) -> dict:
     return {"flops_per_step": int(flops.get_total_flops()), "bytes_per_step": int(traffic.bytes),
             "launches_per_step": cuda_launches(step) if on_gpu else traffic.ops,
             FORWARD_OPS: traffic.forward, OPS_PER_STEP: ops_json(traffic.per_op),
-            **{f"{c}_{m}_per_step": int(by_class[m][c]) for c in OP_CLASSES for m in OP_MEASURES}}
+            **{f"{c}_{m}_per_step": int(by_class[m][c]) for c in OP_CLASSES for m in OP_MEASURES},
+            **({"ops_sequence": [list(key) for key in traffic.sequence]} if sequence else {})}
 
 
 def replayed(counted: dict, launches: int | None) -> dict:

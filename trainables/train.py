@@ -246,9 +246,10 @@ class Loop:
         score = correct.item() / data.n_test if wl.metric != "loss" else None
         return [loss_sum.item() / data.n_test], [score]
 
-    def step_costs(self) -> dict:
+    def step_costs(self, batch_size: int | None = None, sequence: bool = False) -> dict:
         """FLOPs, bytes and launches of one step (trainables/costs.py), taken on copies of the model and
-        the optimiser under a forked random state: the trial's own are left as they were.
+        the optimiser under a forked random state: the trial's own are left as they were. `batch_size`: a step of so
+        many samples (default: the trial's); `sequence`: with the ops in the order dispatched (costs.count).
 
         Counted for single-process trials on one device; a data-parallel or pipeline trial's step is
         left null. Engine 'graph' launches what its graph's replay does (StepGraph.launches); engine
@@ -259,20 +260,29 @@ class Loop:
             return {}
         model = getattr(self.model, "_orig_mod", self.model)  # torch.compile's wrapper holds the model
         twin = Loop(trial, *copy.deepcopy((model, self.opt)), self.crit, self.data, where)
-        order = None
-        if self.wl.shuffle:  # a gathered batch, as the shuffled epochs take
-            order = (torch.arange(self.data.n, device=self.data.device),) * 2
-        batch = next(_batches(self.data.n, filled_in(self.cfg.batch_size, "batch_size"), order, 0, 1))
+        batch = self._first_batch(batch_size or filled_in(self.cfg.batch_size, "batch_size"))
         with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
             try:
                 if not twin.opt.state:  # a fresh optimiser's first step makes its state (a clone a parameter for
                     twin._step(*batch)  # momentum): count a step after it, as a trial's count after its epochs is
-                counted = costs.count(lambda: twin._step(*batch), where.is_cuda)
+                counted = costs.count(lambda: twin._step(*batch), where.is_cuda, sequence)
             except Exception as exc:  # an op torch's counters do not know: the row stands, its costs null, and why
                 return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
         if self.cfg.engine != "eager":  # the ops are counted eagerly: a graph or compiled step launches otherwise
             counted = costs.replayed(counted, self.graph.launches if self.graph is not None else None)
         return counted
+
+    def prime(self, batch_size: int) -> None:
+        """One step of `batch_size` samples on the loop's own model and optimiser, which makes the optimiser's state:
+        the copies `step_costs` and `step_peak` take then start with it and need no first step of their own
+        (sweeps/count_step.py counts a step at two batches and its peak so, each a step fewer)."""
+        self._step(*self._first_batch(batch_size))
+
+    def _first_batch(self, size: int) -> tuple:
+        """The indices of an epoch's first batch of `size` samples, gathered where the workload shuffles (as its
+        shuffled epochs take a batch)."""
+        order = (torch.arange(self.data.n, device=self.data.device),) * 2 if self.wl.shuffle else None
+        return next(_batches(self.data.n, size, order, 0, 1))
 
     def step_peak(self) -> dict:
         """The memory one steady step allocates at its peak (trainables/memory.py), on copies of the model and
@@ -286,12 +296,11 @@ class Loop:
             return {}
         model = getattr(self.model, "_orig_mod", self.model)
         twin = Loop(trial, *copy.deepcopy((model, self.opt)), self.crit, self.data, where)
-        order = (torch.arange(self.data.n, device=self.data.device),) * 2 if self.wl.shuffle else None
         n, peaks = filled_in(self.cfg.batch_size, "batch_size"), {}
         with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
             try:
                 for size in sorted({n, n // 2} - {0}, reverse=True):
-                    batch = next(_batches(self.data.n, size, order, 0, 1))
+                    batch = self._first_batch(size)
                     if not twin.opt.state:
                         twin._step(*batch)
                     peaks[size] = memory.step_peak(lambda: twin._step(*batch), where.input_device, twin.model,

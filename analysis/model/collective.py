@@ -38,9 +38,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from .devices import DEVICES
+from .devices import DEVICES, read_table
 
 BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default, 25 MiB of gradients an all-reduce
 NCCL_BASE_S = 8.4e-6  # s a collective call: NCCL's tuning model, baseLat of Ring/Simple (src/graph/tuning.cc)
@@ -74,7 +72,7 @@ class Link:
 
 def load_links(path: Path = DEVICES) -> dict[str, Link]:
     """The links of the device table; one missing a figure, its source or its date is refused by name."""
-    table = (yaml.safe_load(Path(path).read_text()) or {}).get("links") or {}
+    table = read_table(path).get("links") or {}
     links = {}
     for key, entry in table.items():
         missing = [f for f in ("name", "scope", "bandwidth_bytes_per_s", "latency_s", "source", "date")

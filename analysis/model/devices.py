@@ -3,6 +3,7 @@ with its source and date; `device_key` finds a device name's entry.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from dataclasses import dataclass
@@ -64,15 +65,27 @@ class Device:
 
 def load_devices(path: Path = DEVICES) -> dict[str, Device]:
     """The device table; an entry missing a field (its source and date included) is refused by name. Read once a
-    process for each version of the file (its size and time of change): a prediction asks for it a few dozen times,
-    and YAML's parser took a fifth of `crossover predict`'s answer from a kept count."""
+    process for each version of the file (`read_table`)."""
     stat = Path(path).stat()
     return dict(_devices(Path(path).resolve(), stat.st_mtime_ns, stat.st_size))
 
 
+def read_table(path: Path = DEVICES) -> dict:
+    """The device table's YAML, its GPUs and its links, as parsed once a process for each version of the file (its
+    size and time of change), by libyaml where PyYAML has it: a prediction asks for it a few dozen times, and
+    PyYAML's own parser took a fifth of `crossover predict`'s answer from a kept count. A copy: the caller's own."""
+    stat = Path(path).stat()
+    return copy.deepcopy(_parsed(Path(path).resolve(), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.cache
+def _parsed(path: Path, changed_ns: int, size: int) -> dict:
+    return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+
+
 @functools.cache
 def _devices(path: Path, changed_ns: int, size: int) -> dict[str, Device]:
-    table = yaml.safe_load(Path(path).read_text()) or {}
+    table = read_table(path)
     table.pop("links", None)  # the links between GPUs: model/collective.py reads them
     devices = {}
     for key, entry in table.items():

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from .counts import _counted, config_keys
 from .devices import Device, MATCH_KEY, device_key
@@ -123,6 +122,8 @@ def cure(rows: pd.DataFrame, fitted: Fit, devices: dict[str, Device]) -> Cure | 
     def residual(x):
         a, k = np.exp(x)
         return measured - np.log((a * parts.bulk + k * parts.overhead * parts.kernels)[graphs] / model_s[graphs])
+
+    from scipy.optimize import least_squares  # here, as perclass.fit imports it: only a fit needs the solver
 
     solved = least_squares(residual, np.zeros(2))
     alpha, kappa = np.exp(solved.x)

@@ -6,6 +6,7 @@ user's cache folder (analysis/cache.py) once fitted.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,7 +108,8 @@ def ordered_step_s(configs: pd.DataFrame, model: Predictor, devices: dict[str, D
     return ordered(configs, model, devices, key)[0]
 
 
-def ordered(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str) -> tuple[np.ndarray, np.ndarray]:
+def ordered(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str,
+            times: Callable[[str], np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The model's step time of `configs` on the GPU `key`, no slower than its prediction for any GPU that
     `key` outran on every public benchmark at the precision the configuration's arithmetic runs at
     (`public_precision`, analysis/public.py `faster_than`): where the datasheet's figures say otherwise (the
@@ -115,8 +117,10 @@ def ordered(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device],
     orders them; no faster than the hardware of any GPU that outran `key` allows (that GPU's roofline floor: else
     the faster GPU, held at its floor, would be predicted slower); and never shorter than its own hardware allows
     (analysis/roofline.py floor_s). With it, per configuration, the GPU whose prediction set the figure where the
-    first rule did (a bound, not the model's figure for `key`: its own is slower), else None."""
-    own = _step_s(configs, model, devices, key)
+    first rule did (a bound, not the model's figure for `key`: its own is slower), else None. `times`: the model's
+    step times of `configs` on a GPU, by its key, where the caller keeps them (`predict_counted` asks every GPU's)."""
+    times = times or (lambda gpu: _step_s(configs, model, devices, gpu))
+    own = times(key)
     step, bound_by = own.copy(), np.full(len(own), None, dtype=object)
     table = public_precision(configs)
     for value in table.dropna().unique():
@@ -124,7 +128,7 @@ def ordered(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device],
         outran = public.faster_than(value)
         for other in outran.get(key, ()):
             if other in devices:
-                theirs = _step_s(configs[rows], model, devices, other)
+                theirs = times(other)[rows]
                 lower = rows.copy()
                 lower[rows] = theirs < step[rows]
                 bound_by[lower] = other
@@ -137,7 +141,7 @@ def ordered(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device],
 
 
 def _predicted(configs: pd.DataFrame, model: Predictor, devices: dict[str, Device], key: str,
-               default: pd.DataFrame | None = None) -> pd.DataFrame:
+               default: pd.DataFrame | None = None, times: Callable[[str], np.ndarray] | None = None) -> pd.DataFrame:
     """The model's epoch times of `configs` (usable rows, one per configuration) on the GPU `key` (`ordered`),
     with their conformal interval, widened by its host's part (hosts.widened: the step's host share x the spread
     of the reference rows' hosts), whose lower end is no shorter than the hardware allows either (analysis/
@@ -145,10 +149,11 @@ def _predicted(configs: pd.DataFrame, model: Predictor, devices: dict[str, Devic
     (Device.lacks: bf16 on a T4), no faster than its prediction at PyTorch's default (`default`: the same
     configurations counted at the default, else these counts priced at it), lacks_unit saying so; the host's
     share of the step (host_share, host_bound past hosts.HOST_BOUND); and the step under CUDA graphs and under
-    torch.compile's reduce-overhead (`Cure`), each with its interval, never slower than the eager figure."""
+    torch.compile's reduce-overhead (`Cure`), each with its interval, never slower than the eager figure. `times`:
+    as `ordered` takes it."""
     on = configs.assign(**{MATCH_KEY: key})
     steps = on["steps_per_epoch"].to_numpy(float)
-    step, bound_by = ordered(configs, model, devices, key) if len(on) else (np.zeros(0), np.zeros(0, dtype=object))
+    step, bound_by = ordered(configs, model, devices, key, times) if len(on) else (np.zeros(0), np.zeros(0, dtype=object))
     precision = on["precision"].fillna("default") if "precision" in on else pd.Series("default", index=on.index)
     lacks = precision.map(lambda p: devices[key].lacks(p) if key else None).to_numpy(object)
     if (lacks != None).any():  # noqa: E711 (an array's elementwise comparison)
@@ -255,8 +260,10 @@ def predict_counted(configs: pd.DataFrame, gpus: list[str], path: Path = DEVICES
     on = configs.reindex(columns=list(dict.fromkeys([*config_keys(configs), *configs.columns])))
     if default is not None:  # the configuration's own sizes (the run's dataset size, steps an epoch) kept
         default = on.assign(**{c: default[c].to_numpy() for c in (*CLASS_COLUMNS, OPS_PER_STEP) if c in default})
-    return pd.concat([_predicted(on, shipped(PER_CLASS, path), devices, key, default) for key in gpus],
-                     ignore_index=True)
+    fitted = shipped(PER_CLASS, path)
+    # each GPU's step times once: a GPU's figure is bounded by those of the GPUs it outran (`ordered`)
+    times = functools.cache(lambda gpu: _step_s(on, fitted, devices, gpu))
+    return pd.concat([_predicted(on, fitted, devices, key, default, times) for key in gpus], ignore_index=True)
 
 
 @dataclass(frozen=True)
@@ -285,8 +292,37 @@ class Prediction:
 def predict_step(step: pd.DataFrame, gpus: list[str], default: pd.DataFrame | None = None,
                  path: Path = DEVICES) -> tuple[Prediction, ...]:
     """`predict_counted` of one counted configuration (`step`: one line), a Prediction per GPU of `gpus`, in
-    their order: what analysis/decide/ prices a configuration no row measured by (`at_plan`)."""
-    found = predict_counted(step, gpus, path, default)
+    their order: what analysis/decide/ prices a configuration no row measured by (`at_plan`). Asked again in a
+    process for the same step, GPUs and table (one GPU and several of one instance price the same step), answered
+    from the first answer: a GPU's prediction is a tenth of a second or more on a 2-core host."""
+    return _predicted_step(_Asked(step, tuple(gpus), default, Path(path)))
+
+
+@dataclass(frozen=True, eq=False)
+class _Asked:
+    """`predict_step`'s question, equal to another where its step's (and default's) columns, GPUs and table are."""
+
+    step: pd.DataFrame
+    gpus: tuple[str, ...]
+    default: pd.DataFrame | None
+    path: Path
+
+    @property
+    def key(self) -> tuple:
+        def said(frame):  # NaN and NA compare equal here, as the same text
+            return None if frame is None else frame.to_json(orient="split", date_format="iso", double_precision=15)
+        return said(self.step), self.gpus, said(self.default), str(self.path)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Asked) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+@functools.lru_cache(maxsize=16)
+def _predicted_step(asked: _Asked) -> tuple[Prediction, ...]:
+    found = predict_counted(asked.step, list(asked.gpus), asked.path, asked.default)
     return tuple(Prediction(str(g.device_name), float(g.epoch_s_median), float(g.epoch_s_lo), float(g.epoch_s_hi),
                             float(g.host_share), bool(g.host_bound), g.bound_by if isinstance(g.bound_by, str) else None,
                             bool(g.graph_helps), *(float(getattr(g, f"{e}_epoch_s{end}"))
