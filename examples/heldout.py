@@ -64,7 +64,8 @@ from crossover.workload import default_step
 
 GPT2_VOCAB = 50_257
 BERT_VOCAB = 30_522
-# name -> (what it takes: 'image' of IMAGE[arch] pixels, 'segmentation', 'features', 'recommender', 'tokens';
+# name -> (what it takes: 'image' of IMAGE[arch] pixels, 'segmentation', 'features', 'recommender', 'tokens' (a
+# class a token), 'sentence' (tokens, a class a sequence), 'audio', 'points', 'video', 'detection' (images and boxes);
 # whether it holds BatchNorm, which cannot normalise a last batch of one sample in training)
 ARCHS = {
     "unet": ("segmentation", True),
@@ -105,7 +106,8 @@ TINY = {"unet_image": 32, "image": 32, "small_image": 32, "unet": (4, 3), "mlp":
 LORA_RANK = 8
 TOP_K = 2  # experts a token of `moe`
 # `fasterrcnn` at its tiny size: proposals kept before and after the RPN's NMS and regions sampled a training image,
-# a tenth of torchvision's (2,000, 2,000, 512), so that a step on a CPU takes a second, not a minute
+# about a tenth of torchvision's (2,000, 2,000, 512): its box head over 512 regions an image would be most of a
+# tiny step on a CPU (2 s on one thread as it is, 2026-12-07)
 TINY_DETECTOR = {"rpn_pre_nms_top_n_train": 200, "rpn_post_nms_top_n_train": 100, "box_batch_size_per_image": 64}
 
 
