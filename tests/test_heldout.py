@@ -1,7 +1,9 @@
 """The held-out jobs (examples/heldout.py), their timing path (sweeps/reference.py --real --workload) and their
 check against `crossover predict` (sweeps/heldout_check.py): each network trains at its tiny size and changes only
-what it leaves unfrozen, the custom Function's hand-written gradient is autograd's, the timing's smoke path writes
-a line a run, and the check's table says which predictions hold.
+what it leaves unfrozen, the custom Function's hand-written gradient is autograd's, the detector's boxes are valid,
+each network of a family the count must handle (a detector, a mixture of experts, a Python loop over time) is
+counted as `crossover predict` counts it, the timing's smoke path writes a line a run, and the check's table says
+which predictions hold.
 
     python -m pytest tests/test_heldout.py
 """
@@ -15,6 +17,7 @@ import pytest
 import torch
 
 from crossover.sweeps import heldout_check, reference
+from crossover.sweeps.count_step import counted
 from crossover.config import TrialConfig
 from crossover.data import take
 from crossover.trainables.registry import Registry
@@ -27,7 +30,11 @@ WL = register(f"{JOB}:workload")
 heldout = __import__(WL.make_model.__module__)  # the job file's module, as registered
 # what each arch trains, by its parameters' names; None: every parameter
 TRAINED = {"lora_gpt2_small": (".a.", ".b."), "lora_gpt2_medium": (".a.", ".b."), "frozen_resnet50": ("layer4.", "fc."),
-           "probe_vit_b_16": ("heads.head.",)}
+           "probe_vit_b_16": ("heads.head.",), "frozen_bert": ("encoder.layers.1.", "encoder.layers.2.", "head.")}
+# the families no reference row holds, each counted here as `crossover predict` counts it; the detector's count runs
+# its step for real on the CPU, several times (costs, then the peak at two batches): half a minute on 2 cores
+FAMILIES = ("video_r3d", pytest.param("fasterrcnn", marks=pytest.mark.slow), "mamba_scan", "moe", "wavenet",
+            "frozen_bert", "pointnet", "lora_gpt2_small")
 
 
 @pytest.mark.parametrize("arch", list(heldout.ARCHS))
@@ -49,6 +56,22 @@ def test_each_network_takes_a_step_at_its_tiny_size_and_changes_only_what_it_lea
         assert trained == {n for n in before if any(part in f".{n}" for part in TRAINED[arch])}
     else:
         assert trained == set(before)
+
+
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_each_family_is_counted_as_crossover_predict_counts_it(arch):
+    step = counted(f"{JOB}:workload", 2, None, {}, {"arch": arch, "tiny": 1})
+    assert step["flops_per_step"] > 0 and step["launches_per_step"] > 0 and step["n_params"] > 0
+
+
+def test_the_detectors_targets_are_one_to_four_boxes_an_image_inside_it_each_of_a_class_not_the_background():
+    side, most, classes = heldout.TINY["fasterrcnn"]
+    y = heldout.boxes(64, side, most, classes, torch.Generator().manual_seed(0))
+    real = y[..., 0] >= 0
+    assert y.shape == (64, most, 5) and set(real.sum(1).tolist()) == set(range(1, most + 1))
+    assert (y[..., 0][~real] == -1).all() and set(y[..., 0][real].long().tolist()) <= set(range(1, classes))
+    box = y[real][:, 1:]
+    assert (box[:, 2:] > box[:, :2]).all() and (box >= 0).all() and (box <= side).all()
 
 
 def test_the_swish_functions_hand_written_gradient_is_autograds():
