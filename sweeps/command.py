@@ -76,7 +76,7 @@ def counted(steps: tuple[Step, ...]) -> dict[Step, dict | str]:
     counts: dict[Step, dict | str] = {}
     for step in steps:
         try:
-            counts[step] = recount(step)
+            counts[step] = recount(step)[step]
         except ValueError as exc:
             counts[step] = str(exc)
     return counts

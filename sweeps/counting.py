@@ -78,9 +78,10 @@ def finish(process: subprocess.Popen, step: Step, started: float) -> tuple[dict,
         how = (f"was killed by signal {-process.returncode}" if process.returncode < 0 else
                f"exited with status {process.returncode}")
         why = said[-1].removeprefix("error: ") if said else "it printed no error"
-        raise PredictError(f"{where}: counting one step failed: {why}; "
-                           f"fix the job (python -m {alone[3:]} runs it alone and shows the traceback)"
-                           + ("" if process.returncode in (1, 2) else f" (the process {how})"))
+        fix = f"fix the job (python -m {alone[3:]} runs it alone and shows the traceback)"
+        if process.returncode in (1, 2):  # count_step's own: its last line says what, and where in the job
+            raise PredictError(f"{where}: counting one step failed: {why}; {fix}")
+        raise PredictError(f"{where}: the process counting one step {how} before it printed its counts: {why}; {fix}")
     try:
         said = json.loads(out.strip().splitlines()[-1])
         return said["config"], {p: Counted.from_json(c) for p, c in said["counted"].items()}

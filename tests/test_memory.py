@@ -69,9 +69,10 @@ def test_the_counted_peak_grows_with_the_batch_as_its_share_a_sample_says():
     assert two["peak_memory_per_sample_bytes"] == pytest.approx(one["peak_memory_per_sample_bytes"], rel=0.02)
 
 
-def test_a_step_at_batch_one_has_a_peak_but_no_share_a_sample():
-    row = counted("tabular", 1, 64, {}, {})
-    assert row["peak_memory_bytes"] > 0 and row["peak_memory_per_sample_bytes"] is None
+def test_a_step_at_batch_one_has_a_peak_and_a_share_a_sample_from_the_step_at_two():
+    one, two = counted("tabular", 1, 64, {}, {}), counted("tabular", 2, 64, {}, {})
+    assert 0 < one["peak_memory_bytes"] < two["peak_memory_bytes"]
+    assert one["peak_memory_per_sample_bytes"] == two["peak_memory_per_sample_bytes"] > 0
 
 
 def dropout_mlp(p: float):
