@@ -139,9 +139,27 @@ def sums(loss: nn.Module) -> bool:
 
 
 def default_step(model: nn.Module, x, y, loss: nn.Module):
-    """One forward and loss: `model(x)`, then `loss(outputs, y)`; returns (loss, outputs)."""
+    """One forward and loss: `model(x)`, then `loss(outputs, y)`; returns (loss, outputs). An output that is no
+    tensor (a Hugging Face model's SequenceClassifierOutput, a dict, a tuple) is refused in one line naming the step
+    that takes the tensor out of it, where torch's loss would say only that it 'must be Tensor'."""
     out = model(x)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"the model returned a {type(out).__name__}, not a tensor, and the loss takes a tensor: "
+                        f"{_output_fix(out)}")
     return loss(out, y), out
+
+
+def _output_fix(out) -> str:
+    """The fix for a model's output that is no tensor: a Workload step that takes the tensor the loss needs."""
+    if hasattr(out, "logits") or hasattr(out, "loss"):  # a transformers ModelOutput
+        return ("give the Workload a step that takes its .logits (def step(model, x, y, loss): out = model(x).logits; "
+                "return loss(out, y), out), or its .loss (out = model(**x, labels=y); return out.loss, out.logits); "
+                "or make the workload with crossover.frameworks.hf_workload, which does")
+    if isinstance(out, dict):
+        return (f"give the Workload a step that takes the tensor the loss needs (of keys {list(out)[:5]}): "
+                "def step(model, x, y, loss): out = model(x)[KEY]; return loss(out, y), out")
+    return ("give the Workload a step that takes the tensor the loss needs: "
+            "def step(model, x, y, loss): out = model(x)[0]; return loss(out, y), out")
 
 
 def _targets_refused(loss: nn.Module, y: torch.Tensor) -> str | None:
