@@ -250,7 +250,11 @@ def _loaded(datamodule) -> tuple[dict | torch.Tensor, int, int | None]:
     datamodule.prepare_data()
     datamodule.setup("fit")
     loader = datamodule.train_dataloader()
-    batches = [_as_inputs(b)[0] for b in loader]
+    # a loader that shuffles draws its order from torch's generator: seeded here, on a copy of its state, so that every
+    # process that imports the job holds the same samples in the same order (crossover shuffles each epoch itself)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        batches = [_as_inputs(b)[0] for b in loader]
     if not batches:
         raise WorkloadError(f"lightning_workload: {type(datamodule).__name__}.train_dataloader() gave no batch")
     joined = tree_map(lambda *parts: torch.cat(parts), batches[0], *batches[1:])
