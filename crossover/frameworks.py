@@ -215,7 +215,7 @@ def hf_workload(model, task: str = "sequence-classification", *, seq_len: int = 
                     metric="loss" if task == "causal-lm" else "accuracy",
                     defaults={"batch_size": per_device_train_batch_size * steps, "dataset_size": dataset_size,
                               "context": seq_len, "lr": learning_rate},
-                    axes={"context"})
+                    axes=frozenset({"context"}))
 
 
 # --- Lightning --------------------------------------------------------------------------------------------------------
