@@ -38,7 +38,7 @@ from crossover.workload import Param, Workload, filled_in, sums
 
 # the extra that installs each library (pyproject.toml's [project.optional-dependencies])
 EXTRAS = {"timm": "timm", "transformers": "hf"}
-# Lightning's and transformers' precision flags, as crossover's --precision names them
+# Lightning's precision flags as crossover's --precision names them (None: no autocast precision, which crossover has not)
 LIGHTNING_PRECISION = {"32-true": "default", "32": "default", 32: "default", "bf16-mixed": "bf16",
                        "16-mixed": "fp16", "bf16-true": None, "16-true": None, "64-true": None, "64": None, 64: None}
 HF_TASKS = ("sequence-classification", "causal-lm")
