@@ -140,13 +140,17 @@ def sums(loss: nn.Module) -> bool:
 
 def default_step(model: nn.Module, x, y, loss: nn.Module):
     """One forward and loss: `model(x)`, then `loss(outputs, y)`; returns (loss, outputs). An output that is no
-    tensor (a Hugging Face model's SequenceClassifierOutput, a dict, a tuple) is refused in one line naming the step
-    that takes the tensor out of it, where torch's loss would say only that it 'must be Tensor'."""
+    tensor (a Hugging Face model's SequenceClassifierOutput, a dict, a tuple) which the loss refuses is one line
+    naming the step that takes the tensor out of it, where torch's loss says only that it 'must be Tensor' (a loss
+    of the user's that takes such an output takes it)."""
     out = model(x)
-    if not isinstance(out, torch.Tensor):
+    try:
+        return loss(out, y), out
+    except TypeError as exc:
+        if isinstance(out, torch.Tensor):
+            raise
         raise TypeError(f"the model returned a {type(out).__name__}, not a tensor, and the loss takes a tensor: "
-                        f"{_output_fix(out)}")
-    return loss(out, y), out
+                        f"{_output_fix(out)}") from exc
 
 
 def _output_fix(out) -> str:
