@@ -156,9 +156,9 @@ def default_step(model: nn.Module, x, y, loss: nn.Module):
 def _output_fix(out) -> str:
     """The fix for a model's output that is no tensor: a Workload step that takes the tensor the loss needs."""
     if hasattr(out, "logits") or hasattr(out, "loss"):  # a transformers ModelOutput
-        return ("give the Workload a step that takes its .logits (def step(model, x, y, loss): out = model(x).logits; "
-                "return loss(out, y), out), or its .loss (out = model(**x, labels=y); return out.loss, out.logits); "
-                "or make the workload with crossover.frameworks.hf_workload, which does")
+        # short enough for a row's costs_note (300 characters), where a counted step's error is kept
+        return ("give the Workload a step that takes its .logits (or .loss): def step(model, x, y, loss): "
+                "out = model(x).logits; return loss(out, y), out; or use crossover.frameworks.hf_workload")
     if isinstance(out, dict):
         return (f"give the Workload a step that takes the tensor the loss needs (of keys {list(out)[:5]}): "
                 "def step(model, x, y, loss): out = model(x)[KEY]; return loss(out, y), out")
