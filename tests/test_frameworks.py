@@ -190,6 +190,7 @@ workload = Workload("no_step", make_data=data, make_model=made.make_model, make_
     assert said.startswith("the model returned a SequenceClassifierOutput, not a tensor, and the loss takes a tensor: "
                            "give the Workload a step that takes its .logits"), said
     assert "crossover.frameworks.hf_workload" in said and "\n" not in said
+    assert len(f"not counted: TypeError: {said}") <= 300  # whole in a counted step's costs_note, as predict says it
 
 
 @pytest.mark.slow
