@@ -139,9 +139,31 @@ def sums(loss: nn.Module) -> bool:
 
 
 def default_step(model: nn.Module, x, y, loss: nn.Module):
-    """One forward and loss: `model(x)`, then `loss(outputs, y)`; returns (loss, outputs)."""
+    """One forward and loss: `model(x)`, then `loss(outputs, y)`; returns (loss, outputs). An output that is no
+    tensor (a Hugging Face model's SequenceClassifierOutput, a dict, a tuple) which the loss refuses is one line
+    naming the step that takes the tensor out of it, where torch's loss says only that it 'must be Tensor' (a loss
+    of the user's that takes such an output takes it)."""
     out = model(x)
-    return loss(out, y), out
+    try:
+        return loss(out, y), out
+    except TypeError as exc:
+        if isinstance(out, torch.Tensor):
+            raise
+        raise TypeError(f"the model returned a {type(out).__name__}, not a tensor, and the loss takes a tensor: "
+                        f"{_output_fix(out)}") from exc
+
+
+def _output_fix(out) -> str:
+    """The fix for a model's output that is no tensor: a Workload step that takes the tensor the loss needs."""
+    if hasattr(out, "logits") or hasattr(out, "loss"):  # a transformers ModelOutput
+        # short enough for a row's costs_note (300 characters), where a counted step's error is kept
+        return ("give the Workload a step that takes its .logits (or .loss): def step(model, x, y, loss): "
+                "out = model(x).logits; return loss(out, y), out; or use crossover.frameworks.hf_workload")
+    if isinstance(out, dict):
+        return (f"give the Workload a step that takes the tensor the loss needs (of keys {list(out)[:5]}): "
+                "def step(model, x, y, loss): out = model(x)[KEY]; return loss(out, y), out")
+    return ("give the Workload a step that takes the tensor the loss needs: "
+            "def step(model, x, y, loss): out = model(x)[0]; return loss(out, y), out")
 
 
 def _targets_refused(loss: nn.Module, y: torch.Tensor) -> str | None:

@@ -207,6 +207,39 @@ def test_a_users_loss_without_reduction_trains_as_the_mean_torchs_own_loss_takes
     assert own["train_loss"] == pytest.approx(torchs["train_loss"])  # per sample, not a batch's sum of them
 
 
+class Outputs(nn.Module):
+    """A model whose output is no tensor, as a Hugging Face model's or a model of several heads."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.layer, self.kind = nn.Linear(2, 2), kind
+
+    def forward(self, x):
+        out = self.layer(x)
+        return {"logits": out, "hidden": x} if self.kind is dict else (out, x)
+
+
+class FirstOutput(nn.Module):
+    """A user's loss that takes a model's tuple of outputs itself."""
+
+    def forward(self, out, y):
+        return F.cross_entropy(out[0], y)
+
+
+@pytest.mark.parametrize("kind, fix", [
+    (dict, "give the Workload a step that takes the tensor the loss needs (of keys ['logits', 'hidden']): "
+           "def step(model, x, y, loss): out = model(x)[KEY]; return loss(out, y), out"),
+    (tuple, "give the Workload a step that takes the tensor the loss needs: "
+            "def step(model, x, y, loss): out = model(x)[0]; return loss(out, y), out")])
+def test_a_model_output_that_is_no_tensor_given_to_torchs_loss_names_the_step_that_takes_it(kind, fix):
+    x, y = torch.randn(4, 2), torch.zeros(4, dtype=torch.long)
+    with pytest.raises(TypeError) as info:
+        Workload("outputs", **GOOD).run_step(Outputs(kind), x, y, nn.CrossEntropyLoss())
+    assert str(info.value) == f"the model returned a {kind.__name__}, not a tensor, and the loss takes a tensor: {fix}"
+    loss, out = Workload("outputs", **GOOD).run_step(Outputs(tuple), x, y, FirstOutput())  # a loss that takes it
+    assert torch.isfinite(loss) and isinstance(out, tuple)
+
+
 def test_a_reference_is_checked_as_source_and_its_packages_are_never_run(tmp_path, monkeypatch):
     package = tmp_path / "wc_pkg"
     package.mkdir()
