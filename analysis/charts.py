@@ -33,14 +33,23 @@ from .crossover import baseline_first, slices
 from .decide import Even, Line, frame, money, monthly, pareto, run_time
 from .load import config_label, representative
 
-alt.data_transformers.disable_max_rows()  # a results directory is small; charts embed their rows
+
+def _rows(data: pd.DataFrame) -> dict:
+    """A chart's rows as Altair writes them (alt.to_values), all of them: handed a DataFrame, Altair's default
+    transformer refuses one over 5,000 rows unless its global setting is changed. A results directory is small; the
+    charts embed their rows."""
+    return alt.to_values(data)
 
 
-@alt.theme.register("crossover", enable=True)
-def _theme() -> alt.theme.ThemeConfig:
-    """Every chart's axes drop a tick label that would come within 4 px of another: a log axis's default
-    labels (200, 300, 400) otherwise run together into one unreadable number."""
-    return {"config": {"axis": {"labelOverlap": "greedy", "labelSeparation": 4}}}
+def _styled(chart):
+    """The chart with the settings every chart of this module has, carried in its own config rather than an Altair
+    theme enabled for the whole process: its axes drop a tick label that would come within 4 px of another (a log
+    axis's default labels, 200, 300, 400, otherwise run together into one unreadable number), and a panel given no
+    size is Vega-Lite's own 200 px (Altair's default theme, where no other is enabled, would make it 300)."""
+    return (chart.configure_axis(labelOverlap="greedy", labelSeparation=4)
+            .configure_view(continuousWidth=200, continuousHeight=200))
+
+
 LOG = alt.Scale(type="log")
 ARM = alt.Color("arm:N").title("device")
 
@@ -60,10 +69,10 @@ def curves(rows: pd.DataFrame, axis: str, value=lambda at: np.concatenate(at["ep
 
 def _panels(chart, data: pd.DataFrame, title: str):
     """Facet a layered chart into one panel per workload and slice, each with its own scales."""
-    return (alt.layer(*chart, data=data)
-            .facet(facet=alt.Facet("panel:N").title(None), columns=3)
-            .resolve_scale(x="independent", y="independent")
-            .properties(title=title))
+    return _styled(alt.layer(*chart, data=_rows(data))
+                   .facet(facet=alt.Facet("panel:N").title(None), columns=3)
+                   .resolve_scale(x="independent", y="independent")
+                   .properties(title=title))
 
 
 def epoch_time_vs_size(rows: pd.DataFrame, table: pd.DataFrame, axis: str = "n_params"):
@@ -99,14 +108,14 @@ def speedup_heatmap(rows: pd.DataFrame, workload: str, x: str = "depth", y: str 
     medians = (ok.groupby([x, y, "arm"])["epoch_s"].apply(lambda e: float(np.median(np.concatenate(e.to_list()))))
                .unstack("arm").dropna(subset=[a, b]).reset_index())
     data = medians.assign(speedup=medians[a] / medians[b])
-    base = alt.Chart(data).encode(x=alt.X(f"{x}:O").title(x), y=alt.Y(f"{y}:O").sort("descending").title(y))
+    base = alt.Chart(_rows(data)).encode(x=alt.X(f"{x}:O").title(x), y=alt.Y(f"{y}:O").sort("descending").title(y))
     rect = base.mark_rect().encode(
         color=alt.Color("speedup:Q").scale(type="log", scheme="blueorange", domainMid=1).title(f"{a} / {b} time"),
         tooltip=[f"{x}:O", f"{y}:O", alt.Tooltip("speedup:Q", format=".3g")])
     text = base.mark_text().encode(text=alt.Text("speedup:Q", format=".2g"))
     # a cell as wide as its figure ('0.81') at the text's font, so that neighbours' figures never meet
-    return (rect + text).properties(title=f"{workload}: speedup of {b} over {a} per epoch (> 1: {b} faster)",
-                                    width=alt.Step(40))
+    return _styled((rect + text).properties(title=f"{workload}: speedup of {b} over {a} per epoch (> 1: {b} faster)",
+                                            width=alt.Step(40)))
 
 
 def epoch_times(rows: pd.DataFrame):
@@ -155,8 +164,8 @@ def cost_per_million(costs: pd.DataFrame):
     bars = base.mark_bar().encode(color=alt.Color("pricing:N").title("pricing"),
                                   tooltip=["option:N", "arm:N", "assumption:N", alt.Tooltip("usd_per_million_samples:Q", format=".3g")])
     labels = base.mark_text(align="left", dx=3, fontSize=9).encode(text=alt.Text("usd_per_million_samples:Q", format="$.3g"))
-    return (alt.layer(bars, labels, data=data).facet(facet=alt.Facet("panel:N").title(None), columns=2)
-            .resolve_scale(y="independent", x="independent").properties(title="Cost per million training samples"))
+    return _styled(alt.layer(bars, labels, data=_rows(data)).facet(facet=alt.Facet("panel:N").title(None), columns=2)
+                   .resolve_scale(y="independent", x="independent").properties(title="Cost per million training samples"))
 
 
 def _decision_data(options: Sequence[Line], picks: Mapping[str, Line | None]) -> pd.DataFrame:
@@ -222,16 +231,16 @@ def sweep_cost(options: Sequence[Line], picks: Mapping[str, Line | None], priced
     data = _decision_data(options, picks)
     data = data.assign(row=data["label"] + "  " + data["said"])
     scale, axis = dollars(pd.concat([data["usd"], data["usd_lo"], data["usd_hi"]]), "cost, US dollars (log)", 420 // 45)
-    base = alt.Chart(data).encode(y=alt.Y("row:N").sort(field="usd").title(None).axis(labelLimit=520),
+    base = alt.Chart(_rows(data)).encode(y=alt.Y("row:N").sort(field="usd").title(None).axis(labelLimit=520),
                                   x=alt.X("usd:Q").scale(scale).axis(axis))
     tips = ["option:N", "model:N", "basis:N", alt.Tooltip("said:N", title="cost, wall time")]
     ranges = base.mark_rule(color="black").encode(x="usd_lo:Q", x2="usd_hi:Q").transform_filter(alt.datum.predicted)
     points = base.mark_point(filled=True, size=50).encode(
         color=alt.Color("kind:N").title("option").legend(orient="bottom"),
         opacity=alt.Opacity("predicted:N").scale(domain=[False, True], range=[1.0, 0.4]).legend(None), tooltip=tips)
-    return (ranges + points).properties(
+    return _styled((ranges + points).properties(
         title=alt.Title(f"What {priced} costs on each option", subtitle="paler: predicted, its 90% interval as a black rule"),
-        width=420)
+        width=420))
 
 
 PLOT = (560, 360)  # the front chart's plot, in pixels: where its labels go is worked out in them
@@ -288,7 +297,7 @@ def pareto_front(options: Sequence[Line], picks: Mapping[str, Line | None], pric
     labels = placed(data, x_scale.domain, y_scale.domain)
     data = data.join(labels[["label_y", "side"]]).assign(usd_shown=data["usd"].clip(lower=y_scale.domain[0]))
     x, y = alt.X("wall_h:Q").scale(x_scale).axis(x_axis), alt.Y("usd_shown:Q").scale(y_scale).axis(y_axis)
-    base = alt.Chart(data).encode(x=x, y=y, color=alt.Color("kind:N").title("option"))
+    base = alt.Chart(_rows(data)).encode(x=x, y=y, color=alt.Color("kind:N").title("option"))
     tips = ["option:N", "model:N", "basis:N", alt.Tooltip("said:N", title="cost, wall time"), "front:N"]
     measured = base.mark_point(filled=True, size=60).encode(tooltip=tips).transform_filter(~alt.datum.predicted)
     predicted = base.mark_point(filled=False, size=60).encode(tooltip=tips).transform_filter(alt.datum.predicted)
@@ -301,11 +310,11 @@ def pareto_front(options: Sequence[Line], picks: Mapping[str, Line | None], pric
             .encode(y=alt.Y("label_y:Q"), text="label:N", color=alt.value("black"))
             .transform_filter((alt.datum.side == side) & alt.datum.named)
             for side, align, dx in (("right", "left", 8), ("left", "right", -8))]
-    return alt.layer(front, time_range, cost_range, leader, measured, predicted, *text).properties(
+    return _styled(alt.layer(front, time_range, cost_range, leader, measured, predicted, *text).properties(
         title=alt.Title(f"{priced[0].upper()}{priced[1:]}: cost against wall time per option",
                         subtitle="hollow: predicted, its 90% interval as lines; dashed: the front; labelled: the front "
                                  "and the picks (the rest: hover a point)"),
-        width=PLOT[0], height=PLOT[1])
+        width=PLOT[0], height=PLOT[1]))
 
 
 def break_even(lines: pd.DataFrame, even: Sequence[Even], priced: str):
@@ -327,12 +336,12 @@ def break_even(lines: pd.DataFrame, even: Sequence[Even], priced: str):
                                                           tooltip=["option:N", alt.Tooltip("sweeps_per_month:Q", format=".3g")])
     data = pd.concat([lines.assign(layer="line"), rules[["box", "option", "sweeps_per_month"]].assign(layer="rule")],
                      ignore_index=True)
-    return (alt.layer(line.transform_filter(alt.datum.layer == "line"), rule.transform_filter(alt.datum.layer == "rule"),
-                      data=data)
-            .properties(width=420, height=260)
-            .facet(facet=alt.Facet("box:N").title(None), columns=2)
-            .properties(title=alt.Title(f"Home box against the best option of each class: cost a month of {priced}",
-                                        subtitle="dashed: where the box becomes the cheaper")))
+    return _styled(alt.layer(line.transform_filter(alt.datum.layer == "line"), rule.transform_filter(alt.datum.layer == "rule"),
+                             data=_rows(data))
+                   .properties(width=420, height=260)
+                   .facet(facet=alt.Facet("box:N").title(None), columns=2)
+                   .properties(title=alt.Title(f"Home box against the best option of each class: cost a month of "
+                                               f"{priced}", subtitle="dashed: where the box becomes the cheaper")))
 
 
 def decision(options: Sequence[Line], even: Sequence[Even], picks: Mapping[str, Line | None], priced: str,

@@ -18,6 +18,7 @@ only (pyarrow, pandas); never imports torch or ray.
 from __future__ import annotations
 
 import os
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -46,6 +47,7 @@ def packaged(name: str) -> Path:
     return found.resolve()
 
 
+@cache
 def _checkout() -> Path | None:
     """The checkout this code runs from (an editable install too): the folder above the packages, where it holds
     results/reference/; None where it is installed from a wheel."""
@@ -53,18 +55,36 @@ def _checkout() -> Path | None:
     return root if (root / "results" / "reference").is_dir() else None
 
 
-CHECKOUT = _checkout()
-# The shipped reference rows, measured on other hosts (results/reference/*/README.md); set beside yours by
-# default (analysis/summary.py), so a folder of your sweeps is read without them (`sweep_dirs`). Installed from a
-# wheel, its copy of them: crossover/analysis/reference/ (pyproject.toml maps the one onto the other).
-REFERENCE = CHECKOUT / "results" / "reference" if CHECKOUT else packaged("reference")
+@cache
+def _reference() -> Path:
+    return checkout / "results" / "reference" if (checkout := _checkout()) else packaged("reference")
+
+
+# CHECKOUT, the checkout (`_checkout`), and REFERENCE, the shipped reference rows, measured on other hosts
+# (results/reference/*/README.md): set beside yours by default (analysis/summary.py), so a folder of your sweeps is
+# read without them (`sweep_dirs`). Installed from a wheel, its copy of them: crossover/analysis/reference/
+# (pyproject.toml maps the one onto the other). Both are looked for on the disk at their first use (`__getattr__`),
+# not as the module is imported.
+CHECKOUT: Path | None
+REFERENCE: Path
+
+
+def __getattr__(name: str) -> Path | None:
+    """CHECKOUT and REFERENCE, found at their first use (a module's attributes made on demand, PEP 562)."""
+    if name == "CHECKOUT":
+        return _checkout()
+    if name == "REFERENCE":
+        return _reference()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # A sweep's configuration, for matching rows of any run length and seed to it (`keys`).
 KEY = [c for c in CONFIG_COLUMNS if c not in ("device", "seed", "epochs", "warmup_epochs")]
 
 
 def is_reference(results_dir) -> bool:
     """Whether a row's results_dir is one of the shipped reference folders (under REFERENCE)."""
-    return Path(str(results_dir)).resolve().is_relative_to(REFERENCE)
+    return Path(str(results_dir)).resolve().is_relative_to(_reference())
 
 
 def _fmt(value) -> str:
@@ -151,7 +171,7 @@ def sweep_dirs(directory: str | Path) -> list[Path]:
     if not directory.is_dir():
         raise FileNotFoundError(f"results directory {directory} does not exist: run a sweep first "
                                 f"(crossover sweep --out {directory.parent} --name {directory.name}) or check the path")
-    skip = None if directory.resolve().is_relative_to(REFERENCE) else REFERENCE
+    skip = None if directory.resolve().is_relative_to(reference := _reference()) else reference
     found = []
     for root, subdirs, files in os.walk(directory):
         here = Path(root)
@@ -181,7 +201,7 @@ def notebook_dirs(spec: str | None, root: Path) -> list[Path]:
         return dirs
     if (root / "results" / "scaling").is_dir():
         return [root / "results" / "scaling"]
-    shipped = {d: rows["finished_at"].max() for d in REFERENCE.glob("*/scaling")
+    shipped = {d: rows["finished_at"].max() for d in _reference().glob("*/scaling")
                if (rows := read(d))["is_cpu"].any() and not rows["is_cpu"].all()}
     return [max(shipped, key=shipped.__getitem__)] if shipped else []
 

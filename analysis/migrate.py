@@ -37,6 +37,7 @@ leaves each row twice, which the next `--compact` folds back to once.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pyarrow as pa
@@ -65,14 +66,12 @@ def row_files(*dirs: str | Path) -> list[Path]:
     return sorted(files)
 
 
-def _stored_schema() -> pa.Schema:
+@cache  # worked out at the first file checked, not as the package is imported
+def stored_schema() -> pa.Schema:
     """SCHEMA as it reads back from a Parquet file (which keeps timestamp[s] as milliseconds)."""
     buffer = pa.BufferOutputStream()
     pq.write_table(SCHEMA.empty_table(), buffer)
     return pq.read_schema(pa.BufferReader(buffer.getvalue()))
-
-
-STORED = _stored_schema()
 
 
 def _castable(source: pa.DataType, target: pa.DataType) -> bool:
@@ -99,7 +98,7 @@ def to_schema(path: Path) -> pa.Table | None:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{path} is not readable as Parquet ({exc}): {keep}") from None
-    if table.schema.equals(STORED, check_metadata=False):
+    if table.schema.equals(stored_schema(), check_metadata=False):
         return None
     if "schema_version" not in table.column_names or set(table["schema_version"].to_pylist()) != {SCHEMA_VERSION}:
         raise ValueError(f"{path}: column schema_version is not {SCHEMA_VERSION} on every row (crossover/schema.py's "

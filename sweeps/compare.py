@@ -5,7 +5,7 @@
 
 Per workload (`side_by_side`), the full grid's answer (analysis/crossover.py `find`) and the search's
 (sweeps/stopping.py `verdict`) on the search's line, how many size steps apart their crossovers are, and
-the trials and trial seconds each spent; then the totals and issue 23's targets, printed and never asserted.
+the trials and trial seconds each spent; then the totals and the search's targets, printed and never asserted.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _full(p: Plan, line: Line, rows: pd.DataFrame) -> tuple[str, str | None, flo
 def side_by_side(space: Space, out: Path | str, adaptive_dir: Path, full_dir: Path, seconds: dict) -> str:
     """The benchmark's table: per workload, the full grid's answer and the search's on the search's line, how
     many size steps apart their crossovers are, and the trials and trial seconds each spent; then the totals
-    and issue 23's targets, printed and never asserted. `seconds`: each one's wall time ('search', 'full')."""
+    and the search's targets, printed and never asserted. `seconds`: each one's wall time ('search', 'full')."""
     p = plan(space, out)
     rows = {"search": read(adaptive_dir), "full": read(full_dir)}
     found = state(p, rows["search"])
@@ -100,7 +100,7 @@ def side_by_side(space: Space, out: Path | str, adaptive_dir: Path, full_dir: Pa
     n = {k: int((r["status"] == "ok").sum()) for k, r in rows.items()}
     parts.append(f"total: full grid {trial_count(n['full'])} in {in_s(seconds['full'])}; "
                  f"search {trial_count(n['search'])} in {in_s(seconds['search'])}")
-    parts.append("targets (issue 23; printed, never asserted):")
+    parts.append("targets (printed, never asserted):")
     parts.append(f"  the search's crossover within one size step of the full grid's: {sum(close)} of {len(close)} "
                  "workloads")
     parts.append(f"  the search within 3 minutes: {'yes' if seconds['search'] <= 180 else 'no'} "

@@ -103,20 +103,22 @@ def run(space: Space, out: Path | str, max_concurrent: int | None = None, log=pr
 @contextlib.contextmanager
 def tune_log(path: Path):
     """Within it, what Tune logs goes to `path` and not to the terminal: a trial whose worker died was 30 lines
-    of Ray's traceback there, each time Tune ran it again; and so do the raylet's lines (`raylet_lines_to`). The
-    sweep says a line per failed trial itself (RowWriter), and the trial's row holds its error. Both are put back
-    as they were when it ends, however it ends (an error, Ctrl-C)."""
-    tune_logger = logging.getLogger("ray.tune")
+    of Ray's traceback there, each time Tune ran it again; and so do the raylet's lines (`raylet_lines_logged`). The
+    sweep says a line per failed trial itself (RowWriter), and the trial's row holds its error. Both loggers are put
+    back as they were when it ends, however it ends (an error, Ctrl-C)."""
+    loggers = [logging.getLogger("ray.tune"), logging.getLogger(RAYLET_LOGGER)]
     handler = _FirstLine(path, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    tune_logger.addHandler(handler)
-    tune_logger.propagate = False
+    for logger in loggers:  # not on to Ray's "ray" logger, whose handler prints to the terminal
+        logger.addHandler(handler)
+        logger.propagate = False
     try:
-        with raylet_lines_to(path):
+        with raylet_lines_logged():
             yield
     finally:
-        tune_logger.removeHandler(handler)
-        tune_logger.propagate = True
+        for logger in loggers:
+            logger.removeHandler(handler)
+            logger.propagate = True
         handler.close()
 
 
@@ -129,12 +131,21 @@ class _FirstLine(logging.FileHandler):
         return super()._open()
 
 
+RAYLET_LOGGER = "ray.raylet"  # where `raylet_lines_logged` sends the raylet's lines; tune_log writes it to the run's log
+
+
 @contextlib.contextmanager
-def raylet_lines_to(path: Path):
-    """Within it, the error lines this process's Ray prints from its raylets ("(raylet) A worker died or was killed
-    ...": one for each death of a worker, in colour, on stdout, whatever log_to_driver says) are appended to `path`,
-    the run's log. Ray has no switch for them: its driver's thread that hears them (listen_error_messages) prints
-    each through the module's `print_to_stdstream`, replaced here and put back at the end, however it ends.
+def raylet_lines_logged():
+    """Within it, the error lines this process's Ray hears from its raylets ("A worker died or was killed ...": one
+    for each death of a worker) are records of the Python logger RAYLET_LOGGER, at ERROR, not Ray's prints; Ray's
+    printer is put back at the end, however it ends.
+
+    The one hook on a private name in the sweep, kept because Ray has no public way to it (Ray 2.60): its driver's
+    thread that hears them (ray/_private/worker.py listen_error_messages) prints each, in colour, on stdout, through
+    the module's `print_to_stdstream`, whatever ray.init's log_to_driver and logging_level, LoggingConfig or
+    RAY_DEDUP_LOGS say (those reach the workers' output and Ray's loggers, not this thread), and the raylet has no
+    setting that stops it sending them. Everything else of Ray's and Tune's output is quieted through their settings
+    (sweeps/cluster.py connect and tune_settings, `_tuner`'s verbose=0).
 
     One comes a moment after the row of the trial whose worker died: one about the run's last trial may come after
     the run has ended. Ray offers no flush of them (its thread waits on the GCS's next message), and waiting a
@@ -142,19 +153,18 @@ def raylet_lines_to(path: Path):
     goes to the log of the next run that has begun; none is dropped."""
     from ray._private import worker
 
-    def append(data: dict, ignore_prefix: bool = False) -> None:
-        now = dt.datetime.now()  # as tune_log's Formatter writes its time
-        path.parent.mkdir(parents=True, exist_ok=True)  # made at the first line, as tune_log's file
-        with open(path, "a") as log:
-            log.writelines(f"{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d} ERROR ray ({data.get('pid')}): "
-                           f"{line}\n" for line in data["lines"])
+    raylet = logging.getLogger(RAYLET_LOGGER)
 
-    original = worker.print_to_stdstream
-    worker.print_to_stdstream = append
+    def logged(data: dict, ignore_prefix: bool = False) -> None:  # print_to_stdstream's signature
+        for line in data["lines"]:
+            raylet.error(line)
+
+    ray_own = worker.print_to_stdstream
+    worker.print_to_stdstream = logged
     try:
         yield
     finally:
-        worker.print_to_stdstream = original
+        worker.print_to_stdstream = ray_own
 
 
 def _run(space: Space, trials: list, store: Store, max_concurrent: int | None, log, storage_path: str | None,

@@ -2,6 +2,8 @@
 Altair ships), is built of named layers, and saves as standalone HTML and PNG."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import altair as alt
@@ -55,6 +57,20 @@ def test_every_chart_validates_against_the_vega_lite_schema(rows):
         errors = [e.message for e in validator.iter_errors(spec)]
         assert not errors, (name, errors[:3])
         assert spec["$schema"].endswith(f"{alt.SCHEMA_VERSION}.json")
+
+
+def test_importing_crossover_leaves_altairs_settings_as_they_were_and_a_chart_over_5000_rows_still_draws():
+    # in a process of its own: this one has imported the package already
+    said = subprocess.run([sys.executable, "-c", "import altair as alt; before = (alt.theme.active, alt.theme.names(), "
+                           "alt.data_transformers.active, alt.data_transformers.options); "
+                           "import crossover.analysis.__main__, crossover.analysis.charts; "
+                           "print(before == (alt.theme.active, alt.theme.names(), alt.data_transformers.active, "
+                           "alt.data_transformers.options))"], capture_output=True, text=True, timeout=120)
+    assert said.stdout.strip() == "True", said.stderr[-2000:]
+    many = frame([row("tabular", device, [1e-3] * 3000) for device in ("cpu", "cuda")])  # 6000 epochs drawn
+    spec = charts.epoch_times(many).to_dict()
+    assert len(spec["datasets"][spec["data"]["name"]]) == 6000
+    assert spec["config"]["axis"] == {"labelOverlap": "greedy", "labelSeparation": 4}
 
 
 def test_the_central_chart_layers_band_spread_line_and_rule(rows):

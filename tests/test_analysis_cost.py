@@ -74,7 +74,7 @@ def test_prices_older_than_12_months_are_flagged_with_their_source(tmp_path):
 def test_the_project_price_table_and_home_boxes_load():
     options, billing = prices.load_prices()
     assert {o.provider for o in options} == set(billing) >= {"AWS", "GCP", "Lambda", "RunPod"}
-    # no 2026 source priced a T4 (AWS g4dn, GCP n1 + T4): those lines were dropped on 2026-11-27 (issue 44)
+    # no 2026 source priced a T4 (AWS g4dn, GCP n1 + T4): those lines were dropped on 2026-11-27
     assert {"H200", "H100", "A100", "L4", "A10G"} <= {o.gpu for o in options}
     assert any(o.gpu == "H200" and o.gpus == 1 for o in options)  # a single H200 rented
     boxes = {prices.load_home_box(p).gpu for p in prices.home_boxes()}

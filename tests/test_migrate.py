@@ -12,7 +12,7 @@ from analysis_rows import row, write
 from crossover import schema
 from crossover.analysis.__main__ import main
 from crossover.analysis.load import read
-from crossover.analysis.migrate import STORED, copy_counts, migrate
+from crossover.analysis.migrate import copy_counts, migrate, stored_schema
 
 FINISHED = dt.datetime(2026, 11, 21, 12, 30, 5, tzinfo=dt.timezone.utc)
 
@@ -119,7 +119,7 @@ def test_copy_counts_fills_gpu_rows_of_the_same_configuration_and_torch_and_noth
     assert main(["migrate", "--copy-counts", str(src), str(dst)]) == 0
     assert capsys.readouterr().out.startswith("1 GPU rows took per-class counts from ")
     got = pq.read_table(dst / "0.parquet")
-    assert got.schema.equals(STORED, check_metadata=False) and got.num_rows == 1  # exactly the schema
+    assert got.schema.equals(stored_schema(), check_metadata=False) and got.num_rows == 1  # exactly the schema
     r = got.to_pylist()[0]
     assert {c: r[c] for c in COUNTS} == COUNTS
     assert (r["flops_per_step"], r["launches_per_step"]) == (700, 64)  # a total the row had is its own
@@ -146,7 +146,7 @@ def test_compacting_a_sweep_folder_keeps_every_row_once_and_a_sweep_still_resume
     assert "1 sweep folders compacted to one row file each (4 row files folded in)" in capsys.readouterr().out
     assert [p.name for p in sweep.glob("*.parquet")] == ["scaling.parquet"] and len(list(other.glob("*.parquet"))) == 1
     after = read(sweep).sort_values("config_hash", ignore_index=True)
-    assert pq.read_schema(sweep / "scaling.parquet").equals(STORED, check_metadata=False)
+    assert pq.read_schema(sweep / "scaling.parquet").equals(stored_schema(), check_metadata=False)
     pd_columns = [c for c in before.columns if c != "epoch_s"]
     assert after[pd_columns].equals(before[pd_columns]) and after["epoch_s"].map(list).equals(before["epoch_s"].map(list))
     assert Store(sweep).measured(log=lambda *_: None) == set(before["config_hash"])  # resume reads inside the file

@@ -64,13 +64,13 @@ def test_every_shipped_price_older_than_12_months_is_flagged_and_says_why_it_was
 
 
 def test_no_shipped_price_was_over_12_months_old_when_they_were_re_read():
-    # issue 44: on 2026-11-27 every price is of the last 12 months (a line no 2026 source confirmed was dropped)
+    # on 2026-11-27 every price is of the last 12 months (a line no 2026 source confirmed was dropped)
     options, _ = prices.load_prices()
     assert cost.stale(options, dt.date(2026, 11, 27)) == []
 
 
 def test_every_shipped_home_box_is_priced_in_2026_with_a_source_and_none_is_stale():
-    # issue 44: the cards' prices re-read on 2026-11-27; seed 002's box is what the seed paid, a record
+    # the cards' prices re-read on 2026-11-27; seed 002's box is what the seed paid, a record
     boxes = {b.name: b for b in map(prices.load_home_box, prices.home_boxes())}
     market = [b for b in boxes.values() if not b.record]
     assert len(market) == 3 and all(prices.day(b.purchase_date).year == 2026 for b in market)

@@ -215,19 +215,44 @@ def test_a_cluster_address_left_behind_by_a_stopped_cluster_is_not_joined(tmp_pa
     assert all(log.stat().st_size for log in tmp_path.glob("_logs/*")), list(tmp_path.glob("_logs/*"))
 
 
-def test_the_raylet_lines_go_to_the_runs_log_while_it_runs_and_rays_printer_is_put_back_even_on_ctrl_c(tmp_path):
-    from ray._private import worker
+def _worker_dies(ray):
+    """A task whose worker exits outright, as a segfault in a trial would: Ray's raylet then tells the driver "A worker
+    died or was killed ..." (not retried, so once)."""
+    @ray.remote(max_retries=0)
+    def die():
+        os._exit(1)
 
+    with pytest.raises(ray.exceptions.WorkerCrashedError):
+        ray.get(die.remote())
+
+
+def _heard(read, words: str) -> str:
+    """What `read` returns once it holds `words`: Ray's driver hears the raylet a moment after the worker died."""
+    said = ""
+    for _ in range(600):
+        said += read()
+        if words in said:
+            break
+        time.sleep(0.1)
+    return said
+
+
+def test_a_dead_workers_raylet_line_goes_to_the_runs_log_not_the_terminal_and_after_it_ray_prints_it(local_ray,
+                                                                                                     tmp_path, capfd):
     from crossover.sweeps.runner import tune_log
 
-    ray_own = worker.print_to_stdstream
     log = tmp_path / "_logs" / "run.log"
-    with pytest.raises(KeyboardInterrupt):
+    died = "A worker died or was killed"
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C mid-run
         with tune_log(log):
-            assert worker.print_to_stdstream is not ray_own
-            # as Ray's thread that hears the raylets calls it (ray/_private/worker.py listen_error_messages)
-            worker.print_to_stdstream({"lines": ["A worker died or was killed"], "pid": "raylet", "is_err": False},
-                                      ignore_prefix=False)
+            _worker_dies(local_ray)
+            assert died in _heard(lambda: log.read_text() if log.exists() else "", died)
             raise KeyboardInterrupt
-    assert worker.print_to_stdstream is ray_own
-    assert log.read_text().endswith("ERROR ray (raylet): A worker died or was killed\n")
+    assert died not in capfd.readouterr().out
+    # one line, as the run's log has Tune's: its time, then level and logger
+    said = [line.split(" ", 2)[2] for line in log.read_text().splitlines() if died in line]
+    assert len(said) == 1 and said[0].startswith(f"ERROR ray.raylet: {died}"), said
+    # the run over, Ctrl-C and all: Ray's own lines are Ray's again, on the terminal, and the run's log has no more
+    _worker_dies(local_ray)
+    assert died in _heard(lambda: capfd.readouterr().out, died)
+    assert log.read_text().count(died) == 1

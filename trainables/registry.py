@@ -36,6 +36,9 @@ from .shipping import Shipping, digest, source_bytes
 # one state here that is the process's, because what it caches is: a module is imported once a process (sys.modules;
 # a Ray worker imports a job's module for its first trial and keeps it for the trials it runs next), and its
 # fingerprint found once a version of it (`fingerprint`); `_exec_file` drops a module's as it imports a new version.
+# Not a Registry's: two registries of one process (a sweep's Planner's, a step count's) share sys.modules, so one's
+# import of an edited file would leave the other's fingerprint of the old code; and a row's fingerprint
+# (trainables/rows.py) is taken where no registry is at hand.
 _FINGERPRINTS: dict[str, str] = {}
 
 
