@@ -13,11 +13,13 @@ printed, never asserted: on a machine others share, their work slows it, so the 
 after is printed too. Then it times `crossover predict` for the same workload (the run of 30 epochs of
 50,000 samples at batch 128) against its target, PREDICT_TARGET_S.
 
-Last, `crossover predict` on examples/realsize.py's ResNet-50, BERT-base and GPT-2-large (REAL_SIZES), beside the
-time this machine takes to `import torch` in a fresh process: cold, with an empty cache folder (analysis/cache.py:
-the shipped fit and the step's count both made), then warm, from that folder, asked again at another dataset size
-and epochs (the count read back), at another batch size and at another precision (each a step counted anew, the
-fit read back), each against its target (REAL_TARGETS_S). Every time is wall time, from the command to its answer.
+Last, `crossover predict` on real-sized jobs (JOBS: a ResNet-50, whose step the meta device counts; a Faster
+R-CNN and a top-2 mixture of experts, whose data-dependent shapes it cannot; a scan written as a Python loop over
+time), beside the time this machine takes to `import torch, torchvision` in a fresh process: cold (the step counted;
+the shipped fit made once before, as an install's first prediction makes it), then asked again at another dataset
+size and epochs, another batch size, bf16 (counted at it), bf16 at another batch size and on 1, 2, 4 and 8 GPUs
+(ASKED), each as a ratio to the import against its target (COLD_META, COLD_DATA, AGAIN). Every time is wall time,
+from the command to its answer.
 """
 
 from __future__ import annotations
@@ -35,14 +37,26 @@ from crossover.analysis.load import read
 
 TARGET_S = 180.0  # s from command to answer, the install aside: what a new user's first sweep should take
 PREDICT_TARGET_S = 15.0  # s from `crossover predict` to its answer
-# examples/realsize.py's arch -> s from `crossover predict` to its answer, cold (nothing cached) and warm (cached)
-REAL_SIZES = {"resnet50": (10.0, 3.0), "bert_base": (10.0, 3.0), "gpt2_large": (20.0, 3.0)}
-# the runs asked in turn, from one cache folder: (what changed, flags); the first finds it empty
-ASKED = (("cold, nothing cached", ["--batch-size", "32", "--dataset-size", "50000", "--epochs", "30"]),
-         ("another dataset size and epochs", ["--batch-size", "32", "--dataset-size", "20000", "--epochs", "5"]),
-         ("another batch size", ["--batch-size", "16", "--dataset-size", "50000", "--epochs", "30"]),
-         ("another precision",
-          ["--batch-size", "32", "--dataset-size", "50000", "--epochs", "30", "--precision", "bf16"]))
+# `crossover predict`'s time to its answer as a ratio to `import torch, torchvision` in a fresh process of the same
+# run: a job whose step is counted on the meta device, cold (its step not counted before; the shipped fit is, once an
+# install); one whose step has data-dependent shapes (counted for real on the CPU, at the smallest batches), cold;
+# and any call once the job's step is counted at that precision (another batch, dataset size, epochs, GPU count)
+COLD_META, COLD_DATA, AGAIN = 3.0, 6.0, 0.8
+# (what, --workload, its --param, --batch-size, the cold target): real-sized jobs
+JOBS = (("ResNet-50", "examples/realsize.py:workload", "arch=resnet50", 32, COLD_META),
+        ("Faster R-CNN", "examples/heldout.py:workload", "arch=fasterrcnn", 4, COLD_DATA),
+        ("top-2 mixture of experts", "examples/heldout.py:workload", "arch=moe", 16, COLD_DATA),
+        ("Python-loop scan", "examples/heldout.py:workload", "arch=mamba_scan", 16, COLD_META))
+# the calls asked of each job in turn, from one cache folder: (what, flags but the batch's, batch x, target: None
+# the job's cold one); the first counts the step, the fourth counts it at bf16
+ASKED = (("cold: the step counted", ["--dataset-size", "50000", "--epochs", "30"], 1, None),
+         ("another dataset size and epochs", ["--dataset-size", "20000", "--epochs", "5"], 1, AGAIN),
+         ("another batch size", ["--dataset-size", "50000", "--epochs", "30"], 2, AGAIN),
+         ("bf16: the step counted at it", ["--dataset-size", "50000", "--epochs", "30", "--precision", "bf16"], 1,
+          None),
+         ("bf16 at another batch size", ["--dataset-size", "50000", "--epochs", "30", "--precision", "bf16"], 4,
+          AGAIN),
+         ("--gpus 1,2,4,8", ["--dataset-size", "50000", "--epochs", "30", "--gpus", "1,2,4,8"], 1, AGAIN))
 
 
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, int]:
@@ -58,24 +72,28 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, int]:
 
 
 def real_sizes() -> int:
-    """`crossover predict` on REAL_SIZES, cold then warm (ASKED), each from a cache folder of its own, beside
-    `import torch`'s time; the worst exit status."""
-    took, cpu, _ = timed([sys.executable, "-c", "import torch"])
-    print(f"bench: import torch in a fresh process: {took:.1f} s ({cpu:.1f} s CPU); load average "
+    """`crossover predict` on JOBS, each call of ASKED in turn from one cache folder (the shipped fit made in it
+    first, as an install's first prediction makes it), beside `import torch, torchvision`'s time in a fresh process;
+    each as a ratio to that import, against its target (printed, never asserted). The worst exit status."""
+    took, cpu, _ = timed([sys.executable, "-c", "import torch, torchvision"])
+    print(f"bench: import torch, torchvision in a fresh process: {took:.1f} s ({cpu:.1f} s CPU); load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     worst = 0
-    for arch, (cold, warm) in REAL_SIZES.items():
-        with tempfile.TemporaryDirectory(prefix="bench-cache-") as folder:
-            env = {**os.environ, "XDG_CACHE_HOME": folder}
-            for i, (what, flags) in enumerate(ASKED):
-                cmd = [sys.executable, "-m", "crossover.sweeps.command", "predict", "--workload",
-                       "examples/realsize.py:workload", "--param", f"arch={arch}", *flags]
-                took, cpu, status = timed(cmd, env)
-                target = cold if i == 0 else warm
+    with tempfile.TemporaryDirectory(prefix="bench-cache-") as folder:
+        env = {**os.environ, "XDG_CACHE_HOME": folder}
+        fit, _, status = timed([sys.executable, "-m", "crossover.sweeps.command", "predict", "--workload", "disc",
+                                "--epochs", "1"], env)
+        print(f"bench: the shipped fit, made once an install (a built-in's prediction): {fit:.1f} s; exit {status}")
+        for name, ref, param, batch, cold in JOBS:
+            for what, flags, times, target in ASKED:
+                cmd = [sys.executable, "-m", "crossover.sweeps.command", "predict", "--workload", ref, "--param",
+                       param, "--batch-size", str(batch * times), *flags]
+                spent, used, status = timed(cmd, env)
+                ratio, goal = spent / took, target or cold
                 worst = max(worst, status)
-                print(f"bench: predict {arch:<10} {what:<32} {took:5.1f} s ({cpu:4.1f} s CPU; target {target:.0f} s: "
-                      f"{'met' if took <= target else 'missed'}); exit {status}; load average "
-                      f"{os.getloadavg()[0]:.1f}")
+                print(f"bench: predict {name:<24} {what:<32} {spent:5.1f} s ({used:4.1f} s CPU) = {ratio:4.2f}x the "
+                      f"import (target {goal:g}x: {'met' if ratio <= goal else 'missed'}); exit {status}; load "
+                      f"average {os.getloadavg()[0]:.1f}")
     return worst
 
 
@@ -85,7 +103,7 @@ def main(argv=None) -> int:
     p.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
                    help="its own axes' values (default: arch=shufflenet_v2_x1_0, for examples/zoo.py)")
     p.add_argument("--predict-only", action="store_true",
-                   help="time crossover predict alone (cold and warm, REAL_SIZES), not the sweep")
+                   help="time crossover predict alone (cold and again, JOBS), not the sweep")
     args = p.parse_args(argv)
     if args.predict_only:
         return real_sizes()

@@ -145,6 +145,21 @@ def test_a_job_that_exits_is_named_with_its_exit_status_in_one_line(tmp_path):
     assert "python -m crossover.sweeps.count_step --workload" in line
 
 
+def test_a_job_that_raises_while_counted_is_named_by_its_error_and_line_and_the_command_shows_the_traceback(tmp_path):
+    import shlex
+    import subprocess
+    import sys
+
+    ref = job(tmp_path, "pred_raises", 'raise ValueError("bad width")')
+    done = crossover("predict", "--workload", ref, "--epochs", "1")
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert "ValueError: bad width (in mlp, pred_raises.py:14)" in line  # as a failed trial's row says it
+    suggested = shlex.split(line[line.index("(python -m ") + 1:line.index(" runs it alone")])
+    alone = subprocess.run([sys.executable, *suggested[1:]], capture_output=True, text=True, timeout=600)
+    assert alone.returncode == 1 and 'raise ValueError("bad width")' in alone.stderr  # the traceback's frame
+
+
 def test_one_step_is_counted_whatever_epochs_the_jobs_defaults_give(tmp_path):
     path = tmp_path / "pred_one_epoch.py"
     path.write_text(JOB.replace("{hook}", "pass").replace('"epochs": 3', '"epochs": 1'))
