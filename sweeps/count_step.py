@@ -275,6 +275,7 @@ def counted(ref: str, batch_size: int | None, dataset_size: int | None, axes: di
             "loop": c.loop, "engine": c.engine, "precision": precision, "seed": c.seed,
             "workload_params": json.dumps(c.params, sort_keys=True) if c.params else None,
             "n_params": n_params(loop.model), "n_frozen_params": n_frozen_params(loop.model),
+            "n_param_tensors": sum(p.requires_grad for p in loop.model.parameters()),
             "model": describe(loop.model),
             "steps_per_epoch": -(-c.dataset_size // c.batch_size), "counted_on": where.input_device.type, **costs}
 
