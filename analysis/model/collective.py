@@ -15,11 +15,11 @@ What it adds to one GPU's step (analysis/model/'s, at the batch one GPU takes), 
                all but the last bucket may hide under it, the last never can (`overlapped`)
     contention what hides is not free: NCCL's kernels take SMs and memory bandwidth from the backward's; a share
                CONTENTION of the hidden seconds is paid
-    host       DDP's own work each step on each rank's CPU, counted (`Host`): the reducer's, PER_TENSOR_S for each
-               parameter tensor that trains (its autograd hook and its copies into and out of a bucket: about two
-               launches a tensor) and PER_BUCKET_S for each bucket (flattening it, launching its all-reduce); the
-               two fitted on the measured DDP rows (`parallel --validate` fits them leaving each model out, and
-               prints them). The tensors are the counted step's (sweeps/count_step.py `n_param_tensors`);
+    host       DDP's own work each step on each rank's CPU, counted (`Host`, HOST): the reducer's, seconds for
+               each parameter tensor that trains (its autograd hook and its copies into and out of a bucket: about
+               two launches a tensor) and for each bucket (flattening it, launching its all-reduce); the two
+               fitted on the measured DDP rows (`parallel --validate` fits them leaving each model out, and prints
+               them). The tensors are the counted step's (sweeps/count_step.py `n_param_tensors`);
                TENSORS_UNKNOWN where no count gives them
 
 A step is never faster than the slower of its compute and its communication, nor slower than their sum. The

@@ -9,9 +9,9 @@ Two sets, each run on 2, 4 or 8 GPUs of one host, each predicted from its own on
   per-GPU batch is measured: weak scaling (N x the one-GPU batch), and strong scaling where the one-GPU step is
   bound by kernel launches, so that it does not change with the batch (seed 000's MLP at batch 100; the tabular MLP
   at widths 128-512, whose `cuda` step is the same 23 ms at each; width 1,024 is neither, and left out). With them
-  the torchrun DDP loop of sweeps/parity_ddp.py on 1, 2 and 4 H200s (results/reference/h200x4-2026-11-28-ddp/figures.json:
-  ResNet-50 and BERT-base at the default precision, ViT-B/16 and a GPT-2-small decoder in bf16, 32 a GPU), the
-  plain loop being what DDP itself costs, without crossover's harness. The reducer's two terms (collective.Host:
+  the torchrun DDP loop of sweeps/parity_ddp.py on 1, 2 and 4 H200s (PLAIN_LOOP: ResNet-50 and BERT-base at the
+  default precision, ViT-B/16 and a GPT-2-small decoder in bf16, 32 a GPU), the plain loop being what DDP itself
+  costs, without crossover's harness. The reducer's two terms (collective.Host:
   a parameter tensor's and a bucket's seconds) are fitted leaving each model out (`held_out`): each row is
   predicted with the terms of the other models' rows.
 - Lambda: lambdal/deeplearning-benchmark's 2-, 4- and 8-GPU rows (analysis/public-tables/lambda_multi_gpu.csv),
@@ -43,7 +43,7 @@ from .devices import load_devices
 
 DDP_FOLDERS = ("h200x2-2026-11-21", "h200x4-2026-11-22", "h200x8-2026-11-22")
 LAMBDA_MULTI = packaged("public-tables") / "lambda_multi_gpu.csv"
-PLAIN_LOOP = REFERENCE / "h200x4-2026-11-28-ddp" / "figures.json"
+PLAIN_LOOP = REFERENCE / "h200x4-2026-11-28-ddp" / "figures.json"  # the torchrun loop's epochs on 1, 2, 4 H200s
 # Trained parameters of Lambda's benchmarks whose count is published: ResNet-50 as torchvision builds it (counted by
 # crossover predict: 25,557,032); BERT-base and BERT-large, "Total Parameters=110M" and "=340M" (Devlin et al.,
 # 2019, section 3). The others' counts (SSD, GNMT, NCF, Tacotron 2, WaveGlow, Transformer-XL) are not used.
