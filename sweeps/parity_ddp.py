@@ -342,13 +342,22 @@ def host(flags: Flags) -> dict:
             "nccl_settings": {k: os.environ[k] for k in SOCKETS if k in os.environ}, "address": flags.address}
 
 
+def local_cpus(flags: Flags) -> int | None:
+    """The CPUs of the Ray this starts where no cluster is given: with --cpu, at least a core each for the most
+    ranks asked and the trial's own quarter core, more than a 2-core machine has (its smoke's tiny MLP shows the
+    path, not a timing); else the machine's own (None)."""
+    if not flags.cpu or flags.address:
+        return None
+    return max(os.cpu_count() or 1, max(flags.gpus) + 1)
+
+
 def study(flags: Flags, planner: Planner) -> int:
     start = time.perf_counter()
     emit(flags, host(flags))
     for pt in flags.points:  # every configuration checked, and your workload planned, before anything runs
         space(flags, pt, 1, "cpu" if flags.cpu else "cuda", planner).expand()
     plain = plain_phase(flags, planner, start)
-    connect(flags.address, planner.registry.shipping)
+    connect(flags.address, planner.registry.shipping, num_cpus=local_cpus(flags))
     ddp = ddp_phase(flags, planner, start)
     lines = table(flags, plain, ddp)
     print("\n".join(lines))

@@ -38,6 +38,12 @@ def test_a_ddp_trial_takes_n_times_the_plain_loops_work_a_rank(planner):
     assert point.params == (("arch", "gpt2_small"), ("tokens", 128)) and point.slug == "gpt2_small-128-bf16"
 
 
+def test_a_cpu_run_starts_a_ray_with_a_core_for_each_rank_and_the_trials_own_share():
+    flags = parity_ddp.parse_args(["--smoke", "--cpu", "--gpus", "1,4"])
+    assert parity_ddp.local_cpus(flags) >= 5  # four ranks a core each, the trial's quarter core, on any machine
+    assert parity_ddp.local_cpus(parity_ddp.parse_args(["--smoke", "--cpu", "--address", "127.0.0.1:6379"])) is None
+
+
 def test_the_study_measures_four_real_sized_models_at_the_default_and_bf16():
     flags = parity_ddp.parse_args(["--study", "--cpu"])
     assert flags.workload == parity_ddp.STUDY_WORKLOAD and (flags.repeats, flags.plain_repeats) == (3, 3)
