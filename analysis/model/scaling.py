@@ -48,11 +48,11 @@ PLAIN_LOOP = REFERENCE / "h200x4-2026-11-28-ddp" / "figures.json"  # the torchru
 # crossover predict: 25,557,032); BERT-base and BERT-large, "Total Parameters=110M" and "=340M" (Devlin et al.,
 # 2019, section 3). The others' counts (SSD, GNMT, NCF, Tacotron 2, WaveGlow, Transformer-XL) are not used.
 PARAMS = {"resnet50": 25_557_032, "bert_base_squad": 110e6, "bert_large_squad": 340e6}
-# Parameter tensors that train (sweeps/count_step.py `n_param_tensors` where counted): the measured rows' models, as
-# crossover builds them (the MLPs at depth 8: a weight and a bias a layer, the seed's 16; examples/realsize.py's
-# archs), and Lambda's: ResNet-50 as torchvision builds it, BERT for SQuAD as Hugging Face's
-# BertForQuestionAnswering does (embeddings 5, 16 a layer of 12 or 24, the answer's head 2)
-TENSORS = {"tabular": 18, "disc": 16, "resnet50": 161, "bert_base": 150, "gpt2_small": 150, "vit_b_16": 152,
+# Parameter tensors that train (sweeps/count_step.py `n_param_tensors`, counted): examples/realsize.py's archs the
+# torchrun loop ran, and Lambda's: ResNet-50 as torchvision builds it, BERT for SQuAD as Hugging Face's
+# BertForQuestionAnswering does (embeddings 5, 16 a layer of 12 or 24, the answer's head 2). The measured rows'
+# MLPs count theirs from their `model` (`mlp_tensors`)
+TENSORS = {"resnet50": 161, "bert_base": 150, "gpt2_small": 150, "vit_b_16": 152,
            "bert_base_squad": 199, "bert_large_squad": 391}
 # s: a one-GPU step shorter than this on a Hopper is its kernel launches', the same at every batch (the x4 README:
 # the tabular MLP's widths 128-512 take 2.8 ms a step at every batch, width 1,024 4.4 ms, growing with it)
@@ -62,15 +62,25 @@ LAUNCH_BOUND_S = 0.004
 TARGETS: dict[str, Any] = {"median": 0.10, "worst": 0.30, "epoch_median": 0.15, "coverage": (0.85, 0.95)}
 
 
+def mlp_tensors(shape: str) -> int:
+    """An MLP's parameter tensors from a row's `model` ('fc 16-512-512-2': its Linear layers' sizes): a weight and a
+    bias a layer (sweeps/count_step.py counts 16 and 18 for the DDP rows' seed MLP and tabular MLP at depth 8)."""
+    if not shape.startswith("fc ") or "conv" in shape:
+        raise ValueError(f"model {shape!r}: not an MLP's sizes ('fc 16-512-2'); give its parameter tensors in TENSORS")
+    return 2 * shape.count("-")
+
+
 def _steps(rows: pd.DataFrame) -> pd.DataFrame:
     """Per results folder, model, device and batch: the step's median seconds (epoch over its steps)."""
     ok = rows[rows["status"] == "ok"].copy()
+    ok["shape"] = ok["model"]  # the layers' sizes, before `model` names the case
     ok["steps"] = np.ceil(ok["dataset_size"] / ok["batch_size"])
     ok["step_s"] = ok["epoch_s_median"] / ok["steps"]
     ok["host"] = ok["results_dir"].astype(str).str.extract(r"reference/([^/]+)")[0]
     ok["model"] = ok["workload"] + np.where(ok["width"].notna(), " width " + ok["width"].fillna(0).astype(int).astype(str), "")
     return (ok.groupby(["host", "model", "device", "batch_size"], as_index=False)
-            .agg(step_s=("step_s", "median"), n_params=("n_params", "first"), dataset_size=("dataset_size", "first")))
+            .agg(step_s=("step_s", "median"), n_params=("n_params", "first"), dataset_size=("dataset_size", "first"),
+                 shape=("shape", "first")))
 
 
 def measured_pairs(rows: pd.DataFrame) -> pd.DataFrame:
@@ -89,7 +99,7 @@ def measured_pairs(rows: pd.DataFrame) -> pd.DataFrame:
             if base is not None:
                 lines.append({"set": "measured", "host": host, "model": name.split(" width")[0] if "8192" in name else name,
                               "case": name, "gpu": "H200", "precision": "default", "gpus": gpus, "per_gpu_batch": per_gpu,
-                              "n_params": float(line.n_params), "tensors": float(TENSORS[name.split(" width")[0]]),
+                              "n_params": float(line.n_params), "tensors": float(mlp_tensors(line.shape)),
                               "one_s": float(base), "step_s": float(line.step_s)})
     return pd.DataFrame(lines)
 
