@@ -81,8 +81,10 @@ def runtime_env(shipping: Shipping | None = None) -> dict:
             "excludes": SHIP_EXCLUDES}
 
 
-def connect(address: str | None, shipping: Shipping | None = None, keep: Path | None = None) -> None:
-    """Join a running cluster (`address`, else $RAY_ADDRESS), or start Ray in this process with the machine's cores;
+def connect(address: str | None, shipping: Shipping | None = None, keep: Path | None = None,
+            num_cpus: int | None = None) -> None:
+    """Join a running cluster (`address`, else $RAY_ADDRESS), or start Ray in this process with the machine's cores
+    (`num_cpus`: that many instead);
     either way, this job's workers run at the driver's priority (WORKER_ENV) and import the user's
     workload modules the sweep's `shipping` declared before it (runtime_env; its Planner's: sweeps/plan.py). A Ray
     started here has its session folder (its logs, sockets and the runtime_env's copies, under /tmp/ray: 0.2-3.4 MB a
@@ -102,7 +104,7 @@ def connect(address: str | None, shipping: Shipping | None = None, keep: Path | 
         ray.init(address=address, log_to_driver=False, runtime_env=runtime_env(shipping), logging_level=logging.ERROR)
     else:  # "local": with no address Ray joins the cluster named in /tmp/ray/ray_current_cluster, which a cluster
         # that was stopped leaves behind; joining that dead address waited minutes, then failed
-        started = ray.init(address="local", include_dashboard=False, log_to_driver=False,
+        started = ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                            runtime_env=runtime_env(shipping), logging_level=logging.ERROR)
         # registered after ray.init's own shutdown at exit, so run before it: Ray is shut down here, then its folder
         # (ray.init returns a RayContext, which has address_info; its annotation says BaseContext, which has not)

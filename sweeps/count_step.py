@@ -7,7 +7,8 @@ sweeps/counting.py runs this in a process of its own, with a time limit, so that
 and run here: make_data, make_model, one step) never runs in the command's own process. It prints one
 JSON object on stdout: `config`, the configuration's columns as a trial's row has them (workload, batch_size,
 dataset_size, the workload's own axes as workload_params, engine 'eager'), n_params (the parameters that train) and
-n_frozen_params (those that do not: requires_grad False, weights with no gradient and no optimiser state) and model;
+n_frozen_params (those that do not: requires_grad False, weights with no gradient and no optimiser state),
+n_param_tensors (the tensors that train: DDP's reducer works a tensor at a time, analysis/model/collective.py) and model;
 and `counted`, per precision asked, the step counted at two batch sizes (`pairs`), a line in the batch
 (crossover.step Counted, whose `at` gives a row's columns at any batch: sweeps/count_cache.py keeps it, so that a
 later call at another batch size is arithmetic). Each count is the step's costs (trainables/costs.py) op by op,
@@ -338,7 +339,8 @@ def lines(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict
             "dataset_size": c.dataset_size, "depth": c.depth, "width": c.width, "context": c.context, "lr": c.lr,
             "loop": c.loop, "engine": c.engine, "seed": c.seed,
             "workload_params": json.dumps(c.params, sort_keys=True) if c.params else None,
-            "n_params": n_params(model), "n_frozen_params": n_frozen_params(model), "model": describe(model)}, found
+            "n_params": n_params(model), "n_frozen_params": n_frozen_params(model),
+            "n_param_tensors": sum(p.requires_grad for p in model.parameters()), "model": describe(model)}, found
 
 
 def main(argv=None) -> int:

@@ -3,6 +3,7 @@ GPU, and that loop's weak scaling over 1, 2, 4 GPUs (sweeps/parity.py is the one
 
     python sweeps/parity_ddp.py --workload examples/realsize.py:workload \\
         --point arch=resnet50,precision=default --point arch=bert_base,precision=default --gpus 1,2,4
+    python sweeps/parity_ddp.py --study --gpus 1,2,4,8   # the four real-sized models at default and bf16 (STUDY)
     python sweeps/parity_ddp.py --smoke          # disc on ddp-cpu:2 against torchrun over gloo: the path, on a CPU
 
 The target: a `ddp:N` trial's epoch within TARGET (1.10x) of the plain loop's on N GPUs, the same work a GPU.
@@ -25,7 +26,19 @@ would end past the budget (the last point's time a trial, FIRST_TRIAL_S before a
 and said so. The table:
 each point's plain seconds an epoch on 1 and N GPUs, the weak-scaling efficiency (one GPU's epoch over N's: the
 same work a GPU), the ddp trials' median [min-max], and ddp/plain: the median (min-max) over the trials of each
-trial's median over the plain loop's. Every measurement is a JSON line in --json as it ends.
+trial's median over the plain loop's. Every measurement is a JSON line in --json as it ends, the first the host's
+(`host`: its CPU, GPUs, the link between them as `nvidia-smi topo -m` gives it, torch's and Ray's versions, and the
+NCCL settings of SOCKETS where set), so that its rows are reference rows with their host and link.
+
+Both arms build DistributedDataParallel alike (trainables/placement.py, sweeps/parity.py): PyTorch's defaults,
+25 MiB buckets, gradient_as_bucket_view, static_graph and find_unused_parameters off, buffers broadcast each
+forward; neither syncs the host inside an epoch. What differs is Ray's: the rank's loop runs in a Ray Train worker
+beside Ray's own threads and the Tune trial's process, and each rank builds the global batch's data and takes its
+share of it (trainables/train.py `_batches`), where a plain rank makes its own.
+
+Two Ray nodes on one host, NCCL kept off NVLink and shared memory (the rehearsal of two nodes: results/reference/
+h200x4-2026-11-28-ddp/run.sh): export SOCKETS' settings before `ray start` on both nodes, so that every Ray worker
+and torchrun rank has them, then give --address.
 """
 
 from __future__ import annotations
@@ -54,6 +67,8 @@ from crossover.trainables.devices import parse
 from crossover.trainables.workloads import with_grid
 
 TARGET = 1.10  # a ddp:N trial's epoch over the plain DDP loop's, at most
+# NCCL between two nodes on one host: sockets over loopback, off NVLink (P2P) and shared memory
+SOCKETS = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo", "NCCL_IB_DISABLE": "1"}
 SMOKE = with_grid("parity-ddp-smoke")  # --smoke's built-in, tiny (trainables/workloads.py)
 # s a ddp trial takes, start to row, until a point has run: ResNet-50's ddp:2 trials came 36 s apart on 4 x H200
 # (2026-11-28), Ray Train's workers started afresh each time; the budget's guess for the first point
@@ -75,6 +90,12 @@ class Point:
     def slug(self) -> str:
         """The label as a sweep's name takes it (letters, digits, '-', '_', '.')."""
         return "-".join([*(str(v) for _, v in self.params), self.precision]).replace("/", "_")
+
+
+# --study: the four real-sized models of examples/realsize.py, each at PyTorch's default and in bf16
+STUDY_WORKLOAD = "examples/realsize.py:workload"
+STUDY = tuple(Point((("arch", arch),), precision) for arch in ("resnet50", "vit_b_16", "bert_base", "gpt2_small")
+              for precision in ("default", "bf16"))
 
 
 def point(text: str) -> Point:
@@ -114,7 +135,7 @@ def parse_args(argv=None) -> Flags:
                    help="a configuration: your workload's own axes' values and a precision (default: PyTorch's); "
                         "may be given several times, measured in that order; default: the workload's defaults")
     p.add_argument("--gpus", type=cli.integers(1), default=None, metavar="N,N,...",
-                   help="GPU counts (1: the plain loop alone, the weak-scaling base); default 1,2,4 up to the GPUs "
+                   help="GPU counts (1: the plain loop alone, the weak-scaling base); default 1,2,4,8 up to the GPUs "
                         "torch sees, 1,2 with --cpu")
     p.add_argument("--per-gpu-batch", type=cli.at_least(1), default=32, help="samples a rank takes a step")
     p.add_argument("--steps", type=cli.at_least(1), default=16, help="steps an epoch")
@@ -123,19 +144,25 @@ def parse_args(argv=None) -> Flags:
     p.add_argument("--plain-repeats", type=cli.at_least(1), default=3,
                    help="plain-loop runs a point and GPU count, each with its own model and data")
     p.add_argument("--cpu", action="store_true", help="ddp-cpu:N over gloo (default where torch sees no GPU)")
+    p.add_argument("--study", action="store_true",
+                   help=f"the real-sized study: {STUDY_WORKLOAD} at ResNet-50, ViT-B/16, BERT-base and a GPT-2-small "
+                        "decoder, each at the default precision and bf16 (in place of --workload and --point)")
     p.add_argument("--budget-s", type=float, default=None, metavar="S",
                    help="start no ddp point that would end past S seconds from the start")
     p.add_argument("--json", type=Path, default=None, help="append every measurement to this file, a JSON line each")
     args = p.parse_args(argv)
     if len(args.workload) > 1:
         p.error("--workload: one workload a run (give its configurations with --point)")
+    if args.study and (args.workload or args.point or args.smoke):
+        p.error("--study measures its own workload and points: leave --workload, --point and --smoke out")
     cpu = args.cpu or not torch.cuda.is_available()
-    gpus = tuple(args.gpus or ([1, 2] if cpu else [n for n in (1, 2, 4) if n <= max(torch.cuda.device_count(), 1)]))
-    if not args.workload and not args.smoke:
-        p.error("nothing to measure: give --workload path/to/job.py:ATTR, or --smoke")
+    gpus = tuple(args.gpus or ([1, 2] if cpu else [n for n in (1, 2, 4, 8) if n <= max(torch.cuda.device_count(), 1)]))
+    workload = STUDY_WORKLOAD if args.study else args.workload[0] if args.workload else None
+    if not workload and not args.smoke:
+        p.error("nothing to measure: give --workload path/to/job.py:ATTR, --study or --smoke")
     smoke = args.smoke
-    return Flags(args.out, args.name, args.workload[0] if args.workload else None, tuple(args.param),
-                 tuple(args.point) or (Point((), "default"),), gpus, args.per_gpu_batch, 2 if smoke else args.steps,
+    points = STUDY if args.study else tuple(args.point) or (Point((), "default"),)
+    return Flags(args.out, args.name, workload, tuple(args.param), points, gpus, args.per_gpu_batch, 2 if smoke else args.steps,
                  args.epochs, 1 if smoke else args.repeats, 1 if smoke else args.plain_repeats, cpu, args.budget_s,
                  args.address, args.json, args.trial_timeout, args.plan_timeout, smoke)
 
@@ -294,12 +321,43 @@ def _cell(values) -> str:
     return f"{statistics.median(values):.3f}" + (f" [{min(values):.3f}-{max(values):.3f}]" if len(values) > 1 else "")
 
 
+def host(flags: Flags) -> dict:
+    """Where this runs: the host's CPU, its GPUs and the link between them (`nvidia-smi topo -m`; gloo over
+    loopback with --cpu), torch's and Ray's versions, and the NCCL settings of SOCKETS set here."""
+    import platform
+
+    import ray
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if not flags.cpu else []
+    link = "gloo over loopback (CPU ranks)"
+    if gpus:
+        try:
+            link = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            link = f"not read: {exc}"
+    return {"part": "host", "hostname": platform.node(), "cpu": cpu, "cores": os.cpu_count(), "gpus": gpus,
+            "link": link, "torch": torch.__version__, "cuda": torch.version.cuda, "ray": ray.__version__,
+            "nccl_settings": {k: os.environ[k] for k in SOCKETS if k in os.environ}, "address": flags.address}
+
+
+def local_cpus(flags: Flags) -> int | None:
+    """The CPUs of the Ray this starts where no cluster is given: with --cpu, at least a core each for the most
+    ranks asked and the trial's own quarter core, more than a 2-core machine has (its smoke's tiny MLP shows the
+    path, not a timing); else the machine's own (None)."""
+    if not flags.cpu or flags.address:
+        return None
+    return max(os.cpu_count() or 1, max(flags.gpus) + 1)
+
+
 def study(flags: Flags, planner: Planner) -> int:
     start = time.perf_counter()
+    emit(flags, host(flags))
     for pt in flags.points:  # every configuration checked, and your workload planned, before anything runs
         space(flags, pt, 1, "cpu" if flags.cpu else "cuda", planner).expand()
     plain = plain_phase(flags, planner, start)
-    connect(flags.address, planner.registry.shipping)
+    connect(flags.address, planner.registry.shipping, num_cpus=local_cpus(flags))
     ddp = ddp_phase(flags, planner, start)
     lines = table(flags, plain, ddp)
     print("\n".join(lines))
@@ -307,7 +365,7 @@ def study(flags: Flags, planner: Planner) -> int:
     print(f"plain: torchrun's DDP loop (sweeps/parity.py plain), {flags.per_gpu_batch} samples a rank a step, "
           f"{flags.steps} steps an epoch, the median of {flags.epochs - 1} epochs after a warm-up; ddp: crossover's "
           f"trials at the global batch N x {flags.per_gpu_batch}, rows in {flags.out}/{flags.name}-*/ "
-          f"({time.perf_counter() - start:.0f} s)", flush=True)
+          f"({time.perf_counter() - start:.0f} s); target: ddp/plain at most {TARGET:.2f}x, '*' past it", flush=True)
     return 0
 
 

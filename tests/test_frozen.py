@@ -129,6 +129,8 @@ def test_lora_trains_its_adapters_alone_and_holds_the_rest_as_frozen_weights(dec
     adapters = LAYERS * 2 * RANK * (WIDTH + WIDTH)  # q's and v's A (rank x in) and B (out x rank) in every block
     assert (lora["n_params"], lora["n_frozen_params"]) == (adapters, full["n_params"])
     assert full["n_frozen_params"] == 0 and lora["counted_on"] == full["counted_on"] == "meta"
+    # the tensors DDP's reducer hooks are the trained ones alone: an A and a B of q's and of v's in every block
+    assert lora["n_param_tensors"] == LAYERS * 2 * 2 < full["n_param_tensors"]
 
 
 def test_lora_counts_no_weight_gradient_product_for_a_frozen_layer_and_the_adapters_own(decoders):

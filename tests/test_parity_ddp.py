@@ -38,6 +38,23 @@ def test_a_ddp_trial_takes_n_times_the_plain_loops_work_a_rank(planner):
     assert point.params == (("arch", "gpt2_small"), ("tokens", 128)) and point.slug == "gpt2_small-128-bf16"
 
 
+def test_a_cpu_run_starts_a_ray_with_a_core_for_each_rank_and_the_trials_own_share():
+    flags = parity_ddp.parse_args(["--smoke", "--cpu", "--gpus", "1,4"])
+    assert parity_ddp.local_cpus(flags) >= 5  # four ranks a core each, the trial's quarter core, on any machine
+    assert parity_ddp.local_cpus(parity_ddp.parse_args(["--smoke", "--cpu", "--address", "127.0.0.1:6379"])) is None
+
+
+def test_the_study_measures_four_real_sized_models_at_the_default_and_bf16():
+    flags = parity_ddp.parse_args(["--study", "--cpu"])
+    assert flags.workload == parity_ddp.STUDY_WORKLOAD and (flags.repeats, flags.plain_repeats) == (3, 3)
+    archs = [dict(pt.params)["arch"] for pt in flags.points]
+    assert sorted(set(archs)) == ["bert_base", "gpt2_small", "resnet50", "vit_b_16"] and len(flags.points) == 8
+    assert {pt.precision for pt in flags.points} == {"default", "bf16"}
+    assert parity_ddp.parse_args(["--study", "--gpus", "1,2,4,8"]).gpus == (1, 2, 4, 8)
+    with pytest.raises(SystemExit):
+        parity_ddp.parse_args(["--study", "--smoke"])
+
+
 @pytest.mark.slow
 def test_the_probe_all_reduces_over_gloo_on_two_ranks(tmp_path):
     out = tmp_path / "ar.jsonl"
@@ -77,7 +94,10 @@ def test_smoke_run_prints_what_its_rows_and_its_plain_loop_give(three_cpu_ray, t
     assert (rows["batch_size"].tolist(), rows["world_size"].tolist(), rows["timed_epochs"].tolist()) == ([64], [2], [3])
     assert ddp["epoch_s_median"] == rows["epoch_s_median"].tolist()
     assert len(rows["rank_node_ids"][0]) == 2
+    [host] = [line for line in lines if line["part"] == "host"]  # the rows' host and link, first
+    assert lines[0] == host and host["link"] == "gloo over loopback (CPU ranks)" and host["cores"] >= 1
     out = capsys.readouterr().out.splitlines()
+    assert any("target: ddp/plain at most 1.10x" in line for line in out)
     row = next(line for line in out if line.startswith("default  2"))
     ratio = ddp["epoch_s_median"][0] / plain[2]["epoch_s_median"]
     assert f"{ratio:.2f} ({ratio:.2f}-{ratio:.2f})" in row
@@ -103,10 +123,12 @@ def test_a_ddp_trials_ranks_go_to_two_nodes_where_no_one_node_holds_both(tmp_pat
 
         connect(c.address)
         sp = Space("spread", {"disc": {"depth": [2], "epochs": [2]}}, ("ddp-cpu:2",), cpu_threads=2,
-                   fixed={"min_timed_s": 0})
+                   fixed={"min_timed_s": 0}, timeout_s=240)
         store = runner.run(sp, tmp_path, log=lambda line: None)
         rows = pd.read_parquet(store.dir)
+        # the trial ended within its limit (a trial past it is rowed 'timeout') and wrote its row
         assert rows["status"].tolist() == ["ok"], rows["error"].tolist()
+        assert rows["total_s"][0] < sp.timeout_s
         ranks = list(rows["rank_node_ids"][0])
         assert len(set(ranks)) == 2 and set(ranks) <= {n.node_id for n in nodes}, ranks
     finally:

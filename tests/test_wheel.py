@@ -66,7 +66,8 @@ def installed(tmp_path_factory):
 def test_the_wheel_carries_the_prices_devices_home_boxes_notebooks_and_reference_rows(installed):
     bin_, site, env = installed
     for data in ("prices.yaml", "devices.yaml", "home_boxes/rtx4090.yaml", "notebooks/crossover.ipynb",
-                 "reference/h100-2026-11-26/scaling/scaling-gpu.parquet", "reference/README.md"):
+                 "reference/h100-2026-11-26/scaling/scaling-gpu.parquet", "reference/README.md",
+                 "reference/h200x4-2026-11-28-ddp/figures.json"):  # the torchrun DDP loop, parallel --validate's
         assert (site / "crossover" / "analysis" / data).is_file(), data
 
 

@@ -75,11 +75,11 @@ def links_of(option: Option | None, gpu: str) -> tuple[Link, Link | None]:
 
 
 def scaled(one: dict, n_params: float, batch: int, samples: int, gpus: int, nodes: int, link: Link,
-           network: Link | None, memory_gb: float | None, reference_epoch_s: float) -> dict:
+           network: Link | None, memory_gb: float | None, reference_epoch_s: float, tensors: float | None = None) -> dict:
     """One GPU's line at the per-GPU batch `batch` (epoch_s, epoch_lo, epoch_hi over `samples`; needs_bytes) as a run
-    on `gpus` x `nodes` GPUs: data-parallel (DDP) where a rank fits the card, else sharded (FSDP) where that fits,
+    on `gpus` x `nodes` GPUs of a model of `tensors` parameter tensors that train (None: not counted): data-parallel (DDP) where a rank fits the card, else sharded (FSDP) where that fits,
     else DDP marked as not fitting; its time per epoch and interval, efficiency against `reference_epoch_s`, what
-    a rank needs of memory and whether it fits, and the host's share of its step (one GPU's `host_share` over the
+    a rank needs of memory and whether it fits, and the host's share of its step (one GPU's `host_share` and the reducer's work over the
     longer step) with the GPU whose figure bounds one GPU's (`bound_by`)."""
     ranks = gpus * nodes
     steps_one, steps = -(-samples // batch), -(-samples // (batch * ranks))
@@ -92,13 +92,13 @@ def scaled(one: dict, n_params: float, batch: int, samples: int, gpus: int, node
         rank_bytes = ddp_bytes(needs, grads)
         if memory_gb is not None and rank_bytes > memory_gb * 1e9 and fsdp_bytes(needs, n_params, ranks) <= memory_gb * 1e9:
             mode, rank_bytes = "FSDP", fsdp_bytes(needs, n_params, ranks)
-    step = (fsdp_step if mode == "FSDP" else ddp_step)(compute, grads, gpus, nodes, link, network)
+    step = (fsdp_step if mode == "FSDP" else ddp_step)(compute, grads, gpus, nodes, link, network, tensors)
     epoch = {c: steps * v for c, v in zip(("epoch_s", "epoch_lo", "epoch_hi"), (step.step_s, step.step_lo, step.step_hi))}
     fits = None if memory_gb is None or pd.isna(rank_bytes) else bool(rank_bytes <= memory_gb * 1e9)
-    # each rank's host dispatches the step as one GPU's does; the collective runs on the GPUs, so the host's share
-    # of the longer step is smaller: past HOST_BOUND, faster GPUs (or more of them) do not help
+    # each rank's host dispatches the step as one GPU's does, and the reducer's work besides; the collective runs on
+    # the GPUs: past HOST_BOUND of the longer step, faster GPUs (or more of them) do not help
     one_share = one.get("host_share", math.nan)  # NaN or None: not known
-    share = (float(one_share) if pd.notna(one_share) else math.nan) * compute[1] / step.step_s
+    share = ((float(one_share) if pd.notna(one_share) else math.nan) * compute[1] + step.host_s) / step.step_s
     return {**epoch, "host_share": share, "host_bound": bool(share > HOST_BOUND) if pd.notna(share) else None,
             "bound_by": one.get("bound_by"), "gpus": gpus, "nodes": nodes, "per_gpu_batch": batch,
             "global_batch": batch * ranks,
@@ -135,11 +135,12 @@ def unpriced(line: dict, epochs: int, why: str) -> dict:
 
 def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples: int, epochs: int, scale: Scale,
           options: list[Option], billing: dict[str, Billing], reference: pd.DataFrame,
-          today: dt.date | None = None) -> tuple[Line, ...]:
+          today: dt.date | None = None, tensors: float | None = None) -> tuple[Line, ...]:
     """Every GPU model an instance offers and every count of `scale` above one: the run on that many (`scaled`), priced at the cheapest
     instance of that many of that model on demand (`rented`), else unpriced. `speeds`: per per-GPU batch, one
     GPU's predicted line per GPU model (decide.at_plan's); `reference`: one GPU's line per model at the batch
-    efficiency is measured against; `today`: the day the prices' age is counted to (None: today)."""
+    efficiency is measured against; `today`: the day the prices' age is counted to (None: today); `tensors`: the
+    model's parameter tensors that train (None: not counted)."""
     devices, out = load_devices(), []
     rentable = {o.gpu for o in options if o.gpu}  # a GPU no instance offers is said on one GPU alone
     for gpus in (n for n in scale.counts(options) if n * scale.nodes > 1):
@@ -155,7 +156,8 @@ def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples:
             line = {"model": gpu, "reach": OWN_SIZE, "predicted_share": 1.0, "largest_batch": None,
                     "accumulate_steps": None, "needs_how": one.get("needs_how")} | scaled(
                 one, n_params, per_gpu, samples, gpus, scale.nodes, link, network,
-                devices[gpu].memory_gb if gpu in devices else None, float(base.iloc[0]) if len(base) else math.nan)
+                devices[gpu].memory_gb if gpu in devices else None, float(base.iloc[0]) if len(base) else math.nan,
+                tensors)
             out.append(Line.of(line | (
                 rented(line, offered[0], billing[offered[0].provider], epochs, scale.nodes, today) if offered
                 else unpriced(line, epochs, f"no instance of {gpus} x {gpu} in the price table"
@@ -181,7 +183,7 @@ def on_gpus(ones: Sequence[Line], steps: Mapping[int, dict], batch: int, epochs:
                          gpus) for b, step in steps.items()}
     counted = steps[batch]
     found = lines(speeds, float(counted.get("trainable_params") or counted["n_params"]), batch, samples, epochs,
-                  scale, options, billing, speeds[batch], today)
+                  scale, options, billing, speeds[batch], today, counted.get("n_param_tensors"))
     out = [*(one_gpu(ones, batch) if 1 in scale.counts(options) and scale.nodes == 1 else ()), *found]
     first: dict[str, float] = {}  # each GPU model's fastest time per epoch: the models in that order, its lines together
     for line in out:

@@ -1,5 +1,5 @@
 #!/bin/bash
-# What made this folder's rows and docs/data/ddp-h200x4-2026-11-28.json, in one 590-second call on a 4 x H200 host:
+# What made this folder's rows and figures.json, in one 590-second call on a 4 x H200 host:
 # from the repository root, with Ray on the path (.whl/bootstrap.sh there); everything measured lands in $OUT as
 # each part ends. The parts, in order: the host; NCCL's all-reduce bandwidth over NVLink and over loopback
 # sockets; the two-node rehearsal (two Ray nodes of 2 GPUs each on this host, NCCL kept off NVLink and shared
