@@ -330,7 +330,7 @@ def _decide(args) -> int:
     grid, found, picks, even, notes = answer.grid, answer.lines, answer.picks, answer.evens, answer.notes
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
-        listed = json.dumps(decide.records(found, grid, plan), indent=1)
+        listed = json.dumps(decide.records(found, grid, plan, picks), indent=1)
         if str(args.json) == "-":
             print(listed)
         else:

@@ -90,8 +90,9 @@ def smaller(lines: Sequence[decide.Line], counted: Mapping) -> tuple[decide.Line
     return tuple(out)
 
 
-def heading(lines: Sequence[decide.Line], counted: Mapping, epochs: int) -> str:
-    """The run and how its step was counted, in one line (wrapped where it is shown)."""
+def heading(counted: Mapping, epochs: int, scale: many.Scale) -> str:
+    """The run and how its step was counted, in one line (wrapped where it is shown); its batch a GPU's ('batch 128 a
+    GPU'), or with --global-batch the run's ('batch 128 in all, split over the GPUs'), as `scale` prices it."""
     params = json.loads(counted["workload_params"]) if counted.get("workload_params") else {}
     shape = ", ".join([f"{a} {counted[a]}" for a in AXES if counted.get(a) is not None]
                       + [f"{k} {v}" for k, v in params.items()])
@@ -101,7 +102,7 @@ def heading(lines: Sequence[decide.Line], counted: Mapping, epochs: int) -> str:
     frozen = f" trained, {counted['n_frozen_params']:,} frozen" if counted.get("n_frozen_params") else ""
     batch = counted["batch_size"]
     return (f"== {counted['workload']}{f' ({shape})' if shape else ''}: {epochs:,} epochs of "
-            f"{counted['dataset_size']:,} samples, batch {batch:,}{batch_said(lines, batch)}, precision "
+            f"{counted['dataset_size']:,} samples, batch {batch:,} {many.batch_words(scale)}, precision "
             f"{precision}{own}; one step counted on {where}: {counted['n_params']:,} parameters{frozen}, "
             f"{counted['steps_per_epoch']:,} steps an epoch ==")
 
@@ -111,20 +112,21 @@ def wrap(text: str) -> list[str]:
     return textwrap.wrap(text, decide.WIDTH, subsequent_indent="    ", break_on_hyphens=False)
 
 
-def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], counted: Mapping, epochs: int,
-                 old: list[str], workload: str) -> list[str]:
-    """What the run costs in the picks `crossover decide` names (decide.three, said by decide.pick_lines): the GPU
-    to rent, fastest and cheapest (on one GPU or on several of one instance), the box to buy with its break-even, and
-    your CPU, which nothing here timed (`crossover sweep` does); first, where a box is faster and cheaper than every
-    rental, that renting does not pay (decide.not_renting); then the heading, the GPU memory the run needs, what the
-    marks mean, the stale prices and what --verbose adds. Within SCREEN lines of decide.WIDTH columns."""
+def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], chosen: Mapping[str, decide.Line | None],
+                 counted: Mapping, epochs: int, old: list[str], workload: str, scale: many.Scale) -> list[str]:
+    """What the run costs in the picks `crossover decide` names (`chosen`: decide.picks' of `lines` and `boxes`, the
+    first screen's, decide.first, said by decide.pick_lines): the GPU to rent, fastest and cheapest (on one GPU or on
+    several of one instance), the box to buy with its break-even, and your CPU, which nothing here timed (`crossover
+    sweep` does); first, where a pick beats every rental, that renting does not pay (decide.not_renting); then the
+    heading, the GPU memory the run needs, what the marks mean, the stale prices and what --verbose adds. Within
+    SCREEN lines of decide.WIDTH columns."""
     plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
     options = [*lines, *boxes]
-    chosen = decide.three(options)
+    shown_picks = decide.first(chosen)
     cpu = (f"not timed (predict times nothing): crossover sweep --workload {workload} --devices cpu --smoke "
            "times it here; crossover decide then names it")
-    said = decide.pick_lines(chosen, plan, {decide.YOUR_CPU: cpu})
-    shown = [line for line in chosen.values() if line is not None]
+    said = decide.pick_lines(shown_picks, plan, {decide.YOUR_CPU: cpu})
+    shown = [line for line in shown_picks.values() if line is not None]
     marks = [decide.host_note(shown)]
     marks += ["(bound: ...): a bound, not a figure of its own: never slower than a GPU it outran in public "
               "benchmarks"] if any(line.bound_by for line in shown) else []
@@ -132,7 +134,7 @@ def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], cou
              "cost lists them)"] if old else []
     more = (f"--verbose: every GPU model's line ({len(lines)}): time per epoch, run, start-up, cost and where, "
             "whether it fits; how each figure is found. Every figure is predicted; none was timed.")
-    return [*wrap(decide.not_renting(options)), *wrap(heading(lines, counted, epochs)), *said,
+    return [*wrap(decide.not_renting(options, chosen)), *wrap(heading(counted, epochs, scale)), *said,
             *wrap(decide.cards(options)), *(w for n in marks + dated if n for w in wrap(n)), *wrap(more)]
 
 
@@ -149,10 +151,13 @@ def alone(line: decide.Line) -> decide.Line:
                    wall_hi_h=line.wall_hi_h - held / 3600)
 
 
-def render(lines: Sequence[decide.Line], counted: Mapping, epochs: int, old: list[str]) -> str:
+def render(lines: Sequence[decide.Line], chosen: Mapping[str, decide.Line | None], counted: Mapping, epochs: int,
+           old: list[str]) -> str:
     """Every GPU model's line as text (--verbose): one line per GPU model and count (time per epoch, the run's time on
     the GPU alone, the start-up of the option it is priced at, its cost and that option's name, whether it fits),
-    then how each figure is found. Option names are never cut: a line is as wide as its longest name needs."""
+    then how each figure is found; where some lines are of several GPUs, first the picks among the rentals (`chosen`:
+    decide.picks', the fastest, the cheapest as fast as one GPU, each GPU model's cheapest count). Option names are
+    never cut: a line is as wide as its longest name needs."""
     cells = [("GPUs", "s/epoch", "graphs", f"run, {epochs:,} epochs", "start-up", "cost", "eff", "priced at", "fits")]
     for line in lines:
         priced = line.kind != decide.NO_PRICE
@@ -184,19 +189,12 @@ def render(lines: Sequence[decide.Line], counted: Mapping, epochs: int, old: lis
     notes += [smaller_note(lines, counted)] if any(o.largest_batch is not None for o in lines) else []
     lacking = unit_note(precision, [o.model for o in lines])
     notes += [lacking] if lacking else []
-    chosen = many.picks(lines) if any(o.several for o in lines) else {}
-    first = [w for p in many.said_picks(chosen, decide.said) for w in wrap(p)]
-    notes += [many.NOTE] if chosen else []
+    several = {name: line for name, line in chosen.items() if line is not None and (
+        name in (decide.RENT_FASTEST, decide.AS_FAST) or name.startswith(f"{decide.RENT_CHEAPEST} "))}
+    several = several if any(o.several for o in lines) else {}
+    first = [w for p in many.said_picks(several, decide.said) for w in wrap(p)]
+    notes += [many.NOTE] if several else []
     return "\n".join([*first, *body, *(w for n in notes for w in wrap(n))])
-
-
-def batch_said(lines: Sequence[decide.Line], batch: int) -> str:
-    """' a GPU (the run's: 128 x its GPUs)' where lines of several GPUs keep a GPU's batch, ' in all (split over the
-    GPUs)' where they keep the run's (--global-batch); '' for one GPU alone."""
-    if not any(o.several for o in lines):
-        return ""
-    return (" in all (split over the GPUs)" if len({o.global_batch for o in lines} - {None}) == 1
-            else f" a GPU (the run's: {batch:,} x its GPUs)")
 
 
 BOUND, HOST = "<", "H"  # the marks of a figure set by a faster GPU's (`bound_note`) and of a host-bound step (`host_note`)
@@ -330,12 +328,14 @@ def main(argv=None) -> int:
     used = {o.option for o in lines}
     old = [line for line in cost.stale([o for o in offer.options if o.name in used])]
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
+    chosen = decide.picks([*lines, *owned])  # every screen and JSON record names these
     if args.json is not None:
-        listed = json.dumps(decide.records([*lines, *owned], grid, plan), indent=1)
+        listed = json.dumps(decide.records([*lines, *owned], grid, plan, chosen), indent=1)
         print(listed) if str(args.json) == "-" else args.json.write_text(listed + "\n")
-    print("\n".join(first_screen(lines, owned, counted, request.epochs, old, request.workload)), file=text)
+    print("\n".join(first_screen(lines, owned, chosen, counted, request.epochs, old, request.workload, scale)),
+          file=text)
     if args.verbose:
-        print(render(lines, counted, request.epochs, old), file=text)
+        print(render(lines, chosen, counted, request.epochs, old), file=text)
     return 0
 
 

@@ -1,5 +1,5 @@
 """A planned run on N GPUs of one instance, and on M instances: its time (analysis/model/collective.py's data-parallel
-step), priced as rented (an N-GPU instance's whole price for the run's time on its N GPUs), and the picks among them.
+step), priced as rented (an N-GPU instance's whole price for the run's time on its N GPUs), and the picks in words.
 
     crossover predict --workload job.py:workload --epochs 30 --gpus 1,2,4,8 [--nodes 2] [--global-batch]
     crossover decide results/job --epochs 30 --dataset-size 50000 --gpus 1,8
@@ -25,7 +25,7 @@ from ..model.collective import (
     GRAD_BYTES, Link, ddp_bytes, ddp_step, efficiency, fsdp_bytes, fsdp_step, load_links)
 from ..model.hosts import HOST_BOUND
 from ..prices import Billing, Option
-from .choosing import by_cost, by_time
+from .choosing import by_cost
 from .grid import NO_PRICE, Plan
 from .line import Line
 from .speeds import OWN_SIZE, at_plan
@@ -60,6 +60,12 @@ class Scale:
             raise ValueError(f"--global-batch: a batch of {batch:,} does not split evenly over {ranks} GPUs; give a "
                              f"multiple of {ranks}, or leave --global-batch out (then --batch-size is a GPU's)")
         return batch // ranks
+
+
+def batch_words(scale: Scale) -> str:
+    """What the batch is, as every screen says it: 'a GPU' (each GPU takes it), or with --global-batch 'in all, split
+    over the GPUs'."""
+    return "in all, split over the GPUs" if scale.global_batch else "a GPU"
 
 
 def links_of(option: Option | None, gpu: str) -> tuple[Link, Link | None]:
@@ -187,24 +193,6 @@ def on_gpus(ones: Sequence[Line], steps: Mapping[int, dict], batch: int, epochs:
     for line in out:
         first[line.model] = min(first.get(line.model, math.inf), line.epoch_s)
     return tuple(sorted(out, key=lambda o: (first[o.model], o.model, o.nodes, o.gpus)))
-
-
-def picks(found: Sequence[Line]) -> dict[str, Line]:
-    """Among the priced options the run fits: the fastest; the cheapest at least as fast as the fastest one-GPU
-    option; and per GPU model the count of GPUs that costs least (the faster of equals)."""
-    ok = [o for o in found if o.kind != NO_PRICE and o.fits is not False and not math.isnan(o.usd)]
-    if not ok:
-        return {}
-    out = {"fastest": min(ok, key=by_time)}
-    one = [o for o in ok if not o.several]
-    if one:
-        quick = min(o.wall_s for o in one)
-        out["cheapest as fast as one GPU"] = min((o for o in ok if o.wall_s <= quick), key=by_cost)
-    for gpu in dict.fromkeys(o.model for o in ok):
-        group = [o for o in ok if o.model == gpu]
-        if len({o.gpus for o in group}) > 1:
-            out[f"cheapest {gpu}"] = min(group, key=by_cost)
-    return out
 
 
 def one_gpu(found: Sequence[Line], batch: int) -> tuple[Line, ...]:
