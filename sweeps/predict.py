@@ -42,7 +42,7 @@ from crossover.config import PRECISIONS
 from crossover.step import AXES, TIMEOUT_S, Step
 
 from ..analysis import cost, decide, model
-from ..analysis.cli import HelpFormatter
+from ..analysis.cli import HelpFormatter, gpu_counts
 from ..analysis.decide import many
 from . import count_cache
 from .cli import at_least, param
@@ -113,11 +113,13 @@ def wrap(text: str) -> list[str]:
 
 
 def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], chosen: Mapping[str, decide.Line | None],
-                 counted: Mapping, epochs: int, old: list[str], workload: str, scale: many.Scale) -> list[str]:
+                 counted: Mapping, epochs: int, old: list[str], workload: str, scale: many.Scale,
+                 offer: decide.Offer) -> list[str]:
     """What the run costs in the picks `crossover decide` names (`chosen`: decide.picks' of `lines` and `boxes`, the
     first screen's, decide.first, said by decide.pick_lines): the GPU to rent, fastest and cheapest (on one GPU or on
     several of one instance), the box to buy with its break-even, and your CPU, which nothing here timed (`crossover
-    sweep` does); first, where a pick beats every rental, that renting does not pay (decide.not_renting); then the
+    sweep` does), or where no instance of `offer` has as many GPUs as --gpus asks, which counts it has; first, where
+    a pick beats every rental, that renting does not pay (decide.not_renting); then the
     heading, the GPU memory the run needs, what the marks mean, the stale prices and what --verbose adds. Within
     SCREEN lines of decide.WIDTH columns."""
     plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
@@ -125,7 +127,9 @@ def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], cho
     shown_picks = decide.first(chosen)
     cpu = (f"not timed (predict times nothing): crossover sweep --workload {workload} --devices cpu --smoke "
            "times it here; crossover decide then names it")
-    said = decide.pick_lines(shown_picks, plan, {decide.YOUR_CPU: cpu})
+    lacking = scale.unoffered(list(offer.options))
+    said = decide.pick_lines(shown_picks, plan, {decide.YOUR_CPU: cpu, decide.RENT_FASTEST: f"none: {lacking}"}
+                             if lacking else {decide.YOUR_CPU: cpu})
     shown = [line for line in shown_picks.values() if line is not None]
     marks = [decide.host_note(shown)]
     marks += ["(bound: ...): a bound, not a figure of its own: never slower than a GPU it outran in public "
@@ -244,17 +248,6 @@ def smaller_note(lines: Sequence[decide.Line], counted: Mapping) -> str:
     return "does not fit: " + "; ".join(said)
 
 
-def counts(text: str) -> tuple[int, ...]:
-    """--gpus 1,2,4,8 as (1, 2, 4, 8); anything else refused in one line."""
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        values = ()
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"must be GPU counts >= 1 separated by commas, e.g. 1,2,4,8; got {text!r}")
-    return values
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crossover predict", description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
@@ -274,9 +267,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="default", choices=PRECISIONS,
                    help="the precision you will train at: default (PyTorch's own: FP32, TF32 in cuDNN's convolutions), "
                         "fp32 (strict), tf32, bf16 (autocast) or fp16 (autocast with a GradScaler)")
-    p.add_argument("--gpus", type=counts, default=(), metavar="N[,N...]",
-                   help="GPUs of one instance to price the run on, data-parallel (default: 1 and every count an instance "
-                        f"of the price table has, up to {many.MOST}), e.g. --gpus 1,2,4,8")
+    p.add_argument("--gpus", type=gpu_counts, default=(), metavar="N[,N...]",
+                   help="GPUs of one instance to price the run on, data-parallel, each count on the instance of the "
+                        "fewest GPUs that has as many (billed whole) (default: 1 and every count an instance of the "
+                        f"price table has, up to {many.MOST}), e.g. --gpus 1,2,4,8 or --gpus 3")
     p.add_argument("--nodes", type=at_least(1), default=1, metavar="M",
                    help="instances joined by their network, each of --gpus GPUs (priced where the price table names the network)")
     p.add_argument("--global-batch", action="store_true",
@@ -332,7 +326,8 @@ def main(argv=None) -> int:
     if args.json is not None:
         listed = json.dumps(decide.records([*lines, *owned], grid, plan, chosen), indent=1)
         print(listed) if str(args.json) == "-" else args.json.write_text(listed + "\n")
-    print("\n".join(first_screen(lines, owned, chosen, counted, request.epochs, old, request.workload, scale)),
+    print("\n".join(first_screen(lines, owned, chosen, counted, request.epochs, old, request.workload, scale,
+                                 offer)),
           file=text)
     if args.verbose:
         print(render(lines, chosen, counted, request.epochs, old), file=text)

@@ -110,6 +110,7 @@ class Line:
     parallel: str | None = None
     link: str | None = None
     comm_s: float = NAN
+    instance_gpus: int | None = None  # the GPUs of the instance it is rented on, where that has more than the run uses
 
     @classmethod
     def of(cls, cells: Mapping) -> Line:

@@ -157,10 +157,12 @@ def memory(line: Line) -> str:
 def said(line: Line) -> str:
     """An option in a few words: 'RTX 5090 box, ~0.147 min (0.12-0.19), ~$0.01' ('~': predicted, 90% interval);
     a planned run's with its time per epoch first: 'RTX 5090 box, ~9.5 s/epoch (4.8-19), ~4.78 min ...'. A rented
-    option's run time holds its start-up, said beside it: '~3.1 min (3.1-3.2) with 3 min start-up'."""
+    option's run time holds its start-up, said beside it: '~3.1 min (3.1-3.2) with 3 min start-up'; one rented on an
+    instance of more GPUs than it uses says so: 'Lambda 4x H100 (on an instance of 4 GPUs, 3 used), ...'."""
     epoch = f"{per_epoch(line)}, " if not math.isnan(line.epoch_s) else ""
     held = startup(line)
-    return f"{line.option}, {epoch}{run_time(line)}{f' with {held} start-up' if held else ''}, {money(line)}"
+    part = f" (on an instance of {line.instance_gpus} GPUs, {line.gpus} used)" if line.instance_gpus else ""
+    return f"{line.option}{part}, {epoch}{run_time(line)}{f' with {held} start-up' if held else ''}, {money(line)}"
 
 
 def startup(line: Line) -> str:
@@ -171,18 +173,20 @@ def startup(line: Line) -> str:
     return f"{held / 60:,.3g} min" if held < 3600 else f"{held / 3600:,.3g} h"
 
 
-def not_renting(options: Sequence[Line], chosen: Mapping[str, Line | None]) -> str:
+def not_renting(options: Sequence[Line], chosen: Mapping[str, Line | None], priced: str = "") -> str:
     """The first line where `chosen` (choosing.picks') holds the pick of yours (your CPU, your GPU) or the box to buy
     that is faster and no dearer than every rental the run fits, start-up included (BEATS): 'renting does not pay
     here: your CPU, 2 threads (measured here), 0.00283 min for $1.2e-07, is faster and cheaper than every rental,
     start-up included (the fastest: RunPod H200 community, ~3.1 min with 3 min start-up)'; a box's begins 'a box
-    beats every rental here'; '' where none is."""
+    beats every rental here'; with `priced`, what was priced in place of 'here' ('renting does not pay for this
+    sweep's 9 trials: ...'); '' where none is."""
     best = chosen.get(BEATS)
     if best is None:
         return ""
     quick = min((o for o in fitting(options) if o.kind in RENTALS), key=by_time)
     held = f" with {startup(quick)} start-up" if startup(quick) else ""
-    return (f"{'a box beats every rental here' if best.kind == HOME_BOX else 'renting does not pay here'}: "
+    said = f"for {priced}" if priced else "here"
+    return (f"{'a box beats every rental' if best.kind == HOME_BOX else 'renting does not pay'} {said}: "
             f"{best.option}, {run_time(best).split(' (')[0]} for {money(best).split(' (')[0]}, is faster and cheaper "
             f"than every rental, start-up included (the fastest: {quick.option}, "
             f"{run_time(quick).split(' (')[0]}{held})")
@@ -255,7 +259,9 @@ def brief(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, L
     more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
             + (f", {rest} notes" if rest else ""))
     said_picks = pick_lines(first(picks), plan)
-    opening = textwrap.wrap(not_renting(options, picks), WIDTH, subsequent_indent="    ")
+    trials = sum(c.trials for c in grid)  # what the sweep's figures price: its own trials, as they ran
+    priced = "the planned run" if plan else f"this sweep's {trials:,} trial{'s' if trials != 1 else ''}"
+    opening = textwrap.wrap(not_renting(options, picks, priced), WIDTH, subsequent_indent="    ")
     tail = uncounted + [_fit(d) for d in dated + busy_notes(options) + [host_note(options)] if d] + [_fit(more)]
     if len(opening) + len(top) + len(said_picks) + len(tail) > lines:  # short of room: the picks stay whole, the head
         top = [said_head] + ([_fit(cards(options, how=False))] if memory else [])  # goes and the memory takes one line
@@ -432,10 +438,10 @@ def records(options: Sequence[Line], grid: Sequence[Config], plan: Plan | None =
     (choosing.picks': 'rent, fastest', 'buy', 'beats every rental', 'cheapest', ...) that are this option, in their
     order ([] where none is)."""
     devices = load_devices()
-    named: dict[str, list[str]] = {}
+    named: dict[tuple, list[str]] = {}  # an option on its count of GPUs (an instance's name on 1 of its GPUs or all)
     for name, line in (picks or {}).items():
         if line is not None:
-            named.setdefault(line.option, []).append(name)
+            named.setdefault((line.option, line.gpus, line.nodes), []).append(name)
     one = grid[0] if len(grid) == 1 else None
     size = lambda axis: None if one is None else getattr(one, axis)  # noqa: E731
     out = []
@@ -464,5 +470,5 @@ def records(options: Sequence[Line], grid: Sequence[Config], plan: Plan | None =
             **{f"{engine}_epoch_s{end}": _plain(getattr(o, f"{engine}_epoch_s{field}")) if gpu else None
                for engine in ("graph", "compile") for end, field in (("", ""), ("_low", "_lo"), ("_high", "_hi"))},
             "graph_helps": o.graph_helps is True if gpu and not math.isnan(o.host_share) else None,
-            **_many(o, size("batch_size")), "picks": named.get(o.option, [])})
+            **_many(o, size("batch_size")), "picks": named.get((o.option, o.gpus, o.nodes), [])})
     return out
