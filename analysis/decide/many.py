@@ -51,6 +51,12 @@ class Scale:
         """The GPU counts of one instance to price: those asked, else 1 and every count an instance offers to MOST."""
         return sorted(set(self.gpus) if self.gpus else {1} | {o.gpus for o in options if o.gpu and o.gpus <= MOST})
 
+    def instance(self, options: list[Option], gpu: str, gpus: int) -> Option | None:
+        """The instance a run on `gpus` GPUs of model `gpu` is rented on: for a count asked (--gpus), the smallest that
+        has as many (`smallest`); for the default counts, every count an instance has, one of exactly that many."""
+        found = smallest(options, gpu, gpus, self.nodes)
+        return found if self.gpus or (found is not None and found.gpus == gpus) else None
+
     def unoffered(self, options: list[Option]) -> str | None:
         """Where no instance of `options` has as many GPUs as a count asked: which counts it has, in words ('no
         instance of the price table has 16 GPUs (the counts offered: 1, 2, 4, 8)'); None where each count has one."""
@@ -166,8 +172,8 @@ def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples:
           options: list[Option], billing: dict[str, Billing], reference: pd.DataFrame,
           today: dt.date | None = None) -> tuple[Line, ...]:
     """Every GPU model an instance offers and every count of `scale` above one: the run on that many (`scaled`), priced
-    on the instance of the fewest GPUs of that model that has as many, the cheapest on demand (`smallest`, `rented`:
-    billed whole, its GPUs beyond the run's idle), else unpriced. `speeds`: per per-GPU batch, one
+    on the cheapest on-demand instance of that model of that many, or for a count asked, of the fewest GPUs that has
+    as many (Scale.instance, `rented`: billed whole, its GPUs beyond the run's idle), else unpriced. `speeds`: per per-GPU batch, one
     GPU's predicted line per GPU model (decide.at_plan's); `reference`: one GPU's line per model at the batch
     efficiency is measured against; `today`: the day the prices' age is counted to (None: today)."""
     devices, out = load_devices(), []
@@ -178,7 +184,7 @@ def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples:
             gpu = one["source"]
             if gpu not in rentable:
                 continue
-            offered = smallest(options, gpu, gpus, scale.nodes)
+            offered = scale.instance(options, gpu, gpus)
             link, network = links_of(offered, gpu)
             base = reference.loc[reference["source"] == gpu, "epoch_s"]
             line = {"model": gpu, "reach": OWN_SIZE, "predicted_share": 1.0, "largest_batch": None,
@@ -247,9 +253,9 @@ NOTE = ("GPUs: data-parallel on one instance (DDP: each GPU a copy of the model 
 def instances(found: Sequence[Line], batch: int, samples: int, n_params: float, epochs: int, scale: Scale,
               options: list[Option], billing: dict[str, Billing]) -> tuple[Line, ...]:
     """`decide`'s options for a planned run of `samples` samples an epoch at `batch` a GPU (`table`'s lines: each
-    instance's on one of its GPUs) as the run on each count of scale.counts it is the smallest instance of its GPU
-    model for (`smallest`: all of its GPUs, or fewer, billed whole), and on scale.nodes of them (`_on`); a GPU option
-    the smallest for no count left out; cheapest first. Your own GPUs and the home boxes stay as they
+    instance's on one of its GPUs) as the run on each count of scale.counts its instances are the ones of its GPU
+    model for (Scale.instance: all of its GPUs, or for a count asked, fewer, billed whole), and on scale.nodes of
+    them (`_on`); a GPU option of no count left out; cheapest first. Your own GPUs and the home boxes stay as they
     are."""
     named, devices, out = {o.name: o for o in options}, load_devices(), []
     for line in found:
@@ -259,10 +265,10 @@ def instances(found: Sequence[Line], batch: int, samples: int, n_params: float, 
             continue
         # the counts asked its GPU model's instances of this many GPUs are the smallest for: 3 GPUs on one of 4
         for gpus in scale.counts(options):
-            least = smallest(options, option.gpu, gpus, scale.nodes)
+            least = scale.instance(options, option.gpu, gpus)
             if least is None or least.gpus != option.gpus:
                 continue
-            out.append(line if gpus * scale.nodes <= 1 or (scale.nodes > 1 and not option.network) else
+            out.append(line if option.gpus * scale.nodes <= 1 or (scale.nodes > 1 and not option.network) else
                        _on(line, option, gpus, batch, samples, n_params, epochs, scale.nodes, billing, devices))
     return tuple(sorted(out, key=by_cost))
 
