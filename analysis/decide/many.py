@@ -231,8 +231,10 @@ def one_gpu(found: Sequence[Line], batch: int) -> tuple[Line, ...]:
 
 
 def said_gpus(line: Line) -> str:
-    """'8', or across nodes '2x8' (nodes x GPUs each), with ' FSDP' where the run is sharded."""
-    count = f"{line.nodes}x{line.gpus}" if line.nodes > 1 else f"{line.gpus}"
+    """'8', or across nodes '2x8' (nodes x GPUs each), '3 of 4' where the instance has more GPUs than the run uses,
+    with ' FSDP' where the run is sharded."""
+    count = (f"{line.nodes}x{line.gpus}" if line.nodes > 1 else f"{line.gpus}") \
+        + (f" of {line.instance_gpus}" if line.instance_gpus else "")
     return count + (" FSDP" if line.parallel == "FSDP" else "")
 
 
