@@ -119,8 +119,8 @@ def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], cho
     first screen's, decide.first, said by decide.pick_lines): the GPU to rent, fastest and cheapest (on one GPU or on
     several of one instance), the box to buy with its break-even, and your CPU, which nothing here timed (`crossover
     sweep` does), or where no instance of `offer` has as many GPUs as --gpus asks, which counts it has; first, where
-    a pick beats every rental, that renting does not pay (decide.not_renting); then the
-    heading, the GPU memory the run needs, what the marks mean, the stale prices and what --verbose adds. Within
+    a pick beats every rental, that renting does not pay (decide.not_renting); then the heading (its batch as `scale`
+    takes it), the GPU memory the run needs, what the marks mean, the stale prices and what --verbose adds. Within
     SCREEN lines of decide.WIDTH columns."""
     plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
     options = [*lines, *boxes]
