@@ -37,7 +37,7 @@ from crossover.schema import PRECISIONS
 from crossover.step import Step
 
 from . import charts, cost, decide, engines, families, migrate, model, ordering, parallel, prices, report, summary, verdict
-from .cli import HelpFormatter
+from .cli import HelpFormatter, gpu_counts
 from .crossover import Bootstrap
 from .load import REFERENCE, read, representative
 from .model import scaling
@@ -112,9 +112,9 @@ def parser(prog: str = "python -m crossover.analysis") -> argparse.ArgumentParse
     dec.add_argument("--home-box", type=Path, action="append", default=None,
                      help="home box YAML, repeatable (default: every home box shipped with crossover)")
     dec.add_argument("--trials", type=int, action="append", default=None,
-                     help="trials of the --workload of the same position (default: the measured grid as the sweep); "
-                          "with --epochs: runs of the planned run, side by side where an option has the GPUs "
-                          "(default: one)")
+                     help="trials of the --workload of the same position, or with --epochs, runs of the planned run, "
+                          "side by side where an option has the GPUs (default: the measured grid as the sweep; with "
+                          "--epochs, one)")
     dec.add_argument("--workload", action="append", default=None,
                      help="workload of the --trials of the same position; with --epochs: the workload whose rows "
                           "price the planned run (needed where the rows hold several), or its job file "
@@ -131,10 +131,10 @@ def parser(prog: str = "python -m crossover.analysis") -> argparse.ArgumentParse
                      help="watts your CPU draws training, where no row read RAPL (cpu_energy_j)")
     dec.add_argument("--gpu-watts", type=float, default=prices.GPU_W,
                      help="watts each of your GPUs draws training, where no row read NVML (gpu_energy_j)")
-    dec.add_argument("--gpus", type=lambda t: [int(v) for v in t.split(",")], default=[], metavar="N[,N...]",
+    dec.add_argument("--gpus", type=gpu_counts, default=(), metavar="N[,N...]",
                      help="a planned run: the GPU counts of one instance to price it on, data-parallel at the batch a "
-                          "GPU takes (default: 1 and every count an instance offers, up to 8); an instance of N GPUs is "
-                          "charged whole for the run's time on them")
+                          f"GPU takes (default: 1 and every count an instance offers, up to {decide.many.MOST}); each "
+                          "count on the instance of the fewest GPUs that has as many, charged whole for the run's time")
     dec.add_argument("--nodes", type=int, default=1, metavar="M",
                      help="a planned run: instances joined by their network (where the price table names it)")
     dec.add_argument("--deadline", type=float, default=None, help="hours: also name the cheapest option that ends within it")
@@ -324,13 +324,13 @@ def _decide(args) -> int:
     rows = _rows(args)
     options, billing = prices.load_prices(args.prices)
     boxes = [prices.load_home_box(p) for p in (args.home_box or prices.home_boxes())]
-    scale = decide.many.Scale(tuple(args.gpus), args.nodes) if plan else None  # a run on every GPU of an instance
+    scale = decide.many.Scale(args.gpus, args.nodes) if plan else None  # a run on every GPU of an instance
     offer = decide.Offer(tuple(options), billing, tuple(boxes), power, scale, args.deadline)
     answer = decide.answer(decide.Run(rows, plan, args.counts, None if plan else _trials(args)), offer)
     grid, found, picks, even, notes = answer.grid, answer.lines, answer.picks, answer.evens, answer.notes
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
-        listed = json.dumps(decide.records(found, grid, plan), indent=1)
+        listed = json.dumps(decide.records(found, grid, plan, picks), indent=1)
         if str(args.json) == "-":
             print(listed)
         else:

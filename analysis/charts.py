@@ -171,7 +171,7 @@ def cost_per_million(costs: pd.DataFrame):
 def _decision_data(options: Sequence[Line], picks: Mapping[str, Line | None]) -> pd.DataFrame:
     """The options as the decision's charts draw them, a field a column: each labelled with its option, what
     share is predicted, its figures (`said`: cost and wall time), whether it is on the front and whether it is
-    named (on the front, or one of `picks`: decide.pick's)."""
+    named (on the front, or one of `picks`: decide.picks')."""
     data = frame(options)
     share = data["predicted_share"].fillna(data["predicted"].astype(float))
     label = data["option"] + np.where(share >= 1 - 1e-9, " (predicted)",

@@ -1,9 +1,25 @@
-"""The command lines' shared help format: each flag's default is shown, unless it has none
-(its help says what happens then)."""
+"""The command lines' shared parts: the help format, each flag's default shown once (`HelpFormatter`), and the
+parser of a list of GPU counts (`gpu_counts`: --gpus of `crossover decide` and `crossover predict`)."""
 
 import argparse
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each flag's default appended to its help, once: not where its help already says it ('default: ...'), nor
+    where it has none (None, or an empty list: its help says what happens then)."""
+
     def _get_help_string(self, action):
-        return action.help if action.default is None else super()._get_help_string(action)
+        default, said = action.default, action.help or ""
+        empty = default is None or (isinstance(default, (list, tuple)) and not default)
+        return said if empty or "default:" in said else super()._get_help_string(action)
+
+
+def gpu_counts(text: str) -> tuple[int, ...]:
+    """--gpus 1,2,4,8 as (1, 2, 4, 8); anything else refused in one line."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"must be GPU counts >= 1 separated by commas, e.g. 1,2,4,8; got {text!r}")
+    return values

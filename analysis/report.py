@@ -283,8 +283,8 @@ def answer_section(said: verdict.Verdict) -> list[str]:
 
 
 def decision_section(d: decide.Decision, heading: str) -> list[str]:
-    """`d` as HTML: what was priced, the three picks as the terminal names them (decide.three: the GPU to rent, the
-    box to buy with its break-even and what its write-off assumes, your CPU), a sentence each and a table of them
+    """`d` as HTML: what was priced, the picks as the terminal's first screen names them (decide.first: the GPU to
+    rent, the box to buy with its break-even and what its write-off assumes, your CPU), a sentence each and a table of them
     (time per epoch for a planned run, the run's time and cost, each with its interval where predicted, how each is
     known, its precision and its price's date); folded below, the cost-versus-time front, every option, the
     break-even, how each is costed and the notes."""
@@ -295,7 +295,7 @@ def decision_section(d: decide.Decision, heading: str) -> list[str]:
     if not d.lines:
         return out + [f"<p>{html.escape(n.strip())}</p>" for n in
                       ["no option has a measured or predicted time for every configuration", *d.notes]]
-    chosen = decide.three(d.lines) | {k: v for k, v in d.picks.items() if k.startswith("cheapest within")}
+    chosen = decide.first(d.picks)
     picks = "".join(f"<li><b>{html.escape(name)}:</b> " + ("none" if line is None else html.escape(
                     f"{decide.said(line)}; {decide.how_known(line, plan, picked=True)}"
                     + (f"; {decide.bought(line, unit)}" if name == decide.BUY else ""))) + "</li>"

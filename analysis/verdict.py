@@ -1,7 +1,8 @@
 """The verdict, made once: per workload, where the GPU trains faster than the CPU and by how much, with
 the crossover's interval, or "within noise" where that is the truth (analysis/crossover.py); and what the
-sweep costs, in the three picks `crossover decide` names on the same rows (analysis/decide/ brief: the GPU
-to rent, the box to buy, your CPU). The end of a sweep
+sweep's trials cost, or where the sweep knows it, the user's planned run (its workload's defaults), in the picks
+`crossover decide` names on the same rows (analysis/decide/ brief: the GPU to rent, the box to buy, your CPU, each
+said for what was priced). The end of a sweep
 (sweeps/scaling.py), the report (analysis/report.py) and the summary (analysis/summary.py) render this
 one structure; none derives a verdict of its own.
 
@@ -86,16 +87,30 @@ class Verdict:
         return self.selected.rows
 
 
-def reach(selected: Selected, boot: Bootstrap = BOOT, decision: bool = False, today: dt.date | None = None) -> Verdict:
+def reach(selected: Selected, boot: Bootstrap = BOOT, decision: bool = False, today: dt.date | None = None,
+          plan: decide.Plan | None = None, counts: Mapping[Step, dict | str] | None = None) -> Verdict:
     """The verdict of `selected` (selection.select): the crossover table, each workload's answer and, with
-    `decision`, what the measured grid costs on every option of analysis/prices.yaml and every home box, and
-    for a workload measured on the CPU alone its predicted answer on every GPU model (`predicted`); its prices' age
-    on `today` (None: the date it runs)."""
+    `decision`, what the user's planned run `plan` costs (its steps' counts in `counts`, as `priced` takes them)
+    where the rows price it, else what the measured grid (this sweep's trials) costs, on every option of
+    analysis/prices.yaml and every home box, and for a workload measured on the CPU alone its predicted answer on
+    every GPU model (`predicted`); its prices' age on `today` (None: the date it runs)."""
     rows = selected.rows
     table = find(selected, boot)
     ok = rows[rows["status"] == "ok"]
     findings = tuple(_finding(w, _candidates(table), selected, decision) for w in yours_first(ok))
-    return Verdict(findings, table, selected, boot, priced(rows, today=today) if decision else None)
+    return Verdict(findings, table, selected, boot, _decision(rows, plan, counts, today) if decision else None)
+
+
+def _decision(rows: pd.DataFrame, plan: decide.Plan | None, counts: Mapping[Step, dict | str] | None,
+              today: dt.date | None) -> decide.Decision:
+    """`priced`'s for the planned run, where one is given and the rows price it (one configuration they hold),
+    else for the sweep."""
+    if plan is not None:
+        try:
+            return priced(rows, plan, counts, today)
+        except ValueError:  # a configuration the rows do not hold: the sweep's own trials are what is known
+            pass
+    return priced(rows, today=today)
 
 
 def yours_first(rows: pd.DataFrame) -> list[str]:
@@ -362,7 +377,8 @@ def answer(v: Verdict, every: bool = True) -> list[str]:
 
 def picks(v: Verdict, lines: int) -> list[str]:
     """What the sweep (the configurations your rows measured, each as many times as they ran it: decide.sweep)
-    costs, as `crossover decide` on the same folder says it, in at most about `lines` lines: its first screen
+    costs, or the planned run the verdict priced in its place (`reach`), as `crossover decide` on the same folder
+    says it, in at most about `lines` lines: its first screen
     (decide.brief: the GPU to rent, the box to buy, your CPU, then the front where lines are left)."""
     d = v.decision
     if d is None or not d.grid:  # no ok row: `answer` says so, and there is nothing to price

@@ -42,7 +42,7 @@ from crossover.config import PRECISIONS
 from crossover.step import AXES, TIMEOUT_S, Step
 
 from ..analysis import cost, decide, model
-from ..analysis.cli import HelpFormatter
+from ..analysis.cli import HelpFormatter, gpu_counts
 from ..analysis.decide import many
 from . import count_cache
 from .cli import at_least, param
@@ -90,8 +90,9 @@ def smaller(lines: Sequence[decide.Line], counted: Mapping) -> tuple[decide.Line
     return tuple(out)
 
 
-def heading(lines: Sequence[decide.Line], counted: Mapping, epochs: int) -> str:
-    """The run and how its step was counted, in one line (wrapped where it is shown)."""
+def heading(counted: Mapping, epochs: int, scale: many.Scale) -> str:
+    """The run and how its step was counted, in one line (wrapped where it is shown); its batch a GPU's ('batch 128 a
+    GPU'), or with --global-batch the run's ('batch 128 in all, split over the GPUs'), as `scale` prices it."""
     params = json.loads(counted["workload_params"]) if counted.get("workload_params") else {}
     shape = ", ".join([f"{a} {counted[a]}" for a in AXES if counted.get(a) is not None]
                       + [f"{k} {v}" for k, v in params.items()])
@@ -101,7 +102,7 @@ def heading(lines: Sequence[decide.Line], counted: Mapping, epochs: int) -> str:
     frozen = f" trained, {counted['n_frozen_params']:,} frozen" if counted.get("n_frozen_params") else ""
     batch = counted["batch_size"]
     return (f"== {counted['workload']}{f' ({shape})' if shape else ''}: {epochs:,} epochs of "
-            f"{counted['dataset_size']:,} samples, batch {batch:,}{batch_said(lines, batch)}, precision "
+            f"{counted['dataset_size']:,} samples, batch {batch:,} {many.batch_words(scale)}, precision "
             f"{precision}{own}; one step counted on {where}: {counted['n_params']:,} parameters{frozen}, "
             f"{counted['steps_per_epoch']:,} steps an epoch ==")
 
@@ -111,20 +112,25 @@ def wrap(text: str) -> list[str]:
     return textwrap.wrap(text, decide.WIDTH, subsequent_indent="    ", break_on_hyphens=False)
 
 
-def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], counted: Mapping, epochs: int,
-                 old: list[str], workload: str) -> list[str]:
-    """What the run costs in the picks `crossover decide` names (decide.three, said by decide.pick_lines): the GPU
-    to rent, fastest and cheapest (on one GPU or on several of one instance), the box to buy with its break-even, and
-    your CPU, which nothing here timed (`crossover sweep` does); first, where a box is faster and cheaper than every
-    rental, that renting does not pay (decide.not_renting); then the heading, the GPU memory the run needs, what the
-    marks mean, the stale prices and what --verbose adds. Within SCREEN lines of decide.WIDTH columns."""
+def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], chosen: Mapping[str, decide.Line | None],
+                 counted: Mapping, epochs: int, old: list[str], workload: str, scale: many.Scale,
+                 offer: decide.Offer) -> list[str]:
+    """What the run costs in the picks `crossover decide` names (`chosen`: decide.picks' of `lines` and `boxes`, the
+    first screen's, decide.first, said by decide.pick_lines): the GPU to rent, fastest and cheapest (on one GPU or on
+    several of one instance), the box to buy with its break-even, and your CPU, which nothing here timed (`crossover
+    sweep` does), or where no instance of `offer` has as many GPUs as --gpus asks, which counts it has; first, where
+    a pick beats every rental, that renting does not pay (decide.not_renting); then the heading (its batch as `scale`
+    takes it), the GPU memory the run needs, what the marks mean, the stale prices and what --verbose adds. Within
+    SCREEN lines of decide.WIDTH columns."""
     plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
     options = [*lines, *boxes]
-    chosen = decide.three(options)
+    shown_picks = decide.first(chosen)
     cpu = (f"not timed (predict times nothing): crossover sweep --workload {workload} --devices cpu --smoke "
            "times it here; crossover decide then names it")
-    said = decide.pick_lines(chosen, plan, {decide.YOUR_CPU: cpu})
-    shown = [line for line in chosen.values() if line is not None]
+    lacking = scale.unoffered(list(offer.options))
+    said = decide.pick_lines(shown_picks, plan, {decide.YOUR_CPU: cpu, decide.RENT_FASTEST: f"none: {lacking}"}
+                             if lacking else {decide.YOUR_CPU: cpu})
+    shown = [line for line in shown_picks.values() if line is not None]
     marks = [decide.host_note(shown)]
     marks += ["(bound: ...): a bound, not a figure of its own: never slower than a GPU it outran in public "
               "benchmarks"] if any(line.bound_by for line in shown) else []
@@ -132,7 +138,7 @@ def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], cou
              "cost lists them)"] if old else []
     more = (f"--verbose: every GPU model's line ({len(lines)}): time per epoch, run, start-up, cost and where, "
             "whether it fits; how each figure is found. Every figure is predicted; none was timed.")
-    return [*wrap(decide.not_renting(options)), *wrap(heading(lines, counted, epochs)), *said,
+    return [*wrap(decide.not_renting(options, chosen)), *wrap(heading(counted, epochs, scale)), *said,
             *wrap(decide.cards(options)), *(w for n in marks + dated if n for w in wrap(n)), *wrap(more)]
 
 
@@ -149,10 +155,13 @@ def alone(line: decide.Line) -> decide.Line:
                    wall_hi_h=line.wall_hi_h - held / 3600)
 
 
-def render(lines: Sequence[decide.Line], counted: Mapping, epochs: int, old: list[str]) -> str:
+def render(lines: Sequence[decide.Line], chosen: Mapping[str, decide.Line | None], counted: Mapping, epochs: int,
+           old: list[str]) -> str:
     """Every GPU model's line as text (--verbose): one line per GPU model and count (time per epoch, the run's time on
     the GPU alone, the start-up of the option it is priced at, its cost and that option's name, whether it fits),
-    then how each figure is found. Option names are never cut: a line is as wide as its longest name needs."""
+    then how each figure is found; where some lines are of several GPUs, first the picks among the rentals (`chosen`:
+    decide.picks', the fastest, the cheapest as fast as one GPU, each GPU model's cheapest count). Option names are
+    never cut: a line is as wide as its longest name needs."""
     cells = [("GPUs", "s/epoch", "graphs", f"run, {epochs:,} epochs", "start-up", "cost", "eff", "priced at", "fits")]
     for line in lines:
         priced = line.kind != decide.NO_PRICE
@@ -184,19 +193,12 @@ def render(lines: Sequence[decide.Line], counted: Mapping, epochs: int, old: lis
     notes += [smaller_note(lines, counted)] if any(o.largest_batch is not None for o in lines) else []
     lacking = unit_note(precision, [o.model for o in lines])
     notes += [lacking] if lacking else []
-    chosen = many.picks(lines) if any(o.several for o in lines) else {}
-    first = [w for p in many.said_picks(chosen, decide.said) for w in wrap(p)]
-    notes += [many.NOTE] if chosen else []
+    several = {name: line for name, line in chosen.items() if line is not None and (
+        name in (decide.RENT_FASTEST, decide.AS_FAST) or name.startswith(f"{decide.RENT_CHEAPEST} "))}
+    several = several if any(o.several for o in lines) else {}
+    first = [w for p in many.said_picks(several, decide.said) for w in wrap(p)]
+    notes += [many.NOTE] if several else []
     return "\n".join([*first, *body, *(w for n in notes for w in wrap(n))])
-
-
-def batch_said(lines: Sequence[decide.Line], batch: int) -> str:
-    """' a GPU (the run's: 128 x its GPUs)' where lines of several GPUs keep a GPU's batch, ' in all (split over the
-    GPUs)' where they keep the run's (--global-batch); '' for one GPU alone."""
-    if not any(o.several for o in lines):
-        return ""
-    return (" in all (split over the GPUs)" if len({o.global_batch for o in lines} - {None}) == 1
-            else f" a GPU (the run's: {batch:,} x its GPUs)")
 
 
 BOUND, HOST = "<", "H"  # the marks of a figure set by a faster GPU's (`bound_note`) and of a host-bound step (`host_note`)
@@ -246,17 +248,6 @@ def smaller_note(lines: Sequence[decide.Line], counted: Mapping) -> str:
     return "does not fit: " + "; ".join(said)
 
 
-def counts(text: str) -> tuple[int, ...]:
-    """--gpus 1,2,4,8 as (1, 2, 4, 8); anything else refused in one line."""
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        values = ()
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"must be GPU counts >= 1 separated by commas, e.g. 1,2,4,8; got {text!r}")
-    return values
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crossover predict", description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
@@ -276,9 +267,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="default", choices=PRECISIONS,
                    help="the precision you will train at: default (PyTorch's own: FP32, TF32 in cuDNN's convolutions), "
                         "fp32 (strict), tf32, bf16 (autocast) or fp16 (autocast with a GradScaler)")
-    p.add_argument("--gpus", type=counts, default=(), metavar="N[,N...]",
-                   help="GPUs of one instance to price the run on, data-parallel (default: 1 and every count an instance "
-                        f"of the price table has, up to {many.MOST}), e.g. --gpus 1,2,4,8")
+    p.add_argument("--gpus", type=gpu_counts, default=(), metavar="N[,N...]",
+                   help="GPUs of one instance to price the run on, data-parallel, each count on the instance of the "
+                        "fewest GPUs that has as many (billed whole) (default: 1 and every count an instance of the "
+                        f"price table has, up to {many.MOST}), e.g. --gpus 1,2,4,8 or --gpus 3")
     p.add_argument("--nodes", type=at_least(1), default=1, metavar="M",
                    help="instances joined by their network, each of --gpus GPUs (priced where the price table names the network)")
     p.add_argument("--global-batch", action="store_true",
@@ -323,12 +315,15 @@ def main(argv=None) -> int:
     used = {o.option for o in lines}
     old = [line for line in cost.stale([o for o in offer.options if o.name in used])]
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
+    chosen = decide.picks([*lines, *owned])  # every screen and JSON record names these
     if args.json is not None:
-        listed = json.dumps(decide.records([*lines, *owned], grid, plan), indent=1)
+        listed = json.dumps(decide.records([*lines, *owned], grid, plan, chosen), indent=1)
         print(listed) if str(args.json) == "-" else args.json.write_text(listed + "\n")
-    print("\n".join(first_screen(lines, owned, counted, request.epochs, old, request.workload)), file=text)
+    print("\n".join(first_screen(lines, owned, chosen, counted, request.epochs, old, request.workload, scale,
+                                 offer)),
+          file=text)
     if args.verbose:
-        print(render(lines, counted, request.epochs, old), file=text)
+        print(render(lines, chosen, counted, request.epochs, old), file=text)
     return 0
 
 

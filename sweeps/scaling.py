@@ -38,12 +38,13 @@ import textwrap
 import time
 from pathlib import Path
 
-from crossover.analysis import charts, report, summary, verdict
+from crossover.analysis import charts, decide, report, summary, verdict
 from crossover.analysis.load import read
 from crossover.analysis.selection import select
 from crossover.config import DATA_SOURCES, LOOPS, PRECISIONS
 from crossover.sweeps import budget, cli, runner, search, stopping
 from crossover.sweeps.cluster import cluster_devices, connect, cpu_nodes_only, node_cpus, node_types
+from crossover.sweeps.command import counted
 from crossover.sweeps.compare import run_seconds, side_by_side
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
@@ -268,15 +269,35 @@ def compare(args, planner: Planner) -> int:
     return 0
 
 
+def planned_run(planner: Planner) -> decide.Plan | None:
+    """The user's planned run, where the sweep measured one workload of the user's (`planner`'s): its defaults'
+    epochs, samples and batch, and its other axes' and own params' defaults, the run its job says it trains; None
+    for the built-ins alone, or several of the user's."""
+    specs = {spec.name: spec for spec, _ in planner.planned.values()}
+    if len(specs) != 1:
+        return None
+    spec = next(iter(specs.values()))
+    axes = [(a, str(spec.defaults[a])) for a in decide.AXIS_FLAGS if spec.defaults.get(a) is not None]
+    axes += [(name, str(p.default)) for name, p in spec.params.items()]
+    return decide.Plan(int(spec.defaults["epochs"]), int(spec.defaults["dataset_size"]), spec.name, None, tuple(axes))
+
+
 def finish(args, directory: Path, start: float, planner: Planner, above: int = 0) -> int:
     """The end of the sweep: the verdict of the rows in `directory` (beside the reference rows), the
-    answer first, in what is left of verdict.SHORT lines below the `above` lines the search printed; with
+    answer first (for the user's planned run where the sweep measured one workload of theirs, `planned_run`; else
+    for the sweep's own trials), in what is left of verdict.SHORT lines below the `above` lines the search printed; with
     --verbose every table behind it; the report written and where it is. Its exit status:
     sweeps/status.py measured_status's (NOTHING_MEASURED where every trial failed, PLAN_FAILED where `planner`
     failed to plan a workload), or WRITE_FAILED where the report could not be written."""
     rows = read(directory)
     shown = rows if args.no_reference else summary.with_reference(rows)
-    said = verdict.reach(select(shown), decision=not args.no_reference)  # once, for what is printed and the report
+    plan = planned_run(planner) if not args.no_reference else None
+    try:  # its step counted as predict counts it: the answer says predict's figure
+        counts = counted(decide.steps(shown, plan)) if plan else None
+    except ValueError:  # a configuration the rows do not hold: the sweep's own trials are what is priced
+        plan, counts = None, None
+    # once, for what is printed and the report
+    said = verdict.reach(select(shown), decision=not args.no_reference, plan=plan, counts=counts)
     if args.verbose:
         print(summary.render(shown.assign(device=shown["arm"]), said))
     print(verdict.render(said, verbose=args.verbose, lines=verdict.SHORT - above))

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import pytest
 
+from crossover.analysis import decide
 from crossover.analysis.decide import many
 from crossover.analysis.model import collective, load_devices
 from crossover.analysis.model.collective import (
@@ -165,3 +166,33 @@ def test_the_shipped_validation_meets_its_targets_on_the_measured_rows_and_names
     assert len(beyond) and (beyond["set"] == "Lambda").all() and (beyond["efficiency"] > 1).all()
     text = scaling.render(found, host, spread)
     assert "rows above N times one GPU, not fitted:" in text and "us a parameter tensor" in text
+
+
+def test_a_count_no_instance_has_is_priced_on_the_smallest_that_has_more_billed_whole():
+    bill = Billing(step_s=1, minimum_s=60, startup_s=300, date="2026-09-20", source="x")
+    options = [Option(f"Box {n}x", "P", "us", "H100", n, 8 * n, Price(4.0 * n, "2026-09-20", "x"), None)
+               for n in (1, 2, 4, 8)] + [Option("Dear 4x", "Q", "us", "H100", 4, 32, Price(40.0, "2026-09-20", "x"), None)]
+    assert many.smallest(options, "H100", 3).name == "Box 4x"  # the fewest GPUs that are enough, the cheapest of them
+    assert many.smallest(options, "H100", 8).name == "Box 8x" and many.smallest(options, "H100", 9) is None
+    line = {"gpus": 3, "epoch_s": 100.0, "epoch_lo": 90.0, "epoch_hi": 120.0}
+    priced = many.rented(line, options[2], bill, 30, 1)
+    # the whole instance of 4 for the run's time on its 3, and said so
+    assert priced["usd"] == pytest.approx(16.0 * bill.charged_s(300 + 30 * 100) / 3600)
+    assert priced["instance_gpus"] == 4 and priced["basis"].startswith("3 of 4 x H100")
+    assert many.rented(line | {"gpus": 4}, options[2], bill, 30, 1)["instance_gpus"] is None
+    assert many.Scale((3, 8)).unoffered(options) is None
+    assert many.Scale((3, 16)).unoffered(options) == \
+        "no instance of the price table has 16 GPUs (the counts offered: 1, 2, 4, 8)"
+
+
+def test_a_run_on_three_gpus_of_a_shipped_instance_of_four_is_said_so():
+    options, billing = load_prices()
+    offered = {o.gpus for o in options if o.gpu == "H100"}
+    assert 3 not in offered and any(n > 3 for n in offered)
+    step = {"epoch_s": 10.0, "epoch_lo": 9.0, "epoch_hi": 12.0, "source": "H100", "needs_bytes": 2e9}
+    found = many.lines({64: pd.DataFrame([step])}, 25e6, 64, 64_000, 10, many.Scale((3,)), options, billing,
+                       pd.DataFrame([step]))
+    (line,) = found
+    assert line.gpus == 3 and line.instance_gpus == many.smallest(options, "H100", 3).gpus > 3
+    assert line.kind == "on-demand" and line.per_gpu_batch == 64 and line.global_batch == 192
+    assert f"(on an instance of {line.instance_gpus} GPUs, 3 used)" in decide.said(line)

@@ -75,8 +75,8 @@ def test_the_sweep_costs_what_the_hand_figures_say(planted):
     assert got["4090 box"].predicted and not got["eight H100"].predicted
     assert [picks[k].option for k in ("fastest", "cheapest", "cheapest within 0.1 h")] == \
         ["eight H100", own.option, "4090 box"]
-    assert decide.pick(found, 0.05)["cheapest within 0.05 h"].option == "eight H100"
-    assert decide.pick(found, 0.001)["cheapest within 0.001 h"] is None
+    assert decide.picks(found, 0.05)["cheapest within 0.05 h"].option == "eight H100"
+    assert decide.picks(found, 0.001)["cheapest within 0.001 h"] is None
 
 
 def test_the_break_even_uses_the_box_at_its_own_speed(planted):

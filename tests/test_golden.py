@@ -50,7 +50,8 @@ def test_predicts_first_screen():
     offer, scale = decide.Offer.shipped(), many.Scale((), 1, False)
     assert many.batches(scale, 128, list(offer.options)) == []  # every GPU takes the counted batch: no other step
     lines, owned, _ = predict.answer({step: counted}, decide.Plan(30, 50_000), offer, scale, {128: counted})
-    screen = predict.first_screen(lines, owned, counted, 30, [], "examples/zoo.py:workload")
+    screen = predict.first_screen(lines, owned, decide.picks([*lines, *owned]), counted, 30, [],
+                                  "examples/zoo.py:workload", scale, offer)
     assert len(screen) <= predict.SCREEN
     golden("predict.txt", "\n".join(screen))
 

@@ -205,3 +205,30 @@ def test_the_short_screen_keeps_the_picks_whole_whatever_its_room(tmp_path):
     for pick in ("rent, fastest: ", "rent, cheapest: ", "buy: ", "your CPU: "):
         assert sum(line.startswith(pick) for line in tight) == 1, tight
     assert any(line.startswith("GPU memory: needs ~") and "fits" in line for line in tight), tight
+
+
+def test_the_closing_answer_says_it_priced_the_sweeps_trials_or_answers_for_the_planned_run(tmp_path):
+    from crossover.analysis.load import read
+    from crossover.sweeps.plan import Planner
+    from crossover.sweeps.scaling import planned_run
+    from crossover.workload import Param, WorkloadSpec
+    rows = summary.with_reference(read(user_cpu_rows(tmp_path / "my_cnn")))
+    # the sweep's own trials: said so where renting does not pay for them
+    sweep = " ".join(verdict.render(verdict.reach(select(rows), BOOT, decision=True)).split())
+    assert "renting does not pay for this sweep's 9 trials: your CPU" in sweep, sweep
+    # a sweep of one job of the user's: the run its defaults plan, as the sweep's end asks it
+    planner = Planner()
+    spec = WorkloadSpec("my_cnn", "my_cnn:workload", "0" * 16, {"epochs": 30, "dataset_size": 8192, "batch_size": 128,
+                        "width": None, "depth": None, "context": None, "lr": 0.1}, frozenset(),
+                        {"image_size": Param(32, low=8, high=512)}, {})
+    planner.planned[("my_cnn:workload", None)] = (spec, None)
+    plan = planned_run(planner)
+    assert plan == decide.Plan(30, 8192, "my_cnn", None, (("batch_size", "128"), ("image_size", "32")))
+    said = verdict.reach(select(rows), BOOT, decision=True, plan=plan)
+    assert said.decision.plan == plan
+    text = " ".join(verdict.render(said).split())
+    assert "== the planned run: 30 epochs of 8,192 samples of my_cnn" in text and "this sweep's" not in text, text
+    # a run the rows cannot price (a batch they never measured): the sweep's own trials, said so
+    other = verdict.reach(select(rows), BOOT, decision=True, plan=decide.Plan(30, 8192, "my_cnn", None,
+                                                                             (("batch_size", "7"),)))
+    assert other.decision.plan is None

@@ -68,13 +68,21 @@ memory_gb, a home box's own): the GPU rows' measured peak_gpu_bytes, else the pe
 `crossover predict` (trainables/memory.py), else an estimate from n_params and bytes_per_step, + CONTEXT_BYTES
 (docs/cost.md); where it does not fit, `largest_batch` says the batch that would. One that does not fit is never picked nor on the front.
 
-Output (`brief`, the default): at most BRIEF_LINES lines of at most WIDTH columns: first, where your CPU, your GPU
-or a box for sale is faster and cheaper than every rental, start-up included, that renting does not pay
-(`not_renting`); the GPU memory the run needs and the cards it does not fit, the three picks (`three`: the GPU to rent, fastest and cheapest; the box
-to buy, its break-even and what its write-off assumes, `bought`; your CPU: `pick_lines`, which `crossover predict`
-says its picks with too; a rental's run time holds its start-up, said beside it), the cheapest within --deadline, the
+Picks (`picks`): one rule names every pick, for every screen and JSON record: the fastest is the least wall time
+(start-up included), the cheapest the least cost, among the options the run fits: the GPU to rent (fastest, and
+cheapest on demand), the box to buy (the cheapest run of a box for sale, with its break-even), your CPU and GPU, the
+fastest and the cheapest of all, the cheapest within --deadline, and where several GPUs are rented, the cheapest as
+fast as one GPU and each GPU model's cheapest count; and where the pick of yours or the box to buy is faster and
+cheaper than every rental, start-up included, that one (BEATS).
+
+Output (`brief`, the default): at most BRIEF_LINES lines of at most WIDTH columns: first, where a pick beats every
+rental, that renting does not pay (`not_renting`); the GPU memory the run needs and the cards it does not fit, the
+first screen's picks (`first`: the GPU to rent, fastest and cheapest; the box to buy, its break-even and what its
+write-off assumes, `bought`; your CPU: `pick_lines`, which `crossover predict` says its picks with too; a rental's run
+time holds its start-up, said beside it), the cheapest within --deadline, the
 cost-versus-time front where lines are left, the stale prices in one line. `render` (--verbose, and the report) adds
-every option, the break-even, how each is costed, the notes. `records` (--json): every option's figures.
+every option, every pick, the break-even, how each is costed, the notes. `records` (--json): every option's figures
+and the picks it is.
 
 Rows of the eager engine at PyTorch's default precision only (analysis/load.py `eager_ok`;
 analysis/engines.py compares engines). Reads rows only (pandas); never imports torch or ray.
@@ -109,10 +117,10 @@ from .speeds import (  # noqa: F401 (the package's names)
 from .pricing import (  # noqa: F401 (the package's names)
     ENDS, card_fits, makespan, own_gpus, table)
 from .choosing import (  # noqa: F401 (the package's names)
-    BUY, RENT_CHEAPEST, RENT_FASTEST, YOUR_CPU, YOUR_GPU, break_even, by_cost, by_time, cheapest, fastest, fitting,
-    monthly, pareto, pick, three)
+    AS_FAST, BEATS, BUY, CHEAPEST, FASTEST, FIRST, RENT_CHEAPEST, RENT_FASTEST, RENTALS, WITHIN, YOUR_CPU, YOUR_GPU,
+    beats, break_even, by_cost, by_time, cheapest, fastest, first, fitting, monthly, pareto, picks)
 from .text import (  # noqa: F401 (the package's names)
-    BRIEF_LINES, HOST_MARK, HOST_WORDS, RENTALS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards, cents,
+    BRIEF_LINES, HOST_MARK, HOST_WORDS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards, cents,
     costed, evens, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
     precision_of, priced_on, records, render, run_time, said, significant, source, startup)
 from . import many  # noqa: F401,E402 (the package's names)

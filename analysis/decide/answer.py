@@ -22,7 +22,7 @@ from ..cost import stale, stale_boxes
 from ..model import load_devices
 from ..prices import POWER, PRICES, Billing, Electricity, HomeBox, Option, home_boxes, load_home_box, load_prices
 from ..selection import timed
-from .choosing import break_even, pick
+from .choosing import break_even, picks
 from .grid import NO_PRICE, Plan, counted_grid, plan_grid, planned_rows, sweep
 from .line import Config, Even, Line, configs, lines
 from .many import Scale, instances
@@ -37,7 +37,7 @@ class Decision:
 
     grid: tuple[Config, ...]  # what is priced: each configuration and its trials (`sweep`, `plan_grid`)
     lines: tuple[Line, ...]  # every option's time and cost (`table`), cheapest first
-    picks: Mapping[str, Line | None]  # `pick`'s: name -> the option's line, or None (read-only)
+    picks: Mapping[str, Line | None]  # choosing.picks': name -> the option's line, or None (read-only)
     evens: tuple[Even, ...]  # the home boxes' break-even (`break_even`)
     notes: tuple[str, ...]  # models left out, predictions not made, stale prices
     plan: Plan | None = None
@@ -86,7 +86,7 @@ def decide(rows: pd.DataFrame, predicted: pd.DataFrame | None, options: list[Opt
     priced = sum(len(o.prices()) for o in options) + sum(not b.record for b in boxes)
     dated = f"  {STALE} {len(old)} of {priced} are over 12 months old: re-read them " \
             "(python -m crossover.analysis cost lists them)"
-    return Decision(configs(grid), found, MappingProxyType(pick(found, deadline_h) if found else {}),
+    return Decision(configs(grid), found, MappingProxyType(picks(found, deadline_h) if found else {}),
                     tuple(break_even(found)),
                     tuple(notes + missing(grid, speed, gpus) + ([dated] if old else [])), plan)
 
@@ -158,7 +158,7 @@ def answer(run: Run, offer: Offer) -> Decision:
     priced = instances(found.lines, batch, plan.samples,
                        float(mine["n_params"].median()), plan.epochs, offer.scale, list(offer.options),
                        dict(offer.billing))
-    return replace(found, lines=priced, picks=MappingProxyType(pick(priced, offer.deadline_h)))
+    return replace(found, lines=priced, picks=MappingProxyType(picks(priced, offer.deadline_h)))
 
 
 def counted(plan: Plan, counts: Mapping[Step, dict | str], offer: Offer) -> Decision:
@@ -183,7 +183,7 @@ def counted(plan: Plan, counts: Mapping[Step, dict | str], offer: Offer) -> Deci
     alone = [Line.of(_alone(run, devices[run["source"]].memory_gb)) for run in speed.to_dict("records")
              if run["source"] not in rented]
     return Decision(configs(grid), found + tuple(alone),
-                    MappingProxyType(pick(found, offer.deadline_h) if found else {}),
+                    MappingProxyType(picks(found, offer.deadline_h) if found else {}),
                     tuple(break_even(found)), (), plan)
 
 

@@ -1,12 +1,12 @@
-"""The picks among the options (`pick`, `three`: rent, buy, your CPU), the cost-versus-time front (`pareto`) and the
-home boxes' break-even (`break_even`, `monthly`).
+"""The picks among the options, by one rule (`picks`: rent, buy, your CPU, the fastest, the cheapest), the
+cost-versus-time front (`pareto`) and the home boxes' break-even (`break_even`, `monthly`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -41,44 +41,76 @@ def cheapest(options: Iterable[Line]) -> Line | None:
     return min(options, key=by_cost, default=None)
 
 
-def pick(options: Sequence[Line], deadline_h: float | None = None) -> dict[str, Line | None]:
-    """The fastest, the cheapest (the faster of equals) and the cheapest within the deadline, among the
-    options the run fits (`fitting`)."""
-    ok = fitting(options)
-    out = {"fastest": fastest(ok), "cheapest": cheapest(ok)}
-    if deadline_h is not None:
-        out[f"cheapest within {deadline_h:g} h"] = cheapest([o for o in ok if o.wall_h <= deadline_h])
-    return out
-
-
 RENT_FASTEST, RENT_CHEAPEST, BUY, YOUR_CPU, YOUR_GPU = "rent, fastest", "rent, cheapest", "buy", "your CPU", "your GPU"
+FASTEST, CHEAPEST, AS_FAST = "fastest", "cheapest", "rent, cheapest as fast as one GPU"
+FIRST = (RENT_FASTEST, RENT_CHEAPEST, BUY, YOUR_CPU, YOUR_GPU)  # the first screen's picks, in its order
+BEATS = "beats every rental"  # the pick the first line names where renting does not pay (`beats`)
+WITHIN = "cheapest within"  # the pick that meets a deadline: 'cheapest within 2 h'
+RENTALS = ("on-demand", "spot")  # the kinds of option rented by the hour
 
 
-def three(options: Sequence[Line]) -> dict[str, Line | None]:
-    """The first screen's picks, among the options the run fits (`fitting`): the GPU to rent (the fastest
-    on-demand instance, and the cheapest where it is another), the box to buy (of the home boxes for sale, not a
-    record of what a box cost once (prices.HomeBox.record), the one that pays for itself at the fewest runs a month
-    against the cheapest on-demand GPU, `break_even`; its line carries that
-    break-even: even_n runs a month, even_against, even_against_usd, even_predicted), your own CPU, and your own
-    GPU (the fastest) where the rows measured one; None where the options hold none of that kind."""
-    ok = fitting(options)
+def picks(options: Sequence[Line], deadline_h: float | None = None) -> dict[str, Line | None]:
+    """Every pick, by one rule, among the options the run fits (`fitting`): the fastest is the least wall time
+    (`by_time`: start-up included, the cheaper of equals first), the cheapest the least cost (`by_cost`: the faster of
+    equals first), whatever the kind, of those with a price (a GPU no option offers is said, never picked). Every
+    screen and JSON record names these, and only these:
+    - the first screen's (FIRST): the GPU to rent, fastest and cheapest where it is another (on demand); the box to
+      buy, the cheapest run of the home boxes for sale (its write-off at its utilisation, and electricity; not a record
+      of what a box cost once, prices.HomeBox.record), with its break-even against the cheapest on-demand GPU
+      (`break_even`: even_n runs a month, even_against, even_against_usd, even_predicted); your CPU (the cheapest);
+      your GPU (the fastest) where the rows measured one; None where the options hold none of that kind;
+    - BEATS, where one of the picks of yours or the box to buy is faster than every rental and no dearer than the
+      cheapest, start-up included (`beats`): the first line then says that renting does not pay;
+    - the fastest and the cheapest of all, and the cheapest within `deadline_h` where one is asked (WITHIN);
+    - where some rent several GPUs: the cheapest rental as fast as the fastest on one GPU (AS_FAST), and per GPU
+      model rented on several counts, its cheapest ('rent, cheapest H100')."""
+    ok = [o for o in fitting(options) if not math.isnan(o.usd)]
     rented = [o for o in ok if o.kind == "on-demand" and o.gpus > 0]
     quick, cheap = fastest(rented), cheapest(rented)
     out: dict[str, Line | None] = {RENT_FASTEST: quick}
     if cheap is not None and quick is not None and cheap.option != quick.option:  # both or neither
         out[RENT_CHEAPEST] = cheap
-    sale = [o for o in ok if o.for_sale is True]  # home boxes' alone
-    named = {o.option: o for o in sale}
-    even = [e for e in break_even(options) if e.versus == "cheapest on-demand GPU" and e.box in named]
-    if even:
-        best = min(even, key=lambda e: e.sweeps_per_month)
-        out[BUY] = dataclasses.replace(named[best.box], even_n=best.sweeps_per_month, even_against=best.against,
-                                       even_against_usd=best.against_usd, even_predicted=best.predicted)
-    else:
-        out[BUY] = cheapest(sale)
+    box = cheapest([o for o in ok if o.for_sale is True])  # home boxes' alone
+    even = [e for e in break_even(options) if box is not None and e.box == box.option
+            and e.versus == "cheapest on-demand GPU"]
+    out[BUY] = box if box is None or not even else dataclasses.replace(
+        box, even_n=even[0].sweeps_per_month, even_against=even[0].against, even_against_usd=even[0].against_usd,
+        even_predicted=even[0].predicted)
     out[YOUR_CPU] = cheapest([o for o in ok if o.kind == OWN_CPU])
     gpus = [o for o in ok if o.kind == OWN_GPU]
-    return out | ({YOUR_GPU: fastest(gpus)} if gpus else {})
+    out |= {YOUR_GPU: fastest(gpus)} if gpus else {}
+    won = beats(ok, [line for name in (YOUR_CPU, YOUR_GPU, BUY) if (line := out.get(name)) is not None])
+    out |= {BEATS: won} if won is not None else {}
+    out |= {FASTEST: fastest(ok), CHEAPEST: cheapest(ok)}
+    if deadline_h is not None:
+        out[f"{WITHIN} {deadline_h:g} h"] = cheapest([o for o in ok if o.wall_h <= deadline_h])
+    one = [o for o in rented if not o.several]
+    if one and any(o.several for o in rented):
+        quickest = min(o.wall_s for o in one)
+        out[AS_FAST] = cheapest(o for o in rented if o.wall_s <= quickest)
+    for gpu in dict.fromkeys(o.model for o in rented):
+        group = [o for o in rented if o.model == gpu]
+        if len({o.gpus for o in group}) > 1:
+            out[f"rent, cheapest {gpu}"] = cheapest(group)
+    return out
+
+
+def beats(options: Sequence[Line], mine: Sequence[Line]) -> Line | None:
+    """Of `mine` (the picks of yours and the box to buy), the one faster than every rental of `options` and no dearer
+    than the cheapest, start-up included: yours before a box, the faster first; None where none is, or nothing is
+    rented."""
+    rented = [o for o in options if o.kind in RENTALS]
+    if not rented:
+        return None
+    quick, cheap = min(o.wall_s for o in rented), min(o.usd for o in rented)
+    return min((o for o in mine if o.wall_s < quick and o.usd <= cheap),
+               key=lambda o: (o.kind == HOME_BOX, o.wall_s, o.usd), default=None)
+
+
+def first(chosen: Mapping[str, Line | None]) -> dict[str, Line | None]:
+    """The picks of `chosen` (`picks`') the first screen names, a line each: FIRST's, and the cheapest within a
+    deadline."""
+    return {name: line for name, line in chosen.items() if name in FIRST or name.startswith(WITHIN)}
 
 
 def pareto(options: Sequence[Line]) -> list[Line]:

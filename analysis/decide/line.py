@@ -98,7 +98,7 @@ class Line:
     purchase_usd: float = NAN
     lifetime_years: float = NAN
     utilisation: float = NAN
-    # the box to buy's break-even (choosing.three): runs a month past which it costs less than renting `even_against`
+    # the box to buy's break-even (choosing.picks): runs a month past which it costs less than renting `even_against`
     even_n: float = NAN
     even_against: str | None = None
     even_against_usd: float = NAN
@@ -110,6 +110,7 @@ class Line:
     parallel: str | None = None
     link: str | None = None
     comm_s: float = NAN
+    instance_gpus: int | None = None  # the GPUs of the instance it is rented on, where that has more than the run uses
 
     @classmethod
     def of(cls, cells: Mapping) -> Line:

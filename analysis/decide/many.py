@@ -1,5 +1,5 @@
 """A planned run on N GPUs of one instance, and on M instances: its time (analysis/model/collective.py's data-parallel
-step), priced as rented (an N-GPU instance's whole price for the run's time on its N GPUs), and the picks among them.
+step), priced as rented (an N-GPU instance's whole price for the run's time on its N GPUs), and the picks in words.
 
     crossover predict --workload job.py:workload --epochs 30 --gpus 1,2,4,8 [--nodes 2] [--global-batch]
     crossover decide results/job --epochs 30 --dataset-size 50000 --gpus 1,8
@@ -25,7 +25,7 @@ from ..model.collective import (
     GRAD_BYTES, Link, ddp_bytes, ddp_step, efficiency, fsdp_bytes, fsdp_step, load_links)
 from ..model.hosts import HOST_BOUND
 from ..prices import Billing, Option
-from .choosing import by_cost, by_time
+from .choosing import by_cost
 from .grid import NO_PRICE, Plan
 from .line import Line
 from .speeds import OWN_SIZE, at_plan
@@ -51,6 +51,23 @@ class Scale:
         """The GPU counts of one instance to price: those asked, else 1 and every count an instance offers to MOST."""
         return sorted(set(self.gpus) if self.gpus else {1} | {o.gpus for o in options if o.gpu and o.gpus <= MOST})
 
+    def instance(self, options: list[Option], gpu: str, gpus: int) -> Option | None:
+        """The instance a run on `gpus` GPUs of model `gpu` is rented on: for a count asked (--gpus), the smallest that
+        has as many (`smallest`); for the default counts, every count an instance has, one of exactly that many."""
+        found = smallest(options, gpu, gpus, self.nodes)
+        return found if self.gpus or (found is not None and found.gpus == gpus) else None
+
+    def unoffered(self, options: list[Option]) -> str | None:
+        """Where no instance of `options` has as many GPUs as a count asked: which counts it has, in words ('no
+        instance of the price table has 16 GPUs (the counts offered: 1, 2, 4, 8)'); None where each count has one."""
+        offered = sorted({o.gpus for o in options if o.gpu and (self.nodes == 1 or o.network)})
+        lacking = [n for n in self.counts(options) if not offered or n > offered[-1]]
+        if not lacking:
+            return None
+        return (f"no instance of the price table has {' or '.join(map(str, lacking))} GPUs"
+                + (" with a network between nodes" if self.nodes > 1 else "")
+                + f" (the counts offered: {', '.join(map(str, offered))})")
+
     def per_gpu(self, batch: int, gpus: int) -> int:
         """The batch one GPU takes on `gpus` GPUs of each of the nodes: the batch itself, or its share of it."""
         ranks = gpus * self.nodes
@@ -60,6 +77,21 @@ class Scale:
             raise ValueError(f"--global-batch: a batch of {batch:,} does not split evenly over {ranks} GPUs; give a "
                              f"multiple of {ranks}, or leave --global-batch out (then --batch-size is a GPU's)")
         return batch // ranks
+
+
+def batch_words(scale: Scale) -> str:
+    """What the batch is, as every screen says it: 'a GPU' (each GPU takes it), or with --global-batch 'in all, split
+    over the GPUs'."""
+    return "in all, split over the GPUs" if scale.global_batch else "a GPU"
+
+
+def smallest(options: list[Option], gpu: str, gpus: int, nodes: int = 1) -> Option | None:
+    """The instance a run on `gpus` GPUs of model `gpu` is rented on: of the smallest count of them at least `gpus`
+    (billed whole: an instance of 4 for a run on 3), the cheapest on demand (`instances` prices every one of that
+    count); with `nodes` > 1, one with a network
+    between nodes; None where no instance has that many."""
+    offered = [o for o in options if o.gpu == gpu and o.gpus >= gpus and (nodes == 1 or o.network)]
+    return min(offered, key=lambda o: (o.gpus, o.on_demand.usd_per_h), default=None)
 
 
 def links_of(option: Option | None, gpu: str) -> tuple[Link, Link | None]:
@@ -109,13 +141,16 @@ def scaled(one: dict, n_params: float, batch: int, samples: int, gpus: int, node
 
 
 def rented(line: dict, option: Option, bill: Billing, epochs: int, nodes: int, today: dt.date | None = None) -> dict:
-    """`line`'s run on `nodes` of `option`, each rented whole for the run's time on its GPUs: the provider's
+    """`line`'s run on `nodes` of `option`, each rented whole for the run's time on its GPUs (all of them, or the
+    line's `gpus` of more, instance_gpus): the provider's
     start-up, then epochs x the time per epoch, billed as it bills, x nodes; its price's age counted to `today`
     (None: today)."""
-    price = option.on_demand
+    price, used = option.on_demand, line.get("gpus", option.gpus)  # the GPUs the run uses: all, where not said
     out = {"option": (f"{nodes} x " if nodes > 1 else "") + option.name, "kind": "on-demand", "startup_s": bill.startup_s,
            "price_date": price.date, "price_source": price.source, "price_stale": price.is_stale(today or dt.date.today()),
-           "basis": f"{nodes * option.gpus} x {option.gpu}, {nodes} instance{'s' if nodes > 1 else ''} rented whole; "
+           "instance_gpus": option.gpus if option.gpus > used else None,
+           "basis": f"{nodes * used}{f' of {nodes * option.gpus}' if option.gpus > used else ''} x {option.gpu}, "
+                    f"{nodes} instance{'s' if nodes > 1 else ''} rented whole; "
                     f"{bill.startup_s:.0f} s start-up; billed per {bill.step_s:g} s"}
     for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
         wall = bill.startup_s + epochs * line[column]
@@ -136,8 +171,9 @@ def unpriced(line: dict, epochs: int, why: str) -> dict:
 def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples: int, epochs: int, scale: Scale,
           options: list[Option], billing: dict[str, Billing], reference: pd.DataFrame,
           today: dt.date | None = None, tensors: float | None = None) -> tuple[Line, ...]:
-    """Every GPU model an instance offers and every count of `scale` above one: the run on that many (`scaled`), priced at the cheapest
-    instance of that many of that model on demand (`rented`), else unpriced. `speeds`: per per-GPU batch, one
+    """Every GPU model an instance offers and every count of `scale` above one: the run on that many (`scaled`), priced
+    on the cheapest on-demand instance of that model of that many, or for a count asked, of the fewest GPUs that has
+    as many (Scale.instance, `rented`: billed whole, its GPUs beyond the run's idle), else unpriced. `speeds`: per per-GPU batch, one
     GPU's predicted line per GPU model (decide.at_plan's); `reference`: one GPU's line per model at the batch
     efficiency is measured against; `today`: the day the prices' age is counted to (None: today); `tensors`: the
     model's parameter tensors that train (None: not counted)."""
@@ -149,9 +185,8 @@ def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples:
             gpu = one["source"]
             if gpu not in rentable:
                 continue
-            offered = sorted((o for o in options if o.gpu == gpu and o.gpus == gpus and (scale.nodes == 1 or o.network)),
-                             key=lambda o: o.on_demand.usd_per_h)
-            link, network = links_of(offered[0] if offered else None, gpu)
+            offered = scale.instance(options, gpu, gpus)
+            link, network = links_of(offered, gpu)
             base = reference.loc[reference["source"] == gpu, "epoch_s"]
             line = {"model": gpu, "reach": OWN_SIZE, "predicted_share": 1.0, "largest_batch": None,
                     "accumulate_steps": None, "needs_how": one.get("needs_how")} | scaled(
@@ -159,8 +194,8 @@ def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples:
                 devices[gpu].memory_gb if gpu in devices else None, float(base.iloc[0]) if len(base) else math.nan,
                 tensors)
             out.append(Line.of(line | (
-                rented(line, offered[0], billing[offered[0].provider], epochs, scale.nodes, today) if offered
-                else unpriced(line, epochs, f"no instance of {gpus} x {gpu} in the price table"
+                rented(line, offered, billing[offered.provider], epochs, scale.nodes, today) if offered
+                else unpriced(line, epochs, f"no instance of {gpus} or more x {gpu} in the price table"
                               + (" with a network between nodes" if scale.nodes > 1 else "")))))
     return tuple(out)
 
@@ -191,24 +226,6 @@ def on_gpus(ones: Sequence[Line], steps: Mapping[int, dict], batch: int, epochs:
     return tuple(sorted(out, key=lambda o: (first[o.model], o.model, o.nodes, o.gpus)))
 
 
-def picks(found: Sequence[Line]) -> dict[str, Line]:
-    """Among the priced options the run fits: the fastest; the cheapest at least as fast as the fastest one-GPU
-    option; and per GPU model the count of GPUs that costs least (the faster of equals)."""
-    ok = [o for o in found if o.kind != NO_PRICE and o.fits is not False and not math.isnan(o.usd)]
-    if not ok:
-        return {}
-    out = {"fastest": min(ok, key=by_time)}
-    one = [o for o in ok if not o.several]
-    if one:
-        quick = min(o.wall_s for o in one)
-        out["cheapest as fast as one GPU"] = min((o for o in ok if o.wall_s <= quick), key=by_cost)
-    for gpu in dict.fromkeys(o.model for o in ok):
-        group = [o for o in ok if o.model == gpu]
-        if len({o.gpus for o in group}) > 1:
-            out[f"cheapest {gpu}"] = min(group, key=by_cost)
-    return out
-
-
 def one_gpu(found: Sequence[Line], batch: int) -> tuple[Line, ...]:
     """One-GPU lines as a line of many GPUs says itself (PER_GPU): 1 node, the batch its own, efficiency 1."""
     return tuple(dataclasses.replace(o, nodes=1, per_gpu_batch=batch, global_batch=batch, efficiency=1.0,
@@ -216,8 +233,10 @@ def one_gpu(found: Sequence[Line], batch: int) -> tuple[Line, ...]:
 
 
 def said_gpus(line: Line) -> str:
-    """'8', or across nodes '2x8' (nodes x GPUs each), with ' FSDP' where the run is sharded."""
-    count = f"{line.nodes}x{line.gpus}" if line.nodes > 1 else f"{line.gpus}"
+    """'8', or across nodes '2x8' (nodes x GPUs each), '3 of 4' where the instance has more GPUs than the run uses,
+    with ' FSDP' where the run is sharded."""
+    count = (f"{line.nodes}x{line.gpus}" if line.nodes > 1 else f"{line.gpus}") \
+        + (f" of {line.instance_gpus}" if line.instance_gpus else "")
     return count + (" FSDP" if line.parallel == "FSDP" else "")
 
 
@@ -238,32 +257,44 @@ NOTE = ("GPUs: data-parallel on one instance (DDP: each GPU a copy of the model 
 def instances(found: Sequence[Line], batch: int, samples: int, n_params: float, epochs: int, scale: Scale,
               options: list[Option], billing: dict[str, Billing]) -> tuple[Line, ...]:
     """`decide`'s options for a planned run of `samples` samples an epoch at `batch` a GPU (`table`'s lines: each
-    instance's on one of its GPUs) with each rented instance of several GPUs as the run on all of them (`scaled`),
-    and on scale.nodes of them: its time per epoch, the run's time (its fixed seconds kept), and its whole price; GPU
-    options of a count not in scale.counts left out; cheapest first. Your own GPUs and the home boxes stay as they
+    instance's on one of its GPUs) as the run on each count of scale.counts its instances are the ones of its GPU
+    model for (Scale.instance: all of its GPUs, or for a count asked, fewer, billed whole), and on scale.nodes of
+    them (`_on`); a GPU option of no count left out; cheapest first. Your own GPUs and the home boxes stay as they
     are."""
     named, devices, out = {o.name: o for o in options}, load_devices(), []
     for line in found:
         option = named.get(line.option.removesuffix(" (spot)"))
-        if line.gpus > 0 and option is not None and line.gpus not in scale.counts(options):
-            continue
-        if option is None or option.gpu is None or option.gpus * scale.nodes <= 1 \
-                or (scale.nodes > 1 and not option.network) or math.isnan(line.epoch_s) or option.gpu not in devices:
+        if option is None or option.gpu is None or math.isnan(line.epoch_s) or option.gpu not in devices:
             out.append(line)
             continue
-        link, network = links_of(option, option.gpu)
-        ran = scaled(dataclasses.asdict(line) | {"needs_bytes": line.needs_gb * 1e9}, n_params, batch, samples,
-                     option.gpus, scale.nodes, link, network, devices[option.gpu].memory_gb, line.epoch_s)
-        bill, price = billing[option.provider], option.spot if line.kind == "spot" else option.on_demand
-        if price is None:  # Option.prices() makes a spot line only where there is a spot price
-            raise ValueError(f"option {option.name!r}: a spot line without a spot price (the price table's spot:)")
-        fixed = line.wall_s - bill.startup_s - epochs * line.epoch_s  # set-up, transfer, evaluation: kept
-        for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
-            wall = bill.startup_s + max(fixed, 0.0) + epochs * ran[column]
-            ran |= {f"wall{end}_s": wall, f"wall{end}_h": wall / 3600,
-                    f"usd{end}": scale.nodes * price.usd_per_h * bill.charged_s(wall) / 3600}
-        out.append(Line.of(dataclasses.asdict(line) | ran | {
-            "option": (f"{scale.nodes} x " if scale.nodes > 1 else "") + line.option, "predicted_share": 1.0,
-            "modelled": True, "basis": f"{ran['parallel']} on {option.gpus * scale.nodes} x {option.gpu}, rented "
-                                       f"whole; " + line.basis.split("; ", 1)[-1]}))
+        # the counts asked its GPU model's instances of this many GPUs are the smallest for: 3 GPUs on one of 4
+        for gpus in scale.counts(options):
+            least = scale.instance(options, option.gpu, gpus)
+            if least is None or least.gpus != option.gpus:
+                continue
+            out.append(line if option.gpus * scale.nodes <= 1 or (scale.nodes > 1 and not option.network) else
+                       _on(line, option, gpus, batch, samples, n_params, epochs, scale.nodes, billing, devices))
     return tuple(sorted(out, key=by_cost))
+
+
+def _on(line: Line, option: Option, gpus: int, batch: int, samples: int, n_params: float, epochs: int, nodes: int,
+        billing: dict[str, Billing], devices: dict) -> Line:
+    """`line` (`option`'s on one of its GPUs) as the run on `gpus` of its GPUs and on `nodes` of it (`scaled`): its
+    time per epoch, the run's time (its fixed seconds kept), and the whole instances' price for it."""
+    link, network = links_of(option, option.gpu or "")
+    ran = scaled(dataclasses.asdict(line) | {"needs_bytes": line.needs_gb * 1e9}, n_params, batch, samples,
+                 gpus, nodes, link, network, devices[option.gpu].memory_gb, line.epoch_s)
+    bill, price = billing[option.provider], option.spot if line.kind == "spot" else option.on_demand
+    if price is None:  # Option.prices() makes a spot line only where there is a spot price
+        raise ValueError(f"option {option.name!r}: a spot line without a spot price (the price table's spot:)")
+    fixed = line.wall_s - bill.startup_s - epochs * line.epoch_s  # set-up, transfer, evaluation: kept
+    for end, column in (("", "epoch_s"), ("_lo", "epoch_lo"), ("_hi", "epoch_hi")):
+        wall = bill.startup_s + max(fixed, 0.0) + epochs * ran[column]
+        ran |= {f"wall{end}_s": wall, f"wall{end}_h": wall / 3600,
+                f"usd{end}": nodes * price.usd_per_h * bill.charged_s(wall) / 3600}
+    whole = f" of {option.gpus * nodes}" if option.gpus > gpus else ""
+    return Line.of(dataclasses.asdict(line) | ran | {
+        "option": (f"{nodes} x " if nodes > 1 else "") + line.option, "predicted_share": 1.0, "modelled": True,
+        "instance_gpus": option.gpus if option.gpus > gpus else None,
+        "basis": f"{ran['parallel']} on {gpus * nodes}{whole} x {option.gpu}, rented whole; "
+                 + line.basis.split("; ", 1)[-1]})

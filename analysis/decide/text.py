@@ -15,15 +15,15 @@ import pandas as pd
 from crossover.schema import SIZE_AXES
 
 from ..model.devices import load_devices
-from .choosing import BUY, by_time, fitting, pareto, three
-from .grid import BUSY_MARKS, HOME_BOX, NEAREST, OWN_CPU, OWN_GPU, Plan
+from .choosing import BEATS, BUY, RENTALS, by_time, first, fitting, pareto
+from .grid import BUSY_MARKS, HOME_BOX, NEAREST, Plan
 from .line import Config, Even, Line
 from .memory import CONTEXT_BYTES
 from .speeds import NOT_COUNTED, OWN_SIZE
 
 
 # lines of the default output at most, so the answer is read before the detail: the front, the picks, the stale prices
-BRIEF_LINES = 20  # the three picks, each wrapped rather than cut, and what is known of them
+BRIEF_LINES = 20  # the first screen's picks, each wrapped rather than cut, and what is known of them
 WIDTH = 100  # columns of a line of the default output
 STALE = "stale prices:"  # the note on prices older than 12 months, the one note the default output keeps
 
@@ -157,10 +157,12 @@ def memory(line: Line) -> str:
 def said(line: Line) -> str:
     """An option in a few words: 'RTX 5090 box, ~0.147 min (0.12-0.19), ~$0.01' ('~': predicted, 90% interval);
     a planned run's with its time per epoch first: 'RTX 5090 box, ~9.5 s/epoch (4.8-19), ~4.78 min ...'. A rented
-    option's run time holds its start-up, said beside it: '~3.1 min (3.1-3.2) with 3 min start-up'."""
+    option's run time holds its start-up, said beside it: '~3.1 min (3.1-3.2) with 3 min start-up'; one rented on an
+    instance of more GPUs than it uses says so: 'Lambda 4x H100 (on an instance of 4 GPUs, 3 used), ...'."""
     epoch = f"{per_epoch(line)}, " if not math.isnan(line.epoch_s) else ""
     held = startup(line)
-    return f"{line.option}, {epoch}{run_time(line)}{f' with {held} start-up' if held else ''}, {money(line)}"
+    part = f" (on an instance of {line.instance_gpus} GPUs, {line.gpus} used)" if line.instance_gpus else ""
+    return f"{line.option}{part}, {epoch}{run_time(line)}{f' with {held} start-up' if held else ''}, {money(line)}"
 
 
 def startup(line: Line) -> str:
@@ -171,28 +173,20 @@ def startup(line: Line) -> str:
     return f"{held / 60:,.3g} min" if held < 3600 else f"{held / 3600:,.3g} h"
 
 
-RENTALS = ("on-demand", "spot")  # the kinds of option rented by the hour
-
-
-def not_renting(options: Sequence[Line]) -> str:
-    """The first line where an option already owned (your CPU, your GPU) or a home box for sale is both faster and
-    cheaper than every rental the run fits, start-up included: 'renting does not pay here: your CPU, 2 threads
-    (measured here), 0.00283 min for $1.2e-07, is faster and cheaper than every rental, start-up included (the
-    fastest: RunPod H200 community, ~3.1 min with 3 min start-up)'; a box's begins 'a box beats every rental here';
-    '' where none is, or nothing is rented."""
-    ok = fitting(options)
-    rented = [o for o in ok if o.kind in RENTALS]
-    owned = [o for o in ok if o.kind in (OWN_CPU, OWN_GPU) or o.for_sale is True]
-    if not rented or not owned:
+def not_renting(options: Sequence[Line], chosen: Mapping[str, Line | None], priced: str = "") -> str:
+    """The first line where `chosen` (choosing.picks') holds the pick of yours (your CPU, your GPU) or the box to buy
+    that is faster and no dearer than every rental the run fits, start-up included (BEATS): 'renting does not pay
+    here: your CPU, 2 threads (measured here), 0.00283 min for $1.2e-07, is faster and cheaper than every rental,
+    start-up included (the fastest: RunPod H200 community, ~3.1 min with 3 min start-up)'; a box's begins 'a box
+    beats every rental here'; with `priced`, what was priced in place of 'here' ('renting does not pay for this
+    sweep's 9 trials: ...'); '' where none is."""
+    best = chosen.get(BEATS)
+    if best is None:
         return ""
-    quick = min(rented, key=by_time)
-    cheap = min(o.usd for o in rented)
-    beats = [o for o in owned if o.wall_s < quick.wall_s and o.usd <= cheap]
-    if not beats:
-        return ""
-    best = min(beats, key=lambda o: (o.kind == HOME_BOX, o.wall_s, o.usd))  # yours before a box to buy
+    quick = min((o for o in fitting(options) if o.kind in RENTALS), key=by_time)
     held = f" with {startup(quick)} start-up" if startup(quick) else ""
-    return (f"{'a box beats every rental here' if best.kind == HOME_BOX else 'renting does not pay here'}: "
+    said = f"for {priced}" if priced else "here"
+    return (f"{'a box beats every rental' if best.kind == HOME_BOX else 'renting does not pay'} {said}: "
             f"{best.option}, {run_time(best).split(' (')[0]} for {money(best).split(' (')[0]}, is faster and cheaper "
             f"than every rental, start-up included (the fastest: {quick.option}, "
             f"{run_time(quick).split(' (')[0]}{held})")
@@ -242,10 +236,11 @@ def cards(options: Sequence[Line], how: bool = True) -> str:
 def brief(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, Line | None], notes: Sequence[str],
           plan: Plan | None = None, head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
     """The decision in at most `lines` lines of at most WIDTH columns (`python -m crossover.analysis decide`):
-    `head` (wrapped), the sweep, what it needs of a GPU's memory and the cards it does not fit, the three picks
-    (`three`: the GPU to rent, fastest and cheapest; the box to buy, with its break-even and what its write-off
-    assumes; your CPU), each with its time per epoch (a planned run), run time and cost, the cheapest within the
-    deadline where one was asked, the cost-versus-time front where lines are left, the stale prices in one line,
+    the first line where renting does not pay (`not_renting`), `head` (wrapped), the sweep, what it needs of a GPU's
+    memory and the cards it does not fit, the first screen's picks of `picks` (choosing.picks', `first`: the GPU to
+    rent, fastest and cheapest; the box to buy, with its break-even and what its write-off assumes; your CPU; the
+    cheapest within the deadline where one was asked), each with its time per epoch (a planned run), run time and
+    cost, the cost-versus-time front where lines are left, the stale prices in one line,
     what each busy mark means, what --verbose adds. Where these pass `lines`, `head` goes and the memory takes
     one line; the picks are never cut. Every figure is marked: '~' and its 90% interval where it rests on a
     prediction, and its source."""
@@ -263,13 +258,14 @@ def brief(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, L
     top += [w for w in textwrap.wrap(memory, WIDTH, subsequent_indent="    ")]
     more = (f"--verbose (and the report): all {len(options)} options, the break-even, how each is costed"
             + (f", {rest} notes" if rest else ""))
-    chosen = three(options) | {k: v for k, v in picks.items() if k.startswith("cheapest within")}
-    said_picks = pick_lines(chosen, plan)
-    first = textwrap.wrap(not_renting(options), WIDTH, subsequent_indent="    ")
+    said_picks = pick_lines(first(picks), plan)
+    trials = sum(c.trials for c in grid)  # what the sweep's figures price: its own trials, as they ran
+    priced = "the planned run" if plan else f"this sweep's {trials:,} trial{'s' if trials != 1 else ''}"
+    opening = textwrap.wrap(not_renting(options, picks, priced), WIDTH, subsequent_indent="    ")
     tail = uncounted + [_fit(d) for d in dated + busy_notes(options) + [host_note(options)] if d] + [_fit(more)]
-    if len(first) + len(top) + len(said_picks) + len(tail) > lines:  # short of room: the picks stay whole, the head
+    if len(opening) + len(top) + len(said_picks) + len(tail) > lines:  # short of room: the picks stay whole, the head
         top = [said_head] + ([_fit(cards(options, how=False))] if memory else [])  # goes and the memory takes one line
-    top = first + top
+    top = opening + top
     front = pareto(options)
     room = lines - len(top) - len(said_picks) - len(tail) - 1
     shown = front[:max(room, 0)]
@@ -291,7 +287,7 @@ def brief(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, L
 
 
 def pick_lines(chosen: Mapping[str, Line | None], plan: Plan | None, absent: dict[str, str] | None = None) -> list[str]:
-    """The picks in words (`three`'s, and any other of `chosen`), each wrapped to WIDTH rather than cut: its option,
+    """The picks of `chosen` in words (choosing.picks'), each wrapped to WIDTH rather than cut: its option,
     time per epoch (a planned run), run time and cost, how each is known, and for the box to buy its break-even
     (`bought`); an option named again is not said again; a pick that is None is 'none', or `absent`'s words for it."""
     out: list[str] = []
@@ -421,7 +417,8 @@ def _many(o: Line, batch: int | None) -> dict:
             "efficiency": 1.0 if math.isnan(o.efficiency) else o.efficiency, "parallel": o.parallel or "one GPU"}
 
 
-def records(options: Sequence[Line], grid: Sequence[Config], plan: Plan | None = None) -> list[dict]:
+def records(options: Sequence[Line], grid: Sequence[Config], plan: Plan | None = None,
+            picks: Mapping[str, Line | None] | None = None) -> list[dict]:
     """Every option's figures as plain values, one object each, in the table's order (`decide --json`, and
     any command that prices a run): option; kind; gpu (the GPU model, e.g. "H100"; None for a CPU) and gpus;
     the run's workload, epochs, precision, batch_size and dataset_size (None where the sweep holds several); epoch_s
@@ -437,8 +434,14 @@ def records(options: Sequence[Line], grid: Sequence[Config], plan: Plan | None =
     (never slower than a GPU it outran on the public benchmarks: a bound, not the model's own figure), else None;
     graph_epoch_s and compile_epoch_s, each with _low and _high, the epoch under CUDA graphs and under
     torch.compile(mode="reduce-overhead"), predicted for a step bound by the host (else None), and graph_helps,
-    whether the graph's figure lies below the eager one's interval."""
+    whether the graph's figure lies below the eager one's interval; picks, the names of the picks of `picks`
+    (choosing.picks': 'rent, fastest', 'buy', 'beats every rental', 'cheapest', ...) that are this option, in their
+    order ([] where none is)."""
     devices = load_devices()
+    named: dict[tuple, list[str]] = {}  # an option on its count of GPUs (an instance's name on 1 of its GPUs or all)
+    for name, line in (picks or {}).items():
+        if line is not None:
+            named.setdefault((line.option, line.gpus, line.nodes), []).append(name)
     one = grid[0] if len(grid) == 1 else None
     size = lambda axis: None if one is None else getattr(one, axis)  # noqa: E731
     out = []
@@ -467,5 +470,5 @@ def records(options: Sequence[Line], grid: Sequence[Config], plan: Plan | None =
             **{f"{engine}_epoch_s{end}": _plain(getattr(o, f"{engine}_epoch_s{field}")) if gpu else None
                for engine in ("graph", "compile") for end, field in (("", ""), ("_low", "_lo"), ("_high", "_hi"))},
             "graph_helps": o.graph_helps is True if gpu and not math.isnan(o.host_share) else None,
-            **_many(o, size("batch_size"))})
+            **_many(o, size("batch_size")), "picks": named.get((o.option, o.gpus, o.nodes), [])})
     return out
