@@ -112,9 +112,9 @@ from .choosing import (  # noqa: F401 (the package's names)
     BUY, RENT_CHEAPEST, RENT_FASTEST, YOUR_CPU, YOUR_GPU, break_even, by_cost, by_time, cheapest, fastest, fitting,
     monthly, pareto, pick, three)
 from .text import (  # noqa: F401 (the package's names)
-    BRIEF_LINES, HOST_MARK, HOST_WORDS, RENTALS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards, cents,
-    costed, evens, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
-    precision_of, priced_on, records, render, run_time, said, significant, source, startup)
+    BRIEF_LINES, CENT, HOST_MARK, HOST_WORDS, RENTALS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards,
+    costed, duration, evens, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
+    precision_of, priced_on, records, render, run_time, said, significant, source, startup, usd)
 from . import many  # noqa: F401,E402 (the package's names)
 from .answer import (  # noqa: F401 (the package's names)
     Decision, Offer, Run, answer, counted, decide, steps)
