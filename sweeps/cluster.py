@@ -15,6 +15,7 @@ import dataclasses
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import threading
@@ -74,10 +75,12 @@ def runtime_env(shipping: Shipping | None = None) -> dict:
     each at most SHIP_MAX_BYTES, checked as it was declared), with where each came from (ORIGINS_ENV: a worker
     finds its job's folder by it, and a row names the job by the driver's path). What it ships is recorded as sent
     in `shipping` (`check_shipped`); None: no user's module."""
+    # the sweep's folder of the trials' window registry, where connect named it (trainables/neighbours.py SWEEP_ENV)
+    env_vars = WORKER_ENV | {k: v for k, v in os.environ.items() if k == neighbours.SWEEP_ENV}
     if shipping is None or not shipping.files:
-        return {"env_vars": WORKER_ENV}
+        return {"env_vars": env_vars}
     shipping.sent.update(shipping.shipped_sources())
-    return {"env_vars": {**WORKER_ENV, ORIGINS_ENV: json.dumps(shipping.origins())}, "py_modules": shipping.shipped(),
+    return {"env_vars": {**env_vars, ORIGINS_ENV: json.dumps(shipping.origins())}, "py_modules": shipping.shipped(),
             "excludes": SHIP_EXCLUDES}
 
 
@@ -88,7 +91,9 @@ def connect(address: str | None, shipping: Shipping | None = None, keep: Path | 
     either way, this job's workers run at the driver's priority (WORKER_ENV) and import the user's
     workload modules the sweep's `shipping` declared before it (runtime_env; its Planner's: sweeps/plan.py). A Ray
     started here has its session folder (its logs, sockets and the runtime_env's copies, under /tmp/ray: 0.2-3.4 MB a
-    sweep) removed as this process ends, or moved into `keep` (`leave_nothing`); a cluster joined keeps its own.
+    sweep) removed as this process ends, or moved into `keep` (`leave_nothing`); a cluster joined keeps its own. The
+    sweep's trials record their timed windows in a folder of its own (neighbours.SWEEP_ENV, named here where the
+    user has not): a second sweep at once on the same machine removes only its own.
 
     ray.init puts its own handlers on SIGTERM: a Python one, and absl's failure handler in its core
     worker, which printed "*** SIGTERM received ***" and a stack of addresses, then aborted with 134 and
@@ -96,6 +101,9 @@ def connect(address: str | None, shipping: Shipping | None = None, keep: Path | 
     tune_settings()
     if ray.is_initialized():
         return
+    # this driver's, for its workers (runtime_env) and its own end (leave_nothing): the pid keeps two drivers of a
+    # host apart, the random part two hosts' drivers whose trials share a node
+    os.environ.setdefault(neighbours.SWEEP_ENV, f"sweep-{os.getpid()}-{secrets.token_hex(4)}")
     held = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     # logging_level: Ray's start-up lines ("Started a local Ray instance", the token warning) and Tune's
     # INFO and WARNING lines kept off the sweep's output; its errors still shown
@@ -116,8 +124,10 @@ def connect(address: str | None, shipping: Shipping | None = None, keep: Path | 
 
 def leave_nothing(session: Path, keep: Path | None = None) -> None:
     """Ray shut down, then the session folder it made (`session`) removed, or moved into `keep` (a sweep's
-    --keep-ray-session: OUT/_ray/), and Ray's link session_latest with it where it names this one (a Ray started
-    since has its own). Only for a Ray this process started: `connect` calls it as the process ends."""
+    --keep-ray-session: OUT/_ray/), and this sweep's records of its trials' windows. Only for a Ray this process
+    started: `connect` calls it as the process ends. Nothing else is touched: Ray's link session_latest is Ray's (a
+    driver started since names its own session by it; Ray points it anew at each start), and another sweep's
+    files are its own."""
     ray.shutdown()
     neighbours.prune()  # the last trials' records of their timed windows (trainables/neighbours.py), read by no one
     if keep is not None:
@@ -125,9 +135,6 @@ def leave_nothing(session: Path, keep: Path | None = None) -> None:
         shutil.move(str(session), str(keep / session.name))
     else:
         shutil.rmtree(session, ignore_errors=True)
-    latest = session.parent / "session_latest"
-    if latest.is_symlink() and Path(os.readlink(latest)).name == session.name:
-        latest.unlink()
 
 
 def check_shipped(trials: list, shipping: Shipping) -> None:

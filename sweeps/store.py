@@ -30,6 +30,7 @@ import errno
 import fcntl
 import itertools
 import json
+import math
 import os
 import pickle
 import re
@@ -64,7 +65,10 @@ TUNE = "_tune"  # results/_tune/<sweep>/
 LOGS = "_logs"  # results/_logs/<sweep>.log
 WAIT_NOTE_S = 30.0  # while every trial waits for resources, the progress line says so this often
 BAR = "{desc}: {n_fmt}/{total_fmt} trials done |{bar:16}| {elapsed}, ETA {remaining}{postfix}"  # RowWriter's line
-BAR_REFRESH_S = 1.0  # how often the progress line's clock and counts are redrawn between rows
+BAR_REFRESH_S = 1.0  # how often the progress line's clock and counts are redrawn between rows, on a terminal
+# Written to a file or a pipe, the progress line is a line of its own at each tenth of the trials and every 30 s
+# between (the clock and the ETA), not a redraw at each row: 197 redraws were 20 KB of one sweep's log
+LOGGED_TENTHS, LOGGED_EVERY_S = 10, 30.0
 FAILED_SHOWN = 3  # failed trials said in a line each under the progress line; the rest only counted on it
 SAID_WIDTH, SAID_LINES = 100, 2  # each in at most 2 lines of 100 columns: the end of a sweep fits 25 lines of 100
 DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # no space, past the file-size limit, past the quota
@@ -243,6 +247,22 @@ class Store:
             log(f"warning: {path} is {why}; moved to {target}")
 
 
+class _Lines:
+    """A file or pipe as tqdm's progress line writes to it: each drawing (tqdm's '\\r', the line, spaces over the
+    last one) a line of its own, the bare clearing and the closing newline dropped."""
+
+    def __init__(self, file):
+        self.file = file
+
+    def write(self, text: str) -> None:
+        line = text.strip("\r\n ")
+        if line:
+            self.file.write(line + "\n")
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
 class RowWriter(tune.Callback):
     """Writes each trial's row the moment the driver hears of it, and reports progress as it goes: a
     line per row through `log`, or with `bar`, one updating line instead (tqdm, on stderr: rows done of
@@ -268,10 +288,16 @@ class RowWriter(tune.Callback):
         return {**self.__dict__, "line": None}
 
     def _line(self):
-        """The progress line (with `bar`), made at its first use; None without `bar`."""
+        """The progress line (with `bar`), made at its first use; None without `bar`. On a terminal it redraws in
+        place; written to a file or a pipe, tqdm draws it at each LOGGED_TENTHS of the trials (miniters; no
+        maxinterval, which would draw it at every row after a pause), on_step_end every LOGGED_EVERY_S, each
+        drawing a line of its own (`_Lines`)."""
         if self.bar and self.line is None:
+            tty = sys.stderr.isatty()
+            sparse = {} if tty else {"miniters": max(1, -(-self.total // LOGGED_TENTHS)), "mininterval": 0,
+                                     "maxinterval": math.inf}
             self.line = tqdm(total=self.total, initial=self.rows, desc=f"sweep {self.sweep!r}", unit="trial",
-                             file=sys.stderr, smoothing=0, bar_format=BAR)
+                             file=sys.stderr if tty else _Lines(sys.stderr), smoothing=0, bar_format=BAR, **sparse)
         return self.line
 
     def _say(self, line: str) -> None:
@@ -337,7 +363,7 @@ class RowWriter(tune.Callback):
         if any(t.status == "RUNNING" for t in trials):
             self.busy = now
         line = self._line()
-        if line is not None and now - self.drawn >= BAR_REFRESH_S:
+        if line is not None and now - self.drawn >= (BAR_REFRESH_S if sys.stderr.isatty() else LOGGED_EVERY_S):
             self.drawn = now
             line.set_postfix_str(self._counts(trials, None), refresh=False)
             line.refresh()  # the clock and the ETA move between rows too

@@ -195,6 +195,11 @@ def planned(planted):
     return rows, none, options, billing, []
 
 
+def option_row(text: str, option: str) -> str:
+    """An option's row of --verbose's tables, its cells in every table that holds some, one space apart."""
+    return " ".join(" ".join(t.split()[len(option.split()):]) for t in text.splitlines() if t.strip().startswith(option + " "))
+
+
 def _priced(planned, epochs, samples):
     plan = decide.Plan(epochs, samples)
     answer = decide.decide(*planned, plan=plan)
@@ -223,10 +228,9 @@ def test_the_planned_run_says_whether_its_size_was_measured_or_how_far_outside(p
     assert {o.reach for o in past} == {"10x past 4,000 ±0.0%"}  # a line through three points on it: no residual
     assert all(o.predicted for o in past) and all(o.extrapolated for o in past) and not any(o.modelled for o in past)
     own = next(o.option for o in past if o.kind == decide.OWN_CPU)
-    line = next(t for t in text.split("\n") if t.strip().startswith(own))
     # its time per epoch and the run's (1 + 10 x 0.41 s), extrapolated, its electricity at the nominal 65 W, no price
-    assert " ".join(line.split()).endswith("0.41 s/epoch ~0.085 min ~$0.000016 extrapolated 10x past 4,000 ±0.0% "
-                                           "measured on box; electricity: nominal 65 W (--cpu-watts) - *")
+    assert option_row(text, own).endswith("0.41 s/epoch ~5.1 s < $0.01 extrapolated 10x past 4,000 ±0.0% *")
+    assert f"  measured on box; electricity: nominal 65 W (--cpu-watts): {own}" in text
     below, _ = _priced(planned, 10, 100)
     assert {o.reach for o in below} == {"10x below 1,000 ±0.0%"}
 
@@ -340,7 +344,7 @@ def test_the_default_decision_names_three_picks_in_its_lines_and_verbose_shows_t
     assert {"rent, fastest", "buy", "your CPU", "your GPU", "cheapest within 1 h"} <= set(picked), text
     assert picked["cheapest within 1 h"] == "cheapest within 1 h: your H100 (measured here), as your GPU above"
     assert all(" min" in picked[k] or " h," in picked[k] for k in ("rent, fastest", "buy", "your CPU")), text
-    buy = " ".join(text.split("buy: ")[1].split("\n")[:4])
+    buy = " ".join(" ".join(text.split("buy: ")[1].split("\n")[:4]).split())
     assert "sweeps a month against renting" in buy and "write-off: $" in buy and "of each month" in buy, text
     assert not buy.startswith("GTX 960 box of 2017"), text  # what that box cost in 2017 is a record, not one for sale
     assert picked["your GPU"].startswith("your GPU: your H100 (measured here)"), text
@@ -471,7 +475,7 @@ def test_a_model_too_large_for_a_16_gb_card_does_not_fit_the_t4_and_is_never_pic
     assert t4.fits is False and t4.needs_gb == pytest.approx(needs / 1e9)
     assert all(o.fits is True for o in found if o.model == "H100")
     text = decide.render(found, grid, picks, even, notes, plan)
-    t4_line = next(t for t in text.splitlines() if t.strip().startswith("one T4 "))
+    t4_line = option_row(text, "one T4")
     assert f"does not fit: needs ~{needs / 1e9:.2g} GB of 16" in t4_line
     assert "peak measured on H100" in text if measured else "estimated from n_params and bytes_per_step" in text
     assert picks["fastest"].option != "one T4" and picks["cheapest"].option != "one T4"
@@ -519,7 +523,7 @@ def test_a_busy_extrapolation_whose_error_exceeds_it_is_marked_and_never_called_
     flat = " ".join(brief.split())  # a pick wraps rather than lose its end
     assert "[busy]: timed while your machine was busy" in flat
     cheapest = flat[flat.index("your CPU: "):]  # the CPU pick: the only option
-    assert cheapest.split("~$0.0094; ")[1].startswith("unreliable: measure nearer 50,000") and "; measured" not in cheapest
+    assert cheapest.split("< $0.01; ")[1].startswith("unreliable: measure nearer 50,000") and "; measured" not in cheapest
     # the verbose table and its source column carry the mark too
     assert "[busy]" in decide.source(mine) and "unreliable: measure nearer 50,000" in decide.render(
         found, grid, picks, even, notes, plan)
@@ -598,6 +602,45 @@ def test_the_fronts_figures_are_never_cut_only_an_options_name(tmp_path):
     for line in front:  # each option's figures whole on its line, whatever of its name or source is cut
         option = next(o for o in tiny if line[2:].startswith(o.option[:8]))
         assert decide.money(option) in line and decide.run_time(option) in line, line
+
+
+def test_money_and_time_read_as_people_read_them_whatever_their_size(tmp_path):
+    # one form of each, in every screen: no exponent, no run of zeros, seconds under a minute
+    assert [decide.usd(v) for v in (0, 2.6e-7, 7.2e-6, 0.0099, 0.01, 0.314, 1234.5)] == [
+        "$0.00", "< $0.01", "< $0.01", "< $0.01", "$0.01", "$0.31", "$1,234.50"]
+    assert [decide.duration(s) for s in (0.0302, 31.4, 60, 302, 5400, 3600 * 1234)] == [
+        "0.0302 s", "31.4 s", "1 min", "5.03 min", "1.5 h", "1,230 h"]
+    mine = frame([_timed(row("mine", "cpu", [0.9, 1.0, 1.2], batch_size=64, dataset_size=256), 3.0, 1.0, 0.0)])
+    options, billing = prices.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
+    own = next(o for o in decide.decide(mine, None, options, billing, [], plan=decide.Plan(10, 50_000)).lines
+               if o.kind == decide.OWN_CPU)
+
+    def predicted(usd, lo, hi, wall_s=30.2, wall_lo_s=20.0, wall_hi_s=45.0):
+        return dataclasses.replace(own, predicted=True, usd=usd, usd_lo=lo, usd_hi=hi, wall_s=wall_s,
+                                   wall_lo_s=wall_lo_s, wall_hi_s=wall_hi_s)
+
+    # an interval follows the same rule: under a cent it says only how far above one it may reach
+    assert [decide.money(predicted(*usd)) for usd in ((2.6e-7, 1e-7, 5e-7), (0.005, 0.003, 0.02),
+                                                      (0.03, 0.005, 0.05), (0.31, 0.25, 0.40))] == [
+        "< $0.01", "< $0.01 (up to 0.02)", "~$0.03 (up to 0.05)", "~$0.31 (0.25-0.40)"]
+    assert decide.run_time(predicted(0.31, 0.25, 0.40)) == "~30.2 s (20-45)"
+    assert decide.run_time(predicted(0.31, 0.25, 0.40, 0.0302, 0.02, 0.045)) == "~0.0302 s (0.02-0.045)"
+    assert decide.run_time(predicted(0.31, 0.25, 0.40, 290.0, 230.0, 6000.0)) == "~4.83 min (3.8-100)"
+
+
+def test_every_table_of_verbose_fits_the_width_split_where_it_must(planned, tmp_path):
+    # the planned run's table had 14 columns, 300 and more wide: split into tables, each led by the option's name
+    found, text = _priced(planned, 10, 40_000)
+    lines = text.splitlines()
+    assert all(len(line) <= decide.WIDTH or " " not in line.strip() for line in lines), text  # an address stays whole
+    tables = [n for n, line in enumerate(lines) if line.split()[:1] == ["option"]]
+    assert len(tables) >= 2, text
+    for start in tables:  # every option in every table, a row each
+        rows = [line.strip() for line in lines[start + 1:start + 1 + len(found)]]
+        assert [next(o.option for o in found if r.startswith(o.option + " ")) for r in rows] == [
+            o.option for o in found], text
+    for o in found:  # its cells whole
+        assert decide.money(o) in option_row(text, o.option) and decide.run_time(o) in option_row(text, o.option)
 
 
 def test_a_command_line_names_the_steps_its_decision_looks_up_and_prints_nothing_where_it_is_refused(tmp_path, capsys):

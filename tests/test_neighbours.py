@@ -22,8 +22,10 @@ from crossover.trainables.trial import resolve
 
 @pytest.fixture
 def registry(tmp_path, monkeypatch):
+    """This sweep's folder of a registry of the test's own: where its windows are written."""
     monkeypatch.setattr(neighbours, "REGISTRY", tmp_path)
-    return tmp_path
+    monkeypatch.delenv(neighbours.SWEEP_ENV, raising=False)
+    return neighbours.private_registry()
 
 
 def planted(registry, name: str, pid: int, start: float, end: float | None) -> str:
@@ -241,13 +243,37 @@ def test_a_planted_record_missing_its_fields_never_fails_a_trial(registry):
     assert row["status"] == "ok" and row["co_running"] == []
 
 
-def test_a_sweeps_end_removes_the_records_no_window_will_read_and_the_registry_once_it_is_empty(tmp_path, monkeypatch):
+def test_a_sweeps_end_removes_the_records_no_window_will_read_and_its_folder_once_it_is_empty(tmp_path, monkeypatch):
     monkeypatch.setattr(neighbours, "REGISTRY", tmp_path / "windows")
+    monkeypatch.setenv(neighbours.SWEEP_ENV, "mine")
     with Window("done", "a"):
         pass
     with neighbours.Claim("running", "b") as running:
         neighbours.prune()  # the finished window is read by no one; the open claim stays
-        assert [p.name for p in (tmp_path / "windows").iterdir()] == [running.path.name]
+        assert [p.name for p in (tmp_path / "windows" / "mine").iterdir()] == [running.path.name]
     neighbours.prune()
-    assert not (tmp_path / "windows").exists()
+    assert [p.name for p in (tmp_path / "windows").iterdir()] == []  # the registry, shared by every sweep, stays
     neighbours.prune()  # nothing there: nothing to do
+
+
+def test_another_sweeps_windows_are_neighbours_and_are_left_to_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(neighbours, "REGISTRY", tmp_path)
+    monkeypatch.setenv(neighbours.SWEEP_ENV, "other")
+    with Window("theirs", "T") as theirs:  # a sweep beside this one: it ends first, its records stay its own
+        monkeypatch.setenv(neighbours.SWEEP_ENV, "mine")
+        with Window("mine", "M") as mine:
+            pass
+    assert mine.overlapping == ["theirs"] and theirs.overlapping == ["mine"]
+    time.sleep(0.01)
+    monkeypatch.setattr(neighbours, "MARGIN_S", 0.0)  # every finished record is read by no one now
+    with Window("later", "L"):
+        pass
+    neighbours.prune()  # this sweep's end: its own folder goes, the other sweep's records are left to it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other"]
+    assert [p.name for p in (tmp_path / "other").iterdir()] == [theirs.path.name]
+
+
+def test_a_sweep_name_that_is_not_a_folder_is_refused(monkeypatch):
+    monkeypatch.setenv(neighbours.SWEEP_ENV, "../elsewhere")
+    with pytest.raises(RuntimeError, match=r"CROSSOVER_SWEEP='../elsewhere' names the folder .*or unset it"):
+        neighbours.sweep()

@@ -67,7 +67,8 @@ def test_predict_prints_every_gpu_with_its_interval_and_fit_and_the_same_as_json
         "default" in said, done.stdout
     for pick in ("rent, fastest: ", "buy: "):  # a pick wraps onto indented lines: its words up to the next ';'
         words = said[said.index(pick):].split(";")[0]
-        assert "s/epoch" in words and "$" in words and " min" in words, words
+        taken = words.split(" s/epoch")[1]  # the run's time, in s under a minute, then min or h
+        assert "$" in words and any(f" {unit} " in taken or f" {unit}," in taken for unit in ("s", "min", "h")), words
     assert sum(t.startswith("your CPU: ") for t in first) == 1
     assert "with 3 min start-up" in said  # a rental's run time holds its start-up, said beside it
     assert "crossover sweep --workload" in said and "--devices cpu" in said  # the CPU: nothing here timed it

@@ -189,3 +189,26 @@ def test_the_sweep_script_refuses_a_name_out_of_its_folder_in_one_line_and_write
         "error: sweep name '../../x' must be letters, digits, '_', '-', '.' or '+', starting with a letter or digit, "
         "at most 64 characters: it becomes a folder under --out; give --name another name"]
     assert list(tmp_path.rglob("*")) == []
+
+
+def test_the_progress_line_written_to_a_file_is_a_line_at_each_tenth_not_a_redraw_at_each_row(tmp_path, capsys):
+    # pytest's capture is no terminal, as a log file or a pipe is not: 40 rows draw a line at the start, at each
+    # 4th row (and as it closes), each a line of its own, where a terminal's line is redrawn in place at each row
+    from ray.tune.experiment import Trial
+
+    from crossover.sweeps.space import Space, groups
+    from crossover.sweeps.store import RowWriter
+
+    space = Space("logged", {"disc": {"depth": list(range(2, 42))}}, ("cpu",))
+    trials = space.expand()
+    tune_trials = [Trial("trainable", config={"group": g}, stub=True)
+                   for g in space.param_space(groups(trials, "off"))["group"]["grid_search"]]
+    (tmp_path / "logged").mkdir()  # as Store.locked makes it when a sweep starts
+    writer = RowWriter(Store(tmp_path / "logged"), "logged", trials, bar=True)
+    writer._line()  # as the sweep's first step makes it, before any row
+    for n, trial in enumerate(tune_trials):
+        writer._write(trial, {**row("disc", "cpu", [0.01, 0.011]), "config_hash": f"{n:016x}"}, tune_trials)
+    writer.close()
+    err = capsys.readouterr().err
+    drawn = [int(line.removeprefix("sweep 'logged': ").split("/40 trials done")[0]) for line in err.splitlines()]
+    assert "\r" not in err and drawn[:11] == list(range(0, 41, 4)) and set(drawn[11:]) <= {40}, repr(err)

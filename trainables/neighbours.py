@@ -1,8 +1,11 @@
 """What else ran on this node while a trial was timed: a registry of timed windows in the node's /tmp,
 and the host's CPU use over the window.
 
-Each trial writes its window (start, then end, and the cores its process owns) to a small file; at the
-end of its own window it reads the others and keeps those whose windows overlapped. Packed trials, CPU
+Each trial writes its window (start, then end, and the cores its process owns) to a small file in its
+sweep's own folder of the registry (REGISTRY/<sweep>/, the sweep named by the driver in SWEEP_ENV); at the
+end of its own window it reads every sweep's and keeps those whose windows overlapped: a trial timed while
+another sweep on the node ran is told apart too. A sweep removes only its own folder's records, never
+another's: two sweeps at once leave each other's alone. Packed trials, CPU
 trials beside GPU trials, or a user's other jobs through crossover all show up in the row's
 `co_running`, so a timing taken while the node was shared can be told from one taken alone
 (`--exclusive`).
@@ -40,6 +43,11 @@ from pathlib import Path
 # records that once failed every trial on the node) nor read what this user ran. What is read there is
 # still taken as untrusted (read_record): a malformed entry is skipped, never a failed trial.
 REGISTRY = Path(tempfile.gettempdir()) / f"crossover-windows-{os.getuid()}"
+# The sweep a process's records belong to: its folder's name in REGISTRY. The driver names it before Ray starts
+# (sweeps/cluster.py connect) and hands it to its workers through the runtime_env; a trial run outside a sweep
+# (a test, a counted step) writes to OUTSIDE.
+SWEEP_ENV = "CROSSOVER_SWEEP"
+OUTSIDE = "outside-a-sweep"
 KEEP_S = 24 * 3600  # windows older than this are removed by the next trial (an open one: its pid was reused)
 MARGIN_S = 10.0  # finished windows are kept this much longer: a trial starting now may not have written its file yet
 MAX_RECORD_BYTES = 4096  # a window file is ~150 bytes; anything longer is not one
@@ -65,7 +73,7 @@ class Claim:
     def __init__(self, label: str, owner: str, cores: float = 1):
         self.label, self.owner = label, owner  # owner: ranks of one trial share it and are not neighbours
         self.cores = cores  # cores the trial's process owns: a CPU trial's threads, 1 driving a GPU
-        self.path = REGISTRY / f"{owner}-{os.getpid()}-{time.time_ns()}.json"
+        self.path = REGISTRY / sweep() / f"{owner}-{os.getpid()}-{time.time_ns()}.json"
 
     def _write(self, end: float | None) -> None:
         record = {"label": self.label, "owner": self.owner, "start": self.start, "end": end, "cores": self.cores,
@@ -85,9 +93,20 @@ class Claim:
         self._write(self.end)
 
 
+def sweep() -> str:
+    """The name of this process's sweep (SWEEP_ENV), its folder in REGISTRY; OUTSIDE where none is named. One
+    line naming the fix for a name that is not one folder's."""
+    name = os.environ.get(SWEEP_ENV) or OUTSIDE
+    if name.startswith(".") or not all(c.isalnum() or c in "-_." for c in name):
+        raise RuntimeError(f"{SWEEP_ENV}={name!r} names the folder of REGISTRY a sweep's trials record their windows "
+                           f"in: give letters, digits, '-', '_' or '.', not starting with '.', or unset it")
+    return name
+
+
 def private_registry() -> Path:
-    """REGISTRY, made where missing (mode 0700); refused, naming the fix, where it is not a directory this
-    user owns and only this user may write: one planted by another user could feed every trial's row."""
+    """This sweep's folder of REGISTRY, made where missing (each mode 0700); refused, naming the fix, where
+    REGISTRY is not a directory this user owns and only this user may write: one planted by another user could
+    feed every trial's row. REGISTRY itself is shared by every sweep of this user and never removed by one."""
     with contextlib.suppress(FileExistsError):
         REGISTRY.mkdir(mode=0o700, parents=True)
     info = os.lstat(REGISTRY)
@@ -95,7 +114,9 @@ def private_registry() -> Path:
         raise RuntimeError(f"{REGISTRY}, where trials on this node record their timed windows, is not a directory "
                            f"private to this user (owner uid {info.st_uid}, mode {stat.filemode(info.st_mode)}): "
                            f"remove it (rm -r {REGISTRY}) and run again; trials make it afresh, mode 0700")
-    return REGISTRY
+    own = REGISTRY / sweep()
+    own.mkdir(mode=0o700, exist_ok=True)
+    return own
 
 
 class Window(Claim):
@@ -120,7 +141,7 @@ class Window(Claim):
         super().__exit__()
         end = self.end
         records = {}
-        for path in REGISTRY.glob("*.json"):
+        for path in REGISTRY.glob("*/*.json"):  # every sweep's: another sweep's trial beside this one is a neighbour
             record = read_record(path)
             if record is not None:  # removed, being replaced by its owner, or not a window
                 records[path] = record
@@ -133,7 +154,7 @@ class Window(Claim):
         beside = {path: other for path, other in records.items()
                   if path not in dead and path != self.path and other["start"] < end
                   and (other["end"] is None or other["end"] > self.start)}
-        _remove_stale(records, dead, end)
+        _remove_stale(records, dead, end, self.path.parent)
         self.overlapping = sorted({r["label"] for r in beside.values() if r["timed"] and r["owner"] != self.owner})
         self.neighbour_core_s = core_seconds(self.start, end, owning(beside), os.cpu_count() or 1)
         self.load = load_columns(self._cpu, cpu, end - self.start, self.neighbour_core_s)
@@ -143,29 +164,33 @@ class Window(Claim):
         return {"co_running": self.overlapping, **self.load}
 
 
-def _remove_stale(records: dict[Path, dict], dead: set[Path], now: float) -> None:
-    """The records of `records` no window will read again, removed: those of a process gone (`dead`), older than
-    KEEP_S, or finished MARGIN_S before every window still open started."""
+def _remove_stale(records: dict[Path, dict], dead: set[Path], now: float, own: Path) -> None:
+    """The records of `records` in this sweep's folder `own` no window will read again, removed: those of a process
+    gone (`dead`), older than KEEP_S, or finished MARGIN_S before every window still open started. Another sweep's
+    are its own to remove, but for those older than KEEP_S: a sweep killed before its end left them."""
     horizon = min([now] + [r["start"] for p, r in records.items() if r["end"] is None and r["timed"]
                            and p not in dead])  # a claim reads nothing: it holds nothing back
     for path, record in records.items():
-        if (path in dead or (record["end"] or record["start"]) < now - KEEP_S
-                or (record["end"] is not None and record["end"] < horizon - MARGIN_S)):
+        mine = path.parent == own
+        if ((record["end"] or record["start"]) < now - KEEP_S
+                or mine and (path in dead or (record["end"] is not None and record["end"] < horizon - MARGIN_S))):
             with contextlib.suppress(PermissionError):  # not this user's to remove: left
                 path.unlink(missing_ok=True)
 
 
 def prune() -> None:
-    """What a sweep's trials left in REGISTRY on this node, removed once the sweep is over (sweeps/cluster.py
-    leave_nothing): the records no open window will read (`_remove_stale`, MARGIN_S after they ended: a sweep's
-    last trials' records are read by no one), and REGISTRY itself where nothing is left in it."""
-    if not REGISTRY.is_dir():
+    """What this sweep's trials left in its folder of REGISTRY on this node, removed once the sweep is over
+    (sweeps/cluster.py leave_nothing): the records no open window will read (`_remove_stale`, MARGIN_S after they
+    ended: a sweep's last trials' records are read by no one), and the folder itself where nothing is left in it.
+    Another sweep's folder, running or not, is left as it is."""
+    own = REGISTRY / sweep()
+    if not own.is_dir():
         return
-    records = {path: r for path in REGISTRY.glob("*.json") if (r := read_record(path)) is not None}
+    records = {path: r for path in REGISTRY.glob("*/*.json") if (r := read_record(path)) is not None}
     _remove_stale(records, {path for path, r in records.items() if r["end"] is None and not _alive(path)},
-                  time.time() + MARGIN_S)
-    with contextlib.suppress(OSError):  # another trial's record, or one being written: it stays
-        REGISTRY.rmdir()
+                  time.time() + MARGIN_S, own)
+    with contextlib.suppress(OSError):  # a record of this sweep's still open, or one being written: it stays
+        own.rmdir()
 
 
 def owning(records: dict[Path, dict]) -> list[dict]:

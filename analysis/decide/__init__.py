@@ -120,9 +120,9 @@ from .choosing import (  # noqa: F401 (the package's names)
     AS_FAST, BEATS, BUY, CHEAPEST, FASTEST, FIRST, RENT_CHEAPEST, RENT_FASTEST, RENTALS, WITHIN, YOUR_CPU, YOUR_GPU,
     beats, break_even, by_cost, by_time, cheapest, fastest, first, fitting, monthly, pareto, picks)
 from .text import (  # noqa: F401 (the package's names)
-    BRIEF_LINES, HOST_MARK, HOST_WORDS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards, cents,
-    costed, evens, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
-    precision_of, priced_on, records, render, run_time, said, significant, source, startup)
+    BRIEF_LINES, CENT, HOST_MARK, HOST_WORDS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards,
+    costed, duration, evens, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
+    precision_of, priced_on, records, render, run_time, said, significant, source, startup, usd)
 from . import many  # noqa: F401,E402 (the package's names)
 from .answer import (  # noqa: F401 (the package's names)
     Decision, Offer, Run, answer, counted, decide, steps)

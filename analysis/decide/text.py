@@ -9,7 +9,6 @@ import math
 import textwrap
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from crossover.schema import SIZE_AXES
@@ -76,46 +75,68 @@ def bought(line: Line, unit: str) -> str:
     n, guessed = line.even_n, bool(line.even_predicted)
     when = (f"never pays for itself: its electricity a {unit} costs more than renting" if math.isinf(n) else
             f"pays for itself past {'~' if guessed else ''}{significant(n, 2 if guessed else 3)} "
-            f"{unit}s a month against renting {line.even_against} (${cents(line.even_against_usd)} a {unit})")
+            f"{unit}s a month against renting {line.even_against} ({usd(line.even_against_usd)} a {unit})")
     return f"{when}; {assumes}"
 
 
-def _range(line: Line, columns: tuple[str, str, str], figure, end) -> str:
-    """A predicted figure and its interval: '4.82 (3.9-6.1)'; the figure alone where both ends round alike."""
-    value = getattr(line, columns[0])
-    mid = figure(value)
-    lo, hi = (end(v) if not math.isnan(v := getattr(line, c)) else end(value) for c in columns[1:])
-    return mid if lo == hi else f"{mid} ({lo}-{hi})"
+CENT = 0.01  # dollars: what costs less is said "< $0.01", never to more places
+
+
+def usd(v: float) -> str:
+    """Dollars as one reads them, the one form of every sum of money said: '$0.31', '$1,234.50'; '< $0.01' above
+    nothing and under a cent (a CPU's electricity, a smoke sweep's), never '$2.6e-07' nor '$0.0000072'."""
+    return "< $0.01" if 0 < v < CENT else f"${v:,.2f}"
+
+
+def duration(seconds: float, digits: int = 3) -> str:
+    """A time as one reads it, the one form of every duration said: '31.4 s' under a minute, '4.82 min' under an
+    hour, '1.5 h' past it; `digits` significant figures, never an exponent ('0.000504 min' is '0.0302 s')."""
+    scale, unit = _unit(seconds)
+    return f"{_figure(seconds / scale, digits)} {unit}"
+
+
+def _unit(seconds: float) -> tuple[float, str]:
+    """The unit a time of `seconds` is said in, and its seconds."""
+    return (1, "s") if seconds < 60 else (60, "min") if seconds < 3600 else (3600, "h")
+
+
+def _figure(v: float, digits: int) -> str:
+    """`v` to `digits` significant figures, without an exponent or trailing zeros: 4.8, 0.0302, 1,230."""
+    said = significant(v, digits)
+    return said.rstrip("0").rstrip(".") if "." in said else said
+
+
+def _ends(lo: float, hi: float) -> str:
+    """' (lo-hi)', an interval after its figure, each end to two figures (all of them from 100 up: 0.91, 13, 430,
+    1,124); '' where both ends round alike."""
+    lo_said, hi_said = (f"{v:,.0f}" if abs(v) >= 100 else _figure(v, 2) for v in (lo, hi))
+    return "" if lo_said == hi_said else f" ({lo_said}-{hi_said})"
 
 
 def money(line: Line) -> str:
-    """'$0.31', or where it rests on a prediction '~$0.31 (0.25-0.40)'; $0 is exact."""
+    """'$0.31', or where it rests on a prediction '~$0.31 (0.25-0.40)' (its 90% interval); under a cent (`usd`)
+    '< $0.01', with the interval's top where that passes a cent: '< $0.01 (up to 0.02)'; an interval from under a
+    cent: '~$0.03 (up to 0.05)'; $0 is exact."""
     if line.usd == 0 or not line.predicted:
-        return f"${cents(line.usd)}"
-    return "~$" + _range(line, ("usd", "usd_lo", "usd_hi"), cents, cents)
-
-
-def cents(v: float) -> str:
-    """Dollars to the cent, or to two figures below a cent (a CPU's electricity: 0.0024), with an exponent below a
-    millionth of a dollar (6e-10: a smoke run's), where the zeros would fill a line."""
-    if v == 0 or abs(v) >= 0.01:
-        return f"{v:,.2f}"
-    return np.format_float_positional(v, precision=2, fractional=False) if abs(v) >= 1e-6 else f"{v:.2g}"
-
-
-def _two(v: float) -> str:
-    """An interval's end to two figures, without an exponent: 0.91, 13, 430."""
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2g}"
+        return usd(line.usd)
+    lo, hi = (v if not math.isnan(v) else line.usd for v in (line.usd_lo, line.usd_hi))
+    said = usd(line.usd)
+    if hi < CENT:
+        return said
+    top = f"{hi:,.2f}"
+    if lo < CENT:
+        return ("" if line.usd < CENT else "~") + f"{said} (up to {top})"
+    return f"~{said}" + ("" if f"{lo:,.2f}" == top else f" ({lo:,.2f}-{top})")
 
 
 def run_time(line: Line) -> str:
-    """'4.82 min', '1.5 h', or where it rests on a prediction '~4.82 min (3.9-6.1)'."""
-    scale, unit = (60, "min") if line.wall_h < 1 else (1, "h")
-    figure = lambda h: f"{h * scale:,.3g}"  # noqa: E731
+    """'31.4 s', '4.82 min', '1.5 h' (`duration`), or where it rests on a prediction '~4.82 min (3.9-6.1)': the
+    interval's ends in the figure's unit, to two figures."""
     if not line.predicted:
-        return f"{figure(line.wall_h)} {unit}"
-    mid, _, interval = _range(line, ("wall_h", "wall_lo_h", "wall_hi_h"), figure, lambda h: _two(h * scale)).partition(" ")
-    return f"~{mid} {unit}" + (f" {interval}" if interval else "")
+        return duration(line.wall_s)
+    scale, _ = _unit(line.wall_s)
+    lo, hi = ((v if not math.isnan(v) else line.wall_s) / scale for v in (line.wall_lo_s, line.wall_hi_s))
+    return f"~{duration(line.wall_s)}{_ends(lo, hi)}"
 
 
 def source(line: Line, short: bool = False) -> str:
@@ -136,11 +157,11 @@ def source(line: Line, short: bool = False) -> str:
 
 def per_epoch(line: Line) -> str:
     """A planned run's time per epoch: '9.41 s/epoch', or where it rests on a prediction '~9.41 s/epoch (4.7-19)'."""
-    figure = lambda v: f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"  # noqa: E731 (1,124, never 1.12e+03)
+    figure = lambda v: _figure(v, 3) if abs(v) < 1000 else f"{v:,.0f}"  # noqa: E731 (1,124, never 1.12e+03)
     if not line.predicted:
         return f"{figure(line.epoch_s)} s/epoch"
-    mid, _, interval = _range(line, ("epoch_s", "epoch_lo", "epoch_hi"), figure, _two).partition(" ")
-    return f"~{mid} s/epoch" + (f" {interval}" if interval else "")
+    lo, hi = (v if not math.isnan(v) else line.epoch_s for v in (line.epoch_lo, line.epoch_hi))
+    return f"~{figure(line.epoch_s)} s/epoch{_ends(lo, hi)}"
 
 
 def memory(line: Line) -> str:
@@ -155,7 +176,7 @@ def memory(line: Line) -> str:
 
 
 def said(line: Line) -> str:
-    """An option in a few words: 'RTX 5090 box, ~0.147 min (0.12-0.19), ~$0.01' ('~': predicted, 90% interval);
+    """An option in a few words: 'RTX 5090 box, ~8.82 s (7.2-11), < $0.01' ('~': predicted, 90% interval);
     a planned run's with its time per epoch first: 'RTX 5090 box, ~9.5 s/epoch (4.8-19), ~4.78 min ...'. A rented
     option's run time holds its start-up, said beside it: '~3.1 min (3.1-3.2) with 3 min start-up'; one rented on an
     instance of more GPUs than it uses says so: 'Lambda 4x H100 (on an instance of 4 GPUs, 3 used), ...'."""
@@ -170,13 +191,13 @@ def startup(line: Line) -> str:
     held = line.startup_s
     if math.isnan(held) or held <= 0:
         return ""
-    return f"{held / 60:,.3g} min" if held < 3600 else f"{held / 3600:,.3g} h"
+    return duration(held)
 
 
 def not_renting(options: Sequence[Line], chosen: Mapping[str, Line | None], priced: str = "") -> str:
     """The first line where `chosen` (choosing.picks') holds the pick of yours (your CPU, your GPU) or the box to buy
     that is faster and no dearer than every rental the run fits, start-up included (BEATS): 'renting does not pay
-    here: your CPU, 2 threads (measured here), 0.00283 min for $1.2e-07, is faster and cheaper than every rental,
+    here: your CPU, 2 threads (measured here), 0.17 s for < $0.01, is faster and cheaper than every rental,
     start-up included (the fastest: RunPod H200 community, ~3.1 min with 3 min start-up)'; a box's begins 'a box
     beats every rental here'; with `priced`, what was priced in place of 'here' ('renting does not pay for this
     sweep's 9 trials: ...'); '' where none is."""
@@ -325,12 +346,14 @@ def render(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, 
            notes: Sequence[str], plan: Plan | None = None) -> str:
     """The whole decision as text (--verbose, the report): the sweep (or the planned run), every option
     (predicted figures marked '~' with their interval, every option's source), the picks, the break-even,
-    how each option is costed, the notes."""
+    how each option is costed, the notes. Every line within WIDTH columns: the options' table split into tables that
+    fit (`tables`), each led by the option's name; where the figures come from and the prices' dates and sources a
+    line each, naming their options (`grouped`); every sentence wrapped."""
     unit = "run" if plan else "sweep"
-    parts = [header(grid, plan)]
+    head = header(grid, plan)
     if not options:
-        return "\n".join([*parts, f"no option has a measured or predicted time for every configuration of the {unit}",
-                          *notes])
+        return "\n".join(w for line in [head, f"no option has a measured or predicted time for every configuration of "
+                                              f"the {unit}", *notes] for w in _wrapped(line))
     front = {id(o) for o in pareto(options)}
     shown = pd.DataFrame([{
         "option": o.option, "kind": o.kind, "model": o.model, "gpus": o.gpus, "packed": o.packed,
@@ -340,9 +363,11 @@ def render(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, 
         "dataset size": o.reach, "source": source(o), "price": priced_on(o), "front": "*" if id(o) in front else ""}
         for o in options])
     columns = (["option", "kind", "model", "gpus", "precision", "epoch", "wall", "cost", "memory", "predicted",
-                "dataset size", "source", "price", "front"] if plan else
-               ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "source", "price", "front"])
-    parts.append(shown[columns].to_string(index=False))
+                "dataset size", "front"] if plan else
+               ["option", "kind", "model", "gpus", "packed", "wall", "cost", "memory", "front"])
+    laid = tables(shown[columns])
+    parts = [head, "where the figures come from:"] + [f"  {line}" for line in grouped(options, source)]
+    parts += ["prices of:"] + [f"  {line}" for line in grouped(options, priced_on)]
     parts.append("  ~: rests on crossover's model's prediction for a GPU no row measured, its 90% interval in brackets" +
                  (" (model), or on a time extrapolated outside the dataset sizes measured" if plan else "") +
                  "; *: on the cost-versus-time front; source: where the rows were measured, and the share predicted"
@@ -357,7 +382,36 @@ def render(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, 
     parts += evens(even, unit) + [f"  {note}" for note in busy_notes(options)]
     parts.append("how each option is costed:")
     parts += [f"  {line}" for line in costed(options)]
-    return "\n".join([*parts, *notes])
+    parts += notes
+    # the tables are laid out to WIDTH; every other line is wrapped to it, its own indent kept
+    wrapped = [_wrapped(line) for line in parts]
+    return "\n".join([*wrapped[0], *laid, *(w for lines in wrapped[1:] for w in lines)])
+
+
+def _wrapped(line: str) -> list[str]:
+    """`line` wrapped to WIDTH, its continuation indented four columns past its own indent; a word is never broken
+    (an address longer than a line stands alone on its own, whole, to be copied)."""
+    indent = " " * (len(line) - len(line.lstrip(" ")))
+    return textwrap.wrap(line, WIDTH, subsequent_indent=indent + "    ", break_long_words=False,
+                         break_on_hyphens=False) or [line]
+
+
+def tables(shown: pd.DataFrame, width: int = WIDTH) -> list[str]:
+    """`shown` as tables of at most `width` columns where its cells allow: each led by its first column (the option,
+    never cut), with as many of the others, in their order, as fit beside it; a blank line between two tables."""
+    said = shown.astype(str)
+    wide = {c: max(len(c), said[c].str.len().max()) + 2 for c in said.columns}  # to_string's columns, 2 apart
+    groups: list[list[str]] = [[]]
+    used = wide[said.columns[0]]
+    for column in said.columns[1:]:
+        if groups[-1] and used + wide[column] > width:
+            groups.append([])
+            used = wide[said.columns[0]]
+        groups[-1].append(column)
+        used += wide[column]
+    out = [said[[said.columns[0], *group]].to_string(index=False) for group in groups]
+    return [block for text in out for block in [text, ""]][:-1]
+
 
 
 def significant(v: float, digits: int) -> str:
@@ -376,8 +430,8 @@ def evens(even: Sequence[Even], unit: str) -> list[str]:
         digits = 2 if e.predicted else 3
         when = (f"never: its electricity per {unit} costs more" if math.isinf(e.sweeps_per_month) else
                 f"beyond {'~' if e.predicted else ''}{significant(e.sweeps_per_month, digits)} {unit}s a month "
-                f"({significant(e.box_hours_per_month, digits)} h of use)")
-        lines.append(f"{e.box} against the {e.versus} ({e.against}, ${cents(e.against_usd)} a {unit}): cheaper {when}")
+                f"({duration(e.box_hours_per_month * 3600, digits)} of use)")
+        lines.append(f"{e.box} against the {e.versus} ({e.against}, {usd(e.against_usd)} a {unit}): cheaper {when}")
     return lines
 
 
@@ -398,8 +452,14 @@ def precision_of(line: Line, plan: Plan | None) -> str:
 
 def costed(options: Sequence[Line]) -> list[str]:
     """How each option is costed, a line per basis (in its order) naming its options."""
-    return [f"{basis}: {', '.join(o.option for o in options if o.basis == basis)}"
-            for basis in sorted({o.basis for o in options})]
+    return grouped(options, lambda o: o.basis)
+
+
+def grouped(options: Sequence[Line], said) -> list[str]:
+    """A line per distinct `said(option)` (in its order), naming the options it is said of: 'of 2026-09-25
+    (https://www.runpod.io/pricing): RunPod RTX 4090 community, RunPod H200 community'."""
+    return [f"{words}: {', '.join(o.option for o in options if said(o) == words)}"
+            for words in sorted({said(o) for o in options})]
 
 
 def _plain(value):
