@@ -131,6 +131,7 @@ class Counted:
             peak = {"peak_memory_bytes": top if per_sample is None else top + per_sample * (batch - self.batches[1]),
                     "peak_memory_per_sample_bytes": per_sample}
         return {**self.row, "batch_size": batch, "dataset_size": dataset_size,
+                "counted_batches": " and ".join(f"{b:,}" for b in self.batches) + " samples",
                 "steps_per_epoch": -(-dataset_size // batch), **values,
                 **({"ops_per_step": json.dumps(listed)} if self.ops else {}), **peak}
 

@@ -63,18 +63,18 @@ def predicted(found: decide.Decision, counted: Mapping) -> tuple[decide.Line, ..
 
 
 def answer(counts: Mapping[Step, dict], plan: decide.Plan, offer: decide.Offer, scale: many.Scale,
-           steps: Mapping[int, dict]) -> tuple[tuple[decide.Line, ...], tuple[decide.Line, ...], tuple[decide.Config, ...]]:
+           steps: Mapping[int, dict]) -> tuple[tuple[decide.Line, ...], tuple[decide.Line, ...], decide.Decision]:
     """The counted run (`counts`: its step at plan.precision, and at PyTorch's default where that differs) on every
     GPU model (decide.answer, the answer decide and the end of a sweep give; `predicted`), on every count of GPUs of
     `scale` (many.on_gpus, from `steps`: the step counted at each per-GPU batch, many.batches, the run's own among
-    them) and on every home box of `offer`: (the GPUs' lines, the boxes' lines, the run as decide's grid)."""
+    them) and on every home box of `offer`: (the GPUs' lines, the boxes' lines, decide's answer: its grid, its notes)."""
     found = decide.answer(decide.Run(pd.DataFrame(), plan, counts), offer)
     counted = next(c for s, c in counts.items() if s.precision == plan.precision)
     lines = predicted(found, counted)
     owned = tuple(o for o in lines if o.kind == decide.HOME_BOX)
     gpus = many.on_gpus([o for o in lines if o.kind != decide.HOME_BOX], steps, int(counted["batch_size"]),
                         plan.epochs, scale, list(offer.options), dict(offer.billing), offer.today)
-    return gpus, owned, found.grid
+    return gpus, owned, found
 
 
 def smaller(lines: Sequence[decide.Line], counted: Mapping) -> tuple[decide.Line, ...]:
@@ -96,7 +96,9 @@ def heading(counted: Mapping, epochs: int, scale: many.Scale) -> str:
     params = json.loads(counted["workload_params"]) if counted.get("workload_params") else {}
     shape = ", ".join([f"{a} {counted[a]}" for a in AXES if counted.get(a) is not None]
                       + [f"{k} {v}" for k, v in params.items()])
-    where = "the meta device (shapes only)" if counted.get("counted_on") == "meta" else "the CPU"
+    where = ("the meta device (shapes only)" if counted.get("counted_on") == "meta" else
+             f"the CPU, for real, at {counted['counted_batches']} (its shapes depend on its data), a line to its batch"
+             if counted.get("counted_batches") else "the CPU")
     precision = counted.get("precision", "default")
     own = " (PyTorch's own)" if precision == "default" else ""
     frozen = f" trained, {counted['n_frozen_params']:,} frozen" if counted.get("n_frozen_params") else ""
@@ -114,14 +116,15 @@ def wrap(text: str) -> list[str]:
 
 def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], chosen: Mapping[str, decide.Line | None],
                  counted: Mapping, epochs: int, old: list[str], workload: str, scale: many.Scale,
-                 offer: decide.Offer) -> list[str]:
+                 offer: decide.Offer, notes: Sequence[str] = ()) -> list[str]:
     """What the run costs in the picks `crossover decide` names (`chosen`: decide.picks' of `lines` and `boxes`, the
     first screen's, decide.first, said by decide.pick_lines): the GPU to rent, fastest and cheapest (on one GPU or on
     several of one instance), the box to buy with its break-even, and your CPU, which nothing here timed (`crossover
     sweep` does), or where no instance of `offer` has as many GPUs as --gpus asks, which counts it has; first, where
     a pick beats every rental, that renting does not pay (decide.not_renting); then the heading (its batch as `scale`
-    takes it), the GPU memory the run needs, what the marks mean, the stale prices and what --verbose adds. Within
-    SCREEN lines of decide.WIDTH columns."""
+    takes it), the GPU memory the run needs, `notes` (the answer's: where the run's precision is slower than the
+    default, and why), what the marks mean, the stale prices and what --verbose adds. Within SCREEN lines of
+    decide.WIDTH columns."""
     plan = decide.Plan(epochs, int(counted["dataset_size"]), precision=counted.get("precision", "default"))
     options = [*lines, *boxes]
     shown_picks = decide.first(chosen)
@@ -139,7 +142,7 @@ def first_screen(lines: Sequence[decide.Line], boxes: Sequence[decide.Line], cho
     more = (f"--verbose: every GPU model's line ({len(lines)}): time per epoch, run, start-up, cost and where, "
             "whether it fits; how each figure is found. Every figure is predicted; none was timed.")
     return [*wrap(decide.not_renting(options, chosen)), *wrap(heading(counted, epochs, scale)), *said,
-            *wrap(decide.cards(options)), *(w for n in marks + dated if n for w in wrap(n)), *wrap(more)]
+            *wrap(decide.cards(options)), *(w for n in [*notes, *marks, *dated] if n for w in wrap(n)), *wrap(more)]
 
 
 SCREEN = 25  # lines of the first screen at most, each of at most decide.WIDTH columns
@@ -308,7 +311,7 @@ def main(argv=None) -> int:
         # with --global-batch, each count of GPUs takes its share of the batch: a line through the count
         shares = {replace(request, batch_size=b): b for b in many.batches(scale, batch, list(offer.options))}
         steps = {shares[s]: c for s, c in count_cache.recount(*shares).items()} | {batch: counted}
-        lines, owned, grid = answer(counts, plan, offer, scale, steps)
+        lines, owned, found = answer(counts, plan, offer, scale, steps)
     except (PredictError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -317,10 +320,10 @@ def main(argv=None) -> int:
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     chosen = decide.picks([*lines, *owned])  # every screen and JSON record names these
     if args.json is not None:
-        listed = json.dumps(decide.records([*lines, *owned], grid, plan, chosen), indent=1)
+        listed = json.dumps(decide.records([*lines, *owned], found.grid, plan, chosen), indent=1)
         print(listed) if str(args.json) == "-" else args.json.write_text(listed + "\n")
     print("\n".join(first_screen(lines, owned, chosen, counted, request.epochs, old, request.workload, scale,
-                                 offer)),
+                                 offer, found.notes)),
           file=text)
     if args.verbose:
         print(render(lines, chosen, counted, request.epochs, old), file=text)

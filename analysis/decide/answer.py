@@ -182,9 +182,47 @@ def counted(plan: Plan, counts: Mapping[Step, dict | str], offer: Offer) -> Deci
     rented = {o.model for o in found if o.gpus == 1 and o.kind == "on-demand"}
     alone = [Line.of(_alone(run, devices[run["source"]].memory_gb)) for run in speed.to_dict("records")
              if run["source"] not in rented]
+    notes = slower(plan, step, default, speed) if isinstance(default, dict) else ()
     return Decision(configs(grid), found + tuple(alone),
                     MappingProxyType(picks(found, offer.deadline_h) if found else {}),
-                    tuple(break_even(found)), (), plan)
+                    tuple(break_even(found)), notes, plan)
+
+
+SLOWER_NAMED = 4  # GPUs named in a reason of `slower`, then how many more
+
+
+def slower(plan: Plan, step: dict, default: dict, speed: pd.DataFrame) -> tuple[str, ...]:
+    """Where the planned run's precision (bf16, fp16) is predicted slower than PyTorch's default on some GPUs, one
+    note that says on which and why, each GPU by the first reason that holds: it has no unit of that precision (run at
+    FP32's rate, with autocast's casts on top); the host bounds its step (the casts are launches more a step); its TF32
+    is no faster than its FP32 (a GeForce card's: its default runs on FP32 units at the share fitted for them, its
+    tensor cores at the share H100s and H200s reached, which no row of its own checked); else the casts' bytes cost
+    more than the narrower arithmetic saves. () where it is not slower anywhere."""
+    devices = load_devices()
+    ours = at_plan("run", pd.DataFrame([default]), replace(plan, precision="default"), list(devices))
+    theirs = dict(zip(ours["source"], ours["epoch_s"]))
+    casts = int(step.get("launches_per_step", 0) or 0) - int(default.get("launches_per_step", 0) or 0)
+    extra = (float(step.get("bytes_per_step", 0) or 0) - float(default.get("bytes_per_step", 0) or 0)) / 1e6
+    reasons: dict[str, list[str]] = {}
+    for run in speed.to_dict("records"):
+        gpu = run["source"]
+        if not run["epoch_s"] > theirs.get(gpu, math.inf):
+            continue
+        device = devices[gpu]
+        why = (f"no {plan.precision} unit: it runs at FP32's rate, with autocast's casts on top"
+               if device.lacks(plan.precision) else
+               f"the host bounds the step, and autocast adds {casts:,} launches a step" if run.get("host_bound") is True
+               else "their TF32 is no faster than their FP32: the default runs on FP32 units, and their tensor cores "
+                    f"at {plan.precision} are priced at the share H100s and H200s reached (no row of theirs checked it)"
+               if (device.tf32_flops or 0) <= device.fp32_flops else
+               f"autocast's casts move {extra:,.0f} MB more a step than the narrower arithmetic saves")
+        reasons.setdefault(why, []).append(gpu)
+    if not reasons:
+        return ()
+    said = "; ".join(f"{', '.join(g[:SLOWER_NAMED])}{f' and {len(g) - SLOWER_NAMED} more' if len(g) > SLOWER_NAMED else ''}"
+                     f": {why}" for why, g in reasons.items())
+    return (f"{plan.precision} is predicted slower than PyTorch's default on {sum(map(len, reasons.values()))} of "
+            f"{len(speed)} GPUs: {said}",)
 
 
 def _alone(run: dict, memory_gb: float | None) -> dict:
