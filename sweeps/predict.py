@@ -163,8 +163,8 @@ def render(lines: Sequence[decide.Line], chosen: Mapping[str, decide.Line | None
     """Every GPU model's line as text (--verbose): one line per GPU model and count (time per epoch, the run's time on
     the GPU alone, the start-up of the option it is priced at, its cost and that option's name, whether it fits),
     then how each figure is found; where some lines are of several GPUs, first the picks among the rentals (`chosen`:
-    decide.picks', the fastest, the cheapest as fast as one GPU, each GPU model's cheapest count). Option names are
-    never cut: a line is as wide as its longest name needs."""
+    decide.picks', the fastest, the cheapest as fast as one GPU, each GPU model's cheapest count). The table is split
+    into tables of at most decide.WIDTH columns, each led by the GPU (decide.tables); option names are never cut."""
     cells = [("GPUs", "s/epoch", "graphs", f"run, {epochs:,} epochs", "start-up", "cost", "eff", "priced at", "fits")]
     for line in lines:
         priced = line.kind != decide.NO_PRICE
@@ -176,8 +176,7 @@ def render(lines: Sequence[decide.Line], chosen: Mapping[str, decide.Line | None
                       decide.graph_said(line).split(" s/epoch")[0] or "-", decide.run_time(alone(line)).split(" (")[0],
                       decide.startup(line) or "-", decide.money(line).split(" (")[0] if priced else "-",
                       f"{line.efficiency:.2f}" if line.several else "", line.option if priced else "no price", fits))
-    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
-    body = ["  " + "  ".join(c[i].ljust(widths[i]) for i in range(len(c))).rstrip() for c in cells]
+    body = decide.tables(pd.DataFrame(cells[1:], columns=list(cells[0])))  # split to fit decide.WIDTH columns
     gpu = next((o for o in lines if not math.isnan(o.needs_gb) and o.needs_how), None)
     memory = (f"whether the card's memory (the GPU table shipped with crossover) holds the ~{gpu.needs_gb:,.2g} "
               f"GB the run needs ({gpu.needs_how}, + {decide.CONTEXT_BYTES / 1e9:g} GB CUDA context)"

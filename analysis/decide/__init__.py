@@ -122,7 +122,7 @@ from .choosing import (  # noqa: F401 (the package's names)
 from .text import (  # noqa: F401 (the package's names)
     BRIEF_LINES, CENT, HOST_MARK, HOST_WORDS, STALE, WIDTH, bought, bound_mark, brief, busy_notes, cards,
     costed, duration, evens, graph_said, header, host_note, how_known, memory, money, not_renting, per_epoch, pick_lines,
-    precision_of, priced_on, records, render, run_time, said, significant, source, startup, usd)
+    precision_of, priced_on, records, render, run_time, said, significant, source, startup, tables, usd)
 from . import many  # noqa: F401,E402 (the package's names)
 from .answer import (  # noqa: F401 (the package's names)
     Decision, Offer, Run, answer, counted, decide, steps)
