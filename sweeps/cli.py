@@ -115,5 +115,6 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
                         help="seconds a trial may run before it is stopped and rowed as timed out")
     shared.add_argument("--plan-timeout", type=at_least(1), default=PLAN_TIMEOUT_S, metavar="S",
                         help="seconds the process that imports your workload and plans its trials (its model's "
-                             "shapes, its memory) may run before it is stopped (sweeps/plan.py)")
+                             "shapes, its memory) may run your code before it is stopped; its own start-up "
+                             "(importing crossover and torch) is not counted")
     return argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=HelpFormatter, parents=[shared])

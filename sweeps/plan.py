@@ -12,12 +12,13 @@ Planning a sweep runs a user's code four ways: importing the module, building th
 the meta device (its fingerprint's parameter shapes: crossover/workload.py), its own check of each config
 (Workload.check), and making a batch of its data and running a forward pass on the meta device (its memory
 estimate: trainables/fused.py member_bytes). Each runs here in `python -m crossover.sweeps.plan`, under a time limit
-(--plan-timeout), on copies of the user's modules (a module that writes to its own file writes the copy), its
-output in a log file (its first MiB: trainables/output.py keep; never on the terminal) that a failure names (none
-is left where it printed nothing, or where the failure's one line says it all: a module that does not import),
-and its whole process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain
-data (JSON): a WorkloadSpec (crossover/workload.py), a check's refusal, a size. The driver never imports a
-user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.shipping Shipping.declare) and works
+(--plan-timeout) that starts when the child says it is ready to run the user's code, once crossover and torch have
+imported (seconds on a busy machine, which are no fault of the workload's; START_S bounds them), on copies of the
+user's modules (a module that writes to its own file writes the copy), its output in a log file (its first MiB:
+trainables/output.py keep; never on the terminal) that a failure names (none is left where it printed nothing, or
+where the failure's one line says it all: a module that does not import), and its whole process group killed when it
+ends (a module that forks leaves nothing behind). The child answers in plain data (JSON): a WorkloadSpec
+(crossover/workload.py), a check's refusal, a size. The driver never imports a user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.shipping Shipping.declare) and works
 from the spec alone: a workload that calls os._exit, hangs, shuts Ray down or raises KeyboardInterrupt while
 it is planned touches neither the driver's process nor its Ray. The workers import the module itself.
 
@@ -65,6 +66,9 @@ from .cli import PLAN_TIMEOUT_S, child_env
 
 NOT_PLANNED = "not built: its planning process failed"  # a faulted workload's shapes, in its fingerprint
 LOOK_S = 0.2  # s between two looks at the planning process's memory (sweeps/killed.py: was a SIGKILL for memory?)
+# s a child (planning, the probe) may take to import crossover and torch before it is ready for the user's code: 5-30 s
+# on a loaded 2-core machine, which its time limit does not count (`wait`); past this, its own start-up hangs
+START_S = 600
 
 
 class PlanError(WorkloadError):
@@ -272,16 +276,22 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
         stopped = True  # until the wait ends: a stop signal or Ctrl-C raised here leaves no log behind
         fix = "Fix the workload"
         try:
-            _wait(process, timeout_s, watch)
+            # ready: the child's first line on the answer file (main)
+            wait(process, timeout_s, lambda: answer.exists() and answer.stat().st_size > 0,
+                 lambda: watch.look(process.pid))
             how = None if process.returncode == 0 else f"exited with status {process.returncode}"
             if process.returncode < 0:
                 how, memory = watch.why(process.returncode)
                 if memory or process.returncode == -signal.SIGKILL:  # a SIGKILL not told apart: memory's fix, if so
                     fix = killed.MEMORY_FIX if memory else f"If it was memory: {killed.MEMORY_FIX}"
             stopped = False
-        except subprocess.TimeoutExpired:
-            how = f"ran past its limit of {timeout_s:g} s (--plan-timeout) and was stopped"
-            fix = "Fix the workload, or give --plan-timeout more seconds"
+        except subprocess.TimeoutExpired as expired:
+            if expired.timeout == START_S:  # before the user's code: crossover's own start-up, said as such
+                how = f"did not get ready within {START_S} s (importing crossover and torch) and was stopped"
+            else:
+                how = (f"ran past its limit of {timeout_s:g} s (--plan-timeout, counted from when it began to run "
+                       "your code) and was stopped")
+                fix = "Fix the workload, or give --plan-timeout more seconds"
             stopped = False
         finally:  # its group: the child, and whatever it forked and left behind (Ctrl-C and a stop signal here too)
             try:
@@ -299,18 +309,22 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
         return events, how, log.name if kept else None, fix
 
 
-def _wait(process: subprocess.Popen, timeout_s: float, watch: killed.Watch) -> None:
-    """Waits for `process` to end, its peak memory looked at every LOOK_S (`watch`: whether a SIGKILL was the
-    kernel's, for memory); raises subprocess.TimeoutExpired past `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
+def wait(process: subprocess.Popen, timeout_s: float, ready, look=lambda: None) -> None:
+    """Waits for `process`, a child that runs a user's code, to end, calling `look()` every LOOK_S. Its clock starts
+    when `ready()` is true (the child has imported crossover and torch, and is about to run the user's code): raises
+    subprocess.TimeoutExpired, its timeout START_S where the child is not ready by then, `timeout_s` where it then
+    runs past `timeout_s`. The probe's child (sweeps/probe.py) is waited for so too."""
+    deadline, limit = time.monotonic() + START_S, START_S
     while True:
-        watch.look(process.pid)
+        look()
+        if limit == START_S and ready():  # the user's code starts: its own clock
+            deadline, limit = time.monotonic() + timeout_s, timeout_s
         try:
             process.wait(timeout=max(min(LOOK_S, deadline - time.monotonic()), 0))
             return
         except subprocess.TimeoutExpired:
             if time.monotonic() >= deadline:
-                raise
+                raise subprocess.TimeoutExpired(process.args, limit) from None
 
 
 def _copy(folder: Path, to: Path) -> None:
@@ -344,6 +358,7 @@ def main(request_path: str, answer_path: str) -> int:
             answer.write(json.dumps(event, default=_plain) + "\n")
             answer.flush()
 
+        say(ready=True)  # crossover and torch imported: the driver's --plan-timeout starts now (wait)
         try:
             for ref in request["refs"]:
                 if not _spec(ref["text"], ref["load"], say, registry):
