@@ -68,8 +68,8 @@ def real_sizes() -> int:
         with tempfile.TemporaryDirectory(prefix="bench-cache-") as folder:
             env = {**os.environ, "XDG_CACHE_HOME": folder}
             for i, (what, flags) in enumerate(ASKED):
-                cmd = [sys.executable, "-m", "crossover.sweeps.command", "predict", "--workload",
-                       "examples/realsize.py:workload", "--param", f"arch={arch}", *flags]
+                cmd = [sys.executable, "-m", "crossover.sweeps.command", "predict", "--workload", "realsize",
+                       "--param", f"arch={arch}", *flags]
                 took, cpu, status = timed(cmd, env)
                 target = cold if i == 0 else warm
                 worst = max(worst, status)
@@ -81,16 +81,16 @@ def real_sizes() -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--workload", default="examples/zoo.py:workload", help="the job to sweep, path/to/job.py:ATTR")
+    p.add_argument("--workload", default="zoo", help="the job to sweep, path/to/job.py:ATTR or an example job's name")
     p.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
-                   help="its own axes' values (default: arch=shufflenet_v2_x1_0, for examples/zoo.py)")
+                   help="its own axes' values (default: arch=shufflenet_v2_x1_0, for the zoo example)")
     p.add_argument("--predict-only", action="store_true",
                    help="time crossover predict alone (cold and warm, REAL_SIZES), not the sweep")
     args = p.parse_args(argv)
     if args.predict_only:
         return real_sizes()
     params = args.param if args.param is not None else (
-        ["arch=shufflenet_v2_x1_0"] if args.workload == "examples/zoo.py:workload" else [])
+        ["arch=shufflenet_v2_x1_0"] if args.workload == "zoo" else [])
     with tempfile.TemporaryDirectory(prefix="bench-answer-") as out:
         cmd = [sys.executable, "-m", "crossover.sweeps.scaling", "--workload", args.workload,
                *(x for v in params for x in ("--param", v)), "--devices", "cpu", "--out", out]

@@ -291,7 +291,7 @@ def main(argv=None) -> int:
     p.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
                    help="a value of the workload's own axis; repeatable")
     p.add_argument("--precision", default="default", choices=PRECISIONS,
-                   help="the precision the step is counted at (trainables/precision.py)")
+                   help="the precision the step is counted at (as crossover sweep --precision)")
     args = p.parse_args(argv)
     from crossover.config import ConfigError
     from crossover.config import WorkloadError

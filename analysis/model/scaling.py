@@ -193,7 +193,7 @@ def render(found: pd.DataFrame, every: float, spread: float) -> str:
     by_link = found.assign(link=found["gpu"].map(lambda g: load_devices()[g].link))
     links = by_link.groupby(["set", "link"])["epoch_error"].agg(lambda e: f"{e.abs().median():.1%}").to_string()
     return "\n".join([
-        "== data-parallel on several GPUs: analysis/model/collective.py against runs it never saw ==",
+        "== data-parallel on several GPUs: crossover's model of them against runs it never saw ==",
         f"fitted on every measured row (what Lambda's rows are predicted with; each measured row is predicted with "
         f"the figures of the other models' rows): HOST_S {every * 1e6:,.0f} us a step, SPREAD {spread:.3f}",
         table, *verdict, "largest errors in time per epoch (measured efficiency, predicted):",
