@@ -285,13 +285,13 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
                 if memory or process.returncode == -signal.SIGKILL:  # a SIGKILL not told apart: memory's fix, if so
                     fix = killed.MEMORY_FIX if memory else f"If it was memory: {killed.MEMORY_FIX}"
             stopped = False
-        except subprocess.TimeoutExpired as expired:
-            if expired.timeout == START_S:  # before the user's code: crossover's own start-up, said as such
-                how = f"did not get ready within {START_S} s (importing crossover and torch) and was stopped"
-            else:
-                how = (f"ran past its limit of {timeout_s:g} s (--plan-timeout, counted from when it began to run "
-                       "your code) and was stopped")
-                fix = "Fix the workload, or give --plan-timeout more seconds"
+        except NotReady:  # before the user's code: crossover's own start-up, said as such
+            how = f"did not get ready within {START_S} s (importing crossover and torch) and was stopped"
+            stopped = False
+        except subprocess.TimeoutExpired:
+            how = (f"ran past its limit of {timeout_s:g} s (--plan-timeout, counted from when it began to run your "
+                   "code) and was stopped")
+            fix = "Fix the workload, or give --plan-timeout more seconds"
             stopped = False
         finally:  # its group: the child, and whatever it forked and left behind (Ctrl-C and a stop signal here too)
             try:
@@ -309,22 +309,26 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
         return events, how, log.name if kept else None, fix
 
 
+class NotReady(subprocess.TimeoutExpired):
+    """A child that was not ready to run the user's code within START_S: its own start-up hung (`wait`)."""
+
+
 def wait(process: subprocess.Popen, timeout_s: float, ready, look=lambda: None) -> None:
     """Waits for `process`, a child that runs a user's code, to end, calling `look()` every LOOK_S. Its clock starts
     when `ready()` is true (the child has imported crossover and torch, and is about to run the user's code): raises
-    subprocess.TimeoutExpired, its timeout START_S where the child is not ready by then, `timeout_s` where it then
-    runs past `timeout_s`. The probe's child (sweeps/probe.py) is waited for so too."""
-    deadline, limit = time.monotonic() + START_S, START_S
+    NotReady where the child is not ready within START_S, subprocess.TimeoutExpired where it then runs past
+    `timeout_s`. The probe's child (sweeps/probe.py) is waited for so too."""
+    deadline, started = time.monotonic() + START_S, False
     while True:
         look()
-        if limit == START_S and ready():  # the user's code starts: its own clock
-            deadline, limit = time.monotonic() + timeout_s, timeout_s
+        if not started and ready():  # the user's code starts: its own clock
+            deadline, started = time.monotonic() + timeout_s, True
         try:
             process.wait(timeout=max(min(LOOK_S, deadline - time.monotonic()), 0))
             return
         except subprocess.TimeoutExpired:
             if time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(process.args, limit) from None
+                raise (subprocess.TimeoutExpired if started else NotReady)(process.args, timeout_s) from None
 
 
 def _copy(folder: Path, to: Path) -> None:
