@@ -10,7 +10,7 @@ row at all. The probe trains the line's first configuration cut to PROBE_BATCHES
 path a single trial takes (trainables/train.py `run_trial`, so its timing is trainables/timing.py's: warm-up
 excluded, median epoch), and writes no row: it is a prediction's input, not a measurement of the grid.
 It runs the user's code, so it runs in a process of its own (`python -m crossover.sweeps.probe`), with a time limit
-(PROBE_TIMEOUT_S, from when the child has imported crossover and torch: sweeps/plan.py wait) and its output thrown
+(PROBE_TIMEOUT_S, from when the child has imported crossover and torch to its answer: sweeps/plan.py wait) and its output thrown
 away: the driver's process, and its Ray, are never touched by it.
 """
 
@@ -68,8 +68,8 @@ def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S, shipping: Shipping |
                                     str(out)], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
         try:
-            # `timeout_s` counts from when the child is ready (its imports done: main), not its start-up
-            wait(process, timeout_s, out.with_suffix(".ready").exists)
+            # `timeout_s` counts the run alone: from when the child is ready (its imports done: main) to its answer
+            wait(process, timeout_s, out.with_suffix(".ready").exists, out.exists)
             got = json.loads(out.read_text()) if process.returncode == 0 else None
         except (subprocess.SubprocessError, OSError, ValueError):  # killed at the limit, or wrote nothing
             got = None

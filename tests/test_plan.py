@@ -122,11 +122,12 @@ def test_a_workload_that_exits_hangs_or_interrupts_while_planned_is_faulted_and_
     assert capfd.readouterr().err.count("error: ") == 1  # said once, where it was found
 
 
-def test_the_planning_limit_counts_the_users_code_not_the_childs_start_up(tmp_path, planner, monkeypatch):
-    # a start-up slower than the limit (as importing torch is on a loaded machine): sitecustomize runs before the
-    # child imports crossover, and the limit starts once the child is ready, so the workload is planned
+def test_the_planning_limit_counts_the_users_code_not_the_childs_start_up_or_exit(tmp_path, planner, monkeypatch):
+    # a start-up and an exit each slower than the limit (as importing torch, and the interpreter's exit with it, are
+    # on a loaded machine): sitecustomize runs before the child imports crossover, its atexit after the child has
+    # answered, and the limit counts neither, so the workload is planned
     (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text("import time\ntime.sleep(8)\n")
+    (tmp_path / "site" / "sitecustomize.py").write_text("import atexit, time\ntime.sleep(8)\natexit.register(time.sleep, 8)\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "site"),
                                                                    os.environ.get("PYTHONPATH")])))
     ref = job(tmp_path, "pl_slowstart")
@@ -515,7 +516,7 @@ def test_a_child_the_kernel_kills_for_memory_is_said_to_have_run_out_of_it_with_
     # a memory cgroup of 256 MiB under this process's own (cgroup v1's memory controller, writable by root here),
     # a child in it that fills it: the kernel's own OOM kill, counted where `Watch` reads
     from crossover.sweeps import killed
-    from crossover.sweeps.plan import _wait
+    from crossover.sweeps.plan import wait
 
     mine = next((f for f in killed._memory_cgroup() if "memory" in f.parts), None)
     group = mine / f"crossover-test-{os.getpid()}" if mine else None
@@ -528,7 +529,7 @@ def test_a_child_the_kernel_kills_for_memory_is_said_to_have_run_out_of_it_with_
         watch = killed.Watch()
         child = subprocess.Popen([sys.executable, "-c", "import os; a = []\nwhile True: a.append(os.urandom(2**20))"],
                                  preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
-        _wait(child, 120, watch)
+        wait(child, 120, lambda: True, lambda: False, lambda: watch.look(child.pid))  # its clock from the start
         said, memory = watch.why(child.returncode)
     finally:
         group.rmdir()
