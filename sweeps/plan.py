@@ -14,12 +14,13 @@ the meta device (its fingerprint's parameter shapes: crossover/workload.py), its
 estimate: trainables/fused.py member_bytes). Each runs here in `python -m crossover.sweeps.plan`, under a time limit
 (--plan-timeout) that counts the user's code alone: from when the child says it is ready to run it, once crossover
 and torch have imported and torch has run its first ops (`_warm`), to when it has answered, before its interpreter
-exits (each seconds on a busy machine, which are no fault of the workload's; START_S bounds them), on copies of the user's modules (a module that writes to its own file writes the copy), its
-output in a log file (its first MiB: trainables/output.py keep; never on the terminal) that a failure names (none is
-left where it printed nothing, or where the failure's one line says it all: a module that does not import), and its
-whole process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain data
-(JSON): a WorkloadSpec (crossover/workload.py), a check's refusal, a size. The driver never imports a user's module
-(it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.shipping Shipping.declare) and works
+exits (each seconds on a busy machine, which are no fault of the workload's; START_S bounds them), on copies of the
+user's modules (a module that writes to its own file writes the copy), its output in a log file (its first MiB:
+trainables/output.py keep; never on the terminal) that a failure names (none is left where it printed nothing, or
+where the failure's one line says it all: a module that does not import), and its whole process group killed when it
+ends (a module that forks leaves nothing behind). The child answers in plain data (JSON): a WorkloadSpec
+(crossover/workload.py), a check's refusal, a size. The driver never imports a user's module (it reads a file's
+bytes, to ship it to Ray's workers: crossover.trainables.shipping Shipping.declare) and works
 from the spec alone: a workload that calls os._exit, hangs, shuts Ray down or raises KeyboardInterrupt while
 it is planned touches neither the driver's process nor its Ray. The workers import the module itself.
 

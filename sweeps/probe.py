@@ -10,8 +10,8 @@ row at all. The probe trains the line's first configuration cut to PROBE_BATCHES
 path a single trial takes (trainables/train.py `run_trial`, so its timing is trainables/timing.py's: warm-up
 excluded, median epoch), and writes no row: it is a prediction's input, not a measurement of the grid.
 It runs the user's code, so it runs in a process of its own (`python -m crossover.sweeps.probe`), with a time limit
-(PROBE_TIMEOUT_S, from when the child has imported crossover and torch to its answer: sweeps/plan.py wait) and its output thrown
-away: the driver's process, and its Ray, are never touched by it.
+(PROBE_TIMEOUT_S, from when the child has imported crossover and torch to its answer: sweeps/plan.py wait) and its
+output thrown away: the driver's process, and its Ray, are never touched by it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .cli import child_env
 from .plan import wait
 
 PROBE_BATCHES = 2  # batches an epoch of the probe: a step's time, not an epoch's, is what it is after
-PROBE_TIMEOUT_S = 120  # s the probe's process may run the user's code: past it, the trial runs unpredicted, as with no probe
+PROBE_TIMEOUT_S = 120  # s the probe's process may run the user's code: past it, the trial runs unpredicted, as unprobed
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,8 @@ def test_planning_runs_the_users_code_in_a_process_of_its_own_on_a_copy_of_its_f
     ({"model": "os._exit(3)"}, "make_model at its defaults on the meta device (its fingerprint), in a process of "
                                "its own (planning), exited with status 3"),
     ({"forward": "while True: pass"}, "forward pass on the meta device at batch_size=16 (its memory estimate), in "
-                                      "a process of its own (planning), ran past its limit of 8 s (--plan-timeout, counted from when it began to run your code)"),
+                                      "a process of its own (planning), ran past its limit of 8 s (--plan-timeout, "
+                                      "counted from when it began to run your code)"),
     ({"data": "raise KeyboardInterrupt"}, "(its memory estimate), in a process of its own (planning), raised "
                                           "KeyboardInterrupt"),
 ], ids=["os._exit", "endless-forward", "KeyboardInterrupt"])
@@ -127,7 +128,8 @@ def test_the_planning_limit_counts_the_users_code_not_the_childs_start_up_or_exi
     # on a loaded machine): sitecustomize runs before the child imports crossover, its atexit after the child has
     # answered, and the limit counts neither, so the workload is planned
     (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text("import atexit, time\ntime.sleep(8)\natexit.register(time.sleep, 8)\n")
+    (tmp_path / "site" / "sitecustomize.py").write_text("import atexit, time\n"
+                                                        "time.sleep(8)\natexit.register(time.sleep, 8)\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "site"),
                                                                    os.environ.get("PYTHONPATH")])))
     ref = job(tmp_path, "pl_slowstart")

@@ -69,7 +69,8 @@ def test_the_scan_finds_each_checkout_only_form_it_is_meant_to():
     # and each a wheel user was sent to: a module's file, a data file, a folder, a Makefile target
     for said in ("the planning process (sweeps/plan.py)", "every trial's precision (trainables/precision.py)",
                  "image data source (crossover/data.py)", "DDP, analysis/model/collective.py; an instance",
-                 "the default fits `make run` in 3 minutes", "run `make test` first", "a prediction (analysis/model/, or"):
+                 "the default fits `make run` in 3 minutes", "run `make test` first",
+                 "a prediction (analysis/model/, or"):
         assert CHECKOUT_ONLY.search(said), said
     for said in ("results/<sweep>", "rows go to OUT/NAME/", "python -m crossover.sweeps.parallel", "make it writable",
                  "crossover.analysis.model", "the GPU table shipped with crossover", "--workload zoo"):
