@@ -148,27 +148,28 @@ def parser(prog: str = "python -m crossover.analysis") -> argparse.ArgumentParse
                              help="leave out the reference GPU rows shipped with crossover (by default, the newest "
                                   "reference GPU rows of the same configurations are set beside yours)")
     par = sub.add_parser("parallel", help="print the packed-trial, DDP and pipeline benchmark figures")
-    par.add_argument("dirs", nargs="*", type=Path, help="results directories of sweeps/parallel.py")
+    par.add_argument("dirs", nargs="*", type=Path, help="results directories of the parallel studies (python -m crossover.sweeps.parallel)")
     par.add_argument("--validate", action="store_true",
-                     help="the data-parallel model (analysis/model/collective.py) against the shipped DDP rows and "
-                          "Lambda's 2-, 4- and 8-GPU rows: errors, coverage, targets")
+                     help="the data-parallel model (crossover's pricing of several GPUs) against the shipped DDP rows "
+                          "and Lambda's 2-, 4- and 8-GPU rows: errors, coverage, targets")
     eng = sub.add_parser("engines", help="print the engines' speed-ups, fused throughput and crossovers")
-    eng.add_argument("dirs", nargs="+", type=Path, help="results directories of sweeps/engines.py")
+    eng.add_argument("dirs", nargs="+", type=Path, help="results directories of the engines study (python -m crossover.sweeps.engines)")
     mod = sub.add_parser("model", help="print the model's calibration and what bounds each step")
     mod.add_argument("dirs", nargs="*", type=Path,
                      help="results directories (default: the reference rows shipped with crossover)")
     mod.add_argument("--validate", action="store_true",
                      help="also leave each GPU, then each workload, out in turn: error, coverage of the 90%% "
-                          "conformal intervals, and the issue's targets; then each GPU of the public tables (analysis/ordering.py)")
+                          "conformal intervals, and the targets; then each GPU of the public tables shipped with "
+                          "crossover")
     mod.add_argument("--devices", type=Path, default=model.DEVICES, help="device table YAML")
-    mig = sub.add_parser("migrate", help="rewrite row files whose columns differ from crossover/schema.py's to exactly "
-                                         "its columns (analysis/migrate.py)")
+    mig = sub.add_parser("migrate", help="rewrite row files whose columns differ from this version's schema to "
+                                         "exactly its columns")
     mig.add_argument("dirs", nargs="+", type=Path, help="directories searched for *.parquet rows, recursively")
     mig.add_argument("--copy-counts", metavar="FROM", type=Path, action="append", default=None,
                      help="instead: fill the per-class step costs of DIRS' GPU rows from FROM's GPU rows of the "
-                          "same configuration and torch (repeatable; analysis/migrate.py copy_counts)")
+                          "same configuration and torch (repeatable)")
     mig.add_argument("--compact", action="store_true",
-                     help="instead: each sweep's folder of row files below DIRS as one file (analysis/migrate.py compact)")
+                     help="instead: each sweep's folder of row files below DIRS as one file")
     return p
 
 
@@ -226,7 +227,8 @@ def _parallel(args) -> int:
     if args.validate:
         print(scaling.render(*scaling.validate()))
     if not args.dirs and not args.validate:
-        print("parallel: give results directories of sweeps/parallel.py, or --validate")
+        print("parallel: give results directories of the parallel studies (python -m crossover.sweeps.parallel), "
+              "or --validate")
         return 2
     return 0
 
@@ -260,7 +262,7 @@ def _migrate(args) -> int:
               f"{left} GPU rows without counts left as they were (no single counted configuration matches)")
         return 0
     rewritten, current = migrate.migrate(*args.dirs)
-    print(f"{rewritten} row files rewritten to crossover/schema.py's columns (schema version kept), "
+    print(f"{rewritten} row files rewritten to this version's schema's columns (schema version kept), "
           f"{current} already current")
     return 0
 

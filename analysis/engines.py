@@ -175,4 +175,4 @@ def render(rows: pd.DataFrame) -> str:
                          ("per precision: time per epoch (ms) beside what it learnt, against PyTorch's default", precisions(rows))):
         if not table.empty:
             parts += [f"== {title} ==", table.to_string(float_format=lambda v: f"{v:,.3f}")]
-    return "\n".join(parts) if parts else "no rows of sweeps/engines.py or sweeps/precision.py"
+    return "\n".join(parts) if parts else "no rows of the engines or precision studies (python -m crossover.sweeps.engines, .precision)"

@@ -211,14 +211,14 @@ def _check_file(path: Path, table: pa.Table) -> None:
     crossover/schema.py gives it; else refused, naming the file, the column and the fix."""
     for column in ("schema_version", "status"):
         if column not in table.column_names:
-            raise ValueError(f"{path} has no {column} column: it was not written by sweeps/store.py; move it out "
-                             f"of {path.parent}")
+            raise ValueError(f"{path} has no {column} column: it was not written by a crossover sweep; move it "
+                             f"out of {path.parent}")
     if table["schema_version"].null_count:
-        raise ValueError(f"{path} has rows with a null schema_version: it was not written by sweeps/store.py; "
+        raise ValueError(f"{path} has rows with a null schema_version: it was not written by a crossover sweep; "
                          f"move it out of {path.parent}, or re-run its sweep")
     for field in table.schema:
         if field.name in SCHEMA.names and not _same_type(field.type, SCHEMA.field(field.name).type):
-            raise ValueError(f"{path}: column {field.name} is {field.type}, but crossover/schema.py makes it "
+            raise ValueError(f"{path}: column {field.name} is {field.type}, but crossover's schema makes it "
                              f"{SCHEMA.field(field.name).type}: rewrite it to the schema (python -m crossover.analysis migrate "
                              f"{path.parent}) or re-run its sweep")
 
@@ -249,7 +249,7 @@ def _check_times(rows: pd.DataFrame) -> None:
     """Every ok row's measured times and throughput positive, finite numbers (_MEASURED); a row that is
     not is named (its file, sweep, trial and configuration), never dropped or printed as a measurement."""
     if "epoch_s_median" not in rows:
-        raise ValueError("the rows have no epoch_s_median column: they were not written by sweeps/store.py")
+        raise ValueError("the rows have no epoch_s_median column: they were not written by a crossover sweep")
     ok = rows["status"] == "ok"
     for column, what in _MEASURED.items():
         if column not in rows:
@@ -278,7 +278,7 @@ def _check_versions(versions: dict[int, Path]) -> None:
     (version, path), = versions.items()
     if version != SCHEMA_VERSION:
         raise ValueError(f"rows of schema version {version} (e.g. {path}), but this analysis reads version "
-                         f"{SCHEMA_VERSION} (crossover/schema.py): re-run the sweep with this checkout")
+                         f"{SCHEMA_VERSION}: re-run the sweep with this version of crossover")
 
 
 def arm_labels(rows: pd.DataFrame) -> pd.Series:

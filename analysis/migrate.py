@@ -101,11 +101,11 @@ def to_schema(path: Path) -> pa.Table | None:
     if table.schema.equals(stored_schema(), check_metadata=False):
         return None
     if "schema_version" not in table.column_names or set(table["schema_version"].to_pylist()) != {SCHEMA_VERSION}:
-        raise ValueError(f"{path}: column schema_version is not {SCHEMA_VERSION} on every row (crossover/schema.py's "
+        raise ValueError(f"{path}: column schema_version is not {SCHEMA_VERSION} on every row (crossover.schema's "
                          f"SCHEMA_VERSION): only rows of this version take its columns; {keep}")
     unknown = [name for name in table.column_names if name not in SCHEMA.names]
     if unknown:
-        raise ValueError(f"{path}: column {unknown[0]} is not in crossover/schema.py: add it to COLUMNS (and bump "
+        raise ValueError(f"{path}: column {unknown[0]} is not in crossover.schema: add it to COLUMNS (and bump "
                          f"SCHEMA_VERSION if it changes what a row means) before migrating, or {keep}")
     columns = []
     for field in SCHEMA:
@@ -113,7 +113,7 @@ def to_schema(path: Path) -> pa.Table | None:
             columns.append(pa.nulls(len(table), field.type))
             continue
         column = table[field.name]
-        refused = f"{path}: column {field.name} is {column.type}, but crossover/schema.py makes it {field.type}"
+        refused = f"{path}: column {field.name} is {column.type}, but crossover's schema makes it {field.type}"
         if not _castable(column.type, field.type):
             raise ValueError(f"{refused}: no cast keeps its meaning; {keep}")
         try:

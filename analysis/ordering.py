@@ -87,7 +87,7 @@ def render_held_out(table: pd.DataFrame | None = None) -> str:
     lines = ["== leave one GPU out over the public tables: ResNet-50 training, images/s, at Lambda's fp32 batch "
              "(TF32 convolutions) ==",
              "  public: Lambda's throughput (lambdal/deeplearning-benchmark, NVIDIA DeepLearningExamples on Lambda's "
-             "hosts at its batch, median over its hosts; analysis/public-tables/README.md), not our harness's loop",
+             "hosts at its batch, median over its hosts; the public tables shipped with crossover), not our harness's loop",
              "  predicted: the model fitted on the reference rows and every other GPU's public row, this GPU's own "
              "left out, from its datasheet figures (the GPU table shipped with crossover)",
              shown.to_string(index=False),

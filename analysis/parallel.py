@@ -170,4 +170,4 @@ def render(rows: pd.DataFrame) -> str:
     if not cross.empty:
         parts += ["== data-parallel against one GPU, as the model grows ==",
                   *(f"{line.workload} ({line.held_fixed}): {line.answer}" for line in cross.itertuples())]
-    return "\n".join(parts) if parts else "no rows of the parallel studies (sweeps/parallel.py)"
+    return "\n".join(parts) if parts else "no rows of the parallel studies (python -m crossover.sweeps.parallel)"

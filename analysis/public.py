@@ -55,7 +55,7 @@ def load(path: Path = LAMBDA, devices_path: Path = DEVICES) -> pd.DataFrame:
     rows = rows.assign(gpu=rows["name_gpu"].map(gpu_key)).dropna(subset=["gpu"])
     unknown = sorted(set(rows["gpu"]) - set(yaml.safe_load(Path(devices_path).read_text()) or {}))
     if unknown:
-        raise ValueError(f"{path}: GPUs {unknown} are not in {devices_path}: add an entry, or fix analysis/public.py NAMES")
+        raise ValueError(f"{path}: GPUs {unknown} are not in {devices_path}: add an entry, or fix {__name__}'s NAMES")
     return rows
 
 

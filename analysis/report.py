@@ -238,8 +238,8 @@ def write_page(said: verdict.Verdict, dirs: list[str | Path], out: Path | None =
         f"with a {boot.confidence:.0%} bootstrap interval that resamples the runs (seeds), then each run's epochs "
         f"({boot.draws} draws, every one counted: a draw that puts the crossover beyond the measured range opens "
         "the interval there, shown as such, and the shares of the draws' verdicts are given where under 95%). "
-        "Where a size's only runs were their worker's first trial (cold), the time-to-loss lines say so in their note. "
-        "See analysis/crossover.py and analysis/verdict.py.</p>",
+        "Where a size's only runs were their worker's first trial (cold), the time-to-loss lines say so in their "
+        "note.</p>",
         *crossover_section(table, said.selected, [f.workload for f in said.findings]),
         "<h2>Charts</h2>",
         *[f"<h3>{name}</h3><div>{_svg(chart)}</div><p><a href='{name}.html'>interactive</a> · <a href='{name}.png'>PNG</a></p>"
@@ -265,7 +265,7 @@ def answer_section(said: verdict.Verdict) -> list[str]:
     module = ok.groupby("workload")["workload_module"].first() if "workload_module" in ok else pd.Series(dtype=object)
     out = ["<h2>Where the GPU trains faster than the CPU</h2>",
            f"<p class=note>Time per epoch, the CPU against a GPU, {said.boot.confidence:.0%} intervals; '~': predicted "
-           "by analysis/model/, with its 90% interval.</p>"]
+           "by crossover's model, with its 90% interval.</p>"]
     for f in said.findings:
         whose = module.get(f.workload)
         whose = "built-in" if whose is None or pd.isna(whose) or whose == BUILTIN_MODULE else f"yours: {whose}"
@@ -303,7 +303,7 @@ def decision_section(d: decide.Decision, heading: str) -> list[str]:
     named = {p.option for p in chosen.values() if p is not None}
     cards = decide.cards(d.lines)
     out += [f"<ul>{picks}</ul>", options_table([o for o in d.lines if o.option in named], chosen, plan),
-            "<p class=note>'~': rests on a prediction (analysis/model/, or a time extrapolated outside the dataset "
+            "<p class=note>'~': rests on a prediction (crossover's model, or a time extrapolated outside the dataset "
             "sizes measured), its 90% interval in brackets." + (f" {html.escape(cards)}." if cards else "") + "</p>",
             *[f"<p class=note>{html.escape(n)}</p>" for n in decide.busy_notes(d.lines)],
             f"<details><summary>The cost-versus-time front</summary>"

@@ -195,7 +195,7 @@ def predicted(workload: str, rows: pd.DataFrame) -> Finding:
             last = at.iloc[-1]
             lines.append((last["epoch_s_median"], f"{gpu}: predicted ~{_seconds(last['epoch_s_median'])} s/epoch "
                           f"({_seconds(last['epoch_s_lo'])}-{_seconds(last['epoch_s_hi'])}); {_against(at, axis)}"))
-    words = (f"no GPU row: predicted per GPU from its step's counted costs (analysis/model/, fitted on the "
+    words = (f"no GPU row: predicted per GPU from its step's counted costs (crossover's model, fitted on the "
              f"reference GPUs; 90% intervals), time per epoch at {_at(axis, points[axis].iloc[-1])}:")
     return Finding(workload, PREDICTED, words, gpus=tuple(text for _, text in sorted(lines)))
 

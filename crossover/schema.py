@@ -75,7 +75,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("finished_at", pa.timestamp("s", tz="UTC"), "when the driver wrote the row"),
     # config (what was asked for, with the workload's defaults filled in)
     ("workload", _STR, "the workload's name: a built-in (disc, mnist_cnn, lenet, peaks, tabular, transformer: "
-                       "trainables/workloads.py) or a user's (crossover/workload.py)"),
+                       "crossover.trainables.workloads) or a user's (a crossover.Workload)"),
     ("workload_module", _STR, "'module:attr' a user's workload was imported from; 'trainables.workloads' for a built-in"),
     ("workload_fingerprint", _STR, "16 hex digits of the workload module's source and its model's parameter shapes "
                                    "(a user's is part of config_hash: edited code is measured again)"),
@@ -85,7 +85,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
                             "rows written before the column existed"),
     ("workload_params", _STR, "the workload's own axes (Workload.params) as JSON, e.g. {\"image_size\": 32}; null if none"),
     ("device", _STR, "device string as in the search space: cpu, cuda, cuda/K, ddp:N, ddp-cpu:N, pipe:N"),
-    ("depth", _I64, "depth axis (meaning per workload, see trainables/workloads.py); null if not an axis"),
+    ("depth", _I64, "depth axis (meaning per workload, see crossover.trainables.workloads); null if not an axis"),
     ("width", _I64, "width axis (nodes per layer, or channel multiplier for CNNs); null = seed's shape"),
     ("batch_size", _I64, "training mini-batch size, samples"),
     ("dataset_size", _I64, "training samples (transformer: sequences of `context` tokens)"),
@@ -97,7 +97,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("loop", _STR, "'fast' (no host sync per step) or 'seed' (the seeds' own loop: .item() per step)"),
     ("engine", _STR, "eager, graph (whole step in one CUDA graph) or compile (torch.compile)"),
     ("precision", _STR, "default (PyTorch's: TF32 in cuDNN convolutions only), fp32 (strict: no TF32), tf32, bf16 "
-                        "(autocast) or fp16 (autocast, GradScaler): trainables/precision.py; null in rows written "
+                        "(autocast) or fp16 (autocast, GradScaler); null in rows written "
                         "before the column existed (fp32)"),
     ("seed", _I64, "random seed of data, init and shuffling"),
     ("micro_batches", _I64, "pipe:N only: micro-batches per batch, else null"),
@@ -119,7 +119,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("total_s", _F64, "whole trial wall time inside the trainable"),
     ("epoch_s", pa.list_(_F64), "each timed epoch, in order"),
     ("timed_epochs", _I64, "epochs timed: at least epochs - warmup_epochs, more until min_timed_s was timed "
-                           "(trainables/timing.py); null in rows written before the column existed"),
+                           "(crossover.trainables.timing); null in rows written before the column existed"),
     ("epoch_s_median", _F64, "median of epoch_s"),
     ("epoch_s_iqr", _F64, "interquartile range of epoch_s (75th minus 25th percentile)"),
     ("epoch_s_min", _F64, "fastest timed epoch"),
@@ -127,7 +127,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("steps_per_epoch", _I64, "optimiser steps per epoch"),
     ("samples_per_s", _F64, "training samples per second over the timed epochs (all workers together)"),
     ("world_size", _I64, "processes training together: data-parallel workers, else 1"),
-    ("fused_members", _I64, "trials trained together as one batched model (trainables/fused.py), else 1; the "
+    ("fused_members", _I64, "trials trained together as one batched model (crossover.trainables.fused), else 1; the "
                             "timings are the group's; samples_per_s, the energy and the step costs this "
                             "member's share"),
     ("fused_group", _STR, "id shared by the members of one fused trial, else null"),
@@ -206,7 +206,7 @@ COLUMNS: list[tuple[str, pa.DataType, str]] = [
                            "make_model, say) as the trial built it or warmed up: the count it set; the trial put its "
                            "own back (torch_threads) before the timed epochs. Null where the count was left alone, "
                            "and in rows written before the column existed"),
-    ("nice", _I64, "niceness of the trial's thread (0: the driver's priority, as sweeps/cluster.py starts Ray's "
+    ("nice", _I64, "niceness of the trial's thread (0: the driver's priority, as a sweep starts Ray's "
                    "workers; 15: Ray's own default, below every other process on the node); null in rows written "
                    "before the column existed"),
     ("peak_rss_bytes", _I64, "peak resident memory of the trial's worker process so far"),
@@ -255,7 +255,7 @@ def to_table(rows: list[dict]) -> pa.Table:
     """Rows (dicts) as a table of exactly SCHEMA; missing keys become null, unknown keys are refused."""
     unknown = sorted({key for row in rows for key in row} - set(NAMES))
     if unknown:
-        raise ValueError(f"columns not in crossover/schema.py: {unknown}; add them to COLUMNS first")
+        raise ValueError(f"columns not in crossover.schema: {unknown}; add them to COLUMNS first")
     return pa.Table.from_pylist([{name: row.get(name) for name in NAMES} for row in rows], schema=SCHEMA)
 
 

@@ -43,10 +43,10 @@ PREDICT_TARGET_S = 15.0  # s from `crossover predict` to its answer
 # and any call once the job's step is counted at that precision (another batch, dataset size, epochs, GPU count)
 COLD_META, COLD_DATA, AGAIN = 3.0, 6.0, 0.8
 # (what, --workload, its --param, --batch-size, the cold target): real-sized jobs
-JOBS = (("ResNet-50", "examples/realsize.py:workload", "arch=resnet50", 32, COLD_META),
-        ("Faster R-CNN", "examples/heldout.py:workload", "arch=fasterrcnn", 4, COLD_DATA),
-        ("top-2 mixture of experts", "examples/heldout.py:workload", "arch=moe", 16, COLD_DATA),
-        ("Python-loop scan", "examples/heldout.py:workload", "arch=mamba_scan", 16, COLD_META))
+JOBS = (("ResNet-50", "realsize", "arch=resnet50", 32, COLD_META),
+        ("Faster R-CNN", "heldout", "arch=fasterrcnn", 4, COLD_DATA),
+        ("top-2 mixture of experts", "heldout", "arch=moe", 16, COLD_DATA),
+        ("Python-loop scan", "heldout", "arch=mamba_scan", 16, COLD_META))
 # the calls asked of each job in turn, from one cache folder: (what, flags but the batch's, batch x, target: None
 # the job's cold one); the first counts the step, the fourth counts it at bf16
 ASKED = (("cold: the step counted", ["--dataset-size", "50000", "--epochs", "30"], 1, None),
@@ -100,16 +100,16 @@ def real_sizes() -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--workload", default="examples/zoo.py:workload", help="the job to sweep, path/to/job.py:ATTR")
+    p.add_argument("--workload", default="zoo", help="the job to sweep, path/to/job.py:ATTR or an example job's name")
     p.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
-                   help="its own axes' values (default: arch=shufflenet_v2_x1_0, for examples/zoo.py)")
+                   help="its own axes' values (default: arch=shufflenet_v2_x1_0, for the zoo example)")
     p.add_argument("--predict-only", action="store_true",
                    help="time crossover predict alone (cold and again, JOBS), not the sweep")
     args = p.parse_args(argv)
     if args.predict_only:
         return real_sizes()
     params = args.param if args.param is not None else (
-        ["arch=shufflenet_v2_x1_0"] if args.workload == "examples/zoo.py:workload" else [])
+        ["arch=shufflenet_v2_x1_0"] if args.workload == "zoo" else [])
     with tempfile.TemporaryDirectory(prefix="bench-answer-") as out:
         cmd = [sys.executable, "-m", "crossover.sweeps.scaling", "--workload", args.workload,
                *(x for v in params for x in ("--param", v)), "--devices", "cpu", "--out", out]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..analysis.cli import HelpFormatter
+from ..trainables.job import EXAMPLES, named
 from .counting import ROOT, child_env  # noqa: F401 (a child process's folder and environment)
 
 
@@ -105,9 +106,10 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
     shared.add_argument("--name", default=name, help=name_help)
     shared.add_argument("--smoke", action="store_true", help=smoke_help)
     shared.add_argument("--address", default=None, help="address of a running Ray cluster (default: start a local one)")
-    shared.add_argument("--workload", action="append", default=[], metavar="REF",
+    shared.add_argument("--workload", action="append", default=[], type=named, metavar="REF",
                         help="your own workload, path/to/job.py:ATTR or package.module:ATTR (a "
-                             "crossover.Workload); may be given several times, beside --workloads")
+                             f"crossover.Workload), or an example job's name ({', '.join(EXAMPLES)}); may be given "
+                             "several times, beside --workloads")
     shared.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
                         help="a value of your workload's own axis (Workload.params), e.g. --param csv=data.csv; "
                              "may be given several times")
@@ -115,5 +117,6 @@ def parser(doc: str, name: str | None, name_help: str = "sweep name: rows go to 
                         help="seconds a trial may run before it is stopped and rowed as timed out")
     shared.add_argument("--plan-timeout", type=at_least(1), default=PLAN_TIMEOUT_S, metavar="S",
                         help="seconds the process that imports your workload and plans its trials (its model's "
-                             "shapes, its memory) may run before it is stopped (sweeps/plan.py)")
+                             "shapes, its memory) may run your code before it is stopped; its own start-up "
+                             "(importing crossover and torch) is not counted")
     return argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=HelpFormatter, parents=[shared])

@@ -218,8 +218,7 @@ def threads(flags) -> int:
     """The CPU threads a trial of `flags` (a study script's Flags) takes, as `connected` fills them in; one line
     naming the field for flags it did not fill."""
     if flags.cpu_threads is None:
-        raise ValueError("cpu_threads: give the flags sweeps/cluster.py connected() returns (node_cpus where not "
-                         "given), got None")
+        raise ValueError("cpu_threads: give the flags connected() returns (node_cpus where not given), got None")
     return flags.cpu_threads
 
 

@@ -15,7 +15,8 @@ batch and dataset size (kept where no batch size is given: a workload's default 
 peaks' does), the precision, crossover's counting code (trainables/, sweeps/count_step.py, the schema) and the
 installed torch and torchvision. One process counts every precision a configuration is asked at (`begin`). Editing
 the job file, a module beside it, or crossover's code is a new key: the next call counts again. A job named as
-package.module:ATTR is not kept (where its files are is known only once it is imported, in the counting process).
+package.module:ATTR is not kept (where its files are is known only once it is imported, in the counting process),
+but for an example job (`--workload zoo`: crossover.examples.zoo:workload), keyed by its file's bytes.
 The entries are analysis/cache.py's, under its folder's count/. A kept count at another dataset size does not
 run the workload's own `check` at that size again: a check that refuses a dataset size alone (examples/realsize.py's
 last batch of one sample) is met where the step is counted, not on the cached answer.
@@ -34,7 +35,7 @@ from crossover.step import Counted, Step
 
 from ..analysis import cache
 from ..trainables import fingerprint
-from ..trainables.job import is_reference, locate
+from ..trainables.job import example_file, is_reference, locate
 from .counting import PredictError, finish, start
 
 MODULES_BESIDE = (64, 4 * 2**20)  # at most so many .py files, of at most so many bytes in all, beside the job file
@@ -47,12 +48,15 @@ COUNTING = (Path(fingerprint.__file__).resolve().parent, Path(__file__).resolve(
 
 def job_fingerprint(ref: str) -> str | None:
     """The job's fingerprint: its file's bytes and those of the modules beside it (at most MODULES_BESIDE; else the
-    file's alone); a built-in's name as it is (its code is crossover's); None for package.module:ATTR."""
+    file's alone); an example job's module (crossover.examples.zoo:workload) its file's bytes alone (the examples
+    import none of each other); a built-in's name as it is (its code is crossover's); None for any other
+    package.module:ATTR."""
     if not is_reference(ref):
         return fingerprint.of(ref.encode(), "built-in")
-    _, _, path = locate(ref)
+    module, _, path = locate(ref)
     if path is None:
-        return None
+        example = example_file(module)
+        return fingerprint.of(example.read_bytes(), "example") if example is not None else None
     beside = sorted(p for p in path.parent.glob("*.py") if p != path)
     few = len(beside) <= MODULES_BESIDE[0] and sum(p.stat().st_size for p in beside) <= MODULES_BESIDE[1]
     return fingerprint.of(path.read_bytes(), cache.digest(*cache.files(*beside)) if few else "its file alone")
@@ -60,7 +64,8 @@ def job_fingerprint(ref: str) -> str | None:
 
 def key(step: Step) -> str | None:
     """The entry's key for `step` (module docstring); None where it is not kept. step.folders is no part of it: a
-    step names folders only where its job is a module by name (package.module:ATTR), which is never kept."""
+    step names folders only where its job is a module by name (package.module:ATTR), which is never kept but for an
+    example job, which imports from crossover's own folder."""
     job = job_fingerprint(step.workload)
     if job is None:
         return None

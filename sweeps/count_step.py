@@ -41,6 +41,7 @@ import sys
 from crossover.config import PRECISIONS
 from crossover.step import Counted
 
+from ..trainables.job import named
 from .cli import at_least, param
 
 
@@ -303,7 +304,7 @@ def lines(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict
     import torch
 
     from crossover.config import TrialConfig, WorkloadError
-    from ..trainables.job import is_reference
+    from ..trainables.job import EXAMPLES, is_reference
     from ..trainables.placement import Placement, placement
     from ..trainables.registry import Registry
     from ..trainables.trial import resolve
@@ -311,8 +312,8 @@ def lines(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict
 
     wl = Registry().register(ref) if is_reference(ref) else WORKLOADS.get(ref)  # imported in this process
     if wl is None:
-        raise WorkloadError(f"--workload {ref!r}: no built-in of that name ({', '.join(sorted(WORKLOADS))}); give "
-                            "your own as path/to/job.py:ATTR")
+        raise WorkloadError(f"--workload {ref!r}: no built-in of that name ({', '.join(sorted(WORKLOADS))}) nor "
+                            f"example job ({', '.join(EXAMPLES)}); give your own as path/to/job.py:ATTR")
     # one step counted, no epoch timed: no warm-up to leave out of the workload's default epochs (`epochs: 1`)
     cfg = TrialConfig(wl.name, device="cpu", batch_size=batch_size, dataset_size=dataset_size, module=wl.ref,
                       params=params or None, warmup_epochs=0, **axes)
@@ -345,7 +346,8 @@ def lines(ref: str, batch_size: int | None, dataset_size: int | None, axes: dict
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m crossover.sweeps.count_step", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workload", required=True, help="path/to/job.py:ATTR, package.module:ATTR or a built-in's name")
+    p.add_argument("--workload", required=True, type=named,
+                   help="path/to/job.py:ATTR, package.module:ATTR, or an example job's or a built-in's name")
     p.add_argument("--batch-size", type=at_least(1), default=None, help="samples a step (default: the workload's)")
     p.add_argument("--dataset-size", type=at_least(1), default=None, help="samples an epoch (default: the workload's)")
     for axis in ("depth", "width", "context"):
@@ -353,7 +355,8 @@ def main(argv=None) -> int:
     p.add_argument("--param", action="append", default=[], type=param, metavar="NAME=VALUE",
                    help="a value of the workload's own axis; repeatable")
     p.add_argument("--precision", action="append", choices=PRECISIONS, default=None,
-                   help="a precision the step is counted at; repeatable (default: default, PyTorch's own)")
+                   help="a precision the step is counted at, as crossover sweep --precision takes it; repeatable "
+                        "(default: default, PyTorch's own)")
     args = p.parse_args(argv)
     from crossover.config import ConfigError, WorkloadError
 

@@ -120,7 +120,7 @@ def parse_args(argv=None) -> Flags:
                         "none where --workload names your own")
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated GPU engines ('triton': fused peaks only)")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
-                   help="threads of the CPU baseline (default: a CPU trial's, sweeps/cluster.py node_cpus)")
+                   help="threads of the CPU baseline (default: a sweep's CPU trial's)")
     args = p.parse_args(argv)
     return Flags(args.out, args.name, args.workloads, args.workload, args.param, args.engines, args.cpu_threads,
                  args.smoke, args.address, args.trial_timeout, args.plan_timeout)

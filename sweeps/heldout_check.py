@@ -206,7 +206,7 @@ def key(m) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", type=Path, help="JSON lines of sweeps/reference.py --real --workload ...")
+    p.add_argument("runs", type=Path, help="JSON lines of python -m crossover.sweeps.reference --real --workload ...")
     p.add_argument("--jobs", type=int, default=1, help="predictions run at once (each counts a step on the CPU)")
     p.add_argument("--save", type=Path, default=None, help="write the predictions as JSON to this file")
     p.add_argument("--gpu", default=None,
@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     print("\n".join(table(rows)))
     print("\n".join(summary(rows)))
     if len(cured := cures(points)) > 1:
-        print("\nhost-bound points cured as a user would (engines: sweeps/parity.py plain); predict says eager alone")
+        print("\nhost-bound points cured as a user would (engines: the plain loop of python -m crossover.sweeps.parity); predict says eager alone")
         print("\n".join(cured))
     return 0
 

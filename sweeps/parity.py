@@ -446,8 +446,8 @@ def parse_args(argv=None) -> Flags:
                         "the grid's or the workload's own for the rest")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
                    help="threads (and Ray CPUs) of the CPU trials and the CPU plain loop; default: those a sweep's CPU "
-                        "trials take (every core but one from four cores up, two from sixteen: sweeps/cluster.py "
-                        "node_cpus); GPU trials have one, as in a sweep")
+                        "trials take (every core but one from four cores up, two from sixteen); GPU trials have one, "
+                        "as in a sweep")
     p.add_argument("--repeats", type=cli.at_least(1), default=3,
                    help="runs of each way per configuration, interleaved (1 with --smoke)")
     p.add_argument("--verbose", action="store_true", help="print the runner's line per trial")

@@ -362,7 +362,7 @@ def study(flags: Flags, planner: Planner) -> int:
     lines = table(flags, plain, ddp)
     print("\n".join(lines))
     emit(flags, {"part": "table", "lines": lines, "seconds": time.perf_counter() - start})
-    print(f"plain: torchrun's DDP loop (sweeps/parity.py plain), {flags.per_gpu_batch} samples a rank a step, "
+    print(f"plain: torchrun's DDP loop (python -m crossover.sweeps.parity's plain), {flags.per_gpu_batch} samples a rank a step, "
           f"{flags.steps} steps an epoch, the median of {flags.epochs - 1} epochs after a warm-up; ddp: crossover's "
           f"trials at the global batch N x {flags.per_gpu_batch}, rows in {flags.out}/{flags.name}-*/ "
           f"({time.perf_counter() - start:.0f} s); target: ddp/plain at most {TARGET:.2f}x, '*' past it", flush=True)

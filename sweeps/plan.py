@@ -12,12 +12,15 @@ Planning a sweep runs a user's code four ways: importing the module, building th
 the meta device (its fingerprint's parameter shapes: crossover/workload.py), its own check of each config
 (Workload.check), and making a batch of its data and running a forward pass on the meta device (its memory
 estimate: trainables/fused.py member_bytes). Each runs here in `python -m crossover.sweeps.plan`, under a time limit
-(--plan-timeout), on copies of the user's modules (a module that writes to its own file writes the copy), its
-output in a log file (its first MiB: trainables/output.py keep; never on the terminal) that a failure names (none
-is left where it printed nothing, or where the failure's one line says it all: a module that does not import),
-and its whole process group killed when it ends (a module that forks leaves nothing behind). The child answers in plain
-data (JSON): a WorkloadSpec (crossover/workload.py), a check's refusal, a size. The driver never imports a
-user's module (it reads a file's bytes, to ship it to Ray's workers: crossover.trainables.shipping Shipping.declare) and works
+(--plan-timeout) that counts the user's code alone: from when the child says it is ready to run it, once crossover
+and torch have imported and torch has run its first ops (`_warm`), to when it has answered, before its interpreter
+exits (each seconds on a busy machine, which are no fault of the workload's; START_S bounds them), on copies of the
+user's modules (a module that writes to its own file writes the copy), its output in a log file (its first MiB:
+trainables/output.py keep; never on the terminal) that a failure names (none is left where it printed nothing, or
+where the failure's one line says it all: a module that does not import), and its whole process group killed when it
+ends (a module that forks leaves nothing behind). The child answers in plain data (JSON): a WorkloadSpec
+(crossover/workload.py), a check's refusal, a size. The driver never imports a user's module (it reads a file's
+bytes, to ship it to Ray's workers: crossover.trainables.shipping Shipping.declare) and works
 from the spec alone: a workload that calls os._exit, hangs, shuts Ray down or raises KeyboardInterrupt while
 it is planned touches neither the driver's process nor its Ray. The workers import the module itself.
 
@@ -48,6 +51,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 from crossover.config import ConfigError, TrialConfig
 from crossover.config import WorkloadError
 from crossover.workload import Workload, WorkloadSpec
@@ -65,6 +70,10 @@ from .cli import PLAN_TIMEOUT_S, child_env
 
 NOT_PLANNED = "not built: its planning process failed"  # a faulted workload's shapes, in its fingerprint
 LOOK_S = 0.2  # s between two looks at the planning process's memory (sweeps/killed.py: was a SIGKILL for memory?)
+# s a child (planning, the probe) may take to import crossover and torch before it is ready for the user's code (5-30 s
+# on a loaded 2-core machine), and to exit once it has answered: its time limit counts neither (`wait`); past this,
+# its own start-up or exit hangs
+START_S = 600
 
 
 class PlanError(WorkloadError):
@@ -272,15 +281,22 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
         stopped = True  # until the wait ends: a stop signal or Ctrl-C raised here leaves no log behind
         fix = "Fix the workload"
         try:
-            _wait(process, timeout_s, watch)
+            # the limit counts the user's code alone: from the child's `ready` file to its `done` (main)
+            wait(process, timeout_s, (Path(tmp) / "ready").exists, (Path(tmp) / "done").exists,
+                 lambda: watch.look(process.pid))
             how = None if process.returncode == 0 else f"exited with status {process.returncode}"
             if process.returncode < 0:
                 how, memory = watch.why(process.returncode)
                 if memory or process.returncode == -signal.SIGKILL:  # a SIGKILL not told apart: memory's fix, if so
                     fix = killed.MEMORY_FIX if memory else f"If it was memory: {killed.MEMORY_FIX}"
             stopped = False
+        except Stalled:  # before or after the user's code: the child's own start-up or exit, said as such
+            how = (f"took more than {START_S} s to start (importing crossover and torch) or to exit, and was "
+                   "stopped")
+            stopped = False
         except subprocess.TimeoutExpired:
-            how = f"ran past its limit of {timeout_s:g} s (--plan-timeout) and was stopped"
+            how = (f"ran past its limit of {timeout_s:g} s (--plan-timeout, counted from when it began to run your "
+                   "code) and was stopped")
             fix = "Fix the workload, or give --plan-timeout more seconds"
             stopped = False
         finally:  # its group: the child, and whatever it forked and left behind (Ctrl-C and a stop signal here too)
@@ -299,18 +315,29 @@ def _call(refs: list[tuple[str, str]], sizes: list[tuple[int, dict]], checks: li
         return events, how, log.name if kept else None, fix
 
 
-def _wait(process: subprocess.Popen, timeout_s: float, watch: killed.Watch) -> None:
-    """Waits for `process` to end, its peak memory looked at every LOOK_S (`watch`: whether a SIGKILL was the
-    kernel's, for memory); raises subprocess.TimeoutExpired past `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
+class Stalled(subprocess.TimeoutExpired):
+    """A child whose own start-up (before the user's code) or exit (after it) took START_S (`wait`)."""
+
+
+def wait(process: subprocess.Popen, timeout_s: float, ready, done, look=lambda: None) -> None:
+    """Waits for `process`, a child that runs a user's code, to end, calling `look()` every LOOK_S. The limit
+    `timeout_s` counts the user's code alone: from when `ready()` is true (the child has imported crossover and torch
+    and is about to run it) until `done()` is (it has answered; its interpreter's exit is its own). Raises
+    subprocess.TimeoutExpired where the user's code runs past `timeout_s`, Stalled where the child's start-up or
+    exit takes START_S. The probe's child (sweeps/probe.py) is waited for so too."""
+    deadline, phase = time.monotonic() + START_S, "start"  # then "user" (the limit's), then "exit"
     while True:
-        watch.look(process.pid)
+        look()
+        if phase == "start" and ready():
+            deadline, phase = time.monotonic() + timeout_s, "user"
+        if phase == "user" and done():
+            deadline, phase = time.monotonic() + START_S, "exit"
         try:
             process.wait(timeout=max(min(LOOK_S, deadline - time.monotonic()), 0))
             return
         except subprocess.TimeoutExpired:
             if time.monotonic() >= deadline:
-                raise
+                raise (subprocess.TimeoutExpired if phase == "user" else Stalled)(process.args, timeout_s) from None
 
 
 def _copy(folder: Path, to: Path) -> None:
@@ -336,7 +363,8 @@ def main(request_path: str, answer_path: str) -> int:
     every size's config estimated (member_bytes), every check's config resolved with the Workload itself (its
     check), each announced on the answer file (a line of JSON, flushed) before it runs and answered after, so
     that the driver knows what a death interrupted. What is no Exception (KeyboardInterrupt) raised by the
-    user's code is a fault, said as such."""
+    user's code is a fault, said as such. The files `ready` and `done` beside the answer file bound the user's code
+    in time: the driver's --plan-timeout counts from one to the other (`wait`)."""
     request = json.loads(Path(request_path).read_text())
     registry = Registry()  # this child's: what it imports, over the copies of the driver's modules on its path
     with open(answer_path, "a") as answer:
@@ -344,6 +372,8 @@ def main(request_path: str, answer_path: str) -> int:
             answer.write(json.dumps(event, default=_plain) + "\n")
             answer.flush()
 
+        _warm()
+        Path(answer_path).with_name("ready").touch()  # crossover and torch imported and warm: the clock starts
         try:
             for ref in request["refs"]:
                 if not _spec(ref["text"], ref["load"], say, registry):
@@ -355,7 +385,17 @@ def main(request_path: str, answer_path: str) -> int:
         except BaseException as exc:  # KeyboardInterrupt, GeneratorExit: the user's code, never a signal of ours
             say(fault=f"raised {type(exc).__name__}")
             return 1
+        finally:  # answered: what is left is the interpreter's exit (seconds, with torch loaded, on a busy machine)
+            Path(answer_path).with_name("done").touch()
     return 0
+
+
+def _warm() -> None:
+    """torch's own first use of the meta device, before the child says it is ready: its first ops there import
+    sympy, dynamo and torch.distributed (4-5 s on a loaded 2-core machine, 0.03 s for a small model's estimate
+    after), time that no workload's limit should count."""
+    with torch.device("meta"):
+        torch.nn.Linear(2, 2)(torch.empty(1, 2))
 
 
 def _spec(text: str, load: str, say, registry: Registry) -> bool:

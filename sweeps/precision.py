@@ -70,7 +70,7 @@ def parse_args(argv=None) -> Flags:
                    help=f"comma-separated built-in workloads of {list(GRIDS['default'])}; default: all of them, or "
                         "none where --workload names your own")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
-                   help="threads of the CPU trials (default: sweeps/cluster.py node_cpus)")
+                   help="threads of the CPU trials (default: a sweep's)")
     p.add_argument("--repeats", type=cli.at_least(1), default=3, help="independent runs (seeds) per point")
     args = p.parse_args(argv)
     return Flags(args.out, args.name, args.workloads, args.workload, args.param, args.cpu_threads, args.repeats,

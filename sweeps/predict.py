@@ -44,6 +44,7 @@ from crossover.step import AXES, TIMEOUT_S, Step
 from ..analysis import cost, decide, model
 from ..analysis.cli import HelpFormatter, gpu_counts
 from ..analysis.decide import many
+from ..trainables.job import EXAMPLES, named
 from . import count_cache
 from .cli import at_least, param
 from .counting import PredictError
@@ -253,8 +254,9 @@ def smaller_note(lines: Sequence[decide.Line], counted: Mapping) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crossover predict", description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
-    p.add_argument("--workload", required=True, metavar="REF",
-                   help="your workload, path/to/job.py:ATTR or package.module:ATTR (or a built-in's name)")
+    p.add_argument("--workload", required=True, type=named, metavar="REF",
+                   help="your workload, path/to/job.py:ATTR or package.module:ATTR, or an example job's name "
+                        f"({', '.join(EXAMPLES)}) or a built-in's")
     p.add_argument("--epochs", type=at_least(1), required=True, help="epochs of your planned run")
     p.add_argument("--batch-size", type=at_least(1), default=None, metavar="N",
                    help="samples a step (default: the workload's)")

@@ -10,7 +10,8 @@ row at all. The probe trains the line's first configuration cut to PROBE_BATCHES
 path a single trial takes (trainables/train.py `run_trial`, so its timing is trainables/timing.py's: warm-up
 excluded, median epoch), and writes no row: it is a prediction's input, not a measurement of the grid.
 It runs the user's code, so it runs in a process of its own (`python -m crossover.sweeps.probe`), with a time limit
-(PROBE_TIMEOUT_S) and its output thrown away: the driver's process, and its Ray, are never touched by it.
+(PROBE_TIMEOUT_S, from when the child has imported crossover and torch to its answer: sweeps/plan.py wait) and its
+output thrown away: the driver's process, and its Ray, are never touched by it.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from crossover.workload import filled_in
 from ..trainables.shipping import Shipping
 from ..trainables.trial import Trial
 from .cli import child_env
+from .plan import wait
 
 PROBE_BATCHES = 2  # batches an epoch of the probe: a step's time, not an epoch's, is what it is after
-PROBE_TIMEOUT_S = 120  # s the probe's process may run: past it, the trial runs unpredicted, as with no probe
+PROBE_TIMEOUT_S = 120  # s the probe's process may run the user's code: past it, the trial runs unpredicted, as unprobed
 
 
 @dataclass(frozen=True)
@@ -62,12 +64,19 @@ def probe(trial: Trial, timeout_s: float = PROBE_TIMEOUT_S, shipping: Shipping |
     env = child_env(*(shipping.import_paths() if shipping else ()))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "probe.json"
+        process = subprocess.Popen([sys.executable, "-m", "crossover.sweeps.probe", json.dumps(small.to_dict()),
+                                    str(out)], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
         try:
-            subprocess.run([sys.executable, "-m", "crossover.sweeps.probe", json.dumps(small.to_dict()), str(out)], env=env,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           timeout=timeout_s, check=True)
-            got = json.loads(out.read_text())
-        except (subprocess.SubprocessError, OSError, ValueError):  # failed, killed at the limit, or wrote nothing
+            # `timeout_s` counts the run alone: from when the child is ready (its imports done: main) to its answer
+            wait(process, timeout_s, out.with_suffix(".ready").exists, out.exists)
+            got = json.loads(out.read_text()) if process.returncode == 0 else None
+        except (subprocess.SubprocessError, OSError, ValueError):  # killed at the limit, or wrote nothing
+            got = None
+        finally:
+            process.kill()
+            process.wait()
+        if got is None:  # failed, stopped, or wrote nothing
             return None
     steps = math.ceil(size / batch_size)
     step_s = got["epoch_s_median"] / steps
@@ -80,6 +89,7 @@ def main(argv: list[str]) -> int:
     from ..trainables.train import run_trial
     from ..trainables.trial import resolve
 
+    Path(argv[1]).with_suffix(".ready").touch()  # crossover and torch imported: the driver's limit starts (wait)
     trial = resolve(TrialConfig.from_dict(json.loads(argv[0])))
     began = time.perf_counter()
     row = run_trial(trial)

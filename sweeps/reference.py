@@ -255,8 +255,8 @@ def real_rows(files: list, out) -> None:
                      "device_name": gpu, "peak_gpu_bytes": int(group["peak_allocated_bytes"].max()),
                      "torch_version": group["torch"].iloc[0], "cuda_version": str(group["cuda"].iloc[0]),
                      "hostname": group["host"].iloc[0], "cpu_model": group["cpu"].iloc[0], "cold_start": False,
-                     "data_source": "random inputs (timing only); timed in sweeps/parity.py's plain loop",
-                     "costs_note": f"{COUNTED_NOTE} (sweeps/count_step.py)"})
+                     "data_source": "random inputs (timing only); timed in crossover.sweeps.parity's plain loop",
+                     "costs_note": f"{COUNTED_NOTE} (crossover.sweeps.count_step)"})
         print(f"{gpu} {arch} batch {batch} {precision}: {statistics.median(medians):.4f} s an epoch", flush=True)
     (out / "real").mkdir(parents=True, exist_ok=True)
     import pyarrow.parquet as pq
@@ -269,11 +269,11 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=cli.at_least(1), default=3, help="runs of every point")
     p.add_argument("--held-out", action="store_true", help="time the held-out archs in the plain loop instead")
     p.add_argument("--real", action="store_true",
-                   help="examples/realsize.py's real-sized networks (REAL; REAL_HELD_OUT with --held-out) in the plain "
+                   help="the realsize example's real-sized networks (REAL; REAL_HELD_OUT with --held-out) in the plain "
                         "loop: one JSON line a run to OUT/NAME-real.jsonl")
     p.add_argument("--precisions", default=",".join(REAL_PRECISIONS), help="--real: comma-separated precisions")
     p.add_argument("--engines", default=",".join(PLAIN_ENGINES), type=cli.names(PLAIN_ENGINES),
-                   help="--real: the plain loop's engines; those but eager only for CURED (sweeps/parity.py plain)")
+                   help="--real: the plain loop's engines; those but eager only for CURED (as crossover.sweeps.parity's plain loop)")
     p.add_argument("--steps", type=cli.at_least(1), default=REAL_STEPS, help="--real: steps an epoch")
     p.add_argument("--batch-sizes", type=cli.integers(1), default=None, metavar="B,B,...",
                    help="--real: every arch at these batch sizes instead of its own (REAL, UNSEEN)")

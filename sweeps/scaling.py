@@ -3,7 +3,7 @@
     python sweeps/scaling.py                      # the crossover search, every device this machine has
     python sweeps/scaling.py --grid full          # every size of the default grid, --repeats runs each
     python sweeps/scaling.py --compare            # the search and the full grid, side by side (a benchmark)
-    python sweeps/scaling.py --smoke              # the whole grid cut down: 1.5-4 min on 2 cores
+    python sweeps/scaling.py --smoke              # each workload's smoke grid, every point (SMOKE_HELP)
     python sweeps/scaling.py --devices cpu --workloads disc,peaks --name mine
     python sweeps/scaling.py --grid seeds --devices cpu,cuda  # each seed's own configuration
     python sweeps/scaling.py --smoke --batch-size 8,16 --epochs 2  # those axes of every workload's grid replaced
@@ -53,9 +53,12 @@ from crossover.sweeps.store import Store
 from crossover.trainables.devices import DEVICES
 from crossover.trainables.workloads import WORKLOADS
 
-# --smoke's help: what `crossover sweep --smoke` took, 36 trials of the built-ins on the CPU (--repeats 3), end to end
-SMOKE_HELP = (f"{cli.SMOKE_HELP}: 36 trials without a GPU, 1.5-4 min on 2 cores (233 s beside other jobs, load 5.5 on a "
-              "2-core AMD EPYC, 2026-11-29; 75-184 s on a 2-core VM beside a test run)")
+# --smoke's help: what a smoke sweep runs (build_space, crossover/workload.py grid_of), not how long it takes, which
+# is the machine's and the job's (the built-ins' 36 trials on a 2-core CPU: 1.5-4 min; a user's ResNet-like CNN's 3
+# trials, 234 s)
+SMOKE_HELP = ("each workload's 'smoke' grid, every point run (no search): its own where it gives one (the built-ins' "
+              "smallest sizes), else one point, a sixteenth of its default dataset_size for 2 epochs; --repeats "
+              "trials a point on each device (a job of yours without a smoke grid: 3 trials a device)")
 # --grid: 'search' explores each workload's 'default' grid (sweeps/search.py), 'full' measures all of it;
 # 'smoke' and 'seeds' are the workloads' own grids of those names (Workload.grids, Workload.grid)
 GRIDS = ("search", "full", "smoke", "seeds")
@@ -79,7 +82,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="the search's seconds, from its first round: a trial predicted past what is left, or "
                         f"past {budget.MAX_SHARE * 100:.0f}%% of it, is skipped and said (a row 'skipped: ...'; a "
                         "larger budget measures it later), and one that runs past that share is stopped (a row "
-                        "'cut for the budget'); the default fits `make run` in 3 minutes on a 2-core VM")
+                        "'cut for the budget'); the default fits the built-ins' search in 3 minutes on a 2-core VM")
     p.add_argument("--compare", nargs="?", const=True, default=None, metavar="FULL_DIR",
                    help="a benchmark: the search into OUT/NAME-search and the full grid into OUT/NAME-full (or read "
                         "from FULL_DIR, a full grid's folder), then per workload the crossover each finds, and the "
@@ -102,7 +105,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "and once more, before it becomes an error row; a worker its own code crashed is not")
     p.add_argument("--cpu-threads", type=cli.at_least(1), default=None,
                    help="threads (and Ray CPUs) per CPU trial; default: the largest node's cores less Ray's room, "
-                        "one from 4 cores up and two from 16 (sweeps/cluster.py node_cpus)")
+                        "one from 4 cores up and two from 16")
     p.add_argument("--fuse", default="off",
                    help="fuse trials that differ only in seed and lr into one batched model (HFTA): 'off', "
                         "'auto' (as many as fit the fused budget), or members per group")
@@ -126,10 +129,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                         f"search gives each point 1 to {stopping.CAP} by its rule instead)")
     p.add_argument("--loop", default="fast", choices=LOOPS, help="'seed' reproduces the seeds' own loop")
     p.add_argument("--precision", default="default", choices=PRECISIONS,
-                   help="every trial's precision (trainables/precision.py): default is PyTorch's own, as a plain "
+                   help="every trial's precision: default is PyTorch's own, as a plain "
                         "loop gets it (TF32 in cuDNN convolutions, not in matmuls); fp32 turns TF32 off; the CPU "
                         "takes default, fp32 and bf16")
-    p.add_argument("--data", default="auto", choices=DATA_SOURCES, help="image data source (crossover/data.py)")
+    p.add_argument("--data", default="auto", choices=DATA_SOURCES, help="the built-in image workloads' data: mnist (MNIST's files in --data-dir), digits "
+                        "(scikit-learn's 1,797 handwritten digits, upscaled), synthetic (random images: timing "
+                        "only); auto: mnist where --data-dir is given, else digits where the size fits, else "
+                        "synthetic")
     p.add_argument("--data-dir", default=None, type=_absolute,
                    help="directory with MNIST/raw/*-ubyte (torchvision layout)")
     return p.parse_args(argv)

@@ -130,7 +130,7 @@ class Space:
             if isinstance(key, Workload) or (isinstance(key, str) and is_reference(key)):
                 if self.planner is None:
                     raise ValueError(f"workload {key!r} is a user's, planned in a process of its own: give the Space "
-                                     "the sweep's planner (Space(..., planner=Planner()): sweeps/plan.py) "
+                                     "the sweep's planner (Space(..., planner=Planner()), crossover.sweeps.plan's) "
                                      f"{self._where()}")
                 found.append(self.planner.spec(key, self.plan_timeout_s))
             elif key in WORKLOADS:
@@ -260,5 +260,5 @@ def member_bytes(trial: Trial, planner: Planner | None, timeout_s: float = PLAN_
         return fused.member_bytes(trial)
     if planner is None:
         raise ValueError(f"trial {trial.label()} is of a user's workload, sized in a process of its own: give the "
-                         "Space the sweep's planner (sweeps/plan.py)")
+                         "Space the sweep's planner (crossover.sweeps.plan's Planner)")
     return planner.member_bytes(trial, timeout_s)

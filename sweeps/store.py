@@ -229,10 +229,10 @@ class Store:
                 other.append(path)
                 continue
             done |= {h for h, s in zip(table["config_hash"].to_pylist(), table["status"].to_pylist()) if s == "ok"}
-        self._set_aside(unreadable, "unreadable as Parquet (truncated, or not a row of sweeps/store.py): its "
+        self._set_aside(unreadable, "unreadable as Parquet (truncated, or not a row a sweep wrote): its "
                                     "configuration runs again", log)
         self._set_aside(other, f"a row of another schema version than this code's {schema.SCHEMA_VERSION} "
-                               "(crossover/schema.py): its configuration runs again", log)
+                               "(crossover.schema): its configuration runs again", log)
         return done
 
     def _set_aside(self, paths: list[Path], why: str, log) -> None:

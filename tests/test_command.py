@@ -23,7 +23,7 @@ def crossover(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("command, usage, flags", [
-    ("sweep", "usage: crossover sweep", ["--smoke", "the whole study cut to tiny sizes", "--devices", "--repeats"]),
+    ("sweep", "usage: crossover sweep", ["--smoke", "each workload's 'smoke' grid", "--devices", "--repeats"]),
     ("decide", "usage: crossover decide", ["--epochs", "--dataset-size N", "your planned run's samples", "--workload",
                                            "--deadline"]),
     ("report", "usage: crossover report", ["--draws", "bootstrap draws per crossover", "--include-loaded"]),

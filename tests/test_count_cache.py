@@ -64,6 +64,22 @@ def test_editing_the_job_file_or_a_module_beside_it_is_a_new_entry(tmp_path):
     assert count_cache.key(Step("package.module:workload", 1)) is None  # its files are known only once imported
 
 
+def test_an_example_job_by_name_is_kept_under_its_files_bytes():
+    # `--workload zoo` is the package's module crossover.examples.zoo:workload: kept, where another module is not
+    from crossover.trainables import fingerprint
+    from crossover.trainables.job import example_file, named
+
+    ref = named("zoo")
+    assert ref == "crossover.examples.zoo:workload" and named("job.py:workload") == "job.py:workload"
+    path = example_file("crossover.examples.zoo")
+    assert path is not None and path.name == "zoo.py" and path.parent.name == "examples"
+    assert count_cache.job_fingerprint(ref) == fingerprint.of(path.read_bytes(), "example")
+    assert count_cache.job_fingerprint(named("realsize")) != count_cache.job_fingerprint(ref)
+    step = Step(ref, 1, 32, 512, (), (("arch", "resnet18"),))
+    assert count_cache.key(step) is not None
+    assert count_cache.key(step) != count_cache.key(dataclasses.replace(step, params=(("arch", "resnet50"),)))
+
+
 def test_another_precision_is_another_entry_and_another_batch_size_is_arithmetic(tmp_path):
     step = Step(job(tmp_path, "cache_keys"), 1, 32, 512)
     count_cache.keep(step, *counted(step))

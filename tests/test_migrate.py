@@ -40,7 +40,7 @@ def test_older_columns_are_rewritten_to_exactly_the_schema_and_current_files_are
     assert "context" not in pq.read_schema(tmp_path / "a" / "deep" / "old.parquet").names
 
     assert main(["migrate", str(tmp_path)]) == 0
-    assert capsys.readouterr().out.strip() == ("1 row files rewritten to crossover/schema.py's columns (schema version "
+    assert capsys.readouterr().out.strip() == ("1 row files rewritten to this version's schema's columns (schema version "
                                                "kept), 1 already current")
     rewritten = pq.read_table(tmp_path / "a" / "deep" / "old.parquet")
     assert rewritten.column_names == schema.NAMES

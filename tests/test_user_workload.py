@@ -226,11 +226,12 @@ def params_of(model: torch.nn.Module) -> int:
 @pytest.fixture(scope="module")
 def swept(jobs, tmp_path_factory) -> pd.DataFrame:
     """One sweep on a local Ray: the user's workload at two values of its own axis, beside every failing one;
-    each trial allowed 3 s, a lost worker not retried (its trial gets one more pass, then its row)."""
+    each trial allowed 30 s (a hang's limit, which a loaded machine's good trial stays well within), a lost worker not
+    retried (its trial gets one more pass, then its row)."""
     if not ray.is_initialized():
         start_ray(jobs.planner)
     grids = {f"{jobs.uw_job}:workload": {"n_features": [4, 6]}, **{wl: {} for wl in jobs.failing}}
-    return sweep(Space("user", grids, fixed=TINY, timeout_s=3, planner=jobs.planner), tmp_path_factory.mktemp("swept"),
+    return sweep(Space("user", grids, fixed=TINY, timeout_s=30, planner=jobs.planner), tmp_path_factory.mktemp("swept"),
                  max_failures=0)
 
 
@@ -352,7 +353,7 @@ def test_a_name_that_would_be_a_path_or_markup_is_refused(jobs, tmp_path):
     ("uw_nan", "FloatingPointError: training loss was nan at step 1 of epoch 1"),
     ("uw_exits", "SystemExit: 3"),
     ("uw_dies", "WorkerExit: the workload's code called os._exit(1), which would end its Ray worker"),
-    ("uw_hangs", "the trial ran past its limit of 3 s (--trial-timeout) and was stopped"),
+    ("uw_hangs", "the trial ran past its limit of 30 s (--trial-timeout) and was stopped"),
 ])
 @pytest.mark.slow
 def test_a_failing_user_workload_becomes_an_error_row_and_the_good_one_is_measured(swept, name, words):
@@ -537,7 +538,7 @@ workload = Workload("{name}", make_data=features, make_model=model, make_loss=nn
 
 @pytest.mark.parametrize("hang", [0, 60])
 def test_the_probe_runs_the_users_code_in_a_process_of_its_own_within_its_time_limit(tmp_path, monkeypatch, hang):
-    from crossover.sweeps.probe import probe
+    from crossover.sweeps.probe import PROBE_TIMEOUT_S, probe
     from crossover.config import TrialConfig
     from crossover.trainables.trial import resolve
 
@@ -547,7 +548,8 @@ def test_the_probe_runs_the_users_code_in_a_process_of_its_own_within_its_time_l
     wl = registry.register(f"{tmp_path / name}.py:workload")
     assert not marker.exists()  # registering and resolving run none of the model's code
     trial = resolve(TrialConfig(wl.name, module=wl.ref, min_timed_s=0))
-    found = probe(trial, timeout_s=20, shipping=registry.shipping)
+    # the hang stopped at 20 s of its own code (the child's start-up not counted); the rest given the default's room
+    found = probe(trial, timeout_s=20 if hang else PROBE_TIMEOUT_S, shipping=registry.shipping)
     pids = {int(p) for p in marker.read_text().split()}
     assert pids and os.getpid() not in pids  # the model was made, and never in this process
     if hang:

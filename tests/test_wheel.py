@@ -134,3 +134,21 @@ def test_the_installed_wheel_sweeps_a_job_split_over_modules_and_a_package_and_d
     there = run([bin_ / "crossover", "decide", project / "OUT", "--json", "-"], cwd=elsewhere, env=env).stdout
     assert here == there, (here[-2000:], there[-2000:])
     assert any(option["fits"] for option in json.loads(here)), here[-2000:]  # an answer, not an empty list
+
+
+def test_the_installed_wheel_runs_an_example_job_by_its_name_from_a_folder_outside_the_checkout(installed, tmp_path):
+    # the example jobs ship as crossover.examples: `--workload zoo` needs no file of the checkout
+    bin_, site, env = installed
+    assert {"zoo.py", "resnet_cifar.py", "tabular_csv.py", "realsize.py", "heldout.py"} <= \
+        {p.name for p in (site / "crossover" / "examples").iterdir()}
+    predicted = run([bin_ / "crossover", "predict", "--workload", "zoo", "--param", "arch=resnet18", "--epochs", "1",
+                     "--batch-size", "32", "--dataset-size", "1000", "--json", "-"], cwd=tmp_path, env=env)
+    options = json.loads(predicted.stdout)
+    assert options and {o["workload"] for o in options} == {"zoo"}, predicted.stdout[-2000:]
+    assert any(o["fits"] for o in options)
+    swept = run([bin_ / "crossover", "sweep", "--workload", "zoo", "--param", "arch=shufflenet_v2_x1_0", "--smoke",
+                 "--repeats", "1", "--devices", "cpu", "--out", "OUT", "--no-report"], cwd=tmp_path, env=env)
+    rows = pd.read_parquet(tmp_path / "OUT")
+    assert (rows["status"] == "ok").all() and set(rows["workload"]) == {"zoo"}, swept.stdout[-3000:]
+    assert set(rows["workload_module"]) == {"crossover.examples.zoo:workload"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["OUT"]  # nothing written outside --out

@@ -1,7 +1,11 @@
-"""A job named on the command line (`--workload path/to/job.py:ATTR` or `package.module:ATTR`), found and checked
-without running it: no import of the user's module, nor of torch.
+"""A job named on the command line (`--workload path/to/job.py:ATTR`, `package.module:ATTR`, or an example job's
+name), found and checked without running it: no import of the user's module, nor of torch.
 
     crossover predict --workload job.py:workloda ...   # refused in well under a second, before anything starts
+    crossover predict --workload zoo --param arch=resnet50 --epochs 1   # an example job, shipped in the package
+
+An example job (examples/ in a checkout, crossover.examples where installed) is named by its file's name (`named`):
+`zoo` is `crossover.examples.zoo:workload`, a module of the package, which a worker imports as any installed one.
 
 `check` is what the `crossover` command runs first (sweeps/command.py): a file that is not there, a module not on
 the Python path, or an attribute the file does not define is refused in one line, where importing torch and Ray
@@ -25,6 +29,27 @@ from crossover.config import WorkloadError
 _REF = re.compile(r"(?P<module>[^:]+):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)")
 # calls by which a module can bind a top-level name that no statement of it spells out
 _DYNAMIC = {"globals", "vars", "setattr", "exec"}
+
+
+# The example jobs (examples/*.py, installed as crossover.examples), each named by its file's name: `--workload zoo`
+EXAMPLES = ("zoo", "resnet_cifar", "tabular_csv", "realsize", "heldout")
+EXAMPLES_PACKAGE = "crossover.examples"
+
+
+def named(text: str) -> str:
+    """The reference `text` stands for: an example job's name ('zoo') as its module's reference
+    ('crossover.examples.zoo:workload'); any other text as it is. The commands' --workload parse with it."""
+    return f"{EXAMPLES_PACKAGE}.{text.strip()}:workload" if text.strip() in EXAMPLES else text
+
+
+def example_file(module: str) -> Path | None:
+    """The file of an example job's module ('crossover.examples.zoo'), found without running it (the package's
+    __init__ alone runs, and imports nothing); None for any other module."""
+    package, _, name = module.rpartition(".")
+    if package != EXAMPLES_PACKAGE or name not in EXAMPLES:
+        return None
+    found = importlib.util.find_spec(module)  # through the package's own finder: an editable install maps examples/
+    return Path(found.origin) if found is not None and found.origin else None
 
 
 def is_reference(text: str) -> bool:
@@ -54,10 +79,13 @@ def locate(text: str) -> tuple[str, str, Path | None]:
 def check(text: str) -> None:
     """Refuses the reference `text` (WorkloadError, one line) where its file or module is not there or does not
     define its attribute at the top level, read as source (`ast`), never run; a built-in's name passes (the
-    built-ins are checked where they are defined, trainables/workloads.py)."""
+    built-ins are checked where they are defined, trainables/workloads.py); an example's name is checked as its
+    module (`named`)."""
+    text = named(text)
     if not is_reference(text) and text.strip().isidentifier():
         return  # a built-in's name; a path or a dotted name without its ':ATTR' is refused by `locate`
     module, attr, source = locate(text)
+    source = source or example_file(module)
     if source is None:
         found = _spec(module)
         if found is None:

@@ -67,8 +67,8 @@ def measure(trials: list[Trial], where: Placement, build: Callable[[Timer], Tria
     started = time.perf_counter()
     cfg, wl, k = trials[0].cfg, trials[0].wl, len(trials)  # members differ only in seed and lr
     if not isinstance(wl, Workload):  # a driver's WorkloadSpec: its code was never imported here
-        raise TypeError(f"workload {wl.name!r}: a trial is measured with its Workload itself (trainables/trial.py "
-                        "resolve in the worker), not the driver's WorkloadSpec")
+        raise TypeError(f"workload {wl.name!r}: a trial is measured with its Workload itself (crossover.trainables.trial "
+                        "resolve, in the worker), not the driver's WorkloadSpec")
     assert cfg.epochs is not None, "resolve() fills in a trial's epochs"
     torch.set_num_threads(cfg.threads)
     precision.set_tf32(cfg.precision)

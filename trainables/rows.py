@@ -126,7 +126,7 @@ def measured_row(trial: Trial, model, timer: Timer, epoch_s: list[float], sample
     epochs ended, over the environment's: the count when the row is built is not the timing's)."""
     samples_per_s = samples * len(epoch_s) / sum(epoch_s)
     batch_size = trial.cfg.batch_size
-    assert batch_size is not None, "a resolved trial's batch_size is filled in (trainables/trial.py resolve)"
+    assert batch_size is not None, "a resolved trial's batch_size is filled in (crossover.trainables.trial resolve)"
     return {
         **config_row(trial),
         "status": "ok",

@@ -188,7 +188,7 @@ def _check_engine(cfg: TrialConfig, spec: DeviceSpec, wl: Workload | WorkloadSpe
                                            "compilation or capture stays out of the timed epochs")
     if cfg.engine == "triton" and (not wl.kernel or cfg.depth != 2 or cfg.precision not in ("default", "fp32")):
         raise ConfigError("engine", "engine 'triton' runs peaks' MLP 2 -> H1 -> H2 -> 1 (depth 2) in float32 in one "
-                                    "kernel (trainables/mlp_kernel.py), not "
+                                    "kernel (crossover.trainables.mlp_kernel), not "
                                     f"{cfg.workload} at depth {cfg.depth} in {cfg.precision}: use engine 'graph'")
     if cfg.engine in CAPTURED:
         if not (spec.whole_gpu or spec.packed):

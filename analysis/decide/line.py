@@ -135,7 +135,7 @@ def _of(cls, cells: Mapping, scratch: Collection[str] = ()):
     unknown = set(cells) - kinds.keys() - set(scratch)
     if unknown:
         raise ValueError(f"columns without a field of {cls.__name__}: {sorted(unknown)}; add them to "
-                         "analysis/decide/line.py")
+                         f"{cls.__name__}'s fields ({__name__})")
     return cls(**{name: _cell(cells[name], kind) for name, kind in kinds.items() if name in cells})
 
 

@@ -249,9 +249,10 @@ def said_picks(chosen: Mapping[str, Line], said) -> list[str]:
 
 
 NOTE = ("GPUs: data-parallel on one instance (DDP: each GPU a copy of the model and the batch above, the gradients "
-        "all-reduced over its link while the backward runs; FSDP where a copy does not fit: the model sharded), "
-        "analysis/model/collective.py; an instance is charged whole for the run's time on its GPUs; eff: samples a "
-        "second over that many times one GPU's; several GPUs are shown for the GPU models an instance offers. Every figure of several GPUs is predicted; none was timed.")
+        "all-reduced over its link while the backward runs; FSDP where a copy does not fit: the model sharded); an "
+        "instance is charged whole for the run's time on its GPUs; eff: samples a second over that many times one "
+        "GPU's; several GPUs are shown for the GPU models an instance offers. Every figure of several GPUs is "
+        "predicted; none was timed.")
 
 
 def instances(found: Sequence[Line], batch: int, samples: int, n_params: float, epochs: int, scale: Scale,

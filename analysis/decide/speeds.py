@@ -359,9 +359,9 @@ def missing(grid: pd.DataFrame, speed: pd.DataFrame, models: list[str]) -> list[
         if lacking:
             names = grid.loc[grid["config_key"].isin(lacking), "workload"].value_counts()
             notes.append(f"  left out: {gpu}, with no measured or predicted time at {len(lacking)} of {len(grid)} "
-                         f"configurations ({', '.join(f'{w} {n}' for w, n in names.items())}); analysis/model/ predicts "
-                         "a configuration from its rows' counted step costs (trainables/costs.py), which these lack: "
-                         "sweep it again with this version, which counts them")
+                         f"configurations ({', '.join(f'{w} {n}' for w, n in names.items())}); crossover's model "
+                         "predicts a configuration from its rows' counted step costs, which these lack: sweep it "
+                         "again with this version, which counts them")
     return notes
 
 

@@ -245,7 +245,7 @@ def render(found: pd.DataFrame, every: Host, spread: float) -> str:
     by_link = found.assign(link=found["gpu"].map(lambda g: load_devices()[g].link))
     links = by_link.groupby(["set", "link"])["epoch_error"].agg(lambda e: f"{e.abs().median():.1%}").to_string()
     return "\n".join([
-        "== data-parallel on several GPUs: analysis/model/collective.py against runs it never saw ==",
+        "== data-parallel on several GPUs: crossover's model of them against runs it never saw ==",
         f"DDP's host work, the reducer's, fitted on every measured row (what Lambda's rows are predicted with; each "
         f"measured row is predicted with the figures of the other models' rows): {every.per_tensor_s * 1e6:,.1f} us a "
         f"parameter tensor, {every.per_bucket_s * 1e6:,.1f} us a bucket; SPREAD {spread:.3f}",

@@ -145,7 +145,7 @@ def _laptop_why(cell, table: pd.DataFrame) -> str:
     ratio = table.attrs.get("count_ratio", {}).get(cell["workload"], 1.0)
     if not 0.5 <= ratio <= 2:
         return (f"its CPU count has {ratio:.0f}x the ops its GPU rows counted: the two counts disagree (the "
-                "shipped recurrent rows were counted on a GPU before trainables/costs.py counted a cuDNN RNN op as "
+                "shipped recurrent rows were counted on a GPU before crossover counted a cuDNN RNN op as "
                 "its kernels and matrix products, each as one element-wise op); its rows counted again on a GPU "
                 "would fix it")
     return ("the two counts agree: the fit's own error on an op mix unlike the other models' (its rows' "
@@ -344,11 +344,11 @@ def render_memory(table: pd.DataFrame) -> str:
         shown = outside.assign(**{c: outside[c].map(lambda v: f"{v:.2f}") for c in ("measured_gb", "counted_gb")},
                                error=outside["error"].map(lambda v: f"{v:+.0%}")).drop(columns="recurrent")
         lines += ["  outside:", shown.to_string(index=False),
-                  "    why: a recurrent net's cuDNN workspace is counted at its floor (trainables/memory.py); what cuDNN "
+                  "    why: a recurrent net's cuDNN workspace is counted at its floor; what cuDNN "
                   "asks for is 1.2-19x that and has no closed form: cuDNN's own figure, read on a GPU, would fix it"
                   if outside["recurrent"].any() else "",
                   "    why (the others): an op the meta device runs otherwise than a GPU keeps other tensors live (as "
-                  "dropout's float masks did; sweeps/count_step.py's *_as_on_a_gpu), or the allocator's rounding"
+                  "dropout's float masks did; the counted step's *_as_on_a_gpu), or the allocator's rounding"
                   if (~outside["recurrent"]).any() else ""]
     return "\n".join(line for line in lines if line)
 
