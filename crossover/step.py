@@ -60,7 +60,7 @@ def _lined_up(small: list, large: list) -> list[tuple]:
 
     sig = [[(op[0], op[1], op[4]) for op in ops] for ops in (small, large)]
     paired: list[tuple] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, *sig, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, sig[0], sig[1], autojunk=False).get_opcodes():
         if tag == "equal":
             paired += [both(a, b) for a, b in zip(small[i1:i2], large[j1:j2])]
         else:
@@ -118,10 +118,10 @@ class Counted:
             values[k] = None if v is None else max(round(v), 0)
         merged: dict = {}
         for kind, dtype, launches, flops, moved, times in self.ops:
-            n = max(self._line(*times, batch), 0.0)
+            n = max(self._line(times[0], times[1], batch), 0.0)
             if n:
-                key = (kind, dtype, max(round(self._line(*flops, batch)), 0), max(round(self._line(*moved, batch)), 0),
-                       launches)
+                key = (kind, dtype, max(round(self._line(flops[0], flops[1], batch)), 0),
+                       max(round(self._line(moved[0], moved[1], batch)), 0), launches)
                 merged[key] = merged.get(key, 0) + n
         listed = [[*key, int(n) if float(n).is_integer() else round(n, 3)]
                   for key, n in sorted(merged.items(), key=lambda kv: (-kv[0][2], -kv[0][3]))]
