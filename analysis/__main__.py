@@ -38,9 +38,9 @@ from crossover.step import Step
 
 from . import charts, cost, decide, engines, families, migrate, model, ordering, parallel, prices, report, summary, verdict
 from .cli import HelpFormatter, gpu_counts
-from .crossover import Bootstrap
+from .crossings import Bootstrap
 from .load import REFERENCE, read, representative
-from .model import scaling
+from .model import validate_parallel
 
 
 def main(argv=None, prog: str = "python -m crossover.analysis",
@@ -225,7 +225,7 @@ def _parallel(args) -> int:
     if args.dirs:
         print(parallel.render(read(*args.dirs)))
     if args.validate:
-        print(scaling.render(*scaling.validate()))
+        print(validate_parallel.render(*validate_parallel.validate()))
     if not args.dirs and not args.validate:
         print("parallel: give results directories of the parallel studies (python -m crossover.sweeps.parallel), "
               "or --validate")

@@ -22,7 +22,7 @@ import pandas as pd
 
 from crossover.schema import CONFIG_COLUMNS, runs_file
 
-from .crossover import Bootstrap, answer, find
+from .crossings import Bootstrap, answer, find
 from .load import cold_starts, sizes_label
 from .model import DEVICES, device_key, load_devices, step_costs
 from .selection import select

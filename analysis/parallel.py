@@ -10,7 +10,7 @@
   holds the run-to-run noise of both); ddp:1 itself is 1, its range the pairings of its own runs;
 - pipe: a pipeline against one GPU, per stage count and number of micro-batches, median and range
   over the runs;
-- crossover: where ddp:N beats one GPU per epoch as the model grows (analysis/crossover.py on the
+- crossover: where ddp:N beats one GPU per epoch as the model grows (analysis/crossings.py on the
   rows of `cuda` and one `ddp:N` at the same batch).
 Rows are found by their columns (the device's fields analysis/load.py adds: whole_gpu, packed,
 distributed, gpus; gpus_requested, world_size, micro_batches), never by a sweep's name.
@@ -25,7 +25,7 @@ import pandas as pd
 
 from crossover.schema import SIZE_AXES
 
-from .crossover import find
+from .crossings import find
 from .selection import select
 
 # What makes two rows the same model and data, whatever device they ran on.

@@ -56,7 +56,7 @@ The package, one idea a module, each reading only those before it:
 
 from __future__ import annotations
 
-from .devices import (  # noqa: F401 (the package's names)
+from .device_table import (  # noqa: F401 (the package's names)
     DEVICES, DEVICE_FIELDS, Device, MATCH_KEY, PRECISION_PEAK, device_key, load_devices)
 from .counts import (  # noqa: F401 (the package's names)
     CLASS_COLUMNS, CLASS_FLOPS, COST_COLUMNS, COUNTED, COUNTED_NOTE, COUNT_KEYS, MODEL, PER_CLASS, THREE_TERM,

@@ -14,7 +14,7 @@ import pandas as pd
 from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_COLUMNS
 
 from ..load import REFERENCE
-from .devices import Device, MATCH_KEY, device_key
+from .device_table import Device, MATCH_KEY, device_key
 
 # Every reference configuration's step counted as `crossover predict` counts a job on a laptop
 # (sweeps/count_reference.py): the laptop's case of --validate, and the intervals of a workload never measured.

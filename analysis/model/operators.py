@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..load import REFERENCE
-from .devices import DEVICES, Device, MATCH_KEY, device_key, load_devices
+from .device_table import DEVICES, Device, MATCH_KEY, device_key, load_devices
 
 STUDIES = REFERENCE / "_ops"  # one ops*.parquet a GPU studied (sweeps/opbench.py --out)
 

@@ -14,7 +14,7 @@ import pandas as pd
 from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
 
 from .counts import PER_CLASS, THREE_TERM
-from .devices import Device, MATCH_KEY
+from .device_table import Device, MATCH_KEY
 from .threeterm import Calibration, _terms, calibrate
 
 EFFICIENCY = "_efficiency"  # a prediction's column: the GPU's public efficiency (Predictor.efficiency)

@@ -23,7 +23,7 @@ from .. import cache as disk
 from .. import public, roofline
 from ..load import REFERENCE, read
 from .counts import CLASS_COLUMNS, PER_CLASS, THREE_TERM, _usable, config_keys, form_of, gpu_rows
-from .devices import DEVICES, Device, MATCH_KEY, load_devices
+from .device_table import DEVICES, Device, MATCH_KEY, load_devices
 from .hosts import HOST_BOUND, Cure, cure, host_spread, widened
 from .intervals import conformal_q, scores
 from .perclass import COMPUTE_CLASSES, EFFICIENCY, Fit, fit

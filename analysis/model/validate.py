@@ -16,7 +16,7 @@ from crossover.schema import OP_CLASSES, OP_MEASURES, OPS_PER_STEP
 from ..load import REFERENCE
 from . import operators
 from .counts import COUNTED, MODEL, PER_CLASS, THREE_TERM, as_counted, cpu_groups, form_of, gpu_rows, with_model
-from .devices import DEVICES, MATCH_KEY, device_key, load_devices
+from .device_table import DEVICES, MATCH_KEY, device_key, load_devices
 from .hosts import host_spread, widened
 from .intervals import ALPHA, conformal_q, held_out
 from .perclass import fit

@@ -39,7 +39,7 @@ from scipy.optimize import nnls
 from ..load import REFERENCE, packaged, read
 from ..public import gpu_key
 from .collective import GRAD_BYTES, SPREAD, Host, ddp_step, load_links
-from .devices import load_devices
+from .device_table import load_devices
 
 DDP_FOLDERS = ("h200x2-2026-11-21", "h200x4-2026-11-22", "h200x8-2026-11-22")
 LAMBDA_MULTI = packaged("public-tables") / "lambda_multi_gpu.csv"
