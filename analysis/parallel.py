@@ -1,4 +1,4 @@
-"""Benchmark figures of the GPU parallelism studies (sweeps/parallel.py), from their rows alone.
+"""Benchmark figures of the GPU parallelism studies (studies/parallel.py), from their rows alone.
 
     python -m crossover.analysis parallel results/parallel-*
 
@@ -170,4 +170,4 @@ def render(rows: pd.DataFrame) -> str:
     if not cross.empty:
         parts += ["== data-parallel against one GPU, as the model grows ==",
                   *(f"{line.workload} ({line.held_fixed}): {line.answer}" for line in cross.itertuples())]
-    return "\n".join(parts) if parts else "no rows of the parallel studies (python -m crossover.sweeps.parallel)"
+    return "\n".join(parts) if parts else "no rows of the parallel studies"

@@ -105,7 +105,7 @@ def test_the_analysis_takes_counted_steps_as_data_never_a_function_to_call():
 
 
 def test_a_script_run_by_its_path_imports_by_the_package_name():
-    # `python sweeps/parity.py` runs the file with no package: a relative import there fails
+    # `python studies/parity.py` runs the file with no package: a relative import there fails
     said = "\n".join(p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
     scripts = {ROOT / m for m in re.findall(r"python3? ((?:sweeps|trainables|analysis)/[\w/]+\.py)", said)}
     assert ROOT / "sweeps" / "scaling.py" in scripts

@@ -1,7 +1,8 @@
-"""Predictions for GPUs nobody measured: the fit on the measured GPUs with its intervals and the public
-tables' efficiencies (`Predictor`), ordered by the public tables at their precision and never under the
-hardware's floor (analysis/roofline.py); `shipped`, the model fitted on the shipped reference rows, kept in the
-user's cache folder (analysis/cache.py) once fitted.
+"""The model's half of `crossover predict` (sweeps/predict.py, of the same name a layer up, is the command: it counts
+the step and prints the answer). Predictions for GPUs nobody measured: the fit on the measured GPUs with its
+intervals and the public tables' efficiencies (`Predictor`), ordered by the public tables at their precision and
+never under the hardware's floor (analysis/roofline.py); `shipped`, the model fitted on the shipped reference rows,
+kept in the user's cache folder (analysis/cache.py) once fitted.
 """
 from __future__ import annotations
 
