@@ -22,7 +22,8 @@ from crossover.data import take
 from crossover.trainables.registry import Registry
 from crossover.trainables.trial import resolve
 
-import heldout_check, reference
+import heldout_check
+import reference
 
 register = Registry().register  # this module's workloads, imported here
 

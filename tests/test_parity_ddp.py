@@ -11,7 +11,8 @@ import pytest
 
 from crossover.sweeps.cli import ROOT, child_env
 
-import allreduce, parity_ddp
+import allreduce
+import parity_ddp
 
 
 def test_bus_bandwidth_is_the_ring_all_reduces_bytes_over_the_slowest_link():
