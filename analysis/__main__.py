@@ -38,9 +38,9 @@ from crossover.step import Step
 
 from . import charts, cost, decide, engines, families, migrate, model, ordering, parallel, prices, report, summary, verdict
 from .cli import HelpFormatter, gpu_counts
-from .crossover import Bootstrap
+from .crossings import Bootstrap
 from .load import REFERENCE, read, representative
-from .model import scaling
+from .model import validate_parallel
 
 
 def main(argv=None, prog: str = "python -m crossover.analysis",
@@ -148,12 +148,12 @@ def parser(prog: str = "python -m crossover.analysis") -> argparse.ArgumentParse
                              help="leave out the reference GPU rows shipped with crossover (by default, the newest "
                                   "reference GPU rows of the same configurations are set beside yours)")
     par = sub.add_parser("parallel", help="print the packed-trial, DDP and pipeline benchmark figures")
-    par.add_argument("dirs", nargs="*", type=Path, help="results directories of the parallel studies (python -m crossover.sweeps.parallel)")
+    par.add_argument("dirs", nargs="*", type=Path, help="results directories of the parallel studies")
     par.add_argument("--validate", action="store_true",
                      help="the data-parallel model (crossover's pricing of several GPUs) against the shipped DDP rows "
                           "and Lambda's 2-, 4- and 8-GPU rows: errors, coverage, targets")
     eng = sub.add_parser("engines", help="print the engines' speed-ups, fused throughput and crossovers")
-    eng.add_argument("dirs", nargs="+", type=Path, help="results directories of the engines study (python -m crossover.sweeps.engines)")
+    eng.add_argument("dirs", nargs="+", type=Path, help="results directories of the engines and precision studies")
     mod = sub.add_parser("model", help="print the model's calibration and what bounds each step")
     mod.add_argument("dirs", nargs="*", type=Path,
                      help="results directories (default: the reference rows shipped with crossover)")
@@ -225,10 +225,9 @@ def _parallel(args) -> int:
     if args.dirs:
         print(parallel.render(read(*args.dirs)))
     if args.validate:
-        print(scaling.render(*scaling.validate()))
+        print(validate_parallel.render(*validate_parallel.validate()))
     if not args.dirs and not args.validate:
-        print("parallel: give results directories of the parallel studies (python -m crossover.sweeps.parallel), "
-              "or --validate")
+        print("parallel: give results directories of the parallel studies, or --validate")
         return 2
     return 0
 

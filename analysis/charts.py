@@ -29,7 +29,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .crossover import baseline_first, slices
+from .crossings import baseline_first, slices
 from .decide import Even, Line, frame, money, monthly, pareto, run_time
 from .load import config_label, representative
 

@@ -1,5 +1,6 @@
 """The command lines' shared parts: the help format, each flag's default shown once (`HelpFormatter`), and the
-parser of a list of GPU counts (`gpu_counts`: --gpus of `crossover decide` and `crossover predict`)."""
+parser of a list of GPU counts (`gpu_counts`: --gpus of `crossover decide` and `crossover predict`).
+sweeps/cli.py, of the same name a layer up, builds the sweep scripts' flags on them."""
 
 import argparse
 

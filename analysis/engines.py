@@ -1,10 +1,10 @@
-"""Benchmark figures of sweeps/engines.py, from its rows alone:
+"""Benchmark figures of studies/engines.py, from its rows alone:
 
 - the speed-up of each engine over eager on the same GPU, per workload and size;
 - fused trials per hour against the same trials one at a time: warm, cold and whole sweeps apart;
 - the crossover against the CPU per engine: how far `graph`, `compile` and fusion pull it towards
   small models;
-- per precision (sweeps/precision.py), time per epoch beside the loss and accuracy it reached, and
+- per precision (studies/lower_precision.py), time per epoch beside the loss and accuracy it reached, and
   each against fp32 on the same device: a faster epoch that learns worse shows.
 
     python -m crossover.analysis engines results/engines-* results/precision-*
@@ -22,7 +22,7 @@ import pandas as pd
 
 from crossover.schema import CONFIG_COLUMNS, runs_file
 
-from .crossover import Bootstrap, answer, find
+from .crossings import Bootstrap, answer, find
 from .load import cold_starts, sizes_label
 from .model import DEVICES, device_key, load_devices, step_costs
 from .selection import select
@@ -175,4 +175,4 @@ def render(rows: pd.DataFrame) -> str:
                          ("per precision: time per epoch (ms) beside what it learnt, against PyTorch's default", precisions(rows))):
         if not table.empty:
             parts += [f"== {title} ==", table.to_string(float_format=lambda v: f"{v:,.3f}")]
-    return "\n".join(parts) if parts else "no rows of the engines or precision studies (python -m crossover.sweeps.engines, .precision)"
+    return "\n".join(parts) if parts else "no rows of the engines or precision studies"

@@ -1,6 +1,6 @@
-"""Figures of the orchestration-overhead benchmark (sweeps/overhead.py), from its directories alone.
+"""Figures of the orchestration-overhead benchmark (studies/overhead.py), from its directories alone.
 
-    python sweeps/overhead.py            # measures, and prints these figures per measurement
+    python studies/overhead.py            # measures, and prints these figures per measurement
     figures(*measurement("results/overhead-20261121-101500-0.1s-c1-r0"))
 
 The figures, per measurement (slots: trials that can run at once, min(concurrency, CPUs, N); with

@@ -1,4 +1,4 @@
-"""Benchmark figures of the GPU parallelism studies (sweeps/parallel.py), from their rows alone.
+"""Benchmark figures of the GPU parallelism studies (studies/parallel.py), from their rows alone.
 
     python -m crossover.analysis parallel results/parallel-*
 
@@ -10,7 +10,7 @@
   holds the run-to-run noise of both); ddp:1 itself is 1, its range the pairings of its own runs;
 - pipe: a pipeline against one GPU, per stage count and number of micro-batches, median and range
   over the runs;
-- crossover: where ddp:N beats one GPU per epoch as the model grows (analysis/crossover.py on the
+- crossover: where ddp:N beats one GPU per epoch as the model grows (analysis/crossings.py on the
   rows of `cuda` and one `ddp:N` at the same batch).
 Rows are found by their columns (the device's fields analysis/load.py adds: whole_gpu, packed,
 distributed, gpus; gpus_requested, world_size, micro_batches), never by a sweep's name.
@@ -25,7 +25,7 @@ import pandas as pd
 
 from crossover.schema import SIZE_AXES
 
-from .crossover import find
+from .crossings import find
 from .selection import select
 
 # What makes two rows the same model and data, whatever device they ran on.
@@ -170,4 +170,4 @@ def render(rows: pd.DataFrame) -> str:
     if not cross.empty:
         parts += ["== data-parallel against one GPU, as the model grows ==",
                   *(f"{line.workload} ({line.held_fixed}): {line.answer}" for line in cross.itertuples())]
-    return "\n".join(parts) if parts else "no rows of the parallel studies (python -m crossover.sweeps.parallel)"
+    return "\n".join(parts) if parts else "no rows of the parallel studies"

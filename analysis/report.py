@@ -37,7 +37,7 @@ from crossover.schema import BUILTIN_MODULE, CROSSOVER_AXES, REPORTS, SIZE_AXES
 from crossover.step import Step
 
 from . import charts, decide, model, parallel, summary, verdict
-from .crossover import (
+from .crossings import (
     BOOT,
     Bootstrap,
     baseline_first,

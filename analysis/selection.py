@@ -4,7 +4,7 @@
     from .selection import select; s = select(rows); print(s.left_out)
 
 Rows flagged `outside_load` (another job used the host's CPUs while they were timed): one rule
-(`timed`), which the crossovers (analysis/crossover.py) and the search (sweeps/search.py) both read
+(`timed`), which the crossovers (analysis/crossings.py) and the search (sweeps/search.py) both read
 rows through. A flagged row is left out where the same configuration (seed and run length aside) on
 the same arm has an unflagged row; where it has flagged rows only, they are used (the verdict says so
 in words). Rows where the flag is null (written before the column existed, or on a host without
@@ -25,7 +25,7 @@ import pandas as pd
 from crossover.schema import CONFIG_COLUMNS
 
 # How long a trial ran: not part of a measured point (`_point`), nor held fixed in a crossover's slice
-# (analysis/crossover.py `held_fixed`). It changes neither the work of an epoch nor its time, so a
+# (analysis/crossings.py `held_fixed`). It changes neither the work of an epoch nor its time, so a
 # laptop's short sweep compares per epoch with reference rows of the same sizes run for longer (the
 # time-to-loss metrics still compare only losses the two arms both reached).
 RUN_LENGTH = {"epochs", "warmup_epochs"}

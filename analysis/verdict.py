@@ -1,5 +1,5 @@
 """The verdict, made once: per workload, where the GPU trains faster than the CPU and by how much, with
-the crossover's interval, or "within noise" where that is the truth (analysis/crossover.py); and what the
+the crossover's interval, or "within noise" where that is the truth (analysis/crossings.py); and what the
 sweep's trials cost, or where the sweep knows it, the user's planned run (its workload's defaults), in the picks
 `crossover decide` names on the same rows (analysis/decide/ brief: the GPU to rent, the box to buy, your CPU, each
 said for what was priced). The end of a sweep
@@ -35,7 +35,7 @@ from crossover.schema import BUILTIN_MODULE
 from crossover.step import Step
 
 from . import decide, model
-from .crossover import (
+from .crossings import (
     A_EVERYWHERE,
     B_EVERYWHERE,
     CROSSOVER,
@@ -66,7 +66,7 @@ SHORT = 22
 class Finding:
     """One workload's answer: the crossover line it rests on (None: nothing compared) and it in words."""
     workload: str
-    kind: str  # the line's verdict (analysis/crossover.py), or NOT_COMPARED
+    kind: str  # the line's verdict (analysis/crossings.py), or NOT_COMPARED
     words: str  # "GPU faster past 555k parameters (95% CI 323k-770k); 14x faster at 1.2M"
     line: pd.Series | None = None
     others: int = 0  # further slices along the same axis (other sizes held fixed): in the crossover table
@@ -76,7 +76,7 @@ class Finding:
 @dataclass(frozen=True, eq=False)
 class Verdict:
     findings: tuple[Finding, ...]  # per workload: yours first (`yours_first`), then the built-ins
-    crossovers: pd.DataFrame  # analysis/crossover.py's whole table
+    crossovers: pd.DataFrame  # analysis/crossings.py's whole table
     selected: Selected  # what it was reached from: every row, and those the crossovers timed
     boot: Bootstrap
     decision: decide.Decision | None  # None: not asked for (no reference rows set beside yours)
@@ -236,7 +236,7 @@ def _against(at: pd.DataFrame, axis: str) -> str:
 
 def _crossing(x: np.ndarray, ratio: np.ndarray) -> float | None:
     """Where `ratio` (CPU time over GPU time) first crosses 1 along x, log-log between the two sizes around
-    (the crossover finder's interpolation, analysis/crossover.py)."""
+    (the crossover finder's interpolation, analysis/crossings.py)."""
     logr = np.log(ratio)
     turns = np.flatnonzero((logr[:-1] < 0) != (logr[1:] < 0))
     if not len(turns):

@@ -41,7 +41,7 @@ SIZE_AXES = ("depth", "width", "batch_size", "dataset_size", "context")
 SEED_AXES = SIZE_AXES + ("epochs", "lr")
 # Everything a sweep's grid may set (sweeps/space.py): micro_batches only matters to pipe:N.
 GRID_AXES = SEED_AXES + ("micro_batches",)
-# Crossovers are found along these (analysis/crossover.py).
+# Crossovers are found along these (analysis/crossings.py).
 CROSSOVER_AXES = ("n_params",) + SIZE_AXES
 # The phases of a trial, each timed synchronised into the column <phase>_s (trainables/timing.py);
 # COMPILE_PHASE runs only where an engine captures a graph, and its column is null elsewhere.

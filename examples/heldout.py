@@ -3,8 +3,8 @@ models its fit never saw.
 
     crossover predict --workload examples/heldout.py:workload --param arch=unet --batch-size 32 \\
         --dataset-size 256 --epochs 1 --precision bf16
-    python sweeps/reference.py --real --workload examples/heldout.py:workload --out /tmp/heldout   # on a GPU
-    python sweeps/heldout_check.py docs/data/held-out-jobs-h200-2026-11-28.jsonl   # measured against predicted
+    python studies/reference.py --real --workload examples/heldout.py:workload --out /tmp/heldout   # on a GPU
+    python studies/heldout_check.py docs/data/held-out-jobs-h200-2026-11-28.jsonl   # measured against predicted
 
 One job file, one axis (`arch`) naming the network, and `tiny` (1: every network at a toy size, to check the
 code on a CPU). Each is trained with AdamW over model.parameters() (frozen parameters have no gradient,
@@ -45,7 +45,7 @@ split.
 - `pointnet`: PointNet's classifier (shared MLPs 3-64-128-1024 as 1x1 Conv1d, a max-pool over the points, FC
   512-256-40, BatchNorm throughout, no T-Nets) on 1,024 points a sample, 40 classes (ModelNet40's).
 
-sweeps/reference.py's UNSEEN holds two batch sizes an arch that a user would pick, as --real times them.
+studies/reference.py's UNSEEN holds two batch sizes an arch that a user would pick, as --real times them.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ transformers, recurrent nets over speech frames and text.
 
     crossover predict --workload examples/realsize.py:workload --param arch=vit_b_16 --batch-size 64 \\
         --dataset-size 100000 --epochs 10 --precision bf16
-    python sweeps/reference.py --real --out /tmp/ref          # the real-sized reference set, plain loop, on a GPU
+    python studies/reference.py --real --out /tmp/ref          # the real-sized reference set, plain loop, on a GPU
 
 One job file, one axis (`arch`) naming the network, and `tokens` for the text models' sequence length (0:
 the network's own, ARCHS). Each is trained with AdamW on random inputs and labels seeded by the trial's

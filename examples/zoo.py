@@ -1,7 +1,7 @@
 """A user's workload: any of several classifiers of different families on CIFAR-shaped images.
 
     python sweeps/scaling.py --workload examples/zoo.py:workload --param arch=mobilenet_v3_small --devices cpu
-    python sweeps/parity.py --workload examples/zoo.py:workload --param arch=vgg11_bn --batch-sizes 32,128
+    python studies/parity.py --workload examples/zoo.py:workload --param arch=vgg11_bn --batch-sizes 32,128
 
 One job file, one axis (`arch`) naming the network: a plain convolution stack (VGG), depthwise and
 inverted-residual blocks (MobileNet, ShuffleNet, EfficientNet), dense connections (DenseNet), grouped

@@ -1,4 +1,5 @@
-"""The flags every sweep script shares, in one parent parser.
+"""The flags every sweep script shares, in one parent parser. analysis/cli.py, of the same name a layer down,
+holds what the analysis's commands share too (the help format), which this builds on.
 
     p = cli.parser(__doc__, name="engines")    # --out, --name, --smoke, --address, --workload, --param, and -h
     p.add_argument(...)                         # the script's own flags

@@ -3,7 +3,7 @@
     python sweeps/scaling.py --compare               # both, each in its own folder, side by side
     python sweeps/scaling.py --compare results/scaling   # the search beside a full grid measured before
 
-Per workload (`side_by_side`), the full grid's answer (analysis/crossover.py `find`) and the search's
+Per workload (`side_by_side`), the full grid's answer (analysis/crossings.py `find`) and the search's
 (sweeps/stopping.py `verdict`) on the search's line, how many size steps apart their crossovers are, and
 the trials and trial seconds each spent; then the totals and the search's targets, printed and never asserted.
 """
@@ -19,7 +19,7 @@ import pandas as pd
 
 from crossover import schema
 
-from ..analysis.crossover import (A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE,
+from ..analysis.crossings import (A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE,
                                           find)
 from ..analysis.load import read
 from ..analysis.selection import select
@@ -54,7 +54,7 @@ def _said(kind: str, faster_above: str | None, axis: str, x: float = math.nan) -
 
 
 def _full(p: Plan, line: Line, rows: pd.DataFrame) -> tuple[str, str | None, float]:
-    """The full grid's answer on the line: analysis/crossover.py `find` on its rows (those flagged
+    """The full grid's answer on the line: analysis/crossings.py `find` on its rows (those flagged
     outside_load read by its one rule, as the search reads them) beside the same GPU rows as the search's.
     (kind, faster above, x)."""
     mine = rows[rows["config_hash"].isin(p.hashes(line)) & (rows["status"] == "ok")]

@@ -268,7 +268,7 @@ def _in_chain(exc: BaseException | None, kind: type):
 def run_studies(make_spaces, out: Path | str, render, planner: Planner | None = None) -> int:
     """A study's sweeps one after another (their trials never share GPUs), then `render` of all their
     rows printed; the exit status of sweeps/status.py `exit_status` (NOTHING_MEASURED where every trial failed,
-    PLAN_FAILED where `planner`, its spaces' planner, failed to plan a workload). For sweeps/parallel.py,
+    PLAN_FAILED where `planner`, its spaces' planner, failed to plan a workload). For studies/parallel.py,
     engines.py, precision.py."""
     def body() -> int:
         dirs = [run(space, out).dir for space in make_spaces()]

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE
+from ..analysis.crossings import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, NOT_COMPUTABLE, SEVERAL, WITHIN_NOISE
 from ..analysis.selection import timed
 
 BRACKET_RUNS = 2  # runs at each bracketing size: with fewer, the line has no variance to build an interval on
@@ -209,7 +209,7 @@ def next_runs(line: Line, measured: dict, frozen: frozenset = frozenset()) -> di
 
 @dataclass(frozen=True)
 class Verdict:
-    """A line's answer: its kind (analysis/crossover.py's words), where the winner changes, and the points."""
+    """A line's answer: its kind (analysis/crossings.py's words), where the winner changes, and the points."""
 
     line: Line
     kind: str  # CROSSOVER, SEVERAL, B_EVERYWHERE (the GPU), A_EVERYWHERE (the CPU), WITHIN_NOISE, NOT_COMPUTABLE

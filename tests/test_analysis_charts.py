@@ -14,7 +14,7 @@ import pytest
 from analysis_rows import frame, plant, row
 
 from crossover.analysis import charts, cost, decide, prices
-from crossover.analysis.crossover import Bootstrap, find
+from crossover.analysis.crossings import Bootstrap, find
 from crossover.analysis.load import KEY, eager_ok
 from crossover.analysis.selection import select
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from crossover.analysis import report
-from crossover.analysis.crossover import Bootstrap
+from crossover.analysis.crossings import Bootstrap
 from crossover.analysis.__main__ import main
 from crossover.analysis.load import read
 from analysis_rows import planted_rows, row, write
@@ -137,7 +137,7 @@ def test_rows_of_two_schema_versions_are_refused(tmp_path):
 
 
 def test_analysis_never_imports_torch_or_ray():
-    code = ("import sys, crossover.analysis.__main__, crossover.analysis.report, crossover.analysis.cost, crossover.analysis.prices, crossover.analysis.charts, crossover.analysis.crossover, "
+    code = ("import sys, crossover.analysis.__main__, crossover.analysis.report, crossover.analysis.cost, crossover.analysis.prices, crossover.analysis.charts, crossover.analysis.crossings, "
             "crossover.analysis.load, crossover.analysis.summary, crossover.analysis.verdict; "
             "print(sorted(m for m in ('torch', 'ray') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -133,12 +133,12 @@ def _pairs(tensors, gpus, one_s, n_params) -> pd.DataFrame:
 
 
 def test_the_fit_recovers_the_reducers_planted_cost_a_tensor_and_a_bucket():
-    from crossover.analysis.model import scaling
+    from crossover.analysis.model import validate_parallel
 
     pairs = _pairs((16, 160, 400), (2, 4, 8), (0.003, 0.03, 0.2), (1e6, 100e6, 500e6))
     planted = collective.Host(per_tensor_s=25e-6, per_bucket_s=300e-6)
-    pairs["step_s"] = scaling.predicted(pairs, planted)["pred_s"].to_numpy()
-    fitted = scaling.fit_host(pairs)
+    pairs["step_s"] = validate_parallel.predicted(pairs, planted)["pred_s"].to_numpy()
+    fitted = validate_parallel.fit_host(pairs)
     assert fitted.per_tensor_s == pytest.approx(planted.per_tensor_s, rel=1e-6)
     assert fitted.per_bucket_s == pytest.approx(planted.per_bucket_s, rel=1e-6)
 
@@ -155,16 +155,16 @@ def test_more_parameter_tensors_lower_the_efficiency_all_else_equal():
 
 
 def test_the_shipped_validation_meets_its_targets_on_the_measured_rows_and_names_the_unreachable():
-    from crossover.analysis.model import scaling
+    from crossover.analysis.model import validate_parallel
 
-    found, host, spread = scaling.validate()
+    found, host, spread = validate_parallel.validate()
     ours = found[found["set"] == "measured"]
-    assert ours["efficiency_error"].abs().median() <= scaling.TARGETS["median"]
-    assert ours["efficiency_error"].abs().max() <= scaling.TARGETS["worst"]
+    assert ours["efficiency_error"].abs().median() <= validate_parallel.TARGETS["median"]
+    assert ours["efficiency_error"].abs().max() <= validate_parallel.TARGETS["worst"]
     assert host.per_tensor_s == pytest.approx(collective.HOST.per_tensor_s, rel=0.01)  # the shipped term is this fit
-    beyond = scaling.beyond(found)
+    beyond = validate_parallel.beyond(found)
     assert len(beyond) and (beyond["set"] == "Lambda").all() and (beyond["efficiency"] > 1).all()
-    text = scaling.render(found, host, spread)
+    text = validate_parallel.render(found, host, spread)
     assert "rows above N times one GPU, not fitted:" in text and "us a parameter tensor" in text
 
 

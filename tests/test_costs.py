@@ -48,7 +48,7 @@ def test_counting_a_step_leaves_the_trial_as_it_was():
 
 def test_a_row_without_counts_takes_its_configurations_count_as_crossover_predict_counts_it():
     # a row written before the counts (the seeds' first sweeps) takes the shipped count of its configuration
-    # (sweeps/count_reference.py), which is what count_step counts today; a row's own count wins; a configuration
+    # (studies/count_reference.py), which is what count_step counts today; a row's own count wins; a configuration
     # counted nowhere has none, and the model leaves its rows out
     key = {"workload": "disc", "workload_params": None, "depth": 3, "width": None, "context": None, "batch_size": 100}
     rows = pd.DataFrame([key | {"flops_per_step": None, "bytes_per_step": None, "launches_per_step": None},

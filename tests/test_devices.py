@@ -80,7 +80,7 @@ _REGEX = {"match", "fullmatch", "search", "findall", "contains", "compile", "sub
 # What the check lets pass, and why: file -> the source of each such test
 _NOT_DEVICES = {
     "trainables/neighbours.py": {'name != "cpu"'},  # /proc/stat's first line is named 'cpu': the CPUs' total
-    "sweeps/parallel.py": {'study == "ddp"', 'study == "pipe"'},  # the studies' names (packed, ddp, pipe)
+    "studies/parallel.py": {'study == "ddp"', 'study == "pipe"'},  # the studies' names (packed, ddp, pipe)
 }
 
 

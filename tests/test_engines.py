@@ -12,9 +12,10 @@ from analysis_rows import write
 from crossover import schema
 from crossover.analysis import engines
 from crossover.analysis.load import labelled
-from crossover.sweeps.engines import GRIDS, spaces
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import groups
+
+from engines import GRIDS, spaces
 
 
 def args(**kw):
@@ -191,7 +192,7 @@ def test_the_study_runs_its_cpu_part_without_a_gpu_and_a_dead_worker_stops_no_la
     import os
 
     from crossover.analysis.load import read
-    from crossover.sweeps import engines as study
+    import engines as study
     from crossover.sweeps import runner
     from crossover.sweeps.space import Space
 

@@ -233,7 +233,7 @@ def test_a_cuda_trial_measures_its_gpu_energy_and_counts_its_launches():
 
 
 def test_the_operator_study_times_each_kind_of_op_it_counts(tmp_path):
-    from crossover.sweeps import opbench
+    import opbench
     assert opbench.main(["--out", str(tmp_path), "--groups", "matmul,conv", "--precisions", "default,bf16",
                          "--budget", "20"]) == 0
     rows = pd.read_parquet(tmp_path / "ops.parquet")

@@ -1,5 +1,5 @@
-"""The held-out jobs (examples/heldout.py), their timing path (sweeps/reference.py --real --workload) and their
-check against `crossover predict` (sweeps/heldout_check.py): each network trains at its tiny size and changes only
+"""The held-out jobs (examples/heldout.py), their timing path (studies/reference.py --real --workload) and their
+check against `crossover predict` (studies/heldout_check.py): each network trains at its tiny size and changes only
 what it leaves unfrozen, the custom Function's hand-written gradient is autograd's, the detector's boxes are valid,
 each network of a family the count must handle (a detector, a mixture of experts, a Python loop over time) is
 counted as `crossover predict` counts it, the timing's smoke path writes a line a run, and the check's table says
@@ -16,12 +16,14 @@ import pandas as pd
 import pytest
 import torch
 
-from crossover.sweeps import heldout_check, reference
 from crossover.sweeps.count_step import counted
 from crossover.config import TrialConfig
 from crossover.data import take
 from crossover.trainables.registry import Registry
 from crossover.trainables.trial import resolve
+
+import heldout_check
+import reference
 
 register = Registry().register  # this module's workloads, imported here
 

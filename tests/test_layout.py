@@ -105,11 +105,52 @@ def test_the_analysis_takes_counted_steps_as_data_never_a_function_to_call():
 
 
 def test_a_script_run_by_its_path_imports_by_the_package_name():
-    # `python sweeps/parity.py` runs the file with no package: a relative import there fails
+    # `python studies/parity.py` runs the file with no package: a relative import there fails
     said = "\n".join(p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
-    scripts = {ROOT / m for m in re.findall(r"python3? ((?:sweeps|trainables|analysis)/[\w/]+\.py)", said)}
-    assert ROOT / "sweeps" / "scaling.py" in scripts
+    scripts = {ROOT / m for m in re.findall(r"python3? ((?:sweeps|trainables|analysis|studies)/[\w/]+\.py)", said)}
+    assert {ROOT / "sweeps" / "scaling.py", ROOT / "studies" / "parity.py"} <= scripts
     assert [str(s) for s in scripts if not s.is_file() or any(level for _, level, _, _ in imports(s))] == []
+
+
+def test_the_studies_stand_apart_from_the_product_with_one_import_style():
+    # a study imports the product by the package's name and another study by its own name (the script's folder is
+    # first on its path); nothing the package installs imports a study, so the wheel needs none
+    studies = {f.stem for f in (ROOT / "studies").glob("*.py")}
+    assert {"parity", "reference", "engines", "count_reference"} <= studies
+    assert not (ROOT / "studies" / "__init__.py").exists()
+    wrong = [f"studies/{f.name}:{line}: {module}" for f in (ROOT / "studies").glob("*.py")
+             for line, level, module, _ in imports(f)
+             if level or module.split(".")[0] in PACKAGES or module.startswith("studies")]
+    assert wrong == []
+    product = [f for f in [*(ROOT / "crossover").glob("*.py"), *(f for p in PACKAGES for f in (ROOT / p).rglob("*.py"))]
+               if "public-tables" not in f.parts]
+    found = [f"{f.relative_to(ROOT)}: {name}" for f in product for node in ast.walk(ast.parse(f.read_text()))
+             for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                          [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+             if name.split(".")[0] in studies | {"studies"}]
+    assert found == []
+
+
+# The names two folders share because they are one idea at two layers: a study and its figures (engines, overhead,
+# parallel), the flags of the sweeps and of the analysis (cli), a command and its model (predict), a step's counted
+# peak and what a run needs on a card (memory). Each pair's upper or lower module names the other in its docstring.
+TWO_LAYERS = {"cli", "engines", "overhead", "parallel", "predict", "memory"}
+
+
+def test_a_module_name_means_one_thing_across_the_folders():
+    folders = ("crossover", *PACKAGES, "studies")
+    files = [f for folder in folders for f in (ROOT / folder).rglob("*.py")
+             if f.stem not in ("__init__", "__main__") and "public-tables" not in f.parts]
+    by_name: dict[str, list[Path]] = {}
+    for f in files:
+        by_name.setdefault(f.stem, []).append(f)
+    assert "crossover" not in by_name  # no module named after the package
+    repeated = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert set(repeated) == TWO_LAYERS
+    for name, paths in repeated.items():
+        docs = {f: ast.get_docstring(ast.parse(f.read_text())) or "" for f in paths}
+        named = [f for f, doc in docs.items() for other in paths if other != f and str(other.relative_to(ROOT)) in doc]
+        assert named, name
 
 
 def test_the_names_a_job_file_imports_resolve_statically_to_their_definitions():

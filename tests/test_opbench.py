@@ -4,7 +4,7 @@ runs it on a GPU)."""
 import pytest
 import torch
 
-from crossover.sweeps import opbench
+import opbench
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")

@@ -1,4 +1,4 @@
-"""The overhead benchmark (sweeps/overhead.py, figures in analysis/overhead.py): its figures recover overheads
+"""The overhead benchmark (studies/overhead.py, figures in analysis/overhead.py): its figures recover overheads
 planted in rows, a user's workload replaces disc's trial, and its smoke run on a real local Ray prints figures
 that the rows and the sweep record give again."""
 
@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from crossover.analysis import overhead
-from crossover.sweeps import overhead as benchmark
 from crossover.trainables.workloads import WORKLOADS
+
+import overhead as benchmark
 
 # A user's workload file: its smoke grid (Workload.grid) is 2 epochs of 64 samples at batch 64.
 JOB = """

@@ -8,7 +8,8 @@ import pytest
 from crossover.analysis import parallel
 from crossover import schema
 from crossover.analysis.load import labelled
-from crossover.sweeps.parallel import MICRO_BATCHES, gpu_counts, spaces
+
+from parallel import MICRO_BATCHES, gpu_counts, spaces
 
 
 def rows(*specs, depth=8, width=64, workload="tabular"):

@@ -1,4 +1,4 @@
-"""The parity benchmark (sweeps/parity.py): its plain loop does run_trial's work, a user's workload too
+"""The parity benchmark (studies/parity.py): its plain loop does run_trial's work, a user's workload too
 (a batch that is a dict, through its step hook) at each batch size asked for, and its smoke run on a
 Ray started as every sweep starts it prints times that its rows give again, from trials that ran at the
 driver's priority on the threads they asked for."""
@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from crossover.schema import SIZE_AXES
-from crossover.sweeps import parity
 from crossover.config import TrialConfig
 from crossover.trainables.timing import more_epochs
 from crossover.trainables.train import run_trial
 from crossover.trainables.trial import here, resolve
+
+import parity
 
 # A user's workload whose batch is a dict of two tensors: its step hook feeds both to the model.
 JOB = """

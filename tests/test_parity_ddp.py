@@ -1,4 +1,4 @@
-"""The data-parallel parity (sweeps/parity_ddp.py) and the all-reduce probe (sweeps/allreduce.py): the ddp trials
+"""The data-parallel parity (studies/parity_ddp.py) and the all-reduce probe (studies/allreduce.py): the ddp trials
 take N x the plain loop's work a rank, the bus bandwidth follows NCCL's rule, a smoke run on a local Ray prints
 what its rows and its plain loop's lines give, and a ddp trial's ranks go to two Ray nodes where no one holds both."""
 
@@ -9,8 +9,10 @@ import sys
 import pandas as pd
 import pytest
 
-from crossover.sweeps import allreduce, parity_ddp
 from crossover.sweeps.cli import ROOT, child_env
+
+import allreduce
+import parity_ddp
 
 
 def test_bus_bandwidth_is_the_ring_all_reduces_bytes_over_the_slowest_link():
@@ -59,7 +61,7 @@ def test_the_study_measures_four_real_sized_models_at_the_default_and_bf16():
 def test_the_probe_all_reduces_over_gloo_on_two_ranks(tmp_path):
     out = tmp_path / "ar.jsonl"
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           "-m", "crossover.sweeps.allreduce", "--smoke", "--label", "gloo", "--json", str(out)],
+                           str(ROOT / "studies" / "allreduce.py"), "--smoke", "--label", "gloo", "--json", str(out)],
                           cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     [line] = [json.loads(x) for x in out.read_text().splitlines()]

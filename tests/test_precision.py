@@ -93,7 +93,7 @@ workload = Workload(
 
 
 def test_a_users_workload_joins_every_device_and_precision(tmp_path, planner):
-    from crossover.sweeps import precision as study
+    import lower_precision as study
 
     # registering ships its module to any Ray this process starts later: restored after the test (conftest's fresh)
     (tmp_path / "precision_job.py").write_text(JOB)
@@ -130,7 +130,7 @@ def test_the_precision_study_runs_on_the_cpu_and_sets_loss_beside_time(tmp_path,
 
     from crossover.analysis import engines
     from crossover.analysis.load import read
-    from crossover.sweeps import precision as study
+    import lower_precision as study
     from crossover.sweeps.cluster import WORKER_ENV
 
     ray.init(address="local", num_cpus=min(2, os.cpu_count() or 1), num_gpus=0, include_dashboard=False, log_to_driver=False,

@@ -1,13 +1,13 @@
 """The docs and the words the package says are of the present: none names a tracker's issue by number, in docs/, the
-reference rows' READMEs, the package's data files (a price's note is printed) or any string of its code (what it
-prints, its help, its docstrings). How a figure came to be is in `git log`."""
+reference rows' READMEs, the package's data files (a price's note is printed) or any string of its code or the
+studies' (what they print, their help, their docstrings). How a figure came to be is in `git log`."""
 
 import ast
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ("analysis", "sweeps", "trainables", "crossover")
+PACKAGE = ("analysis", "sweeps", "trainables", "crossover", "studies")  # and the studies, which print too
 TEXT = {".md", ".yaml", ".json", ".txt", ".csv", ".ipynb"}
 ISSUE = re.compile(r"\bissues? ?#?\d+", re.IGNORECASE)
 

@@ -14,7 +14,7 @@ import pytest
 
 from crossover import schema
 from crossover.analysis import report
-from crossover.analysis.crossover import Bootstrap
+from crossover.analysis.crossings import Bootstrap
 from crossover.analysis.migrate import row_files
 from crossover.sweeps.space import Space
 

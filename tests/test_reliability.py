@@ -387,7 +387,7 @@ def test_tunes_own_state_that_cannot_be_written_ends_the_sweep_the_same_way(loca
 @pytest.mark.parametrize("study", ["parity", "overhead"])
 @pytest.mark.slow
 def test_the_other_studies_end_the_same_way_on_a_full_disk(local_ray, tmp_path, study):
-    # sweeps/parity.py and sweeps/overhead.py write through the same runner: the same message and status,
+    # studies/parity.py and studies/overhead.py write through the same runner: the same message and status,
     # not the traceback they printed before (the driver under the 1 KiB limit of the test above)
     import resource
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crossover.analysis.crossover import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, WITHIN_NOISE
+from crossover.analysis.crossings import A_EVERYWHERE, B_EVERYWHERE, CROSSOVER, WITHIN_NOISE
 from crossover.analysis.load import REFERENCE, read
 from crossover.sweeps import budget, compare, search, stopping
 from crossover.sweeps.budget import MAX_SHARE, Ask

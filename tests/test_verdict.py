@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from crossover.analysis import decide, summary, verdict
-from crossover.analysis.crossover import A_EVERYWHERE, Bootstrap
+from crossover.analysis.crossings import A_EVERYWHERE, Bootstrap
 from crossover.analysis.load import REFERENCE
 from crossover.analysis.selection import select
 from analysis_rows import plant, user_cpu_rows

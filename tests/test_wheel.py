@@ -80,6 +80,9 @@ def test_the_wheel_installs_crossover_alone_into_site_packages(installed):
     assert not any((site / name).exists() for name in ("analysis", "sweeps", "trainables"))
     assert {p.name for p in (site / "crossover").iterdir()} >= {"__init__.py", "schema.py", "analysis", "sweeps",
                                                                  "trainables"}
+    # the studies stay in the checkout: the installed sweeps are the checkout's sweeps/, and nothing of studies/ ships
+    assert {p.name for p in (site / "crossover" / "sweeps").glob("*.py")} == {p.name for p in (ROOT / "sweeps").glob("*.py")}
+    assert not [line for line in record.read_text().splitlines() if "studies" in line or "parity" in line]
 
 
 def test_the_installed_wheel_sweeps_decides_and_reports_from_a_folder_outside_the_checkout(installed, tmp_path):

@@ -22,13 +22,11 @@ TARGETS = re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M)
 # what only a checkout has: its scripts run by path, its commands by module where `crossover` has a subcommand, its
 # files and folders by their path there (a module is named by its dotted name, which a wheel has too), its Makefile
 CHECKOUT_ONLY = re.compile(
-    r"python sweeps/|python -m crossover\.(analysis (report|decide)|sweeps\.(predict|command|scaling))\b"
-    r"|\b(sweeps|analysis|trainables|crossover|examples|tests|docs)/[\w./<>-]*|\bresults/reference\b"
+    r"python (sweeps|studies)/|python -m crossover\.(analysis (report|decide)|sweeps\.(predict|command|scaling))\b"
+    r"|\b(sweeps|studies|analysis|trainables|crossover|examples|tests|docs)/[\w./<>-]*|\bresults/reference\b"
     rf"|\bmake ({'|'.join(TARGETS)})\b")
 OUTSIDE = re.compile(r"\.\./shared|seeds/0")  # the project's own sources, outside it
 PACKAGE = ("analysis", "sweeps", "trainables", "crossover")
-# a value the code runs by, not words: a checkout's study registers its example job by its path (sweeps/reference.py)
-RUN_BY = re.compile(r"examples/\w+\.py:workload")
 # what a user runs: every command's --help, the main job's script among them
 HELPS = [[sys.executable, "-m", "crossover.sweeps.command", *command, "--help"]
          for command in ([], ["sweep"], ["decide"], ["report"], ["predict"])] + \
@@ -46,7 +44,7 @@ def test_no_message_string_of_the_package_names_a_checkout_only_command_or_path(
     found = [f"{path.relative_to(ROOT)}:{line}: {offender(text)}"
              for folder in PACKAGE for path in sorted((ROOT / folder).rglob("*.py"))
              for line, text in literals(ast.parse(path.read_text()))
-             if CHECKOUT_ONLY.search(text) and not RUN_BY.fullmatch(text)]
+             if CHECKOUT_ONLY.search(text)]
     assert not found, "\n".join(found)
 
 
@@ -70,12 +68,11 @@ def test_the_scan_finds_each_checkout_only_form_it_is_meant_to():
     for said in ("the planning process (sweeps/plan.py)", "every trial's precision (trainables/precision.py)",
                  "image data source (crossover/data.py)", "DDP, analysis/model/collective.py; an instance",
                  "the default fits `make run` in 3 minutes", "run `make test` first",
-                 "a prediction (analysis/model/, or"):
+                 "a prediction (analysis/model/, or", "the parallel studies (python studies/parallel.py)"):
         assert CHECKOUT_ONLY.search(said), said
-    for said in ("results/<sweep>", "rows go to OUT/NAME/", "python -m crossover.sweeps.parallel", "make it writable",
+    for said in ("results/<sweep>", "rows go to OUT/NAME/", "python -m crossover.analysis parallel", "make it writable",
                  "crossover.analysis.model", "the GPU table shipped with crossover", "--workload zoo"):
         assert not CHECKOUT_ONLY.search(said), said
-    assert RUN_BY.fullmatch("examples/zoo.py:workload") and not RUN_BY.fullmatch("run examples/zoo.py:workload")
 
 
 @pytest.mark.parametrize("command", HELPS, ids=lambda c: " ".join(c[1:-1]))

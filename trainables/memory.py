@@ -2,6 +2,8 @@
 
     step_peak(step, device, model, opt, batch)   # bytes allocated at the step's peak on `device`
 
+analysis/decide/memory.py, of the same name a layer up, turns this count into what a run needs on a card.
+
 sweeps/count_step.py asks it, through trainables/train.py `Loop.step_peak`, for the `peak_memory_bytes` of
 `crossover predict`'s count: what torch's allocator holds at the worst moment of one steady step, the CUDA
 context excluded (analysis/decide/ adds CONTEXT_BYTES). torch's own MemTracker

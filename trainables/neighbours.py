@@ -148,7 +148,7 @@ class Window(Claim):
         # An open window whose process is gone is over. A finished record matters only to windows open
         # when it ended: once every open one started after its end, no trial reads it again. Keeping a
         # day of windows instead made every trial read them all: 1,200 on this 2-core machine, 19 ms of
-        # each 0.1 s trial's total_s (sweeps/overhead.py: fixed_s 19 ms before, 3.5 ms after).
+        # each 0.1 s trial's total_s (studies/overhead.py: fixed_s 19 ms before, 3.5 ms after).
         dead = {path for path, r in records.items() if r["end"] is None and not _alive(path)}
         # counted before they may be removed: a neighbour that finished well inside this window overlapped it
         beside = {path: other for path, other in records.items()

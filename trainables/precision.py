@@ -1,6 +1,6 @@
 """The precision a trial trains in (config field `precision`), one training step for every device.
 
-    python sweeps/precision.py          # the precision study: time beside loss, per precision
+    python studies/lower_precision.py          # the precision study: time beside loss, per precision
 
     default  PyTorch's defaults, what a user's plain loop gets: float32, TF32 off in matmuls and on in
              cuDNN convolutions (torch.backends.cudnn.allow_tf32 is True unless a program turns it off)

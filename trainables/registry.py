@@ -72,7 +72,7 @@ class Registry:
     def load(self, ref: str) -> Workload:
         """The workload 'module:attr' in this process, imported once (sys.modules): from the copy of its job's
         folder that `runtime_env` put on a worker (`copied`: a worker's registry declares nothing), or from the file
-        `declare`d for it here (a benchmark that times a user's trial in its own process: sweeps/parity.py), or by
+        `declare`d for it here (a benchmark that times a user's trial in its own process: studies/parity.py), or by
         name (a package's module, or one on the Python path)."""
         module, attr = ref.rsplit(":", 1)
         if module not in sys.modules:

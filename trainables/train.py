@@ -147,7 +147,7 @@ class Loop:
             # a host sync every step, as seeds 001 and 002, and its value summed on the host. A sum kept on
             # the device as well (seed 000's, which also kept every step's graph) cost two more kernels and
             # an autograd node a step: 3-6% an epoch on one CPU thread (disc depth 8, peaks, tabular), against
-            # the plain loop of sweeps/parity.py
+            # the plain loop of studies/parity.py
             self.host_sum += loss.item() * factor
         else:
             # summed a step: a graph's replay writes one static output, and torch.compile's CUDA graphs

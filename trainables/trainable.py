@@ -13,7 +13,7 @@ its rows say whether it was its worker's first (cold_start: `TrialWorker` counts
 from __future__ import annotations
 
 # torch.optim's first optimizer imports torch._dynamo: 1.2 s on 2 cores that a fresh worker's first
-# trial counted in its total_s (sweeps/overhead.py, first_s); imported with this module, it is not.
+# trial counted in its total_s (studies/overhead.py, first_s); imported with this module, it is not.
 import torch._dynamo  # noqa: F401
 import ctypes
 import threading

@@ -134,7 +134,7 @@ def resolve(cfg: TrialConfig, workload: Workload | WorkloadSpec | None = None) -
 def here(trial: Trial, registry: Registry | None = None) -> Trial:
     """`trial` with its Workload itself, imported in this process from the file its sweep's `registry` declared
     (the sweep's Planner's), where the driver knew it by its WorkloadSpec alone: for a benchmark that times a user's
-    trial in its own process on purpose (sweeps/parity.py's plain loop and run_trial, sweeps/overhead.py's
+    trial in its own process on purpose (studies/parity.py's plain loop and run_trial, studies/overhead.py's
     calibration), never for a sweep."""
     if isinstance(trial.wl, Workload):
         return trial

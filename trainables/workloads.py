@@ -193,15 +193,15 @@ def _features(n: int) -> Callable[[TrialConfig], torch.Tensor]:
 # - engines-*: sizes where every batch is full, as the graph engine requires (dataset_size a multiple of
 #   batch_size); engines-fused-*: seed 003's trial at 40,000 points, the fused steps' member (docs/engines.md).
 # - precision-*: a small and a large size of an MLP, a CNN and the transformer.
-# - parity-cpu, parity-cuda: the epochs of sweeps/parity.py's runs of the 'seeds' configuration, warm-up
+# - parity-cpu, parity-cuda: the epochs of studies/parity.py's runs of the 'seeds' configuration, warm-up
 #   included: enough timed epochs for a median, few enough for 7 minutes in all on 16 cores and an H200 (disc
 #   depth 12 about 0.5 s an epoch on a CPU there, peaks about 10 ms on a GPU); parity-smoke: its --smoke.
-#   parity-ddp-smoke: sweeps/parity_ddp.py's --smoke, a tiny MLP on ddp-cpu:2 over gloo (its sizes its own).
-# - sweeps/parallel.py: packed-*, the small trial packed K to a GPU; ddp-seed-*, seed 000's MLP at its own size
+#   parity-ddp-smoke: studies/parity_ddp.py's --smoke, a tiny MLP on ddp-cpu:2 over gloo (its sizes its own).
+# - studies/parallel.py: packed-*, the small trial packed K to a GPU; ddp-seed-*, seed 000's MLP at its own size
 #   on ddp:N; parallel-*, the large MLP of the ddp and pipe studies: 8 hidden layers of 8,192, 537M parameters
 #   (fp32, with Adam's state, 8.6 GB per replica): compute-bound steps, as DDP and pipelines are meant for;
 #   32,768 samples, 8 steps an epoch at B = 4,096, about 2 s on one H200.
-# - overhead: the trial sweeps/overhead.py repeats: a small step (2 -> 4 -> ... -> 64 -> 2), so epochs set its
+# - overhead: the trial studies/overhead.py repeats: a small step (2 -> 4 -> ... -> 64 -> 2), so epochs set its
 #   length.
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload(

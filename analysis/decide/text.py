@@ -13,7 +13,7 @@ import pandas as pd
 
 from crossover.schema import SIZE_AXES
 
-from ..model.devices import load_devices
+from ..model.device_table import load_devices
 from .choosing import BEATS, BUY, RENTALS, by_time, first, fitting, pareto
 from .grid import BUSY_MARKS, HOME_BOX, NEAREST, Plan
 from .line import Config, Even, Line

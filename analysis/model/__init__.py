@@ -29,7 +29,7 @@ convolution's their own), k
 (k_launch for a kernel of matmul, conv, norm or elementwise, k_rnn for one cuDNN launches for a recurrent net,
 k_optimizer for the optimiser's), k_forward and k_rnn_call (a cuDNN RNN call's own cost, from the step's op list):
 shared by every GPU, fitted by least squares on log step time (each pulled weakly towards PARAMETERS; k_rnn's and
-k_rnn_call's from the operator study, `operators.rnn_host_s`) on the table GPUs. `model --validate` also prices each op of the operator study (sweeps/opbench.py: about 1,900 single
+k_rnn_call's from the operator study, `operators.rnn_host_s`) on the table GPUs. `model --validate` also prices each op of the operator study (studies/opbench.py: about 1,900 single
 ops on an H100 and an H200, results/reference/_ops) from the study itself (operators.py: `op_study`); a step's ops
 are not priced so, since whole steps came out worse (docs/validation.md, "The operator-level model"). A CPU, which no table
 knows, gets its own fit per thread count, from nominal figures (CPU_NOMINAL) its parameters scale, and is
@@ -56,7 +56,7 @@ The package, one idea a module, each reading only those before it:
 
 from __future__ import annotations
 
-from .devices import (  # noqa: F401 (the package's names)
+from .device_table import (  # noqa: F401 (the package's names)
     DEVICES, DEVICE_FIELDS, Device, MATCH_KEY, PRECISION_PEAK, device_key, load_devices)
 from .counts import (  # noqa: F401 (the package's names)
     CLASS_COLUMNS, CLASS_FLOPS, COST_COLUMNS, COUNTED, COUNTED_NOTE, COUNT_KEYS, MODEL, PER_CLASS, THREE_TERM,

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .counts import PER_CLASS, _usable, form_of, gpu_rows
-from .devices import DEVICES, MATCH_KEY, load_devices
+from .device_table import DEVICES, MATCH_KEY, load_devices
 from .perclass import fit
 from .threeterm import _terms, calibrate
 

@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .devices import DEVICES, read_table
+from .device_table import DEVICES, read_table
 
 BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default, 25 MiB of gradients an all-reduce
 NCCL_BASE_S = 8.4e-6  # s a collective call: NCCL's tuning model, baseLat of Ring/Simple (src/graph/tuning.cc)

@@ -1,6 +1,6 @@
 """A row's step counts as the model reads them: the usable rows (ok, eager, one device) with their step costs,
 counted where the row has them, else (the old rows that lack them) and for the laptop's case (`as_counted`) its
-configuration's step counted on the meta device as `crossover predict` counts a job (sweeps/count_reference.py);
+configuration's step counted on the meta device as `crossover predict` counts a job (studies/count_reference.py);
 each row's model (MODEL) and form. No workload is known here by its name: a step is what its count says.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pandas as pd
 from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_COLUMNS
 
 from ..load import REFERENCE
-from .devices import Device, MATCH_KEY, device_key
+from .device_table import Device, MATCH_KEY, device_key
 
 # Every reference configuration's step counted as `crossover predict` counts a job on a laptop
-# (sweeps/count_reference.py): the laptop's case of --validate, and the intervals of a workload never measured.
+# (studies/count_reference.py): the laptop's case of --validate, and the intervals of a workload never measured.
 # In a folder of its own under the reference rows, so a wheel carries it with them: '_' first, no sweep's rows; a
 # '-' in it, no Python package's name (setuptools takes it as data, not as a package it was not told of).
 COUNTED = REFERENCE / "_step-counts" / "counts.parquet"
@@ -128,7 +128,7 @@ def _counted_table(path: Path) -> pd.DataFrame | None:
 
 
 def _counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
-    """The CPU's count of each row's configuration (sweeps/count_reference.py, as `crossover predict` counts a
+    """The CPU's count of each row's configuration (studies/count_reference.py, as `crossover predict` counts a
     user's job): its *_per_step columns, on `frame`'s index, null where none was made."""
     table = _counted_table(path)
     if table is None or frame.empty:
@@ -143,7 +143,7 @@ def _counted(frame: pd.DataFrame, path: Path = COUNTED) -> pd.DataFrame:
             .reindex(columns=[*COST_COLUMNS, *CLASS_COLUMNS, OPS_PER_STEP]))
 
 
-# a row whose step was counted as `crossover predict` counts one (sweeps/reference.py real_rows) says so here
+# a row whose step was counted as `crossover predict` counts one (studies/reference.py real_rows) says so here
 COUNTED_NOTE = "counted on the meta device as crossover predict counts a job"
 
 

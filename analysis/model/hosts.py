@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .counts import _counted, config_keys
-from .devices import Device, MATCH_KEY, device_key
+from .device_table import Device, MATCH_KEY, device_key
 from .intervals import conformal_q
 from .perclass import Fit, Parts, cupti_attached
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .counts import MODEL, PER_CLASS, as_counted, with_model
-from .devices import Device, MATCH_KEY
+from .device_table import Device, MATCH_KEY
 from .perclass import fit
 
 ALPHA = 0.1  # the intervals are (1 - ALPHA) = 90% conformal intervals

@@ -1,4 +1,4 @@
-"""Each op's GPU time from the operator study: measured ops like it (sweeps/opbench.py, results/reference/_ops/),
+"""Each op's GPU time from the operator study: measured ops like it (studies/opbench.py, results/reference/_ops/),
 on the GPU they ran on, scaled to a GPU nobody studied by the op's own bound. `model --validate` prices every study
 op so (validate.op_study), each from the others; the shipped model does not price a step's ops so, since whole
 steps came out worse (docs/validation.md, "The operator-level model": the predictor that did is tagged
@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 
 from ..load import REFERENCE
-from .devices import DEVICES, Device, MATCH_KEY, device_key, load_devices
+from .device_table import DEVICES, Device, MATCH_KEY, device_key, load_devices
 
-STUDIES = REFERENCE / "_ops"  # one ops*.parquet a GPU studied (sweeps/opbench.py --out)
+STUDIES = REFERENCE / "_ops"  # one ops*.parquet a GPU studied (studies/opbench.py --out)
 
 
 COMPUTE_KINDS = ("matmul", "conv", "conv_grouped", "rnn")  # kinds with FLOPs counted; the others move bytes

@@ -14,7 +14,7 @@ import pandas as pd
 from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
 
 from .counts import PER_CLASS, THREE_TERM
-from .devices import Device, MATCH_KEY
+from .device_table import Device, MATCH_KEY
 from .threeterm import Calibration, _terms, calibrate
 
 EFFICIENCY = "_efficiency"  # a prediction's column: the GPU's public efficiency (Predictor.efficiency)
@@ -57,7 +57,7 @@ PARAMETERS = {
     # the same for one of the kernels cuDNN launches for a recurrent net (class rnn), and for each cuDNN RNN call
     # (`_cudnn_rnn`, `_cudnn_rnn_backward`) besides: cuDNN's own C++ issues a chain of small dependent kernels where
     # PyTorch dispatches an op for each of the other classes' kernels, and each call costs the host about a
-    # millisecond of its own. The priors are the operator study's (results/reference/_ops, sweeps/opbench.py: each
+    # millisecond of its own. The priors are the operator study's (results/reference/_ops, studies/opbench.py: each
     # LSTM or GRU case's wall time, two calls and its kernels, least squares per GPU and precision group, FP32/TF32
     # and BF16/FP16): 9.1-15.3 us a kernel and 1.1-1.6 ms a call on the H100's and the H200's hosts, geometric means
     # 11.7 us and 1.35 ms, over the table's 5 us overhead. Priced by k_launch alone, a fit without recurrent rows put

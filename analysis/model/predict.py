@@ -1,7 +1,8 @@
-"""Predictions for GPUs nobody measured: the fit on the measured GPUs with its intervals and the public
-tables' efficiencies (`Predictor`), ordered by the public tables at their precision and never under the
-hardware's floor (analysis/roofline.py); `shipped`, the model fitted on the shipped reference rows, kept in the
-user's cache folder (analysis/cache.py) once fitted.
+"""The model's half of `crossover predict` (sweeps/predict.py, of the same name a layer up, is the command: it counts
+the step and prints the answer). Predictions for GPUs nobody measured: the fit on the measured GPUs with its
+intervals and the public tables' efficiencies (`Predictor`), ordered by the public tables at their precision and
+never under the hardware's floor (analysis/roofline.py); `shipped`, the model fitted on the shipped reference rows,
+kept in the user's cache folder (analysis/cache.py) once fitted.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from .. import cache as disk
 from .. import public, roofline
 from ..load import REFERENCE, read
 from .counts import CLASS_COLUMNS, PER_CLASS, THREE_TERM, _usable, config_keys, form_of, gpu_rows
-from .devices import DEVICES, Device, MATCH_KEY, load_devices
+from .device_table import DEVICES, Device, MATCH_KEY, load_devices
 from .hosts import HOST_BOUND, Cure, cure, host_spread, widened
 from .intervals import conformal_q, scores
 from .perclass import COMPUTE_CLASSES, EFFICIENCY, Fit, fit

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .counts import COST_COLUMNS
-from .devices import Device, MATCH_KEY
+from .device_table import Device, MATCH_KEY
 
 
 def _precision(rows: pd.DataFrame) -> pd.Series:

@@ -16,7 +16,7 @@ from crossover.schema import OP_CLASSES, OP_MEASURES, OPS_PER_STEP
 from ..load import REFERENCE
 from . import operators
 from .counts import COUNTED, MODEL, PER_CLASS, THREE_TERM, as_counted, cpu_groups, form_of, gpu_rows, with_model
-from .devices import DEVICES, MATCH_KEY, device_key, load_devices
+from .device_table import DEVICES, MATCH_KEY, device_key, load_devices
 from .hosts import host_spread, widened
 from .intervals import ALPHA, conformal_q, held_out
 from .perclass import fit
@@ -29,10 +29,10 @@ TARGETS: dict[str, Any] = {"laptop_median": 0.20, "laptop_worst": 0.50, "gpu_med
            "neusight_median": 0.20, "neusight_worst": 0.40, "memory": 0.15}
 # NeuSight's whole-model training labels (analysis/public-tables/README.md), GPUs nobody here measured: validation
 # only, in no fit and in no choice of the model's form since they were added here. The configurations of its models
-# that examples/realsize.py writes (BERT-large, GPT-2 large) are counted once by sweeps/count_reference.py --neusight.
+# that examples/realsize.py writes (BERT-large, GPT-2 large) are counted once by studies/count_reference.py --neusight.
 NEUSIGHT_LABELS = Path(__file__).resolve().parent.parent / "public-tables" / "neusight_train_latency.csv"
 NEUSIGHT_COUNTED = REFERENCE / "_step-counts" / "neusight.parquet"
-# The real-sized reference configurations' peak memory as crossover predict counts it (sweeps/count_reference.py
+# The real-sized reference configurations' peak memory as crossover predict counts it (studies/count_reference.py
 # --memory), against the peak their rows measured.
 MEMORY_COUNTED = REFERENCE / "_step-counts" / "memory.parquet"
 
@@ -203,7 +203,7 @@ def targets(table: pd.DataFrame) -> list[str]:
                       for _, c in bad.iterrows()]
     else:
         lines.append("  leave one workload out, from counts taken on the CPU: no counted configurations "
-                     f"({COUNTED} absent: python -m crossover.sweeps.count_reference)")
+                     f"({COUNTED} absent: the checkout's count_reference study counts them)")
     per_gpu = device.groupby("held_out")["median_error"].median()
     ok = len(per_gpu) >= TARGETS["gpu_models"] and per_gpu.median() <= TARGETS["gpu_median"]
     lines.append(f"  leave one GPU out, every GPU with rows (the reference rows' and the public tables'): median {per_gpu.median():.0%} (target <= "
@@ -285,8 +285,8 @@ def neusight(path: Path = DEVICES, labels: Path = NEUSIGHT_LABELS, counted: Path
 def render_neusight(table: pd.DataFrame) -> str:
     """The labels' table, then per GPU the median and worst error against TARGETS, met or missed."""
     if table.empty:
-        return (f"== NeuSight's labels: not predicted ({NEUSIGHT_COUNTED} absent: python -m "
-                "crossover.sweeps.count_reference --neusight) ==")
+        return (f"== NeuSight's labels: not predicted ({NEUSIGHT_COUNTED} absent: the checkout's "
+                "count_reference study counts them, --neusight) ==")
     shown = table.assign(**{c: table[c].map(lambda v: f"{v:.3f}") for c in ("label_s", "predicted_s", "lo", "hi")},
                          error=table["error"].map(lambda v: f"{v:.0%}"))
     lines = ["== NeuSight's FP32 labels (forward and backward, one step; GPUs nobody here measured; never fitted on): "
@@ -331,7 +331,7 @@ def memory(rows: pd.DataFrame, counted: Path = MEMORY_COUNTED) -> pd.DataFrame:
 def render_memory(table: pd.DataFrame) -> str:
     """The configurations outside the target, then the target met or missed."""
     if table.empty:
-        return f"== memory: not checked ({MEMORY_COUNTED} absent: python -m crossover.sweeps.count_reference --memory) =="
+        return f"== memory: not checked ({MEMORY_COUNTED} absent: the checkout's count_reference study counts it, --memory) =="
     target = TARGETS["memory"]
     outside = table[table["error"].abs() > target]
     worst = table.loc[table["error"].abs().idxmax()]
@@ -354,7 +354,7 @@ def render_memory(table: pd.DataFrame) -> str:
 
 
 def op_study(path: Path = DEVICES, folder: Path = operators.STUDIES) -> pd.DataFrame:
-    """Each op of every GPU's operator study (sweeps/opbench.py) priced as a step's op is (operators.py), against its
+    """Each op of every GPU's operator study (studies/opbench.py) priced as a step's op is (operators.py), against its
     kernels' measured time: from its own GPU's study without the ops of its shape (`left_out` "shape": the
     interpolation between shapes), and, where another GPU was studied, from that GPU's study alone, scaled by the
     roofline's own ratios ("GPU": the scaling to a GPU nobody studied). Per GPU, what was left out, kind and

@@ -1,22 +1,22 @@
 """The reference architectures: examples/zoo.py's networks measured on a GPU, for the prediction model.
 
-    python sweeps/reference.py --out /tmp/ref                 # REFERENCE archs, cuda, batch 32 and 128, 3 runs
-    python sweeps/reference.py --held-out --out /tmp/ref      # HELD_OUT archs in a careful user's plain loop
-    python sweeps/reference.py --archs vgg11_bn,lstm_rows --out /tmp/ref   # some of them (the same name resumes)
-    python sweeps/reference.py --smoke --devices cpu          # two archs, tiny, once: checks the path
-    python sweeps/reference.py --real --out /tmp/ref          # examples/realsize.py's REAL archs, plain loop,
+    python studies/reference.py --out /tmp/ref                 # REFERENCE archs, cuda, batch 32 and 128, 3 runs
+    python studies/reference.py --held-out --out /tmp/ref      # HELD_OUT archs in a careful user's plain loop
+    python studies/reference.py --archs vgg11_bn,lstm_rows --out /tmp/ref   # some of them (the same name resumes)
+    python studies/reference.py --smoke --devices cpu          # two archs, tiny, once: checks the path
+    python studies/reference.py --real --out /tmp/ref          # examples/realsize.py's REAL archs, plain loop,
                                                               # default and bf16, 2 batch sizes, 3 runs, peak memory
-    python sweeps/reference.py --real --held-out --out /tmp/ref   # REAL_HELD_OUT the same
-    python sweeps/reference.py --real --workload examples/heldout.py:workload --out /tmp/ref
+    python studies/reference.py --real --held-out --out /tmp/ref   # REAL_HELD_OUT the same
+    python studies/reference.py --real --workload examples/heldout.py:workload --out /tmp/ref
                                                   # UNSEEN, families no reference row holds; CURED also compiled
                                                   # and captured whole in a CUDA graph (engines compile, graph)
-    python sweeps/reference.py --real --workload examples/heldout.py:workload --engines eager --deadline 450 \
+    python studies/reference.py --real --workload examples/heldout.py:workload --engines eager --deadline 450 \
         --archs video_r3d,fasterrcnn,mamba_scan,moe,wavenet,frozen_bert,pointnet,lora_gpt2_small --out /tmp/ref
                                                   # eight families at UNSEEN's two batches, default and bf16, 3 runs
                                                   # each: 96 runs, about 7 minutes on an H100 (estimated)
-    python sweeps/reference.py --real --workload examples/heldout.py:workload --smoke --devices cpu
+    python studies/reference.py --real --workload examples/heldout.py:workload --smoke --devices cpu
                                                   # its `tiny` networks, batch 2, 2 steps, once: checks the path
-    python sweeps/reference.py --rows /tmp/ref/*-real.jsonl --out results/reference/real-2026-11-27
+    python studies/reference.py --rows /tmp/ref/*-real.jsonl --out results/reference/real-2026-11-27
                                                   # --real's runs as rows the model fits on, counted here
 
 Without --held-out: one sweep (sweeps/runner.run, as `python sweeps/scaling.py` runs its trials) of every
@@ -25,7 +25,7 @@ CIFAR-shaped images (HELD_OUT_IMAGES with --held-out), --repeats runs a point, i
 they are shipped under results/reference/.
 
 With --held-out: the HELD_OUT architectures, which the reference set leaves out so that a prediction for
-them is a prediction for models the fit never saw, timed in sweeps/parity.py's plain loop (a careful
+them is a prediction for models the fit never saw, timed in studies/parity.py's plain loop (a careful
 user's: PyTorch's defaults, no host sync inside an epoch, each epoch between two synchronisations, the
 warm-up epoch left out), --repeats times each; it prints one line per architecture and batch (the median
 and min-max of the runs' median epoch) and writes them to OUT/NAME-held-out.json. Set these beside what
@@ -41,12 +41,13 @@ import sys
 from crossover.config import TrialConfig
 from crossover.sweeps import cli, runner
 from crossover.sweeps.cluster import connect
-from crossover.sweeps.parity import PLAIN_ENGINES, plain
 from crossover.sweeps.plan import Planner
 from crossover.sweeps.space import Space
 from crossover.sweeps.status import exit_status
 from crossover.trainables.registry import Registry
 from crossover.trainables.trial import resolve
+
+from parity import PLAIN_ENGINES, plain
 
 ZOO = "examples/zoo.py:workload"
 # Of examples/zoo.py's ARCHS: the families the model is fitted on (resnet18 is examples/resnet_cifar.py's,
@@ -94,8 +95,6 @@ def grid(archs, smoke: bool, images: int = IMAGES) -> dict:
 
 def held_out(args, registry: Registry) -> list[dict]:
     """The plain loop's median epoch per held-out arch and batch, --repeats runs each, interleaved."""
-    from crossover.sweeps.parity import plain  # imports torch: only on this path
-
     wl = registry.register(ZOO)
     g = grid(args.archs or HELD_OUT, args.smoke, HELD_OUT_IMAGES)
     points = [(a, b) for a in g["arch"] for b in g["batch_size"]]
@@ -255,7 +254,7 @@ def real_rows(files: list, out) -> None:
                      "device_name": gpu, "peak_gpu_bytes": int(group["peak_allocated_bytes"].max()),
                      "torch_version": group["torch"].iloc[0], "cuda_version": str(group["cuda"].iloc[0]),
                      "hostname": group["host"].iloc[0], "cpu_model": group["cpu"].iloc[0], "cold_start": False,
-                     "data_source": "random inputs (timing only); timed in crossover.sweeps.parity's plain loop",
+                     "data_source": "random inputs (timing only); timed in studies/parity.py's plain loop",
                      "costs_note": f"{COUNTED_NOTE} (crossover.sweeps.count_step)"})
         print(f"{gpu} {arch} batch {batch} {precision}: {statistics.median(medians):.4f} s an epoch", flush=True)
     (out / "real").mkdir(parents=True, exist_ok=True)
@@ -273,7 +272,7 @@ def main(argv=None) -> int:
                         "loop: one JSON line a run to OUT/NAME-real.jsonl")
     p.add_argument("--precisions", default=",".join(REAL_PRECISIONS), help="--real: comma-separated precisions")
     p.add_argument("--engines", default=",".join(PLAIN_ENGINES), type=cli.names(PLAIN_ENGINES),
-                   help="--real: the plain loop's engines; those but eager only for CURED (as crossover.sweeps.parity's plain loop)")
+                   help="--real: the plain loop's engines; those but eager only for CURED (as studies/parity.py's plain loop)")
     p.add_argument("--steps", type=cli.at_least(1), default=REAL_STEPS, help="--real: steps an epoch")
     p.add_argument("--batch-sizes", type=cli.integers(1), default=None, metavar="B,B,...",
                    help="--real: every arch at these batch sizes instead of its own (REAL, UNSEEN)")

@@ -1,11 +1,11 @@
 """Parity: the sweep's default path against a careful user's plain PyTorch loop, per epoch, on the
 seeds' configurations or on your own workload (a benchmark, not a test).
 
-    python sweeps/parity.py --workload examples/resnet_cifar.py:workload --batch-sizes 32,128
-    python sweeps/parity.py --workload examples/zoo.py:workload --param arch=vgg11_bn --batch-sizes 32,128
-    python sweeps/parity.py --workload examples/tabular_csv.py:workload --param csv=data.csv
-    python sweeps/parity.py                      # the seeds' configurations, cpu (+ cuda where torch sees one)
-    python sweeps/parity.py --smoke              # two small configurations, once: checks the path in about a minute
+    python studies/parity.py --workload examples/resnet_cifar.py:workload --batch-sizes 32,128
+    python studies/parity.py --workload examples/zoo.py:workload --param arch=vgg11_bn --batch-sizes 32,128
+    python studies/parity.py --workload examples/tabular_csv.py:workload --param csv=data.csv
+    python studies/parity.py                      # the seeds' configurations, cpu (+ cuda where torch sees one)
+    python studies/parity.py --smoke              # two small configurations, once: checks the path in about a minute
 
 The target: the harness's default path (`python sweeps/scaling.py`: loop 'fast', engine 'eager',
 PyTorch's default precision) stays within TARGET (1.10x) of the same model trained by a careful user's
@@ -159,7 +159,7 @@ def plain(trial: Trial, default_threads: int | None = None, engine: str = "eager
     writes it: torch.autocast around the forward pass and the loss, a GradScaler for fp16.
     `default_threads` is torch's own thread count, which a GPU loop keeps as a user's would.
 
-    In a process group of more than one rank (torchrun: sweeps/parity_ddp.py) it is a careful user's DDP loop: the
+    In a process group of more than one rank (torchrun: studies/parity_ddp.py) it is a careful user's DDP loop: the
     trial's work on each rank (its own data: give each rank its own seed), the model in DistributedDataParallel at
     PyTorch's defaults on this rank's GPU (torch.cuda.current_device(), which torchrun's script sets), a barrier
     around each timed epoch, and every rank timing the same number of epochs."""

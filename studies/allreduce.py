@@ -1,10 +1,10 @@
 """All-reduce bandwidth of the link a data-parallel step's gradients cross: torch.distributed.all_reduce of
 buffers the size of DDP's gradient buckets (25 MB) and larger, timed on 2, 4, ... ranks of one torchrun group.
 
-    torchrun --standalone --nproc_per_node 4 -m crossover.sweeps.allreduce --label nvlink --json ar.jsonl
+    torchrun --standalone --nproc_per_node 4 studies/allreduce.py --label nvlink --json ar.jsonl
     NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 \\
-        torchrun --standalone --nproc_per_node 4 -m crossover.sweeps.allreduce --label sockets --json ar.jsonl
-    torchrun --standalone --nproc_per_node 2 -m crossover.sweeps.allreduce --smoke   # gloo on the CPU
+        torchrun --standalone --nproc_per_node 4 studies/allreduce.py --label sockets --json ar.jsonl
+    torchrun --standalone --nproc_per_node 2 studies/allreduce.py --smoke   # gloo on the CPU
 
 NCCL reads its settings once a process, so one launch measures one link: the second command keeps NCCL off
 NVLink and shared memory and sends every byte through sockets over loopback, as between two nodes with no

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crossover.analysis.crossover import DRAW_KINDS, TO_A, TO_B, Bootstrap, find, render
+from crossover.analysis.crossings import DRAW_KINDS, TO_A, TO_B, Bootstrap, find, render
 from crossover.analysis.load import cold_starts
 from crossover.analysis.selection import select, timed
 from analysis_rows import frame, plant, row

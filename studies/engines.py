@@ -1,9 +1,10 @@
 """How far the engines and fusion move the crossover: engine x workload x size on a GPU, and fused trials.
+This runs the study; analysis/engines.py, of the same name a layer down, draws its figures from the rows.
 
-    python sweeps/engines.py                              # on a machine with a GPU
-    python sweeps/engines.py --workloads disc,peaks --engines eager,graph
-    python sweeps/engines.py --smoke
-    python sweeps/engines.py --workload path/to/job.py:workload    # your workload, its 'default' grid
+    python studies/engines.py                              # on a machine with a GPU
+    python studies/engines.py --workloads disc,peaks --engines eager,graph
+    python studies/engines.py --smoke
+    python studies/engines.py --workload path/to/job.py:workload    # your workload, its 'default' grid
 
 Sweeps, one after another, rows in OUT/<name>-<part>/ like any sweep:
     cpu                    the CPU baseline (eager), every size: the arm the GPU engines cross

@@ -1,9 +1,9 @@
 """What a lower precision buys and what it costs: time per epoch beside the loss and accuracy reached.
 
-    python sweeps/precision.py                  # every precision each device of the cluster takes
-    python sweeps/precision.py --smoke          # tiny sizes, to check the path end to end
-    python sweeps/precision.py --workloads disc --repeats 1
-    python sweeps/precision.py --workload path/to/job.py:workload    # your workload, its 'default' grid
+    python studies/lower_precision.py                  # every precision each device of the cluster takes
+    python studies/lower_precision.py --smoke          # tiny sizes, to check the path end to end
+    python studies/lower_precision.py --workloads disc --repeats 1
+    python studies/lower_precision.py --workload path/to/job.py:workload    # your workload, its 'default' grid
 
 One sweep per device and precision, one after another, rows in OUT/<name>-<device>-<precision>/:
 the CPU at PyTorch's default and bf16 (autocast), a GPU (where the cluster has one) at the default,

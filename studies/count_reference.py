@@ -1,8 +1,8 @@
 """Every configuration of the shipped reference GPU rows, counted as `crossover predict` counts a user's job.
 
-    python -m crossover.sweeps.count_reference            # writes results/reference/_step-counts/counts.parquet
-    python -m crossover.sweeps.count_reference --neusight # writes results/reference/_step-counts/neusight.parquet
-    python -m crossover.sweeps.count_reference --memory   # writes results/reference/_step-counts/memory.parquet
+    python studies/count_reference.py            # writes results/reference/_step-counts/counts.parquet
+    python studies/count_reference.py --neusight # writes results/reference/_step-counts/neusight.parquet
+    python studies/count_reference.py --memory   # writes results/reference/_step-counts/memory.parquet
 
 The laptop's case: a user without a GPU has only a step counted on the CPU (sweeps/count_step.py: the meta
 device, the optimiser's update as a GPU runs it), never the GPU's own count. `python -m crossover.analysis model
@@ -34,10 +34,10 @@ import pandas as pd
 
 from crossover.schema import BUILTIN_MODULE, FORWARD_OPS, OPS_PER_STEP, OP_COLUMNS
 
-from ..analysis.load import REFERENCE, read
-from ..analysis.model import COUNTED as OUT
-from ..analysis.model import MEMORY_COUNTED, NEUSIGHT_COUNTED, NEUSIGHT_LABELS
-from .count_step import counted
+from crossover.analysis.load import REFERENCE, read
+from crossover.analysis.model import COUNTED as OUT
+from crossover.analysis.model import MEMORY_COUNTED, NEUSIGHT_COUNTED, NEUSIGHT_LABELS
+from crossover.sweeps.count_step import counted
 
 KEYS = ["workload", "workload_params", "depth", "width", "context", "batch_size"]
 COUNTS = ["flops_per_step", "bytes_per_step", "launches_per_step", FORWARD_OPS, *OP_COLUMNS, OPS_PER_STEP]
@@ -65,7 +65,7 @@ def configs(rows: pd.DataFrame) -> pd.DataFrame:
 def neusight() -> int:
     """Each (model, tokens, batch) of NeuSight's labels, counted as examples/realsize.py's arch of that name at
     PyTorch's default precision (the labels are FP32), as `crossover predict` counts a user's job."""
-    from examples.realsize import ARCHS  # the labels' models the example writes: BERT-large and GPT-2 large
+    from crossover.examples.realsize import ARCHS  # the labels' models the example writes: BERT-large and GPT-2 large
 
     labels = pd.read_csv(NEUSIGHT_LABELS).drop_duplicates(["model", "seq_len", "batch_size"])
     labels = labels[labels["model"].isin(ARCHS)]
@@ -85,14 +85,14 @@ def neusight() -> int:
 
 def memory() -> int:
     """Each configuration of the real-sized reference rows (the only ones that measured a peak in the plain loop:
-    sweeps/reference.py --real): the peak `crossover predict` counts for it (peak_memory_bytes, without the 70 MB
+    studies/reference.py --real): the peak `crossover predict` counts for it (peak_memory_bytes, without the 70 MB
     decide adds) and what a sample of its training set holds (sample_bytes), which the measured peak also holds
     for every sample past one batch (the whole set stayed on the GPU)."""
     from torch.utils._pytree import tree_leaves
 
     from crossover.config import TrialConfig
-    from ..trainables.registry import Registry
-    from ..trainables.trial import resolve
+    from crossover.trainables.registry import Registry
+    from crossover.trainables.trial import resolve
 
     rows = read(REFERENCE)
     real = rows[rows["workload_module"].fillna("").str.startswith("realsize:") & rows["peak_gpu_bytes"].notna()]
@@ -118,7 +118,7 @@ def main() -> int:
         return neusight()
     if "--memory" in sys.argv[1:]:
         return memory()
-    from examples.make_csv import write  # the CSV example's data, where a row names its file
+    from crossover.examples.make_csv import write  # the CSV example's data, where a row names its file
 
     out = []
     for c in configs(read(REFERENCE)).itertuples(index=False):

@@ -1,6 +1,6 @@
 """The operator study: the GPU time of each op class over thousands of shapes, the per-op model's own data.
 
-    python sweeps/opbench.py --out results/ops-h100     # on a GPU; writes OUT/ops.parquet, case by case
+    python studies/opbench.py --out results/ops-h100     # on a GPU; writes OUT/ops.parquet, case by case
 
 Each case is one layer's work as a model runs it (a matrix product, a convolution forward and backward, a cuDNN
 LSTM forward and backward, a norm, an element-wise op, an optimiser's step over a list of parameters), at one
@@ -195,7 +195,7 @@ def measure(name: str, params: dict, call: Callable[[], object], precision: str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m crossover.sweeps.opbench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python studies/opbench.py", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for ops.parquet")
     parser.add_argument("--groups", default=",".join(GROUPS), help=f"case groups, of {','.join(GROUPS)}")
     parser.add_argument("--precisions", default=",".join(PRECISIONS), help="precisions to run each case at")

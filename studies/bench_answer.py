@@ -1,8 +1,8 @@
 """A benchmark: the wall time from a user's sweep command to its answer, and `crossover predict`'s, on this machine.
 
-    python sweeps/bench_answer.py          # examples/zoo.py's shufflenet_v2_x1_0 (1.3M parameters), on the CPU
-    python sweeps/bench_answer.py --workload job.py:workload --param channels=64
-    python sweeps/bench_answer.py --predict-only    # crossover predict alone, cold and warm, at real sizes
+    python studies/bench_answer.py          # examples/zoo.py's shufflenet_v2_x1_0 (1.3M parameters), on the CPU
+    python studies/bench_answer.py --workload job.py:workload --param channels=64
+    python studies/bench_answer.py --predict-only    # crossover predict alone, cold and warm, at real sizes
 
 It runs `python -m crossover.sweeps.scaling --workload REF --devices cpu` (the same as `crossover sweep`; REF read from the
 current folder: examples/zoo.py is the checkout's) with every other flag at its default (the

@@ -1,14 +1,14 @@
 """Data-parallel parity: crossover's `ddp:N` trials against a careful user's torchrun DDP loop at the same work a
-GPU, and that loop's weak scaling over 1, 2, 4 GPUs (sweeps/parity.py is the one-device twin).
+GPU, and that loop's weak scaling over 1, 2, 4 GPUs (studies/parity.py is the one-device twin).
 
-    python sweeps/parity_ddp.py --workload examples/realsize.py:workload \\
+    python studies/parity_ddp.py --workload examples/realsize.py:workload \\
         --point arch=resnet50,precision=default --point arch=bert_base,precision=default --gpus 1,2,4
-    python sweeps/parity_ddp.py --study --gpus 1,2,4,8   # the four real-sized models at default and bf16 (STUDY)
-    python sweeps/parity_ddp.py --smoke          # disc on ddp-cpu:2 against torchrun over gloo: the path, on a CPU
+    python studies/parity_ddp.py --study --gpus 1,2,4,8   # the four real-sized models at default and bf16 (STUDY)
+    python studies/parity_ddp.py --smoke          # disc on ddp-cpu:2 against torchrun over gloo: the path, on a CPU
 
 The target: a `ddp:N` trial's epoch within TARGET (1.10x) of the plain loop's on N GPUs, the same work a GPU.
 
-    plain   the loop of sweeps/parity.py `plain` on every rank of `torchrun --standalone --nproc_per_node N`
+    plain   the loop of studies/parity.py `plain` on every rank of `torchrun --standalone --nproc_per_node N`
             (torch.distributed.run, NCCL on GPUs, gloo on CPUs): DistributedDataParallel at PyTorch's defaults,
             each rank its own random data on its device (its own seed: no DistributedSampler), a batch of
             --per-gpu-batch a rank and --steps steps an epoch, no host sync inside an epoch, a barrier and a
@@ -30,7 +30,7 @@ trial's median over the plain loop's. Every measurement is a JSON line in --json
 (`host`: its CPU, GPUs, the link between them as `nvidia-smi topo -m` gives it, torch's and Ray's versions, and the
 NCCL settings of SOCKETS where set), so that its rows are reference rows with their host and link.
 
-Both arms build DistributedDataParallel alike (trainables/placement.py, sweeps/parity.py): PyTorch's defaults,
+Both arms build DistributedDataParallel alike (trainables/placement.py, studies/parity.py): PyTorch's defaults,
 25 MiB buckets, gradient_as_bucket_view, static_graph and find_unused_parameters off, buffers broadcast each
 forward; neither syncs the host inside an epoch. What differs is Ray's: the rank's loop runs in a Ray Train worker
 beside Ray's own threads and the Tune trial's process, and each rank builds the global batch's data and takes its
@@ -201,7 +201,7 @@ def launch(flags: Flags, n: int, configs: list, timeout_s: float | None) -> list
         request.write_bytes(pickle.dumps({"workload": flags.workload, "configs": configs,
                                           "repeats": flags.plain_repeats, "answer": str(answer)}))
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
-               "-m", "crossover.sweeps.parity_ddp", "--rank-of", str(request)]
+               str(Path(__file__).resolve()), "--rank-of", str(request)]
         try:
             done = subprocess.run(cmd, env=cli.child_env(), timeout=timeout_s, capture_output=True, text=True)
             if done.returncode != 0:
@@ -212,11 +212,11 @@ def launch(flags: Flags, n: int, configs: list, timeout_s: float | None) -> list
 
 
 def rank_main(request_path: str) -> int:
-    """One torchrun rank: every config of the request, each `repeats` times, through sweeps/parity.py's plain loop
+    """One torchrun rank: every config of the request, each `repeats` times, through studies/parity.py's plain loop
     (DDP where the group has more than one rank), each rank on its own seed; rank 0 appends a line a run."""
     import torch.distributed as dist
 
-    from crossover.sweeps import parity
+    import parity
     from crossover.trainables.registry import Registry
     from crossover.trainables.trial import resolve
 
@@ -362,7 +362,7 @@ def study(flags: Flags, planner: Planner) -> int:
     lines = table(flags, plain, ddp)
     print("\n".join(lines))
     emit(flags, {"part": "table", "lines": lines, "seconds": time.perf_counter() - start})
-    print(f"plain: torchrun's DDP loop (python -m crossover.sweeps.parity's plain), {flags.per_gpu_batch} samples a rank a step, "
+    print(f"plain: torchrun's DDP loop (python studies/parity.py's plain), {flags.per_gpu_batch} samples a rank a step, "
           f"{flags.steps} steps an epoch, the median of {flags.epochs - 1} epochs after a warm-up; ddp: crossover's "
           f"trials at the global batch N x {flags.per_gpu_batch}, rows in {flags.out}/{flags.name}-*/ "
           f"({time.perf_counter() - start:.0f} s); target: ddp/plain at most {TARGET:.2f}x, '*' past it", flush=True)

@@ -9,7 +9,7 @@ Two sets, each run on 2, 4 or 8 GPUs of one host, each predicted from its own on
   per-GPU batch is measured: weak scaling (N x the one-GPU batch), and strong scaling where the one-GPU step is
   bound by kernel launches, so that it does not change with the batch (seed 000's MLP at batch 100; the tabular MLP
   at widths 128-512, whose `cuda` step is the same 23 ms at each; width 1,024 is neither, and left out). With them
-  the torchrun DDP loop of sweeps/parity_ddp.py on 1, 2 and 4 H200s (PLAIN_LOOP: ResNet-50 and BERT-base at the
+  the torchrun DDP loop of studies/parity_ddp.py on 1, 2 and 4 H200s (PLAIN_LOOP: ResNet-50 and BERT-base at the
   default precision, ViT-B/16 and a GPT-2-small decoder in bf16, 32 a GPU), the plain loop being what DDP itself
   costs, without crossover's harness. The reducer's two terms (collective.Host:
   a parameter tensor's and a bucket's seconds) are fitted leaving each model out (`held_out`): each row is
@@ -39,7 +39,7 @@ from scipy.optimize import nnls
 from ..load import REFERENCE, packaged, read
 from ..public import gpu_key
 from .collective import GRAD_BYTES, SPREAD, Host, ddp_step, load_links
-from .devices import load_devices
+from .device_table import load_devices
 
 DDP_FOLDERS = ("h200x2-2026-11-21", "h200x4-2026-11-22", "h200x8-2026-11-22")
 LAMBDA_MULTI = packaged("public-tables") / "lambda_multi_gpu.csv"
@@ -105,7 +105,7 @@ def measured_pairs(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def plain_pairs(path: Path = PLAIN_LOOP) -> pd.DataFrame:
-    """The torchrun DDP loop's rows of sweeps/parity_ddp.py, as `measured_pairs` gives the rows: each point on N
+    """The torchrun DDP loop's rows of studies/parity_ddp.py, as `measured_pairs` gives the rows: each point on N
     GPUs (N > 1) against the same loop on one, the same work a GPU; the step is the epoch's median over its
     steps."""
     found = json.loads(Path(path).read_text())

@@ -1,11 +1,11 @@
 """Held-out jobs measured on a GPU against what `crossover predict` says of them, as a user would ask it.
 
-    python sweeps/heldout_check.py docs/data/held-out-jobs-h200-2026-11-28.jsonl
-    python sweeps/heldout_check.py RUNS.jsonl --jobs 2 --save /tmp/predicted.json   # 2 predictions at once, kept
-    python sweeps/heldout_check.py RUNS.jsonl --predicted /tmp/predicted.json       # the table again, none re-run
+    python studies/heldout_check.py docs/data/held-out-jobs-h200-2026-11-28.jsonl
+    python studies/heldout_check.py RUNS.jsonl --jobs 2 --save /tmp/predicted.json   # 2 predictions at once, kept
+    python studies/heldout_check.py RUNS.jsonl --predicted /tmp/predicted.json       # the table again, none re-run
 
-RUNS.jsonl is `python sweeps/reference.py --real --workload examples/heldout.py:workload`'s output: one line a
-run of the plain loop (sweeps/parity.py plain), each with its workload, arch, batch, precision, engine, epochs and
+RUNS.jsonl is `python studies/reference.py --real --workload examples/heldout.py:workload`'s output: one line a
+run of the plain loop (studies/parity.py plain), each with its workload, arch, batch, precision, engine, epochs and
 peak memory, and the GPU it ran on. For each eager point (workload, arch, batch, precision), its runs' median
 epoch (each run's median over its timed epochs) and largest allocated peak; then `crossover predict --workload W
 --param arch=A --batch-size B --dataset-size N --epochs 1 --precision P --json -` in a process of its own, from
@@ -62,7 +62,7 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
     """One line per (workload, arch, batch, dataset size, precision, engine, GPU) of the ok runs: the runs' median
     epoch, their min and max, their count, the largest allocated peak (GB); and the points with no ok run (oom,
     error) with their status. Eager runs that followed a compile or a capture in their process are left out
-    (sweeps/reference.py real_runs says why)."""
+    (studies/reference.py real_runs says why)."""
     keys = ["workload", "arch", "params", "batch_size", "dataset_size", "precision", "engine", "device_name"]
     runs = runs.assign(params=[json.dumps(p, sort_keys=True) for p in runs["params"]])  # a dict: hashable as text
     if "after_cures" in runs:  # an eager run in a process that compiled or captured before: left out (real_runs)
@@ -207,7 +207,7 @@ def key(m) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", type=Path, help="JSON lines of python -m crossover.sweeps.reference --real --workload ...")
+    p.add_argument("runs", type=Path, help="JSON lines of python studies/reference.py --real --workload ...")
     p.add_argument("--jobs", type=int, default=1, help="predictions run at once (each counts a step on the CPU)")
     p.add_argument("--save", type=Path, default=None, help="write the predictions as JSON to this file")
     p.add_argument("--gpu", default=None,
@@ -240,7 +240,7 @@ def main(argv=None) -> int:
     print("\n".join(table(rows)))
     print("\n".join(summary(rows)))
     if len(cured := cures(points)) > 1:
-        print("\nhost-bound points cured as a user would (engines: the plain loop of python -m crossover.sweeps.parity); predict says eager alone")
+        print("\nhost-bound points cured as a user would (engines: the plain loop of python studies/parity.py); predict says eager alone")
         print("\n".join(cured))
     return 0
 

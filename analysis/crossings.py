@@ -2,7 +2,7 @@
 
     python -m crossover.analysis report results/scaling          # the table is in the report, and printed
     from .selection import select; s = select(rows)
-    from .crossover import find, render; print(render(find(s), s))
+    from .crossings import find, render; print(render(find(s), s))
 
 For each workload and each axis (n_params, depth, width, batch_size, dataset_size), the rows are cut
 into slices that hold every other configuration column fixed but the run's length (epochs and

@@ -1,9 +1,10 @@
 """Orchestration overhead: what a sweep costs beyond its trials' own time (a benchmark, not a test).
+This runs the benchmark; analysis/overhead.py, of the same name a layer down, draws its figures from the rows.
 
-    python sweeps/overhead.py                              # 0.1, 1 and 10 s trials, 1 and all at a time, 3 repeats
-    python sweeps/overhead.py --smoke                      # 4 trials of ~0.05 s, once each way: checks the path
-    python sweeps/overhead.py --trial-seconds 1 --trials 40 --concurrency 1 --repeats 5
-    python sweeps/overhead.py --workload path/to/job.py:workload --trial-seconds 10   # your trial instead of disc's
+    python studies/overhead.py                              # 0.1, 1 and 10 s trials, 1 and all at a time, 3 repeats
+    python studies/overhead.py --smoke                      # 4 trials of ~0.05 s, once each way: checks the path
+    python studies/overhead.py --trial-seconds 1 --trials 40 --concurrency 1 --repeats 5
+    python studies/overhead.py --workload path/to/job.py:workload --trial-seconds 10   # your trial instead of disc's
 
 Each measurement is a sweep of N short `disc` trials (its grid 'overhead', one CPU thread, seeds 0..N-1)
 through the whole path: Ray Tune, the trainable of trainables/trainable.py, the Parquet rows written

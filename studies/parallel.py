@@ -1,9 +1,10 @@
 """GPU parallelism studies on one host: packed trials per GPU, data-parallel scaling, pipelines.
+This runs the studies; analysis/parallel.py, of the same name a layer down, draws their figures from the rows.
 
-    python sweeps/parallel.py                          # every study, on every GPU of the machine
-    python sweeps/parallel.py --studies ddp,pipe       # those need 2 GPUs or more
-    python sweeps/parallel.py --smoke                  # tiny sizes, to check the path end to end
-    python sweeps/parallel.py --studies ddp --workload path/to/job.py:workload   # yours beside the MLPs
+    python studies/parallel.py                          # every study, on every GPU of the machine
+    python studies/parallel.py --studies ddp,pipe       # those need 2 GPUs or more
+    python studies/parallel.py --smoke                  # tiny sizes, to check the path end to end
+    python studies/parallel.py --studies ddp --workload path/to/job.py:workload   # yours beside the MLPs
 
 The GPU counts are the powers of two up to the machine's GPUs (1, 2, 4 on four; 1, 2, 4, 8 on eight).
 Each study is one or more sweeps (rows in OUT/<name>-<study>...), run one after another so that their
