@@ -88,6 +88,7 @@ class Loop:
         self.held: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, int]] = []
         self.held_bytes = 0
         self.graph: StepGraph | None = None
+        self.primed = False  # the optimiser's state made (`prime`), even where it keeps none (SGD without momentum)
         self.shuffler = torch.Generator().manual_seed(trial.cfg.seed)  # on the CPU, so every device sees one order
         # the precision (trainables/precision.py): for default, fp32 and tf32 a null context and a GradScaler that steps as is
         self.autocast = precision.autocast(trial.cfg.precision, where.input_device.type)
@@ -273,8 +274,10 @@ class Loop:
 
         with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
             try:
-                if not twin.opt.state:  # a fresh optimiser's first step makes its state (a clone a parameter for
-                    twin._step(*batch)  # momentum): count a step after it, as a trial's count after its epochs is
+                # a fresh optimiser's first step makes its state (a clone a parameter for momentum): count a step
+                # after it, as a trial's count after its epochs is
+                if not (self.primed or twin.opt.state):
+                    twin._step(*batch)
                 counted = costs.count(step, where.is_cuda, sequence)
             except Exception as exc:  # an op torch's counters do not know: the row stands, its costs null, and why
                 return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
@@ -283,10 +286,30 @@ class Loop:
         return counted | ({"peak_memory_bytes": peaks[0]} if peaks else {})  # a GPU's count steps twice: the first
 
     def prime(self, batch_size: int) -> None:
-        """One step of `batch_size` samples on the loop's own model and optimiser, which makes the optimiser's state:
-        the copies `step_costs` and `step_peak` take then start with it and need no first step of their own
-        (sweeps/count_step.py counts a step at two batches and its peak so, each a step fewer)."""
-        self._step(*self._first_batch(batch_size))
+        """The optimiser's state made on the loop's own model and optimiser, as its first step makes it (Adam's two
+        moments, SGD's momentum): the copies `step_costs` and `step_peak` take then start with it and need no first
+        step of their own (sweeps/count_step.py counts a step at two batches so, each a step fewer). The optimiser
+        steps on gradients of zeros, and the weights are put back as they were: no batch is run, which on the CPU is
+        a whole forward and backward (a Faster R-CNN's is seconds an image), and the weights the steps counted start
+        from are the model's own. An optimiser that cannot step so (SparseAdam takes sparse gradients alone) takes
+        one real step of `batch_size` samples instead."""
+        params = [p for group in self.opt.param_groups for p in group["params"] if p.requires_grad]
+        with torch.no_grad():
+            kept = [p.detach().clone() for p in params]
+            try:
+                for p in params:
+                    p.grad = torch.zeros_like(p)
+                self.opt.step()
+                self.primed = True
+            except Exception:
+                self.opt.state.clear()
+            finally:
+                for p, was in zip(params, kept):
+                    p.copy_(was)
+                self.opt.zero_grad(set_to_none=True)
+        if not self.primed:
+            self._step(*self._first_batch(batch_size))
+            self.primed = True
 
     def _first_batch(self, size: int) -> tuple:
         """The indices of an epoch's first batch of `size` samples, gathered where the workload shuffles (as its
@@ -310,7 +333,7 @@ class Loop:
             try:
                 for size in reversed(sizes):
                     batch = self._first_batch(size)
-                    if not twin.opt.state:
+                    if not (self.primed or twin.opt.state):
                         twin._step(*batch)
                     peaks[size] = memory.step_peak(lambda: twin._step(*batch), where.input_device, twin.model,
                                                    twin.opt, self.data.x, self.data.y)
