@@ -290,10 +290,11 @@ def _count(trial, where, precision: str):
             as_on_a_gpu(loop.opt)
             rows, peaks = [], {}
             with as_a_gpu_runs(peak=False) as apart:
-                for size in sizes:
-                    costs = loop.step_costs(size, sequence=True, peak=True)
+                for size in sizes:  # the last on the loop's own model and optimiser: nothing steps them after it
+                    own = size == sizes[-1]
+                    costs = loop.step_costs(size, sequence=True, peak=True, own=own)
                     if "costs_note" in costs:  # the memory tracker, not the counters, may be what failed: alone
-                        costs = loop.step_costs(size, sequence=True)
+                        costs = loop.step_costs(size, sequence=True, own=own)
                     if "costs_note" in costs:  # an op the counters do not know
                         raise Uncounted(f"one step ran but its costs were {costs['costs_note']}; nothing can be "
                                         "predicted without them")

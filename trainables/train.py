@@ -247,12 +247,15 @@ class Loop:
         score = correct.item() / data.n_test if wl.metric != "loss" else None
         return [loss_sum.item() / data.n_test], [score]
 
-    def step_costs(self, batch_size: int | None = None, sequence: bool = False, peak: bool = False) -> dict:
+    def step_costs(self, batch_size: int | None = None, sequence: bool = False, peak: bool = False,
+                   own: bool = False) -> dict:
         """FLOPs, bytes and launches of one step (trainables/costs.py), taken on copies of the model and
         the optimiser under a forked random state: the trial's own are left as they were. `batch_size`: a step of so
         many samples (default: the trial's); `sequence`: with the ops in the order dispatched (costs.count); `peak`:
         with `peak_memory_bytes`, the memory the same step allocated at its peak, its batch included
-        (trainables/memory.py, as `step_peak` takes it), so that a step counted for both runs once.
+        (trainables/memory.py, as `step_peak` takes it), so that a step counted for both runs once; `own`: on the
+        loop's own model and optimiser, which the step leaves stepped, not on copies (the last count a loop is built
+        for: a copy of a 130M-parameter model and its Adam states is seconds on the CPU).
 
         Counted for single-process trials on one device; a data-parallel or pipeline trial's step is
         left null. Engine 'graph' launches what its graph's replay does (StepGraph.launches); engine
@@ -262,7 +265,7 @@ class Loop:
         if where.world > 1 or len(where.devices) > 1:
             return {}
         model = getattr(self.model, "_orig_mod", self.model)  # torch.compile's wrapper holds the model
-        twin = Loop(trial, *copy.deepcopy((model, self.opt)), self.crit, self.data, where)
+        twin = self if own else Loop(trial, *copy.deepcopy((model, self.opt)), self.crit, self.data, where)
         batch = self._first_batch(batch_size or filled_in(self.cfg.batch_size, "batch_size"))
         peaks: list[int] = []
 
