@@ -10,9 +10,9 @@ are taken: the counting's own time is in no timing column, total_s included. Wha
 - FLOPs: torch.utils.flop_counter's formulas (FlopCounterMode's registry, `flop_formulas`) over one forward,
   backward and optimiser step, applied op by op as the ops are dispatched (Traffic), so that one pass of the
   step counts every measure. They count matrix products and convolutions (2 FLOPs a multiply-add), not
-  element-wise ops, so an optimiser's arithmetic counts 0: those ops are memory-bound and are in the bytes. A grouped or depthwise
-  convolution's backward is counted by a formula of ours (`grouped_conv_backward_flops`): torch's counts
-  its weight's gradient `groups` times over.
+  element-wise ops, so an optimiser's arithmetic counts 0: those ops are memory-bound and are in the bytes. A
+  grouped or depthwise convolution's backward is counted by a formula of ours (`grouped_conv_backward_flops`):
+  torch's counts its weight's gradient `groups` times over.
 - Bytes: an estimate. Every aten op that is not a view reads each of its tensor inputs once and writes
   each of its outputs once, from and to the device's memory: no cache reuse, no fusion. So a
   Linear's forward reads the batch, the weight and the bias and writes its output; an SGD step reads

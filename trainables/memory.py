@@ -2,8 +2,8 @@
 
     step_peak(step, device, model, opt, batch)   # bytes allocated at the step's peak on `device`
 
-sweeps/count_step.py asks it, through trainables/train.py `Loop.step_peak`, for the `peak_memory_bytes` of
-`crossover predict`'s count: what torch's allocator holds at the worst moment of one steady step, the CUDA
+sweeps/count_step.py asks it, through trainables/train.py `Loop.step_costs` (in the step it counts the costs of) or
+`Loop.step_peak`, for the `peak_memory_bytes` of `crossover predict`'s count: what torch's allocator holds at the worst moment of one steady step, the CUDA
 context excluded (analysis/decide/ adds CONTEXT_BYTES). torch's own MemTracker
 (torch.distributed._tools.mem_tracker) follows every tensor storage through the step: the parameters, the
 gradients, the optimiser's states, the batch (handed in: made before the step), and each tensor the
