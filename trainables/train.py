@@ -286,7 +286,8 @@ class Loop:
                 return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
         if self.cfg.engine != "eager":  # the ops are counted eagerly: a graph or compiled step launches otherwise
             counted = costs.replayed(counted, self.graph.launches if self.graph is not None else None)
-        return counted | ({"peak_memory_bytes": peaks[0]} if peaks else {})  # a GPU's count steps twice: the first
+        # on a GPU costs.count calls the step twice (counted, then profiled): the peak is the counted call's
+        return counted | ({"peak_memory_bytes": peaks[0]} if peaks else {})
 
     def prime(self, batch_size: int) -> None:
         """The optimiser's state made on the loop's own model and optimiser, as its first step makes it (Adam's two
@@ -294,8 +295,10 @@ class Loop:
         step of their own (sweeps/count_step.py counts a step at two batches so, each a step fewer). The optimiser
         steps on gradients of zeros, and the weights are put back as they were: no batch is run, which on the CPU is
         a whole forward and backward (a Faster R-CNN's is seconds an image), and the weights the steps counted start
-        from are the model's own. An optimiser that cannot step so (SparseAdam takes sparse gradients alone) takes
-        one real step of `batch_size` samples instead."""
+        from are the model's own (a step whose shapes follow its values, a detector's proposals, a mixture's routing,
+        runs at its initial weights). A parameter that trains but that the step leaves without a gradient gets
+        states too, which a real first step would not make. An optimiser that cannot step so (SparseAdam takes
+        sparse gradients alone) takes one real step of `batch_size` samples instead."""
         params = [p for group in self.opt.param_groups for p in group["params"] if p.requires_grad]
         with torch.no_grad():
             kept = [p.detach().clone() for p in params]
