@@ -85,7 +85,7 @@ def attention_as_on_a_gpu():
 
 
 @contextlib.contextmanager
-def dropout_as_on_a_gpu():
+def dropout_as_on_a_gpu(fuse: bool = True, seen: set[str] | None = None):
     """torch.nn.functional.dropout in training, while a step's peak is counted here, as a GPU runs it: one fused
     kernel (aten::native_dropout) that keeps a mask of one byte an element (bool) for the backward, where the meta
     device and the CPU build the mask in the input's dtype (empty_like, bernoulli_, div_, mul) and keep that: 4 bytes
@@ -97,7 +97,8 @@ def dropout_as_on_a_gpu():
     either, and are counted as they run; a direct torch.dropout call too (not through F.dropout).
 
     Only for the step's peak: the costs are counted as the shipped counts and the fit on them were (the
-    decomposition's ops, where a GPU runs one)."""
+    decomposition's ops, where a GPU runs one). Without `fuse` (a step counted for its costs) each call runs as the
+    meta device and the CPU run it; `seen` gets 'dropout' where a call ran that a GPU fuses."""
     import torch
     from torch import _VF
 
@@ -105,7 +106,10 @@ def dropout_as_on_a_gpu():
 
     def fused(input, p, train):
         if train and 0 < p < 1 and input.numel() > 0:
-            return torch.native_dropout(input, p, train)[0]
+            if seen is not None:
+                seen.add("dropout")
+            if fuse:
+                return torch.native_dropout(input, p, train)[0]
         return plain(input, p, train)
 
     _VF.dropout = fused  # this process counts one step and ends: nothing else sees it
@@ -171,7 +175,7 @@ def _cudnn_rnn_meta(input, weight, weight_stride0, weight_buf, hx, cx, mode, hid
 
 
 @contextlib.contextmanager
-def rnn_as_on_a_gpu(buffers: bool = False):
+def rnn_as_on_a_gpu(buffers: bool = False, seen: set[str] | None = None):
     """nn.LSTM, nn.GRU and nn.RNN, while a step is counted here on the meta device, as a GPU runs them: one
     cuDNN op forward (`aten::_cudnn_rnn`, which has shapes on the meta device) and one backward (given its
     shapes here for the count's lifetime), which trainables/costs.py counts as cuDNN's kernels and matrix
@@ -184,7 +188,8 @@ def rnn_as_on_a_gpu(buffers: bool = False):
     for the backward (`_cudnn_rnn_meta`), and a workspace while the forward runs and again while its backward runs
     (trainables/memory.py `cudnn_rnn_reserve_bytes`, `cudnn_rnn_workspace_bytes`). Only for the step's peak: the
     costs are counted without them, as the shipped counts and the fit on them were (the workspace would be an op
-    more and its bytes, the reserve bytes the rnn class moves)."""
+    more and its bytes, the reserve bytes the rnn class moves). `seen` gets the net's name (`CUDNN_MODES`) where a
+    call was taken as cuDNN's, whose buffers a peak counted without them lacks."""
     import torch
     from torch import _VF
     from torch.utils._python_dispatch import _disable_current_modes
@@ -197,6 +202,8 @@ def rnn_as_on_a_gpu(buffers: bool = False):
             if args[0].device.type != "meta" or not isinstance(args[3], bool):
                 return unrolled(*args)
             input, hx, params, _, layers, dropout, train, bidirectional, batch_first = args
+            if seen is not None:
+                seen.add(name)
             h, c = hx if name == "lstm" else (hx, None)
             hidden = (c if c is not None else h).shape[-1]
             with _disable_current_modes():  # on a GPU the module's weights already live in one flat buffer
@@ -232,6 +239,18 @@ def rnn_as_on_a_gpu(buffers: bool = False):
         lib._destroy()
 
 
+@contextlib.contextmanager
+def as_a_gpu_runs(peak: bool):
+    """A step counted here as a GPU runs it: its attention (`attention_as_on_a_gpu`) and cuDNN's recurrent nets
+    (`rnn_as_on_a_gpu`); for its `peak`, cuDNN's buffers and dropout's fused kernel too (`dropout_as_on_a_gpu`).
+    Yields the names of the calls a step ran that a peak counts otherwise than the costs do (a dropout a GPU fuses,
+    a cuDNN RNN): where none ran, a step counted for its costs holds the peak a step counted for its peak does."""
+    seen: set[str] = set()
+    with attention_as_on_a_gpu(), rnn_as_on_a_gpu(buffers=peak, seen=seen), \
+            dropout_as_on_a_gpu(fuse=peak, seen=seen):
+        yield seen
+
+
 class Uncounted(Exception):
     """A step that ran but whose costs the counters could not take (an op they do not know): the line says which."""
 
@@ -252,7 +271,9 @@ def pairs(batch: int, on_meta: bool) -> tuple[tuple[int, int], ...]:
 
 def _count(trial, where, precision: str):
     """The trial's step at `precision` counted on `where` at two batches (`pairs`): FLOPs, bytes and launches op by
-    op at each, the peak at the larger (and half of it); (Counted, the model). Raises where it cannot be counted."""
+    op at each, and the peak from the same two steps (a line through them: trainables/train.py `peak_line`), but
+    where a call ran whose peak a GPU holds otherwise (`as_a_gpu_runs`), which a pass of its own at the two batches
+    counts; (Counted, the model). Raises where it cannot be counted."""
     import torch
 
     from ..trainables.timing import Clock, Timer
@@ -267,16 +288,24 @@ def _count(trial, where, precision: str):
             loop = Loop.build(one, where, Timer(Clock(where.devices)))
             loop.prime(sizes[0])  # the optimiser's state made once, not in each copy counted
             as_on_a_gpu(loop.opt)
-            rows = []
-            for size in sizes:
-                with attention_as_on_a_gpu(), rnn_as_on_a_gpu():
-                    costs = loop.step_costs(size, sequence=True)
-                if "costs_note" in costs:  # an op the counters do not know
-                    raise Uncounted(f"one step ran but its costs were {costs['costs_note']}; nothing can be "
-                                    "predicted without them")
-                rows.append({"batch_size": size, **costs})
-            with attention_as_on_a_gpu(), rnn_as_on_a_gpu(buffers=True), dropout_as_on_a_gpu():
-                rows[1] |= loop.step_peak()  # at the larger batch, the loop's own
+            rows, peaks = [], {}
+            with as_a_gpu_runs(peak=False) as apart:
+                for size in sizes:  # the last on the loop's own model and optimiser: nothing steps them after it
+                    own = size == sizes[-1]
+                    costs = loop.step_costs(size, sequence=True, peak=True, own=own)
+                    if "costs_note" in costs:  # the memory tracker, not the counters, may be what failed: alone
+                        costs = loop.step_costs(size, sequence=True, own=own)
+                    if "costs_note" in costs:  # an op the counters do not know
+                        raise Uncounted(f"one step ran but its costs were {costs['costs_note']}; nothing can be "
+                                        "predicted without them")
+                    if "peak_memory_bytes" in costs:
+                        peaks[size] = costs.pop("peak_memory_bytes")
+                    rows.append({"batch_size": size, **costs})
+            if apart or len(peaks) < 2:  # the peak counted as a GPU holds it, in a pass of its own
+                with as_a_gpu_runs(peak=True):
+                    rows[1] |= loop.step_peak(sizes)
+            else:
+                rows[1] |= loop.peak_line(peaks)
         except Exception:
             if sizes == options[-1]:
                 raise

@@ -7,11 +7,12 @@ A trial's loop calls it (trainables/measure.py, after the timed epochs and evalu
 and optimiser (so the trial's own weights and random state are untouched), and after its row's timings
 are taken: the counting's own time is in no timing column, total_s included. What is counted:
 
-- FLOPs: torch.utils.flop_counter.FlopCounterMode over one forward, backward and optimiser step. It
-  counts matrix products and convolutions (2 FLOPs a multiply-add), not element-wise ops, so an
-  optimiser's arithmetic counts 0: those ops are memory-bound and are in the bytes. A grouped or depthwise
-  convolution's backward is counted by a formula of ours (`grouped_conv_backward_flops`): torch's counts
-  its weight's gradient `groups` times over.
+- FLOPs: torch.utils.flop_counter's formulas (FlopCounterMode's registry, `flop_formulas`) over one forward,
+  backward and optimiser step, applied op by op as the ops are dispatched (Traffic), so that one pass of the
+  step counts every measure. They count matrix products and convolutions (2 FLOPs a multiply-add), not
+  element-wise ops, so an optimiser's arithmetic counts 0: those ops are memory-bound and are in the bytes. A
+  grouped or depthwise convolution's backward is counted by a formula of ours (`grouped_conv_backward_flops`):
+  torch's counts its weight's gradient `groups` times over.
 - Bytes: an estimate. Every aten op that is not a view reads each of its tensor inputs once and writes
   each of its outputs once, from and to the device's memory: no cache reuse, no fusion. So a
   Linear's forward reads the batch, the weight and the bias and writes its output; an SGD step reads
@@ -22,8 +23,7 @@ are taken: the counting's own time is in no timing column, total_s included. Wha
   are not views (each pays the dispatcher's fixed cost). docs/model.md says how the model uses them.
 - cuDNN's recurrent nets: on a GPU, nn.LSTM, nn.GRU and nn.RNN run as one `_cudnn_rnn` op forward and one
   `_cudnn_rnn_backward`, where the CPU spells each time step out in cell ops. Both are matrix products at
-  heart: their FLOPs are counted from the weights' shapes (`rnn_flops`, which FlopCounterMode has no
-  formula for), and each counts as the kernels cuDNN launches for it (`rnn_kernels`), not as one op, so
+  heart: their FLOPs are counted from the weights' shapes (`rnn_flops`, which torch has no formula for), and each counts as the kernels cuDNN launches for it (`rnn_kernels`), not as one op, so
   that a GPU's count and a meta count that takes the same op (sweeps/count_step.py `rnn_as_on_a_gpu`) say
   what the GPU runs.
 
@@ -33,8 +33,8 @@ are taken: the counting's own time is in no timing column, total_s included. Wha
 
 The same three are split by op class (crossover/schema.py OP_CLASSES), the per-layer model's input
 (analysis/model/): every aten op dispatched while an optimiser's step() runs is `optimizer`, whatever
-it is; the others are classed by their aten name (`op_class`). FLOPs come from FlopCounterMode's per-op
-counts, bytes and launches (aten ops that are not views) from Traffic, on every device alike: a class's
+it is; the others are classed by their aten name (`op_class`), and so are FLOPs, wherever dispatched. All three
+come from Traffic, on every device alike (launches: aten ops that are not views): a class's
 launches are its ops, about one kernel each on a GPU in eager mode. A class the step does not use counts 0, never
 null (a U-Net has no matrix product, an MLP no convolution): null is kept for a step that was not counted.
 
@@ -187,7 +187,11 @@ FLOP_FIXES = {**{op: _raw(op.default) for op in (torch.ops.aten._cudnn_rnn, torc
               torch.ops.aten.convolution_backward: grouped_conv_backward_flops}
 
 
-FLOP_FORMULAS = FlopCounterMode(display=False, custom_mapping=FLOP_FIXES).flop_registry  # packet -> its FLOPs
+def flop_formulas() -> dict:
+    """An aten op's overload packet -> its FLOPs' formula, as FlopCounterMode(custom_mapping=FLOP_FIXES) holds them:
+    read when a step is counted, so that a formula a job registers (torch.utils.flop_counter.register_flop_formula)
+    is one."""
+    return FlopCounterMode(display=False, custom_mapping=FLOP_FIXES).flop_registry
 
 
 def _dtype(tensors: list[torch.Tensor]) -> str:
@@ -197,16 +201,18 @@ def _dtype(tensors: list[torch.Tensor]) -> str:
 
 
 class Traffic(TorchDispatchMode):
-    """Counts the aten ops dispatched that are not views, and the bytes they read and write (each tensor
-    input and output once; see the module's docstring), in all and per op class (`ops`, `bytes` by class).
+    """Counts the aten ops dispatched that are not views, the bytes they read and write (each tensor input and
+    output once; see the module's docstring) and their FLOPs (`flop_formulas`), in all and per op class (`ops`,
+    `bytes` by class; `flops` by the op's own class, `op_class`, in an optimiser's step too).
     A cuDNN RNN op counts as the kernels it launches (`rnn_kernels`). `forward` counts the ops the forward
     pass dispatches, one each (outside autograd's backward, which `_current_graph_task_id` tells, and the
     optimiser's step). `per_op` counts each distinct op as the per-op model reads it (`ops_json`): (class,
-    `op_kind`'s, dtype, FLOPs by FlopCounterMode's formulas, bytes, launches) -> how many times a step dispatched it."""
+    `op_kind`'s, dtype, FLOPs, bytes, launches) -> how many times a step dispatched it."""
 
     def __init__(self):
         super().__init__()
-        self.by_class = {"ops": Counter(), "bytes": Counter()}
+        self.formulas = flop_formulas()
+        self.by_class = {"ops": Counter(), "bytes": Counter(), "flops": Counter()}
         self.per_op = Counter()
         self.forward = 0
         self.in_optimizer = False  # set by the optimiser step hooks around every optimiser's step()
@@ -220,6 +226,10 @@ class Traffic(TorchDispatchMode):
     def bytes(self) -> int:
         return sum(self.by_class["bytes"].values())
 
+    @property
+    def flops(self) -> int:
+        return sum(self.by_class["flops"].values())
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if not func.is_view:
@@ -228,10 +238,11 @@ class Traffic(TorchDispatchMode):
             tensors = [t for t in tree_leaves((args, kwargs, out)) if isinstance(t, torch.Tensor)]
             launches = rnn_kernels(func, args, kwargs) if name in RNNS else 1
             moved = sum(t.numel() * t.element_size() for t in tensors)
-            formula = FLOP_FORMULAS.get(func.overloadpacket)
+            formula = self.formulas.get(func.overloadpacket)
             flops = int(formula(*args, **(kwargs or {}), out_val=out)) if formula else 0
             self.by_class["ops"][cls] += launches
             self.by_class["bytes"][cls] += moved
+            self.by_class["flops"][op_class(name)] += flops
             key = (op_kind(func, args, kwargs, cls), _dtype(tensors), flops, moved, launches)
             self.per_op[key] += 1
             self.sequence.append(key)
@@ -274,13 +285,11 @@ def count(step: Callable[[], None], on_gpu: bool, sequence: bool = False) -> dic
     so it must be safe to repeat (a copy of the model and optimiser). With `sequence`, also `ops_sequence`: every
     op as ops_json lists it ([kind, dtype, FLOPs, bytes, launches]), in the order the step dispatched them, which
     sweeps/count_step.py lines up between two batch sizes (crossover/step.py `Counted`); a row keeps no such column."""
-    with FlopCounterMode(display=False, custom_mapping=FLOP_FIXES) as flops, Traffic() as traffic:
+    with Traffic() as traffic:
         step()
-    per_op = flops.get_flop_counts().get("Global", {})  # FlopCounterMode counts no op of the optimiser's
-    by_class = {"flops": Counter(), "launches": traffic.by_class["ops"], "bytes": traffic.by_class["bytes"]}
-    for op, n in per_op.items():
-        by_class["flops"][op_class(op.__name__)] += n
-    return {"flops_per_step": int(flops.get_total_flops()), "bytes_per_step": int(traffic.bytes),
+    by_class = {"flops": traffic.by_class["flops"], "launches": traffic.by_class["ops"],
+                "bytes": traffic.by_class["bytes"]}
+    return {"flops_per_step": traffic.flops, "bytes_per_step": int(traffic.bytes),
             "launches_per_step": cuda_launches(step) if on_gpu else traffic.ops,
             FORWARD_OPS: traffic.forward, OPS_PER_STEP: ops_json(traffic.per_op),
             **{f"{c}_{m}_per_step": int(by_class[m][c]) for c in OP_CLASSES for m in OP_MEASURES},

@@ -4,10 +4,10 @@
 
 analysis/decide/memory.py, of the same name a layer up, turns this count into what a run needs on a card.
 
-sweeps/count_step.py asks it, through trainables/train.py `Loop.step_peak`, for the `peak_memory_bytes` of
-`crossover predict`'s count: what torch's allocator holds at the worst moment of one steady step, the CUDA
-context excluded (analysis/decide/ adds CONTEXT_BYTES). torch's own MemTracker
-(torch.distributed._tools.mem_tracker) follows every tensor storage through the step: the parameters, the
+sweeps/count_step.py asks it, through trainables/train.py `Loop.step_costs` (in the step it counts the costs of) or
+`Loop.step_peak`, for the `peak_memory_bytes` of `crossover predict`'s count: what torch's allocator holds at the
+worst moment of one steady step, the CUDA context excluded (analysis/decide/ adds CONTEXT_BYTES). torch's own
+MemTracker (torch.distributed._tools.mem_tracker) follows every tensor storage through the step: the parameters, the
 gradients, the optimiser's states, the batch (handed in: made before the step), and each tensor the
 step's ops make, from its creation until its storage is freed, so the activations autograd saves and the
 transients (a backward's gradients, a foreach optimiser's temporaries) count while they live. Each counts

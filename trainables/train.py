@@ -88,6 +88,7 @@ class Loop:
         self.held: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, int]] = []
         self.held_bytes = 0
         self.graph: StepGraph | None = None
+        self.primed = False  # the optimiser's state made (`prime`), even where it keeps none (SGD without momentum)
         self.shuffler = torch.Generator().manual_seed(trial.cfg.seed)  # on the CPU, so every device sees one order
         # the precision (trainables/precision.py): for default, fp32 and tf32 a null context and a GradScaler that steps as is
         self.autocast = precision.autocast(trial.cfg.precision, where.input_device.type)
@@ -246,10 +247,15 @@ class Loop:
         score = correct.item() / data.n_test if wl.metric != "loss" else None
         return [loss_sum.item() / data.n_test], [score]
 
-    def step_costs(self, batch_size: int | None = None, sequence: bool = False) -> dict:
+    def step_costs(self, batch_size: int | None = None, sequence: bool = False, peak: bool = False,
+                   own: bool = False) -> dict:
         """FLOPs, bytes and launches of one step (trainables/costs.py), taken on copies of the model and
         the optimiser under a forked random state: the trial's own are left as they were. `batch_size`: a step of so
-        many samples (default: the trial's); `sequence`: with the ops in the order dispatched (costs.count).
+        many samples (default: the trial's); `sequence`: with the ops in the order dispatched (costs.count); `peak`:
+        with `peak_memory_bytes`, the memory the same step allocated at its peak, its batch included
+        (trainables/memory.py, as `step_peak` takes it), so that a step counted for both runs once; `own`: on the
+        loop's own model and optimiser, which the step leaves stepped, not on copies (the last count a loop is built
+        for: a copy of a 130M-parameter model and its Adam states is seconds on the CPU).
 
         Counted for single-process trials on one device; a data-parallel or pipeline trial's step is
         left null. Engine 'graph' launches what its graph's replay does (StepGraph.launches); engine
@@ -259,24 +265,57 @@ class Loop:
         if where.world > 1 or len(where.devices) > 1:
             return {}
         model = getattr(self.model, "_orig_mod", self.model)  # torch.compile's wrapper holds the model
-        twin = Loop(trial, *copy.deepcopy((model, self.opt)), self.crit, self.data, where)
+        twin = self if own else Loop(trial, *copy.deepcopy((model, self.opt)), self.crit, self.data, where)
         batch = self._first_batch(batch_size or filled_in(self.cfg.batch_size, "batch_size"))
+        peaks: list[int] = []
+
+        def step():
+            if not peak:
+                return twin._step(*batch)
+            peaks.append(memory.step_peak(lambda: twin._step(*batch), where.input_device, twin.model, twin.opt,
+                                          self.data.x, self.data.y))
+
         with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
             try:
-                if not twin.opt.state:  # a fresh optimiser's first step makes its state (a clone a parameter for
-                    twin._step(*batch)  # momentum): count a step after it, as a trial's count after its epochs is
-                counted = costs.count(lambda: twin._step(*batch), where.is_cuda, sequence)
+                # a fresh optimiser's first step makes its state (a clone a parameter for momentum): count a step
+                # after it, as a trial's count after its epochs is
+                if not (self.primed or twin.opt.state):
+                    twin._step(*batch)
+                counted = costs.count(step, where.is_cuda, sequence)
             except Exception as exc:  # an op torch's counters do not know: the row stands, its costs null, and why
                 return {"costs_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
         if self.cfg.engine != "eager":  # the ops are counted eagerly: a graph or compiled step launches otherwise
             counted = costs.replayed(counted, self.graph.launches if self.graph is not None else None)
-        return counted
+        # on a GPU costs.count calls the step twice (counted, then profiled): the peak is the counted call's
+        return counted | ({"peak_memory_bytes": peaks[0]} if peaks else {})
 
     def prime(self, batch_size: int) -> None:
-        """One step of `batch_size` samples on the loop's own model and optimiser, which makes the optimiser's state:
-        the copies `step_costs` and `step_peak` take then start with it and need no first step of their own
-        (sweeps/count_step.py counts a step at two batches and its peak so, each a step fewer)."""
-        self._step(*self._first_batch(batch_size))
+        """The optimiser's state made on the loop's own model and optimiser, as its first step makes it (Adam's two
+        moments, SGD's momentum): the copies `step_costs` and `step_peak` take then start with it and need no first
+        step of their own (sweeps/count_step.py counts a step at two batches so, each a step fewer). The optimiser
+        steps on gradients of zeros, and the weights are put back as they were: no batch is run, which on the CPU is
+        a whole forward and backward (a Faster R-CNN's is seconds an image), and the weights the steps counted start
+        from are the model's own (a step whose shapes follow its values, a detector's proposals, a mixture's routing,
+        runs at its initial weights). A parameter that trains but that the step leaves without a gradient gets
+        states too, which a real first step would not make. An optimiser that cannot step so (SparseAdam takes
+        sparse gradients alone) takes one real step of `batch_size` samples instead."""
+        params = [p for group in self.opt.param_groups for p in group["params"] if p.requires_grad]
+        with torch.no_grad():
+            kept = [p.detach().clone() for p in params]
+            try:
+                for p in params:
+                    p.grad = torch.zeros_like(p)
+                self.opt.step()
+                self.primed = True
+            except Exception:
+                self.opt.state.clear()
+            finally:
+                for p, was in zip(params, kept):
+                    p.copy_(was)
+                self.opt.zero_grad(set_to_none=True)
+        if not self.primed:
+            self._step(*self._first_batch(batch_size))
+            self.primed = True
 
     def _first_batch(self, size: int) -> tuple:
         """The indices of an epoch's first batch of `size` samples, gathered where the workload shuffles (as its
@@ -284,33 +323,39 @@ class Loop:
         order = (torch.arange(self.data.n, device=self.data.device),) * 2 if self.wl.shuffle else None
         return next(_batches(self.data.n, size, order, 0, 1))
 
-    def step_peak(self) -> dict:
-        """The memory one steady step allocates at its peak (trainables/memory.py), on copies of the model and
-        the optimiser as `step_costs` takes them, after a first step has made the optimiser's states:
-        `peak_memory_bytes` at the trial's batch size, its batch included, and `peak_memory_per_sample_bytes`,
-        what a sample more adds (the peaks at the batch and at half of it, a line, plus a sample's inputs and
-        targets; null at batch 1). What crossover predict judges whether a run fits a card by. Empty for a
-        data-parallel or pipeline trial; `peak_memory_note` says why where it could not be counted."""
+    def step_peak(self, sizes: tuple[int, int]) -> dict:
+        """The memory one steady step allocates at its peak (trainables/memory.py), at each of `sizes` (two batch
+        sizes, the smaller first) on one copy of the model and the optimiser as `step_costs` takes them, the larger
+        first, after a first step has made the optimiser's states: `peak_line`'s columns. What crossover predict
+        judges whether a run fits a card by. Empty for a data-parallel or pipeline trial; `peak_memory_note` says
+        why where it could not be counted."""
         where, trial = self.where, self.trials[0]
         if where.world > 1 or len(where.devices) > 1:
             return {}
         model = getattr(self.model, "_orig_mod", self.model)
         twin = Loop(trial, *copy.deepcopy((model, self.opt)), self.crit, self.data, where)
-        n, peaks = filled_in(self.cfg.batch_size, "batch_size"), {}
+        peaks = {}
         with torch.random.fork_rng(devices=[d for d in where.devices if d.type == "cuda"]):
             try:
-                for size in sorted({n, n // 2} - {0}, reverse=True):
+                for size in reversed(sizes):
                     batch = self._first_batch(size)
-                    if not twin.opt.state:
+                    if not (self.primed or twin.opt.state):
                         twin._step(*batch)
                     peaks[size] = memory.step_peak(lambda: twin._step(*batch), where.input_device, twin.model,
                                                    twin.opt, self.data.x, self.data.y)
             except Exception as exc:  # an op the tracker cannot follow: the count stands without it, and why
                 return {"peak_memory_note": f"not counted: {type(exc).__name__}: {exc}"[:300]}
+        return self.peak_line(peaks)
+
+    def peak_line(self, peaks: dict[int, int]) -> dict:
+        """From a step's peaks at two batch sizes (`step_peak`, or `step_costs` with `peak`): `peak_memory_bytes` at
+        the larger, its batch included, and `peak_memory_per_sample_bytes`, what a sample more adds (the line
+        through the two, plus a sample's inputs and targets)."""
+        small, large = sorted(peaks)
         # the data held is one batch (count_step makes it so) in both: its share a sample is added back
         data = sum(t.nbytes for t in tree_leaves((self.data.x, self.data.y))) / self.data.n
-        per_sample = (peaks[n] - peaks[n // 2]) / (n - n // 2) + data if n > 1 else None
-        return {"peak_memory_bytes": peaks[n], "peak_memory_per_sample_bytes": per_sample}
+        per_sample = (peaks[large] - peaks[small]) / (large - small) + data
+        return {"peak_memory_bytes": peaks[large], "peak_memory_per_sample_bytes": per_sample}
 
 
 def _made(wl, cfg, where: Placement):
