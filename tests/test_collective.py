@@ -4,7 +4,10 @@ FSDP where a copy does not fit, every link the tables name is known, and DDP's h
 tensor and a bucket recovered from planted rows, more tensors a lower efficiency, the shipped validation's targets."""
 
 import itertools
+import json
 import math
+from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,6 +18,8 @@ from crossover.analysis.model import collective, load_devices
 from crossover.analysis.model.collective import (
     GRAD_BYTES, ddp_step, fsdp_bytes, fsdp_gpus, load_links, overlapped, ring_bytes)
 from crossover.analysis.prices import Billing, Option, Price, load_prices
+from crossover.schema import Precision
+from crossover.step import Step
 
 LINKS = load_links()
 
@@ -196,3 +201,22 @@ def test_a_run_on_three_gpus_of_a_shipped_instance_of_four_is_said_so():
     assert line.gpus == 3 and line.instance_gpus == decide.request.smallest(options, "H100", 3).gpus > 3
     assert line.kind == "on-demand" and line.per_gpu_batch == 64 and line.global_batch == 192
     assert f"(on an instance of {line.instance_gpus} GPUs, 3 used)" in decide.said(line)
+
+
+def test_a_gpu_without_the_precisions_unit_is_never_faster_than_at_the_default_on_one_gpu_or_many():
+    # a bf16 step counted at half the default's every cost a step: on a V100 (no BF16 unit) the run is priced at
+    # the default's step itself, on 8 of them as on one, never at the narrower step's costs at the default's rates
+    default = json.loads((Path(__file__).with_name("golden") / "predict-count.json").read_text())
+    narrow = default | {k: v // 2 for k, v in default.items() if k.endswith("_per_step") and isinstance(v, int)} | {
+        "precision": "bf16"}
+    step = Step("examples/zoo.py:workload", 30, 128, 50_000, params=(("arch", "mobilenet_v2"),))
+    counts = {replace(step, precision=Precision.BF16): narrow, step: default}
+    offer = decide.Offer.shipped()
+    at = {p: decide.answer(decide.Request(30, 50_000, axes=(("batch_size", "128"),), precision=p, gpus=(1, 8)),
+                           counts, offer) for p in (Precision.BF16, Precision.DEFAULT)}
+    v100 = {p: {o.gpus: o.epoch_s for o in found.lines if o.model == "V100"} for p, found in at.items()}
+    assert v100[Precision.BF16].keys() == v100[Precision.DEFAULT].keys() == {1, 8}
+    for gpus, epoch_s in v100[Precision.DEFAULT].items():
+        assert v100[Precision.BF16][gpus] >= epoch_s * (1 - 1e-9), gpus
+    h100 = {p: next(o.epoch_s for o in found.lines if o.model == "H100" and o.gpus == 8) for p, found in at.items()}
+    assert h100[Precision.BF16] < h100[Precision.DEFAULT]  # a GPU with the unit gains from the narrower step
