@@ -113,7 +113,7 @@ def main(argv=None) -> int:
         return 2
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:
-        listed = json.dumps(decide.records(found.lines, found.grid, request, found.picks), indent=1)
+        listed = json.dumps(decide.records(found.lines, found.grid, found.request, found.picks), indent=1)
         print(listed) if str(args.json) == "-" else args.json.write_text(listed + "\n")
     print("\n".join(screen.first_screen(found)), file=text)
     if args.verbose:
