@@ -33,11 +33,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.schema import PRECISIONS
+from crossover.schema import Precision
 from crossover.step import Step
 
 from . import charts, cost, decide, engines, families, migrate, model, ordering, parallel, prices, report, summary, verdict
-from .cli import HelpFormatter, gpu_counts
+from .cli import HelpFormatter, gpu_counts, nodes, precision
 from .crossings import Bootstrap
 from .load import REFERENCE, read, representative
 from .model import validate_parallel
@@ -131,12 +131,6 @@ def parser(prog: str = "python -m crossover.analysis") -> argparse.ArgumentParse
                      help="watts your CPU draws training, where no row read RAPL (cpu_energy_j)")
     dec.add_argument("--gpu-watts", type=float, default=prices.GPU_W,
                      help="watts each of your GPUs draws training, where no row read NVML (gpu_energy_j)")
-    dec.add_argument("--gpus", type=gpu_counts, default=(), metavar="N[,N...]",
-                     help="a planned run: the GPU counts of one instance to price it on, data-parallel at the batch a "
-                          f"GPU takes (default: 1 and every count an instance offers, up to {decide.many.MOST}); each "
-                          "count on the instance of the fewest GPUs that has as many, charged whole for the run's time")
-    dec.add_argument("--nodes", type=int, default=1, metavar="M",
-                     help="a planned run: instances joined by their network (where the price table names it)")
     dec.add_argument("--deadline", type=float, default=None, help="hours: also name the cheapest option that ends within it")
     dec.add_argument("--prices", type=Path, default=prices.PRICES, help="price table: a YAML like the one shipped with crossover, or a SkyPilot catalog vms.csv (default: the one shipped)")
     dec.add_argument("--out", type=Path, default=None, help="folder for the charts (default: as for report)")
@@ -188,10 +182,16 @@ def _plan_arguments(command: argparse.ArgumentParser, what: str) -> None:
     command.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
                          help="your planned run's value of any other axis (with --epochs): a workload's own "
                               "(--param image_size=32) or a column of the configuration (--param lr=0.1); repeatable")
-    command.add_argument("--precision", default="default", choices=PRECISIONS,
+    command.add_argument("--precision", default=Precision.DEFAULT, type=precision, choices=list(Precision),
                          help="the precision your planned run trains at (with --epochs), as crossover predict takes it: "
                               "default (PyTorch's own), fp32 (strict), tf32, bf16 or fp16 (autocast); a GPU measured "
                               "at the default is then predicted at this one")
+    command.add_argument("--gpus", type=gpu_counts, default=(), metavar="N[,N...]",
+                         help="a planned run: the GPU counts of one instance to price it on, data-parallel at the batch a "
+                              f"GPU takes (default: 1 and every count an instance offers, up to {decide.MOST}); each "
+                              "count on the instance of the fewest GPUs that has as many, charged whole for the run's time")
+    command.add_argument("--nodes", type=nodes, default=1, metavar="M",
+                         help="a planned run: instances joined by their network (where the price table names it)")
 
 
 def _report(args) -> int:
@@ -298,7 +298,7 @@ def _axes(args) -> tuple[tuple[str, str], ...]:
     return tuple(named)
 
 
-def _plan(args) -> decide.Plan | None:
+def _plan(args) -> decide.Request | None:
     """The planned run of --epochs and --dataset-size, with at most one --workload and one --trials, and
     the axes that name its configuration."""
     if args.epochs is None and args.dataset_size is None:
@@ -315,8 +315,8 @@ def _plan(args) -> decide.Plan | None:
         if len(values or []) > 1:
             raise ValueError(f"{flag} given {len(values)} times: with --epochs and --dataset-size, the planned run "
                              f"is one workload's; give {flag} once")
-    return decide.Plan(args.epochs, args.dataset_size, (args.workload or [None])[0], (args.trials or [None])[0],
-                       _axes(args), args.precision)
+    return decide.Request(args.epochs, args.dataset_size, (args.workload or [None])[0], (args.trials or [None])[0],
+                          _axes(args), args.precision, args.gpus, args.nodes)
 
 
 def _decide(args) -> int:
@@ -325,9 +325,8 @@ def _decide(args) -> int:
     rows = _rows(args)
     options, billing = prices.load_prices(args.prices)
     boxes = [prices.load_home_box(p) for p in (args.home_box or prices.home_boxes())]
-    scale = decide.many.Scale(args.gpus, args.nodes) if plan else None  # a run on every GPU of an instance
-    offer = decide.Offer(tuple(options), billing, tuple(boxes), power, scale, args.deadline)
-    answer = decide.answer(decide.Run(rows, plan, args.counts, None if plan else _trials(args)), offer)
+    offer = decide.Offer(tuple(options), billing, tuple(boxes), power, deadline_h=args.deadline)
+    answer = decide.answer(plan, args.counts, offer, rows, None if plan else _trials(args))
     grid, found, picks, even, notes = answer.grid, answer.lines, answer.picks, answer.evens, answer.notes
     text = sys.stderr if str(args.json) == "-" else sys.stdout  # stdout holds the JSON alone
     if args.json is not None:

@@ -1,8 +1,11 @@
-"""The command lines' shared parts: the help format, each flag's default shown once (`HelpFormatter`), and the
-parser of a list of GPU counts (`gpu_counts`: --gpus of `crossover decide` and `crossover predict`).
-sweeps/cli.py, of the same name a layer up, builds the sweep scripts' flags on them."""
+"""The command lines' shared parts: the help format, each flag's default shown once (`HelpFormatter`), and the one
+parser of each option of a requested run that `crossover predict`, `crossover decide` and `crossover report` share:
+--precision (`precision`), --gpus (`gpu_counts`) and --nodes (`nodes`). sweeps/cli.py, of the same name a layer up,
+builds the sweep scripts' flags on them."""
 
 import argparse
+
+from crossover.schema import PRECISIONS, Precision
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -13,6 +16,25 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         default, said = action.default, action.help or ""
         empty = default is None or (isinstance(default, (list, tuple)) and not default)
         return said if empty or "default:" in said else super()._get_help_string(action)
+
+
+def precision(text: str) -> Precision:
+    """--precision bf16 as Precision.BF16; anything else refused in one line, naming the choices."""
+    try:
+        return Precision(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(PRECISIONS)})") from None
+
+
+def nodes(text: str) -> int:
+    """--nodes 2 as 2: instances joined by their network, a whole number >= 1; anything else refused in one line."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of instances >= 1, e.g. 2; got {text!r}")
+    return value
 
 
 def gpu_counts(text: str) -> tuple[int, ...]:

@@ -23,7 +23,7 @@ import pandas as pd
 from crossover.schema import CONFIG_COLUMNS, runs_file
 
 from .crossings import Bootstrap, answer, find
-from .load import cold_starts, sizes_label
+from .load import cold_starts, precisions_of, sizes_label
 from .model import DEVICES, device_key, load_devices, step_costs
 from .selection import select
 
@@ -142,7 +142,7 @@ def precisions(rows: pd.DataFrame) -> pd.DataFrame:
     default precision and another, `speedup` (the default's epoch time over this one's) and `loss_ratio`
     (this training loss over the default's: above 1, it learnt less in the same epochs)."""
     ok = _ok(rows)
-    ok = ok[ok["fused_members"].fillna(1) == 1].assign(precision=ok["precision"].fillna("fp32"))
+    ok = ok[ok["fused_members"].fillna(1) == 1].assign(precision=precisions_of(ok))
     if ok["precision"].nunique() < 2:
         return pd.DataFrame()
     keys = ["workload", "device", "engine", "sizes", "epochs"]

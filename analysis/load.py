@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crossover.schema import CONFIG_COLUMNS, NAMES, SCHEMA, SCHEMA_VERSION, SIZE_AXES
+from crossover.schema import CONFIG_COLUMNS, MISSING_PRECISION, NAMES, SCHEMA, SCHEMA_VERSION, SIZE_AXES
 
 from ..trainables.devices import parse
 
@@ -137,12 +137,20 @@ def labelled(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(arm=arm_labels(rows))
 
 
+def precisions_of(frame: pd.DataFrame) -> pd.Series:
+    """Each row's precision (a row's, a counted step's or a configuration's), a missing one read as the schema's
+    one meaning of it (MISSING_PRECISION): the one place a frame without it is read."""
+    if "precision" not in frame:
+        return pd.Series(MISSING_PRECISION.value, index=frame.index)
+    return frame["precision"].astype(object).fillna(MISSING_PRECISION.value)
+
+
 def compared_precision(rows: pd.DataFrame) -> pd.Series:
     """Each row's precision as the analysis compares it: a row written before the column ran at fp32, and on
     a CPU, where TF32 does not exist, strict fp32 and PyTorch's default are one computation: such CPU rows
     read as 'default', so they stand beside the GPUs' default rows. On a GPU the two stay apart (fp32 turns
     off the TF32 that cuDNN's convolutions use by default)."""
-    precision = rows["precision"].fillna("fp32") if "precision" in rows else pd.Series("fp32", index=rows.index)
+    precision = precisions_of(rows)
     return precision.mask(rows["is_cpu"] & precision.eq("fp32"), "default")
 
 
@@ -288,7 +296,7 @@ def arm_labels(rows: pd.DataFrame) -> pd.Series:
     thread counts."""
     labels = rows["device"].astype(str)
     labels += rows["engine"].map(lambda v: "" if pd.isna(v) or v == "eager" else f" {v}")
-    labels += rows["precision"].fillna("fp32").map(lambda v: "" if v == "default" else f" {v}")
+    labels += precisions_of(rows).map(lambda v: "" if v == "default" else f" {v}")
     for _, group in rows.groupby("device", sort=False):
         # a failed trial's row names the CPU it failed on, not the device it asked for: it tells no arm apart
         ok = group[group["status"] == "ok"]

@@ -43,7 +43,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crossover.schema import CONFIG_COLUMNS, OP_COLUMNS, SCHEMA, SCHEMA_VERSION, to_table
+from crossover.schema import CONFIG_COLUMNS, MISSING_PRECISION, OP_COLUMNS, SCHEMA, SCHEMA_VERSION, to_table
 
 from ..trainables.devices import parse
 from .atomic import write_atomic
@@ -143,7 +143,7 @@ def _current(path: Path) -> pa.Table:
 
 
 def _count_key(row: dict) -> tuple:
-    return tuple("fp32" if c == "precision" and row[c] is None else row[c] for c in COUNT_KEY)
+    return tuple(MISSING_PRECISION.value if c == "precision" and row[c] is None else row[c] for c in COUNT_KEY)
 
 
 def _counted(*dirs: str | Path) -> dict[tuple, dict]:

@@ -141,7 +141,7 @@ SHORT_LINES = 25
 
 
 def build(dirs: list[str | Path], out: Path | None = None, boot: Bootstrap = BOOT,
-          include_loaded: bool = False, reference: bool = False, plan: decide.Plan | None = None,
+          include_loaded: bool = False, reference: bool = False, plan: decide.Request | None = None,
           verbose: bool = False, counts: Mapping[Step, dict | str] | None = None) -> tuple[Path, str]:
     """Write the report for `dirs`; returns the page's path and the verdict as text, the planned run's decision
     first where `plan` is given (its steps' counts in `counts`, keyed by decide.steps' Steps: analysis/decide/
@@ -174,7 +174,7 @@ def short(said: verdict.Verdict, planned: decide.Decision | None = None, lines: 
     and the last line says so."""
     said_lines = verdict.render(said).splitlines()
     if planned:
-        said_lines = decide.brief(planned.lines, planned.grid, planned.picks, planned.notes, planned.plan,
+        said_lines = decide.brief(planned.lines, planned.grid, planned.picks, planned.notes, planned.request,
                                   lines=decide.BRIEF_LINES).splitlines() + said_lines
     if len(said_lines) <= lines:
         return "\n".join(said_lines)
@@ -288,7 +288,7 @@ def decision_section(d: decide.Decision, heading: str) -> list[str]:
     (time per epoch for a planned run, the run's time and cost, each with its interval where predicted, how each is
     known, its precision and its price's date); folded below, the cost-versus-time front, every option, the
     break-even, how each is costed and the notes."""
-    plan = d.plan
+    plan = d.request
     unit = "run" if plan else "sweep"
     head = decide.header(d.grid, plan).strip("= ")
     out = [f"<h2>{html.escape(heading)}</h2>", f"<p>{html.escape(head[0].upper() + head[1:])}.</p>"]
@@ -319,7 +319,7 @@ def decision_section(d: decide.Decision, heading: str) -> list[str]:
 
 
 def options_table(options: Sequence[decide.Line], picks: Mapping[str, decide.Line | None],
-                  plan: decide.Plan | None) -> str:
+                  plan: decide.Request | None) -> str:
     """Options as an HTML table, cheapest first: the option (and which pick it is), time per epoch (a
     planned run), the run's time, its cost, how it is known (measured, predicted, where the planned size lies),
     whether it fits the card, the precision it is for, and where and when its price was read (stale marked)."""

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .load import precisions_of
+
 
 def peaks(device, precision: str) -> tuple[float, float]:
     """The dense peaks (FLOP/s) that matrix products and convolutions run at, at `precision` as PyTorch runs it:
@@ -32,8 +34,7 @@ def floor_s(configs: pd.DataFrame, device) -> np.ndarray:
     """Seconds a step of each configuration takes at least on `device` (module docstring): its matrix products'
     and cuDNN's (convolutions', recurrent nets') FLOPs at the peaks of its precision, and its optimiser's bytes at
     the bandwidth."""
-    precision = configs["precision"].fillna("default") if "precision" in configs else \
-        pd.Series("default", index=configs.index)
+    precision = precisions_of(configs)
     matmul, conv = np.array([peaks(device, p) for p in precision], float).reshape(-1, 2).T
     counts = configs.reindex(columns=["matmul_flops_per_step", "conv_flops_per_step", "rnn_flops_per_step",
                                       "optimizer_bytes_per_step"])

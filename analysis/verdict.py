@@ -88,7 +88,7 @@ class Verdict:
 
 
 def reach(selected: Selected, boot: Bootstrap = BOOT, decision: bool = False, today: dt.date | None = None,
-          plan: decide.Plan | None = None, counts: Mapping[Step, dict | str] | None = None) -> Verdict:
+          plan: decide.Request | None = None, counts: Mapping[Step, dict | str] | None = None) -> Verdict:
     """The verdict of `selected` (selection.select): the crossover table, each workload's answer and, with
     `decision`, what the user's planned run `plan` costs (its steps' counts in `counts`, as `priced` takes them)
     where the rows price it, else what the measured grid (this sweep's trials) costs, on every option of
@@ -101,7 +101,7 @@ def reach(selected: Selected, boot: Bootstrap = BOOT, decision: bool = False, to
     return Verdict(findings, table, selected, boot, _decision(rows, plan, counts, today) if decision else None)
 
 
-def _decision(rows: pd.DataFrame, plan: decide.Plan | None, counts: Mapping[Step, dict | str] | None,
+def _decision(rows: pd.DataFrame, plan: decide.Request | None, counts: Mapping[Step, dict | str] | None,
               today: dt.date | None) -> decide.Decision:
     """`priced`'s for the planned run, where one is given and the rows price it (one configuration they hold),
     else for the sweep."""
@@ -121,12 +121,12 @@ def yours_first(rows: pd.DataFrame) -> list[str]:
     return sorted(set(rows["workload"]), key=lambda w: (w not in own, w))
 
 
-def priced(rows: pd.DataFrame, plan: decide.Plan | None = None, counts: Mapping[Step, dict | str] | None = None,
+def priced(rows: pd.DataFrame, plan: decide.Request | None = None, counts: Mapping[Step, dict | str] | None = None,
            today: dt.date | None = None) -> decide.Decision:
     """The decision for `rows` on every option of analysis/prices.yaml and every home box: the measured grid
     as the sweep, or the planned run `plan` (its steps' counts in `counts`, keyed by decide.steps' Steps:
     decide.planned_step): decide.answer's, the one answer predict and decide give too."""
-    return decide.answer(decide.Run(rows, plan, counts), decide.Offer.shipped(today=today))
+    return decide.answer(plan, counts, decide.Offer.shipped(today=today), rows)
 
 
 def _candidates(table: pd.DataFrame) -> pd.DataFrame:
@@ -383,7 +383,7 @@ def picks(v: Verdict, lines: int) -> list[str]:
     d = v.decision
     if d is None or not d.grid:  # no ok row: `answer` says so, and there is nothing to price
         return []
-    said = decide.brief(d.lines, d.grid, d.picks, d.notes, d.plan, (reference_line(v.rows),), lines)
+    said = decide.brief(d.lines, d.grid, d.picks, d.notes, d.request, (reference_line(v.rows),), lines)
     return said.splitlines()
 
 

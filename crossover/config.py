@@ -13,7 +13,7 @@ import json
 import numbers
 from dataclasses import dataclass
 
-from crossover.schema import PRECISIONS  # noqa: F401 (named here beside the rows' columns: the analysis reads them too)
+from crossover.schema import MISSING_PRECISION, PRECISIONS  # noqa: F401 (named here beside the rows' columns: the analysis reads them too)
 
 LOOPS = ("fast", "seed")
 ENGINES = ("eager", "graph", "compile", "triton")
@@ -103,4 +103,4 @@ class TrialConfig:
 
 # Fields added after rows were recorded, and their defaults: at the default they leave the config's
 # hash as it was, so a results directory resumes and the reference rows keep their hashes.
-ADDED = {"precision": "fp32", "context": None, "module": None, "fingerprint": None, "params": None}
+ADDED = {"precision": MISSING_PRECISION.value, "context": None, "module": None, "fingerprint": None, "params": None}

@@ -20,6 +20,7 @@ Units: `_s` seconds, `_bytes` bytes, `_per_s` per second; accuracy is a fraction
 
 from __future__ import annotations
 
+import enum
 import math
 from pathlib import Path
 
@@ -30,12 +31,33 @@ SCHEMA_VERSION = 1
 
 _F64, _I64, _STR = pa.float64(), pa.int64(), pa.string()
 
+
+class Precision(str, enum.Enum):
+    """The precision a step trains at, a closed set: what a planned run names (crossover predict, decide and report
+    --precision), a step is counted at (crossover/step.py) and a row's `precision` column holds.
+    trainables/precision.py says what each does and where it runs. A str, so that it is its own value in a row, a
+    JSON record and a cache key."""
+
+    DEFAULT = "default"  # PyTorch's own: what a plain loop gets (TF32 in cuDNN's convolutions, strict FP32 matmuls)
+    FP32 = "fp32"  # strict: no TF32 anywhere
+    TF32 = "tf32"  # TF32 matmuls and convolutions: a GPU
+    BF16 = "bf16"  # autocast
+    FP16 = "fp16"  # autocast and a GradScaler: a GPU
+
+    def __str__(self) -> str:  # its value wherever it is said (Python 3.10 has no enum.StrEnum)
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+PRECISIONS = tuple(p.value for p in Precision)
+# the one meaning of a missing precision: a row written before the column existed trained in strict FP32 (as
+# config.ADDED fills it); every reader of a frame that may lack it (analysis/load.py `precisions_of`) says so
+MISSING_PRECISION = Precision.FP32
+
 # The axes, each a config column. Sizes: what makes a model or its data bigger, the axes a crossover
 # is found along (with n_params, the model's parameters, which depth and width together set).
-# default (PyTorch's own: what a plain loop gets); fp32 (strict: no TF32 anywhere); tf32 (TF32 matmuls and
-# convolutions: a GPU); bf16 (autocast); fp16 (autocast and a GradScaler: a GPU). trainables/precision.py
-# says what each does and where it runs; a planned run names one (crossover predict, decide --precision).
-PRECISIONS = ("default", "fp32", "tf32", "bf16", "fp16")
 SIZE_AXES = ("depth", "width", "batch_size", "dataset_size", "context")
 # Axes whose unset value is the workload's seed's (trainables/workloads.py gives each its default).
 SEED_AXES = SIZE_AXES + ("epochs", "lr")

@@ -6,13 +6,15 @@ its own (sweeps/counting.py) and the analysis names what it needs counted (analy
 
 Frozen and hashable: `crossover decide` and `crossover report` count every step the analysis will look up and hand
 it the counts keyed by their Step (sweeps/command.py); sweeps/count_cache.py keeps a counted step under its key.
-Imports nothing of the project, so that both layers read it.
+Imports nothing of the project but the schema's Precision, so that both layers read it.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+
+from crossover.schema import Precision
 
 TIMEOUT_S = 120  # s: counting one step may take this long; a make_data, make_model or step that hangs stops there
 AXES = ("depth", "width", "context")  # the shared axes a workload may declare, each with a flag of its own
@@ -29,7 +31,7 @@ class Step:
     axes: tuple[tuple[str, int], ...] = ()  # (an axis of AXES, value) given
     params: tuple[tuple[str, object], ...] = ()  # the workload's own axes (--param NAME=VALUE)
     timeout_s: float = TIMEOUT_S  # s the counting process may run
-    precision: str = "default"  # the precision the run trains at (trainables/precision.py PRECISIONS)
+    precision: Precision = Precision.DEFAULT  # the precision the run trains at
     # folders put on the counting process's path after crossover's: where a package's module (package.module:ATTR)
     # imports from, the folder a row's workload_path names
     folders: tuple[str, ...] = ()

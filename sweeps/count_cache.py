@@ -103,8 +103,8 @@ def keep(step: Step, config: dict, counted: dict[str, Counted]) -> dict | None:
     `step`'s count returned."""
     default = config["dataset_size"] if step.dataset_size is None else None
     for precision, line in counted.items():
-        for each in {replace(step, precision=precision), replace(step, precision=precision,
-                                                                 batch_size=config["batch_size"])}:
+        at = replace(step, precision=schema.Precision(precision))  # the process's answer keys each by its value
+        for each in {at, replace(at, batch_size=config["batch_size"])}:
             name = key(each)
             if name:
                 known = cache.read(KIND, name) or {}
@@ -129,7 +129,7 @@ def begin(steps: Sequence[Step]) -> tuple[dict[Step, dict], list[Counting]]:
     groups: dict[Step, list[Step]] = {}
     for s in steps:
         if s not in kept:  # one process a configuration: its precision and (where given) its batch are the count's
-            groups.setdefault(replace(s, precision="default", epochs=0,
+            groups.setdefault(replace(s, precision=schema.Precision.DEFAULT, epochs=0,
                                       batch_size=None if s.batch_size is None else 0), []).append(s)
     return kept, [Counting(start(g[0], tuple(s.precision for s in g)), tuple(g)) for g in groups.values()]
 

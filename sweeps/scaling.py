@@ -275,7 +275,7 @@ def compare(args, planner: Planner) -> int:
     return 0
 
 
-def planned_run(planner: Planner) -> decide.Plan | None:
+def planned_run(planner: Planner) -> decide.Request | None:
     """The user's planned run, where the sweep measured one workload of the user's (`planner`'s): its defaults'
     epochs, samples and batch, and its other axes' and own params' defaults, the run its job says it trains; None
     for the built-ins alone, or several of the user's."""
@@ -285,7 +285,7 @@ def planned_run(planner: Planner) -> decide.Plan | None:
     spec = next(iter(specs.values()))
     axes = [(a, str(spec.defaults[a])) for a in decide.AXIS_FLAGS if spec.defaults.get(a) is not None]
     axes += [(name, str(p.default)) for name, p in spec.params.items()]
-    return decide.Plan(int(spec.defaults["epochs"]), int(spec.defaults["dataset_size"]), spec.name, None, tuple(axes))
+    return decide.Request(int(spec.defaults["epochs"]), int(spec.defaults["dataset_size"]), spec.name, None, tuple(axes))
 
 
 def finish(args, directory: Path, start: float, planner: Planner, above: int = 0) -> int:

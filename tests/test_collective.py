@@ -4,7 +4,10 @@ FSDP where a copy does not fit, every link the tables name is known, and DDP's h
 tensor and a bucket recovered from planted rows, more tensors a lower efficiency, the shipped validation's targets."""
 
 import itertools
+import json
 import math
+from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,6 +18,8 @@ from crossover.analysis.model import collective, load_devices
 from crossover.analysis.model.collective import (
     GRAD_BYTES, ddp_step, fsdp_bytes, fsdp_gpus, load_links, overlapped, ring_bytes)
 from crossover.analysis.prices import Billing, Option, Price, load_prices
+from crossover.schema import Precision
+from crossover.step import Step
 
 LINKS = load_links()
 
@@ -70,12 +75,12 @@ def test_an_instance_is_charged_its_whole_price_for_the_runs_time_on_its_gpus():
 
 
 def test_the_batch_is_a_gpus_unless_the_global_batch_is_kept():
-    assert many.Scale((1, 8)).per_gpu(64, 8) == 64
-    assert many.Scale((1, 8), nodes=2, global_batch=True).per_gpu(256, 8) == 16
+    assert decide.Request(1, 64, gpus=(1, 8)).per_gpu(64, 8) == 64
+    assert decide.Request(1, 64, gpus=(1, 8), nodes=2, global_batch=True).per_gpu(256, 8) == 16
     with pytest.raises(ValueError, match="does not split evenly over 8 GPUs"):
-        many.Scale((8,), global_batch=True).per_gpu(100, 8)
+        decide.Request(1, 64, gpus=(8,), global_batch=True).per_gpu(100, 8)
     with pytest.raises(ValueError, match="--gpus must be whole numbers >= 1"):
-        many.Scale((0, 2))
+        decide.Request(1, 64, gpus=(0, 2))
     one = {"epoch_s": 100.0, "epoch_lo": 80.0, "epoch_hi": 130.0, "needs_bytes": 5e9}
     line = many.scaled(one, 25e6, 64, 64_000, 8, 1, LINKS["nvlink4"], None, 80, 100.0)
     # 8 GPUs take 8 x 64 a step: an eighth of the steps, each a little longer than one GPU's
@@ -172,16 +177,16 @@ def test_a_count_no_instance_has_is_priced_on_the_smallest_that_has_more_billed_
     bill = Billing(step_s=1, minimum_s=60, startup_s=300, date="2026-09-20", source="x")
     options = [Option(f"Box {n}x", "P", "us", "H100", n, 8 * n, Price(4.0 * n, "2026-09-20", "x"), None)
                for n in (1, 2, 4, 8)] + [Option("Dear 4x", "Q", "us", "H100", 4, 32, Price(40.0, "2026-09-20", "x"), None)]
-    assert many.smallest(options, "H100", 3).name == "Box 4x"  # the fewest GPUs that are enough, the cheapest of them
-    assert many.smallest(options, "H100", 8).name == "Box 8x" and many.smallest(options, "H100", 9) is None
+    assert decide.request.smallest(options, "H100", 3).name == "Box 4x"  # the fewest GPUs that are enough, the cheapest of them
+    assert decide.request.smallest(options, "H100", 8).name == "Box 8x" and decide.request.smallest(options, "H100", 9) is None
     line = {"gpus": 3, "epoch_s": 100.0, "epoch_lo": 90.0, "epoch_hi": 120.0}
     priced = many.rented(line, options[2], bill, 30, 1)
     # the whole instance of 4 for the run's time on its 3, and said so
     assert priced["usd"] == pytest.approx(16.0 * bill.charged_s(300 + 30 * 100) / 3600)
     assert priced["instance_gpus"] == 4 and priced["basis"].startswith("3 of 4 x H100")
     assert many.rented(line | {"gpus": 4}, options[2], bill, 30, 1)["instance_gpus"] is None
-    assert many.Scale((3, 8)).unoffered(options) is None
-    assert many.Scale((3, 16)).unoffered(options) == \
+    assert decide.Request(1, 64, gpus=(3, 8)).unoffered(options) is None
+    assert decide.Request(1, 64, gpus=(3, 16)).unoffered(options) == \
         "no instance of the price table has 16 GPUs (the counts offered: 1, 2, 4, 8)"
 
 
@@ -190,9 +195,28 @@ def test_a_run_on_three_gpus_of_a_shipped_instance_of_four_is_said_so():
     offered = {o.gpus for o in options if o.gpu == "H100"}
     assert 3 not in offered and any(n > 3 for n in offered)
     step = {"epoch_s": 10.0, "epoch_lo": 9.0, "epoch_hi": 12.0, "source": "H100", "needs_bytes": 2e9}
-    found = many.lines({64: pd.DataFrame([step])}, 25e6, 64, 64_000, 10, many.Scale((3,)), options, billing,
+    found = many.lines({64: pd.DataFrame([step])}, 25e6, 64, decide.Request(10, 64_000, gpus=(3,)), options, billing,
                        pd.DataFrame([step]))
     (line,) = found
-    assert line.gpus == 3 and line.instance_gpus == many.smallest(options, "H100", 3).gpus > 3
+    assert line.gpus == 3 and line.instance_gpus == decide.request.smallest(options, "H100", 3).gpus > 3
     assert line.kind == "on-demand" and line.per_gpu_batch == 64 and line.global_batch == 192
     assert f"(on an instance of {line.instance_gpus} GPUs, 3 used)" in decide.said(line)
+
+
+def test_a_gpu_without_the_precisions_unit_is_never_faster_than_at_the_default_on_one_gpu_or_many():
+    # a bf16 step counted at half the default's every cost a step: on a V100 (no BF16 unit) the run is priced at
+    # the default's step itself, on 8 of them as on one, never at the narrower step's costs at the default's rates
+    default = json.loads((Path(__file__).with_name("golden") / "predict-count.json").read_text())
+    narrow = default | {k: v // 2 for k, v in default.items() if k.endswith("_per_step") and isinstance(v, int)} | {
+        "precision": "bf16"}
+    step = Step("examples/zoo.py:workload", 30, 128, 50_000, params=(("arch", "mobilenet_v2"),))
+    counts = {replace(step, precision=Precision.BF16): narrow, step: default}
+    offer = decide.Offer.shipped()
+    at = {p: decide.answer(decide.Request(30, 50_000, axes=(("batch_size", "128"),), precision=p, gpus=(1, 8)),
+                           counts, offer) for p in (Precision.BF16, Precision.DEFAULT)}
+    v100 = {p: {o.gpus: o.epoch_s for o in found.lines if o.model == "V100"} for p, found in at.items()}
+    assert v100[Precision.BF16].keys() == v100[Precision.DEFAULT].keys() == {1, 8}
+    for gpus, epoch_s in v100[Precision.DEFAULT].items():
+        assert v100[Precision.BF16][gpus] >= epoch_s * (1 - 1e-9), gpus
+    h100 = {p: next(o.epoch_s for o in found.lines if o.model == "H100" and o.gpus == 8) for p, found in at.items()}
+    assert h100[Precision.BF16] < h100[Precision.DEFAULT]  # a GPU with the unit gains from the narrower step

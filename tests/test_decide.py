@@ -201,7 +201,7 @@ def option_row(text: str, option: str) -> str:
 
 
 def _priced(planned, epochs, samples):
-    plan = decide.Plan(epochs, samples)
+    plan = decide.Request(epochs, samples)
     answer = decide.decide(*planned, plan=plan)
     grid, found, picks, even, notes = answer.grid, answer.lines, answer.picks, answer.evens, answer.notes
     return found, decide.render(found, grid, picks, even, notes, plan)
@@ -240,15 +240,15 @@ def test_a_planned_run_is_one_named_shape_never_a_sum_and_a_whole_dataset_batch_
     two = frame(planned_rows(width=64) + planned_rows(width=128, slower=2.0)).assign(results_dir="/home/me/r")
     none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median"])
     with pytest.raises(ValueError, match=r"the rows hold widths 64 and 128: give --width 64 or --width 128"):
-        decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000))
-    answer = decide.decide(two, none, options, billing, [], plan=decide.Plan(10, 8_000, axes=(("width", "128"),)))
+        decide.decide(two, none, options, billing, [], plan=decide.Request(10, 8_000))
+    answer = decide.decide(two, none, options, billing, [], plan=decide.Request(10, 8_000, axes=(("width", "128"),)))
     grid, found = answer.grid, answer.lines
     assert [(c.width, c.trials) for c in grid] == [(128, 1)]
     own = next(o for o in found if o.kind == decide.OWN_CPU)
     assert own.wall_s == pytest.approx(1 + 10 * 2 * (0.01 + 1e-5 * 8_000))  # the wide shape alone
     assert own.epoch_s == pytest.approx(2 * (0.01 + 1e-5 * 8_000))
     full = frame(planned_rows(batch_size="N")).assign(results_dir="/home/me/r")  # peaks: one batch, the whole set
-    plan = decide.Plan(10, 8_000)
+    plan = decide.Request(10, 8_000)
     answer = decide.decide(full, none, options, billing, [], plan=plan)
     grid, found = answer.grid, answer.lines
     assert [c.batch_size for c in grid] == [8_000]
@@ -467,7 +467,7 @@ def test_a_model_too_large_for_a_16_gb_card_does_not_fit_the_t4_and_is_never_pic
     # the T4 predicted far faster than anything: only its memory keeps it out of the picks
     guess = [key.assign(device_name=gpu, epoch_s_median=1e-4, epoch_s_lo=1e-4, epoch_s_hi=2e-4) for gpu in ["T4"] +
              ([] if measured else ["H100"])]
-    plan = decide.Plan(10, 3000)
+    plan = decide.Request(10, 3000)
     answer = decide.decide(rows, pd.concat(guess), options, billing, [], plan=plan)
     grid, found, picks, even, notes = answer.grid, answer.lines, answer.picks, answer.evens, answer.notes
     t4 = next(o for o in found if o.option == "one T4")
@@ -487,7 +487,7 @@ def test_your_cpu_costs_its_electricity_measured_by_rapl_else_at_nominal_watts(p
     _, _, options, billing, _ = planted
     none = pd.DataFrame(columns=KEY + ["device_name", "epoch_s_median"])
     rows = planned_rows()
-    plan = decide.Plan(10, 3000)
+    plan = decide.Request(10, 3000)
     wall = 1 + 10 * (0.01 + 1e-5 * 3000)
     found = decide.decide(frame(rows).assign(results_dir="/home/me/r"), none, options, billing, [], plan=plan,
                           power=prices.Electricity(usd_per_kwh=0.2, cpu_w=30)).lines
@@ -511,7 +511,7 @@ def test_a_busy_extrapolation_whose_error_exceeds_it_is_marked_and_never_called_
     # samples, so the line past them is off by 516% (RMS) where it was measured
     rows = frame([_timed(row("net", "cpu", [t] * 3, dataset_size=n, outside_load=True), 1.0, t, 0.0) | {"epochs": 4}
                   for n, t in ((1_000, 22.0), (2_000, 1.5), (4_000, 23.0))]).assign(results_dir="/home/me/results/mine")
-    plan = decide.Plan(epochs=30, samples=50_000)
+    plan = decide.Request(epochs=30, samples=50_000)
     answer = decide.decide(rows, none, options, billing, [], plan=plan)
     grid, found, picks, even, notes = answer.grid, answer.lines, answer.picks, answer.evens, answer.notes
     mine = next(o for o in found if o.kind == decide.OWN_CPU)
@@ -578,14 +578,14 @@ def test_a_cpu_measured_at_one_size_is_its_step_as_timed_there_never_a_line_per_
     # set-up as timed (not 195x); the reach says how far from the size measured
     mine = frame([_timed(row("mine", "cpu", [0.9, 1.0, 1.2], batch_size=64, dataset_size=256), 3.0, 1.0, 0.0)])
     options, billing = prices.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
-    answer = decide.decide(mine, None, options, billing, [], plan=decide.Plan(10, 50_000))
+    answer = decide.decide(mine, None, options, billing, [], plan=decide.Request(10, 50_000))
     own = next(o for o in answer.lines if o.kind == decide.OWN_CPU)
     steps = 782 / 4
     assert own.epoch_s == pytest.approx(1.0 * steps) and own.epoch_s != pytest.approx(1.0 * 50_000 / 256)
     assert (own.epoch_lo, own.epoch_hi) == (pytest.approx(0.9 * steps), pytest.approx(1.2 * steps))
     assert own.wall_s == pytest.approx(3.0 + 10 * steps)
     assert own.predicted and own.reach == "195x past 256, its step as timed there"
-    said = decide.brief(answer.lines, answer.grid, answer.picks, answer.notes, answer.plan)
+    said = decide.brief(answer.lines, answer.grid, answer.picks, answer.notes, answer.request)
     assert "your CPU: " in said and "~196 s/epoch (176-235)" in " ".join(said.split())
 
 
@@ -593,10 +593,10 @@ def test_the_fronts_figures_are_never_cut_only_an_options_name(tmp_path):
     # a run of a fraction of a cent: its cost and interval run to 40 columns, and stay whole on the front's line
     mine = frame([_timed(row("mine", "cpu", [0.9, 1.0, 1.2], batch_size=64, dataset_size=256), 3.0, 1.0, 0.0)])
     options, billing = prices.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
-    answer = decide.decide(mine, None, options, billing, [], plan=decide.Plan(10, 50_000))
+    answer = decide.decide(mine, None, options, billing, [], plan=decide.Request(10, 50_000))
     tiny = [dataclasses.replace(o, usd=o.usd * 1e-7, usd_lo=o.usd_lo * 1e-7, usd_hi=o.usd_hi * 1e-7)
             for o in answer.lines]
-    said = decide.brief(tiny, answer.grid, answer.picks, answer.notes, answer.plan, lines=40).splitlines()
+    said = decide.brief(tiny, answer.grid, answer.picks, answer.notes, answer.request, lines=40).splitlines()
     front = said[said.index(next(s for s in said if s.startswith("the cost-versus-time front"))) + 1:]
     front = [s for s in front if s.startswith("  ")]
     for line in front:  # each option's figures whole on its line, whatever of its name or source is cut
@@ -612,7 +612,7 @@ def test_money_and_time_read_as_people_read_them_whatever_their_size(tmp_path):
         "0.0302 s", "31.4 s", "1 min", "5.03 min", "1.5 h", "1,230 h"]
     mine = frame([_timed(row("mine", "cpu", [0.9, 1.0, 1.2], batch_size=64, dataset_size=256), 3.0, 1.0, 0.0)])
     options, billing = prices.load_prices(write(tmp_path, "p.yaml", {"providers": PROVIDERS, "options": OPTIONS}))
-    own = next(o for o in decide.decide(mine, None, options, billing, [], plan=decide.Plan(10, 50_000)).lines
+    own = next(o for o in decide.decide(mine, None, options, billing, [], plan=decide.Request(10, 50_000)).lines
                if o.kind == decide.OWN_CPU)
 
     def predicted(usd, lo, hi, wall_s=30.2, wall_lo_s=20.0, wall_hi_s=45.0):

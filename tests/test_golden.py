@@ -24,11 +24,10 @@ import pytest
 
 from analysis_rows import user_cpu_rows
 from crossover.analysis import decide, summary, verdict
-from crossover.analysis.decide import many
+from crossover.analysis.decide import screen
 from crossover.analysis.load import read
 from crossover.analysis.selection import select
 from crossover.step import Step
-from crossover.sweeps import predict
 
 GOLDEN = Path(__file__).with_name("golden")
 TODAY = dt.date(2026, 11, 29)  # the prices' age is counted to this day, so that a screen does not change as they age
@@ -47,13 +46,12 @@ def golden(name: str, text: str) -> None:
 def test_predicts_first_screen():
     counted = json.loads((GOLDEN / "predict-count.json").read_text())
     step = Step("examples/zoo.py:workload", 30, 128, 50_000, params=(("arch", "mobilenet_v2"),))
-    offer, scale = decide.Offer.shipped(), many.Scale((), 1, False)
-    assert many.batches(scale, 128, list(offer.options)) == []  # every GPU takes the counted batch: no other step
-    lines, owned, _ = predict.answer({step: counted}, decide.Plan(30, 50_000), offer, scale, {128: counted})
-    screen = predict.first_screen(lines, owned, decide.picks([*lines, *owned]), counted, 30, [],
-                                  "examples/zoo.py:workload", scale, offer)
-    assert len(screen) <= predict.SCREEN
-    golden("predict.txt", "\n".join(screen))
+    request = decide.Request(30, 50_000, "examples/zoo.py:workload", axes=(("batch_size", "128"),))
+    offer = decide.Offer.shipped()
+    assert request.batches(128, list(offer.options)) == []  # every GPU takes the counted batch: no other step
+    said = screen.first_screen(decide.answer(request, {step: counted}, offer))
+    assert len(said) <= screen.SCREEN
+    golden("predict.txt", "\n".join(said))
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +62,8 @@ def cnn(tmp_path_factory):
 
 
 def test_decides_screen(cnn):
-    answer = decide.answer(decide.Run(cnn), decide.Offer.shipped(today=TODAY))
-    said = decide.brief(answer.lines, answer.grid, answer.picks, answer.notes, answer.plan,
+    answer = decide.answer(None, None, decide.Offer.shipped(today=TODAY), cnn)
+    said = decide.brief(answer.lines, answer.grid, answer.picks, answer.notes, answer.request,
                         (verdict.reference_line(cnn),), decide.BRIEF_LINES - 1)  # as analysis/__main__.py _decide says it
     golden("decide.txt", said)
 

@@ -200,7 +200,7 @@ def test_decide_gives_one_answer_from_the_jobs_folder_and_from_any_other_and_say
     rows = frame([row("jf_decidedsplit", "cpu", [0.01, 0.011, 0.012], batch_size=16, dataset_size=64, width=8,
                       depth=None, steps_per_epoch=4, n_params=58, workload_module="jf_decidedjob:workload",
                       workload_path=str(job), **counts)])
-    plan = decide.Plan(30, 50_000)
+    plan = decide.Request(30, 50_000)
     here, notes_here = decided(rows, plan, job.parent, monkeypatch)
     there, notes_there = decided(rows, plan, elsewhere, monkeypatch)
     assert not any(NOT_COUNTED in n for n in notes_here + notes_there), notes_here + notes_there
@@ -217,7 +217,7 @@ def test_decide_gives_one_answer_from_the_jobs_folder_and_from_any_other_and_say
     assert "figures fall back to the step a row counted, GPU memory estimated from n_params and bytes_per_step" \
         in said[0] and "--workload path/to/job.py:workload" in said[0]
     # and --workload names it where it is now: the answer from the job again
-    moved = decide.Plan(30, 50_000, workload=f"{tmp_path / 'moved' / job.name}:workload")
+    moved = decide.Request(30, 50_000, workload=f"{tmp_path / 'moved' / job.name}:workload")
     again, notes = decided(rows, moved, elsewhere, monkeypatch)
     assert not any(NOT_COUNTED in n for n in notes), notes
     assert [[r.get(f) for f in figures] for r in again] == [[r.get(f) for f in figures] for r in here]

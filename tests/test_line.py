@@ -35,7 +35,7 @@ def test_a_column_no_field_holds_is_refused_by_its_name():
 
 def test_the_answer_holds_typed_lines_and_cannot_be_changed(tmp_path):
     rows = summary.with_reference(read(user_cpu_rows(tmp_path / "my_cnn")))
-    answer = decide.answer(decide.Run(rows), decide.Offer.shipped())
+    answer = decide.answer(None, None, decide.Offer.shipped(), rows)
     assert [(c.workload, c.trials) for c in answer.grid] == [("my_cnn", 3)] * 3  # three sizes, three seeds each
     assert answer.lines and all(isinstance(o, decide.Line) for o in answer.lines)
     assert [o.usd for o in answer.lines] == sorted(o.usd for o in answer.lines)  # cheapest first

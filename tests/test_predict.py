@@ -7,7 +7,6 @@ import dataclasses
 import json
 import re
 
-import pandas as pd
 import pytest
 import torch
 from test_command import crossover
@@ -235,7 +234,8 @@ def test_a_recurrent_net_is_counted_as_the_cudnn_ops_a_gpu_runs_not_as_its_cells
 
 def test_a_run_that_does_not_fit_a_card_says_the_largest_batch_that_does_and_the_steps_to_accumulate():
     from crossover.analysis import decide
-    from crossover.sweeps.predict import smaller, smaller_note
+    from crossover.analysis.decide.screen import smaller_note
+    from crossover.analysis.decide import smaller
     nan = float("nan")
     lines = [decide.Line(option=f"{model} (no price)", kind=decide.NO_PRICE, model=model, gpus=1, wall_s=nan,
                          wall_lo_s=nan, wall_hi_s=nan, wall_h=nan, wall_lo_h=nan, wall_hi_h=nan, usd=nan, usd_lo=nan,
@@ -247,7 +247,7 @@ def test_a_run_that_does_not_fit_a_card_says_the_largest_batch_that_does_and_the
     out = smaller(lines, {"batch_size": 256, "peak_memory_per_sample_bytes": 0.05e9})
     assert [o.largest_batch for o in out] == [None, 176, 176, 0, None]
     assert [o.accumulate_steps for o in out] == [None, 2, 2, None, None]
-    note = smaller_note(out, {"batch_size": 256})
+    note = smaller_note(out, 256)
     assert note == ("does not fit: V100, T4: largest batch that fits: 176 (accumulate 2 steps for batch 256); "
                     "GTX 960: not even batch 1 fits")
     assert all(o.largest_batch is None for o in smaller(lines, {"batch_size": 1, "peak_memory_per_sample_bytes": None}))
@@ -261,7 +261,6 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
     from crossover.analysis import decide, prices
     from crossover.analysis.decide.speeds import NOT_COUNTED
     from crossover.step import Step
-    from crossover.sweeps.predict import predicted
 
     ref = job(tmp_path, "pred_same")
     step = counted(ref, 64, 50_000, {"width": 128}, {"n_features": 16})
@@ -272,16 +271,16 @@ def test_predict_and_decide_give_one_figure_for_one_planned_run_on_every_gpu(tmp
                       steps_per_epoch=4, n_params=step["n_params"], workload_params='{"n_features": 16}',
                       workload_module=ref, **as_the_cpu_counts)])
     options, billing = prices.load_prices()
-    plan = decide.Plan(10, 50_000, axes=(("batch_size", "64"),))
+    plan = decide.Request(10, 50_000, axes=(("batch_size", "64"),))
     # the step decide looks up is the one predict is asked for (`crossover predict --workload REF --epochs 10
     # --batch-size 64 --dataset-size 50000 --width 128 --param n_features=16`), and decide takes its count as data
     wanted = Step(ref, 10, 64, 50_000, (("width", 128),), (("n_features", 16),))
     assert decide.steps(mine, plan) == (wanted,) and decide.wanted(mine, plan) == wanted
     offer = decide.Offer(tuple(options), billing)  # no home box
     # one function answers both: the rows with the step's count (decide), and the count alone (predict)
-    answer = decide.answer(decide.Run(mine, plan, {wanted: step}), offer)
+    answer = decide.answer(plan, {wanted: step}, offer, mine)
     found, notes = answer.lines, answer.notes
-    said = predicted(decide.answer(decide.Run(pd.DataFrame(), decide.Plan(10, 50_000), {wanted: step}), offer), step)
+    said = [o for o in decide.answer(plan, {wanted: step}, offer).lines if o.gpus == 1]
     priced = [o for o in said if o.kind != decide.NO_PRICE]
     assert len(priced) >= 5 and not any("not counted" in n for n in notes)
     for line in priced:
@@ -344,8 +343,11 @@ def test_crossover_decide_counts_the_planned_step_and_the_analysis_alone_says_it
 
 
 def test_the_gpus_without_the_unit_of_the_runs_precision_are_named_in_one_note():
-    from crossover.sweeps.predict import unit_note
-    assert unit_note("default", ["H100", "V100"]) is None and unit_note("bf16", ["H100", "A100"]) is None
-    note = unit_note("bf16", ["H100", "V100", "T4", "V100"])
+    from crossover.analysis.decide import Request
+    from crossover.analysis.decide.screen import unit_note
+    from crossover.schema import Precision
+    at = {p: Request(1, 64, precision=p) for p in Precision}
+    assert unit_note(at[Precision.DEFAULT], ["H100", "V100"]) == "" and unit_note(at[Precision.BF16], ["H100", "A100"]) == ""
+    note = unit_note(at[Precision.BF16], ["H100", "V100", "T4", "V100"])
     assert note.startswith("no BF16 unit on V100, T4:") and "FP32 peak" in note
-    assert unit_note("fp16", ["V100", "T4"]) is None  # their tensor cores take FP16
+    assert unit_note(at[Precision.FP16], ["V100", "T4"]) == ""  # their tensor cores take FP16

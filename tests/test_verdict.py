@@ -223,12 +223,12 @@ def test_the_closing_answer_says_it_priced_the_sweeps_trials_or_answers_for_the_
                         {"image_size": Param(32, low=8, high=512)}, {})
     planner.planned[("my_cnn:workload", None)] = (spec, None)
     plan = planned_run(planner)
-    assert plan == decide.Plan(30, 8192, "my_cnn", None, (("batch_size", "128"), ("image_size", "32")))
+    assert plan == decide.Request(30, 8192, "my_cnn", None, (("batch_size", "128"), ("image_size", "32")))
     said = verdict.reach(select(rows), BOOT, decision=True, plan=plan)
-    assert said.decision.plan == plan
+    assert said.decision.request == plan
     text = " ".join(verdict.render(said).split())
     assert "== the planned run: 30 epochs of 8,192 samples of my_cnn" in text and "this sweep's" not in text, text
     # a run the rows cannot price (a batch they never measured): the sweep's own trials, said so
-    other = verdict.reach(select(rows), BOOT, decision=True, plan=decide.Plan(30, 8192, "my_cnn", None,
+    other = verdict.reach(select(rows), BOOT, decision=True, plan=decide.Request(30, 8192, "my_cnn", None,
                                                                              (("batch_size", "7"),)))
-    assert other.decision.plan is None
+    assert other.decision.request is None

@@ -39,7 +39,7 @@ finished_at), "predicted", or "62% predicted; measured on ..." (the predicted sh
                 box trains at its utilisation) + electricity: measured GPU energy where the rows of its
                 GPU have gpu_energy_j (their mean power over the timed epochs, train_s), else its nominal power_w.
 
-Your planned run (`Plan`, `planned_rows`, `plan_grid`, `plan_speeds`; --epochs E --dataset-size N
+Your planned run (`Request`, `planned_rows`, `plan_grid`, `plan_speeds`; --epochs E --dataset-size N
 [--workload W] [--batch-size B, --width, --depth, --context, --param k=v, --precision P]): E epochs of N samples of
 exactly one configuration, priced instead of the measured grid, once (or --trials runs of it). Where
 the workload's rows hold several shapes (its configurations less the dataset size) and the flags name
@@ -89,24 +89,28 @@ analysis/engines.py compares engines). Reads rows only (pandas); never imports t
 
 The package, one idea a module, each reading only those before it:
 
-    grid       what is priced: the sweep's configurations and trials, or your planned run (Plan)
+    request    the run a user asks about (Request): built once where a command reads its flags
+    grid       what is priced: the sweep's configurations and trials, or your planned run
     line       an option's figures (Line) and a home box's break-even (Even), typed: what the answer holds
     memory     whether a run fits a card, and the largest batch that does
     speeds     each configuration's time on each GPU and CPU: measured, or analysis/model/'s prediction
     pricing    every option's wall time and cost (table)
     choosing   the picks, the cost-versus-time front and the break-even
-    text       the decision in words and in JSON records
+    text       the decision in words and in JSON records, the marks and their notes
     many       a planned run on N GPUs of an instance and on M instances, priced as rented (data-parallel)
-    answer     answer(): this counted run on these options (Run, Offer), the one answer predict, decide, report
-               and the end of a sweep give; decide(): the above put together from rows; steps(): what it
-               looks up in the counts it is handed
+    answer     answer(): this requested run, its counted steps and these options (Request, Offer), the one
+               answer predict, decide, report and the end of a sweep give, on one GPU and many; decide(): the
+               above put together from rows; steps(): what it looks up in the counts it is handed
+    screen     a run predicted with nothing measured in words (`crossover predict`): the first screen and every
+               GPU model's line, from the answer
 """
 
 from __future__ import annotations
 
+from .request import AXIS_FLAGS, MOST, Request  # noqa: F401 (the package's names)
 from .grid import (  # noqa: F401 (the package's names)
-    AXIS_FLAGS, AXIS_NAMES, Along, BUSY_MARKS, FIXED, FULL_BATCH, HERE, HOME_BOX, NEAREST, NO_PRICE, OWN_CPU, OWN_GPU,
-    Plan, SHAPE, along, busy, counted_grid, plan_grid, planned_rows, sweep)
+    AXIS_NAMES, Along, BUSY_MARKS, FIXED, FULL_BATCH, HERE, HOME_BOX, NEAREST, NO_PRICE, OWN_CPU, OWN_GPU,
+    SHAPE, along, busy, counted_grid, plan_grid, planned_rows, sweep)
 from .line import (  # noqa: F401 (the package's names)
     Config, Even, Line, configs, frame, lines)
 from .memory import (  # noqa: F401 (the package's names)
@@ -125,4 +129,4 @@ from .text import (  # noqa: F401 (the package's names)
     precision_of, priced_on, records, render, run_time, said, significant, source, startup, tables, usd)
 from . import many  # noqa: F401,E402 (the package's names)
 from .answer import (  # noqa: F401 (the package's names)
-    Decision, Offer, Run, answer, counted, decide, steps)
+    Decision, Offer, answer, counted, decide, one_each, smaller, steps)

@@ -1,4 +1,4 @@
-"""What is priced: the sweep's configurations and trials (`sweep`), or the user's planned run (`Plan`, `planned_rows`,
+"""What is priced: the sweep's configurations and trials (`sweep`), or the user's planned run (`Request`, `planned_rows`,
 `plan_grid`), a figure along the dataset sizes measured (`along`), and the rows' busy marks.
 """
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,6 +15,7 @@ from crossover.schema import SIZE_AXES
 
 from ..load import KEY, eager_ok, is_reference, keys, sizes_label
 from ..selection import BUSY, loaded
+from .request import AXIS_FLAGS, Request
 
 
 FIXED = ["setup_s", "h2d_s", "warmup_s", "eval_s"]  # a trial's time besides its timed epochs
@@ -89,52 +89,6 @@ def _power_w(group: pd.DataFrame, column: str = "gpu_energy_j") -> float:
     return float((group[column] / group["train_s"]).median())
 
 
-@dataclass(frozen=True)
-class Plan:
-    """The run the user plans (--epochs, --dataset-size), priced instead of the measured grid: one
-    configuration of one workload, the axes that pick it among the rows' named in `axes`."""
-    epochs: int  # epochs of the run, its warm-up epochs among them
-    samples: int  # samples an epoch: the dataset's size
-    workload: str | None = None  # whose rows price it; None: the rows' only workload
-    trials: int | None = None  # runs of it (seeds), side by side where an option has the GPUs; None: one
-    # (axis, value as given): a column of the configuration (batch_size, width, depth, context: their own
-    # flags; lr, loop, ...: --param) or one of the workload's own axes (workload_params, --param k=v)
-    axes: tuple[tuple[str, str], ...] = ()
-    precision: str = "default"  # the precision it trains at (trainables/precision.py): `crossover predict --precision`
-
-    def __post_init__(self):
-        for flag, value in (("--epochs", self.epochs), ("--dataset-size", self.samples), ("--trials", self.trials)):
-            if value is not None and value < 1:
-                raise ValueError(f"{flag} must be >= 1, got {value} (the planned run)")
-        for axis, value in self.axes:
-            if not axis:
-                raise ValueError(f"--param ={value}: the axis's name is empty; write --param NAME=VALUE, e.g. "
-                                 "--param image_size=32")
-            if axis in AXIS_FLAGS and not (str(value).isdigit() and int(value) >= 1):
-                raise ValueError(f"{AXIS_FLAGS[axis]} must be a whole number >= 1, got {value!r} (the planned run)")
-
-    @property
-    def job(self) -> str | None:
-        """The job file or module `workload` names where it is a reference (--workload path/to/job.py:ATTR): what
-        the planned step is counted from, in place of the one the rows name (workload_path); None: a name."""
-        return self.workload if self.workload and ":" in self.workload else None
-
-    @property
-    def job_module(self) -> str | None:
-        """`job` as its rows' workload_module says it: 'job:ATTR' for path/to/job.py:ATTR (a worker imports a job
-        file by its name), a package's module as given."""
-        if self.job is None:
-            return None
-        module, attr = self.job.rsplit(":", 1)
-        return f"{Path(module).stem if module.endswith('.py') or '/' in module else module}:{attr}"
-
-    @property
-    def named(self) -> dict[str, str]:
-        return dict(self.axes)
-
-
-# The axes a planned run names with a flag of their own; any other (lr, loop, a workload's own) with --param.
-AXIS_FLAGS = {"batch_size": "--batch-size", "width": "--width", "depth": "--depth", "context": "--context"}
 AXIS_NAMES = {"batch_size": "batch sizes", "width": "widths", "depth": "depths", "context": "context lengths"}
 
 
@@ -180,7 +134,7 @@ def _sorted(values) -> list[str]:
     return sorted(values, key=float) if numbers else sorted(values)
 
 
-def planned_rows(rows: pd.DataFrame, plan: Plan) -> pd.DataFrame:
+def planned_rows(rows: pd.DataFrame, plan: Request) -> pd.DataFrame:
     """The ok rows (`_shaped`) of the planned run's one configuration: its workload's rows at every value
     it names. Where they still hold several configurations, refused in one line that lists them and the
     flags that pick one; a shape is never priced as the sum of several."""
@@ -292,7 +246,7 @@ def _shaped(ok: pd.DataFrame) -> pd.DataFrame:
     return ok.assign(shape=keys(ok.assign(batch_size=batch), SHAPE), full_batch=full)
 
 
-def plan_grid(rows: pd.DataFrame, plan: Plan) -> pd.DataFrame:
+def plan_grid(rows: pd.DataFrame, plan: Request) -> pd.DataFrame:
     """The planned run as a sweep of one line (config_key: its shape, `planned_rows`), at the plan's
     epochs and dataset size, run once or plan.trials times."""
     mine = planned_rows(rows, plan)
@@ -306,9 +260,9 @@ def plan_grid(rows: pd.DataFrame, plan: Plan) -> pd.DataFrame:
     return grid.assign(config=sizes_label(grid))
 
 
-def counted_grid(counted: dict, plan: Plan) -> pd.DataFrame:
+def counted_grid(counted: dict, plan: Request) -> pd.DataFrame:
     """The planned run as a sweep of one line (config_key 'run'), from a step counted without rows
-    (sweeps/predict.py): what `table` and `records` price beside `at_plan`'s speeds."""
+    (answer.counted): what `table` and `records` price beside `at_plan`'s speeds."""
     return pd.DataFrame([{"config_key": "run", "workload": counted["workload"], "epochs": plan.epochs,
                           "warmup_epochs": 0, "trials": 1, "full_batch": False,
                           **{a: counted.get(a) for a in SIZE_AXES}, "dataset_size": plan.samples}])

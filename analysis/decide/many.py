@@ -16,7 +16,6 @@ import dataclasses
 import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import pandas as pd
 
@@ -26,72 +25,12 @@ from ..model.collective import (
 from ..model.hosts import HOST_BOUND
 from ..prices import Billing, Option
 from .choosing import by_cost
-from .grid import NO_PRICE, Plan
+from .grid import NO_PRICE
 from .line import Line
+from .request import Request
 from .speeds import OWN_SIZE, at_plan
 
-MOST = 8  # GPUs of one instance the default counts reach: the largest instance offered
 PER_GPU = ("gpus", "nodes", "per_gpu_batch", "global_batch", "efficiency", "parallel", "link")  # a line's columns
-
-
-@dataclass(frozen=True)
-class Scale:
-    """How many GPUs a planned run is priced on, and what its batch means."""
-
-    gpus: tuple[int, ...] = ()  # GPUs of one instance (--gpus); (): 1 and every count an offered instance has, to MOST
-    nodes: int = 1  # instances joined by their network (--nodes)
-    global_batch: bool = False  # --batch-size is the run's batch, split over the GPUs (--global-batch), not a GPU's
-
-    def __post_init__(self):
-        for flag, values in (("--gpus", self.gpus), ("--nodes", (self.nodes,))):
-            if any(v < 1 for v in values):
-                raise ValueError(f"{flag} must be whole numbers >= 1, got {','.join(map(str, values))}")
-
-    def counts(self, options: list[Option]) -> list[int]:
-        """The GPU counts of one instance to price: those asked, else 1 and every count an instance offers to MOST."""
-        return sorted(set(self.gpus) if self.gpus else {1} | {o.gpus for o in options if o.gpu and o.gpus <= MOST})
-
-    def instance(self, options: list[Option], gpu: str, gpus: int) -> Option | None:
-        """The instance a run on `gpus` GPUs of model `gpu` is rented on: for a count asked (--gpus), the smallest that
-        has as many (`smallest`); for the default counts, every count an instance has, one of exactly that many."""
-        found = smallest(options, gpu, gpus, self.nodes)
-        return found if self.gpus or (found is not None and found.gpus == gpus) else None
-
-    def unoffered(self, options: list[Option]) -> str | None:
-        """Where no instance of `options` has as many GPUs as a count asked: which counts it has, in words ('no
-        instance of the price table has 16 GPUs (the counts offered: 1, 2, 4, 8)'); None where each count has one."""
-        offered = sorted({o.gpus for o in options if o.gpu and (self.nodes == 1 or o.network)})
-        lacking = [n for n in self.counts(options) if not offered or n > offered[-1]]
-        if not lacking:
-            return None
-        return (f"no instance of the price table has {' or '.join(map(str, lacking))} GPUs"
-                + (" with a network between nodes" if self.nodes > 1 else "")
-                + f" (the counts offered: {', '.join(map(str, offered))})")
-
-    def per_gpu(self, batch: int, gpus: int) -> int:
-        """The batch one GPU takes on `gpus` GPUs of each of the nodes: the batch itself, or its share of it."""
-        ranks = gpus * self.nodes
-        if not self.global_batch:
-            return batch
-        if batch % ranks:
-            raise ValueError(f"--global-batch: a batch of {batch:,} does not split evenly over {ranks} GPUs; give a "
-                             f"multiple of {ranks}, or leave --global-batch out (then --batch-size is a GPU's)")
-        return batch // ranks
-
-
-def batch_words(scale: Scale) -> str:
-    """What the batch is, as every screen says it: 'a GPU' (each GPU takes it), or with --global-batch 'in all, split
-    over the GPUs'."""
-    return "in all, split over the GPUs" if scale.global_batch else "a GPU"
-
-
-def smallest(options: list[Option], gpu: str, gpus: int, nodes: int = 1) -> Option | None:
-    """The instance a run on `gpus` GPUs of model `gpu` is rented on: of the smallest count of them at least `gpus`
-    (billed whole: an instance of 4 for a run on 3), the cheapest on demand (`instances` prices every one of that
-    count); with `nodes` > 1, one with a network
-    between nodes; None where no instance has that many."""
-    offered = [o for o in options if o.gpu == gpu and o.gpus >= gpus and (nodes == 1 or o.network)]
-    return min(offered, key=lambda o: (o.gpus, o.on_demand.usd_per_h), default=None)
 
 
 def links_of(option: Option | None, gpu: str) -> tuple[Link, Link | None]:
@@ -168,58 +107,53 @@ def unpriced(line: dict, epochs: int, why: str) -> dict:
     return out
 
 
-def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, samples: int, epochs: int, scale: Scale,
-          options: list[Option], billing: dict[str, Billing], reference: pd.DataFrame,
+def lines(speeds: dict[int, pd.DataFrame], n_params: float, batch: int, request: Request, options: list[Option], billing: dict[str, Billing], reference: pd.DataFrame,
           today: dt.date | None = None, tensors: float | None = None) -> tuple[Line, ...]:
-    """Every GPU model an instance offers and every count of `scale` above one: the run on that many (`scaled`), priced
+    """Every GPU model an instance offers and every count of `request` above one: the run on that many (`scaled`), priced
     on the cheapest on-demand instance of that model of that many, or for a count asked, of the fewest GPUs that has
-    as many (Scale.instance, `rented`: billed whole, its GPUs beyond the run's idle), else unpriced. `speeds`: per per-GPU batch, one
+    as many (Request.instance, `rented`: billed whole, its GPUs beyond the run's idle), else unpriced. `speeds`: per per-GPU batch, one
     GPU's predicted line per GPU model (decide.at_plan's); `reference`: one GPU's line per model at the batch
     efficiency is measured against; `today`: the day the prices' age is counted to (None: today); `tensors`: the
     model's parameter tensors that train (None: not counted)."""
     devices, out = load_devices(), []
     rentable = {o.gpu for o in options if o.gpu}  # a GPU no instance offers is said on one GPU alone
-    for gpus in (n for n in scale.counts(options) if n * scale.nodes > 1):
-        per_gpu = scale.per_gpu(batch, gpus)
+    for gpus in (n for n in request.counts(options) if n * request.nodes > 1):
+        per_gpu = request.per_gpu(batch, gpus)
         for one in speeds[per_gpu].to_dict("records"):
             gpu = one["source"]
             if gpu not in rentable:
                 continue
-            offered = scale.instance(options, gpu, gpus)
+            offered = request.instance(options, gpu, gpus)
             link, network = links_of(offered, gpu)
             base = reference.loc[reference["source"] == gpu, "epoch_s"]
             line = {"model": gpu, "reach": OWN_SIZE, "predicted_share": 1.0, "largest_batch": None,
                     "accumulate_steps": None, "needs_how": one.get("needs_how")} | scaled(
-                one, n_params, per_gpu, samples, gpus, scale.nodes, link, network,
+                one, n_params, per_gpu, request.samples, gpus, request.nodes, link, network,
                 devices[gpu].memory_gb if gpu in devices else None, float(base.iloc[0]) if len(base) else math.nan,
                 tensors)
             out.append(Line.of(line | (
-                rented(line, offered, billing[offered.provider], epochs, scale.nodes, today) if offered
-                else unpriced(line, epochs, f"no instance of {gpus} or more x {gpu} in the price table"
-                              + (" with a network between nodes" if scale.nodes > 1 else "")))))
+                rented(line, offered, billing[offered.provider], request.epochs, request.nodes, today) if offered
+                else unpriced(line, request.epochs, f"no instance of {gpus} or more x {gpu} in the price table"
+                              + (" with a network between nodes" if request.nodes > 1 else "")))))
     return tuple(out)
 
 
-def batches(scale: Scale, batch: int, options: list[Option]) -> list[int]:
-    """The per-GPU batches other than `batch` the run needs a step counted at, on the counts of GPUs of `scale`
-    (with --global-batch, each count's share of the run's batch)."""
-    return sorted({scale.per_gpu(batch, n) for n in scale.counts(options)} - {batch})
-
-
-def on_gpus(ones: Sequence[Line], steps: Mapping[int, dict], batch: int, epochs: int, scale: Scale,
+def on_gpus(ones: Sequence[Line], steps: Mapping[int, tuple[dict, dict | None]], batch: int, request: Request,
             options: list[Option], billing: dict[str, Billing], today: dt.date | None = None) -> tuple[Line, ...]:
-    """`ones` (the run on one GPU of each model) and the run on every count of GPUs of `scale` (`lines`), one GPU's
-    lines left out where 1 is not among them, each GPU model's lines together, its fastest one-GPU first. `steps`:
-    the run's step counted at each per-GPU batch, its own `batch` and every one of `batches`; each is predicted on
-    every GPU of the device table as a configuration no row measured (at_plan)."""
-    samples = int(steps[batch]["dataset_size"])
+    """`ones` (the run on one GPU of each model) and the run on every count of GPUs of `request` (`lines`), one GPU's
+    lines left out where 1 is not among them, each GPU model's lines together, its fastest one-GPU first. `steps`: per
+    per-GPU batch (the run's own `batch` and every one of Request.batches), the run's step counted there and, at a
+    precision other than the default, its step at the default (None: not counted); each is predicted on every GPU of
+    the device table as a configuration no row measured (at_plan), never faster than at the default on a GPU without
+    the precision's unit: the rule one GPU's figure keeps, kept on many."""
     gpus = list(load_devices())
-    speeds = {b: at_plan("run", pd.DataFrame([step]), Plan(epochs, samples, precision=step.get("precision", "default")),
-                         gpus) for b, step in steps.items()}
-    counted = steps[batch]
-    found = lines(speeds, float(counted.get("trainable_params") or counted["n_params"]), batch, samples, epochs,
-                  scale, options, billing, speeds[batch], today, counted.get("n_param_tensors"))
-    out = [*(one_gpu(ones, batch) if 1 in scale.counts(options) and scale.nodes == 1 else ()), *found]
+    speeds = {b: at_plan("run", pd.DataFrame([step]), request, gpus,
+                         pd.DataFrame([default]) if default is not None else None)
+              for b, (step, default) in steps.items()}
+    counted = steps[batch][0]
+    found = lines(speeds, float(counted.get("trainable_params") or counted["n_params"]), batch, request, options,
+                  billing, speeds[batch], today, counted.get("n_param_tensors"))
+    out = [*(one_gpu(ones, batch) if 1 in request.counts(options) and request.nodes == 1 else ()), *found]
     first: dict[str, float] = {}  # each GPU model's fastest time per epoch: the models in that order, its lines together
     for line in out:
         first[line.model] = min(first.get(line.model, math.inf), line.epoch_s)
@@ -255,11 +189,11 @@ NOTE = ("GPUs: data-parallel on one instance (DDP: each GPU a copy of the model 
         "predicted; none was timed.")
 
 
-def instances(found: Sequence[Line], batch: int, samples: int, n_params: float, epochs: int, scale: Scale,
-              options: list[Option], billing: dict[str, Billing]) -> tuple[Line, ...]:
-    """`decide`'s options for a planned run of `samples` samples an epoch at `batch` a GPU (`table`'s lines: each
-    instance's on one of its GPUs) as the run on each count of scale.counts its instances are the ones of its GPU
-    model for (Scale.instance: all of its GPUs, or for a count asked, fewer, billed whole), and on scale.nodes of
+def instances(found: Sequence[Line], batch: int, n_params: float, request: Request, options: list[Option],
+              billing: dict[str, Billing]) -> tuple[Line, ...]:
+    """`decide`'s options for a planned run of request.samples samples an epoch at `batch` a GPU (`table`'s lines: each
+    instance's on one of its GPUs) as the run on each count of request.counts its instances are the ones of its GPU
+    model for (Request.instance: all of its GPUs, or for a count asked, fewer, billed whole), and on request.nodes of
     them (`_on`); a GPU option of no count left out; cheapest first. Your own GPUs and the home boxes stay as they
     are."""
     named, devices, out = {o.name: o for o in options}, load_devices(), []
@@ -269,12 +203,12 @@ def instances(found: Sequence[Line], batch: int, samples: int, n_params: float, 
             out.append(line)
             continue
         # the counts asked its GPU model's instances of this many GPUs are the smallest for: 3 GPUs on one of 4
-        for gpus in scale.counts(options):
-            least = scale.instance(options, option.gpu, gpus)
+        for gpus in request.counts(options):
+            least = request.instance(options, option.gpu, gpus)
             if least is None or least.gpus != option.gpus:
                 continue
-            out.append(line if option.gpus * scale.nodes <= 1 or (scale.nodes > 1 and not option.network) else
-                       _on(line, option, gpus, batch, samples, n_params, epochs, scale.nodes, billing, devices))
+            out.append(line if option.gpus * request.nodes <= 1 or (request.nodes > 1 and not option.network) else
+                       _on(line, option, gpus, batch, request.samples, n_params, request.epochs, request.nodes, billing, devices))
     return tuple(sorted(out, key=by_cost))
 
 

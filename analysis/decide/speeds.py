@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from crossover.schema import BUILTIN_MODULE, given
+from crossover.schema import BUILTIN_MODULE, Precision, given
 from crossover.step import AXES, Step
 
 from .. import model
 from ..cost import measures
 from ..load import KEY, eager_ok, is_reference, keys
-from .grid import Plan, _power_w, _trial_s, along, busy, planned_rows
+from .grid import _power_w, _trial_s, along, busy, planned_rows
+from .request import Request
 from .memory import memory_needed
 
 
@@ -115,7 +116,7 @@ def _guessed(guess: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
             .assign(modelled=True))
 
 
-def _planned(points: pd.DataFrame, plan: Plan) -> dict:
+def _planned(points: pd.DataFrame, plan: Request) -> dict:
     """The planned run's time from one source's points, its interval (the model's, carried along the
     same lines; the fixed seconds are measured), and where plan.samples lies against the points."""
     points = points.sort_values("dataset_size", ignore_index=True)
@@ -160,13 +161,13 @@ def _line(mine: pd.DataFrame) -> pd.Series:
     return mine.sort_values("is_cpu", ascending=False, kind="stable").iloc[0]
 
 
-def _names_job(line: pd.Series, plan: Plan) -> bool:
+def _names_job(line: pd.Series, plan: Request) -> bool:
     """Whether there is a job to count the planned step from: plan.job, or the one the rows name (workload_module)."""
     module = line.get("workload_module")
     return bool(plan.job or isinstance(module, str) and module)
 
 
-def _step(line: dict, plan: Plan) -> tuple[Step | None, str | None]:
+def _step(line: dict, plan: Request) -> tuple[Step | None, str | None]:
     """The step the planned run needs counted, from a row of its configuration (`line`: its batch size, depth, width,
     context and the workload's own axes), for the job plan.job names, else the one the row names (`job_reference`);
     and the job file the row names where it is not found from here (the step then None)."""
@@ -182,7 +183,7 @@ def _step(line: dict, plan: Plan) -> tuple[Step | None, str | None]:
                 precision=plan.precision, folders=folders), None
 
 
-def wanted(rows: pd.DataFrame, plan: Plan) -> Step | None:
+def wanted(rows: pd.DataFrame, plan: Request) -> Step | None:
     """The step the planned run needs counted (crossover/step.py), what `planned_step` looks up in its counts; None
     where nothing is to be counted: the batch is the whole dataset, the rows name no job, or the job file they name
     is not found from here. Starts no process and writes nothing."""
@@ -193,7 +194,7 @@ def wanted(rows: pd.DataFrame, plan: Plan) -> Step | None:
     return _step(line.to_dict(), plan)[0] if _names_job(line, plan) else None
 
 
-def planned_step(rows: pd.DataFrame, plan: Plan, counts: Mapping[Step, dict | str] | None = None
+def planned_step(rows: pd.DataFrame, plan: Request, counts: Mapping[Step, dict | str] | None = None
                  ) -> tuple[pd.DataFrame | None, str]:
     """The planned configuration's one step and its counted costs (one line: the configuration's columns and
     model.CLASS_COLUMNS), what `at_plan` predicts the GPUs from, and a note where it is not counted as `crossover
@@ -231,7 +232,7 @@ def planned_step(rows: pd.DataFrame, plan: Plan, counts: Mapping[Step, dict | st
     return (None if counted.empty else counted), f"  {why}: figures fall back to {rests}{fix}"
 
 
-def at_plan(config_key: str, counted: pd.DataFrame, plan: Plan, gpus: list[str],
+def at_plan(config_key: str, counted: pd.DataFrame, plan: Request, gpus: list[str],
             default: pd.DataFrame | None = None) -> pd.DataFrame:
     """analysis/model/'s prediction of the planned configuration itself on each GPU of `gpus` its device table
     knows, as `speeds` lines (SPEED, and a planned run's columns): the step of `counted` (`planned_step`, counted at
@@ -264,7 +265,7 @@ OWN_SIZE = "predicted at its own size"  # a planned run's `reach` where the mode
 PLANNED = ["modelled", "extrapolated", "unreliable", "factor", "spread", "reach", "epoch_s", "epoch_lo", "epoch_hi"]
 
 
-def corrected(line: dict, points: pd.DataFrame, plan: Plan, batch: int) -> dict:
+def corrected(line: dict, points: pd.DataFrame, plan: Request, batch: int) -> dict:
     """`at_plan`'s line for a GPU whose rows measured the configuration at other dataset sizes, scaled by what
     they measured against what the model says at the nearest of them (the same step, that size's steps an
     epoch); its interval scaled alike, and its reach naming the size the correction rests on."""
@@ -276,7 +277,7 @@ def corrected(line: dict, points: pd.DataFrame, plan: Plan, batch: int) -> dict:
     return line | scaled | {"reach": f"{OWN_SIZE}, x{scale:.2g} as measured at {near['dataset_size']:,.0f}"}
 
 
-def stepped(group: pd.DataFrame, plan: Plan, batch: int) -> dict:
+def stepped(group: pd.DataFrame, plan: Request, batch: int) -> dict:
     """A CPU's planned run where its rows measured the configuration at one dataset size, not plan.samples, as
     `corrected` treats a GPU's: the run's step is the one they timed (the same model at the same batch; what a step
     costs, as analysis/model/ prices it from the step's counted costs, does not change with N), so its time per
@@ -299,7 +300,7 @@ def stepped(group: pd.DataFrame, plan: Plan, batch: int) -> dict:
 
 
 def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus: list[str],
-                plan: Plan, counted: pd.DataFrame | None = None, default: pd.DataFrame | None = None) -> pd.DataFrame:
+                plan: Request, counted: pd.DataFrame | None = None, default: pd.DataFrame | None = None) -> pd.DataFrame:
     """`speeds` for the planned run: per shape and GPU model or CPU arm, the run's time at plan.samples.
     A GPU's own rows (your machine's first) at plan.samples, or around it (the line between the two sizes
     around it), give the measurement, at PyTorch's default precision (the rows'); elsewhere the model's
@@ -321,7 +322,7 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
         for gpu in gpus:
             mine = gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]]
             mine = pd.concat([_yours_first(g) for _, g in mine.groupby("config_key")]) if len(mine) else mine
-            points = _points(mine) if len(mine) and plan.precision == "default" else pd.DataFrame()
+            points = _points(mine) if len(mine) and plan.precision == Precision.DEFAULT else pd.DataFrame()
             sizes = points.get("dataset_size", pd.Series(dtype=float))
             covered = len(points) and (sizes.eq(plan.samples).any() or sizes.min() < plan.samples < sizes.max())
             guessed = own[own["source"] == gpu]

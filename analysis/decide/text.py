@@ -11,11 +11,12 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from crossover.schema import SIZE_AXES
+from crossover.schema import SIZE_AXES, Precision
 
 from ..model.device_table import load_devices
 from .choosing import BEATS, BUY, RENTALS, by_time, first, fitting, pareto
-from .grid import BUSY_MARKS, HOME_BOX, NEAREST, Plan
+from .grid import BUSY_MARKS, HOME_BOX, NEAREST
+from .request import Request
 from .line import Config, Even, Line
 from .memory import CONTEXT_BYTES
 from .speeds import NOT_COUNTED, OWN_SIZE
@@ -28,6 +29,7 @@ STALE = "stale prices:"  # the note on prices older than 12 months, the one note
 
 
 HOST_MARK = "[host]"  # a predicted figure whose step is bound by the host (analysis/model/hosts.py)
+BOUND_MARK = "(bound)"  # a figure set by a faster GPU's, in a table's cell (`bound_mark` says which, `bound_note` why)
 HOST_WORDS = "bound by the host: faster GPUs do not help"
 
 
@@ -35,6 +37,20 @@ def bound_mark(line: Line) -> str:
     """' (bound: not slower than RTX 4090)' where the rule that a GPU is never predicted slower than one it outran
     on every public benchmark set the figure (analysis/model/ `ordered`), else ''."""
     return f" (bound: not slower than {line.bound_by})" if line.bound_by else ""
+
+
+def bound_note(options: Sequence[Line]) -> str:
+    """What the bound mark (`bound_mark`, BOUND_MARK in a table) says, once, naming each GPU whose figure set others';
+    '' where none is bound."""
+    bound: dict[str, list[str]] = {}
+    for o in options:
+        if o.bound_by:
+            bound.setdefault(o.bound_by, []).append(o.model)
+    if not bound:
+        return ""
+    said = "; ".join(f"{', '.join(dict.fromkeys(models))} as {other}" for other, models in bound.items())
+    return (f"(bound: ...): a bound, not a figure of its own: never slower than a GPU it outran in public benchmarks: "
+            f"{said}")
 
 
 def graph_said(line: Line) -> str:
@@ -218,7 +234,7 @@ def _fit(text: str, width: int = WIDTH) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def header(grid: Sequence[Config], plan: Plan | None) -> str:
+def header(grid: Sequence[Config], plan: Request | None) -> str:
     if plan:
         return _planned_header(grid, plan)
     trials = sum(c.trials for c in grid)
@@ -227,7 +243,7 @@ def header(grid: Sequence[Config], plan: Plan | None) -> str:
             f"{'s' if len(grid) != 1 else ''}: {', '.join(f'{w} {n:,}' for w, n in per_workload.items())}")
 
 
-def _planned_header(grid: Sequence[Config], plan: Plan) -> str:
+def _planned_header(grid: Sequence[Config], plan: Request) -> str:
     """'30 epochs of 50,000 samples of resnet18_cifar, batch 128', and its other sizes and named axes."""
     line = grid[0]
     sizes = [f"{'batch' if a == 'batch_size' else a} {v:,.0f}" for a in SIZE_AXES
@@ -236,7 +252,7 @@ def _planned_header(grid: Sequence[Config], plan: Plan) -> str:
     full = " (one batch: the whole dataset)" if line.full_batch else ""
     runs = f", {plan.trials:,} runs of it" if plan.trials and plan.trials > 1 else ""
     precision = (f", precision {plan.precision} on the GPUs (the CPU's as measured, PyTorch's default)"
-                 if plan.precision != "default" else "")
+                 if plan.precision != Precision.DEFAULT else "")
     return (f"== the planned run: {plan.epochs:,} epochs of {plan.samples:,} samples of {line.workload}{full}, "
             f"{', '.join(sizes)}{runs}{precision} ==")
 
@@ -255,7 +271,7 @@ def cards(options: Sequence[Line], how: bool = True) -> str:
 
 
 def brief(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, Line | None], notes: Sequence[str],
-          plan: Plan | None = None, head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
+          plan: Request | None = None, head: tuple[str, ...] = (), lines: int = BRIEF_LINES) -> str:
     """The decision in at most `lines` lines of at most WIDTH columns (`python -m crossover.analysis decide`):
     the first line where renting does not pay (`not_renting`), `head` (wrapped), the sweep, what it needs of a GPU's
     memory and the cards it does not fit, the first screen's picks of `picks` (choosing.picks', `first`: the GPU to
@@ -307,7 +323,7 @@ def brief(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, L
     return "\n".join(top + said_picks + [said_front] + body + tail)
 
 
-def pick_lines(chosen: Mapping[str, Line | None], plan: Plan | None, absent: dict[str, str] | None = None) -> list[str]:
+def pick_lines(chosen: Mapping[str, Line | None], plan: Request | None, absent: dict[str, str] | None = None) -> list[str]:
     """The picks of `chosen` in words (choosing.picks'), each wrapped to WIDTH rather than cut: its option,
     time per epoch (a planned run), run time and cost, how each is known, and for the box to buy its break-even
     (`bought`); an option named again is not said again; a pick that is None is 'none', or `absent`'s words for it."""
@@ -322,14 +338,14 @@ def pick_lines(chosen: Mapping[str, Line | None], plan: Plan | None, absent: dic
     return out
 
 
-def how_known(line: Line, plan: Plan | None, short: bool = True, picked: bool = False) -> str:
+def how_known(line: Line, plan: Request | None, short: bool = True, picked: bool = False) -> str:
     """`source` (`short`; a pick's: 'measured', 'predicted', '62% predicted'), and for a planned run
     where its size lies outside the sizes measured; an extrapolation whose error exceeds its figure is
     'unreliable: measure nearer N (...)' alone, never 'measured'. A busy host's mark stays."""
     return _known(line, plan, short, picked) + bound_mark(line) + (f" {HOST_MARK}" if line.host_bound is True else "")
 
 
-def _known(line: Line, plan: Plan | None, short: bool, picked: bool) -> str:
+def _known(line: Line, plan: Request | None, short: bool, picked: bool) -> str:
     reach = line.reach if plan else "measured"
     if plan and line.unreliable is True:
         return f"{reach}{line.busy}"
@@ -343,7 +359,7 @@ def _known(line: Line, plan: Plan | None, short: bool, picked: bool) -> str:
 
 
 def render(options: Sequence[Line], grid: Sequence[Config], picks: Mapping[str, Line | None], even: Sequence[Even],
-           notes: Sequence[str], plan: Plan | None = None) -> str:
+           notes: Sequence[str], plan: Request | None = None) -> str:
     """The whole decision as text (--verbose, the report): the sweep (or the planned run), every option
     (predicted figures marked '~' with their interval, every option's source), the picks, the break-even,
     how each option is costed, the notes. Every line within WIDTH columns: the options' table split into tables that
@@ -444,10 +460,10 @@ def priced_on(line: Line) -> str:
     return f"of {line.price_date}{stale_mark} ({line.price_source or 'no source given'})"
 
 
-def precision_of(line: Line, plan: Plan | None) -> str:
+def precision_of(line: Line, plan: Request | None) -> Precision:
     """The precision an option's figure is for: the planned run's on a GPU (predicted at it, or measured where the
     rows ran it); PyTorch's default on a CPU, the one its rows ran at."""
-    return plan.precision if plan and line.gpus > 0 else "default"
+    return plan.precision if plan and line.gpus > 0 else Precision.DEFAULT
 
 
 def costed(options: Sequence[Line]) -> list[str]:
@@ -477,7 +493,7 @@ def _many(o: Line, batch: int | None) -> dict:
             "efficiency": 1.0 if math.isnan(o.efficiency) else o.efficiency, "parallel": o.parallel or "one GPU"}
 
 
-def records(options: Sequence[Line], grid: Sequence[Config], plan: Plan | None = None,
+def records(options: Sequence[Line], grid: Sequence[Config], plan: Request | None = None,
             picks: Mapping[str, Line | None] | None = None) -> list[dict]:
     """Every option's figures as plain values, one object each, in the table's order (`decide --json`, and
     any command that prices a run): option; kind; gpu (the GPU model, e.g. "H100"; None for a CPU) and gpus;

@@ -13,7 +13,7 @@ import pandas as pd
 
 from crossover.schema import CONFIG_COLUMNS, FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_COLUMNS
 
-from ..load import REFERENCE
+from ..load import REFERENCE, precisions_of
 from .device_table import Device, MATCH_KEY, device_key
 
 # Every reference configuration's step counted as `crossover predict` counts a job on a laptop
@@ -68,7 +68,7 @@ def _usable(rows: pd.DataFrame) -> pd.DataFrame:
     fused = rows["fused_members"].fillna(1).gt(1) if "fused_members" in rows else False
     ok = rows[(rows["status"] == "ok") & (rows["is_cpu"] | rows["whole_gpu"]) & rows["engine"].eq("eager") & ~fused]
     ok = ok.reindex(columns=list(dict.fromkeys([*ok.columns, *CLASS_COLUMNS, OPS_PER_STEP])))
-    same_ops = ok["precision"].fillna("default").isin(["default", "fp32", "tf32"]) if "precision" in ok else True
+    same_ops = precisions_of(ok).isin(["default", "fp32", "tf32"])
     lacking = ok[FORWARD_OPS].isna() | (ok[OPS_PER_STEP].isna() & same_ops)
     if lacking.any():  # rows written before the columns: only they are looked up in the count
         counted = _counted(ok[lacking])

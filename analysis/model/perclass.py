@@ -13,6 +13,7 @@ import pandas as pd
 
 from crossover.schema import FORWARD_OPS, OPS_PER_STEP, OP_CLASSES, OP_MEASURES
 
+from ..load import precisions_of
 from .counts import PER_CLASS, THREE_TERM
 from .device_table import Device, MATCH_KEY
 from .threeterm import Calibration, _terms, calibrate
@@ -176,7 +177,7 @@ def _figures(frame: pd.DataFrame, devices: dict[str, Device] | None) -> dict[str
         return {"tensor_matmul": none, "tensor_conv": none, "peak_matmul": flops * threads, "peak_conv": flops * threads,
                 "bandwidth": np.full(len(frame), bandwidth), "overhead": np.full(len(frame), overhead)}
     table = [devices[k] for k in frame[MATCH_KEY]]
-    precision = frame["precision"].fillna("fp32") if "precision" in frame else pd.Series("fp32", index=frame.index)
+    precision = precisions_of(frame)
     conv = precision.where(precision.isin(["bf16", "fp16", "fp32"]), "tf32")
     # a GPU's public efficiency (Predictor.efficiency): what its datasheet's figures reach against the
     # others', from its public training figure; 1 where none, and while fitting

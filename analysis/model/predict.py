@@ -22,7 +22,7 @@ from crossover.schema import OPS_PER_STEP
 
 from .. import cache as disk
 from .. import public, roofline
-from ..load import REFERENCE, read
+from ..load import REFERENCE, precisions_of, read
 from .counts import CLASS_COLUMNS, PER_CLASS, THREE_TERM, _usable, config_keys, form_of, gpu_rows
 from .device_table import DEVICES, Device, MATCH_KEY, load_devices
 from .hosts import HOST_BOUND, Cure, cure, host_spread, widened
@@ -96,8 +96,7 @@ def public_precision(configs: pd.DataFrame) -> pd.Series:
     and fp16 Lambda's "fp16" (AMP); tf32, and PyTorch's default where cuDNN's convolutions and recurrent nets
     (TF32 by default) hold most of the FLOPs, Lambda's "fp32", which ran at TF32; strict FP32 matrix products (fp32, and the default's),
     none."""
-    precision = configs["precision"].fillna("default") if "precision" in configs else \
-        pd.Series("default", index=configs.index)
+    precision = precisions_of(configs)
     flops = configs.reindex(columns=[f"{c}_flops_per_step" for c in COMPUTE_CLASSES]).astype(float).fillna(0)
     convs = flops["conv_flops_per_step"] + flops["rnn_flops_per_step"] >= flops["matmul_flops_per_step"]
     table = precision.map({"bf16": "fp16", "fp16": "fp16", "tf32": "fp32", "fp32": None, "default": "fp32"})
@@ -155,7 +154,7 @@ def _predicted(configs: pd.DataFrame, model: Predictor, devices: dict[str, Devic
     on = configs.assign(**{MATCH_KEY: key})
     steps = on["steps_per_epoch"].to_numpy(float)
     step, bound_by = ordered(configs, model, devices, key, times) if len(on) else (np.zeros(0), np.zeros(0, dtype=object))
-    precision = on["precision"].fillna("default") if "precision" in on else pd.Series("default", index=on.index)
+    precision = precisions_of(on)
     lacks = precision.map(lambda p: devices[key].lacks(p) if key else None).to_numpy(object)
     if (lacks != None).any():  # noqa: E711 (an array's elementwise comparison)
         at_default = (default if default is not None else configs).assign(precision="default")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..load import precisions_of
 from .counts import COST_COLUMNS
 from .device_table import Device, MATCH_KEY
 
@@ -18,7 +19,7 @@ def _precision(rows: pd.DataFrame) -> pd.Series:
     default counts as TF32 for a step whose convolutions and recurrent nets (cuDNN's, TF32 by default) compute
     more FLOPs than its matrix products (strict FP32 by default), and FP32 for the rest, a step whose classes were
     never counted among them; a row written before the column, fp32."""
-    precision = rows["precision"].fillna("fp32") if "precision" in rows else pd.Series("fp32", index=rows.index)
+    precision = precisions_of(rows)
     flops = rows.reindex(columns=[f"{c}_flops_per_step" for c in ("conv", "rnn", "matmul")]).astype(float).to_numpy()
     cudnn = pd.Series(np.where(flops[:, 0] + flops[:, 1] > flops[:, 2], "tf32", "fp32"), index=rows.index)
     return precision.mask(precision.eq("default"), cudnn)
