@@ -19,7 +19,8 @@ This module parses the flags, counts the steps, asks for the answer and prints i
 `decide.Request`, priced by decide.answer (the answer `decide`, `report` and the end of a sweep give) on every GPU
 model, on one GPU and on each count of GPUs of --gpus, and on every home box; analysis/decide/screen.py says it
 (the first screen; every GPU model's line with --verbose) and decide.records lists it (--json). Every figure is
-predicted, never measured. Reads no rows of the user's; imports neither torch nor ray.
+predicted, never measured. Reads no rows of the user's; imports neither torch nor ray. analysis/model/predict.py,
+of the same name a layer down, is the model this command asks: the same idea, the command and its arithmetic.
 """
 
 from __future__ import annotations

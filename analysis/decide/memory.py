@@ -1,4 +1,5 @@
 """Whether a run fits a card: the GPU memory it needs (`memory_needed`) and the largest batch that fits (`largest_batch`).
+trainables/memory.py, of the same name a layer down, counts the step's peak this starts from.
 """
 
 from __future__ import annotations
