@@ -311,7 +311,7 @@ class _Asked:
 
     @property
     def key(self) -> tuple:
-        def said(frame):  # NaN and NA compare equal here, as the same text
+        def said(frame: pd.DataFrame | None) -> str | None:  # NaN and NA compare equal here, as the same text
             return None if frame is None else frame.to_json(orient="split", date_format="iso", double_precision=15)
         return said(self.step), self.gpus, said(self.default), str(self.path)
 
