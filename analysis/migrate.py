@@ -77,10 +77,10 @@ def stored_schema() -> pa.Schema:
 def _castable(source: pa.DataType, target: pa.DataType) -> bool:
     """Whether a column's values can keep their meaning as `target`: nulls alone, numbers to numbers,
     text to text, timestamps of the same time zone. The cast itself then refuses a value that changes."""
-    def number(t):
+    def number(t: pa.DataType) -> bool:
         return pa.types.is_integer(t) or pa.types.is_floating(t)
 
-    def text(t):
+    def text(t: pa.DataType) -> bool:
         return pa.types.is_string(t) or pa.types.is_large_string(t)
 
     if pa.types.is_null(source) or source == target:

@@ -82,7 +82,7 @@ def render_held_out(table: pd.DataFrame | None = None) -> str:
                          predicted=table["predicted"].map(lambda v: f"{v:,.0f}"),
                          error=table["error"].map(lambda v: f"{v:+.0%}"))
     median, n = table["error"].abs().median(), len(table)
-    worst = table.loc[table["error"].abs().idxmax()]
+    worst = table.iloc[table["error"].abs().argmax()]
     ok = median <= TARGET and n >= MIN_GPUS
     lines = ["== leave one GPU out over the public tables: ResNet-50 training, images/s, at Lambda's fp32 batch "
              "(TF32 convolutions) ==",

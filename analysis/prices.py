@@ -161,7 +161,7 @@ class Electricity:
     cpu_w: float = CPU_W  # watts your CPU draws training, where no row read RAPL (cpu_energy_j)
     gpu_w: float = GPU_W  # watts one of your GPUs draws training, where no row read NVML (gpu_energy_j)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for flag, value, low in (("--usd-per-kwh", self.usd_per_kwh, 0), ("--cpu-watts", self.cpu_w, 1e-9),
                                  ("--gpu-watts", self.gpu_w, 1e-9)):
             if not math.isfinite(value) or value < low:

@@ -70,14 +70,14 @@ def throughputs(rows: pd.DataFrame | None = None) -> pd.DataFrame:
 def dominance(table: pd.DataFrame) -> list[tuple[str, str, str, int]]:
     """(precision, A, B, shared): A's throughput above B's on every one of the `shared` (table, benchmark)
     pairs both ran at that precision (at least one)."""
-    out = []
+    out: list[tuple[str, str, str, int]] = []
     for precision, part in table.groupby("precision"):
         wide = part.pivot_table(index=["table", "benchmark"], columns="gpu", values="throughput")
         values, ran = wide.to_numpy(float), wide.notna().to_numpy()
         for (i, a), (j, b) in itertools.permutations(enumerate(wide.columns), 2):
             both = ran[:, i] & ran[:, j]  # in arrays: as pandas' per pair, the 380-odd pairs took a second
             if both.any() and (values[both, i] > values[both, j]).all():
-                out.append((precision, a, b, int(both.sum())))
+                out.append((str(precision), str(a), str(b), int(both.sum())))
     return out
 
 

@@ -27,6 +27,7 @@ import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -180,7 +181,8 @@ def predicted(workload: str, rows: pd.DataFrame) -> Finding:
     guess = guess[guess["config_key"].isin(set(cpu["config_key"]))]
     if cpu.empty or guess.empty:
         return Finding(workload, NOT_COMPARED, _unpredicted(rows, note))
-    arm = cpu.groupby(["device_name", "torch_threads"]).size().idxmax()  # the CPU arm with most rows
+    # the CPU arm with most rows, (device_name, torch_threads)
+    arm = cast(tuple[str, int], cpu.groupby(["device_name", "torch_threads"]).size().idxmax())
     cpu = cpu[(cpu["device_name"] == arm[0]) & (cpu["torch_threads"] == arm[1])]
     points = cpu.groupby("config_key").agg(cpu_s=("epoch_s_median", "median"),
                                            **{a: (a, "first") for a in HEADLINE_AXES})

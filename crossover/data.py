@@ -38,7 +38,7 @@ class Data:
     test_y: torch.Tensor | None
     source: str  # what the row's data_source says: where the data came from, 'random' where it is made up
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         """Refused when made, in the workload's make_data, so that the trial's error row names the mismatch:
         the loop takes input i and target i by one index, and a shorter y was read as the dataset's size."""
         for inputs, targets, split in ((self.x, self.y, ""), (self.test_x, self.test_y, "test_")):

@@ -229,7 +229,7 @@ class Workload:
     sample: Callable[[TrialConfig], torch.Tensor] | None = None  # one input sample; None: make_data's first
     ref: str | None = None  # 'module:attr' it was registered as (`register`); None for the built-ins
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         """Refused here, in one line naming the workload, the field and the fix (WorkloadError), whatever can be
         told without running the user's code: each function's kind and how crossover calls it, the defaults'
         keys, the axes and params. What its data is can only be told by calling make_data (`data`)."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -121,6 +122,7 @@ def main() -> int:
     from crossover.examples.make_csv import write  # the CSV example's data, where a row names its file
 
     out = []
+    c: Any  # a row of configs(): each column of one type, which pandas-stubs cannot know by name
     for c in configs(read(REFERENCE)).itertuples(index=False):
         params = json.loads(c.workload_params) if isinstance(c.workload_params, str) else {}
         if "csv" in params and not Path(params["csv"]).exists():

@@ -67,7 +67,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypedDict
+from typing import Any, Callable, TypedDict, cast
 
 import torch
 import torch.distributed as dist
@@ -208,14 +208,17 @@ def plain(trial: Trial, default_threads: int | None = None, engine: str = "eager
         model.train()
         state["running_loss"] = 0.0
         correct = torch.zeros((), dtype=torch.long if wl.classifies else torch.float32, device=device)
-        for first in range(0, data.n, cfg.batch_size):
-            index = slice(first, first + cfg.batch_size) if order is None else order[first:first + cfg.batch_size]
+        batch = filled_in(cfg.batch_size, "batch_size")
+        for first in range(0, data.n, batch):
+            index = slice(first, first + batch) if order is None else order[first:first + batch]
             inputs, target = take(x, index), y[index]
             loss, output = train_step(inputs, target)
             if seed_loop:
                 state["running_loss"] += loss.item() * (1 if summed else len(target))
                 if wl.metric != "loss":
-                    correct += (output.argmax(1) == target).sum() if wl.classifies else wl.metric(output, target)
+                    # a metric neither 'loss' nor 'accuracy' is the workload's function (Workload checks it)
+                    metric = cast(Callable, wl.metric)
+                    correct += (output.argmax(1) == target).sum() if wl.classifies else metric(output, target)
         state["loss"] = loss
 
     def timed(n: int) -> list[float]:

@@ -101,7 +101,7 @@ def words(returncode: int, peak: int | None, limit: int | None, what: str, oom_r
 class Watch:
     """One child's memory, watched from its parent (module docstring)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.before = oom_kills()  # the kernel's counts as the child starts
         self.peak: int | None = None  # bytes: the child's peak resident memory, at the last look
 

@@ -46,7 +46,7 @@ def placement_problem(space: Space, group: list, nodes: list[dict]) -> tuple[str
     gradients and two optimiser moments (4 x 4 bytes a parameter), the data, and every new tensor a batch's forward
     makes (activations, feature maps), forward and backward; no allocator rounding or workspaces in it, so what it
     refuses cannot fit."""
-    def fits(bundle, node):
+    def fits(bundle: dict[str, float], node: dict[str, float]) -> bool:
         return all(node.get(k, 0) >= v for k, v in bundle.items())
 
     held, kind = bundles(space, group), group[0].spec.kind

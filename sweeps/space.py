@@ -62,7 +62,7 @@ class Space:
     # and handed to every Space it builds; None: the space holds built-ins alone
     planner: Planner | None = field(default=None, compare=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_name(self.name)  # a folder under --out: never a path out of it
 
     @property

@@ -14,6 +14,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from types import FrameType
+from typing import NoReturn
 
 from .plan import Planner
 from .store import WriteFailed
@@ -33,7 +36,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # a scheduler's kill, a closed t
 
 
 @contextlib.contextmanager
-def stop_signals():
+def stop_signals() -> Iterator[list[int]]:
     """Within it, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does, so a
     sweep stops by one path: its rows kept, how to resume said (sweeps/runner.py `run`). Yields the signals
     received: Ray's ray.get turns the exception into a plain KeyboardInterrupt, so the number is kept here for the
@@ -42,9 +45,9 @@ def stop_signals():
     A signal ignored when the sweep began stays ignored, as Unix programs leave it: whoever started the sweep
     asked that it outlive that signal (nohup ignores SIGHUP, so that a closed terminal leaves the sweep running;
     a background job of a non-interactive shell ignores SIGINT, which Python leaves ignored too)."""
-    received = []
+    received: list[int] = []
 
-    def stop(signum, frame):
+    def stop(signum: int, frame: FrameType | None) -> NoReturn:
         received.append(signum)
         for stop_signal in held:
             signal.signal(stop_signal, signal.SIG_DFL)

@@ -96,7 +96,7 @@ class WriteFailed(Exception):
 
 
 class Store:
-    def __init__(self, directory: Path | str):
+    def __init__(self, directory: Path | str) -> None:
         self.dir = Path(directory)
 
     @property

@@ -160,7 +160,7 @@ def _raw(op):
     op's own arguments (a list of weights, flags) and not only their shapes."""
     def flops(*args, out_val=None, **kwargs):
         return rnn_flops(op, args, kwargs)
-    flops._get_raw = True
+    flops._get_raw = True  # type: ignore[attr-defined]  # read by FlopCounterMode; mypy knows no function attributes
     return flops
 
 
@@ -212,8 +212,8 @@ class Traffic(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.formulas = flop_formulas()
-        self.by_class = {"ops": Counter(), "bytes": Counter(), "flops": Counter()}
-        self.per_op = Counter()
+        self.by_class: dict[str, Counter[str]] = {"ops": Counter(), "bytes": Counter(), "flops": Counter()}
+        self.per_op: Counter[tuple] = Counter()
         self.forward = 0
         self.in_optimizer = False  # set by the optimiser step hooks around every optimiser's step()
         self.sequence: list[tuple] = []  # per_op's keys in the order the step dispatched them (`count`'s sequence)

@@ -19,6 +19,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from crossover.config import WorkloadError
 
@@ -138,14 +139,17 @@ def files(folder: Path, stop_bytes: float = float("inf")) -> list[Path]:
     return sorted(found)
 
 
-def _ray_pathspec():
+def _ray_pathspec() -> ModuleType:
     """The gitignore matcher Ray vendors (ray/_private/thirdparty/pathspec), loaded from Ray's folder without importing
     Ray (a second or more, in every planning child and `crossover predict` that imports a job): the same patterns, read
     alike, as Ray's own upload."""
     if _PATHSPEC not in sys.modules:
-        folder = Path(importlib.util.find_spec("ray").origin).parent / "_private" / "thirdparty" / "pathspec"
+        ray = importlib.util.find_spec("ray")
+        assert ray is not None and ray.origin is not None  # a dependency of the package, installed as a folder
+        folder = Path(ray.origin).parent / "_private" / "thirdparty" / "pathspec"
         spec = importlib.util.spec_from_file_location(_PATHSPEC, folder / "__init__.py",
                                                       submodule_search_locations=[str(folder)])
+        assert spec is not None and spec.loader is not None  # a spec from a .py file's path always has its loader
         module = importlib.util.module_from_spec(spec)
         sys.modules[_PATHSPEC] = module
         spec.loader.exec_module(module)

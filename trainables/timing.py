@@ -46,7 +46,7 @@ class Clock:
             for device in self.devices:
                 torch.cuda.synchronize(device)
 
-    def mark(self):
+    def mark(self) -> float | torch.cuda.Event:
         """A point after all work queued so far on every device: an event on the last device's stream."""
         if not self.cuda:
             return time.perf_counter()

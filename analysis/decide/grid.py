@@ -97,7 +97,8 @@ def _text(value) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, (int, float, np.number)):
-        return "-" if pd.isna(value) else f"{float(value):g}"
+        # pandas-stubs take numpy's integer, floating and complex types but not their base, np.number
+        return "-" if pd.isna(value) else f"{float(value):g}"  # type: ignore[arg-type]
     try:
         return f"{float(value):g}"
     except (TypeError, ValueError):
@@ -168,9 +169,9 @@ def planned_rows(rows: pd.DataFrame, plan: Request) -> pd.DataFrame:
     varied = {a: _sorted(v.unique()) for a in [c for c in SHAPE if c != "workload"] + params
               if (v := _axis_values(mine, a, plan.samples)).nunique() > 1}
     if varied:
-        held = ", and ".join(f"{AXIS_NAMES.get(a, a + ' values')} {_listed(v, 'and')}" for a, v in varied.items())
+        holds = ", and ".join(f"{AXIS_NAMES.get(a, a + ' values')} {_listed(v, 'and')}" for a, v in varied.items())
         give = ", and ".join(_listed([_flag(a, x) for x in v], "or") for a, v in varied.items())
-        raise ValueError(f"the rows hold {held}: give {give} (the planned run is one configuration of {workload})")
+        raise ValueError(f"the rows hold {holds}: give {give} (the planned run is one configuration of {workload})")
     return mine
 
 

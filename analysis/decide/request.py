@@ -42,10 +42,10 @@ class Request:
     nodes: int = 1  # instances joined by their network (--nodes)
     global_batch: bool = False  # the batch is the run's, split over the GPUs (--global-batch), not a GPU's
 
-    def __post_init__(self):
-        for flag, value in (("--epochs", self.epochs), ("--dataset-size", self.samples), ("--trials", self.trials)):
-            if value is not None and value < 1:
-                raise ValueError(f"{flag} must be >= 1, got {value} (the planned run)")
+    def __post_init__(self) -> None:
+        for flag, n in (("--epochs", self.epochs), ("--dataset-size", self.samples), ("--trials", self.trials)):
+            if n is not None and n < 1:
+                raise ValueError(f"{flag} must be >= 1, got {n} (the planned run)")
         for flag, values in (("--gpus", self.gpus), ("--nodes", (self.nodes,))):
             if any(v < 1 for v in values):
                 raise ValueError(f"{flag} must be whole numbers >= 1, got {','.join(map(str, values))}")

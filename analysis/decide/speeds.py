@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -66,6 +67,7 @@ def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus
     ok = ok[ok["config_key"].isin(grid["config_key"])]
     pred = _keyed(predicted)
     lines = []
+    line: Any  # a row of the grid: each column of one type, which pandas-stubs cannot know by name
     for line in grid.itertuples():
         at = ok[ok["config_key"] == line.config_key]
         needs = memory_needed(at, line.dataset_size, False)
@@ -73,7 +75,7 @@ def speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame, gpus
         for gpu in gpus:
             mine = _yours_first(gpu_rows[[measures(n, gpu) for n in gpu_rows["device_name"]]])
             if len(mine):
-                packs = {int(d.split("/")[1]) if "/" in d else 1: g for d, g in mine.groupby("device")}
+                packs = {int(str(d).split("/")[1]) if "/" in str(d) else 1: g for d, g in mine.groupby("device")}
                 k, group = min(packs.items(), key=lambda kg: _trial_s(kg[1], line) / kg[0])
                 lines.append(_measured(line.config_key, gpu, _trial_s(group, line), group)
                              | {"k": k, "power_w": _power_w(group), **needs})
@@ -313,6 +315,7 @@ def plan_speeds(rows: pd.DataFrame, predicted: pd.DataFrame, grid: pd.DataFrame,
     pred = _keyed(predicted)
     pred = pred.assign(shape=pred["config_key"].map(dict(zip(ok["config_key"], ok["shape"]))))
     lines = []
+    line: Any  # a row of the grid: each column of one type, which pandas-stubs cannot know by name
     for line in grid.itertuples():
         at = ok[ok["shape"] == line.config_key]
         needs = memory_needed(at, plan.samples, line.full_batch)

@@ -49,13 +49,13 @@ def bound_table(rows: pd.DataFrame, path: Path = DEVICES) -> dict[str, pd.DataFr
         return {}
     columns = ["arm", "n_params", "batch_size", "step_s", "achieved_flops_per_s", "compute_to_step",
                "achieved_bytes_per_s", "memory_to_step", "launch_to_step", "bound"]
-    tables = {}
+    tables: dict[str, pd.DataFrame] = {}
     for workload, group in frame.groupby("workload"):
         sizes = sorted(group["n_params"].unique())
         picked = group[group["n_params"].isin({sizes[0], sizes[len(sizes) // 2], sizes[-1]})]
         table = picked.groupby(["arm", "n_params", "batch_size"], as_index=False).agg(
             {c: "median" for c in columns[3:-1]} | {"bound": lambda b: b.mode().iloc[0]})
-        tables[workload] = table[columns]
+        tables[str(workload)] = table[columns]
     return tables
 
 

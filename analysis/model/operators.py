@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -148,8 +149,11 @@ def _study(table: pd.DataFrame, key: str, device: Device) -> Study:
     latency_s = float(np.nanquantile(per_kernel, LATENCY_QUANTILE, method="lower"))
     ops = {}
     units = [study_unit(k, p) for k, p in zip(table["op_class"], table["precision"])]
-    for (kind, u), part in table.assign(_unit=units).groupby(["op_class", "_unit"], dropna=False):
-        u = None if pd.isna(u) else u
+    # pandas-stubs take a column as a list only without None, the missing value a list writes
+    table = table.assign(_unit=units)  # type: ignore[arg-type]
+    for by, part in table.groupby(["op_class", "_unit"], dropna=False):
+        kind, unit = cast(tuple[str, object], by)  # an op class, and its unit's name or NaN where it has none
+        u = unit if isinstance(unit, str) else None
         n = part["ops"].to_numpy(float)
         f, b, t = part["flops"].to_numpy(float) / n, part["bytes"].to_numpy(float) / n, part["gpu_s"].to_numpy(float) / n
         r = roofline_s(kind, f, b, device.peak(u) if u else 1.0, device.memory_bytes_per_s)
@@ -177,7 +181,8 @@ def study_table(folder: Path = STUDIES, path: Path = DEVICES) -> pd.DataFrame:
 def studies(folder: Path = STUDIES, path: Path = DEVICES) -> tuple[Study, ...]:
     """One Study a device-table GPU of the operator studies shipped in `folder`."""
     table, devices = study_table(folder, path), load_devices(path)
-    return tuple(_study(part, key, devices[key]) for key, part in table.groupby(MATCH_KEY)) if len(table) else ()
+    return tuple(_study(part, str(key), devices[str(key)])
+                 for key, part in table.groupby(MATCH_KEY)) if len(table) else ()
 
 
 RNN_CALLS_A_CASE = 2  # an LSTM or GRU case of the study is one cuDNN RNN call forward and one backward

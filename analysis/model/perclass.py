@@ -322,7 +322,7 @@ class Fit:
         host, gpu = host_gpu(theta, counts, figures)
         bare = theta.copy()
         bare[[list(PARAMETERS).index(n) for n in SIZE_TERMS]] = -np.inf  # exp(-inf): no size term
-        kernels = sum(frame[f"{c}_launches_per_step"].to_numpy(float) for c in OP_CLASSES)
+        kernels = cast(np.ndarray, sum(frame[f"{c}_launches_per_step"].to_numpy(float) for c in OP_CLASSES))  # never 0
         overhead = np.array([devices[k].launch_overhead_s for k in frame[MATCH_KEY]])  # a clean process's: no CUPTI
         return Parts(host, gpu, host_gpu(bare, counts, figures)[1], kernels, overhead)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -309,7 +310,7 @@ class _Asked:
 
     @property
     def key(self) -> tuple:
-        def said(frame):  # NaN and NA compare equal here, as the same text
+        def said(frame: pd.DataFrame | None) -> str | None:  # NaN and NA compare equal here, as the same text
             return None if frame is None else frame.to_json(orient="split", date_format="iso", double_precision=15)
         return said(self.step), self.gpus, said(self.default), str(self.path)
 
@@ -323,11 +324,12 @@ class _Asked:
 @functools.lru_cache(maxsize=16)
 def _predicted_step(asked: _Asked) -> tuple[Prediction, ...]:
     found = predict_counted(asked.step, list(asked.gpus), asked.path, asked.default)
+    lines: Iterable[Any] = found.itertuples()  # each column of one type, which pandas-stubs cannot know by name
     return tuple(Prediction(str(g.device_name), float(g.epoch_s_median), float(g.epoch_s_lo), float(g.epoch_s_hi),
                             float(g.host_share), bool(g.host_bound), g.bound_by if isinstance(g.bound_by, str) else None,
                             bool(g.graph_helps), *(float(getattr(g, f"{e}_epoch_s{end}"))
                                                    for e in ("graph", "compile") for end in ("", "_lo", "_hi")))
-                 for g in found.itertuples())
+                 for g in lines)
 
 
 def _known(gpus: list[str], path: Path) -> dict[str, Device]:

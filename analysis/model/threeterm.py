@@ -73,7 +73,7 @@ def calibrate(frame: pd.DataFrame, devices: dict[str, Device] | None, form: str 
     starts: list[tuple[float, ...]] = ([(0.0, math.log(0.3), math.log(0.5))] if devices
                                        else [(math.log(5e-6), math.log(1e11), math.log(2e10))])
     starts += [tuple(s + d for s in starts[0]) for d in (-2.0, 2.0)]
-    def misfit(theta, shape):
+    def misfit(theta: np.ndarray, shape: str) -> np.ndarray:
         return np.log(Calibration(shape, tuple(theta), {}, {}, 0.0).step_s(terms)) - np.log(measured)
 
     fits = [(shape, least_squares(misfit, np.array(start), args=(shape,),

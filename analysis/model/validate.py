@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -334,7 +334,7 @@ def render_memory(table: pd.DataFrame) -> str:
         return f"== memory: not checked ({MEMORY_COUNTED} absent: the checkout's count_reference study counts it, --memory) =="
     target = TARGETS["memory"]
     outside = table[table["error"].abs() > target]
-    worst = table.loc[table["error"].abs().idxmax()]
+    worst = table.iloc[table["error"].abs().argmax()]
     lines = [f"== memory: the peak crossover predict counts against the peak measured (one batch's data), "
              f"{len(table)} (configuration, GPU) pairs ==",
              f"  within {target:.0%}: {len(table) - len(outside)} of {len(table)}; median |error| "
@@ -366,7 +366,8 @@ def op_study(path: Path = DEVICES, folder: Path = operators.STUDIES) -> pd.DataF
         return pd.DataFrame()
     among = operators.studies(folder, path)
     out = []
-    for (key, kind, precision), part in table.groupby([MATCH_KEY, "op_class", "precision"]):
+    for by, part in table.groupby([MATCH_KEY, "op_class", "precision"]):
+        key, kind, precision = cast(tuple[str, str, str], by)  # the study's GPU key, op class and precision: names
         u, n = operators.study_unit(kind, precision), part["ops"].to_numpy(float)
         f, b, measured = (part[c].to_numpy(float) / n for c in ("flops", "bytes", "gpu_s"))
         own = next(s for s in among if s.key == key)
@@ -389,7 +390,8 @@ def render_op_study(table: pd.DataFrame) -> str:
     kind, the median over its precisions, a column for what was left out."""
     if table.empty:
         return ""
-    summary = table.groupby(["gpu", "left_out"]).apply(
+    # pandas-stubs' apply lacks pandas' own include_groups keyword (pandas >= 2.2)
+    summary = table.groupby(["gpu", "left_out"]).apply(  # type: ignore[call-overload]
         lambda g: f"median {g['median_error'].median():.0%} over {g['ops'].sum()} ops", include_groups=False)
     shown = (table.groupby(["gpu", "op_class", "left_out"])["median_error"].median().unstack("left_out")
              .map(lambda v: f"{v:.0%}" if pd.notna(v) else "").reset_index())

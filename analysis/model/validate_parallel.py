@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -88,7 +88,8 @@ def measured_pairs(rows: pd.DataFrame) -> pd.DataFrame:
     per_gpu_batch, n_params, one_s (one GPU's step), step_s (N's, measured)."""
     steps = _steps(rows)
     lines = []
-    for (host, name), group in steps.groupby(["host", "model"]):
+    for by, group in steps.groupby(["host", "model"]):
+        host, name = cast(tuple[str, str], by)  # the reference host's folder and the case's name
         one = {b: s for d, b, s in zip(group["device"], group["batch_size"], group["step_s"]) if d == "ddp:1"} or \
               {b: s for d, b, s in zip(group["device"], group["batch_size"], group["step_s"]) if d == "cuda"}
         launch_bound = max(one.values(), default=np.inf) < LAUNCH_BOUND_S
@@ -142,7 +143,7 @@ def predicted(pairs: pd.DataFrame, host: Host | pd.Series, spread: float | pd.Se
     terms `host` and the interval's `spread` (a figure, or one a row), and the efficiencies and errors."""
     links, devices = load_links(), load_devices()
     each = lambda v: v if isinstance(v, pd.Series) else pd.Series([v] * len(pairs), index=pairs.index)  # noqa: E731
-    hosts, spreads = each(host), each(spread)
+    hosts, spreads = each(host).to_dict(), each(spread).to_dict()  # by a row's label, as iterrows gives it
     out = []
     for i, row in pairs.iterrows():
         link = devices[row["gpu"]].link
@@ -209,8 +210,10 @@ def summary(found: pd.DataFrame) -> pd.DataFrame:
                           "eff_worst": group["efficiency_error"].abs().max(),
                           "epoch_median": group["epoch_error"].abs().median(), "epoch_worst": group["epoch_error"].abs().max(),
                           "coverage": group["covered"].mean()})
-    parts = [found.groupby(["set", "gpus"]).apply(agg, include_groups=False).reset_index(),
-             found.groupby("set").apply(agg, include_groups=False).reset_index().assign(gpus="all"),
+    # pandas-stubs' apply lacks pandas' own include_groups keyword (pandas >= 2.2)
+    by_gpus = found.groupby(["set", "gpus"]).apply(agg, include_groups=False)  # type: ignore[call-overload]
+    by_set = found.groupby("set").apply(agg, include_groups=False)  # type: ignore[call-overload]
+    parts = [by_gpus.reset_index(), by_set.reset_index().assign(gpus="all"),
              agg(found).to_frame().T.assign(set="both", gpus="all")]
     return pd.concat(parts, ignore_index=True)[["set", "gpus", "rows", "eff_median", "eff_worst", "epoch_median",
                                                 "epoch_worst", "coverage"]]
