@@ -3,6 +3,7 @@
     python studies/heldout_check.py docs/data/held-out-jobs-h200-2026-11-28.jsonl
     python studies/heldout_check.py RUNS.jsonl --jobs 2 --save /tmp/predicted.json   # 2 predictions at once, kept
     python studies/heldout_check.py RUNS.jsonl --predicted /tmp/predicted.json       # the table again, none re-run
+    python studies/heldout_check.py HOST1.jsonl HOST2.jsonl --predicted P.json     # two hosts' runs pooled a point
 
 RUNS.jsonl is `python studies/reference.py --real --workload examples/heldout.py:workload`'s output: one line a
 run of the plain loop (studies/parity.py plain), each with its workload, arch, batch, precision, engine, epochs and
@@ -207,7 +208,8 @@ def key(m) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", type=Path, help="JSON lines of python studies/reference.py --real --workload ...")
+    p.add_argument("runs", type=Path, nargs="+",
+                   help="JSON lines of python studies/reference.py --real --workload ...; several: one host each, a point's runs pooled")
     p.add_argument("--jobs", type=int, default=1, help="predictions run at once (each counts a step on the CPU)")
     p.add_argument("--save", type=Path, default=None, help="write the predictions as JSON to this file")
     p.add_argument("--gpu", default=None,
@@ -218,7 +220,7 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=int, default=None, metavar="S",
                    help="crossover predict's --timeout: seconds its counting of one step may take (default: its own)")
     args = p.parse_args(argv)
-    points = measured(pd.read_json(args.runs, lines=True))
+    points = measured(pd.concat([pd.read_json(path, lines=True) for path in args.runs], ignore_index=True))
     if args.measured:
         print("\n".join(measured_table(points)))
         return 0
@@ -234,7 +236,7 @@ def main(argv=None) -> int:
     if args.save:
         args.save.write_text(json.dumps({k: v.__dict__ for k, v in predicted.items()}, indent=1) + "\n")
     first = points.iloc[0]
-    print(f"{args.runs}: {first['device_name']}; `crossover predict` from {ROOT}, "
+    print(f"{', '.join(map(str, args.runs))}: {first['device_name']}; `crossover predict` from {ROOT}, "
           f"its {args.gpu or device_key(first['device_name'], devices)} line")
     rows = compared(eager, predicted)
     print("\n".join(table(rows)))
