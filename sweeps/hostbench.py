@@ -12,7 +12,7 @@ BLOCK_S. A case of two sizes (a chain of n
 backward nodes, an optimiser over n parameter tensors, a loop of n iterations) is timed at both and split into a
 cost per unit (the slope) and a fixed cost (what is left at zero units). Each case also says the aten ops one unit
 dispatches as trainables/costs.py counts a step's (views aside), and on a GPU the kernels torch.profiler sees it
-launch, counted after every timing so that the profiler's callbacks are in no figure.
+launch, counted after every timing so that the profiler's callbacks are in no figure. It needs torch alone.
 
 Cases (`CASES`): an op recording autograd and the same op without; nn.Linear called as a module, trainable and
 frozen, against F.linear; autocast's bf16 Linear over trainable weights (their casts cached for the autocast region)
@@ -27,6 +27,7 @@ import argparse
 import gc
 import json
 import math
+import os
 import platform
 import statistics
 import sys
@@ -39,7 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from crossover.trainables.costs import Traffic, cuda_launches
+from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
 
 SIZE = 8  # every tensor's side: 8 x 8 floats, a kernel of a few microseconds at most
 BLOCK_S = 0.005  # s: a timed block's calls fill about this, so that the clock's and the syncs' cost is a small part
@@ -204,12 +206,39 @@ def call_s(prepare, most: int, repeats: int, warmup: int, device: torch.device) 
     return statistics.median(times), times[len(times) // 10], times[(len(times) * 9) // 10], calls
 
 
+class Ops(TorchDispatchMode):
+    """Counts the aten ops dispatched that are not views: what trainables/costs.py's Traffic counts of a step
+    (tests/test_hostbench.py checks the two agree), kept here so that the study needs torch alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += not func.is_view
+        return func(*args, **(kwargs or {}))
+
+
 def ops_of(prepare) -> int:
-    """Aten ops one call dispatches, views aside (trainables/costs.py Traffic, as a step's count has them)."""
+    """Aten ops one call dispatches, views aside (`Ops`)."""
     call = prepare()
-    with Traffic() as traffic:
+    with Ops() as counted:
         call()
-    return traffic.ops
+    return counted.ops
+
+
+# CUDA runtime and driver calls that launch a kernel (torch.profiler's names; trainables/costs.py LAUNCH_EVENTS)
+LAUNCH_EVENTS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                 "cudaLaunchCooperativeKernel")
+
+
+def launches(call: Callable[[], object]) -> int:
+    """Kernels one call launches, from torch.profiler's CUDA runtime events; CUPTI torn down after (docs/parity.md)."""
+    os.environ.setdefault("TEARDOWN_CUPTI", "1")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return sum(1 for event in prof.events() if event.name in LAUNCH_EVENTS)
 
 
 def _per_unit(sizes: tuple[int, ...], values: Sequence[float]) -> tuple[float, float]:
@@ -236,15 +265,8 @@ def measure(case: Case, device: torch.device, calls: int, repeats: int, warmup: 
 
 
 def kernels(case: Case, device: torch.device) -> tuple[float, float]:
-    """Kernels per unit and fixed a call launches on a GPU (torch.profiler's runtime events)."""
-    counts = []
-    for n in case.sizes:
-        call = case.make(device, n)()
-
-        def once(call=call) -> None:
-            call()
-        counts.append(cuda_launches(once))
-    return _per_unit(case.sizes, counts)
+    """Kernels per unit and fixed a call launches on a GPU (`launches`)."""
+    return _per_unit(case.sizes, [launches(case.make(device, n)()) for n in case.sizes])
 
 
 def environment(device: torch.device) -> dict:

@@ -40,3 +40,13 @@ def test_a_machine_without_cuda_is_refused_in_one_line(tmp_path, capsys):
         pytest.skip("checks a machine without CUDA")
     assert hostbench.main(["--out", str(tmp_path / "h.json")]) == 2
     assert "no CUDA device" in capsys.readouterr().err and not (tmp_path / "h.json").exists()
+
+
+def test_its_op_count_is_a_steps_count():
+    from crossover.trainables.costs import Traffic
+    device = torch.device("cpu")
+    for case in hostbench.CASES:
+        call = case.make(device, case.sizes[0])()
+        with Traffic() as traffic:
+            call()
+        assert hostbench.ops_of(case.make(device, case.sizes[0])) == traffic.ops, case.name
