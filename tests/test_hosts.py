@@ -109,3 +109,19 @@ def test_an_offer_of_a_40_gb_a100_has_its_cards_memory():
     # SkyPilot's A100 is the 40 GB card, its A100-80GB the 80 GB one
     keys = list(devices)
     assert prices.gpu_model("A100", keys) == "A100 40GB" and prices.gpu_model("A100-80GB", keys) == "A100"
+
+
+def test_a_host_bound_interval_spans_the_spread_the_reference_hosts_measured():
+    # the configurations that two or more hosts of one GPU model timed (three H100 hosts, two H200 hosts): where the
+    # host holds most of a step, the slowest host took up to 1.8x the fastest's time (docs/validation.md)
+    devices, fitted = model.load_devices(), model.shipped(model.PER_CLASS)
+    apart = hosts.hosts_apart(model.reference_gpu_rows(devices), fitted.fit, devices)
+    bound = apart[apart["share"] > 0.7]
+    assert len(bound) >= 30 and bound["hosts"].max() >= 3
+    widest = bound["apart"].max()
+    assert 1.3 < widest < 3
+    # a prediction whose host holds nine tenths of its step spans it on the model's interval alone (q = 0), and a ViT-S
+    # at batch 16 in bf16, host-bound on an H100, does
+    assert math.exp(2 * hosts.widened(0.0, 0.9, fitted.host_spread)) >= widest
+    vit = by_gpu(real("vit_s_16", 16, "bf16")).loc["H100"]
+    assert vit["host_bound"] and vit["epoch_s_hi"] / vit["epoch_s_lo"] >= widest

@@ -40,20 +40,37 @@ def host_spread(frame: pd.DataFrame, fitted: Fit, devices: dict[str, Device]) ->
     Each deviation is scaled by sqrt(n / (n - 1)) for the n hosts it was measured against (a mean of n hosts is
     nearer each than the population's). Rows timed with CUPTI attached are left out (`cupti_attached`: a harness's
     cost per launch, not a host's); NaN where no configuration was measured on two hosts of one GPU."""
-    if not len(frame) or "results_dir" not in frame or MATCH_KEY not in frame:
-        return math.nan
-    rows = frame[~cupti_attached(frame)]
-    if rows.empty:
-        return math.nan
-    rows = rows.assign(_host=host_of(rows), _share=fitted.parts(rows, devices).host_share, _key=_key(rows))
-    per = rows.groupby(["_key", "_host"]).agg(step=("step_s", "median"), share=("_share", "median")).reset_index()
-    hosts = per.groupby("_key")["_host"].transform("nunique")
-    per, hosts = per[hosts >= 2], hosts[hosts >= 2]
+    per = _per_host(frame, fitted, devices)
     if per.empty:
         return math.nan
+    hosts = per.groupby("_key")["_host"].transform("nunique")
     log = np.log(per["step"])
     deviation = (log - log.groupby(per["_key"]).transform("mean")) * np.sqrt(hosts / (hosts - 1))
     return conformal_q(deviation / per["share"])
+
+
+def hosts_apart(frame: pd.DataFrame, fitted: Fit, devices: dict[str, Device]) -> pd.DataFrame:
+    """Per configuration measured on two hosts or more of one GPU model (CUPTI's rows aside, as `host_spread`'s), the
+    slowest host's median step time over the fastest's (`apart`), the hosts (`hosts`) and its host share (`share`):
+    the spread an interval of a step that host bound must span."""
+    per = _per_host(frame, fitted, devices)
+    step = per.groupby("_key")["step"]
+    return pd.DataFrame({"apart": step.max() / step.min(), "hosts": step.size(),
+                         "share": per.groupby("_key")["share"].median()})
+
+
+def _per_host(frame: pd.DataFrame, fitted: Fit, devices: dict[str, Device]) -> pd.DataFrame:
+    """One line a (configuration on a GPU model, host) of the configurations two hosts or more measured: its median
+    step time and host share; CUPTI's rows left out (`cupti_attached`)."""
+    empty = pd.DataFrame(columns=["_key", "_host", "step", "share"])
+    if not len(frame) or "results_dir" not in frame or MATCH_KEY not in frame:
+        return empty
+    rows = frame[~cupti_attached(frame)]
+    if rows.empty:
+        return empty
+    rows = rows.assign(_host=host_of(rows), _share=fitted.parts(rows, devices).host_share, _key=_key(rows))
+    per = rows.groupby(["_key", "_host"]).agg(step=("step_s", "median"), share=("_share", "median")).reset_index()
+    return per[per.groupby("_key")["_host"].transform("nunique") >= 2].reset_index(drop=True)
 
 
 def _key(rows: pd.DataFrame) -> pd.Series:
