@@ -396,7 +396,7 @@ def test_the_other_studies_end_the_same_way_on_a_full_disk(local_ray, tmp_path, 
         resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))
 
     address = local_ray.get_runtime_context().gcs_address
-    cmd = [sys.executable, str(ROOT / "sweeps" / f"{study}.py"), "--smoke", "--address", address, "--out", str(tmp_path)]
+    cmd = [sys.executable, str(ROOT / "studies" / f"{study}.py"), "--smoke", "--address", address, "--out", str(tmp_path)]
     done = subprocess.run(cmd + (["--devices", "cpu", "--cpu-threads", "1"] if study == "parity" else []),
                           cwd=tmp_path, capture_output=True, text=True, timeout=240, preexec_fn=limited,
                           env={**os.environ, "RAY_ADDRESS": ""})
